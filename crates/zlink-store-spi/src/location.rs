@@ -442,17 +442,14 @@ impl<T: LocationStore> DynLocationStore for T {
 }
 
 impl LocationStore for dyn DynLocationStore {
-    fn read(&self, key: &StoreKey) -> impl Future<Output = StoreResult<ReadResult>> + Send {
-        async move { self.read_dyn(key).await }
+    async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
+        self.read_dyn(key).await
     }
-    fn write(
-        &self,
-        request: &WriteRequest,
-    ) -> impl Future<Output = StoreResult<WriteResult>> + Send {
-        async move { self.write_dyn(request).await }
+    async fn write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
+        self.write_dyn(request).await
     }
-    fn scan(&self, request: &ScanRequest) -> impl Future<Output = StoreResult<ScanResult>> + Send {
-        async move { self.scan_dyn(request).await }
+    async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
+        self.scan_dyn(request).await
     }
 }
 

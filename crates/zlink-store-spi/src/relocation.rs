@@ -162,29 +162,22 @@ impl<T: RelocationStore> DynRelocationStore for T {
 }
 
 impl RelocationStore for dyn DynRelocationStore {
-    fn put(
+    async fn put(
         &self,
         reference: &BlobRef,
         payload: &Bytes,
         retention: Retention,
-    ) -> impl Future<Output = StoreResult<PutResult>> + Send {
-        async move { self.put_dyn(reference, payload, retention).await }
+    ) -> StoreResult<PutResult> {
+        self.put_dyn(reference, payload, retention).await
     }
-    fn read(
-        &self,
-        reference: &BlobRef,
-    ) -> impl Future<Output = StoreResult<BlobReadResult>> + Send {
-        async move { self.read_dyn(reference).await }
+    async fn read(&self, reference: &BlobRef) -> StoreResult<BlobReadResult> {
+        self.read_dyn(reference).await
     }
-    fn renew(
-        &self,
-        reference: &BlobRef,
-        retention: Retention,
-    ) -> impl Future<Output = StoreResult<RenewResult>> + Send {
-        async move { self.renew_dyn(reference, retention).await }
+    async fn renew(&self, reference: &BlobRef, retention: Retention) -> StoreResult<RenewResult> {
+        self.renew_dyn(reference, retention).await
     }
-    fn delete(&self, reference: &BlobRef) -> impl Future<Output = StoreResult<Deleted>> + Send {
-        async move { self.delete_dyn(reference).await }
+    async fn delete(&self, reference: &BlobRef) -> StoreResult<Deleted> {
+        self.delete_dyn(reference).await
     }
 }
 

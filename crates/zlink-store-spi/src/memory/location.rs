@@ -1,6 +1,5 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::future::Future;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
@@ -425,18 +424,15 @@ fn decode_cursor(cursor: &ScanCursor, instance: u64) -> Option<(u64, StoreKey)> 
 }
 
 impl LocationStore for MemoryLocationStore {
-    fn read(&self, key: &StoreKey) -> impl Future<Output = StoreResult<ReadResult>> + Send {
-        async move { Ok(self.do_read(key)) }
+    async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
+        Ok(self.do_read(key))
     }
 
-    fn write(
-        &self,
-        request: &WriteRequest,
-    ) -> impl Future<Output = StoreResult<WriteResult>> + Send {
-        async move { Ok(self.do_write(request)) }
+    async fn write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
+        Ok(self.do_write(request))
     }
 
-    fn scan(&self, request: &ScanRequest) -> impl Future<Output = StoreResult<ScanResult>> + Send {
-        async move { Ok(self.do_scan(request)) }
+    async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
+        Ok(self.do_scan(request))
     }
 }

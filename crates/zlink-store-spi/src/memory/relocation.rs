@@ -1,6 +1,5 @@
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -80,97 +79,82 @@ impl MemoryRelocationStore {
 }
 
 impl RelocationStore for MemoryRelocationStore {
-    fn put(
+    async fn put(
         &self,
         reference: &BlobRef,
         payload: &Bytes,
         retention: Retention,
-    ) -> impl Future<Output = StoreResult<PutResult>> + Send {
-        async move {
-            check_blob_len(payload.len())?;
-            let mut state = self.state.lock();
-            let now = self.clock.now();
-            if let Some(existing) = Self::live(&state, reference, now) {
-                return Ok(if existing.bytes == *payload {
-                    PutResult::AlreadyStored {
-                        expires_at: existing.expires_at,
-                        store_now: now,
-                    }
-                } else {
-                    PutResult::Conflict { store_now: now }
-                });
-            }
-            state.puts_since_sweep += 1;
-            if state.puts_since_sweep >= SWEEP_EVERY {
-                state.puts_since_sweep = 0;
-                state.blobs.retain(|_, b| b.expires_at > now);
-            }
-            let expires_at = now.plus(retention);
-            state.blobs.insert(
-                reference.clone(),
-                Blob {
-                    // The caller's buffer may be a slice of something larger: keep a copy.
-                    bytes: Bytes::copy_from_slice(payload),
-                    expires_at,
-                },
-            );
-            Ok(PutResult::Stored {
-                expires_at,
-                store_now: now,
-            })
+    ) -> StoreResult<PutResult> {
+        check_blob_len(payload.len())?;
+        let mut state = self.state.lock();
+        let now = self.clock.now();
+        if let Some(existing) = Self::live(&state, reference, now) {
+            return Ok(if existing.bytes == *payload {
+                PutResult::AlreadyStored {
+                    expires_at: existing.expires_at,
+                    store_now: now,
+                }
+            } else {
+                PutResult::Conflict { store_now: now }
+            });
         }
+        state.puts_since_sweep += 1;
+        if state.puts_since_sweep >= SWEEP_EVERY {
+            state.puts_since_sweep = 0;
+            state.blobs.retain(|_, b| b.expires_at > now);
+        }
+        let expires_at = now.plus(retention);
+        state.blobs.insert(
+            reference.clone(),
+            Blob {
+                // The caller's buffer may be a slice of something larger: keep a copy.
+                bytes: Bytes::copy_from_slice(payload),
+                expires_at,
+            },
+        );
+        Ok(PutResult::Stored {
+            expires_at,
+            store_now: now,
+        })
     }
 
-    fn read(
-        &self,
-        reference: &BlobRef,
-    ) -> impl Future<Output = StoreResult<BlobReadResult>> + Send {
-        async move {
-            let state = self.state.lock();
-            let now = self.clock.now();
-            Ok(match Self::live(&state, reference, now) {
-                Some(b) => BlobReadResult::Found {
-                    bytes: b.bytes.clone(),
+    async fn read(&self, reference: &BlobRef) -> StoreResult<BlobReadResult> {
+        let state = self.state.lock();
+        let now = self.clock.now();
+        Ok(match Self::live(&state, reference, now) {
+            Some(b) => BlobReadResult::Found {
+                bytes: b.bytes.clone(),
+                expires_at: b.expires_at,
+                store_now: now,
+            },
+            None => BlobReadResult::Missing { store_now: now },
+        })
+    }
+
+    async fn renew(&self, reference: &BlobRef, retention: Retention) -> StoreResult<RenewResult> {
+        let mut state = self.state.lock();
+        let now = self.clock.now();
+        match state
+            .blobs
+            .get_mut(reference)
+            .filter(|b| b.expires_at > now)
+        {
+            Some(b) => {
+                b.expires_at = now.plus(retention);
+                Ok(RenewResult::Renewed {
                     expires_at: b.expires_at,
                     store_now: now,
-                },
-                None => BlobReadResult::Missing { store_now: now },
-            })
-        }
-    }
-
-    fn renew(
-        &self,
-        reference: &BlobRef,
-        retention: Retention,
-    ) -> impl Future<Output = StoreResult<RenewResult>> + Send {
-        async move {
-            let mut state = self.state.lock();
-            let now = self.clock.now();
-            match state
-                .blobs
-                .get_mut(reference)
-                .filter(|b| b.expires_at > now)
-            {
-                Some(b) => {
-                    b.expires_at = now.plus(retention);
-                    Ok(RenewResult::Renewed {
-                        expires_at: b.expires_at,
-                        store_now: now,
-                    })
-                }
-                None => Ok(RenewResult::Missing { store_now: now }),
+                })
             }
+            None => Ok(RenewResult::Missing { store_now: now }),
         }
     }
 
-    fn delete(&self, reference: &BlobRef) -> impl Future<Output = StoreResult<Deleted>> + Send {
-        async move {
-            let mut state = self.state.lock();
-            state.blobs.remove(reference);
-            Ok(Deleted {
-                store_now: self.clock.now(),
-            })
-        }
+    async fn delete(&self, reference: &BlobRef) -> StoreResult<Deleted> {
+        let mut state = self.state.lock();
+        state.blobs.remove(reference);
+        Ok(Deleted {
+            store_now: self.clock.now(),
+        })
     }
 }
