@@ -1,1 +1,96 @@
-fn main() {}
+//! Repository automation for zlink-rs: `cargo xtask <conformance|test|bench|demo>`.
+//!
+//! Each subcommand lives in its own module; this file only dispatches.
+
+// A command-line tool: printing is its output.
+#![allow(clippy::print_stdout)]
+
+mod bench;
+mod conformance;
+mod conformance_redis;
+mod services;
+mod test_cmd;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Passed/failed counts of a checking run.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Tally {
+    pub(crate) passed: usize,
+    pub(crate) failed: usize,
+}
+
+impl Tally {
+    pub(crate) fn add(&mut self, other: Tally) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  conformance [--redis URL]   check the golden fixture (and, with --redis, the live provider bytes)
+  test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
+  bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority
+";
+
+/// The workspace root (the parent of the xtask crate).
+pub(crate) fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// The golden fixture this repository consumes as-is.
+pub(crate) fn fixture_path() -> PathBuf {
+    workspace_root().join("fixtures/golden/store-record-v1.json")
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((cmd, rest)) = args.split_first() else {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = match cmd.as_str() {
+        "conformance" => run_conformance(rest),
+        "test" => test_cmd::run(rest),
+        "bench" => bench::run(rest),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command `{other}`\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_conformance(args: &[String]) -> Result<(), String> {
+    let mut redis_url = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--redis" => {
+                redis_url = Some(it.next().ok_or("--redis needs a URL")?.clone());
+            }
+            other => return Err(format!("conformance: unknown argument `{other}`")),
+        }
+    }
+    let fixture = fixture_path();
+    let mut tally = conformance::run(&fixture)?;
+    if let Some(url) = redis_url {
+        tally.add(conformance_redis::run(&url, &fixture)?);
+    }
+    println!("{} passed, {} failed", tally.passed, tally.failed);
+    if tally.failed > 0 {
+        return Err(format!("{} conformance vector(s) failed", tally.failed));
+    }
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! Starting (or reusing) the Redis services the tests need.
