@@ -48,6 +48,9 @@ impl MemoryLocationOptions {
     }
 }
 
+/// Commits between sweeps of expired values (at least; more when the store holds more keys).
+const SWEEP_EVERY: usize = 1024;
+
 #[derive(Clone)]
 struct Live {
     bytes: Bytes,
@@ -80,6 +83,8 @@ struct State {
     /// Per key, its history in commit order; only the states some live snapshot (or the present)
     /// can see are kept.
     entries: BTreeMap<StoreKey, Vec<Entry>>,
+    /// Commits since the last sweep of expired values.
+    writes_since_sweep: usize,
     /// Keys whose history holds more than their latest state.
     with_history: BTreeSet<StoreKey>,
     /// Live snapshots by id (ids increase, so this is creation order).
@@ -145,6 +150,21 @@ impl State {
         }
     }
 
+    /// Removes keys whose only state is a value expired at `now` that no live snapshot taken
+    /// before its expiry can still see.
+    fn sweep_expired(&mut self, now: StoreTime) {
+        let oldest_snapshot = self.snapshots.values().map(|s| s.taken_at).min();
+        self.entries.retain(|_, history| {
+            let [only] = history.as_slice() else {
+                return true;
+            };
+            match only.value.as_ref().and_then(|l| l.expires_at) {
+                Some(exp) if exp <= now => oldest_snapshot.is_some_and(|t| t < exp),
+                _ => true,
+            }
+        });
+    }
+
     fn retrim_all(&mut self) {
         let boundaries = self.boundaries();
         let keys: Vec<StoreKey> = self.with_history.iter().cloned().collect();
@@ -203,6 +223,7 @@ impl MemoryLocationStore {
                 instance: super::next_instance_id(),
                 seq: 0,
                 entries: BTreeMap::new(),
+                writes_since_sweep: 0,
                 with_history: BTreeSet::new(),
                 snapshots: BTreeMap::new(),
                 next_snapshot: 1,
@@ -220,6 +241,15 @@ impl MemoryLocationStore {
     /// How many states are held in all (the measure of snapshot memory).
     pub fn retained_states(&self) -> usize {
         self.state.lock().entries.values().map(Vec::len).sum()
+    }
+
+    /// Drops expired snapshots and expired values now (it also happens on its own as writes
+    /// come in: after every `max(1024, keys)` commits, so the cost per write stays constant).
+    pub fn compact(&self) {
+        let mut s = self.state.lock();
+        let now = self.clock.now();
+        s.expire_snapshots(now);
+        s.sweep_expired(now);
     }
 
     /// How many scan snapshots are live.
@@ -256,6 +286,11 @@ impl MemoryLocationStore {
         }
         state.seq += 1;
         let seq = state.seq;
+        state.writes_since_sweep += 1;
+        if state.writes_since_sweep >= SWEEP_EVERY.max(state.entries.len()) {
+            state.writes_since_sweep = 0;
+            state.sweep_expired(now);
+        }
         // The sequence is decimal, so it is a valid 1..=20-byte version.
         let version = StoreVersion::new(seq.to_string()).unwrap_or_else(|_| unreachable_version());
         let boundaries = state.boundaries();
