@@ -32,6 +32,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   conformance [--redis URL]   check the golden fixture (and, with --redis, the live provider bytes)
+  services                    start (or reuse) the Redis services and print their env exports
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
   bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority
 ";
@@ -56,6 +57,11 @@ fn main() -> ExitCode {
     let result = match cmd.as_str() {
         "conformance" => run_conformance(rest),
         "test" => test_cmd::run(rest),
+        "services" => services::ensure_all().map(|s| {
+            for (k, v) in s.env() {
+                println!("export {k}={v}");
+            }
+        }),
         "bench" => bench::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

@@ -1,5 +1,69 @@
-//! `cargo xtask test`: the single test command.
+//! `cargo xtask test`: the single test command. It starts (or reuses) a Redis single node, a
+//! second independent Redis and a local 3-master Redis Cluster, exports their addresses
+//! (`ZLINK_TEST_REDIS_URL`, `ZLINK_TEST_REDIS_URL_2`, `ZLINK_TEST_REDIS_CLUSTER`), then runs
+//! `cargo fmt --check`, clippy with `-D warnings`, every workspace test, and the golden
+//! conformance runner (offline and live against the single node).
 
-pub(crate) fn run(_args: &[String]) -> Result<(), String> {
-    Err("not built yet".to_string())
+use std::process::Command;
+
+use crate::services;
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+fn run_step(name: &str, args: &[&str], env: &[(&str, String)]) -> Result<(), String> {
+    eprintln!("xtask: == {name}: cargo {}", args.join(" "));
+    let status = Command::new(cargo())
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .current_dir(crate::workspace_root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{name} failed ({status})"))
+    }
+}
+
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let mut lint = true;
+    for a in args {
+        match a.as_str() {
+            "--no-lint" => lint = false,
+            other => {
+                return Err(format!(
+                    "test: unknown argument `{other}` (known: --no-lint)"
+                ));
+            }
+        }
+    }
+    let services = services::ensure_all()?;
+    let env = services.env();
+    for (k, v) in &env {
+        eprintln!("xtask: {k}={v}");
+    }
+    if lint {
+        run_step("format check", &["fmt", "--all", "--", "--check"], &env)?;
+        run_step(
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            &env,
+        )?;
+    }
+    let tests = run_step("tests", &["test", "--workspace", "--no-fail-fast"], &env);
+    let conformance = run_step(
+        "golden conformance",
+        &["xtask", "conformance", "--redis", &services.single],
+        &env,
+    );
+    tests.and(conformance)
 }
