@@ -7,7 +7,9 @@ mod ids;
 pub mod inline_ref;
 mod json;
 pub mod keys;
+pub mod payload;
 pub mod records;
+pub mod terminal;
 
 pub use counter::Counter;
 pub use error::{CodecError, CodecErrorKind, InlineRefRejection};
