@@ -1,0 +1,179 @@
+//! Helpers shared by the live Redis tests: env-gated connections, raw clients, a TCP proxy.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fred::prelude::*;
+use fred::types::config::ServerConfig;
+use fred::types::{ClusterHash, CustomCommand};
+use tokio::net::{TcpListener, TcpStream};
+use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
+use zlink_store_spi::BlobRef;
+
+/// `ZLINK_TEST_REDIS_URL`, or `None` after a loud skip notice.
+pub fn single_url(test: &str) -> Option<String> {
+    env_or_skip("ZLINK_TEST_REDIS_URL", test)
+}
+
+/// `ZLINK_TEST_REDIS_CLUSTER` seeds, or `None` after a loud skip notice.
+pub fn cluster_seeds(test: &str) -> Option<Vec<String>> {
+    env_or_skip("ZLINK_TEST_REDIS_CLUSTER", test).map(|s| {
+        s.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    })
+}
+
+/// `ZLINK_TEST_REDIS_URL_2`, or `None` after a loud skip notice.
+pub fn second_url(test: &str) -> Option<String> {
+    env_or_skip("ZLINK_TEST_REDIS_URL_2", test)
+}
+
+fn env_or_skip(var: &str, test: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => Some(v),
+        _ => {
+            eprintln!("SKIPPED: {var} not set ({test} needs a live Redis)");
+            None
+        }
+    }
+}
+
+/// A random, brace-free key prefix.
+pub fn random_prefix() -> String {
+    format!("zlink-test-reloc-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A reference under the test.
+pub fn reference(name: &str) -> BlobRef {
+    BlobRef::new(format!("{name}-{}", uuid::Uuid::new_v4().simple())).unwrap()
+}
+
+/// The blob key format, written out independently of the crate (spec 23).
+pub fn blob_key(prefix: &str, reference: &BlobRef) -> String {
+    format!("{prefix}:{{zlink-relocation-v1}}:blob:{reference}")
+}
+
+pub async fn connect_single(url: &str, prefix: &str, timeout: Duration) -> RedisRelocationStore {
+    let options = RedisRelocationOptions::from_url(url, prefix)
+        .unwrap()
+        .with_operation_timeout(timeout)
+        .unwrap();
+    RedisRelocationStore::connect(options).await.unwrap()
+}
+
+pub async fn connect_cluster(seeds: &[String], prefix: &str) -> RedisRelocationStore {
+    let options = RedisRelocationOptions::cluster(seeds, prefix).unwrap();
+    RedisRelocationStore::connect(options).await.unwrap()
+}
+
+/// A plain client for looking at what the store wrote.
+pub async fn raw_client(url: &str) -> Client {
+    let client = Builder::from_config(Config::from_url(url).unwrap())
+        .build()
+        .unwrap();
+    client.init().await.unwrap();
+    client
+}
+
+/// A plain cluster client.
+pub async fn raw_cluster_client(seeds: &[String]) -> Client {
+    let hosts: Vec<(String, u16)> = seeds
+        .iter()
+        .map(|s| {
+            let (h, p) = s.rsplit_once(':').unwrap();
+            (h.to_string(), p.parse().unwrap())
+        })
+        .collect();
+    let config = Config {
+        server: ServerConfig::new_clustered(hosts),
+        ..Config::default()
+    };
+    let client = Builder::from_config(config).build().unwrap();
+    client.init().await.unwrap();
+    client
+}
+
+/// The Redis clock in milliseconds.
+pub async fn redis_time_ms(client: &Client) -> u64 {
+    let t: Vec<String> = client
+        .custom(
+            CustomCommand::new_static("TIME", ClusterHash::Random, false),
+            Vec::<String>::new(),
+        )
+        .await
+        .unwrap();
+    t[0].parse::<u64>().unwrap() * 1000 + t[1].parse::<u64>().unwrap() / 1000
+}
+
+/// A TCP proxy in front of a real Redis that can be cut: every accepted connection and the
+/// listener stop when `cut` is called.
+pub struct Proxy {
+    pub addr: String,
+    conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(target: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let held = conns.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                let conn = tokio::spawn(async move {
+                    let Ok(outbound) = TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (mut ri, mut wi) = inbound.into_split();
+                    let (mut ro, mut wo) = outbound.into_split();
+                    let _ = tokio::join!(
+                        tokio::io::copy(&mut ri, &mut wo),
+                        tokio::io::copy(&mut ro, &mut wi)
+                    );
+                });
+                held.lock().unwrap().push(conn.abort_handle());
+            }
+        });
+        Proxy { addr, conns, task }
+    }
+
+    /// Drops every proxied connection and stops accepting new ones (the port refuses).
+    pub fn cut(self) {
+        self.task.abort();
+        for c in self.conns.lock().unwrap().drain(..) {
+            c.abort();
+        }
+    }
+}
+
+/// A listener that accepts connections and never answers.
+pub async fn black_hole() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    (addr, task)
+}
+
+/// `host:port` of a `redis://host:port` URL.
+pub fn host_port(url: &str) -> String {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let rest = rest.rsplit_once('@').map(|(_, r)| r).unwrap_or(rest);
+    let hp = rest.split('/').next().unwrap();
+    if hp.contains(':') {
+        hp.to_string()
+    } else {
+        format!("{hp}:6379")
+    }
+}
