@@ -177,3 +177,89 @@ pub fn host_port(url: &str) -> String {
         format!("{hp}:6379")
     }
 }
+
+/// The hash slot of the whole blob domain (`{zlink-relocation-v1}`).
+pub fn blob_slot() -> u16 {
+    fred::util::redis_keyslot(b"{zlink-relocation-v1}")
+}
+
+/// A put whose reply is lost for real: Redis writes are paused (`CLIENT PAUSE WRITE`, from a
+/// second connection, on the node owning the blob slot) while a store with a short operation
+/// timeout sends the put; it answers `TimedOut`, and the put runs when the pause ends. Before
+/// answering, this waits until the pause is over and the put has landed, so a retry sees it.
+/// Read, renew and delete go to a patient store on the same data.
+#[derive(Debug)]
+pub struct PausingPutter {
+    pub hasty: RedisRelocationStore,
+    pub patient: RedisRelocationStore,
+    pub control: Client,
+    pub prefix: String,
+}
+
+impl PausingPutter {
+    async fn pause(&self, ms: u64) {
+        let _: Value = self
+            .control
+            .custom(
+                CustomCommand::new_static("CLIENT", ClusterHash::Custom(blob_slot()), false),
+                vec!["PAUSE".to_string(), ms.to_string(), "WRITE".to_string()],
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Returns once writes run again on the blob slot's node.
+    async fn wait_for_writes(&self) {
+        let marker = format!("{}:{{zlink-relocation-v1}}:pause-marker", self.prefix);
+        let _: () = self
+            .control
+            .set(&marker, "x", None, None, false)
+            .await
+            .unwrap();
+        let _: i64 = self.control.del(&marker).await.unwrap();
+    }
+}
+
+impl zlink_store_spi::RelocationStore for PausingPutter {
+    async fn put(
+        &self,
+        reference: &BlobRef,
+        payload: &bytes::Bytes,
+        retention: zlink_store_spi::Retention,
+    ) -> zlink_store_spi::StoreResult<zlink_store_spi::PutResult> {
+        self.pause(700).await;
+        let outcome = self.hasty.put(reference, payload, retention).await;
+        self.wait_for_writes().await;
+        for _ in 0..200 {
+            if let zlink_store_spi::BlobReadResult::Found { .. } =
+                self.patient.read(reference).await?
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        outcome
+    }
+
+    async fn read(
+        &self,
+        reference: &BlobRef,
+    ) -> zlink_store_spi::StoreResult<zlink_store_spi::BlobReadResult> {
+        self.patient.read(reference).await
+    }
+
+    async fn renew(
+        &self,
+        reference: &BlobRef,
+        retention: zlink_store_spi::Retention,
+    ) -> zlink_store_spi::StoreResult<zlink_store_spi::RenewResult> {
+        self.patient.renew(reference, retention).await
+    }
+
+    async fn delete(
+        &self,
+        reference: &BlobRef,
+    ) -> zlink_store_spi::StoreResult<zlink_store_spi::Deleted> {
+        self.patient.delete(reference).await
+    }
+}
