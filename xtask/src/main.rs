@@ -10,6 +10,7 @@ mod conformance;
 mod conformance_redis;
 mod services;
 mod test_cmd;
+mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
