@@ -1,1 +1,9 @@
 #![doc = include_str!("../README.md")]
+
+mod layout;
+mod options;
+mod record;
+mod store;
+
+pub use options::RedisLocationOptions;
+pub use store::RedisLocationStore;

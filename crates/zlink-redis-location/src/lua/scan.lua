@@ -1,0 +1,97 @@
+-- One page of a snapshot scan.
+-- KEYS: [1] sequence, [2] scan index, [3] snapshots.
+-- ARGV: [1] snapshot lifetime (ms), [2] record key prefix, [3] hex of the scan prefix,
+--   [4] page limit, [5] snapshot id ('' for the first page), [6] index lower bound,
+--   [7] nonce for a new snapshot id, [8] page byte bound, [9] most index entries to examine,
+--   [10] most stored bytes to decode, [11] most live snapshots.
+-- Returns {0, now} when the snapshot is gone or foreign, else
+--   {1 (last page) or 2 (more), now, snapshot id, last index member examined, members...}.
+local SEQ, INDEX, SNAPS = KEYS[1], KEYS[2], KEYS[3]
+local ttl = tonumber(ARGV[1])
+local REC, hp = ARGV[2], ARGV[3]
+local limit = tonumber(ARGV[4])
+local id, start = ARGV[5], ARGV[6]
+local max_page, budget, max_work = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local max_snapshots = tonumber(ARGV[11])
+local now = now_ms()
+local first = id == ''
+local psha = redis.sha1hex(hp)
+local boundary, taken
+
+if first then
+  boundary = tonumber(redis.call('GET', SEQ) or '0')
+  if not boundary then
+    return format_error('sequence is not a number')
+  end
+  taken = now
+  id = int(boundary) .. ':' .. int(taken) .. ':' .. ARGV[7] .. ':' .. psha
+else
+  local b, t, _, p = string.match(id, '^(%d+):(%d+):(%x+):(%x+)$')
+  local expires = redis.call('ZSCORE', SNAPS, id)
+  if not b or p ~= psha or not expires or tonumber(expires) <= now then
+    return {0, now}
+  end
+  boundary, taken = tonumber(b), tonumber(t)
+end
+
+local out = {1, now, id, ''}
+local size, examined, work, count = 0, 0, 0, 0
+local more, done = false, false
+local chunk = math.min(budget + 1, 256)
+local bound = int(boundary)
+while not done do
+  local members = redis.call('ZRANGEBYLEX', INDEX, start, '+', 'LIMIT', 0, chunk)
+  for _, im in ipairs(members) do
+    if string.sub(im, 1, #hp) ~= hp then
+      done = true
+      break
+    end
+    if count >= limit or examined >= budget or work >= max_work then
+      more, done = true, true
+      break
+    end
+    examined = examined + 1
+    local rk = REC .. string.sub(im, -64)
+    local m = redis.call('ZREVRANGEBYSCORE', rk, bound, '-inf', 'LIMIT', 0, 1)[1]
+    if m then
+      work = work + #m
+      local rec, err = decode(m)
+      if not rec then
+        return format_error(err)
+      end
+      if not rec[5] and (rec[4] == 0 or rec[4] > taken) then
+        local n = #rec[1] + #rec[2] + #rec[3]
+        if size + n > max_page then
+          more, done = true, true
+          break
+        end
+        size = size + n
+        count = count + 1
+        out[4 + count] = m
+      end
+    elseif redis.call('EXISTS', rk) == 0 then
+      -- The record is gone (deleted or expired when no snapshot could see it any more).
+      redis.call('ZREM', INDEX, im)
+    end
+    out[4] = im
+  end
+  if #members < chunk then
+    break
+  end
+  start = '(' .. members[#members]
+end
+
+if more then
+  out[1] = 2
+  if first then
+    redis.call('ZREMRANGEBYSCORE', SNAPS, '-inf', int(now))
+    local live = redis.call('ZCARD', SNAPS)
+    if live >= max_snapshots then
+      redis.call('ZPOPMIN', SNAPS, live - max_snapshots + 1)
+    end
+    redis.call('ZADD', SNAPS, int(taken + ttl), id)
+  end
+elseif not first then
+  redis.call('ZREM', SNAPS, id)
+end
+return out

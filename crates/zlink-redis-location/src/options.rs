@@ -1,0 +1,321 @@
+//! [`RedisLocationOptions`]: connection, key prefix and operation timeout.
+
+use std::fmt;
+use std::time::Duration;
+
+use fred::types::config::{Config, ServerConfig};
+use zlink_store_spi::{FailureKind, StoreError, StoreResult};
+
+/// Why options were rejected (reachable through [`std::error::Error::source`] of the
+/// [`StoreError`] the option setters return).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum OptionsError {
+    /// The URL scheme is not one of `redis`, `rediss`, `redis-cluster`, `rediss-cluster`.
+    #[error(
+        "unsupported connection URL scheme (use redis://, rediss://, redis-cluster:// or rediss-cluster://)"
+    )]
+    Scheme,
+    /// The URL could not be parsed.
+    #[error("invalid connection URL: {0}")]
+    Url(String),
+    /// A cluster seed is not `host:port`.
+    #[error("cluster seed `{0}` is not host:port")]
+    Seed(String),
+    /// No cluster seed was given.
+    #[error("at least one cluster seed node is required")]
+    NoSeeds,
+    /// The key prefix is empty.
+    #[error("the key prefix must not be empty")]
+    EmptyPrefix,
+    /// The key prefix contains `{` or `}` (it would change the Redis Cluster hashtag).
+    #[error("the key prefix must not contain `{{` or `}}`")]
+    BraceInPrefix,
+    /// The operation timeout is zero.
+    #[error("the operation timeout must be positive")]
+    ZeroTimeout,
+}
+
+fn rejected(e: OptionsError) -> StoreError {
+    StoreError::failure(FailureKind::Backend, e)
+}
+
+/// How a [`RedisLocationStore`](crate::RedisLocationStore) connects and names its keys.
+///
+/// - **Connection**: a single server by URL (`redis://[user[:password]@]host[:port][/db]`,
+///   `rediss://…` for TLS) or a Redis Cluster by seed nodes ([`cluster`](Self::cluster), or a
+///   `redis-cluster://` / `rediss-cluster://` URL with `?node=host:port` seeds).
+/// - **Key prefix** (default [`DEFAULT_KEY_PREFIX`](Self::DEFAULT_KEY_PREFIX)): the namespace
+///   of every Redis key of the store; non-empty, without `{` or `}`. Stores with different
+///   prefixes on one Redis are independent.
+/// - **Operation timeout** (default 5 s): bounds each operation as a whole, acquiring the
+///   connection included; past it the operation fails with
+///   [`StoreError::TimedOut`](zlink_store_spi::StoreError::TimedOut) and, if it had been sent,
+///   may or may not have committed.
+///
+/// `Debug` never shows the password.
+///
+/// ```
+/// use std::time::Duration;
+/// use zlink_redis_location::RedisLocationOptions;
+///
+/// let options = RedisLocationOptions::from_url("redis://app:secret@127.0.0.1:6379/0")?
+///     .with_key_prefix("app1")?
+///     .with_operation_timeout(Duration::from_secs(2))?;
+/// assert!(!format!("{options:?}").contains("secret"));
+/// assert!(RedisLocationOptions::cluster(["127.0.0.1:7101", "127.0.0.1:7102"]).is_ok());
+/// // Braces would move the keys out of the store's single hash slot.
+/// assert!(options.clone().with_key_prefix("{app1}").is_err());
+/// assert!(options.with_key_prefix("").is_err());
+/// # Ok::<(), zlink_store_spi::StoreError>(())
+/// ```
+#[derive(Clone)]
+pub struct RedisLocationOptions {
+    pub(crate) config: Config,
+    pub(crate) key_prefix: String,
+    pub(crate) operation_timeout: Duration,
+}
+
+impl RedisLocationOptions {
+    /// The key prefix used unless another is set.
+    pub const DEFAULT_KEY_PREFIX: &'static str = "zlink";
+    /// The operation timeout used unless another is set.
+    pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
+
+    fn with_config(config: Config) -> Self {
+        RedisLocationOptions {
+            config,
+            key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
+            operation_timeout: Self::DEFAULT_OPERATION_TIMEOUT,
+        }
+    }
+
+    /// Connects by URL: `redis://` or `rediss://` (TLS) for one server, with optional
+    /// `user:password@` and `/db`; `redis-cluster://` or `rediss-cluster://` for a cluster
+    /// (`?node=host:port` adds seeds).
+    pub fn from_url(url: &str) -> StoreResult<Self> {
+        let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or_default();
+        let config = match scheme {
+            "redis" | "rediss" => Config::from_url_centralized(url),
+            "redis-cluster" | "rediss-cluster" => Config::from_url_clustered(url),
+            _ => return Err(rejected(OptionsError::Scheme)),
+        }
+        .map_err(|e| rejected(OptionsError::Url(redact(url, e.details()))))?;
+        Ok(Self::with_config(config))
+    }
+
+    /// Connects to a Redis Cluster through the given seed nodes (`host:port` each); the other
+    /// nodes are discovered. Use [`with_credentials`](Self::with_credentials) for ACLs.
+    pub fn cluster<I, S>(seeds: I) -> StoreResult<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut hosts = Vec::new();
+        for seed in seeds {
+            let seed = seed.as_ref().trim();
+            let parsed = seed
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+                .filter(|(h, _)| !h.is_empty());
+            let Some((host, port)) = parsed else {
+                return Err(rejected(OptionsError::Seed(seed.to_owned())));
+            };
+            hosts.push((host.to_owned(), port));
+        }
+        if hosts.is_empty() {
+            return Err(rejected(OptionsError::NoSeeds));
+        }
+        Ok(Self::with_config(Config {
+            server: ServerConfig::new_clustered(hosts),
+            ..Config::default()
+        }))
+    }
+
+    /// Sets the ACL user (or `None` for the default user) and password.
+    pub fn with_credentials(mut self, username: Option<&str>, password: &str) -> Self {
+        self.config.username = username.map(str::to_owned);
+        self.config.password = Some(password.to_owned());
+        self
+    }
+
+    /// Sets the key prefix: non-empty, without `{` or `}`.
+    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> StoreResult<Self> {
+        let prefix = prefix.into();
+        if prefix.is_empty() {
+            return Err(rejected(OptionsError::EmptyPrefix));
+        }
+        if prefix.contains(['{', '}']) {
+            return Err(rejected(OptionsError::BraceInPrefix));
+        }
+        self.key_prefix = prefix;
+        Ok(self)
+    }
+
+    /// Sets the operation timeout (positive).
+    pub fn with_operation_timeout(mut self, timeout: Duration) -> StoreResult<Self> {
+        if timeout.is_zero() {
+            return Err(rejected(OptionsError::ZeroTimeout));
+        }
+        self.operation_timeout = timeout;
+        Ok(self)
+    }
+
+    /// The key prefix.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// The operation timeout.
+    pub fn operation_timeout(&self) -> Duration {
+        self.operation_timeout
+    }
+
+    /// Whether the options name a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.config.server, ServerConfig::Clustered { .. })
+    }
+
+    /// The servers, `host:port` separated by commas, without credentials.
+    pub(crate) fn servers(&self) -> String {
+        let hosts = match &self.config.server {
+            ServerConfig::Centralized { server } => vec![server],
+            ServerConfig::Clustered { hosts, .. } => hosts.iter().collect(),
+            _ => Vec::new(),
+        };
+        hosts
+            .iter()
+            .map(|s| format!("{}:{}", s.host, s.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub(crate) fn tls(&self) -> bool {
+        self.config.tls.is_some()
+    }
+}
+
+/// Removes the password of a URL from a parser message that may quote it.
+fn redact(url: &str, message: &str) -> String {
+    let secret = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':').map(|(_, p)| p).or(Some(userinfo)))
+        .filter(|p| !p.is_empty());
+    match secret {
+        Some(p) => message.replace(p, "<redacted>"),
+        None => message.to_owned(),
+    }
+}
+
+impl fmt::Debug for RedisLocationOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLocationOptions")
+            .field("servers", &self.servers())
+            .field("cluster", &self.is_cluster())
+            .field("tls", &self.tls())
+            .field("database", &self.config.database)
+            .field("username", &self.config.username)
+            .field(
+                "password",
+                &self.config.password.as_ref().map(|_| "<redacted>"),
+            )
+            .field("key_prefix", &self.key_prefix)
+            .field("operation_timeout", &self.operation_timeout)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    fn reason(e: StoreError) -> String {
+        e.source().map(|s| s.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn debug_hides_passwords() {
+        let o = RedisLocationOptions::from_url("redis://user:hunter2@127.0.0.1:6379/2").unwrap();
+        let d = format!("{o:?}");
+        assert!(!d.contains("hunter2"), "{d}");
+        assert!(d.contains("<redacted>") && d.contains("user") && d.contains("127.0.0.1:6379"));
+        let o = RedisLocationOptions::cluster(["127.0.0.1:7101"])
+            .unwrap()
+            .with_credentials(Some("u"), "s3cr3t-pw");
+        assert!(!format!("{o:?}").contains("s3cr3t-pw"));
+        let o = RedisLocationOptions::from_url("rediss://:pw-only@localhost:6380").unwrap();
+        assert!(!format!("{o:?}").contains("pw-only"));
+        assert!(o.tls());
+    }
+
+    #[test]
+    fn accepts_single_node_and_cluster_forms() {
+        let o = RedisLocationOptions::from_url("redis://127.0.0.1").unwrap();
+        assert!(!o.is_cluster());
+        assert_eq!(o.servers(), "127.0.0.1:6379");
+        let o = RedisLocationOptions::from_url(
+            "redis-cluster://127.0.0.1:7101?node=127.0.0.1:7102&node=127.0.0.1:7103",
+        )
+        .unwrap();
+        assert!(o.is_cluster());
+        let o = RedisLocationOptions::cluster(["127.0.0.1:7101", " 127.0.0.1:7102 "]).unwrap();
+        assert_eq!(o.servers(), "127.0.0.1:7101,127.0.0.1:7102");
+    }
+
+    #[test]
+    fn rejects_bad_connections() {
+        for url in [
+            "http://x",
+            "127.0.0.1:6379",
+            "redis-sentinel://x:1",
+            "unix:///tmp/s",
+        ] {
+            assert!(RedisLocationOptions::from_url(url).is_err(), "{url}");
+        }
+        let e = RedisLocationOptions::cluster(Vec::<String>::new()).unwrap_err();
+        assert!(reason(e).contains("seed"));
+        assert!(RedisLocationOptions::cluster(["localhost"]).is_err());
+        assert!(RedisLocationOptions::cluster([":7000"]).is_err());
+        assert!(RedisLocationOptions::cluster(["h:70000"]).is_err());
+    }
+
+    #[test]
+    fn key_prefix_must_be_non_empty_and_brace_free() {
+        let o = RedisLocationOptions::from_url("redis://127.0.0.1").unwrap();
+        assert_eq!(o.key_prefix(), RedisLocationOptions::DEFAULT_KEY_PREFIX);
+        assert_eq!(o.clone().with_key_prefix("a").unwrap().key_prefix(), "a");
+        assert_eq!(
+            o.clone().with_key_prefix("app:1/x").unwrap().key_prefix(),
+            "app:1/x"
+        );
+        for bad in ["", "{", "}", "a{b", "app}", "{zlink-location-v3}"] {
+            let e = o.clone().with_key_prefix(bad).unwrap_err();
+            assert_eq!(e.kind(), zlink_store_spi::StoreErrorKind::Failure);
+            assert!(reason(e).contains("prefix"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn operation_timeout_must_be_positive() {
+        let o = RedisLocationOptions::from_url("redis://127.0.0.1").unwrap();
+        assert_eq!(
+            o.operation_timeout(),
+            RedisLocationOptions::DEFAULT_OPERATION_TIMEOUT
+        );
+        let o = o.with_operation_timeout(Duration::from_millis(1)).unwrap();
+        assert_eq!(o.operation_timeout(), Duration::from_millis(1));
+        assert!(o.with_operation_timeout(Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn url_errors_never_quote_the_password() {
+        assert_eq!(
+            redact("redis://u:pw@h", "bad pw here"),
+            "bad <redacted> here"
+        );
+        assert_eq!(redact("redis://pw@h", "pw"), "<redacted>");
+        assert_eq!(redact("redis://h", "msg"), "msg");
+    }
+}

@@ -1,0 +1,612 @@
+//! [`RedisLocationStore`]: the Location Store SPI on Redis.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::future::Future;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use fred::clients::Client;
+use fred::error::{Error as RedisError, ErrorKind as RedisErrorKind};
+use fred::interfaces::{ClientLike, LuaInterface};
+use fred::types::config::ReconnectPolicy;
+use fred::types::scripts::Script;
+use fred::types::{Builder, Key, Value};
+use zlink_store_spi::{
+    Condition, FailureKind, LocationStore, MAX_PAGE_ENCODED_LEN, Mutation, ReadResult, ScanCursor,
+    ScanItem, ScanPage, ScanPrefix, ScanRequest, ScanResult, StoreError, StoreKey, StoreResult,
+    StoreTime, StoreVersion, WriteRequest, WriteResult,
+};
+
+use crate::layout::{
+    Layout, hex, index_member, index_resume_after, index_start, key_of_index_member, unhex,
+};
+use crate::options::RedisLocationOptions;
+use crate::record::{FormatError, Record, decode_member};
+
+/// How long a scan snapshot lives after its first page, by the Redis clock. Records keep the
+/// versions a live snapshot needs for this long at most, and an expiring record's key outlives
+/// its expiry by this much.
+const SNAPSHOT_TTL_MS: u64 = 60_000;
+/// The most live snapshots per store; a new one beyond this ends the least recently created.
+const MAX_SNAPSHOTS: u64 = 256;
+/// Index entries one scan page may examine beyond twice its limit.
+const SCAN_EXTRA_ENTRIES: usize = 64;
+/// Stored bytes one scan page may decode.
+const SCAN_MAX_WORK: usize = 2 * MAX_PAGE_ENCODED_LEN;
+/// The cursor format tag.
+const CURSOR_TAG: &str = "z1";
+/// The error prefix the scripts use for records they cannot read.
+const FORMAT_ERROR_PREFIX: &str = "ZLINK-FORMAT";
+
+const READ_LUA: &str = include_str!("lua/read.lua");
+const WRITE_LUA: &str = concat!(
+    "#!lua\n",
+    include_str!("lua/common.lua"),
+    include_str!("lua/write.lua")
+);
+const SCAN_LUA: &str = concat!(
+    "#!lua\n",
+    include_str!("lua/common.lua"),
+    include_str!("lua/scan.lua")
+);
+
+/// A script: its source, and the fred handle carrying its SHA-1 once loaded.
+struct LuaScript {
+    name: &'static str,
+    lua: &'static str,
+    script: Script,
+}
+
+impl LuaScript {
+    async fn load(client: &Client, name: &'static str, lua: &'static str) -> StoreResult<Self> {
+        let sha: String = client.script_load(lua).await.map_err(map_redis)?;
+        Ok(LuaScript {
+            name,
+            lua,
+            script: Script::from_hash(sha),
+        })
+    }
+}
+
+/// Errors of this provider, as the `source` of a [`StoreError`] (for logs).
+#[derive(Debug, thiserror::Error)]
+enum ProviderError {
+    #[error("redis: {0}")]
+    Redis(#[from] RedisError),
+    #[error("stored record: {0}")]
+    Format(#[from] FormatError),
+    #[error("a record stored under the key of {expected:?} names {found:?}")]
+    KeyMismatch { expected: String, found: String },
+}
+
+fn map_redis(e: RedisError) -> StoreError {
+    let kind = match e.kind() {
+        _ if e.details().contains(FORMAT_ERROR_PREFIX) => FailureKind::Format,
+        RedisErrorKind::IO
+        | RedisErrorKind::Canceled
+        | RedisErrorKind::Timeout
+        | RedisErrorKind::Routing
+        | RedisErrorKind::Cluster
+        | RedisErrorKind::Tls
+        | RedisErrorKind::Auth
+        | RedisErrorKind::Backpressure => FailureKind::Unavailable,
+        RedisErrorKind::Parse | RedisErrorKind::Protocol => FailureKind::Format,
+        _ => FailureKind::Backend,
+    };
+    StoreError::failure(kind, ProviderError::Redis(e))
+}
+
+fn format_error(e: FormatError) -> StoreError {
+    StoreError::failure(FailureKind::Format, ProviderError::Format(e))
+}
+
+fn reply_error(what: &'static str) -> StoreError {
+    format_error(FormatError::Reply(what))
+}
+
+struct Inner {
+    client: Client,
+    connection: std::sync::Mutex<Option<fred::types::ConnectHandle>>,
+    layout: Layout,
+    read: LuaScript,
+    write: LuaScript,
+    scan: LuaScript,
+    timeout: Duration,
+    servers: String,
+    cluster: bool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle is gone and no operation can be running (each borrows the store):
+        // stop the connection task, which would otherwise keep reconnecting forever.
+        if let Ok(mut guard) = self.connection.lock() {
+            if let Some(task) = guard.take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// The official Redis Location Store (spec 22).
+///
+/// Implements [`LocationStore`] on one Redis server or a Redis Cluster through `fred`. Cheap to
+/// clone (clones share one connection); the connection closes when the last clone is dropped
+/// or on [`close`](Self::close).
+///
+/// Each operation is one Lua script call (`EVALSHA`, reloaded on `NOSCRIPT`): an exact read,
+/// a whole conditional batch, or one scan page; StoreNow is Redis `TIME` read inside it.
+/// Every operation, waiting for the connection included, is bounded by the operation timeout
+/// of [`RedisLocationOptions`]; a write that times out or loses its connection after being
+/// sent may or may not have committed (reconstruct with an exact read), and is never retried
+/// by the provider.
+#[derive(Clone)]
+pub struct RedisLocationStore {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for RedisLocationStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLocationStore")
+            .field("servers", &self.inner.servers)
+            .field("cluster", &self.inner.cluster)
+            .field("key_prefix", &self.inner.layout.prefix())
+            .field("operation_timeout", &self.inner.timeout)
+            .finish()
+    }
+}
+
+impl RedisLocationStore {
+    /// Connects and loads the scripts, within the operation timeout.
+    ///
+    /// Fails with [`StoreError::TimedOut`] if the server does not answer in time, or a
+    /// [`StoreError::Failure`] if it refuses (authentication, TLS, an unreachable cluster).
+    pub async fn connect(options: RedisLocationOptions) -> StoreResult<Self> {
+        let timeout = options.operation_timeout;
+        let mut builder = Builder::from_config(options.config.clone());
+        builder
+            .with_connection_config(|c| {
+                // A command is sent at most once: a write whose connection broke may have
+                // committed, and resending it could apply it twice.
+                c.max_command_attempts = 1;
+                c.connection_timeout = timeout;
+                c.internal_command_timeout = timeout;
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+        let client = builder.build().map_err(map_redis)?;
+        let setup = async {
+            let connection = client.init().await.map_err(map_redis)?;
+            let read = LuaScript::load(&client, "read", READ_LUA).await;
+            let write = LuaScript::load(&client, "write", WRITE_LUA).await;
+            let scan = LuaScript::load(&client, "scan", SCAN_LUA).await;
+            Ok::<_, StoreError>((connection, read, write, scan))
+        };
+        let (connection, read, write, scan) = match tokio::time::timeout(timeout, setup).await {
+            Ok(Ok((c, Ok(r), Ok(w), Ok(s)))) => (c, r, w, s),
+            Ok(Ok((c, r, w, s))) => {
+                c.abort();
+                return Err(r.and(w).and(s).err().unwrap_or(StoreError::TimedOut));
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                let _ = client.quit().await;
+                return Err(StoreError::TimedOut);
+            }
+        };
+        tracing::debug!(servers = %options.servers(), prefix = %options.key_prefix, "connected");
+        Ok(RedisLocationStore {
+            inner: Arc::new(Inner {
+                client,
+                connection: std::sync::Mutex::new(Some(connection)),
+                layout: Layout::new(&options.key_prefix),
+                read,
+                write,
+                scan,
+                timeout,
+                servers: options.servers(),
+                cluster: options.is_cluster(),
+            }),
+        })
+    }
+
+    /// Closes the connection after the commands already sent are answered. Operations issued
+    /// afterwards fail. Dropping the last clone closes it too.
+    pub async fn close(&self) {
+        if let Err(e) = self.inner.client.quit().await {
+            tracing::debug!(error = %e, "closing the Redis connection");
+        }
+    }
+
+    /// Runs one operation within the operation timeout.
+    async fn bounded<T>(&self, op: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
+        match tokio::time::timeout(self.inner.timeout, op).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::TimedOut),
+        }
+    }
+
+    /// `EVALSHA`; on `NOSCRIPT` (a restarted or failed-over server, `SCRIPT FLUSH`) the script
+    /// is sent whole with `EVAL`, which also caches it on the node that owns the keys. Neither
+    /// is ever resent after it may have run.
+    async fn eval(&self, s: &LuaScript, keys: Vec<Key>, args: Vec<Value>) -> StoreResult<Value> {
+        let client = &self.inner.client;
+        match s
+            .script
+            .evalsha::<Value, _, _, _>(client, keys.clone(), args.clone())
+            .await
+        {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                tracing::debug!(
+                    script = s.name,
+                    "script not cached on the server; sending it"
+                );
+                client.eval(s.lua, keys, args).await.map_err(map_redis)
+            }
+            other => other.map_err(map_redis),
+        }
+    }
+
+    fn helper_keys(&self) -> Vec<Key> {
+        let l = &self.inner.layout;
+        vec![
+            Key::from(l.seq_key()),
+            Key::from(l.index_key()),
+            Key::from(l.snapshots_key()),
+        ]
+    }
+
+    async fn do_read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
+        let record_key = self.inner.layout.record_key(key);
+        let reply = self
+            .eval(&self.inner.read, vec![Key::from(record_key)], Vec::new())
+            .await?;
+        let mut parts = array(reply)?.into_iter();
+        let now = parse_time(parts.next(), parts.next())?;
+        let member = match parts.next() {
+            None | Some(Value::Null) => return Ok(ReadResult::Missing { store_now: now }),
+            Some(v) => bulk(v)?,
+        };
+        let record = decode_member(&member).map_err(format_error)?;
+        check_key(&record, key)?;
+        Ok(if record.alive_at(now) {
+            ReadResult::Found {
+                bytes: record.bytes,
+                version: record.version,
+                expires_at: record.expires_at,
+                store_now: now,
+            }
+        } else {
+            ReadResult::Missing { store_now: now }
+        })
+    }
+
+    async fn do_write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
+        let layout = &self.inner.layout;
+        let mut keys = self.helper_keys();
+        keys.reserve(request.unique_keys());
+        let mut slots: HashMap<&StoreKey, usize> = HashMap::with_capacity(request.unique_keys());
+        let mut slot_of = |k, keys: &mut Vec<Key>| key_slot(layout, &mut slots, keys, k);
+        let mut args: Vec<Value> =
+            Vec::with_capacity(3 + 2 * request.conditions().len() + 6 * request.mutations().len());
+        args.push(Value::Integer(SNAPSHOT_TTL_MS as i64));
+        args.push(Value::Integer(request.conditions().len() as i64));
+        args.push(Value::Integer(request.mutations().len() as i64));
+        for c in request.conditions() {
+            args.push(Value::Integer(slot_of(c.key(), &mut keys)));
+            args.push(match c {
+                Condition::Missing(_) => Value::from_static_str(""),
+                Condition::Version(_, v) => Value::from(v.as_str()),
+            });
+        }
+        for m in request.mutations() {
+            args.push(Value::Integer(slot_of(m.key(), &mut keys)));
+            match m {
+                Mutation::Put {
+                    key,
+                    bytes,
+                    retention,
+                } => {
+                    args.push(Value::from_static_str("P"));
+                    args.push(Value::from(key.as_str()));
+                    args.push(Value::from(index_member(key)));
+                    args.push(Value::Bytes(bytes.clone()));
+                    let ms = retention.map_or(0, |r| r.as_millis());
+                    // Retention is bounded far below i64::MAX by the SPI.
+                    args.push(Value::Integer(i64::try_from(ms).unwrap_or(i64::MAX)));
+                }
+                Mutation::Delete(key) => {
+                    args.push(Value::from_static_str("D"));
+                    args.push(Value::from(key.as_str()));
+                    args.push(Value::from(index_member(key)));
+                    args.push(Value::from_static_str(""));
+                    args.push(Value::Integer(0));
+                }
+            }
+        }
+        let reply = self.eval(&self.inner.write, keys, args).await?;
+        let mut parts = array(reply)?.into_iter();
+        let applied = integer(parts.next())?;
+        let now = millis(parts.next())?;
+        match applied {
+            0 => Ok(WriteResult::Conflict { store_now: now }),
+            1 => {
+                let version = parts.next().ok_or_else(|| reply_error("no version"))?;
+                let version = StoreVersion::from_utf8(&bulk(version)?)
+                    .map_err(|_| reply_error("version out of bounds"))?;
+                Ok(WriteResult::Applied {
+                    put_versions: vec![version; request.put_count()],
+                    store_now: now,
+                })
+            }
+            _ => Err(reply_error("unknown write status")),
+        }
+    }
+
+    async fn do_scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
+        let layout = &self.inner.layout;
+        let prefix_hex = hex(request.prefix.as_bytes());
+        let (snapshot, start, resume_key) = match &request.cursor {
+            None => (String::new(), index_start(&prefix_hex), None),
+            Some(cursor) => match decode_cursor(cursor, &request.prefix) {
+                Some((snapshot, after)) => (snapshot, index_resume_after(&after), Some(after)),
+                None => return Ok(ScanResult::Expired),
+            },
+        };
+        let limit = request.limit.get();
+        let args: Vec<Value> = vec![
+            Value::Integer(SNAPSHOT_TTL_MS as i64),
+            Value::from(layout.record_prefix()),
+            Value::from(prefix_hex),
+            Value::Integer(limit as i64),
+            Value::from(snapshot),
+            Value::from(start),
+            Value::from(nonce()),
+            Value::Integer(MAX_PAGE_ENCODED_LEN as i64),
+            Value::Integer((2 * limit + SCAN_EXTRA_ENTRIES) as i64),
+            Value::Integer(SCAN_MAX_WORK as i64),
+            Value::Integer(MAX_SNAPSHOTS as i64),
+        ];
+        let reply = self
+            .eval(&self.inner.scan, self.helper_keys(), args)
+            .await?;
+        let mut parts = array(reply)?.into_iter();
+        let status = integer(parts.next())?;
+        let now = millis(parts.next())?;
+        if status == 0 {
+            return Ok(ScanResult::Expired);
+        }
+        if status != 1 && status != 2 {
+            return Err(reply_error("unknown scan status"));
+        }
+        let snapshot = bulk(parts.next().ok_or_else(|| reply_error("no snapshot id"))?)?;
+        let last = bulk(
+            parts
+                .next()
+                .ok_or_else(|| reply_error("no scan position"))?,
+        )?;
+        let mut items = Vec::with_capacity(parts.len());
+        let mut size = 0usize;
+        for member in parts {
+            let record = decode_member(&bulk(member)?).map_err(format_error)?;
+            if !request.prefix.matches(&record.key) {
+                return Err(format_error(FormatError::Reply(
+                    "scanned record outside the prefix",
+                )));
+            }
+            let item = ScanItem {
+                key: record.key,
+                bytes: record.bytes,
+                version: record.version,
+                expires_at: record.expires_at,
+            };
+            size += item.encoded_len();
+            items.push(item);
+        }
+        if items.len() > limit || size > MAX_PAGE_ENCODED_LEN {
+            return Err(reply_error("scan page over its bounds"));
+        }
+        let next_cursor = if status == 2 {
+            let after = if last.is_empty() {
+                resume_key
+            } else {
+                Some(
+                    key_of_index_member(&last)
+                        .ok_or_else(|| reply_error("malformed scan index member"))?,
+                )
+            };
+            let after = after.ok_or_else(|| reply_error("no scan position"))?;
+            let snapshot =
+                std::str::from_utf8(&snapshot).map_err(|_| reply_error("snapshot id not UTF-8"))?;
+            Some(encode_cursor(snapshot, &after)?)
+        } else {
+            None
+        };
+        Ok(ScanResult::Page(ScanPage {
+            items,
+            next_cursor,
+            store_now: now,
+        }))
+    }
+}
+
+impl LocationStore for RedisLocationStore {
+    async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
+        self.bounded(self.do_read(key)).await
+    }
+
+    async fn write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
+        self.bounded(self.do_write(request)).await
+    }
+
+    async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
+        self.bounded(self.do_scan(request)).await
+    }
+}
+
+/// The KEYS slot (1-based, as Lua sees it) of logical key `k`, adding its record key on first
+/// use.
+fn key_slot<'a>(
+    layout: &Layout,
+    slots: &mut HashMap<&'a StoreKey, usize>,
+    keys: &mut Vec<Key>,
+    k: &'a StoreKey,
+) -> i64 {
+    let next = keys.len() + 1;
+    let slot = match slots.entry(k) {
+        Entry::Occupied(e) => *e.get(),
+        Entry::Vacant(e) => {
+            keys.push(Key::from(layout.record_key(k)));
+            *e.insert(next)
+        }
+    };
+    // At most 3 + 2,048 slots.
+    i64::try_from(slot).unwrap_or(i64::MAX)
+}
+
+fn check_key(record: &Record, key: &StoreKey) -> StoreResult<()> {
+    if record.key == *key {
+        Ok(())
+    } else {
+        Err(StoreError::failure(
+            FailureKind::Format,
+            ProviderError::KeyMismatch {
+                expected: key.to_string(),
+                found: record.key.to_string(),
+            },
+        ))
+    }
+}
+
+fn array(v: Value) -> StoreResult<Vec<Value>> {
+    match v {
+        Value::Array(a) => Ok(a),
+        _ => Err(reply_error("expected an array")),
+    }
+}
+
+fn bulk(v: Value) -> StoreResult<Bytes> {
+    match v {
+        Value::Bytes(b) => Ok(b),
+        Value::String(s) => Ok(s.into_inner()),
+        _ => Err(reply_error("expected a bulk string")),
+    }
+}
+
+fn integer(v: Option<Value>) -> StoreResult<i64> {
+    match v {
+        Some(Value::Integer(i)) => Ok(i),
+        _ => Err(reply_error("expected an integer")),
+    }
+}
+
+fn millis(v: Option<Value>) -> StoreResult<StoreTime> {
+    let ms = u64::try_from(integer(v)?).map_err(|_| reply_error("negative time"))?;
+    Ok(StoreTime::from_millis(ms))
+}
+
+/// Redis `TIME` (seconds, microseconds) as whole milliseconds.
+fn parse_time(secs: Option<Value>, micros: Option<Value>) -> StoreResult<StoreTime> {
+    let number = |v: Option<Value>| -> StoreResult<u64> {
+        let b = bulk(v.ok_or_else(|| reply_error("no time"))?)?;
+        std::str::from_utf8(&b)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| reply_error("time is not a number"))
+    };
+    let (s, us) = (number(secs)?, number(micros)?);
+    let ms = s
+        .checked_mul(1000)
+        .and_then(|ms| ms.checked_add(us / 1000))
+        .ok_or_else(|| reply_error("time out of range"))?;
+    Ok(StoreTime::from_millis(ms))
+}
+
+/// A fresh snapshot nonce: random per call and per process.
+fn nonce() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{:016x}", RandomState::new().hash_one(n))
+}
+
+/// `z1.{snapshot id}.{hex of the last key examined}`.
+fn encode_cursor(snapshot: &str, after: &StoreKey) -> StoreResult<ScanCursor> {
+    ScanCursor::new(format!("{CURSOR_TAG}.{snapshot}.{}", hex(after.as_bytes())))
+        .map_err(|_| reply_error("cursor over its bound"))
+}
+
+/// The snapshot id and resume key of a cursor issued for `prefix`; `None` for anything else.
+fn decode_cursor(cursor: &ScanCursor, prefix: &ScanPrefix) -> Option<(String, StoreKey)> {
+    let rest = cursor
+        .as_str()
+        .strip_prefix(CURSOR_TAG)?
+        .strip_prefix('.')?;
+    let (snapshot, key_hex) = rest.rsplit_once('.')?;
+    let id_ok = !snapshot.is_empty()
+        && snapshot.len() <= 256
+        && snapshot
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b':');
+    if !id_ok {
+        return None;
+    }
+    let key = StoreKey::from_utf8(&unhex(key_hex)?).ok()?;
+    prefix.matches(&key).then(|| (snapshot.to_owned(), key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_round_trips_and_rejects_garbage() {
+        let prefix = ScanPrefix::new("p/").unwrap();
+        let key = StoreKey::new("p/\u{e9}\0x").unwrap();
+        let c = encode_cursor("12:1700000000000:0123456789abcdef:abcd", &key).unwrap();
+        assert_eq!(
+            decode_cursor(&c, &prefix),
+            Some(("12:1700000000000:0123456789abcdef:abcd".to_owned(), key))
+        );
+        // Another prefix, or garbage: no snapshot.
+        assert_eq!(decode_cursor(&c, &ScanPrefix::new("q/").unwrap()), None);
+        for g in [
+            "x",
+            "z1",
+            "z1.",
+            "z1..",
+            "z1.1:2.zz",
+            "z1.A.70",
+            "z2.1:2.70",
+            "z1.1:2.7",
+        ] {
+            assert_eq!(
+                decode_cursor(&ScanCursor::new(g).unwrap(), &ScanPrefix::all()),
+                None,
+                "{g}"
+            );
+        }
+    }
+
+    #[test]
+    fn largest_cursor_fits_its_bound() {
+        let key = StoreKey::new("k".repeat(StoreKey::MAX_LEN)).unwrap();
+        let id = format!(
+            "{}:{}:{:016x}:{}",
+            u64::MAX,
+            u64::MAX,
+            u64::MAX,
+            "f".repeat(40)
+        );
+        let c = encode_cursor(&id, &key).unwrap();
+        assert!(c.len() <= ScanCursor::MAX_LEN);
+    }
+
+    #[test]
+    fn nonces_differ() {
+        assert_ne!(nonce(), nonce());
+    }
+}
