@@ -114,7 +114,11 @@ impl State {
             self.with_history.remove(key);
             return;
         };
-        if history.len() > 1 {
+        if history.len() > 1 && boundaries.is_empty() {
+            // No snapshot: only the present state matters.
+            let n = history.len();
+            history.drain(..n - 1);
+        } else if history.len() > 1 {
             let n = history.len();
             let mut keep = vec![false; n];
             keep[n - 1] = true;
@@ -135,7 +139,9 @@ impl State {
             self.entries.remove(key);
             self.with_history.remove(key);
         } else if history.len() <= 1 {
-            self.with_history.remove(key);
+            if !self.with_history.is_empty() {
+                self.with_history.remove(key);
+            }
         } else {
             self.with_history.insert(key.clone());
         }
@@ -293,7 +299,11 @@ impl MemoryLocationStore {
         }
         // The sequence is decimal, so it is a valid 1..=20-byte version.
         let version = StoreVersion::new(seq.to_string()).unwrap_or_else(|_| unreachable_version());
-        let boundaries = state.boundaries();
+        let boundaries = if state.snapshots.is_empty() {
+            Vec::new()
+        } else {
+            state.boundaries()
+        };
         let mut put_versions = Vec::with_capacity(request.put_count());
         for m in request.mutations() {
             match m {
@@ -307,10 +317,16 @@ impl MemoryLocationStore {
                         version: version.clone(),
                         expires_at: retention.map(|r| now.plus(r)),
                     };
-                    state.entries.entry(key.clone()).or_default().push(Entry {
+                    let entry = Entry {
                         seq,
                         value: Some(live),
-                    });
+                    };
+                    match state.entries.get_mut(key) {
+                        Some(history) => history.push(entry),
+                        None => {
+                            state.entries.insert(key.clone(), vec![entry]);
+                        }
+                    }
                     put_versions.push(version.clone());
                     state.trim(key, &boundaries);
                 }
