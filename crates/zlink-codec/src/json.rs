@@ -211,6 +211,20 @@ impl Parser<'_> {
     fn string(&mut self) -> Result<String, CodecError> {
         // Caller checked the opening quote.
         self.i += 1;
+        // Fast path: no escape before the closing quote.
+        let rest = &self.b[self.i..];
+        if let Some(end) = rest
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        {
+            if rest[end] == b'"' {
+                let s = std::str::from_utf8(&rest[..end])
+                    .map_err(|_| self.err("string is not valid UTF-8"))?
+                    .to_owned();
+                self.i += end + 1;
+                return Ok(s);
+            }
+        }
         let mut out: Vec<u8> = Vec::new();
         loop {
             let Some(c) = self.peek() else {
@@ -383,7 +397,8 @@ pub(crate) fn write_array<T>(out: &mut String, items: &[T], mut f: impl FnMut(&m
 /// Field-by-field reader of one JSON object: rejects duplicate and unknown members.
 pub(crate) struct Fields {
     path: String,
-    members: Vec<(String, Option<Json>)>,
+    /// Members not taken yet.
+    members: Vec<(String, Json)>,
 }
 
 impl Fields {
@@ -394,17 +409,27 @@ impl Fields {
                 format!("expected an object, found {}", v.type_name()),
             ));
         };
-        let mut seen = std::collections::HashSet::with_capacity(members.len());
-        for (name, _) in &members {
-            if !seen.insert(name.as_str()) {
-                return Err(CodecError::DuplicateField {
-                    field: join(path, name),
-                });
-            }
+        let duplicate = if members.len() <= 32 {
+            members
+                .iter()
+                .enumerate()
+                .find(|(i, (name, _))| members[..*i].iter().any(|(n, _)| n == name))
+                .map(|(_, (name, _))| name)
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(members.len());
+            members
+                .iter()
+                .map(|(name, _)| name)
+                .find(|name| !seen.insert(name.as_str()))
+        };
+        if let Some(name) = duplicate {
+            return Err(CodecError::DuplicateField {
+                field: join(path, name),
+            });
         }
         Ok(Self {
             path: path.to_owned(),
-            members: members.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            members,
         })
     }
 
@@ -413,13 +438,12 @@ impl Fields {
     }
 
     pub(crate) fn take(&mut self, name: &str) -> Result<Json, CodecError> {
-        self.members
-            .iter_mut()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.take())
-            .ok_or_else(|| CodecError::MissingField {
+        match self.members.iter().position(|(k, _)| k == name) {
+            Some(i) => Ok(self.members.swap_remove(i).1),
+            None => Err(CodecError::MissingField {
                 field: join(&self.path, name),
-            })
+            }),
+        }
     }
 
     pub(crate) fn string(&mut self, name: &str) -> Result<String, CodecError> {
@@ -446,15 +470,17 @@ impl Fields {
 
     /// A JSON number that is a canonical non-negative integer `<= max`.
     pub(crate) fn uint(&mut self, name: &str, max: u64) -> Result<u64, CodecError> {
-        let path = self.path(name);
         match self.take(name)? {
             Json::Number(n) => {
                 let v = crate::ids::parse_canonical_u64(&n).ok_or_else(|| {
-                    CodecError::invalid_field(&path, format!("{n} is not a canonical integer"))
+                    CodecError::invalid_field(
+                        self.path(name),
+                        format!("{n} is not a canonical integer"),
+                    )
                 })?;
                 if v > max {
                     return Err(CodecError::invalid_field(
-                        &path,
+                        self.path(name),
                         format!("{v} is above {max}"),
                     ));
                 }
@@ -466,14 +492,13 @@ impl Fields {
 
     /// A JSON string holding canonical decimal `<= max`.
     pub(crate) fn dec_str(&mut self, name: &str, max: u64) -> Result<u64, CodecError> {
-        let path = self.path(name);
         let s = self.string(name)?;
         let v = crate::ids::parse_canonical_u64(&s).ok_or_else(|| {
-            CodecError::invalid_field(&path, format!("{s:?} is not canonical decimal"))
+            CodecError::invalid_field(self.path(name), format!("{s:?} is not canonical decimal"))
         })?;
         if v > max {
             return Err(CodecError::invalid_field(
-                &path,
+                self.path(name),
                 format!("{v} is above {max}"),
             ));
         }
@@ -482,10 +507,9 @@ impl Fields {
 
     /// A JSON string holding a generation (1..=2^63−1).
     pub(crate) fn generation(&mut self, name: &str) -> Result<crate::Generation, CodecError> {
-        let path = self.path(name);
         let v = self.dec_str(name, crate::ids::MAX_U63)?;
         crate::Generation::new(v)
-            .map_err(|_| CodecError::invalid_field(&path, "0 is not a generation"))
+            .map_err(|_| CodecError::invalid_field(self.path(name), "0 is not a generation"))
     }
 
     pub(crate) fn object(&mut self, name: &str) -> Result<Fields, CodecError> {
@@ -512,14 +536,11 @@ impl Fields {
     /// Members in order, for map-shaped objects.
     pub(crate) fn into_members(self) -> Vec<(String, Json)> {
         self.members
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
-            .collect()
     }
 
     /// Fails if a member was not taken.
     pub(crate) fn finish(self) -> Result<(), CodecError> {
-        if let Some((k, _)) = self.members.iter().find(|(_, v)| v.is_some()) {
+        if let Some((k, _)) = self.members.first() {
             return Err(CodecError::UnknownField {
                 field: join(&self.path, k),
             });

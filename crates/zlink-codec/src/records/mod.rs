@@ -123,9 +123,7 @@ pub(crate) fn check_record_size(len: usize) -> Result<(), CodecError> {
 }
 
 pub(crate) fn owner_id(f: &mut Fields, name: &str) -> Result<OwnerId, CodecError> {
-    let path = f.path(name);
-    let s = f.string(name)?;
-    OwnerId::new(s).map_err(|e| CodecError::invalid_field(path, e.to_string()))
+    typed(f, name, OwnerId::new)
 }
 
 /// Reads a string field through a validating constructor, reporting the field path.
@@ -134,9 +132,8 @@ pub(crate) fn typed<T>(
     name: &str,
     parse: impl FnOnce(String) -> Result<T, CodecError>,
 ) -> Result<T, CodecError> {
-    let path = f.path(name);
     let s = f.string(name)?;
-    parse(s).map_err(|e| CodecError::invalid_field(path, e.to_string()))
+    parse(s).map_err(|e| CodecError::invalid_field(f.path(name), e.to_string()))
 }
 
 /// Reads a closed-set string field.
