@@ -1,0 +1,560 @@
+//! The blob layer: stores a payload as enveloped chunks plus a leading index on any Relocation
+//! Store, restores it whole or not at all, renews and deletes it.
+
+use std::future::Future;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use sha2::{Digest, Sha256};
+use tokio::task::JoinSet;
+use zlink_store_spi::{
+    BlobReadResult, BlobRef, PutResult, RelocationStore, RenewResult, StoreError, StoreTime,
+};
+
+use crate::blob::config::BlobLayerConfig;
+use crate::blob::error::{BlobArgumentError, BlobError, DataLost};
+use crate::blob::format::{
+    ENVELOPE_LEN, EnvelopeHeader, Index, IndexChunk, MAX_INDEX_REF_LEN, chunk_ref, crc32c,
+    encode_chunk, open_chunk, schedule,
+};
+
+/// What [`BlobLayer::store`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoredUnit {
+    /// The payload length.
+    pub total_len: u64,
+    /// Data chunks under the index.
+    pub chunk_count: usize,
+    /// Stripes the payload was split into.
+    pub stripe_count: usize,
+    /// CRC-32C of the whole payload.
+    pub crc32c: u32,
+    /// SHA-256 of the whole payload.
+    pub sha256: [u8; 32],
+    /// The earliest expiry among the index and its chunks (the unit is whole until then).
+    pub expires_at: StoreTime,
+    /// The store clock when the index was stored.
+    pub store_now: StoreTime,
+}
+
+/// A payload restored by [`BlobLayer::restore`]: all of it, verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestoredUnit {
+    /// The payload.
+    pub bytes: Bytes,
+    /// The ordered stripes as byte ranges of `bytes` (contiguous, even: lengths differ by at
+    /// most one byte).
+    pub stripes: Vec<Range<usize>>,
+    /// CRC-32C of the payload (verified).
+    pub crc32c: u32,
+    /// SHA-256 of the payload (verified).
+    pub sha256: [u8; 32],
+    /// The earliest expiry among the index and its chunks.
+    pub expires_at: StoreTime,
+    /// The store clock when the index was read.
+    pub store_now: StoreTime,
+}
+
+impl RestoredUnit {
+    /// Stripe `i` as its own `Bytes` (no copy).
+    pub fn stripe(&self, i: usize) -> Option<Bytes> {
+        self.stripes.get(i).map(|r| self.bytes.slice(r.clone()))
+    }
+}
+
+/// What [`BlobLayer::renew`] extended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RenewedUnit {
+    /// Data chunks verified and renewed.
+    pub chunk_count: usize,
+    /// The earliest new expiry among the index and its chunks.
+    pub expires_at: StoreTime,
+    /// The store clock when the index was renewed.
+    pub store_now: StoreTime,
+}
+
+/// What [`BlobLayer::delete`] removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeletedUnit {
+    /// Data chunks deleted (0 when the index was already gone or unreadable: its chunks, if
+    /// any, expire on their own).
+    pub chunk_count: usize,
+    /// The store clock when the index was deleted.
+    pub store_now: StoreTime,
+}
+
+/// The framework-side blob layer over any [`RelocationStore`] (spec 23, "Framework-side
+/// chunking").
+///
+/// A payload is split into at most 64 even, ordered stripes, each cut into even data chunks of
+/// at most the chunk limit (64 MiB); every chunk is stored in a 23-byte envelope carrying its
+/// position and CRC-32C; a leading index (format version, total length, overall CRC-32C and
+/// SHA-256, stripes, and each chunk's reference, length and CRC) is stored under the unit's
+/// reference **last**, only after every chunk was written and read back. Chunk references are
+/// `{reference}#{order:04}`.
+///
+/// Chunk I/O runs in parallel (round-robin over the stripes) under the configured in-flight
+/// byte budget. A missing or corrupt chunk or index makes the whole unit
+/// [`DataLost`](BlobError::DataLost); nothing is ever partially restored.
+///
+/// Works with any store: `BlobLayer::new(Arc::new(store))`, or an `Arc<dyn DynRelocationStore>`.
+/// Needs a Tokio runtime (chunk operations are spawned tasks).
+pub struct BlobLayer<S: ?Sized> {
+    store: Arc<S>,
+    config: BlobLayerConfig,
+}
+
+impl<S: ?Sized> Clone for BlobLayer<S> {
+    fn clone(&self) -> Self {
+        BlobLayer {
+            store: self.store.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<S: RelocationStore + ?Sized> std::fmt::Debug for BlobLayer<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobLayer")
+            .field("store", &self.store)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// CRC-32C and SHA-256 of a payload, computed on the blocking pool (off the async workers).
+fn spawn_digest(bytes: Bytes) -> tokio::task::JoinHandle<(u32, [u8; 32])> {
+    tokio::task::spawn_blocking(move || {
+        let crc = crc32c(&bytes);
+        let sha: [u8; 32] = Sha256::digest(&bytes).into();
+        (crc, sha)
+    })
+}
+
+async fn digest(bytes: Bytes) -> Result<(u32, [u8; 32]), BlobError> {
+    match spawn_digest(bytes).await {
+        Ok(d) => Ok(d),
+        Err(e) => join_error(e),
+    }
+}
+
+fn join_error<T>(e: tokio::task::JoinError) -> Result<T, BlobError> {
+    if e.is_panic() {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    Err(BlobError::Store(StoreError::Cancelled))
+}
+
+fn earliest(a: Option<StoreTime>, b: StoreTime) -> Option<StoreTime> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
+impl<S: RelocationStore + ?Sized> BlobLayer<S> {
+    /// A layer with the default configuration (64 MiB chunks, 64 stripes, 24 h retention, the
+    /// process-wide 256 MiB budget).
+    pub fn new(store: Arc<S>) -> Self {
+        Self::with_config(store, BlobLayerConfig::default())
+    }
+
+    /// A layer with `config`.
+    pub fn with_config(store: Arc<S>, config: BlobLayerConfig) -> Self {
+        BlobLayer { store, config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BlobLayerConfig {
+        &self.config
+    }
+
+    /// The underlying Relocation Store.
+    pub fn relocation_store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    /// Runs `jobs` (each with its encoded byte cost) as spawned tasks, at most `parallelism` at
+    /// once and within the byte budget, handing each result to `on_done` as it completes. The
+    /// first error stops everything (the remaining tasks are aborted).
+    async fn run_parallel<T, F>(
+        &self,
+        jobs: Vec<(usize, F)>,
+        mut on_done: impl FnMut(T) -> Result<(), BlobError>,
+    ) -> Result<(), BlobError>
+    where
+        F: Future<Output = Result<T, BlobError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut set: JoinSet<Result<T, BlobError>> = JoinSet::new();
+        let mut pending = jobs.into_iter();
+        let budget = self.config.budget();
+        loop {
+            while set.len() < self.config.parallelism() {
+                let Some((cost, job)) = pending.next() else {
+                    break;
+                };
+                // Wait for budget, handling completions meanwhile (they free budget).
+                let permit = loop {
+                    if set.is_empty() {
+                        break budget.take(cost).await?;
+                    }
+                    tokio::select! {
+                        biased;
+                        done = set.join_next() => {
+                            if let Some(done) = done {
+                                on_done(done.or_else(join_error)??)?;
+                            }
+                        }
+                        permit = budget.take(cost) => break permit?,
+                    }
+                };
+                set.spawn(async move {
+                    let _permit = permit;
+                    job.await
+                });
+            }
+            match set.join_next().await {
+                Some(done) => on_done(done.or_else(join_error)??)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    async fn read_index(
+        &self,
+        reference: &BlobRef,
+    ) -> Result<(Index, StoreTime, StoreTime), BlobError> {
+        match self.store.read(reference).await? {
+            BlobReadResult::Found {
+                bytes,
+                expires_at,
+                store_now,
+            } => {
+                let index = Index::decode(&bytes).map_err(DataLost::IndexCorrupt)?;
+                Ok((index, expires_at, store_now))
+            }
+            BlobReadResult::Missing { .. } => Err(DataLost::IndexMissing.into()),
+        }
+    }
+
+    /// Stores `payload` as the unit `reference`: every chunk is written and read back, then the
+    /// index is written and read back. Storing the same payload under the same reference again
+    /// succeeds (everything answers `AlreadyStored`).
+    ///
+    /// Bounds are checked before any I/O: at most 256 GiB, at most 4,096 chunks at the chunk
+    /// limit, reference at most 4,091 bytes. If a chunk fails, no index is written (the chunks
+    /// already written are orphans that expire with their retention).
+    pub async fn store(
+        &self,
+        reference: &BlobRef,
+        payload: &Bytes,
+    ) -> Result<StoredUnit, BlobError> {
+        if reference.len() > MAX_INDEX_REF_LEN {
+            return Err(BlobArgumentError::ReferenceLength {
+                actual: reference.len(),
+                max: MAX_INDEX_REF_LEN,
+            }
+            .into());
+        }
+        let plan = self.config.plan(payload.len() as u64)?;
+        let chunk_count = plan.chunks.len() as u16;
+        let refs = plan
+            .chunks
+            .iter()
+            .map(|c| chunk_ref(reference, c.order))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The overall checksums are computed while the chunks are written.
+        let overall = spawn_digest(payload.clone());
+        let retention = self.config.retention();
+        let jobs = schedule(&plan.stripe_table())
+            .into_iter()
+            .map(|order| {
+                let c = &plan.chunks[usize::from(order)];
+                let store = self.store.clone();
+                let reference = refs[usize::from(order)].clone();
+                let start = c.offset as usize;
+                let data = payload.slice(start..start + c.len as usize);
+                let (stripe, len) = (c.stripe, c.len);
+                let job = async move {
+                    let header = EnvelopeHeader {
+                        stripe,
+                        order,
+                        chunk_count,
+                        data_len: len,
+                        data_crc: crc32c(&data),
+                    };
+                    let blob = encode_chunk(&header, &data);
+                    drop(data);
+                    match store.put(&reference, &blob, retention).await? {
+                        PutResult::Stored { .. } | PutResult::AlreadyStored { .. } => {}
+                        PutResult::Conflict { .. } => {
+                            return Err(BlobError::Conflict { reference });
+                        }
+                    }
+                    drop(blob);
+                    let expires_at = match store.read(&reference).await? {
+                        BlobReadResult::Found {
+                            bytes, expires_at, ..
+                        } if open_chunk(&bytes, &header).is_ok() => expires_at,
+                        _ => return Err(BlobError::NotVerified { reference }),
+                    };
+                    Ok((order, header.data_crc, expires_at))
+                };
+                (ENVELOPE_LEN + len as usize, job)
+            })
+            .collect();
+        let mut crcs = vec![0u32; plan.chunks.len()];
+        let mut expires_at = None;
+        let written = self
+            .run_parallel(jobs, |(order, crc, exp): (u16, u32, StoreTime)| {
+                crcs[usize::from(order)] = crc;
+                expires_at = earliest(expires_at, exp);
+                Ok(())
+            })
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(%reference, error = %e, "relocation unit not stored: no index written");
+            return Err(e);
+        }
+        let (crc, sha256) = match overall.await {
+            Ok(d) => d,
+            Err(e) => return join_error(e),
+        };
+        let index = Index {
+            total_len: plan.total_len,
+            crc32c: crc,
+            sha256,
+            chunk_limit: plan.chunk_limit,
+            stripes: plan.stripe_table(),
+            chunks: plan
+                .chunks
+                .iter()
+                .zip(refs)
+                .map(|(c, reference)| IndexChunk {
+                    stripe: c.stripe,
+                    len: c.len,
+                    crc: crcs[usize::from(c.order)],
+                    reference,
+                })
+                .collect(),
+        };
+        let encoded = index.encode();
+        match self.store.put(reference, &encoded, retention).await? {
+            PutResult::Stored { .. } | PutResult::AlreadyStored { .. } => {}
+            PutResult::Conflict { .. } => {
+                return Err(BlobError::Conflict {
+                    reference: reference.clone(),
+                });
+            }
+        }
+        let (index_expiry, store_now) = match self.store.read(reference).await? {
+            BlobReadResult::Found {
+                bytes,
+                expires_at,
+                store_now,
+            } if bytes == encoded => (expires_at, store_now),
+            _ => {
+                return Err(BlobError::NotVerified {
+                    reference: reference.clone(),
+                });
+            }
+        };
+        Ok(StoredUnit {
+            total_len: plan.total_len,
+            chunk_count: plan.chunks.len(),
+            stripe_count: plan.stripes.len(),
+            crc32c: crc,
+            sha256,
+            expires_at: earliest(expires_at, index_expiry).unwrap_or(index_expiry),
+            store_now,
+        })
+    }
+
+    /// Restores the unit `reference`: reads the index, then every chunk in parallel, verifies
+    /// each, assembles them in index order whatever order they complete in, and verifies the
+    /// overall CRC-32C and SHA-256.
+    ///
+    /// A missing or corrupt index or chunk, or an overall checksum mismatch, is
+    /// [`BlobError::DataLost`]; store failures and time-outs are [`BlobError::Store`] (retry).
+    pub async fn restore(&self, reference: &BlobRef) -> Result<RestoredUnit, BlobError> {
+        let (index, index_expiry, store_now) = self.read_index(reference).await?;
+        let total =
+            usize::try_from(index.total_len).map_err(|_| BlobArgumentError::PayloadTooLarge {
+                actual: index.total_len,
+                max: usize::MAX as u64,
+            })?;
+        let offsets = index.offsets();
+        let index = Arc::new(index);
+        let mut expires_at = Some(index_expiry);
+        let bytes = if index.chunks.len() == 1 {
+            // One chunk: its data is the payload (no copy).
+            let header = index.envelope(0);
+            let (data, exp) = self
+                .read_chunk(&index.chunks[0].reference, 0, &header)
+                .await?;
+            expires_at = earliest(expires_at, exp);
+            data
+        } else {
+            // One zeroed buffer, split into a disjoint piece per chunk that its task fills.
+            let mut buffer = BytesMut::zeroed(total);
+            let mut pieces: Vec<Option<BytesMut>> = index
+                .chunks
+                .iter()
+                .map(|c| Some(buffer.split_to(c.len as usize)))
+                .collect();
+            let jobs = schedule(&index.stripes)
+                .into_iter()
+                .map(|order| {
+                    let i = usize::from(order);
+                    let mut piece = pieces[i].take().unwrap_or_default();
+                    let cost = ENVELOPE_LEN + index.chunks[i].len as usize;
+                    let layer = self.clone();
+                    let index = index.clone();
+                    let job = async move {
+                        let header = index.envelope(order);
+                        let (data, exp) = layer
+                            .read_chunk(&index.chunks[i].reference, order, &header)
+                            .await?;
+                        piece.copy_from_slice(&data);
+                        Ok((order, piece, exp))
+                    };
+                    (cost, job)
+                })
+                .collect();
+            self.run_parallel(jobs, |(order, piece, exp): (u16, BytesMut, StoreTime)| {
+                pieces[usize::from(order)] = Some(piece);
+                expires_at = earliest(expires_at, exp);
+                Ok(())
+            })
+            .await?;
+            let mut whole = BytesMut::new();
+            for piece in pieces {
+                // Every piece came back (run_parallel returned Ok after every job).
+                whole.unsplit(piece.unwrap_or_default());
+            }
+            whole.freeze()
+        };
+        if bytes.len() != total {
+            return Err(DataLost::Checksum.into());
+        }
+        let (crc, sha256) = digest(bytes.clone()).await?;
+        if crc != index.crc32c || sha256 != index.sha256 {
+            return Err(DataLost::Checksum.into());
+        }
+        let mut stripes = Vec::with_capacity(index.stripes.len());
+        for &(first, _, len) in index.stripes.iter() {
+            let start = offsets[usize::from(first)] as usize;
+            stripes.push(start..start + len as usize);
+        }
+        Ok(RestoredUnit {
+            bytes,
+            stripes,
+            crc32c: crc,
+            sha256,
+            expires_at: expires_at.unwrap_or(index_expiry),
+            store_now,
+        })
+    }
+
+    /// Reads and verifies one chunk: its data (a slice of the blob) and expiry.
+    async fn read_chunk(
+        &self,
+        reference: &BlobRef,
+        order: u16,
+        header: &EnvelopeHeader,
+    ) -> Result<(Bytes, StoreTime), BlobError> {
+        match self.store.read(reference).await? {
+            BlobReadResult::Found {
+                bytes, expires_at, ..
+            } => open_chunk(&bytes, header)
+                .map(|data| (data, expires_at))
+                .map_err(|error| DataLost::ChunkCorrupt { order, error }.into()),
+            BlobReadResult::Missing { .. } => Err(DataLost::ChunkMissing { order }.into()),
+        }
+    }
+
+    /// Renews the unit `reference` by the configured retention: reads and verifies every chunk
+    /// (existence and checksum) and renews it, then renews the index. A missing or corrupt chunk
+    /// is [`BlobError::DataLost`] and the index is not renewed.
+    pub async fn renew(&self, reference: &BlobRef) -> Result<RenewedUnit, BlobError> {
+        let (index, _, _) = self.read_index(reference).await?;
+        let index = Arc::new(index);
+        let retention = self.config.retention();
+        let jobs = schedule(&index.stripes)
+            .into_iter()
+            .map(|order| {
+                let i = usize::from(order);
+                let cost = ENVELOPE_LEN + index.chunks[i].len as usize;
+                let layer = self.clone();
+                let index = index.clone();
+                let job = async move {
+                    let reference = &index.chunks[i].reference;
+                    layer
+                        .read_chunk(reference, order, &index.envelope(order))
+                        .await?;
+                    match layer.store.renew(reference, retention).await? {
+                        RenewResult::Renewed { expires_at, .. } => Ok(expires_at),
+                        RenewResult::Missing { .. } => Err(DataLost::ChunkMissing { order }.into()),
+                    }
+                };
+                (cost, job)
+            })
+            .collect();
+        let mut expires_at = None;
+        self.run_parallel(jobs, |exp: StoreTime| {
+            expires_at = earliest(expires_at, exp);
+            Ok(())
+        })
+        .await?;
+        match self.store.renew(reference, retention).await? {
+            RenewResult::Renewed {
+                expires_at: index_expiry,
+                store_now,
+            } => Ok(RenewedUnit {
+                chunk_count: index.chunks.len(),
+                expires_at: earliest(expires_at, index_expiry).unwrap_or(index_expiry),
+                store_now,
+            }),
+            RenewResult::Missing { .. } => Err(DataLost::IndexMissing.into()),
+        }
+    }
+
+    /// Deletes the unit `reference`: the index first (so no reader finds a partial unit), then
+    /// its chunks. Idempotent; an absent or unreadable index deletes only the index (its chunks,
+    /// if any, expire with their retention).
+    pub async fn delete(&self, reference: &BlobRef) -> Result<DeletedUnit, BlobError> {
+        let index = match self.read_index(reference).await {
+            Ok((index, _, _)) => Some(index),
+            Err(BlobError::DataLost(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let deleted = self.store.delete(reference).await?;
+        let Some(index) = index else {
+            return Ok(DeletedUnit {
+                chunk_count: 0,
+                store_now: deleted.store_now,
+            });
+        };
+        let chunk_count = index.chunks.len();
+        let jobs = index
+            .chunks
+            .into_iter()
+            .map(|c| {
+                let store = self.store.clone();
+                let job = async move {
+                    store.delete(&c.reference).await?;
+                    Ok(())
+                };
+                (1, job)
+            })
+            .collect();
+        self.run_parallel(jobs, |()| Ok(())).await?;
+        Ok(DeletedUnit {
+            chunk_count,
+            store_now: deleted.store_now,
+        })
+    }
+}

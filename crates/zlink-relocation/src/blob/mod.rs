@@ -1,0 +1,15 @@
+//! The chunked blob layer over any Relocation Store: envelopes, leading index, stripes,
+//! parallel transfer under a byte budget, whole-or-nothing restore.
+
+mod config;
+mod error;
+mod format;
+mod layer;
+
+pub use config::{BlobLayerConfig, TransferBudget};
+pub use error::{BlobArgumentError, BlobError, DataLost, EnvelopeError, IndexFormatError};
+pub use format::{
+    ChunkPlan, ENVELOPE_LEN, INDEX_FORMAT_VERSION, MAX_CHUNK_LEN, MAX_CHUNKS, MAX_INDEX_REF_LEN,
+    MAX_PAYLOAD_LEN, MAX_STRIPES, StripePlan, UnitPlan,
+};
+pub use layer::{BlobLayer, DeletedUnit, RenewedUnit, RestoredUnit, StoredUnit};
