@@ -237,7 +237,8 @@ fn check_counter(v: &Value) -> Result<(), String> {
 }
 
 /// Decodes with the codec, re-encodes byte for byte, compares with the `decoded` view, and
-/// returns the logical key the record itself derives (authority rows derive only their kind).
+/// checks that the key the record derives is the vector's `originalKey` (an authority row
+/// derives its kind segment; the id comes from the key).
 fn check_record(original_key: &str, json: &[u8], decoded: &Value) -> Result<(), String> {
     let view = serde_json::to_vec(decoded).map_err(|e| e.to_string())?;
     let parts = KeyParts::parse(original_key).map_err(|e| format!("originalKey: {e}"))?;

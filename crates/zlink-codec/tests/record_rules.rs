@@ -483,3 +483,19 @@ fn nulls_are_written_out() {
     let a = String::from_utf8(authority(ObjectKind::Actor).encode().unwrap()).unwrap();
     assert!(a.ends_with("\"pendingCreation\":null}"));
 }
+
+#[test]
+fn timestamps_of_2_pow_63_minus_1_are_accepted_and_2_pow_63_rejected() {
+    let mut r = client_server();
+    r.descriptor.updated_at_epoch_ms = i64::MAX as u64;
+    let at_bound = String::from_utf8(r.encode().unwrap()).unwrap();
+    assert_eq!(ClientServerRecord::decode(at_bound.as_bytes()).unwrap(), r);
+    r.descriptor.updated_at_epoch_ms = 1 << 63;
+    assert!(r.encode().is_err());
+    let over = replace_once(
+        &at_bound,
+        "\"updatedAtEpochMs\":\"9223372036854775807\"",
+        "\"updatedAtEpochMs\":\"9223372036854775808\"",
+    );
+    assert!(ClientServerRecord::decode(over.as_bytes()).is_err());
+}
