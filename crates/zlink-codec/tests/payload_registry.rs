@@ -349,3 +349,17 @@ fn selection_cache_holds_1024_declared_types_and_re_evaluates_later_ones_every_s
         assert_eq!(registry.cached_selections(), SELECTION_CACHE_LIMIT);
     }
 }
+
+#[test]
+fn registry_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<Registry>();
+    let registry = Registry::default();
+    let r2 = registry.clone();
+    std::thread::spawn(move || r2.encode(&Score { points: 1 }).map(|e| e.bytes))
+        .join()
+        .unwrap()
+        .unwrap();
+    // The clone shares the selection cache.
+    assert_eq!(registry.cached_selections(), 1);
+}
