@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use zlink_codec::records::{AllocationCapacity, SpotTypeSlots as RecordSpotTypeSlots};
 
 use super::error::LocationError;
 use super::identity::{ObjectKind, StableType};
@@ -140,6 +141,32 @@ impl CapacityBundle {
         }
     }
 
+    /// The record form (`allocation.capacity`).
+    pub fn to_record(&self) -> AllocationCapacity {
+        AllocationCapacity {
+            actors: self.actors,
+            spots: self.spots,
+            spot_type: self.spot_type.as_ref().map(|t| RecordSpotTypeSlots {
+                object_kind: t.kind,
+                stable_type: t.stable_type.clone(),
+                count: t.count,
+            }),
+        }
+    }
+
+    /// From a record's `allocation.capacity` (validated like [`CapacityBundle::new`]).
+    pub fn from_record(c: &AllocationCapacity) -> Result<Self, LocationError> {
+        Self::new(
+            c.actors,
+            c.spots,
+            c.spot_type.as_ref().map(|t| SpotTypeSlots {
+                kind: t.object_kind,
+                stable_type: t.stable_type.clone(),
+                count: t.count,
+            }),
+        )
+    }
+
     /// Actor slots.
     pub fn actors(&self) -> u32 {
         self.actors
@@ -227,7 +254,6 @@ enum Move {
     Unreserve,
     Activate,
     ReleaseActive,
-    AddActive,
 }
 
 fn corrupt() -> LocationError {
@@ -283,11 +309,6 @@ impl CapacityRow {
         self.apply(bundle, Move::ReleaseActive)
     }
 
-    /// Adds slots in use directly (used only to rebuild a row from authority records).
-    pub(crate) fn add_active(&mut self, bundle: &CapacityBundle) -> Result<(), LocationError> {
-        self.apply(bundle, Move::AddActive)
-    }
-
     fn apply(&mut self, bundle: &CapacityBundle, mv: Move) -> Result<(), LocationError> {
         let mut next = self.clone();
         step(&mut next.actors, bundle.actors, mv)?;
@@ -334,6 +355,7 @@ impl CapacityRow {
         let mut spot_types = BTreeMap::new();
         for t in wire.spot_types {
             let kind = ObjectKind::parse(&t.object_kind)
+                .ok()
                 .filter(|k| k.is_spot())
                 .ok_or_else(corrupt)?;
             let ty = StableType::new(t.stable_type).map_err(|_| corrupt())?;
@@ -366,7 +388,6 @@ fn step(u: &mut Usage, n: u32, mv: Move) -> Result<(), LocationError> {
             u.active += n;
         }
         Move::ReleaseActive => u.active = u.active.checked_sub(n).ok_or_else(corrupt)?,
-        Move::AddActive => u.active += n,
     }
     Ok(())
 }

@@ -37,6 +37,16 @@ pub enum LocationError {
         /// Which record.
         what: &'static str,
     },
+    /// A stored record was rejected by the codec (an unknown `recordVersion`, a malformed or
+    /// out-of-bounds value); the runtime never guesses how to read it.
+    #[error("stored {what} record rejected: {source}")]
+    Decode {
+        /// Which record.
+        what: &'static str,
+        /// The codec's reason.
+        #[source]
+        source: zlink_codec::CodecError,
+    },
     /// A record could not be built within the Store's bounds.
     #[error("record out of bounds: {0}")]
     Argument(#[from] ArgumentError),

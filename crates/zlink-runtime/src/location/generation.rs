@@ -12,16 +12,18 @@
 
 use std::fmt;
 
+use zlink_codec::Generation;
+use zlink_codec::counter;
 use zlink_store_spi::{Condition, Mutation, ReadResult, StoreKey, StoreVersion};
 
 use super::error::LocationError;
 use super::keys;
 
 /// The stored sentinel that marks an exhausted counter, `2^63 - 1`.
-pub const COUNTER_EXHAUSTED: u64 = i64::MAX as u64;
+pub const COUNTER_EXHAUSTED: u64 = counter::EXHAUSTED;
 
 /// The largest value ever issued, `2^63 - 2`.
-pub const MAX_ISSUED: u64 = COUNTER_EXHAUSTED - 1;
+pub const MAX_ISSUED: u64 = counter::MAX_ISSUED;
 
 /// Which generation a counter issues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,7 +40,16 @@ pub enum GenerationKind {
 impl GenerationKind {
     /// The logical counter key (spec 22 §8).
     pub fn counter_key(self) -> StoreKey {
-        keys::counter_key(self)
+        keys::counter_key(self.counter())
+    }
+
+    /// The codec's name for this counter.
+    pub fn counter(self) -> counter::Counter {
+        match self {
+            GenerationKind::OwnerLease => counter::Counter::OwnerLease,
+            GenerationKind::Object => counter::Counter::Object,
+            GenerationKind::AuthorityOwner => counter::Counter::AuthorityOwner,
+        }
     }
 }
 
@@ -71,6 +82,17 @@ macro_rules! generation {
             pub fn get(self) -> u64 {
                 self.0
             }
+
+            /// As the codec's record field type.
+            pub fn to_codec(self) -> Generation {
+                // 1..=2^63-2 is inside the codec's 1..=2^63-1.
+                Generation::new(self.0).unwrap_or(Generation::MAX)
+            }
+
+            /// From a record field; a value outside the issued range is a corrupt record.
+            pub(crate) fn from_codec(g: Generation, what: &'static str) -> Result<Self, LocationError> {
+                Self::new(g.get()).ok_or(LocationError::CorruptRecord { what })
+            }
         }
 
         impl fmt::Display for $name {
@@ -99,26 +121,8 @@ generation!(
     GenerationKind::AuthorityOwner
 );
 
-/// Parses a stored counter value: bare canonical decimal in `1..=2^63-1` (no sign, no leading
-/// zero, no whitespace, no JSON).
-pub(crate) fn parse_counter(bytes: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    if text.is_empty() || text.len() > 19 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if text.starts_with('0') {
-        return None;
-    }
-    let v: u64 = text.parse().ok()?;
-    (1..=COUNTER_EXHAUSTED).contains(&v).then_some(v)
-}
-
-/// Encodes a stored counter value.
-pub(crate) fn encode_counter(next: u64) -> String {
-    next.to_string()
-}
-
 /// One counter row as read: the next value to issue and the row's version (`None` if absent).
+/// Parsing and issuance follow the codec crate's canonical counter rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CounterRow {
     pub(crate) kind: GenerationKind,
@@ -135,13 +139,15 @@ impl CounterRow {
         match read {
             ReadResult::Missing { .. } => Ok(CounterRow {
                 kind,
-                next: 1,
+                next: counter::CounterValue::INITIAL.get(),
                 version: None,
             }),
             ReadResult::Found { bytes, version, .. } => {
-                let next = parse_counter(bytes).ok_or(LocationError::CorruptRecord {
-                    what: "generation counter",
-                })?;
+                let next = counter::parse(bytes)
+                    .map_err(|_| LocationError::CorruptRecord {
+                        what: "generation counter",
+                    })?
+                    .get();
                 Ok(CounterRow {
                     kind,
                     next,
@@ -151,18 +157,13 @@ impl CounterRow {
         }
     }
 
-    /// How many values remain to issue.
-    pub(crate) fn remaining(&self) -> u64 {
-        COUNTER_EXHAUSTED - self.next
-    }
-
     /// Issues a block of `n >= 1` values: the first one, and the row's new stored value.
     /// `GenerationExhausted` if fewer than `n` remain; nothing is issued then.
     pub(crate) fn issue(&self, n: u64) -> Result<(u64, u64), LocationError> {
-        if n == 0 || self.remaining() < n {
-            return Err(LocationError::GenerationExhausted { kind: self.kind });
-        }
-        Ok((self.next, self.next + n))
+        let stored = self.next.to_string();
+        let issued = counter::issue_block(Some(stored.as_bytes()), n)
+            .map_err(|_| LocationError::GenerationExhausted { kind: self.kind })?;
+        Ok((issued.first().get(), issued.stored_next().get()))
     }
 
     /// The condition that the row is still as read.
@@ -174,9 +175,9 @@ impl CounterRow {
         }
     }
 
-    /// The mutation storing `new_next`.
+    /// The mutation storing `new_next` (canonical decimal).
     pub(crate) fn put(&self, new_next: u64) -> Mutation {
-        Mutation::put(self.kind.counter_key(), encode_counter(new_next))
+        Mutation::put(self.kind.counter_key(), new_next.to_string())
     }
 }
 
@@ -195,31 +196,6 @@ mod tests {
         assert!(ObjectGeneration::new(COUNTER_EXHAUSTED).is_none());
         assert!(OwnerLeaseGeneration::new(COUNTER_EXHAUSTED).is_none());
         assert!(AuthorityOwnerGeneration::new(COUNTER_EXHAUSTED).is_none());
-    }
-
-    #[test]
-    fn counter_parse_rejects_every_non_canonical_form() {
-        for bad in [
-            "",
-            "0",
-            "01",
-            "+1",
-            "-1",
-            " 1",
-            "1 ",
-            "1.0",
-            "\"1\"",
-            "9223372036854775808",
-            "18446744073709551616",
-            "1e3",
-        ] {
-            assert_eq!(parse_counter(bad.as_bytes()), None, "{bad:?}");
-        }
-        assert_eq!(parse_counter(b"1"), Some(1));
-        assert_eq!(
-            parse_counter(b"9223372036854775807"),
-            Some(COUNTER_EXHAUSTED)
-        );
     }
 
     #[test]

@@ -158,7 +158,7 @@ pub fn choose<'a>(
 mod tests {
     use super::*;
     use crate::location::generation::OwnerLeaseGeneration;
-    use crate::location::identity::{MeshName, OwnerId, RoutingId};
+    use crate::location::identity::{MeshName, RoutingId, new_owner_id};
 
     fn ty() -> StableType {
         StableType::new("chat").expect("type")
@@ -172,7 +172,7 @@ mod tests {
                     routing_id: RoutingId::new(vec![rid]).expect("rid"),
                 },
                 run: HostRun {
-                    owner_id: OwnerId::generate(),
+                    owner_id: new_owner_id(),
                     lease_generation: OwnerLeaseGeneration::new(1).expect("gen"),
                 },
                 lifecycle_generation: 1,

@@ -1,0 +1,364 @@
+//! Discovery (spec 21 §4, §10): reading every MeshNode descriptor of a mesh as one
+//! same-point-in-time list, checking each host's owner lease directly, and keeping the last
+//! full list through a Store outage (`storeFailureGrace`).
+//!
+//! A list is read by paged snapshot scan of `mesh-node\0{MeshName}\0` (every continuation page
+//! reads the snapshot fixed by the first page). The mesh's change number (a runtime-private
+//! row moved by every descriptor publish and withdrawal) is read before and after; the pages
+//! are used only when both reads match, otherwise the whole list is read again. Each
+//! descriptor's host is then checked by an exact read of its owner lease row: only hosts whose
+//! lease row holds exactly the descriptor's `(ownerId, leaseGeneration)` are listed.
+//!
+//! During a Store outage the last fully read list is kept: its nodes stay connection targets
+//! and no node outside it becomes one. The kept list is replaced only by a new full read. The
+//! grace period never touches the owner lease or the admission deadline.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use zlink_codec::records::{HostState, MeshNodeDescriptor, MeshNodeRecord, ObjectRole};
+use zlink_store_spi::{
+    DynLocationStore, LocationStore, PageLimit, ReadResult, ScanPrefix, ScanRequest, ScanResult,
+    StoreKey, StoreVersion,
+};
+
+use super::authority::AuthorityClient;
+use super::capacity::CapacityLimits;
+use super::clock::SharedClock;
+use super::error::LocationError;
+use super::generation::OwnerLeaseGeneration;
+use super::identity::{HostRun, MeshName, NodeKey};
+use super::keys;
+use super::lease::{LeaseSeen, lease_key};
+use super::placement::{Candidate, TargetNode};
+
+/// How many times a list read starts over (a changed change number or an expired snapshot)
+/// before it fails.
+const READ_ATTEMPTS: u32 = 16;
+
+/// One live node of the list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscoveredNode {
+    /// The descriptor record.
+    pub record: MeshNodeRecord,
+    /// Its provider version.
+    pub version: StoreVersion,
+    /// The node's host run (its lease row holds exactly this).
+    pub run: HostRun,
+}
+
+impl DiscoveredNode {
+    /// The node's descriptor identity.
+    pub fn node(&self) -> NodeKey {
+        NodeKey {
+            mesh: self.record.descriptor.mesh_name.clone(),
+            routing_id: self.record.descriptor.routing_id.clone(),
+        }
+    }
+
+    /// The node as a placement target (its limits and offered types from the descriptor).
+    pub fn target(&self) -> TargetNode {
+        target_of(&self.run, &self.record.descriptor)
+    }
+}
+
+/// A MeshNode descriptor's node as a placement target of host run `run`: its limits (0 =
+/// unlimited; per-type limits from the Spot capabilities) and the (kind, stable type) pairs it
+/// registered.
+pub fn target_of(run: &HostRun, d: &MeshNodeDescriptor) -> TargetNode {
+    let mut limits = CapacityLimits {
+        actors: d.capacity.actors.limit,
+        spots: d.capacity.spots.limit,
+        ..CapacityLimits::default()
+    };
+    let mut offers = std::collections::BTreeSet::new();
+    for c in &d.object_capabilities {
+        offers.insert((c.object_kind, c.stable_type.clone()));
+        if c.object_kind.is_spot() && c.limit > 0 {
+            limits
+                .spot_types
+                .insert((c.object_kind, c.stable_type.clone()), c.limit);
+        }
+    }
+    TargetNode {
+        node: NodeKey {
+            mesh: d.mesh_name.clone(),
+            routing_id: d.routing_id.clone(),
+        },
+        run: run.clone(),
+        lifecycle_generation: d.lifecycle_generation.get(),
+        limits,
+        offers,
+    }
+}
+
+/// Sizes of one scanned page (for the page bounds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageStats {
+    /// Items in the page.
+    pub items: usize,
+    /// Encoded size of the page (keys, values, versions).
+    pub encoded_len: usize,
+    /// Length of the continuation cursor, if the page had one.
+    pub cursor_len: Option<usize>,
+}
+
+/// How fresh a view is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoveryStatus {
+    /// Read fully just now.
+    Fresh,
+    /// The Store is failing; the last full list is kept and still within `storeFailureGrace`.
+    Grace {
+        /// How long the Store has been failing.
+        failing_for: Duration,
+    },
+    /// The Store has been failing for longer than `storeFailureGrace`; the last full list is
+    /// still the only connection-target list until a full re-read.
+    Stale {
+        /// How long the Store has been failing.
+        failing_for: Duration,
+    },
+}
+
+/// One discovery result.
+#[derive(Debug, Clone)]
+pub struct DiscoveryView {
+    /// The live nodes (from the last full read).
+    pub nodes: Vec<DiscoveredNode>,
+    /// How fresh the list is.
+    pub status: DiscoveryStatus,
+    /// The pages of the read (empty when the kept list was returned).
+    pub pages: Vec<PageStats>,
+    /// How many full list reads it took (a changed change number starts over).
+    pub attempts: u32,
+    /// Descriptors left out: undecodable (unknown `recordVersion` included) or whose lease is
+    /// not valid.
+    pub excluded: usize,
+}
+
+/// A hook run between pages (tests use it to change the Store mid-read).
+pub(crate) type PageHook<'a> =
+    &'a (dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync);
+
+#[derive(Debug, Default)]
+struct Kept {
+    nodes: Option<Vec<DiscoveredNode>>,
+    failing_since: Option<Duration>,
+}
+
+/// The discovery reader of one mesh.
+#[derive(Debug)]
+pub struct Discovery {
+    store: Arc<dyn DynLocationStore>,
+    clock: SharedClock,
+    grace: Duration,
+    prefix: ScanPrefix,
+    change_key: StoreKey,
+    page_limit: PageLimit,
+    kept: Mutex<Kept>,
+}
+
+impl Discovery {
+    pub(crate) fn new(
+        store: Arc<dyn DynLocationStore>,
+        clock: SharedClock,
+        grace: Duration,
+        mesh: &MeshName,
+    ) -> Result<Self, LocationError> {
+        Ok(Discovery {
+            store,
+            clock,
+            grace,
+            prefix: keys::mesh_node_prefix(mesh)?,
+            change_key: keys::mesh_change(mesh)?,
+            page_limit: PageLimit::LARGEST,
+            kept: Mutex::new(Kept::default()),
+        })
+    }
+
+    /// Sets the page size of list reads (1..=1000; default 1000).
+    pub fn with_page_limit(mut self, limit: PageLimit) -> Self {
+        self.page_limit = limit;
+        self
+    }
+
+    /// Reads the list again. On a Store failure with a kept list, that list is returned with a
+    /// `Grace` or `Stale` status; with no list yet, the error.
+    pub async fn refresh(&self) -> Result<DiscoveryView, LocationError> {
+        self.refresh_with(None).await
+    }
+
+    pub(crate) async fn refresh_with(
+        &self,
+        hook: Option<PageHook<'_>>,
+    ) -> Result<DiscoveryView, LocationError> {
+        match self.read_full(hook).await {
+            Ok(view) => {
+                let mut kept = self.kept.lock();
+                kept.nodes = Some(view.nodes.clone());
+                kept.failing_since = None;
+                Ok(view)
+            }
+            Err(LocationError::Store(e)) => {
+                let now = self.clock.now();
+                let mut kept = self.kept.lock();
+                let since = *kept.failing_since.get_or_insert(now);
+                let Some(nodes) = kept.nodes.clone() else {
+                    return Err(LocationError::Store(e));
+                };
+                let failing_for = now.saturating_sub(since);
+                let status = if failing_for <= self.grace {
+                    DiscoveryStatus::Grace { failing_for }
+                } else {
+                    DiscoveryStatus::Stale { failing_for }
+                };
+                tracing::warn!(error = %e, ?status, "discovery keeps the last full list");
+                Ok(DiscoveryView {
+                    nodes,
+                    status,
+                    pages: Vec::new(),
+                    attempts: 0,
+                    excluded: 0,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether `node` may be (or stay) a connection target: only nodes of the last fully read
+    /// list are, whatever the Store's health.
+    pub fn is_connect_target(&self, node: &NodeKey) -> bool {
+        self.kept
+            .lock()
+            .nodes
+            .as_ref()
+            .is_some_and(|n| n.iter().any(|d| &d.node() == node))
+    }
+
+    /// The last fully read list, if any.
+    pub fn last_list(&self) -> Option<Vec<DiscoveredNode>> {
+        self.kept.lock().nodes.clone()
+    }
+
+    /// Placement candidates from the last full list: Object Server nodes with their capacity
+    /// rows read now.
+    pub async fn candidates(
+        &self,
+        authority: &AuthorityClient,
+    ) -> Result<Vec<Candidate>, LocationError> {
+        let nodes = self.last_list().unwrap_or_default();
+        let mut out = Vec::new();
+        for n in nodes {
+            let d = &n.record.descriptor;
+            if d.object_role != ObjectRole::Server {
+                continue;
+            }
+            let target = n.target();
+            let usage = authority.node_capacity(&target.node).await?;
+            out.push(Candidate {
+                lease_valid: true,
+                serving: d.state == HostState::Serving,
+                weight: u32::from(d.placement_weight),
+                usage,
+                target,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn change_number(&self) -> Result<Option<StoreVersion>, LocationError> {
+        Ok(self.store.read(&self.change_key).await?.version().cloned())
+    }
+
+    async fn read_full(&self, hook: Option<PageHook<'_>>) -> Result<DiscoveryView, LocationError> {
+        for attempt in 1..=READ_ATTEMPTS {
+            let before = self.change_number().await?;
+            let Some((items, pages)) = self.scan(hook).await? else {
+                continue;
+            };
+            let after = self.change_number().await?;
+            if before != after {
+                tracing::debug!(
+                    attempt,
+                    "descriptor list changed while reading; reading again"
+                );
+                continue;
+            }
+            let mut nodes = Vec::with_capacity(items.len());
+            let mut excluded = 0;
+            for item in items {
+                let record = match MeshNodeRecord::decode(&item.bytes) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(key = %item.key, error = %e, "descriptor rejected");
+                        excluded += 1;
+                        continue;
+                    }
+                };
+                let Some(generation) = OwnerLeaseGeneration::new(record.lease_generation.get())
+                else {
+                    excluded += 1;
+                    continue;
+                };
+                let run = HostRun {
+                    owner_id: record.owner_id.clone(),
+                    lease_generation: generation,
+                };
+                let lease: ReadResult = self.store.read(&lease_key(&run.owner_id)?).await?;
+                if !LeaseSeen::from_read(&lease).held_by(&run) {
+                    excluded += 1;
+                    continue;
+                }
+                nodes.push(DiscoveredNode {
+                    record,
+                    version: item.version,
+                    run,
+                });
+            }
+            return Ok(DiscoveryView {
+                nodes,
+                status: DiscoveryStatus::Fresh,
+                pages,
+                attempts: attempt,
+                excluded,
+            });
+        }
+        Err(LocationError::Contended)
+    }
+
+    /// Reads every page of one snapshot; `None` if the snapshot expired mid-way.
+    #[allow(clippy::type_complexity)]
+    async fn scan(
+        &self,
+        hook: Option<PageHook<'_>>,
+    ) -> Result<Option<(Vec<zlink_store_spi::ScanItem>, Vec<PageStats>)>, LocationError> {
+        let mut request = ScanRequest::first(self.prefix.clone(), self.page_limit);
+        let mut items = Vec::new();
+        let mut pages = Vec::new();
+        loop {
+            let page = match self.store.scan(&request).await? {
+                ScanResult::Expired => return Ok(None),
+                ScanResult::Page(p) => p,
+            };
+            pages.push(PageStats {
+                items: page.items.len(),
+                encoded_len: page.items.iter().map(|i| i.encoded_len()).sum(),
+                cursor_len: page.next_cursor.as_ref().map(|c| c.len()),
+            });
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(cursor) => {
+                    if let Some(h) = hook {
+                        h(pages.len()).await;
+                    }
+                    request = ScanRequest::next(self.prefix.clone(), self.page_limit, cursor);
+                }
+                None => return Ok(Some((items, pages))),
+            }
+        }
+    }
+}

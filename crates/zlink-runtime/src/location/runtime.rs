@@ -1,0 +1,216 @@
+//! The location runtime of one host: startup validation, the owner lease with its renew loop
+//! and admission gate, the authority engine, descriptor publishers and discovery readers.
+
+use std::sync::Arc;
+
+use zlink_store_spi::DynLocationStore;
+
+use super::admission::{Admission, AdmissionGate, AdmissionOp, AdmissionRefused};
+use super::authority::{AuthorityClient, SweepReport};
+use super::clock::{MonotonicClock, SharedClock, SystemMonotonic};
+use super::descriptor::{DescriptorPublisher, PublishableDescriptor, validate_descriptor};
+use super::discovery::Discovery;
+use super::engine::{Engine, EngineConfig};
+use super::error::LocationError;
+use super::identity::{HostRun, MeshName, OwnerId, new_owner_id};
+use super::lease::{LeaseBook, OwnerLease, RenewLoop};
+use super::options::LocationOptions;
+
+/// Builds and starts a [`LocationRuntime`].
+#[derive(Debug)]
+pub struct LocationRuntimeBuilder {
+    store: Arc<dyn DynLocationStore>,
+    options: LocationOptions,
+    clock: SharedClock,
+    renew_loop: bool,
+    engine: EngineConfig,
+}
+
+impl LocationRuntimeBuilder {
+    /// Sets the location options (validated by [`start`](Self::start)).
+    pub fn options(mut self, options: LocationOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the local monotonic clock (default: the host's).
+    pub fn clock(mut self, clock: Arc<dyn MonotonicClock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Whether to run the background renew loop (default on; tests that drive the lease by
+    /// hand turn it off).
+    pub fn renew_loop(mut self, on: bool) -> Self {
+        self.renew_loop = on;
+        self
+    }
+
+    /// The most authority operations coalesced into one batch (default 128, at least 1).
+    pub fn max_batch_operations(mut self, n: usize) -> Self {
+        self.engine.max_jobs = n.max(1);
+        self
+    }
+
+    /// Validates the options (before any Store request), acquires the owner lease (a new
+    /// OwnerId and LeaseGeneration), starts the authority engine and the renew loop.
+    pub async fn start(self) -> Result<LocationRuntime, LocationError> {
+        self.options.validate()?;
+        let retention = self.options.lease_retention()?;
+        let gate = Arc::new(AdmissionGate::new(
+            self.clock.clone(),
+            self.options.owner_lease_fencing_margin,
+        ));
+        let book = Arc::new(LeaseBook::default());
+        let engine = Engine::start(self.store.clone(), gate.clone(), book.clone(), self.engine)?;
+        let lease = Arc::new(OwnerLease::new(
+            self.store.clone(),
+            gate.clone(),
+            book.clone(),
+            new_owner_id(),
+            retention,
+        )?);
+        lease.acquire().await?;
+        let renew = self.renew_loop.then(|| {
+            RenewLoop::spawn(
+                lease.clone(),
+                self.options.owner_lease_renew_interval,
+                self.options.owner_lease_renew_timeout,
+            )
+        });
+        let authority = AuthorityClient::new(self.store.clone(), gate.clone(), engine);
+        Ok(LocationRuntime {
+            store: self.store,
+            options: self.options,
+            clock: self.clock,
+            gate,
+            book,
+            lease,
+            authority,
+            _renew: renew,
+        })
+    }
+
+    /// Like [`start`](Self::start), but first checks every descriptor this host will publish
+    /// (1 MiB, 1,024 list entries, every field bound): if one fails, startup fails before any
+    /// Store request and nothing is published.
+    pub async fn start_checking<D: PublishableDescriptor>(
+        self,
+        descriptors: &[D],
+    ) -> Result<LocationRuntime, LocationError> {
+        self.options.validate()?;
+        // The OwnerId is not known yet; a UUID has the same length as the one start() issues.
+        let probe = HostRun {
+            owner_id: new_owner_id(),
+            lease_generation: super::generation::OwnerLeaseGeneration::new(1)
+                .ok_or(LocationError::Stopped)?,
+        };
+        for d in descriptors {
+            validate_descriptor(d, &probe)?;
+        }
+        self.start().await
+    }
+}
+
+/// The location runtime of one host.
+#[derive(Debug)]
+pub struct LocationRuntime {
+    store: Arc<dyn DynLocationStore>,
+    options: LocationOptions,
+    clock: SharedClock,
+    gate: Arc<AdmissionGate>,
+    book: Arc<LeaseBook>,
+    lease: Arc<OwnerLease>,
+    authority: AuthorityClient,
+    _renew: Option<RenewLoop>,
+}
+
+impl LocationRuntime {
+    /// A builder over `store` with default options and the host's monotonic clock.
+    pub fn builder(store: Arc<dyn DynLocationStore>) -> LocationRuntimeBuilder {
+        LocationRuntimeBuilder {
+            store,
+            options: LocationOptions::default(),
+            clock: Arc::new(SystemMonotonic::new()),
+            renew_loop: true,
+            engine: EngineConfig::default(),
+        }
+    }
+
+    /// The validated options.
+    pub fn options(&self) -> &LocationOptions {
+        &self.options
+    }
+
+    /// The Location Store.
+    pub fn store(&self) -> &Arc<dyn DynLocationStore> {
+        &self.store
+    }
+
+    /// The host-wide admission gate.
+    pub fn gate(&self) -> &Arc<AdmissionGate> {
+        &self.gate
+    }
+
+    /// Admits one piece of new work (for example starting an object message or a timer).
+    pub fn admit(&self, op: AdmissionOp) -> Result<Admission, AdmissionRefused> {
+        self.gate.admit(op)
+    }
+
+    /// The owner lease.
+    pub fn lease(&self) -> &Arc<OwnerLease> {
+        &self.lease
+    }
+
+    /// This host's OwnerId.
+    pub fn owner_id(&self) -> &OwnerId {
+        self.lease.owner_id()
+    }
+
+    /// The current host run, if the lease is held.
+    pub fn host_run(&self) -> Option<HostRun> {
+        self.lease.run()
+    }
+
+    /// The authority operations.
+    pub fn authority(&self) -> &AuthorityClient {
+        &self.authority
+    }
+
+    /// A publisher for one descriptor of this host; the descriptor is checked against every
+    /// bound now (nothing is published by this call).
+    pub fn descriptor_publisher<D: PublishableDescriptor>(
+        &self,
+        descriptor: D,
+    ) -> Result<DescriptorPublisher<D>, LocationError> {
+        let run = self.lease.run().ok_or(LocationError::LeaseLost)?;
+        DescriptorPublisher::new(
+            self.store.clone(),
+            self.gate.clone(),
+            self.book.clone(),
+            &run,
+            descriptor,
+        )
+    }
+
+    /// A discovery reader of one mesh.
+    pub fn discovery(&self, mesh: &MeshName) -> Result<Discovery, LocationError> {
+        Discovery::new(
+            self.store.clone(),
+            self.clock.clone(),
+            self.options.store_failure_grace,
+            mesh,
+        )
+    }
+
+    /// Host shutdown: sweeps this run's authority rows (spec 21 §11), then releases the
+    /// lease. Descriptors are withdrawn by their publishers, never by the sweep.
+    pub async fn shutdown(self) -> Result<SweepReport, LocationError> {
+        let report = match self.lease.run() {
+            Some(run) => self.authority.remove_all_by_owner(&run).await?,
+            None => SweepReport::default(),
+        };
+        self.lease.release().await?;
+        Ok(report)
+    }
+}
