@@ -8,7 +8,8 @@
 //! - `{prefix}:{zlink-location-v3}:seq` — the commit sequence (`INCR`);
 //! - `{prefix}:{zlink-location-v3}:index` — a ZSET (all scores 0) of `hex(K) "." sha256hex(K)`,
 //!   whose lexicographic order is the byte order of `K`;
-//! - `{prefix}:{zlink-location-v3}:snapshots` — live scan snapshots, scored by their expiry.
+//! - `{prefix}:{zlink-location-v3}:snapshots` — live scan snapshots, scored by their expiry;
+//! - `{prefix}:{zlink-location-v3}:snapshot-seq` — numbers snapshots in creation order.
 
 use sha2::{Digest, Sha256};
 use zlink_store_spi::StoreKey;
@@ -58,6 +59,7 @@ pub(crate) struct Layout {
     seq: String,
     index: String,
     snapshots: String,
+    snapshot_counter: String,
 }
 
 impl Layout {
@@ -70,6 +72,7 @@ impl Layout {
             seq: format!("{ns}seq"),
             index: format!("{ns}index"),
             snapshots: format!("{ns}snapshots"),
+            snapshot_counter: format!("{ns}snapshot-seq"),
         }
     }
 
@@ -101,6 +104,11 @@ impl Layout {
     /// The live-snapshot registry key.
     pub(crate) fn snapshots_key(&self) -> &str {
         &self.snapshots
+    }
+
+    /// The snapshot creation counter key.
+    pub(crate) fn snapshot_counter_key(&self) -> &str {
+        &self.snapshot_counter
     }
 }
 

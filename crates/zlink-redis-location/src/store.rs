@@ -179,22 +179,24 @@ impl RedisLocationStore {
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
         let client = builder.build().map_err(map_redis)?;
+        // The connection task runs until the store is dropped or closed; if setting up fails
+        // or times out it is aborted here, so nothing keeps reconnecting in the background.
+        let connection = client.connect();
         let setup = async {
-            let connection = client.init().await.map_err(map_redis)?;
-            let read = LuaScript::load(&client, "read", READ_LUA).await;
-            let write = LuaScript::load(&client, "write", WRITE_LUA).await;
-            let scan = LuaScript::load(&client, "scan", SCAN_LUA).await;
-            Ok::<_, StoreError>((connection, read, write, scan))
+            client.wait_for_connect().await.map_err(map_redis)?;
+            let read = LuaScript::load(&client, "read", READ_LUA).await?;
+            let write = LuaScript::load(&client, "write", WRITE_LUA).await?;
+            let scan = LuaScript::load(&client, "scan", SCAN_LUA).await?;
+            Ok::<_, StoreError>((read, write, scan))
         };
-        let (connection, read, write, scan) = match tokio::time::timeout(timeout, setup).await {
-            Ok(Ok((c, Ok(r), Ok(w), Ok(s)))) => (c, r, w, s),
-            Ok(Ok((c, r, w, s))) => {
-                c.abort();
-                return Err(r.and(w).and(s).err().unwrap_or(StoreError::TimedOut));
+        let (read, write, scan) = match tokio::time::timeout(timeout, setup).await {
+            Ok(Ok(scripts)) => scripts,
+            Ok(Err(e)) => {
+                connection.abort();
+                return Err(e);
             }
-            Ok(Err(e)) => return Err(e),
             Err(_) => {
-                let _ = client.quit().await;
+                connection.abort();
                 return Err(StoreError::TimedOut);
             }
         };
@@ -371,9 +373,9 @@ impl RedisLocationStore {
             Value::Integer(SCAN_MAX_WORK as i64),
             Value::Integer(MAX_SNAPSHOTS as i64),
         ];
-        let reply = self
-            .eval(&self.inner.scan, self.helper_keys(), args)
-            .await?;
+        let mut keys = self.helper_keys();
+        keys.push(Key::from(layout.snapshot_counter_key()));
+        let reply = self.eval(&self.inner.scan, keys, args).await?;
         let mut parts = array(reply)?.into_iter();
         let status = integer(parts.next())?;
         let now = millis(parts.next())?;

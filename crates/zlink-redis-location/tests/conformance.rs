@@ -1,5 +1,6 @@
 //! The whole Location Store contract suite (`zlink-store-conformance`, spec 22 §10 SPI items and
 //! the model test) against the live single node and the live 3-master Redis Cluster.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

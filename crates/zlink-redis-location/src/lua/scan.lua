@@ -1,12 +1,12 @@
 -- One page of a snapshot scan.
--- KEYS: [1] sequence, [2] scan index, [3] snapshots.
+-- KEYS: [1] sequence, [2] scan index, [3] snapshots, [4] snapshot creation counter.
 -- ARGV: [1] snapshot lifetime (ms), [2] record key prefix, [3] hex of the scan prefix,
 --   [4] page limit, [5] snapshot id ('' for the first page), [6] index lower bound,
 --   [7] nonce for a new snapshot id, [8] page byte bound, [9] most index entries to examine,
 --   [10] most stored bytes to decode, [11] most live snapshots.
 -- Returns {0, now} when the snapshot is gone or foreign, else
 --   {1 (last page) or 2 (more), now, snapshot id, last index member examined, members...}.
-local SEQ, INDEX, SNAPS = KEYS[1], KEYS[2], KEYS[3]
+local SEQ, INDEX, SNAPS, CREATED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl = tonumber(ARGV[1])
 local REC, hp = ARGV[2], ARGV[3]
 local limit = tonumber(ARGV[4])
@@ -24,9 +24,8 @@ if first then
     return format_error('sequence is not a number')
   end
   taken = now
-  id = int(boundary) .. ':' .. int(taken) .. ':' .. ARGV[7] .. ':' .. psha
 else
-  local b, t, _, p = string.match(id, '^(%d+):(%d+):(%x+):(%x+)$')
+  local _, b, t, _, p = string.match(id, '^(%d+):(%d+):(%d+):(%x+):(%x+)$')
   local expires = redis.call('ZSCORE', SNAPS, id)
   if not b or p ~= psha or not expires or tonumber(expires) <= now then
     return {0, now}
@@ -34,7 +33,7 @@ else
   boundary, taken = tonumber(b), tonumber(t)
 end
 
-local out = {1, now, id, ''}
+local out = {1, now, '', ''}
 local size, examined, work, count = 0, 0, 0, 0
 local more, done = false, false
 local chunk = math.min(budget + 1, 256)
@@ -89,8 +88,14 @@ if more then
     if live >= max_snapshots then
       redis.call('ZPOPMIN', SNAPS, live - max_snapshots + 1)
     end
+    -- Snapshot ids: {creation number, zero-padded so that ids expiring in the same
+    -- millisecond sort oldest first}:{boundary}:{taken at}:{nonce}:{sha1 of the prefix}.
+    local created = redis.call('INCR', CREATED)
+    id = string.format('%020d', created) .. ':' .. int(boundary) .. ':' .. int(taken) .. ':'
+      .. ARGV[7] .. ':' .. psha
     redis.call('ZADD', SNAPS, int(taken + ttl), id)
   end
+  out[3] = id
 elseif not first then
   redis.call('ZREM', SNAPS, id)
 end

@@ -61,7 +61,7 @@ local bounds = nil
 if redis.call('ZCARD', SNAPS) > 0 then
   local seen, list = {}, {}
   for _, id in ipairs(redis.call('ZRANGE', SNAPS, 0, -1)) do
-    local b = tonumber(string.match(id, '^(%d+):'))
+    local b = tonumber(string.match(id, '^%d+:(%d+):'))
     if b and not seen[b] then
       seen[b] = true
       list[#list + 1] = b

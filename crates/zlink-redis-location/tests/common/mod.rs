@@ -56,8 +56,26 @@ impl Raw {
 
     /// Sends one command to the node of the store's slot, returning errors.
     pub async fn try_cmd(&self, name: &str, args: Vec<Value>) -> Result<Value, fred::error::Error> {
-        let cmd = CustomCommand::new(name.to_owned(), Some(self.slot), false);
+        self.try_cmd_at(self.slot, name, args).await
+    }
+
+    /// Sends one command to the node of `slot`, returning errors.
+    pub async fn try_cmd_at(
+        &self,
+        slot: u16,
+        name: &str,
+        args: Vec<Value>,
+    ) -> Result<Value, fred::error::Error> {
+        let cmd = CustomCommand::new(name.to_owned(), Some(slot), false);
         self.client.custom::<Value, Value>(cmd, args).await
+    }
+
+    /// Deletes one key wherever it hashes.
+    pub async fn del(&self, key: &str) {
+        let slot = fred::util::redis_keyslot(key.as_bytes());
+        self.try_cmd_at(slot, "DEL", vec![key.into()])
+            .await
+            .expect("DEL");
     }
 
     /// Every member of a ZSET with its score, lowest first.
@@ -109,6 +127,16 @@ impl Raw {
                 return keys;
             }
         }
+    }
+
+    /// Every key under `prefix:` with its serialized value (`DUMP`), to compare states.
+    pub async fn state(&self, prefix: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+        let mut out = std::collections::BTreeMap::new();
+        for k in self.keys_under(prefix).await {
+            let v = self.cmd("DUMP", vec![k.as_str().into()]).await;
+            out.insert(k, v.as_bytes().map(<[u8]>::to_vec).unwrap_or_default());
+        }
+        out
     }
 
     /// Deletes every key under `prefix:`.
