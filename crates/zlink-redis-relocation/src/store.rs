@@ -7,9 +7,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use fred::clients::Pool;
 use fred::error::{Error as FredError, ErrorKind as FredErrorKind};
-use fred::interfaces::{ClientLike, LuaInterface};
+use fred::interfaces::{ClientLike, KeysInterface, LuaInterface, TransactionInterface};
 use fred::types::config::{Options, ReconnectPolicy};
-use fred::types::{Builder, Value};
+use fred::types::{Builder, ClusterHash, CustomCommand, Expiration, SetOptions, Value};
 use tokio::time::Instant;
 use zlink_store_spi::{
     BlobReadResult, BlobRef, Deleted, FailureKind, PutResult, RelocationStore, RenewResult,
@@ -48,8 +48,6 @@ struct Inner {
     pool: Pool,
     key_prefix: String,
     timeout: Duration,
-    put: LoadedScript,
-    read: LoadedScript,
     renew: LoadedScript,
     delete: LoadedScript,
     options: RedisRelocationOptions,
@@ -69,10 +67,13 @@ impl Drop for Inner {
 
 /// The official Redis Relocation Store provider (spec 23).
 ///
-/// Each blob is one Redis string under [`blob_key`], holding the payload's raw bytes, with a
-/// Redis expiry set from the Redis clock (`TIME`). Every operation is one Lua script (loaded
-/// once, called by SHA-1, reloaded when Redis answers `NOSCRIPT`) on that single key, so `put`
-/// decides `Stored` / `AlreadyStored` / `Conflict` atomically, also on Redis Cluster.
+/// Each blob is one Redis string under `{prefix}:{zlink-relocation-v1}:blob:{reference}`,
+/// holding the payload's raw bytes, with a Redis expiry set by the Redis clock. Every operation
+/// is atomic on that single key (also on Redis Cluster: the hashtag pins the blob domain to one
+/// slot): `put` and `read` are MULTI/EXEC batches in which one `SET ... NX GET` decides
+/// `Stored` / `AlreadyStored` / `Conflict`; `renew` and `delete` are Lua scripts (loaded once,
+/// called by SHA-1, reloaded when Redis answers `NOSCRIPT`). Expiry is judged by the Redis
+/// clock only: `TIME`, and the clock Redis applies `PX` and key expiry with.
 ///
 /// Every operation is bounded by the operation timeout of its options, connection acquisition
 /// included; on expiry it fails with [`StoreError::TimedOut`] and a write already sent may
@@ -129,12 +130,11 @@ where
     StoreError::failure(FailureKind::Format, e)
 }
 
-/// A script reply: status, expires_at, store_now and, for reads, the bytes.
+/// A script reply: status, expires_at, store_now.
 struct Reply {
     status: i64,
     expires_at: StoreTime,
     store_now: StoreTime,
-    bytes: Option<Bytes>,
 }
 
 fn millis(value: &Value) -> StoreResult<StoreTime> {
@@ -148,17 +148,10 @@ fn parse_reply(value: Value) -> StoreResult<Reply> {
     let Value::Array(items) = value else {
         return Err(format_error(UnexpectedReply));
     };
-    let mut items = items.into_iter();
-    let (Some(Value::Integer(status)), Some(expires_at), Some(store_now)) =
-        (items.next(), items.next(), items.next())
+    let [Value::Integer(status), expires_at, store_now] =
+        <[Value; 3]>::try_from(items).map_err(|_| format_error(UnexpectedReply))?
     else {
         return Err(format_error(UnexpectedReply));
-    };
-    let bytes = match items.next() {
-        None => None,
-        Some(Value::Bytes(b)) => Some(b),
-        Some(Value::String(s)) => Some(s.into_inner()),
-        Some(_) => return Err(format_error(UnexpectedReply)),
     };
     if status == scripts::NO_EXPIRY {
         return Err(format_error(ForeignValue));
@@ -167,7 +160,6 @@ fn parse_reply(value: Value) -> StoreResult<Reply> {
         status,
         expires_at: millis(&expires_at)?,
         store_now: millis(&store_now)?,
-        bytes,
     })
 }
 
@@ -206,8 +198,6 @@ impl RedisRelocationStore {
         let connected = tokio::time::timeout(timeout, async {
             pool.init().await.map_err(map_error)?;
             Ok::<_, StoreError>((
-                load(&pool, scripts::PUT, timeout).await?,
-                load(&pool, scripts::READ, timeout).await?,
                 load(&pool, scripts::RENEW, timeout).await?,
                 load(&pool, scripts::DELETE, timeout).await?,
             ))
@@ -215,13 +205,11 @@ impl RedisRelocationStore {
         .await
         .unwrap_or(Err(StoreError::TimedOut));
         match connected {
-            Ok((put, read, renew, delete)) => Ok(RedisRelocationStore {
+            Ok((renew, delete)) => Ok(RedisRelocationStore {
                 inner: Arc::new(Inner {
                     pool,
                     key_prefix: options.key_prefix.clone(),
                     timeout,
-                    put,
-                    read,
                     renew,
                     delete,
                     options,
@@ -248,6 +236,24 @@ impl RedisRelocationStore {
         blob_key(&self.inner.key_prefix, reference)
     }
 
+    /// Runs `op` within the operation timeout. Each command inside also carries the time left
+    /// as its client-side timeout ([`command_options`]), which is what keeps a command not yet
+    /// written from being written after the deadline; this outer guard only backs it up.
+    async fn within<T>(
+        &self,
+        deadline: Instant,
+        op: impl Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        match tokio::time::timeout_at(deadline + GUARD_GRACE, op).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::TimedOut),
+        }
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.inner.timeout
+    }
+
     /// Runs one script on the blob key within the operation timeout: `EVALSHA`, and on
     /// `NOSCRIPT` (script cache flushed, fail-over, a cluster node that never saw it) `EVAL`,
     /// which also caches it again.
@@ -257,31 +263,18 @@ impl RedisRelocationStore {
         key: String,
         args: Vec<Value>,
     ) -> StoreResult<Reply> {
-        let deadline = Instant::now() + self.inner.timeout;
-        let attempt = async {
+        let deadline = self.deadline();
+        self.within(deadline, async {
             let client = self.inner.pool.next();
-            let remaining = || {
-                // The client's own timeout is what keeps a command that was not yet written from
-                // being written after the deadline; the outer guard only backs it up.
-                deadline
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1))
-            };
             let first = client
-                .with_options(&Options {
-                    timeout: Some(remaining()),
-                    ..Options::default()
-                })
+                .with_options(&command_options(deadline))
                 .evalsha::<Value, _, _, _>(script.sha.as_str(), key.as_str(), args.clone())
                 .await;
             let value = match first {
                 Err(e) if e.details().starts_with("NOSCRIPT") => {
                     tracing::debug!("relocation store script not cached on the node; reloading");
                     client
-                        .with_options(&Options {
-                            timeout: Some(remaining()),
-                            ..Options::default()
-                        })
+                        .with_options(&command_options(deadline))
                         .eval::<Value, _, _, _>(script.lua, key.as_str(), args)
                         .await
                 }
@@ -289,11 +282,74 @@ impl RedisRelocationStore {
             }
             .map_err(map_error)?;
             parse_reply(value)
-        };
-        match tokio::time::timeout_at(deadline + GUARD_GRACE, attempt).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::TimedOut),
+        })
+        .await
+    }
+}
+
+/// Per-command client options: the time left until `deadline`.
+fn command_options(deadline: Instant) -> Options {
+    Options {
+        timeout: Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        ),
+        ..Options::default()
+    }
+}
+
+fn pexpiretime() -> CustomCommand {
+    CustomCommand::new_static("PEXPIRETIME", ClusterHash::FirstKey, false)
+}
+
+fn time() -> CustomCommand {
+    CustomCommand::new_static("TIME", ClusterHash::Random, false)
+}
+
+/// The reply of `TIME` as whole milliseconds.
+fn time_reply(value: &Value) -> StoreResult<StoreTime> {
+    let Value::Array(parts) = value else {
+        return Err(format_error(UnexpectedReply));
+    };
+    let number = |v: Option<&Value>| -> StoreResult<u64> {
+        match v {
+            Some(Value::Integer(n)) if *n >= 0 => Ok(*n as u64),
+            Some(Value::String(s)) => s.parse().map_err(|_| format_error(UnexpectedReply)),
+            Some(Value::Bytes(b)) => std::str::from_utf8(b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| format_error(UnexpectedReply)),
+            _ => Err(format_error(UnexpectedReply)),
         }
+    };
+    let secs = number(parts.first())?;
+    let micros = number(parts.get(1))?;
+    Ok(StoreTime::from_millis(secs * 1000 + micros / 1000))
+}
+
+/// A string value of a reply: `None` for nil.
+fn bytes_reply(value: Value) -> StoreResult<Option<Bytes>> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Bytes(b) => Ok(Some(b)),
+        Value::String(s) => Ok(Some(s.into_inner())),
+        _ => Err(format_error(UnexpectedReply)),
+    }
+}
+
+fn integer_reply(value: &Value) -> StoreResult<i64> {
+    match value {
+        Value::Integer(n) => Ok(*n),
+        _ => Err(format_error(UnexpectedReply)),
+    }
+}
+
+/// The replies of an EXEC, exactly `N` of them.
+fn exec_replies<const N: usize>(value: Value) -> StoreResult<[Value; N]> {
+    match value {
+        Value::Array(items) => items.try_into().map_err(|_| format_error(UnexpectedReply)),
+        _ => Err(format_error(UnexpectedReply)),
     }
 }
 
@@ -311,39 +367,103 @@ impl RelocationStore for RedisRelocationStore {
     ) -> StoreResult<PutResult> {
         check_blob_len(payload.len())?;
         let key = self.key(reference);
-        // `Bytes` is immutable: the client holding a clone until the write completes cannot see
-        // a change, and nothing is kept after it.
-        let args = vec![Value::Bytes(payload.clone()), retention_arg(retention)];
-        let reply = self.run(&self.inner.put, key, args).await?;
-        match reply.status {
-            0 => Ok(PutResult::Stored {
-                expires_at: reply.expires_at,
-                store_now: reply.store_now,
-            }),
-            1 => Ok(PutResult::AlreadyStored {
-                expires_at: reply.expires_at,
-                store_now: reply.store_now,
-            }),
-            2 => Ok(PutResult::Conflict {
-                store_now: reply.store_now,
-            }),
-            _ => Err(format_error(UnexpectedReply)),
+        // At most 100 years in milliseconds: fits an i64.
+        let retention_ms = retention.as_millis() as i64;
+        let deadline = self.deadline();
+        // One atomic batch: `SET NX GET` either stores the blob with an expiry of the Redis
+        // clock plus the retention (answering nil) or changes nothing and answers the live
+        // bytes, which are then compared here. `Bytes` is immutable, so the client holding a
+        // clone until the write completes cannot see a change, and nothing is kept after it.
+        let replies = self
+            .within(deadline, async {
+                let trx = self.inner.pool.next().multi();
+                let _: Value = trx
+                    .with_options(&command_options(deadline))
+                    .set(
+                        key.as_str(),
+                        Value::Bytes(payload.clone()),
+                        Some(Expiration::PX(retention_ms)),
+                        Some(SetOptions::NX),
+                        true,
+                    )
+                    .await
+                    .map_err(map_error)?;
+                let _: Value = trx
+                    .custom(pexpiretime(), vec![key.as_str()])
+                    .await
+                    .map_err(map_error)?;
+                let _: Value = trx
+                    .custom(time(), Vec::<Value>::new())
+                    .await
+                    .map_err(map_error)?;
+                trx.exec::<Value>(true).await.map_err(map_error)
+            })
+            .await?;
+        let [previous, expiry, now] = exec_replies::<3>(replies)?;
+        let expiry = integer_reply(&expiry)?;
+        let store_now = time_reply(&now)?;
+        match bytes_reply(previous)? {
+            None => {
+                // Stored: Redis set the expiry to its clock at the SET plus the retention.
+                let expires_at =
+                    u64::try_from(expiry).map_err(|_| format_error(UnexpectedReply))?;
+                Ok(PutResult::Stored {
+                    expires_at: StoreTime::from_millis(expires_at),
+                    store_now: StoreTime::from_millis(
+                        expires_at.saturating_sub(retention_ms as u64),
+                    ),
+                })
+            }
+            Some(_) if expiry == -1 => Err(format_error(ForeignValue)),
+            Some(existing) => {
+                let expires_at =
+                    u64::try_from(expiry).map_err(|_| format_error(UnexpectedReply))?;
+                if existing == *payload {
+                    Ok(PutResult::AlreadyStored {
+                        expires_at: StoreTime::from_millis(expires_at),
+                        store_now,
+                    })
+                } else {
+                    Ok(PutResult::Conflict { store_now })
+                }
+            }
         }
     }
 
     async fn read(&self, reference: &BlobRef) -> StoreResult<BlobReadResult> {
         let key = self.key(reference);
-        let reply = self.run(&self.inner.read, key, Vec::new()).await?;
-        match (reply.status, reply.bytes) {
-            (0, None) => Ok(BlobReadResult::Missing {
-                store_now: reply.store_now,
-            }),
-            (1, Some(bytes)) => Ok(BlobReadResult::Found {
+        let deadline = self.deadline();
+        let replies = self
+            .within(deadline, async {
+                let trx = self.inner.pool.next().multi();
+                let _: Value = trx
+                    .with_options(&command_options(deadline))
+                    .custom(time(), Vec::<Value>::new())
+                    .await
+                    .map_err(map_error)?;
+                let _: Value = trx
+                    .custom(pexpiretime(), vec![key.as_str()])
+                    .await
+                    .map_err(map_error)?;
+                let _: Value = trx.get(key.as_str()).await.map_err(map_error)?;
+                trx.exec::<Value>(true).await.map_err(map_error)
+            })
+            .await?;
+        let [now, expiry, value] = exec_replies::<3>(replies)?;
+        let store_now = time_reply(&now)?;
+        let expiry = integer_reply(&expiry)?;
+        match bytes_reply(value)? {
+            None => Ok(BlobReadResult::Missing { store_now }),
+            Some(_) if expiry == -1 => Err(format_error(ForeignValue)),
+            // Live while its expiry is after the Redis clock.
+            Some(_) if expiry <= store_now.as_millis() as i64 => {
+                Ok(BlobReadResult::Missing { store_now })
+            }
+            Some(bytes) => Ok(BlobReadResult::Found {
                 bytes,
-                expires_at: reply.expires_at,
-                store_now: reply.store_now,
+                expires_at: StoreTime::from_millis(expiry as u64),
+                store_now,
             }),
-            _ => Err(format_error(UnexpectedReply)),
         }
     }
 

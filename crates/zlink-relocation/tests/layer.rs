@@ -49,11 +49,10 @@ async fn chunks_are_written_and_read_back_before_the_index_is_stored() {
         .iter()
         .position(|o| *o == Op::Put(u.to_string()))
         .unwrap();
-    assert_eq!(index_put, ops.len() - 2, "the index put is the last put");
     assert_eq!(
-        ops[ops.len() - 1],
-        Op::Read(u.to_string()),
-        "then read back"
+        index_put,
+        ops.len() - 1,
+        "the index put is the last operation"
     );
     for order in 0..12u16 {
         let c = chunk(&u, order).to_string();
@@ -108,7 +107,7 @@ async fn reversed_completion_order_restores_identical_bytes() {
             .fixed
             .lock()
             .unwrap()
-            .insert(chunk(&u, order).to_string(), 5 * u64::from(64 - order));
+            .insert(chunk(&u, order).to_string(), 10 * u64::from(64 - order));
     }
     let delayed = Arc::new(delayed);
     let blobs = BlobLayer::with_config(delayed.clone(), config);
@@ -117,16 +116,10 @@ async fn reversed_completion_order_restores_identical_bytes() {
     let completed = delayed.completed.lock().unwrap().clone();
     let chunk_reads: Vec<&String> = completed.iter().filter(|r| r.contains('#')).collect();
     assert_eq!(chunk_reads.len(), 64);
-    assert_eq!(
-        *chunk_reads[0],
-        chunk(&u, 63).to_string(),
-        "{chunk_reads:?}"
-    );
-    assert_eq!(
-        *chunk_reads[63],
-        chunk(&u, 0).to_string(),
-        "{chunk_reads:?}"
-    );
+    // Reversed (delays 10 ms apart; under load spawning takes a few ms, so allow a little slack).
+    let order_of = |r: &String| -> u16 { r.rsplit('#').next().unwrap().parse().unwrap() };
+    assert!(order_of(chunk_reads[0]) >= 60, "{chunk_reads:?}");
+    assert!(order_of(chunk_reads[63]) <= 3, "{chunk_reads:?}");
 }
 
 /// Spec 23: "Renew: verify every chunk exists with its checksum, then extend the index."

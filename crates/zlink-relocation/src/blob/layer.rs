@@ -1,12 +1,14 @@
 //! The blob layer: stores a payload as enveloped chunks plus a leading index on any Relocation
 //! Store, restores it whole or not at all, renews and deletes it.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use sha2::{Digest, Sha256};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 use zlink_store_spi::{
     BlobReadResult, BlobRef, PutResult, RelocationStore, RenewResult, StoreError, StoreTime,
@@ -98,8 +100,9 @@ pub struct DeletedUnit {
 /// reference **last**, only after every chunk was written and read back. Chunk references are
 /// `{reference}#{order:04}`.
 ///
-/// Chunk I/O runs in parallel (round-robin over the stripes) under the configured in-flight
-/// byte budget. A missing or corrupt chunk or index makes the whole unit
+/// Chunk I/O runs in parallel under the configured in-flight byte budget (writes round-robin
+/// over the stripes; restore reads in index order, appending and hashing each chunk as soon as
+/// its predecessors are in). A missing or corrupt chunk or index makes the whole unit
 /// [`DataLost`](BlobError::DataLost); nothing is ever partially restored.
 ///
 /// Works with any store: `BlobLayer::new(Arc::new(store))`, or an `Arc<dyn DynRelocationStore>`.
@@ -143,6 +146,47 @@ async fn digest(bytes: Bytes) -> Result<(u32, [u8; 32]), BlobError> {
     }
 }
 
+/// What the assembler built: the payload, its checksums, and how many chunks went in.
+struct Assembled {
+    bytes: Vec<u8>,
+    crc: u32,
+    sha256: [u8; 32],
+    chunks: usize,
+}
+
+type ToAssembler = std::sync::mpsc::Sender<(u16, Bytes, OwnedSemaphorePermit)>;
+
+/// A blocking-pool task that receives verified chunk data in completion order and appends it to
+/// the payload in index order, updating the overall CRC-32C and SHA-256 as it goes. Each chunk's
+/// budget permit is released once the chunk is appended. It ends when the sender is dropped.
+fn spawn_assembler(total: usize) -> (ToAssembler, tokio::task::JoinHandle<Assembled>) {
+    let (tx, rx) = std::sync::mpsc::channel::<(u16, Bytes, OwnedSemaphorePermit)>();
+    let handle = tokio::task::spawn_blocking(move || {
+        let mut bytes = Vec::with_capacity(total);
+        let mut sha = Sha256::new();
+        let mut crc = 0u32;
+        let mut waiting: BTreeMap<u16, (Bytes, OwnedSemaphorePermit)> = BTreeMap::new();
+        let mut next: u16 = 0;
+        while let Ok((order, data, permit)) = rx.recv() {
+            waiting.insert(order, (data, permit));
+            // Appending drops the chunk's bytes and its permit.
+            while let Some((data, _permit)) = waiting.remove(&next) {
+                sha.update(&data);
+                crc = crc32c::crc32c_append(crc, &data);
+                bytes.extend_from_slice(&data);
+                next += 1;
+            }
+        }
+        Assembled {
+            bytes,
+            crc,
+            sha256: sha.finalize().into(),
+            chunks: usize::from(next),
+        }
+    });
+    (tx, handle)
+}
+
 fn join_error<T>(e: tokio::task::JoinError) -> Result<T, BlobError> {
     if e.is_panic() {
         std::panic::resume_unwind(e.into_panic());
@@ -177,14 +221,17 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
     }
 
     /// Runs `jobs` (each with its encoded byte cost) as spawned tasks, at most `parallelism` at
-    /// once and within the byte budget, handing each result to `on_done` as it completes. The
-    /// first error stops everything (the remaining tasks are aborted).
-    async fn run_parallel<T, F>(
+    /// once and within the byte budget, handing each result to `on_done` as it completes. A job
+    /// receives its budget permit and may hand it on in its result (the bytes stay counted until
+    /// the permit is dropped). The first error stops everything (the remaining tasks are
+    /// aborted).
+    async fn run_parallel<T, J, F>(
         &self,
-        jobs: Vec<(usize, F)>,
+        jobs: Vec<(usize, J)>,
         mut on_done: impl FnMut(T) -> Result<(), BlobError>,
     ) -> Result<(), BlobError>
     where
+        J: FnOnce(OwnedSemaphorePermit) -> F,
         F: Future<Output = Result<T, BlobError>> + Send + 'static,
         T: Send + 'static,
     {
@@ -211,10 +258,7 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
                         permit = budget.take(cost) => break permit?,
                     }
                 };
-                set.spawn(async move {
-                    let _permit = permit;
-                    job.await
-                });
+                set.spawn(job(permit));
             }
             match set.join_next().await {
                 Some(done) => on_done(done.or_else(join_error)??)?,
@@ -241,7 +285,7 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
     }
 
     /// Stores `payload` as the unit `reference`: every chunk is written and read back, then the
-    /// index is written and read back. Storing the same payload under the same reference again
+    /// index is written. Storing the same payload under the same reference again
     /// succeeds (everything answers `AlreadyStored`).
     ///
     /// Bounds are checked before any I/O: at most 256 GiB, at most 4,096 chunks at the chunk
@@ -278,7 +322,9 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
                 let start = c.offset as usize;
                 let data = payload.slice(start..start + c.len as usize);
                 let (stripe, len) = (c.stripe, c.len);
-                let job = async move {
+                let job = move |permit: OwnedSemaphorePermit| async move {
+                    // Held until this chunk is done.
+                    let _permit = permit;
                     let header = EnvelopeHeader {
                         stripe,
                         order,
@@ -341,23 +387,23 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
                 })
                 .collect(),
         };
-        let encoded = index.encode();
-        match self.store.put(reference, &encoded, retention).await? {
-            PutResult::Stored { .. } | PutResult::AlreadyStored { .. } => {}
-            PutResult::Conflict { .. } => {
-                return Err(BlobError::Conflict {
-                    reference: reference.clone(),
-                });
-            }
-        }
-        let (index_expiry, store_now) = match self.store.read(reference).await? {
-            BlobReadResult::Found {
-                bytes,
+        // The index is the publication: its put answers Stored or AlreadyStored (byte-identical
+        // bytes) or nothing is published. (It is not read back: readers verify its checksum.)
+        let (index_expiry, store_now) = match self
+            .store
+            .put(reference, &index.encode(), retention)
+            .await?
+        {
+            PutResult::Stored {
                 expires_at,
                 store_now,
-            } if bytes == encoded => (expires_at, store_now),
-            _ => {
-                return Err(BlobError::NotVerified {
+            }
+            | PutResult::AlreadyStored {
+                expires_at,
+                store_now,
+            } => (expires_at, store_now),
+            PutResult::Conflict { .. } => {
+                return Err(BlobError::Conflict {
                     reference: reference.clone(),
                 });
             }
@@ -389,59 +435,62 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
         let offsets = index.offsets();
         let index = Arc::new(index);
         let mut expires_at = Some(index_expiry);
-        let bytes = if index.chunks.len() == 1 {
+        let (bytes, crc, sha256) = if index.chunks.len() == 1 {
             // One chunk: its data is the payload (no copy).
             let header = index.envelope(0);
             let (data, exp) = self
                 .read_chunk(&index.chunks[0].reference, 0, &header)
                 .await?;
             expires_at = earliest(expires_at, exp);
-            data
+            let (crc, sha256) = digest(data.clone()).await?;
+            (data, crc, sha256)
         } else {
-            // One zeroed buffer, split into a disjoint piece per chunk that its task fills.
-            let mut buffer = BytesMut::zeroed(total);
-            let mut pieces: Vec<Option<BytesMut>> = index
-                .chunks
-                .iter()
-                .map(|c| Some(buffer.split_to(c.len as usize)))
-                .collect();
-            let jobs = schedule(&index.stripes)
-                .into_iter()
+            // Chunks are read in parallel, in index order of scheduling; an assembler on the
+            // blocking pool appends each to the result and feeds the overall checksums in index
+            // order as soon as its predecessors are in, while later chunks are still in flight.
+            // A chunk keeps its budget bytes until it is appended.
+            let (to_assembler, assembler) = spawn_assembler(total);
+            let jobs = (0..index.chunks.len() as u16)
                 .map(|order| {
                     let i = usize::from(order);
-                    let mut piece = pieces[i].take().unwrap_or_default();
                     let cost = ENVELOPE_LEN + index.chunks[i].len as usize;
                     let layer = self.clone();
                     let index = index.clone();
-                    let job = async move {
+                    let job = move |permit: OwnedSemaphorePermit| async move {
                         let header = index.envelope(order);
                         let (data, exp) = layer
                             .read_chunk(&index.chunks[i].reference, order, &header)
                             .await?;
-                        piece.copy_from_slice(&data);
-                        Ok((order, piece, exp))
+                        Ok((order, data, exp, permit))
                     };
                     (cost, job)
                 })
                 .collect();
-            self.run_parallel(jobs, |(order, piece, exp): (u16, BytesMut, StoreTime)| {
-                pieces[usize::from(order)] = Some(piece);
-                expires_at = earliest(expires_at, exp);
-                Ok(())
-            })
+            self.run_parallel(
+                jobs,
+                |(order, data, exp, permit): (u16, Bytes, StoreTime, OwnedSemaphorePermit)| {
+                    expires_at = earliest(expires_at, exp);
+                    // The assembler only stops early if it panicked; the join below reports it.
+                    let _ = to_assembler.send((order, data, permit));
+                    Ok(())
+                },
+            )
             .await?;
-            let mut whole = BytesMut::new();
-            for piece in pieces {
-                // Every piece came back (run_parallel returned Ok after every job).
-                whole.unsplit(piece.unwrap_or_default());
+            drop(to_assembler);
+            let assembled = match assembler.await {
+                Ok(a) => a,
+                Err(e) => return join_error(e),
+            };
+            if assembled.chunks != index.chunks.len() {
+                return Err(DataLost::Checksum.into());
             }
-            whole.freeze()
+            (
+                Bytes::from(assembled.bytes),
+                assembled.crc,
+                assembled.sha256,
+            )
         };
-        if bytes.len() != total {
-            return Err(DataLost::Checksum.into());
-        }
-        let (crc, sha256) = digest(bytes.clone()).await?;
-        if crc != index.crc32c || sha256 != index.sha256 {
+        if bytes.len() != total || crc != index.crc32c || sha256 != index.sha256 {
             return Err(DataLost::Checksum.into());
         }
         let mut stripes = Vec::with_capacity(index.stripes.len());
@@ -490,7 +539,9 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
                 let cost = ENVELOPE_LEN + index.chunks[i].len as usize;
                 let layer = self.clone();
                 let index = index.clone();
-                let job = async move {
+                let job = move |permit: OwnedSemaphorePermit| async move {
+                    // Held until this chunk is done.
+                    let _permit = permit;
                     let reference = &index.chunks[i].reference;
                     layer
                         .read_chunk(reference, order, &index.envelope(order))
@@ -544,7 +595,9 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
             .into_iter()
             .map(|c| {
                 let store = self.store.clone();
-                let job = async move {
+                let job = move |permit: OwnedSemaphorePermit| async move {
+                    // Held until this chunk is done.
+                    let _permit = permit;
                     store.delete(&c.reference).await?;
                     Ok(())
                 };
