@@ -85,11 +85,13 @@ enum ProviderError {
 }
 
 fn map_redis(e: RedisError) -> StoreError {
+    if *e.kind() == RedisErrorKind::Timeout {
+        return StoreError::TimedOut;
+    }
     let kind = match e.kind() {
         _ if e.details().contains(FORMAT_ERROR_PREFIX) => FailureKind::Format,
         RedisErrorKind::IO
         | RedisErrorKind::Canceled
-        | RedisErrorKind::Timeout
         | RedisErrorKind::Routing
         | RedisErrorKind::Cluster
         | RedisErrorKind::Tls
@@ -170,6 +172,11 @@ impl RedisLocationStore {
         let timeout = options.operation_timeout;
         let mut builder = Builder::from_config(options.config.clone());
         builder
+            .with_performance_config(|p| {
+                // fred's own per-command timer: a command still queued (waiting for a
+                // connection) when it fires is dropped, never written late.
+                p.default_command_timeout = timeout;
+            })
             .with_connection_config(|c| {
                 // A command is sent at most once: a write whose connection broke may have
                 // committed, and resending it could apply it twice.
@@ -224,9 +231,13 @@ impl RedisLocationStore {
         }
     }
 
-    /// Runs one operation within the operation timeout.
+    /// Runs one operation within the operation timeout. Each command carries the timeout itself
+    /// (so a command that never left the queue is dropped); this outer bound, a little longer,
+    /// only guards the rare operation of two commands (a script sent again after `NOSCRIPT`).
     async fn bounded<T>(&self, op: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
-        match tokio::time::timeout(self.inner.timeout, op).await {
+        let t = self.inner.timeout;
+        let guard = t + (t / 20).max(Duration::from_millis(50));
+        match tokio::time::timeout(guard, op).await {
             Ok(result) => result,
             Err(_) => Err(StoreError::TimedOut),
         }
