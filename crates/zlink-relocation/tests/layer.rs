@@ -60,7 +60,7 @@ async fn chunks_are_written_and_read_back_before_the_index_is_stored() {
         let read = ops.iter().position(|o| *o == Op::Read(c.clone())).unwrap();
         assert!(put < read && read < index_put, "chunk {order}: {ops:?}");
     }
-    assert_eq!(blobs.restore(&u).await.unwrap().bytes, data);
+    assert_eq!(blobs.restore(&u).await.unwrap().to_bytes(), data);
 }
 
 /// Spec 23: "if any chunk fails, no index (orphans expire)."
@@ -112,7 +112,7 @@ async fn reversed_completion_order_restores_identical_bytes() {
     let delayed = Arc::new(delayed);
     let blobs = BlobLayer::with_config(delayed.clone(), config);
     let restored = blobs.restore(&u).await.unwrap();
-    assert_eq!(restored.bytes, data);
+    assert_eq!(restored.to_bytes(), data);
     let completed = delayed.completed.lock().unwrap().clone();
     let chunk_reads: Vec<&String> = completed.iter().filter(|r| r.contains('#')).collect();
     assert_eq!(chunk_reads.len(), 64);
@@ -152,7 +152,7 @@ async fn renew_verifies_every_chunk_then_extends_the_index() {
     }
     // 40 s later the original retention would have expired; the renewed unit is whole.
     clock.advance(Duration::from_secs(40));
-    assert_eq!(blobs.restore(&u).await.unwrap().bytes.len(), 500);
+    assert_eq!(blobs.restore(&u).await.unwrap().to_bytes().len(), 500);
 }
 
 /// A corrupt chunk found while renewing is DataLost, and the index is not extended.
@@ -231,7 +231,7 @@ async fn same_payload_stores_again_and_a_different_one_conflicts() {
     other[99] ^= 0xff;
     let err = blobs.store(&u, &Bytes::from(other)).await.unwrap_err();
     assert!(matches!(err, BlobError::Conflict { .. }), "{err:?}");
-    assert_eq!(blobs.restore(&u).await.unwrap().bytes, data);
+    assert_eq!(blobs.restore(&u).await.unwrap().to_bytes(), data);
 }
 
 /// Spec 23 bound: at most 4,096 data chunks under one index. At the bound the unit
@@ -245,7 +245,7 @@ async fn four_thousand_ninety_six_chunks_round_trip_and_one_more_is_rejected_bef
     let stored = blobs.store(&u, &data).await.unwrap();
     assert_eq!(stored.chunk_count, 4096);
     let restored = blobs.restore(&u).await.unwrap();
-    assert_eq!(restored.bytes, data);
+    assert_eq!(restored.to_bytes(), data);
     assert_eq!(blobs.renew(&u).await.unwrap().chunk_count, 4096);
     assert_eq!(blobs.delete(&u).await.unwrap().chunk_count, 4096);
     assert!(memory.is_empty());
@@ -277,16 +277,19 @@ async fn sixty_four_even_ordered_stripes_round_trip_and_sixty_five_are_rejected(
     let stored = blobs.store(&u, &data).await.unwrap();
     assert_eq!(stored.stripe_count, 64);
     let restored = blobs.restore(&u).await.unwrap();
-    assert_eq!(restored.bytes, data);
+    assert_eq!(restored.to_bytes(), data);
     assert_eq!(restored.stripes.len(), 64);
     let mut at = 0;
     for (i, s) in restored.stripes.iter().enumerate() {
         assert_eq!(s.start, at, "stripes are contiguous and ordered");
-        assert_eq!(s.len(), if i < 17 { 21 } else { 20 });
-        assert_eq!(restored.stripe(i).unwrap(), data.slice(s.clone()));
+        assert_eq!(s.end - s.start, if i < 17 { 21 } else { 20 });
+        let range = s.start as usize..s.end as usize;
+        assert_eq!(restored.stripe(i).unwrap(), data.slice(range));
+        assert_eq!(restored.stripe_chunks(i).unwrap().len(), 3);
         at = s.end;
     }
-    assert_eq!(at, data.len());
+    assert_eq!(at, data.len() as u64);
+    assert_eq!(restored.len(), data.len() as u64);
     assert_eq!(restored.sha256, stored.sha256);
     assert_eq!(
         BlobLayerConfig::default().with_max_stripes(65).unwrap_err(),
@@ -332,7 +335,7 @@ async fn default_chunk_limit_is_64_mib_and_a_64_mib_chunk_round_trips() {
         blob(&memory, &chunk(&u, 0)).await.len(),
         zlink_store_spi::MAX_BLOB_LEN
     );
-    assert!(blobs.restore(&u).await.unwrap().bytes == data);
+    assert!(blobs.restore(&u).await.unwrap().to_bytes() == data);
     blobs.delete(&u).await.unwrap();
 }
 
@@ -345,7 +348,7 @@ async fn unit_reference_of_4091_bytes_works_and_4092_is_rejected_before_io() {
     let longest = BlobRef::new("r".repeat(MAX_INDEX_REF_LEN)).unwrap();
     let data = payload(35, 12);
     blobs.store(&longest, &data).await.unwrap();
-    assert_eq!(blobs.restore(&longest).await.unwrap().bytes, data);
+    assert_eq!(blobs.restore(&longest).await.unwrap().to_bytes(), data);
     blobs.delete(&longest).await.unwrap();
     let too_long = BlobRef::new("r".repeat(MAX_INDEX_REF_LEN + 1)).unwrap();
     let err = blobs.store(&too_long, &data).await.unwrap_err();
@@ -374,7 +377,7 @@ async fn in_flight_bytes_stay_within_the_budget() {
     let u = unit("budget");
     let data = payload(6400, 13);
     blobs.store(&u, &data).await.unwrap();
-    assert_eq!(blobs.restore(&u).await.unwrap().bytes, data);
+    assert_eq!(blobs.restore(&u).await.unwrap().to_bytes(), data);
     blobs.renew(&u).await.unwrap();
     let max = measured.max.load(std::sync::atomic::Ordering::SeqCst);
     assert!(max <= 3 * 123, "{max} bytes in flight");
@@ -395,7 +398,7 @@ async fn chunk_larger_than_the_budget_runs_alone() {
     let u = unit("alone");
     let data = payload(800, 14);
     blobs.store(&u, &data).await.unwrap();
-    assert_eq!(blobs.restore(&u).await.unwrap().bytes, data);
+    assert_eq!(blobs.restore(&u).await.unwrap().to_bytes(), data);
     let max = measured.max.load(std::sync::atomic::Ordering::SeqCst);
     assert!(max <= 123, "{max}: more than one chunk in flight");
     assert!(TransferBudget::new(0).is_err());
@@ -431,7 +434,7 @@ async fn works_over_an_arc_dyn_relocation_store() {
     let u = unit("dyn");
     let data = payload(123, 16);
     blobs.store(&u, &data).await.unwrap();
-    assert_eq!(blobs.restore(&u).await.unwrap().bytes, data);
+    assert_eq!(blobs.restore(&u).await.unwrap().to_bytes(), data);
     blobs.renew(&u).await.unwrap();
     blobs.delete(&u).await.unwrap();
 }
@@ -445,6 +448,6 @@ async fn empty_payload_round_trips() {
     let stored = blobs.store(&u, &Bytes::new()).await.unwrap();
     assert_eq!((stored.chunk_count, stored.stripe_count), (1, 1));
     let restored = blobs.restore(&u).await.unwrap();
-    assert!(restored.bytes.is_empty());
+    assert!(restored.to_bytes().is_empty());
     assert_eq!(restored.stripes, vec![0..0]);
 }

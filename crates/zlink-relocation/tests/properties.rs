@@ -94,9 +94,9 @@ proptest! {
                     prop_assert!(plan.chunks.iter().all(|c| c.len as usize <= limit));
                     prop_assert_eq!(memory.len(), plan.chunks.len() + 1);
                     let restored = blobs.restore(&u).await.unwrap();
-                    prop_assert_eq!(&restored.bytes, &data);
+                    prop_assert_eq!(&restored.to_bytes(), &data);
                     prop_assert_eq!(restored.sha256, stored.sha256);
-                    let lens: Vec<usize> = restored.stripes.iter().map(|s| s.len()).collect();
+                    let lens: Vec<u64> = restored.stripes.iter().map(|s| s.end - s.start).collect();
                     let (min, max) = (lens.iter().min().unwrap(), lens.iter().max().unwrap());
                     prop_assert!(max - min <= 1, "uneven stripes {:?}", lens);
                     let mut at = 0;
@@ -104,7 +104,15 @@ proptest! {
                         prop_assert_eq!(s.start, at);
                         at = s.end;
                     }
-                    prop_assert_eq!(at, len);
+                    prop_assert_eq!(at, len as u64);
+                    // Stripes are runs of whole chunks holding exactly the stripe's bytes.
+                    for (i, s) in restored.stripes.iter().enumerate() {
+                        let stripe = restored.stripe(i).unwrap();
+                        prop_assert_eq!(
+                            &stripe,
+                            &data.slice(s.start as usize..s.end as usize)
+                        );
+                    }
                     blobs.delete(&u).await.unwrap();
                     prop_assert!(memory.is_empty());
                 }
@@ -201,7 +209,7 @@ proptest! {
             let delayed = Arc::new(DelayedReads::new(memory.clone(), seed, 4));
             let blobs = BlobLayer::with_config(delayed.clone(), cfg);
             let restored = blobs.restore(&u).await.unwrap();
-            prop_assert_eq!(&restored.bytes, &data);
+            prop_assert_eq!(&restored.to_bytes(), &data);
             // Every chunk was read exactly once, in whatever order the delays produced.
             let completed = delayed.completed.lock().unwrap().clone();
             let mut chunks: Vec<String> =
@@ -235,7 +243,7 @@ fn delayed_reads_do_reorder_completions() {
             .restore(&u)
             .await
             .unwrap();
-        assert_eq!(restored.bytes, data);
+        assert_eq!(restored.to_bytes(), data);
         let completed = delayed.completed.lock().unwrap().clone();
         let chunks: Vec<String> = completed.into_iter().filter(|r| r.contains('#')).collect();
         let mut sorted = chunks.clone();

@@ -32,7 +32,7 @@ async fn round_trip(store: RedisRelocationStore) {
     assert_eq!(stored.stripe_count, 5);
     assert_eq!(stored.chunk_count, 15);
     let restored = blobs.restore(&u).await.unwrap();
-    assert!(restored.bytes == data, "restored bytes differ");
+    assert!(restored.to_bytes() == data, "restored bytes differ");
     assert_eq!(restored.sha256, stored.sha256);
     let renewed = blobs.renew(&u).await.unwrap();
     assert_eq!(renewed.chunk_count, 15);

@@ -41,15 +41,20 @@ pub struct StoredUnit {
     pub store_now: StoreTime,
 }
 
-/// A payload restored by [`BlobLayer::restore`]: all of it, verified.
+/// A payload restored by [`BlobLayer::restore`]: all of it, verified, as its data chunks in
+/// index order (each a zero-copy slice of what the store returned). [`to_bytes`](Self::to_bytes)
+/// gives it as one contiguous buffer (no copy when it is a single chunk); stripes are runs of
+/// whole chunks, so [`stripe_chunks`](Self::stripe_chunks) never copies either.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RestoredUnit {
-    /// The payload.
-    pub bytes: Bytes,
-    /// The ordered stripes as byte ranges of `bytes` (contiguous, even: lengths differ by at
-    /// most one byte).
-    pub stripes: Vec<Range<usize>>,
+    /// The data chunks, in index (= payload) order.
+    pub chunks: Vec<Bytes>,
+    /// The ordered stripes as byte ranges of the payload (contiguous, even: lengths differ by
+    /// at most one byte).
+    pub stripes: Vec<Range<u64>>,
+    /// Per stripe, its range of `chunks`.
+    pub stripe_chunk_ranges: Vec<Range<usize>>,
     /// CRC-32C of the payload (verified).
     pub crc32c: u32,
     /// SHA-256 of the payload (verified).
@@ -60,10 +65,47 @@ pub struct RestoredUnit {
     pub store_now: StoreTime,
 }
 
+fn concat(chunks: &[Bytes]) -> Bytes {
+    match chunks {
+        [] => Bytes::new(),
+        [one] => one.clone(),
+        many => {
+            let mut all = Vec::with_capacity(many.iter().map(Bytes::len).sum());
+            for c in many {
+                all.extend_from_slice(c);
+            }
+            Bytes::from(all)
+        }
+    }
+}
+
 impl RestoredUnit {
-    /// Stripe `i` as its own `Bytes` (no copy).
+    /// The payload length.
+    pub fn len(&self) -> u64 {
+        self.chunks.iter().map(|c| c.len() as u64).sum()
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.iter().all(Bytes::is_empty)
+    }
+
+    /// The payload as one contiguous buffer: the chunk itself when there is one, otherwise a
+    /// copy.
+    pub fn to_bytes(&self) -> Bytes {
+        concat(&self.chunks)
+    }
+
+    /// The chunks of stripe `i`, in order (no copy).
+    pub fn stripe_chunks(&self, i: usize) -> Option<&[Bytes]> {
+        self.stripe_chunk_ranges
+            .get(i)
+            .map(|r| &self.chunks[r.clone()])
+    }
+
+    /// Stripe `i` as one contiguous buffer (a copy only if the stripe has several chunks).
     pub fn stripe(&self, i: usize) -> Option<Bytes> {
-        self.stripes.get(i).map(|r| self.bytes.slice(r.clone()))
+        self.stripe_chunks(i).map(concat)
     }
 }
 
@@ -139,49 +181,39 @@ fn spawn_digest(bytes: Bytes) -> tokio::task::JoinHandle<(u32, [u8; 32])> {
     })
 }
 
-async fn digest(bytes: Bytes) -> Result<(u32, [u8; 32]), BlobError> {
-    match spawn_digest(bytes).await {
-        Ok(d) => Ok(d),
-        Err(e) => join_error(e),
-    }
-}
-
-/// What the assembler built: the payload, its checksums, and how many chunks went in.
-struct Assembled {
-    bytes: Vec<u8>,
+/// What the verifier saw: the chunks in index order and the overall checksums.
+struct Verified {
+    chunks: Vec<Bytes>,
     crc: u32,
     sha256: [u8; 32],
-    chunks: usize,
 }
 
-type ToAssembler = std::sync::mpsc::Sender<(u16, Bytes, OwnedSemaphorePermit)>;
+type ToVerifier = std::sync::mpsc::Sender<(u16, Bytes, OwnedSemaphorePermit)>;
 
-/// A blocking-pool task that receives verified chunk data in completion order and appends it to
-/// the payload in index order, updating the overall CRC-32C and SHA-256 as it goes. Each chunk's
-/// budget permit is released once the chunk is appended. It ends when the sender is dropped.
-fn spawn_assembler(total: usize) -> (ToAssembler, tokio::task::JoinHandle<Assembled>) {
+/// A blocking-pool task that receives verified chunk data in completion order and feeds it to
+/// the overall CRC-32C and SHA-256 in index order, as soon as each chunk's predecessors are in
+/// (while later chunks are still in flight). A chunk's budget permit is released once it is
+/// hashed. It ends when the sender is dropped.
+fn spawn_verifier(chunk_count: usize) -> (ToVerifier, tokio::task::JoinHandle<Verified>) {
     let (tx, rx) = std::sync::mpsc::channel::<(u16, Bytes, OwnedSemaphorePermit)>();
     let handle = tokio::task::spawn_blocking(move || {
-        let mut bytes = Vec::with_capacity(total);
+        let mut chunks = Vec::with_capacity(chunk_count);
         let mut sha = Sha256::new();
         let mut crc = 0u32;
         let mut waiting: BTreeMap<u16, (Bytes, OwnedSemaphorePermit)> = BTreeMap::new();
-        let mut next: u16 = 0;
         while let Ok((order, data, permit)) = rx.recv() {
             waiting.insert(order, (data, permit));
-            // Appending drops the chunk's bytes and its permit.
-            while let Some((data, _permit)) = waiting.remove(&next) {
+            // Hashing a chunk releases its permit.
+            while let Some((data, _permit)) = waiting.remove(&(chunks.len() as u16)) {
                 sha.update(&data);
                 crc = crc32c::crc32c_append(crc, &data);
-                bytes.extend_from_slice(&data);
-                next += 1;
+                chunks.push(data);
             }
         }
-        Assembled {
-            bytes,
+        Verified {
+            chunks,
             crc,
             sha256: sha.finalize().into(),
-            chunks: usize::from(next),
         }
     });
     (tx, handle)
@@ -427,82 +459,71 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
     /// [`BlobError::DataLost`]; store failures and time-outs are [`BlobError::Store`] (retry).
     pub async fn restore(&self, reference: &BlobRef) -> Result<RestoredUnit, BlobError> {
         let (index, index_expiry, store_now) = self.read_index(reference).await?;
-        let total =
-            usize::try_from(index.total_len).map_err(|_| BlobArgumentError::PayloadTooLarge {
-                actual: index.total_len,
-                max: usize::MAX as u64,
-            })?;
-        let offsets = index.offsets();
         let index = Arc::new(index);
         let mut expires_at = Some(index_expiry);
-        let (bytes, crc, sha256) = if index.chunks.len() == 1 {
-            // One chunk: its data is the payload (no copy).
-            let header = index.envelope(0);
-            let (data, exp) = self
-                .read_chunk(&index.chunks[0].reference, 0, &header)
-                .await?;
-            expires_at = earliest(expires_at, exp);
-            let (crc, sha256) = digest(data.clone()).await?;
-            (data, crc, sha256)
-        } else {
-            // Chunks are read in parallel, in index order of scheduling; an assembler on the
-            // blocking pool appends each to the result and feeds the overall checksums in index
-            // order as soon as its predecessors are in, while later chunks are still in flight.
-            // A chunk keeps its budget bytes until it is appended.
-            let (to_assembler, assembler) = spawn_assembler(total);
-            let jobs = (0..index.chunks.len() as u16)
-                .map(|order| {
-                    let i = usize::from(order);
-                    let cost = ENVELOPE_LEN + index.chunks[i].len as usize;
-                    let layer = self.clone();
-                    let index = index.clone();
-                    let job = move |permit: OwnedSemaphorePermit| async move {
-                        let header = index.envelope(order);
-                        let (data, exp) = layer
-                            .read_chunk(&index.chunks[i].reference, order, &header)
-                            .await?;
-                        Ok((order, data, exp, permit))
-                    };
-                    (cost, job)
-                })
-                .collect();
-            self.run_parallel(
-                jobs,
-                |(order, data, exp, permit): (u16, Bytes, StoreTime, OwnedSemaphorePermit)| {
-                    expires_at = earliest(expires_at, exp);
-                    // The assembler only stops early if it panicked; the join below reports it.
-                    let _ = to_assembler.send((order, data, permit));
-                    Ok(())
-                },
-            )
-            .await?;
-            drop(to_assembler);
-            let assembled = match assembler.await {
-                Ok(a) => a,
-                Err(e) => return join_error(e),
-            };
-            if assembled.chunks != index.chunks.len() {
-                return Err(DataLost::Checksum.into());
-            }
-            (
-                Bytes::from(assembled.bytes),
-                assembled.crc,
-                assembled.sha256,
-            )
+        // Chunks are read in parallel, scheduled in index order; a verifier on the blocking pool
+        // hashes each in index order as soon as its predecessors are in, while later chunks are
+        // still in flight. A chunk keeps its budget bytes until it is hashed.
+        let (to_verifier, verifier) = spawn_verifier(index.chunks.len());
+        let jobs = (0..index.chunks.len() as u16)
+            .map(|order| {
+                let i = usize::from(order);
+                let cost = ENVELOPE_LEN + index.chunks[i].len as usize;
+                let layer = self.clone();
+                let index = index.clone();
+                let job = move |permit: OwnedSemaphorePermit| async move {
+                    let header = index.envelope(order);
+                    let (data, exp) = layer
+                        .read_chunk(&index.chunks[i].reference, order, &header)
+                        .await?;
+                    Ok((order, data, exp, permit))
+                };
+                (cost, job)
+            })
+            .collect();
+        self.run_parallel(
+            jobs,
+            |(order, data, exp, permit): (u16, Bytes, StoreTime, OwnedSemaphorePermit)| {
+                expires_at = earliest(expires_at, exp);
+                // The verifier only stops early if it panicked; the join below reports it.
+                let _ = to_verifier.send((order, data, permit));
+                Ok(())
+            },
+        )
+        .await?;
+        drop(to_verifier);
+        let verified = match verifier.await {
+            Ok(v) => v,
+            Err(e) => return join_error(e),
         };
-        if bytes.len() != total || crc != index.crc32c || sha256 != index.sha256 {
+        let len: u64 = verified.chunks.iter().map(|c| c.len() as u64).sum();
+        if verified.chunks.len() != index.chunks.len()
+            || len != index.total_len
+            || verified.crc != index.crc32c
+            || verified.sha256 != index.sha256
+        {
             return Err(DataLost::Checksum.into());
         }
-        let mut stripes = Vec::with_capacity(index.stripes.len());
-        for &(first, _, len) in index.stripes.iter() {
-            let start = offsets[usize::from(first)] as usize;
-            stripes.push(start..start + len as usize);
-        }
+        let offsets = index.offsets();
+        let stripes = index
+            .stripes
+            .iter()
+            .map(|&(first, _, len)| {
+                let start = offsets[usize::from(first)];
+                start..start + len
+            })
+            .collect();
+        let stripe_chunk_ranges = index
+            .stripes
+            .iter()
+            .map(|&(first, count, _)| usize::from(first)..usize::from(first) + usize::from(count))
+            .collect();
         Ok(RestoredUnit {
-            bytes,
+            chunks: verified.chunks,
             stripes,
-            crc32c: crc,
-            sha256,
+            stripe_chunk_ranges,
+            crc32c: verified.crc,
+            sha256: verified.sha256,
             expires_at: expires_at.unwrap_or(index_expiry),
             store_now,
         })
