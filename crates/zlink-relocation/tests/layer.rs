@@ -301,14 +301,27 @@ async fn sixty_four_even_ordered_stripes_round_trip_and_sixty_five_are_rejected(
     assert!(BlobLayerConfig::default().with_max_stripes(0).is_err());
 }
 
-/// The chunk limit is 64 MiB by default and at most; a 64 MiB payload is one chunk whose blob
-/// is exactly the Relocation Store's 64 MiB + 23-byte maximum.
+/// The chunk limit is 64 MiB by default and at most; with a 64 MiB stripe target a 64 MiB
+/// payload is one chunk whose blob is exactly the Relocation Store's 64 MiB + 23-byte maximum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_chunk_limit_is_64_mib_and_a_64_mib_chunk_round_trips() {
     let config = BlobLayerConfig::default();
     assert_eq!(config.chunk_limit(), MAX_CHUNK_LEN);
     assert_eq!(config.max_stripes(), 64);
+    assert_eq!(config.stripe_target(), 4 * 1024 * 1024);
     assert_eq!(config.budget().bytes(), 256 * 1024 * 1024);
+    // By default 64 MiB + 1 byte spreads over 17 stripes of about 4 MiB.
+    assert_eq!(
+        config.plan(MAX_CHUNK_LEN as u64 + 1).unwrap().chunks.len(),
+        17
+    );
+    assert!(config.clone().with_stripe_target(MAX_CHUNK_LEN).is_ok());
+    assert!(matches!(
+        config.clone().with_stripe_target(MAX_CHUNK_LEN + 1),
+        Err(BlobArgumentError::StripeTarget { .. })
+    ));
+    assert!(config.clone().with_stripe_target(0).is_err());
+    let config = config.with_stripe_target(MAX_CHUNK_LEN).unwrap();
     assert!(config.clone().with_chunk_limit(MAX_CHUNK_LEN).is_ok());
     assert_eq!(
         config

@@ -61,19 +61,21 @@ fn damage() -> impl Strategy<Value = Damage> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// Random payload sizes, chunk limits and stripe counts round-trip byte for byte, with the
+    /// Random payload sizes, chunk limits, stripe counts and stripe targets round-trip byte for
+    /// byte, with the
     /// planned chunk and stripe counts, even ordered stripes, and every chunk within the limit.
     #[test]
     fn random_sizes_and_chunk_limits_round_trip(
         len in 0usize..6_000,
         limit in 1usize..200,
         stripes in 1usize..=64,
+        target in 1usize..400,
         seed in any::<u64>(),
     ) {
         let rt = runtime();
         rt.block_on(async {
             let memory = MemoryRelocationStore::new();
-            let config = config(limit, stripes);
+            let config = config(limit, stripes).with_stripe_target(target).unwrap();
             let plan = config.plan(len as u64);
             let blobs = BlobLayer::with_config(Arc::new(memory.clone()), config);
             let u = unit("prop");

@@ -99,6 +99,7 @@ impl TransferBudget {
 pub struct BlobLayerConfig {
     chunk_limit: usize,
     max_stripes: usize,
+    stripe_target: usize,
     retention: Retention,
     budget: TransferBudget,
     parallelism: usize,
@@ -109,6 +110,7 @@ impl Default for BlobLayerConfig {
         BlobLayerConfig {
             chunk_limit: MAX_CHUNK_LEN,
             max_stripes: MAX_STRIPES,
+            stripe_target: Self::DEFAULT_STRIPE_TARGET,
             // 24 h is a valid retention; the fallback is never taken.
             retention: Retention::new(Self::DEFAULT_RETENTION).unwrap_or(Retention::MAX),
             budget: TransferBudget::process_default(),
@@ -120,6 +122,9 @@ impl Default for BlobLayerConfig {
 impl BlobLayerConfig {
     /// The default retention of every chunk and index: 24 h.
     pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
+    /// The default stripe target length: 4 MiB. Payloads up to 256 MiB are spread over stripes
+    /// (and chunks) of about this size, which transfer in parallel; larger ones over 64 stripes.
+    pub const DEFAULT_STRIPE_TARGET: usize = 4 * 1024 * 1024;
     /// The default number of chunk operations in flight at once (one per stripe).
     pub const DEFAULT_PARALLELISM: usize = MAX_STRIPES;
     /// The largest parallelism.
@@ -147,6 +152,20 @@ impl BlobLayerConfig {
             });
         }
         self.max_stripes = stripes;
+        Ok(self)
+    }
+
+    /// Sets the stripe target length: 1..=64 MiB (default 4 MiB). A payload is split into
+    /// `min(max stripes, ceil(len / min(target, chunk limit)))` even stripes; the chunk limit
+    /// still caps every chunk.
+    pub fn with_stripe_target(mut self, bytes: usize) -> Result<Self, BlobArgumentError> {
+        if !(1..=MAX_CHUNK_LEN).contains(&bytes) {
+            return Err(BlobArgumentError::StripeTarget {
+                actual: bytes,
+                max: MAX_CHUNK_LEN,
+            });
+        }
+        self.stripe_target = bytes;
         Ok(self)
     }
 
@@ -185,6 +204,11 @@ impl BlobLayerConfig {
         self.max_stripes
     }
 
+    /// The stripe target length.
+    pub fn stripe_target(&self) -> usize {
+        self.stripe_target
+    }
+
     /// The retention of what is written.
     pub fn retention(&self) -> Retention {
         self.retention
@@ -202,6 +226,11 @@ impl BlobLayerConfig {
 
     /// How a payload of `total_len` bytes would be split with this configuration.
     pub fn plan(&self, total_len: u64) -> Result<UnitPlan, BlobArgumentError> {
-        UnitPlan::new(total_len, self.chunk_limit, self.max_stripes)
+        UnitPlan::with_stripe_target(
+            total_len,
+            self.chunk_limit,
+            self.max_stripes,
+            self.stripe_target,
+        )
     }
 }

@@ -30,6 +30,14 @@ pub enum BlobArgumentError {
         /// The bound (64 MiB).
         max: usize,
     },
+    /// The stripe target length is outside 1..=64 MiB.
+    #[error("stripe target {actual} is outside 1..={max} bytes")]
+    StripeTarget {
+        /// The target given.
+        actual: usize,
+        /// The bound (64 MiB).
+        max: usize,
+    },
     /// The stripe count is outside 1..=64.
     #[error("stripe count {actual} is outside 1..={max}")]
     Stripes {

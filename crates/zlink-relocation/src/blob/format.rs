@@ -94,15 +94,29 @@ fn even_parts(total: u64, parts: u64, index: u64) -> (u64, u64) {
 }
 
 impl UnitPlan {
-    /// Plans a payload of `total_len` bytes: `min(max_stripes, ceil(total / chunk_limit))`
-    /// stripes (at least one) of even length, each cut into the fewest even chunks of at most
-    /// `chunk_limit` bytes. An empty payload is one stripe with one empty chunk.
-    ///
-    /// Fails when the payload exceeds 256 GiB or needs more than 4,096 chunks.
+    /// Plans a payload of `total_len` bytes with stripes as long as the chunk limit allows:
+    /// the same as [`with_stripe_target`](Self::with_stripe_target) with a target of
+    /// `chunk_limit`.
     pub fn new(
         total_len: u64,
         chunk_limit: usize,
         max_stripes: usize,
+    ) -> Result<Self, BlobArgumentError> {
+        Self::with_stripe_target(total_len, chunk_limit, max_stripes, chunk_limit)
+    }
+
+    /// Plans a payload of `total_len` bytes: `S = min(max_stripes, max(1, ceil(total / T)))`
+    /// stripes of even length, where `T = min(stripe_target, chunk_limit)`, each cut into the
+    /// fewest even chunks of at most `chunk_limit` bytes. An empty payload is one stripe with one
+    /// empty chunk. (A target below the chunk limit spreads mid-sized payloads over more,
+    /// smaller chunks that transfer in parallel.)
+    ///
+    /// Fails when the payload exceeds 256 GiB or needs more than 4,096 chunks.
+    pub fn with_stripe_target(
+        total_len: u64,
+        chunk_limit: usize,
+        max_stripes: usize,
+        stripe_target: usize,
     ) -> Result<Self, BlobArgumentError> {
         if total_len > MAX_PAYLOAD_LEN {
             return Err(BlobArgumentError::PayloadTooLarge {
@@ -122,8 +136,15 @@ impl UnitPlan {
                 max: MAX_STRIPES,
             });
         }
+        if !(1..=MAX_CHUNK_LEN).contains(&stripe_target) {
+            return Err(BlobArgumentError::StripeTarget {
+                actual: stripe_target,
+                max: MAX_CHUNK_LEN,
+            });
+        }
         let limit = chunk_limit as u64;
-        let stripe_count = total_len.div_ceil(limit).clamp(1, max_stripes as u64);
+        let target = stripe_target.min(chunk_limit) as u64;
+        let stripe_count = total_len.div_ceil(target).clamp(1, max_stripes as u64);
         // Count first, so an oversized plan allocates nothing.
         let mut chunk_total: u64 = 0;
         for s in 0..stripe_count {
@@ -670,6 +691,18 @@ mod tests {
         assert_eq!(schedule(&plan.stripe_table())[..4], [0, 3, 6, 9]);
         let two = UnitPlan::new(10, 2, 2).unwrap();
         assert_eq!(schedule(&two.stripe_table()), vec![0, 3, 1, 4, 2, 5]);
+        // A 4-byte stripe target with 100-byte chunks: 1001 bytes over 64 stripes of 15 or 16.
+        let spread = UnitPlan::with_stripe_target(1001, 100, 64, 4).unwrap();
+        assert_eq!(spread.stripes.len(), 64);
+        assert_eq!(spread.chunks.len(), 64);
+        // 64 MiB chunks with a 4 MiB target: 16 MiB is four stripes of one 4 MiB chunk.
+        let mid = UnitPlan::with_stripe_target(16 << 20, MAX_CHUNK_LEN, 64, 4 << 20).unwrap();
+        assert_eq!(mid.chunks.len(), 4);
+        assert!(mid.chunks.iter().all(|c| c.len == 4 << 20));
+        // The bound is unchanged: 256 GiB is still 4,096 chunks of 64 MiB.
+        let full =
+            UnitPlan::with_stripe_target(MAX_PAYLOAD_LEN, MAX_CHUNK_LEN, 64, 4 << 20).unwrap();
+        assert_eq!(full.chunks.len(), 4096);
         let empty = UnitPlan::new(0, 100, 64).unwrap();
         assert_eq!(empty.stripes.len(), 1);
         assert_eq!(empty.chunks.len(), 1);
