@@ -88,7 +88,15 @@ impl Layout {
 
     /// The record key of logical key `key`.
     pub(crate) fn record_key(&self, key: &StoreKey) -> String {
-        format!("{}{}", self.record_prefix, sha256_hex(key.as_bytes()))
+        self.record_key_of_sha(&sha256_hex(key.as_bytes()))
+    }
+
+    /// The record key of the logical key whose `sha256hex` is `sha`.
+    pub(crate) fn record_key_of_sha(&self, sha: &str) -> String {
+        let mut s = String::with_capacity(self.record_prefix.len() + sha.len());
+        s.push_str(&self.record_prefix);
+        s.push_str(sha);
+        s
     }
 
     /// The commit-sequence key.
@@ -117,10 +125,17 @@ impl Layout {
 /// Hex keeps byte order (two digits per byte, digits sorted as their values) and the `.`
 /// separator sorts below every hex digit, so a key sorts before every key it is a prefix of.
 /// The trailing hash lets the scan script find the record key without a SHA-256 in Lua.
+#[cfg(test)]
 pub(crate) fn index_member(key: &StoreKey) -> String {
+    index_member_of(key, &sha256_hex(key.as_bytes()))
+}
+
+/// [`index_member`] of `key` whose `sha256hex` is `sha`.
+pub(crate) fn index_member_of(key: &StoreKey, sha: &str) -> String {
     let mut s = hex(key.as_bytes());
+    s.reserve(1 + sha.len());
     s.push('.');
-    s.push_str(&sha256_hex(key.as_bytes()));
+    s.push_str(sha);
     s
 }
 

@@ -23,7 +23,8 @@ use zlink_store_spi::{
 };
 
 use crate::layout::{
-    Layout, hex, index_member, index_resume_after, index_start, key_of_index_member, unhex,
+    Layout, hex, index_member_of, index_resume_after, index_start, key_of_index_member, sha256_hex,
+    unhex,
 };
 use crate::options::RedisLocationOptions;
 use crate::record::{FormatError, Record, decode_member};
@@ -302,7 +303,8 @@ impl RedisLocationStore {
         let layout = &self.inner.layout;
         let mut keys = self.helper_keys();
         keys.reserve(request.unique_keys());
-        let mut slots: HashMap<&StoreKey, usize> = HashMap::with_capacity(request.unique_keys());
+        let mut slots: HashMap<&StoreKey, (i64, String)> =
+            HashMap::with_capacity(request.unique_keys());
         let mut slot_of = |k, keys: &mut Vec<Key>| key_slot(layout, &mut slots, keys, k);
         let mut args: Vec<Value> =
             Vec::with_capacity(3 + 2 * request.conditions().len() + 6 * request.mutations().len());
@@ -310,14 +312,16 @@ impl RedisLocationStore {
         args.push(Value::Integer(request.conditions().len() as i64));
         args.push(Value::Integer(request.mutations().len() as i64));
         for c in request.conditions() {
-            args.push(Value::Integer(slot_of(c.key(), &mut keys)));
+            args.push(Value::Integer(slot_of(c.key(), &mut keys).0));
             args.push(match c {
                 Condition::Missing(_) => Value::from_static_str(""),
                 Condition::Version(_, v) => Value::from(v.as_str()),
             });
         }
         for m in request.mutations() {
-            args.push(Value::Integer(slot_of(m.key(), &mut keys)));
+            let (slot, sha) = slot_of(m.key(), &mut keys);
+            args.push(Value::Integer(slot));
+            let member = Value::from(index_member_of(m.key(), &sha));
             match m {
                 Mutation::Put {
                     key,
@@ -326,7 +330,7 @@ impl RedisLocationStore {
                 } => {
                     args.push(Value::from_static_str("P"));
                     args.push(Value::from(key.as_str()));
-                    args.push(Value::from(index_member(key)));
+                    args.push(member);
                     args.push(Value::Bytes(bytes.clone()));
                     let ms = retention.map_or(0, |r| r.as_millis());
                     // Retention is bounded far below i64::MAX by the SPI.
@@ -335,7 +339,7 @@ impl RedisLocationStore {
                 Mutation::Delete(key) => {
                     args.push(Value::from_static_str("D"));
                     args.push(Value::from(key.as_str()));
-                    args.push(Value::from(index_member(key)));
+                    args.push(member);
                     args.push(Value::from_static_str(""));
                     args.push(Value::Integer(0));
                 }
@@ -462,23 +466,23 @@ impl LocationStore for RedisLocationStore {
 }
 
 /// The KEYS slot (1-based, as Lua sees it) of logical key `k`, adding its record key on first
-/// use.
+/// use, with the key's `sha256hex` (computed once per key).
 fn key_slot<'a>(
     layout: &Layout,
-    slots: &mut HashMap<&'a StoreKey, usize>,
+    slots: &mut HashMap<&'a StoreKey, (i64, String)>,
     keys: &mut Vec<Key>,
     k: &'a StoreKey,
-) -> i64 {
-    let next = keys.len() + 1;
-    let slot = match slots.entry(k) {
-        Entry::Occupied(e) => *e.get(),
+) -> (i64, String) {
+    match slots.entry(k) {
+        Entry::Occupied(e) => e.get().clone(),
         Entry::Vacant(e) => {
-            keys.push(Key::from(layout.record_key(k)));
-            *e.insert(next)
+            // At most 3 + 2,048 slots.
+            let slot = i64::try_from(keys.len() + 1).unwrap_or(i64::MAX);
+            let sha = sha256_hex(k.as_bytes());
+            keys.push(Key::from(layout.record_key_of_sha(&sha)));
+            e.insert((slot, sha)).clone()
         }
-    };
-    // At most 3 + 2,048 slots.
-    i64::try_from(slot).unwrap_or(i64::MAX)
+    }
 }
 
 fn check_key(record: &Record, key: &StoreKey) -> StoreResult<()> {
