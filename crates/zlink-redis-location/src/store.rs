@@ -90,7 +90,11 @@ fn map_redis(e: RedisError) -> StoreError {
         return StoreError::TimedOut;
     }
     let kind = match e.kind() {
-        _ if e.details().contains(FORMAT_ERROR_PREFIX) => FailureKind::Format,
+        // A record the scripts cannot read, or a key of the store's namespace holding another
+        // Redis type: stored data in a format this provider does not know.
+        _ if e.details().contains(FORMAT_ERROR_PREFIX) || e.details().contains("WRONGTYPE") => {
+            FailureKind::Format
+        }
         RedisErrorKind::IO
         | RedisErrorKind::Canceled
         | RedisErrorKind::Routing

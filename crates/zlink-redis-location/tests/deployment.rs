@@ -218,3 +218,31 @@ fn public_api_is_the_store_and_its_options() {
     is_location_store::<RedisLocationStore>();
     let _ = std::any::type_name::<zlink_redis_location::RedisLocationOptions>();
 }
+
+/// Spec 22 §7: disposal happens once however often it is asked for — `close` twice, clones
+/// dropped after it — and operations on a closed store fail within the operation timeout
+/// instead of hanging.
+#[tokio::test]
+async fn closing_twice_is_harmless_and_closed_stores_fail_fast() {
+    for t in targets().await {
+        let prefix = fresh_prefix("close");
+        let store = t
+            .store_with(&prefix, std::time::Duration::from_millis(500))
+            .await;
+        let clone = store.clone();
+        put(&store, &key("k"), "v").await;
+        store.close().await;
+        clone.close().await;
+        let started = std::time::Instant::now();
+        let r = clone.read(&key("k")).await;
+        assert!(r.is_err(), "{}: read after close: {r:?}", t.name);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{}",
+            t.name
+        );
+        drop(store);
+        drop(clone);
+        t.raw.purge(&prefix).await;
+    }
+}

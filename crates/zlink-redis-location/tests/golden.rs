@@ -426,7 +426,8 @@ async fn unknown_format_tag_fails_explicitly() {
 }
 
 /// A malformed member (truncated, trailing bytes, a `bin` string, a map, a signed expiry, a
-/// member naming another key) is a format error, never a guess.
+/// member naming another key) or a record key holding another Redis type is a format error,
+/// never a guess.
 #[tokio::test]
 async fn malformed_member_fails_explicitly() {
     for t in targets().await {
@@ -458,6 +459,14 @@ async fn malformed_member_fails_explicitly() {
             ("signed expiry", signed),
             ("other key", member(b"someone-else", b"v", "7", 0, false)),
         ];
+        // A record key holding another Redis type altogether.
+        t.raw.cmd("DEL", vec![rk.as_str().into()]).await;
+        t.raw
+            .cmd("SET", vec![rk.as_str().into(), "a string".into()])
+            .await;
+        assert_format_error(store.read(&k).await, "string under the record key");
+        let scan = ScanRequest::first(ScanPrefix::all(), PageLimit::LARGEST);
+        assert_format_error(store.scan(&scan).await, "string under the record key");
         for (name, m) in cases {
             t.raw.cmd("DEL", vec![rk.as_str().into()]).await;
             t.raw
