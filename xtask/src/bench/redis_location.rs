@@ -1,5 +1,696 @@
-//! `cargo xtask bench`: redis_location.
+//! `cargo xtask bench redis-location [--redis URL] [--seconds N]`: the Redis Location Store
+//! against the bare Redis floor.
+//!
+//! Four operations — a single-key conditional write (Missing condition and put of a fresh key,
+//! 256-byte value), an exact read (256-byte value), a 16-key batch (16 puts of 256 bytes) and a
+//! scan page (first page of 100 keys of 256 bytes) — each at concurrency 1 and 50, for N
+//! seconds (default 2): throughput and p50/p99 latency through `RedisLocationStore`, printed
+//! beside `redis-benchmark` running the very same `EVALSHA` in the same run (same script, same
+//! keys and value sizes: the command line is captured from the provider with `MONITOR`; for the
+//! fresh-key write the key-derived arguments become `__rand_int__`), as a ratio
+//! provider / raw. Target: ≥ 0.8×. Each figure is the median of three alternating rounds
+//! (provider, then `redis-benchmark` with as many requests), so load elsewhere on the machine
+//! hits both sides alike. An unoptimized xtask re-runs itself as `cargo run --release`.
+//!
+//! Needs a single Redis node (default `redis://127.0.0.1:6379`) and `redis-benchmark` and
+//! `redis-cli` on the `PATH`. Everything is written under a fresh key prefix, deleted at the end.
 
-pub(crate) fn run(_args: &[String]) -> Result<(), String> {
-    Err("benchmark redis_location is not built yet".to_string())
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fred::interfaces::ClientLike;
+use fred::types::config::Config;
+use fred::types::{Builder, Value};
+use sha2::{Digest, Sha256};
+use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_store_spi::{
+    Condition, LocationStore, Mutation, PageLimit, ScanPrefix, ScanRequest, ScanResult, StoreKey,
+    WriteRequest,
+};
+
+const VALUE_LEN: usize = 256;
+const BATCH: usize = 16;
+const SCAN_KEYS: usize = 100;
+const CONCURRENCY: [usize; 2] = [1, 50];
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+/// Each figure is the median of this many alternating rounds (provider, then raw), so a load
+/// change on the machine hits both sides alike.
+const ROUNDS: u32 = 3;
+
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let mut url = DEFAULT_URL.to_owned();
+    let mut seconds = 2u64;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--redis" => url = it.next().ok_or("--redis needs a URL")?.clone(),
+            "--seconds" => {
+                seconds = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .filter(|s| (1..=30).contains(s))
+                    .ok_or("--seconds needs a number of seconds, 1..=30")?;
+            }
+            other => {
+                return Err(format!(
+                    "bench redis-location: unknown option `{other}` (known: --redis URL, --seconds N)"
+                ));
+            }
+        }
+    }
+    if cfg!(debug_assertions) && std::env::var_os(DEBUG_ENV).is_none() {
+        return rerun_optimized(args);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(bench(&url, Duration::from_secs(seconds)))
+}
+
+/// Set to measure an unoptimized build as it is (figures then mostly measure the debug build).
+const DEBUG_ENV: &str = "ZLINK_BENCH_DEBUG";
+
+/// Client-side figures of an unoptimized build say nothing about the provider: run the same
+/// command from an optimized build of xtask.
+fn rerun_optimized(args: &[String]) -> Result<(), String> {
+    println!(
+        "bench redis-location: running an optimized build (cargo run --release -p xtask); \
+         set {DEBUG_ENV}=1 to measure this unoptimized build instead"
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(crate::workspace_root())
+        .args([
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "xtask",
+            "--",
+            "bench",
+            "redis-location",
+        ])
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the optimized benchmark run failed ({status})"))
+    }
+}
+
+/// Host, port and password of a single-node URL, for `redis-cli` and `redis-benchmark`.
+struct Endpoint {
+    host: String,
+    port: u16,
+    user: Option<String>,
+    password: Option<String>,
+}
+
+impl Endpoint {
+    fn parse(url: &str) -> Result<Endpoint, String> {
+        let rest = url
+            .strip_prefix("redis://")
+            .ok_or("bench redis-location needs a redis:// URL of a single node")?;
+        let rest = rest.split('/').next().unwrap_or_default();
+        let (auth, hostport) = match rest.rsplit_once('@') {
+            Some((a, h)) => (Some(a), h),
+            None => (None, rest),
+        };
+        let (user, password) = match auth.map(|a| a.split_once(':')) {
+            Some(Some((u, p))) => ((!u.is_empty()).then(|| u.to_owned()), Some(p.to_owned())),
+            Some(None) => (None, auth.map(str::to_owned)),
+            None => (None, None),
+        };
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) => (
+                h.to_owned(),
+                p.parse().map_err(|_| format!("bad port in {url}"))?,
+            ),
+            None => (hostport.to_owned(), 6379),
+        };
+        Ok(Endpoint {
+            host,
+            port,
+            user,
+            password,
+        })
+    }
+
+    fn args(&self) -> Vec<String> {
+        let mut a = vec![
+            "-h".to_owned(),
+            self.host.clone(),
+            "-p".to_owned(),
+            self.port.to_string(),
+        ];
+        if let Some(u) = &self.user {
+            a.extend(["--user".to_owned(), u.clone()]);
+        }
+        if let Some(p) = &self.password {
+            a.extend(["-a".to_owned(), p.clone(), "--no-auth-warning".to_owned()]);
+        }
+        a
+    }
+}
+
+fn key(s: String) -> Result<StoreKey, String> {
+    StoreKey::new(s).map_err(|e| e.to_string())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn value() -> Bytes {
+    Bytes::from(vec![b'x'; VALUE_LEN])
+}
+
+/// The four operations, as requests the provider runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Write,
+    Read,
+    Batch,
+    Scan,
+}
+
+impl Op {
+    const ALL: [Op; 4] = [Op::Write, Op::Read, Op::Batch, Op::Scan];
+
+    fn name(self) -> &'static str {
+        match self {
+            Op::Write => "conditional write (1 key)",
+            Op::Read => "exact read",
+            Op::Batch => "16-key batch",
+            Op::Scan => "scan page (100 items)",
+        }
+    }
+}
+
+struct Fixture {
+    store: RedisLocationStore,
+    read_key: StoreKey,
+    batch: WriteRequest,
+    scan: ScanRequest,
+    fresh: AtomicU64,
+}
+
+/// A fresh key of the conditional write; the 12 digits match `__rand_int__`.
+fn write_key(n: u64) -> Result<StoreKey, String> {
+    key(format!("bench/w/{n:012}"))
+}
+
+impl Fixture {
+    async fn once(&self, op: Op) -> Result<(), String> {
+        let fail = |e: zlink_store_spi::StoreError| format!("{}: {e}", op.name());
+        match op {
+            Op::Write => {
+                let k = write_key(self.fresh.fetch_add(1, Ordering::Relaxed) + 1)?;
+                let req = WriteRequest::new(
+                    vec![Condition::Missing(k.clone())],
+                    vec![Mutation::put(k, value())],
+                )
+                .map_err(|e| e.to_string())?;
+                if !self.store.write(&req).await.map_err(fail)?.is_applied() {
+                    return Err("conditional write on a fresh key conflicted".into());
+                }
+            }
+            Op::Read => {
+                if self
+                    .store
+                    .read(&self.read_key)
+                    .await
+                    .map_err(fail)?
+                    .is_missing()
+                {
+                    return Err("read key missing".into());
+                }
+            }
+            Op::Batch => {
+                self.store.write(&self.batch).await.map_err(fail)?;
+            }
+            Op::Scan => match self.store.scan(&self.scan).await.map_err(fail)? {
+                ScanResult::Page(p) if p.items.len() == SCAN_KEYS && p.next_cursor.is_none() => {}
+                other => return Err(format!("unexpected scan page: {other:?}")),
+            },
+        }
+        Ok(())
+    }
+}
+
+struct Figures {
+    ops_per_sec: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    ops: usize,
+}
+
+/// The round with the median throughput.
+fn median(mut rounds: Vec<Figures>) -> Figures {
+    rounds.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+    let mid = rounds.len() / 2;
+    rounds.swap_remove(mid)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1000.0
+}
+
+/// `concurrency` tasks run `op` back to back for `run_for`.
+async fn measure(
+    fx: &Arc<Fixture>,
+    op: Op,
+    concurrency: usize,
+    run_for: Duration,
+) -> Result<Figures, String> {
+    let start = Instant::now();
+    let deadline = start + run_for;
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let fx = fx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                fx.once(op).await?;
+                lat.push(t.elapsed());
+            }
+            Ok::<_, String>(lat)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.map_err(|e| e.to_string())??);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    all.sort_unstable();
+    Ok(Figures {
+        ops_per_sec: all.len() as f64 / elapsed,
+        p50_ms: percentile(&all, 0.50),
+        p99_ms: percentile(&all, 0.99),
+        ops: all.len(),
+    })
+}
+
+/// Parses one `MONITOR` line into its arguments (undoing Redis's `sdscatrepr` quoting).
+fn monitor_args(line: &str) -> Option<Vec<Vec<u8>>> {
+    let rest = &line[line.find("] ")? + 2..];
+    let b = rest.as_bytes();
+    let mut args = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b' ' {
+            i += 1;
+            continue;
+        }
+        if b[i] != b'"' {
+            return None;
+        }
+        i += 1;
+        let mut arg = Vec::new();
+        loop {
+            match *b.get(i)? {
+                b'"' => {
+                    i += 1;
+                    break;
+                }
+                b'\\' => {
+                    let c = *b.get(i + 1)?;
+                    i += 2;
+                    arg.push(match c {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'a' => 7,
+                        b'b' => 8,
+                        b'x' => {
+                            let h = std::str::from_utf8(b.get(i..i + 2)?).ok()?;
+                            i += 2;
+                            u8::from_str_radix(h, 16).ok()?
+                        }
+                        other => other,
+                    });
+                }
+                c => {
+                    arg.push(c);
+                    i += 1;
+                }
+            }
+        }
+        args.push(arg);
+    }
+    Some(args)
+}
+
+/// Runs one of each operation through the provider while `redis-cli MONITOR` watches, and
+/// returns the `EVALSHA` command line each one sent.
+async fn capture(
+    ep: &Endpoint,
+    fx: &Fixture,
+    prefix: &str,
+) -> Result<Vec<(Op, Vec<Vec<u8>>)>, String> {
+    let mut child = Command::new("redis-cli")
+        .args(ep.args())
+        .arg("MONITOR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run redis-cli: {e}"))?;
+    let stdout = child.stdout.take().ok_or("redis-cli: no stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // MONITOR answers OK first; wait for it before sending anything.
+    let ok = rx
+        .recv_timeout(Duration::from_secs(5))
+        .map_err(|_| "redis-cli MONITOR did not start")?;
+    if ok.trim() != "OK" {
+        let _ = child.kill();
+        return Err(format!("redis-cli MONITOR: {ok}"));
+    }
+    let mut captured = Vec::new();
+    for op in Op::ALL {
+        fx.once(op).await?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .map_err(|_| format!("MONITOR did not show the {} command", op.name()))?;
+            let Some(args) = monitor_args(&line) else {
+                continue;
+            };
+            let is_ours = args
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(b"EVALSHA"))
+                && args.iter().any(|a| a.starts_with(prefix.as_bytes()));
+            if is_ours {
+                captured.push((op, args));
+                break;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    Ok(captured)
+}
+
+/// Replaces every occurrence of `from` in `hay` by `to`.
+fn replace_all(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(hay.len());
+    let mut i = 0;
+    while i < hay.len() {
+        if !from.is_empty() && hay[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.push(hay[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The raw command of the fresh-key write: the key, its hex and its SHA-256 become random.
+fn randomized(args: &[Vec<u8>], k: &StoreKey) -> Vec<Vec<u8>> {
+    let sha = hex(&Sha256::digest(k.as_bytes()));
+    let hx = hex(k.as_bytes());
+    args.iter()
+        .map(|a| {
+            let a = replace_all(a, sha.as_bytes(), b"__rand_int__");
+            let a = replace_all(&a, hx.as_bytes(), b"__rand_int__");
+            replace_all(&a, k.as_bytes(), b"bench/w/__rand_int__")
+        })
+        .collect()
+}
+
+/// `redis-benchmark` running `args` with `concurrency` connections, `n` requests.
+fn raw_benchmark(
+    ep: &Endpoint,
+    args: &[Vec<u8>],
+    concurrency: usize,
+    n: usize,
+) -> Result<Figures, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new("redis-benchmark")
+        .args(ep.args())
+        .args([
+            "-c",
+            &concurrency.to_string(),
+            "-n",
+            &n.to_string(),
+            "-r",
+            "1000000000000",
+            "--csv",
+        ])
+        .args(args.iter().map(|a| std::ffi::OsStr::from_bytes(a)))
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run redis-benchmark: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text
+        .lines()
+        .rfind(|l| l.starts_with('"') && !l.starts_with("\"test\""))
+        .ok_or_else(|| format!("redis-benchmark printed no result: {text}"))?;
+    // "test","rps","avg","min","p50","p95","p99","max"
+    let fields: Vec<f64> = last
+        .trim_matches('"')
+        .split("\",\"")
+        .skip(1)
+        .map(|f| f.parse::<f64>().unwrap_or(f64::NAN))
+        .collect();
+    if fields.len() != 7 || fields.iter().any(|f| f.is_nan()) {
+        return Err(format!("unexpected redis-benchmark output: {last}"));
+    }
+    Ok(Figures {
+        ops_per_sec: fields[0],
+        p50_ms: fields[3],
+        p99_ms: fields[5],
+        ops: n,
+    })
+}
+
+async fn seed(store: &RedisLocationStore) -> Result<Fixture, String> {
+    let read_key = key("bench/read".into())?;
+    let scan_keys: Vec<StoreKey> = (0..SCAN_KEYS)
+        .map(|i| key(format!("bench/scan/{i:03}")))
+        .collect::<Result<_, _>>()?;
+    let mut muts: Vec<Mutation> = scan_keys
+        .iter()
+        .map(|k| Mutation::put(k.clone(), value()))
+        .collect();
+    muts.push(Mutation::put(read_key.clone(), value()));
+    let seed = WriteRequest::new(vec![], muts).map_err(|e| e.to_string())?;
+    store
+        .write(&seed)
+        .await
+        .map_err(|e| format!("seeding: {e}"))?;
+    let batch = WriteRequest::new(
+        vec![],
+        (0..BATCH)
+            .map(|i| Ok(Mutation::put(key(format!("bench/batch/{i:02}"))?, value())))
+            .collect::<Result<_, String>>()?,
+    )
+    .map_err(|e| e.to_string())?;
+    let scan = ScanRequest::first(
+        ScanPrefix::new("bench/scan/").map_err(|e| e.to_string())?,
+        PageLimit::new(SCAN_KEYS).map_err(|e| e.to_string())?,
+    );
+    Ok(Fixture {
+        store: store.clone(),
+        read_key,
+        batch,
+        scan,
+        fresh: AtomicU64::new(0),
+    })
+}
+
+/// Deletes every key under `prefix:` (the provider's and the raw benchmark's).
+async fn cleanup(url: &str, prefix: &str) -> Result<usize, String> {
+    let config = Config::from_url(url).map_err(|e| e.to_string())?;
+    let client = Builder::from_config(config)
+        .build()
+        .map_err(|e| e.to_string())?;
+    client.init().await.map_err(|e| e.to_string())?;
+    let mut cursor = "0".to_owned();
+    let mut deleted = 0;
+    let pattern = format!("{prefix}:*");
+    loop {
+        let reply: Vec<Value> = client
+            .custom(
+                fred::types::CustomCommand::new_static("SCAN", None, false),
+                vec![
+                    Value::from(cursor.as_str()),
+                    "MATCH".into(),
+                    pattern.as_str().into(),
+                    "COUNT".into(),
+                    5000.into(),
+                ],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let [next, keys] = <[Value; 2]>::try_from(reply).map_err(|_| "SCAN: bad reply")?;
+        cursor = next.as_string().ok_or("SCAN: bad cursor")?;
+        let keys = keys.into_array();
+        if !keys.is_empty() {
+            deleted += keys.len();
+            let _: Value = client
+                .custom(
+                    fred::types::CustomCommand::new_static("UNLINK", None, false),
+                    keys,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        if cursor == "0" {
+            break;
+        }
+    }
+    let _ = client.quit().await;
+    Ok(deleted)
+}
+
+async fn bench(url: &str, run_for: Duration) -> Result<(), String> {
+    let ep = Endpoint::parse(url)?;
+    let prefix = format!(
+        "zlink-bench-{}-{}",
+        std::process::id(),
+        zlink_store_spi::StoreTime::host_now().as_millis()
+    );
+    let options = RedisLocationOptions::from_url(url)
+        .and_then(|o| o.with_key_prefix(prefix.clone()))
+        .map_err(|e| format!("--redis {url}: {e}"))?;
+    let store = RedisLocationStore::connect(options)
+        .await
+        .map_err(|e| format!("connecting to {url}: {e}"))?;
+    let fx = Arc::new(seed(&store).await?);
+    let result = run_all(&ep, &fx, &prefix, run_for).await;
+    store.close().await;
+    let deleted = cleanup(url, &prefix).await?;
+    println!("deleted {deleted} benchmark key(s) under `{prefix}`");
+    result
+}
+
+async fn run_all(
+    ep: &Endpoint,
+    fx: &Arc<Fixture>,
+    prefix: &str,
+    run_for: Duration,
+) -> Result<(), String> {
+    let commands = capture(ep, fx, prefix).await?;
+    println!(
+        "Redis Location Store vs redis-benchmark running the same EVALSHA ({VALUE_LEN}-byte values, {}s per figure)",
+        run_for.as_secs()
+    );
+    println!(
+        "{:<27} {:>3}  {:>10} {:>8} {:>8}   {:>10} {:>8} {:>8}   {:>6}",
+        "operation", "c", "store/s", "p50 ms", "p99 ms", "raw/s", "p50 ms", "p99 ms", "ratio"
+    );
+    let mut worst = f64::INFINITY;
+    for (op, args) in &commands {
+        let args = if *op == Op::Write {
+            randomized(args, &write_key(1)?)
+        } else {
+            args.clone()
+        };
+        for c in CONCURRENCY {
+            let mut ours = Vec::new();
+            let mut raw = Vec::new();
+            for _ in 0..ROUNDS {
+                let o = measure(fx, *op, c, run_for / ROUNDS).await?;
+                raw.push(raw_benchmark(ep, &args, c, o.ops.max(200))?);
+                ours.push(o);
+            }
+            let (ours, raw) = (median(ours), median(raw));
+            let ratio = ours.ops_per_sec / raw.ops_per_sec;
+            worst = worst.min(ratio);
+            println!(
+                "{:<27} {:>3}  {:>10.0} {:>8.3} {:>8.3}   {:>10.0} {:>8.3} {:>8.3}   {:>5.2}x",
+                op.name(),
+                c,
+                ours.ops_per_sec,
+                ours.p50_ms,
+                ours.p99_ms,
+                raw.ops_per_sec,
+                raw.p50_ms,
+                raw.p99_ms,
+                ratio
+            );
+        }
+    }
+    println!("lowest ratio {worst:.2}x (target >= 0.80x)");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monitor_lines_parse_with_escapes() {
+        let line = r#"1700000000.000001 [0 127.0.0.1:5000] "EVALSHA" "ab" "1" "k\x00\"q\\" "v w""#;
+        let args = monitor_args(line).expect("parses");
+        assert_eq!(
+            args,
+            vec![
+                b"EVALSHA".to_vec(),
+                b"ab".to_vec(),
+                b"1".to_vec(),
+                b"k\0\"q\\".to_vec(),
+                b"v w".to_vec()
+            ]
+        );
+        assert!(monitor_args("OK").is_none());
+    }
+
+    #[test]
+    fn fresh_write_arguments_become_random() {
+        let k = write_key(1).expect("key");
+        let sha = hex(&Sha256::digest(k.as_bytes()));
+        let args = vec![
+            format!("p:{{zlink-location-v3}}:opaque:{sha}").into_bytes(),
+            k.as_bytes().to_vec(),
+            format!("{}.{sha}", hex(k.as_bytes())).into_bytes(),
+            b"xxxx".to_vec(),
+        ];
+        let r = randomized(&args, &k);
+        assert_eq!(r[0], b"p:{zlink-location-v3}:opaque:__rand_int__".to_vec());
+        assert_eq!(r[1], b"bench/w/__rand_int__".to_vec());
+        assert_eq!(r[2], b"__rand_int__.__rand_int__".to_vec());
+        assert_eq!(r[3], b"xxxx".to_vec());
+    }
+
+    #[test]
+    fn endpoints_parse() {
+        let e = Endpoint::parse("redis://u:p@h:7000/2").expect("url");
+        assert_eq!(
+            (
+                e.host.as_str(),
+                e.port,
+                e.user.as_deref(),
+                e.password.as_deref()
+            ),
+            ("h", 7000, Some("u"), Some("p"))
+        );
+        let e = Endpoint::parse("redis://127.0.0.1").expect("url");
+        assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 6379));
+        assert!(Endpoint::parse("redis-cluster://h:1").is_err());
+    }
 }
