@@ -254,3 +254,44 @@ fn delayed_reads_do_reorder_completions() {
         assert_ne!(chunks, sorted, "reads completed in index order");
     });
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Around the 4,096-chunk bound (payloads of 4,096 chunk limits, give or take a few bytes,
+    /// any stripe count): at most 4,096 chunks round-trip, more are rejected before any I/O.
+    #[test]
+    fn payloads_around_the_4096_chunk_bound_store_or_are_rejected_whole(
+        limit in 1usize..4,
+        stripes in 1usize..=64,
+        delta in -3i64..=3,
+        seed in any::<u64>(),
+    ) {
+        let len = (4096 * limit as i64 + delta).max(0) as usize;
+        let rt = runtime();
+        rt.block_on(async {
+            let memory = MemoryRelocationStore::new();
+            let config = config(limit, stripes).with_parallelism(512).unwrap();
+            let expected = config.plan(len as u64);
+            let blobs = BlobLayer::with_config(Arc::new(memory.clone()), config);
+            let u = unit("bound");
+            let data = payload(len, seed);
+            match expected {
+                Ok(plan) => {
+                    prop_assert!(plan.chunks.len() <= 4096);
+                    let stored = blobs.store(&u, &data).await.unwrap();
+                    prop_assert_eq!(stored.chunk_count, plan.chunks.len());
+                    prop_assert_eq!(&blobs.restore(&u).await.unwrap().to_bytes(), &data);
+                }
+                Err(BlobArgumentError::TooManyChunks { actual, max }) => {
+                    prop_assert!(actual > 4096 && max == 4096);
+                    let err = blobs.store(&u, &data).await.unwrap_err();
+                    prop_assert!(matches!(err, BlobError::InvalidArgument(_)));
+                    prop_assert!(memory.is_empty());
+                }
+                Err(e) => panic!("{e}"),
+            }
+            Ok(())
+        })?;
+    }
+}
