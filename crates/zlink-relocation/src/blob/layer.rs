@@ -172,26 +172,29 @@ impl<S: RelocationStore + ?Sized> std::fmt::Debug for BlobLayer<S> {
     }
 }
 
-/// CRC-32C and SHA-256 of a payload, computed on the blocking pool (off the async workers).
-fn spawn_digest(bytes: Bytes) -> tokio::task::JoinHandle<(u32, [u8; 32])> {
-    tokio::task::spawn_blocking(move || {
-        let crc = crc32c(&bytes);
-        let sha: [u8; 32] = Sha256::digest(&bytes).into();
-        (crc, sha)
-    })
+/// SHA-256 of a payload, computed on the blocking pool (off the async workers).
+fn spawn_sha256(bytes: Bytes) -> tokio::task::JoinHandle<[u8; 32]> {
+    tokio::task::spawn_blocking(move || Sha256::digest(&bytes).into())
 }
 
-/// What the verifier saw: the chunks in index order and the overall checksums.
+/// The CRC-32C of a whole payload from the CRC-32C of its chunks, in order (no second pass over
+/// the bytes).
+fn combined_crc(chunks: impl IntoIterator<Item = (u32, usize)>) -> u32 {
+    chunks
+        .into_iter()
+        .fold(0, |acc, (crc, len)| crc32c::crc32c_combine(acc, crc, len))
+}
+
+/// What the verifier saw: the chunks in index order and the overall SHA-256.
 struct Verified {
     chunks: Vec<Bytes>,
-    crc: u32,
     sha256: [u8; 32],
 }
 
 type ToVerifier = std::sync::mpsc::Sender<(u16, Bytes, OwnedSemaphorePermit)>;
 
 /// A blocking-pool task that receives verified chunk data in completion order and feeds it to
-/// the overall CRC-32C and SHA-256 in index order, as soon as each chunk's predecessors are in
+/// the overall SHA-256 in index order, as soon as each chunk's predecessors are in
 /// (while later chunks are still in flight). A chunk's budget permit is released once it is
 /// hashed. It ends when the sender is dropped.
 fn spawn_verifier(chunk_count: usize) -> (ToVerifier, tokio::task::JoinHandle<Verified>) {
@@ -199,20 +202,17 @@ fn spawn_verifier(chunk_count: usize) -> (ToVerifier, tokio::task::JoinHandle<Ve
     let handle = tokio::task::spawn_blocking(move || {
         let mut chunks = Vec::with_capacity(chunk_count);
         let mut sha = Sha256::new();
-        let mut crc = 0u32;
         let mut waiting: BTreeMap<u16, (Bytes, OwnedSemaphorePermit)> = BTreeMap::new();
         while let Ok((order, data, permit)) = rx.recv() {
             waiting.insert(order, (data, permit));
             // Hashing a chunk releases its permit.
             while let Some((data, _permit)) = waiting.remove(&(chunks.len() as u16)) {
                 sha.update(&data);
-                crc = crc32c::crc32c_append(crc, &data);
                 chunks.push(data);
             }
         }
         Verified {
             chunks,
-            crc,
             sha256: sha.finalize().into(),
         }
     });
@@ -342,8 +342,9 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
             .iter()
             .map(|c| chunk_ref(reference, c.order))
             .collect::<Result<Vec<_>, _>>()?;
-        // The overall checksums are computed while the chunks are written.
-        let overall = spawn_digest(payload.clone());
+        // The overall SHA-256 is computed while the chunks are written; the overall CRC-32C is
+        // combined from the chunks' CRC-32C.
+        let overall = spawn_sha256(payload.clone());
         let retention = self.config.retention();
         let jobs = schedule(&plan.stripe_table())
             .into_iter()
@@ -397,10 +398,15 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
             tracing::warn!(%reference, error = %e, "relocation unit not stored: no index written");
             return Err(e);
         }
-        let (crc, sha256) = match overall.await {
+        let sha256 = match overall.await {
             Ok(d) => d,
             Err(e) => return join_error(e),
         };
+        let crc = combined_crc(
+            plan.chunks
+                .iter()
+                .map(|c| (crcs[usize::from(c.order)], c.len as usize)),
+        );
         let index = Index {
             total_len: plan.total_len,
             crc32c: crc,
@@ -497,9 +503,12 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
             Err(e) => return join_error(e),
         };
         let len: u64 = verified.chunks.iter().map(|c| c.len() as u64).sum();
+        // Every chunk's data matched its CRC-32C in the index (read_chunk), so combining those
+        // is the CRC-32C of the assembled payload.
+        let crc = combined_crc(index.chunks.iter().map(|c| (c.crc, c.len as usize)));
         if verified.chunks.len() != index.chunks.len()
             || len != index.total_len
-            || verified.crc != index.crc32c
+            || crc != index.crc32c
             || verified.sha256 != index.sha256
         {
             return Err(DataLost::Checksum.into());
@@ -522,7 +531,7 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
             chunks: verified.chunks,
             stripes,
             stripe_chunk_ranges,
-            crc32c: verified.crc,
+            crc32c: crc,
             sha256: verified.sha256,
             expires_at: expires_at.unwrap_or(index_expiry),
             store_now,
@@ -630,5 +639,19 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
             chunk_count,
             store_now: deleted.store_now,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combined_crc_is_the_crc_of_the_concatenation() {
+        let parts: [&[u8]; 4] = [b"relocation ", b"", b"blob", b" layer"];
+        let whole: Vec<u8> = parts.concat();
+        let combined = combined_crc(parts.iter().map(|p| (crc32c(p), p.len())));
+        assert_eq!(combined, crc32c(&whole));
+        assert_eq!(combined_crc(std::iter::empty()), crc32c(b""));
     }
 }
