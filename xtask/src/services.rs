@@ -260,10 +260,7 @@ fn ensure_cluster() -> Result<String, String> {
     for &p in &ports {
         start_server(p, true)?;
     }
-    let nodes: Vec<String> = ports
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect();
+    let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let mut args = vec!["--cluster".to_string(), "create".to_string()];
     args.extend(nodes);
     args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
