@@ -50,6 +50,7 @@ struct Inner {
     timeout: Duration,
     renew: LoadedScript,
     delete: LoadedScript,
+    meta: LoadedScript,
     options: RedisRelocationOptions,
 }
 
@@ -70,10 +71,11 @@ impl Drop for Inner {
 /// Each blob is one Redis string under `{prefix}:{zlink-relocation-v1}:blob:{reference}`,
 /// holding the payload's raw bytes, with a Redis expiry set by the Redis clock. Every operation
 /// is atomic on that single key (also on Redis Cluster: the hashtag pins the blob domain to one
-/// slot): `put` and `read` are MULTI/EXEC batches in which one `SET ... NX GET` decides
-/// `Stored` / `AlreadyStored` / `Conflict`; `renew` and `delete` are Lua scripts (loaded once,
-/// called by SHA-1, reloaded when Redis answers `NOSCRIPT`). Expiry is judged by the Redis
-/// clock only: `TIME`, and the clock Redis applies `PX` and key expiry with.
+/// slot): a `put` is decided by one `SET ... NX PX GET` (`Stored` / `AlreadyStored` /
+/// `Conflict`), a `read` is one MULTI/EXEC of `TIME`, `PEXPIRETIME` and `GET`, and `renew` and
+/// `delete` are Lua scripts (loaded once, called by SHA-1, reloaded when Redis answers
+/// `NOSCRIPT`). Expiry is judged by the Redis clock only: `TIME`, and the clock Redis applies
+/// `PX` and key expiry with.
 ///
 /// Every operation is bounded by the operation timeout of its options, connection acquisition
 /// included; on expiry it fails with [`StoreError::TimedOut`] and a write already sent may
@@ -200,18 +202,20 @@ impl RedisRelocationStore {
             Ok::<_, StoreError>((
                 load(&pool, scripts::RENEW, timeout).await?,
                 load(&pool, scripts::DELETE, timeout).await?,
+                load(&pool, scripts::META, timeout).await?,
             ))
         })
         .await
         .unwrap_or(Err(StoreError::TimedOut));
         match connected {
-            Ok((renew, delete)) => Ok(RedisRelocationStore {
+            Ok((renew, delete, meta)) => Ok(RedisRelocationStore {
                 inner: Arc::new(Inner {
                     pool,
                     key_prefix: options.key_prefix.clone(),
                     timeout,
                     renew,
                     delete,
+                    meta,
                     options,
                 }),
             }),
@@ -370,63 +374,74 @@ impl RelocationStore for RedisRelocationStore {
         // At most 100 years in milliseconds: fits an i64.
         let retention_ms = retention.as_millis() as i64;
         let deadline = self.deadline();
-        // One atomic batch: `SET NX GET` either stores the blob with an expiry of the Redis
-        // clock plus the retention (answering nil) or changes nothing and answers the live
-        // bytes, which are then compared here. `Bytes` is immutable, so the client holding a
-        // clone until the write completes cannot see a change, and nothing is kept after it.
-        let replies = self
+        // `SET NX PX GET` decides atomically: it either stores the blob with an expiry of the
+        // Redis clock plus the retention (answering nil), or changes nothing and answers the
+        // live bytes, which are compared here. The metadata script is sent right behind it on
+        // the same connection for the expiry and the clock. Both are plain commands carrying the
+        // time left as their client timeout, so neither is sent after the deadline. `Bytes` is
+        // immutable: the client holding a clone until the write completes cannot see a change,
+        // and nothing is kept after it.
+        let client = self.inner.pool.next();
+        let (previous, meta) = self
             .within(deadline, async {
-                let trx = self.inner.pool.next().multi();
-                let _: Value = trx
-                    .with_options(&command_options(deadline))
-                    .set(
-                        key.as_str(),
-                        Value::Bytes(payload.clone()),
-                        Some(Expiration::PX(retention_ms)),
-                        Some(SetOptions::NX),
-                        true,
-                    )
-                    .await
-                    .map_err(map_error)?;
-                let _: Value = trx
-                    .custom(pexpiretime(), vec![key.as_str()])
-                    .await
-                    .map_err(map_error)?;
-                let _: Value = trx
-                    .custom(time(), Vec::<Value>::new())
-                    .await
-                    .map_err(map_error)?;
-                trx.exec::<Value>(true).await.map_err(map_error)
+                let options = command_options(deadline);
+                let (setter, describer) =
+                    (client.with_options(&options), client.with_options(&options));
+                let set = setter.set::<Value, _, _>(
+                    key.as_str(),
+                    Value::Bytes(payload.clone()),
+                    Some(Expiration::PX(retention_ms)),
+                    Some(SetOptions::NX),
+                    true,
+                );
+                let meta = describer.evalsha::<Value, _, _, _>(
+                    self.inner.meta.sha.as_str(),
+                    key.as_str(),
+                    Vec::<Value>::new(),
+                );
+                let (previous, meta) = tokio::join!(set, meta);
+                let previous = previous.map_err(map_error)?;
+                let meta = match meta {
+                    Err(e) if e.details().starts_with("NOSCRIPT") => client
+                        .with_options(&command_options(deadline))
+                        .eval::<Value, _, _, _>(
+                            self.inner.meta.lua,
+                            key.as_str(),
+                            Vec::<Value>::new(),
+                        )
+                        .await
+                        .map_err(map_error)?,
+                    other => other.map_err(map_error)?,
+                };
+                Ok((previous, meta))
             })
             .await?;
-        let [previous, expiry, now] = exec_replies::<3>(replies)?;
+        let [expiry, now] = exec_replies::<2>(meta)?;
         let expiry = integer_reply(&expiry)?;
-        let store_now = time_reply(&now)?;
+        let store_now = millis(&now)?;
+        // The key's expiry as seen right after the SET; a blob deleted in between has none, and
+        // is reported as expiring now.
+        let expires_at = if expiry >= 0 {
+            StoreTime::from_millis(expiry as u64)
+        } else {
+            store_now
+        };
         match bytes_reply(previous)? {
-            None => {
-                // Stored: Redis set the expiry to its clock at the SET plus the retention.
-                let expires_at =
-                    u64::try_from(expiry).map_err(|_| format_error(UnexpectedReply))?;
-                Ok(PutResult::Stored {
-                    expires_at: StoreTime::from_millis(expires_at),
-                    store_now: StoreTime::from_millis(
-                        expires_at.saturating_sub(retention_ms as u64),
-                    ),
-                })
-            }
-            Some(_) if expiry == -1 => Err(format_error(ForeignValue)),
-            Some(existing) => {
-                let expires_at =
-                    u64::try_from(expiry).map_err(|_| format_error(UnexpectedReply))?;
-                if existing == *payload {
-                    Ok(PutResult::AlreadyStored {
-                        expires_at: StoreTime::from_millis(expires_at),
-                        store_now,
-                    })
+            None => Ok(PutResult::Stored {
+                expires_at,
+                // Redis set the expiry to its clock at the SET plus the retention.
+                store_now: if expiry >= 0 {
+                    StoreTime::from_millis((expiry as u64).saturating_sub(retention_ms as u64))
                 } else {
-                    Ok(PutResult::Conflict { store_now })
-                }
-            }
+                    store_now
+                },
+            }),
+            Some(_) if expiry == -1 => Err(format_error(ForeignValue)),
+            Some(existing) if existing == *payload => Ok(PutResult::AlreadyStored {
+                expires_at,
+                store_now,
+            }),
+            Some(_) => Ok(PutResult::Conflict { store_now }),
         }
     }
 

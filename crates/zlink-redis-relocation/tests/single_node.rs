@@ -272,6 +272,55 @@ async fn operation_timeout_covers_connection_acquisition() {
     direct.delete(&r).await.unwrap();
 }
 
+/// A put that could not be sent before its deadline (the connection was down) is dropped: it is
+/// not sent once the connection is back, so it cannot land after the caller gave up on it.
+#[tokio::test]
+async fn put_not_sent_before_its_deadline_is_never_sent_later() {
+    let Some(url) = single_url("put_not_sent_before_its_deadline_is_never_sent_later") else {
+        return;
+    };
+    let prefix = random_prefix();
+    let proxy = Proxy::start(host_port(&url)).await;
+    let addr = proxy.addr.clone();
+    let store = connect_single(
+        &format!("redis://{addr}"),
+        &prefix,
+        Duration::from_millis(300),
+    )
+    .await;
+    let direct = connect_single(&url, &prefix, LONG).await;
+    proxy.cut();
+
+    let r = reference("queued");
+    let err = store
+        .put(&r, &Bytes::from_static(b"too late"), hours(1))
+        .await
+        .unwrap_err();
+    // Queued while the client reconnects, then given up at the deadline.
+    assert_eq!(err.kind(), StoreErrorKind::TimedOut, "{err}");
+
+    // The connection comes back on the same address; wait until the store works again.
+    let proxy = Proxy::start_on(&addr, host_port(&url)).await;
+    let probe = reference("probe");
+    let started = Instant::now();
+    while store.read(&probe).await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never reconnected"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        matches!(
+            direct.read(&r).await.unwrap(),
+            BlobReadResult::Missing { .. }
+        ),
+        "the timed-out put was sent after its deadline"
+    );
+    proxy.cut();
+}
+
 /// Spec 23: expiry is judged by the provider clock (Redis `TIME`): StoreNow is Redis time,
 /// expires_at is StoreNow + retention, an expired blob is Missing, cannot be renewed, and its
 /// reference accepts a new put.

@@ -120,7 +120,12 @@ pub struct Proxy {
 
 impl Proxy {
     pub async fn start(target: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on("127.0.0.1:0", target).await
+    }
+
+    /// A proxy listening on `addr` (e.g. the address of a proxy that was cut).
+    pub async fn start_on(addr: &str, target: String) -> Proxy {
+        let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
         let held = conns.clone();
