@@ -355,6 +355,10 @@ impl RedisLocationStore {
         let now = millis(parts.next())?;
         match applied {
             0 => Ok(WriteResult::Conflict { store_now: now }),
+            1 if request.put_count() == 0 => Ok(WriteResult::Applied {
+                put_versions: Vec::new(),
+                store_now: now,
+            }),
             1 => {
                 let version = parts.next().ok_or_else(|| reply_error("no version"))?;
                 let version = StoreVersion::from_utf8(&bulk(version)?)

@@ -69,14 +69,10 @@ async fn lost_write_reply_is_reconstructed_by_exact_read() {
         let err = lossy.write(&cas).await.expect_err("the reply must be lost");
         assert_eq!(err.kind(), StoreErrorKind::TimedOut, "{}: {err:?}", t.name);
         assert!(err.outcome_unknown());
-        // Reads are not paused: the commit has not happened yet.
+        // Reads are not paused: a read answered while the pause lasts shows the old state.
+        let early = current(&store, &a).await;
         if sent.elapsed() < Duration::from_millis(PAUSE_MS - 100) {
-            assert_eq!(
-                current(&store, &a).await,
-                (b"a0".to_vec(), v0[0].clone()),
-                "{}",
-                t.name
-            );
+            assert_eq!(early, (b"a0".to_vec(), v0[0].clone()), "{}", t.name);
         }
         // Reconstruct: poll exact reads until the delayed command has run.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -241,7 +237,7 @@ async fn operation_timeout_bounds_waiting_for_a_lost_connection() {
         return;
     };
     let proxy = Proxy::start(upstream, "127.0.0.1:0".parse().unwrap()).await;
-    let timeout = Duration::from_millis(300);
+    let timeout = Duration::from_millis(600);
     let prefix = fresh_prefix("lost-connection");
     let options = RedisLocationOptions::from_url(&format!("redis://{}", proxy.addr))
         .unwrap()
@@ -256,12 +252,12 @@ async fn operation_timeout_bounds_waiting_for_a_lost_connection() {
 
     proxy.cut();
     let late = WriteRequest::new(vec![], vec![Mutation::put(k.clone(), "late")]).unwrap();
-    for _ in 0..3 {
+    for _ in 0..2 {
         let started = Instant::now();
         let err = store.write(&late).await.expect_err("unreachable server");
         assert!(err.outcome_unknown(), "{err:?}");
         assert!(
-            started.elapsed() < timeout + Duration::from_millis(200),
+            started.elapsed() < timeout + Duration::from_millis(500),
             "{:?}",
             started.elapsed()
         );
@@ -275,7 +271,7 @@ async fn operation_timeout_bounds_waiting_for_a_lost_connection() {
             "{err:?}"
         );
         assert!(
-            started.elapsed() < timeout + Duration::from_millis(200),
+            started.elapsed() < timeout + Duration::from_millis(500),
             "{:?}",
             started.elapsed()
         );

@@ -10,7 +10,7 @@
 //! fresh-key write the key-derived arguments become `__rand_int__`), as a ratio
 //! provider / raw. Target: ≥ 0.8×. Each figure is the median of three alternating rounds
 //! (provider, then `redis-benchmark` with as many requests), so load elsewhere on the machine
-//! hits both sides alike. An unoptimized xtask re-runs itself as `cargo run --release`.
+//! hits both sides alike. (`cargo xtask bench` runs from an optimized build.)
 //!
 //! Needs a single Redis node (default `redis://127.0.0.1:6379`) and `redis-benchmark` and
 //! `redis-cli` on the `PATH`. Everything is written under a fresh key prefix, deleted at the end.
@@ -62,47 +62,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    if cfg!(debug_assertions) && std::env::var_os(DEBUG_ENV).is_none() {
-        return rerun_optimized(args);
-    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(bench(&url, Duration::from_secs(seconds)))
-}
-
-/// Set to measure an unoptimized build as it is (figures then mostly measure the debug build).
-const DEBUG_ENV: &str = "ZLINK_BENCH_DEBUG";
-
-/// Client-side figures of an unoptimized build say nothing about the provider: run the same
-/// command from an optimized build of xtask.
-fn rerun_optimized(args: &[String]) -> Result<(), String> {
-    println!(
-        "bench redis-location: running an optimized build (cargo run --release -p xtask); \
-         set {DEBUG_ENV}=1 to measure this unoptimized build instead"
-    );
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(crate::workspace_root())
-        .args([
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "xtask",
-            "--",
-            "bench",
-            "redis-location",
-        ])
-        .args(args)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("the optimized benchmark run failed ({status})"))
-    }
 }
 
 /// Host, port and password of a single-node URL, for `redis-cli` and `redis-benchmark`.

@@ -3,7 +3,8 @@
 -- ARGV: [1] snapshot lifetime (ms), [2] #conditions, [3] #mutations, then per condition
 --   {key slot, expected version or '' for Missing}, then per mutation
 --   {key slot, 'P' or 'D', original key, index member, bytes, retention ms or 0}.
--- Returns {0, now} for Conflict (nothing written, no sequence issued) or {1, now, version}.
+-- Returns {0, now} for Conflict (nothing written, no sequence issued) or {1, now, version}
+-- ({1, now} when there is no mutation).
 local SEQ, INDEX, SNAPS = KEYS[1], KEYS[2], KEYS[3]
 local ttl = tonumber(ARGV[1])
 local nc, nm = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -49,6 +50,11 @@ for _, k in ipairs({INDEX, SNAPS}) do
   if ty ~= 'zset' and ty ~= 'none' then
     return format_error('helper key holds another type')
   end
+end
+
+-- A batch of conditions only changes nothing.
+if nm == 0 then
+  return {1, now}
 end
 
 -- 3. Commit: one sequence value for the whole batch, which is also every put's version.
