@@ -317,3 +317,37 @@ async fn record_lifetimes_follow_expiry_and_deletion() {
         t.raw.purge(&prefix).await;
     }
 }
+
+/// A batch of conditions only is `Applied` with no version when they hold, `Conflict` when one
+/// does not, and writes nothing either way.
+#[tokio::test]
+async fn conditions_only_batch_writes_nothing() {
+    for t in targets().await {
+        let prefix = fresh_prefix("conditions-only");
+        let store = t.store(&prefix).await;
+        let (a, b) = (key("a"), key("b"));
+        let v = versions(
+            store
+                .write(&WriteRequest::new(vec![], vec![Mutation::put(a.clone(), "a")]).unwrap())
+                .await
+                .unwrap(),
+        );
+        let before = t.raw.state(&prefix).await;
+        let holds = WriteRequest::new(
+            vec![
+                Condition::Version(a.clone(), v[0].clone()),
+                Condition::Missing(b.clone()),
+            ],
+            vec![],
+        )
+        .unwrap();
+        match store.write(&holds).await.unwrap() {
+            WriteResult::Applied { put_versions, .. } => assert!(put_versions.is_empty()),
+            other => panic!("{}: {other:?}", t.name),
+        }
+        let fails = WriteRequest::new(vec![Condition::Missing(a.clone())], vec![]).unwrap();
+        assert!(!store.write(&fails).await.unwrap().is_applied());
+        assert_eq!(t.raw.state(&prefix).await, before, "{}", t.name);
+        t.raw.purge(&prefix).await;
+    }
+}
