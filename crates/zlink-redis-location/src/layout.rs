@@ -20,12 +20,13 @@ pub(crate) const HASHTAG: &str = "{zlink-location-v3}";
 /// Lower-case hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for &b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 0x0f)]);
     }
-    s
+    // Only ASCII hex digits were pushed.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Decodes lower-case hex; `None` for anything else.

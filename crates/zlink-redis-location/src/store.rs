@@ -251,18 +251,22 @@ impl RedisLocationStore {
     /// `EVALSHA`; on `NOSCRIPT` (a restarted or failed-over server, `SCRIPT FLUSH`) the script
     /// is sent whole with `EVAL`, which also caches it on the node that owns the keys. Neither
     /// is ever resent after it may have run.
-    async fn eval(&self, s: &LuaScript, keys: Vec<Key>, args: Vec<Value>) -> StoreResult<Value> {
+    ///
+    /// `command` builds the keys and arguments; it runs again only for the rare second send.
+    async fn eval(
+        &self,
+        s: &LuaScript,
+        command: impl Fn() -> (Vec<Key>, Vec<Value>),
+    ) -> StoreResult<Value> {
         let client = &self.inner.client;
-        match s
-            .script
-            .evalsha::<Value, _, _, _>(client, keys.clone(), args.clone())
-            .await
-        {
+        let (keys, args) = command();
+        match s.script.evalsha::<Value, _, _, _>(client, keys, args).await {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 tracing::debug!(
                     script = s.name,
                     "script not cached on the server; sending it"
                 );
+                let (keys, args) = command();
                 client.eval(s.lua, keys, args).await.map_err(map_redis)
             }
             other => other.map_err(map_redis),
@@ -279,9 +283,9 @@ impl RedisLocationStore {
     }
 
     async fn do_read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
-        let record_key = self.inner.layout.record_key(key);
+        let record_key = Key::from(self.inner.layout.record_key(key));
         let reply = self
-            .eval(&self.inner.read, vec![Key::from(record_key)], Vec::new())
+            .eval(&self.inner.read, || (vec![record_key.clone()], Vec::new()))
             .await?;
         let mut parts = array(reply)?.into_iter();
         let now = parse_time(parts.next(), parts.next())?;
@@ -303,7 +307,8 @@ impl RedisLocationStore {
         })
     }
 
-    async fn do_write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
+    /// The keys and arguments of the write script for `request`.
+    fn write_command(&self, request: &WriteRequest) -> (Vec<Key>, Vec<Value>) {
         let layout = &self.inner.layout;
         let mut keys = self.helper_keys();
         keys.reserve(request.unique_keys());
@@ -349,7 +354,13 @@ impl RedisLocationStore {
                 }
             }
         }
-        let reply = self.eval(&self.inner.write, keys, args).await?;
+        (keys, args)
+    }
+
+    async fn do_write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
+        let reply = self
+            .eval(&self.inner.write, || self.write_command(request))
+            .await?;
         let mut parts = array(reply)?.into_iter();
         let applied = integer(parts.next())?;
         let now = millis(parts.next())?;
@@ -398,7 +409,9 @@ impl RedisLocationStore {
         ];
         let mut keys = self.helper_keys();
         keys.push(Key::from(layout.snapshot_counter_key()));
-        let reply = self.eval(&self.inner.scan, keys, args).await?;
+        let reply = self
+            .eval(&self.inner.scan, || (keys.clone(), args.clone()))
+            .await?;
         let mut parts = array(reply)?.into_iter();
         let status = integer(parts.next())?;
         let now = millis(parts.next())?;
