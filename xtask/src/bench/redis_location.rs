@@ -421,7 +421,8 @@ fn raw_benchmark(
             "-n",
             &n.to_string(),
             "-r",
-            "1000000000000",
+            // `__rand_int__` draws from 0..r; r must fit a C int.
+            "2000000000",
             "--csv",
         ])
         .args(args.iter().map(|a| std::ffi::OsStr::from_bytes(a)))
@@ -449,6 +450,80 @@ fn raw_benchmark(
         p99_ms: fields[5],
         ops: n,
     })
+}
+
+/// A plain client to check what the raw commands do.
+struct Checker {
+    client: fred::clients::Client,
+}
+
+impl Checker {
+    async fn connect(url: &str) -> Result<Checker, String> {
+        let config = Config::from_url(url).map_err(|e| e.to_string())?;
+        let client = Builder::from_config(config)
+            .build()
+            .map_err(|e| e.to_string())?;
+        client.init().await.map_err(|e| e.to_string())?;
+        Ok(Checker { client })
+    }
+
+    async fn cmd(&self, args: &[Vec<u8>]) -> Result<Value, String> {
+        let (name, rest) = args.split_first().ok_or("empty command")?;
+        let name = String::from_utf8_lossy(name).into_owned();
+        let rest: Vec<Value> = rest
+            .iter()
+            .map(|a| Value::Bytes(Bytes::from(a.clone())))
+            .collect();
+        self.client
+            .custom::<Value, Value>(fred::types::CustomCommand::new(name, None, false), rest)
+            .await
+            .map_err(|e| format!("raw command failed: {e}"))
+    }
+
+    /// How many records exist under `prefix` (`{prefix}:{zlink-location-v3}:opaque:*`).
+    async fn records(&self, prefix: &str) -> Result<usize, String> {
+        let pattern = format!("{prefix}:{{zlink-location-v3}}:opaque:*");
+        let mut cursor = "0".to_owned();
+        let mut n = 0;
+        loop {
+            let args: Vec<Vec<u8>> = ["SCAN", &cursor, "MATCH", &pattern, "COUNT", "10000"]
+                .iter()
+                .map(|s| s.as_bytes().to_vec())
+                .collect();
+            let reply = self.cmd(&args).await?.into_array();
+            let [next, keys] = <[Value; 2]>::try_from(reply).map_err(|_| "SCAN: bad reply")?;
+            cursor = next.as_string().ok_or("SCAN: bad cursor")?;
+            n += keys.into_array().len();
+            if cursor == "0" {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// Runs the raw command once (placeholders filled) and checks it does the operation's work:
+    /// a write or batch applies, a read finds the value, a scan page holds every key.
+    async fn verify(&self, op: Op, args: &[Vec<u8>]) -> Result<(), String> {
+        let filled: Vec<Vec<u8>> = args
+            .iter()
+            .map(|a| replace_all(a, b"__rand_int__", b"999999999999"))
+            .collect();
+        let reply = self.cmd(&filled).await?.into_array();
+        let ok = match op {
+            Op::Write | Op::Batch => reply.first().and_then(Value::as_i64) == Some(1),
+            Op::Read => reply.len() == 3,
+            Op::Scan => {
+                reply.first().and_then(Value::as_i64) == Some(1) && reply.len() == 4 + SCAN_KEYS
+            }
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "the raw {} command does not do the operation: {reply:?}",
+                op.name()
+            ))
+        }
+    }
 }
 
 async fn seed(store: &RedisLocationStore) -> Result<Fixture, String> {
@@ -545,7 +620,7 @@ async fn bench(url: &str, run_for: Duration) -> Result<(), String> {
         .await
         .map_err(|e| format!("connecting to {url}: {e}"))?;
     let fx = Arc::new(seed(&store).await?);
-    let result = run_all(&ep, &fx, &prefix, run_for).await;
+    let result = run_all(&ep, url, &fx, &prefix, run_for).await;
     store.close().await;
     let deleted = cleanup(url, &prefix).await?;
     println!("deleted {deleted} benchmark key(s) under `{prefix}`");
@@ -554,11 +629,13 @@ async fn bench(url: &str, run_for: Duration) -> Result<(), String> {
 
 async fn run_all(
     ep: &Endpoint,
+    url: &str,
     fx: &Arc<Fixture>,
     prefix: &str,
     run_for: Duration,
 ) -> Result<(), String> {
     let commands = capture(ep, fx, prefix).await?;
+    let checker = Checker::connect(url).await?;
     println!(
         "Redis Location Store vs redis-benchmark running the same EVALSHA ({VALUE_LEN}-byte values, {}s per figure)",
         run_for.as_secs()
@@ -574,12 +651,29 @@ async fn run_all(
         } else {
             args.clone()
         };
+        checker.verify(*op, &args).await?;
         for c in CONCURRENCY {
             let mut ours = Vec::new();
             let mut raw = Vec::new();
             for _ in 0..ROUNDS {
                 let o = measure(fx, *op, c, run_for / ROUNDS).await?;
-                raw.push(raw_benchmark(ep, &args, c, o.ops.max(200))?);
+                let n = o.ops.max(200);
+                let before = if *op == Op::Write {
+                    checker.records(prefix).await?
+                } else {
+                    0
+                };
+                raw.push(raw_benchmark(ep, &args, c, n)?);
+                if *op == Op::Write {
+                    // Every raw write must have created its record (a few random keys may
+                    // repeat and conflict); a failing script would look fast and prove nothing.
+                    let created = checker.records(prefix).await? - before;
+                    if created * 100 < n * 99 {
+                        return Err(format!(
+                            "redis-benchmark applied {created} of {n} writes: the raw command is not equivalent"
+                        ));
+                    }
+                }
                 ours.push(o);
             }
             let (ours, raw) = (median(ours), median(raw));
