@@ -24,10 +24,10 @@ use zlink_store_spi::{
 };
 
 use super::admission::{AdmissionGate, AdmissionOp};
-use super::capacity::{CapacityBundle, CapacityRow};
+use super::capacity::{CapacityBundle, CapacityRow, NodeUsage};
 use super::engine::{
     Built, CapMove, CapMoveKind, Engine, EngineOp, Expect, Issued, JobResult, LeaseNeed, LeaseRole,
-    Plan,
+    Plan, read_counts,
 };
 use super::error::LocationError;
 use super::generation::{AuthorityOwnerGeneration, ObjectGeneration, OwnerLeaseGeneration};
@@ -323,7 +323,6 @@ struct ReservationWire {
 }
 
 /// Decodes a reservation row: its target node and the capacity it holds there.
-#[cfg(test)]
 pub(crate) fn decode_reservation(bytes: &[u8]) -> Result<(NodeKey, CapacityBundle), LocationError> {
     let corrupt = || LocationError::CorruptRecord {
         what: "capacity reservation",
@@ -382,6 +381,8 @@ enum Write {
     Record {
         key: StoreKey,
         record: Box<AuthorityRecord>,
+        /// The record's bytes when no generation is filled in (encoded once, by the caller).
+        encoded: Option<Vec<u8>>,
         fill_object: bool,
         fill_owner: bool,
         index: Option<StoreKey>,
@@ -408,10 +409,33 @@ impl EngineOp for Op {
             Write::Record {
                 key,
                 record,
+                encoded: Some(bytes),
+                fill_object: false,
+                fill_owner: false,
+                index,
+                deletes,
+            } => {
+                let mut mutations = vec![Mutation::put(key.clone(), bytes.clone())];
+                if let Some(index) = index {
+                    mutations.push(Mutation::put(
+                        index.clone(),
+                        index_bytes(record.object_generation.get()),
+                    ));
+                }
+                mutations.extend(deletes.iter().cloned().map(Mutation::Delete));
+                Ok(Built {
+                    mutations,
+                    record: Some(record.clone()),
+                })
+            }
+            Write::Record {
+                key,
+                record,
                 fill_object,
                 fill_owner,
                 index,
                 deletes,
+                ..
             } => {
                 let mut record = AuthorityRecord::clone(record);
                 if *fill_object {
@@ -517,12 +541,59 @@ impl AuthorityClient {
         }
     }
 
-    /// Reads a node's capacity row (default when absent).
+    /// Reads a node's allocation row: the slots secured on it, in use or reserved (zero when
+    /// absent).
     pub async fn node_capacity(&self, node: &NodeKey) -> Result<CapacityRow, LocationError> {
-        match self.store.read(&keys::node_capacity(node)?).await? {
-            ReadResult::Missing { .. } => Ok(CapacityRow::default()),
-            ReadResult::Found { bytes, .. } => CapacityRow::decode(&bytes),
+        Ok(
+            read_counts(self.store.as_ref(), &keys::node_capacity(node)?)
+                .await?
+                .0,
+        )
+    }
+
+    /// A node's slots split into in use and reserved, derived from one snapshot of the
+    /// authority rows and the relocation reservations (the records are the source of truth;
+    /// the allocation row only carries their sum). For operators and the descriptor copy: it
+    /// scans every authority row.
+    pub async fn node_usage(&self, node: &NodeKey) -> Result<NodeUsage, LocationError> {
+        let mut usage = NodeUsage::default();
+        let authorities = self
+            .store
+            .scan_all(
+                &keys::authority_prefix(),
+                PageLimit::LARGEST,
+                SWEEP_SCAN_RESTARTS,
+            )
+            .await?
+            .ok_or(LocationError::Contended)?;
+        for item in authorities {
+            let record =
+                AuthorityRecord::decode(&item.bytes).map_err(|source| LocationError::Decode {
+                    what: "authority",
+                    source,
+                })?;
+            let at = &record.allocation.descriptor;
+            if at.mesh_name == node.mesh && at.routing_id == node.routing_id {
+                let bundle = CapacityBundle::from_record(&record.allocation.capacity)?;
+                usage.add(&bundle, record.allocation.state == AllocationState::Active);
+            }
         }
+        let reservations = self
+            .store
+            .scan_all(
+                &keys::capacity_reservation_prefix(),
+                PageLimit::LARGEST,
+                SWEEP_SCAN_RESTARTS,
+            )
+            .await?
+            .ok_or(LocationError::Contended)?;
+        for item in reservations {
+            let (at, bundle) = decode_reservation(&item.bytes)?;
+            if &at == node {
+                usage.add(&bundle, false);
+            }
+        }
+        Ok(usage)
     }
 
     fn conflict_from_reads(
@@ -630,7 +701,9 @@ impl AuthorityClient {
             pending_creation: request.pending_creation,
         };
         // Checks every record bound before the Store is asked anything.
-        let size = encode(&record)?.len();
+        // Encoded (and every record bound checked) by the engine once the generations are
+        // issued, before anything is written.
+        let size = record.payload.len() * 4 / 3 + 1024;
         let key = keys::authority(request.kind, &request.id)?;
         let index = keys::location_index(request.kind, &request.stable_type, &request.id)?;
         let plan = Plan {
@@ -651,6 +724,7 @@ impl AuthorityClient {
             write: Write::Record {
                 key,
                 record: Box::new(record),
+                encoded: None,
                 fill_object: true,
                 fill_owner: true,
                 index: Some(index),
@@ -691,16 +765,13 @@ impl AuthorityClient {
         if let Some(p) = payload {
             record.payload = p;
         }
-        let size = encode(&record)?.len();
+        let encoded = encode(&record)?;
+        let size = encoded.len();
         let key = keys::authority(handle.kind(), &handle.0.id)?;
         let op = Op {
             plan: Plan {
                 own: vec![(key.clone(), Some(Expect::Version(handle.0.version.clone())))],
-                capacity: vec![CapMove {
-                    node: handle.node(),
-                    kind: CapMoveKind::Activate,
-                    bundle: handle.0.bundle.clone(),
-                }],
+                // The capacity stays allocated; whether it is in use lives in the record.
                 leases: leases(&admission.run, None)?,
                 admission: Some((admission.op, admission.run)),
                 size_hint: size + 256,
@@ -709,6 +780,7 @@ impl AuthorityClient {
             write: Write::Record {
                 key,
                 record: Box::new(record),
+                encoded: Some(encoded),
                 fill_object: false,
                 fill_owner: false,
                 index: None,
@@ -725,11 +797,7 @@ impl AuthorityClient {
         if let Some(c) = Self::require(handle, AllocationState::Reserved) {
             return Ok(Outcome::Conflict(c));
         }
-        let op = self.delete_op(
-            handle,
-            CapMoveKind::Unreserve,
-            Some((admission.op, admission.run)),
-        )?;
+        let op = self.delete_op(handle, Some((admission.op, admission.run)))?;
         Ok(Self::applied_unit(
             self.run_record_op(&handle.0.id, op).await?,
         ))
@@ -738,7 +806,6 @@ impl AuthorityClient {
     fn delete_op(
         &self,
         handle: &AuthorityHandle,
-        mv: CapMoveKind,
         admission: Option<(AdmissionOp, HostRun)>,
     ) -> Result<Op, LocationError> {
         let key = keys::authority(handle.kind(), &handle.0.id)?;
@@ -755,7 +822,7 @@ impl AuthorityClient {
                 ],
                 capacity: vec![CapMove {
                     node: handle.node(),
-                    kind: mv,
+                    kind: CapMoveKind::Release,
                     bundle: handle.0.bundle.clone(),
                 }],
                 leases,
@@ -782,7 +849,8 @@ impl AuthorityClient {
         }
         let mut record = handle.0.record.clone();
         record.payload = payload;
-        let size = encode(&record)?.len();
+        let encoded = encode(&record)?;
+        let size = encoded.len();
         let key = keys::authority(handle.kind(), &handle.0.id)?;
         let op = Op {
             plan: Plan {
@@ -795,6 +863,7 @@ impl AuthorityClient {
             write: Write::Record {
                 key,
                 record: Box::new(record),
+                encoded: Some(encoded),
                 fill_object: false,
                 fill_owner: false,
                 index: None,
@@ -813,11 +882,7 @@ impl AuthorityClient {
         {
             return Ok(Outcome::Conflict(c));
         }
-        let op = self.delete_op(
-            handle,
-            CapMoveKind::ReleaseActive,
-            Some((admission.op, admission.run)),
-        )?;
+        let op = self.delete_op(handle, Some((admission.op, admission.run)))?;
         Ok(Self::applied_unit(
             self.run_record_op(&handle.0.id, op).await?,
         ))
@@ -977,7 +1042,7 @@ impl AuthorityClient {
                 )],
                 capacity: vec![CapMove {
                     node: reservation.target.node.clone(),
-                    kind: CapMoveKind::Unreserve,
+                    kind: CapMoveKind::Release,
                     bundle: reservation.bundle.clone(),
                 }],
                 leases: leases(&admission.run, None)?,
@@ -1030,7 +1095,7 @@ impl AuthorityClient {
         record.owner_lease_generation = target.run.lease_generation.to_codec();
         record.allocation.descriptor = descriptor_ref(&target.node);
         record.allocation.descriptor_lifecycle_generation = lifecycle(target)?;
-        let size = encode(&record)?.len();
+        let size = record.payload.len() * 4 / 3 + 1024;
         let key = keys::authority(handle.kind(), &handle.0.id)?;
         let op = Op {
             plan: Plan {
@@ -1042,18 +1107,13 @@ impl AuthorityClient {
                     ),
                 ],
                 authority_owner_generation: true,
-                capacity: vec![
-                    CapMove {
-                        node: target.node.clone(),
-                        kind: CapMoveKind::Activate,
-                        bundle: reservation.bundle.clone(),
-                    },
-                    CapMove {
-                        node: handle.node(),
-                        kind: CapMoveKind::ReleaseActive,
-                        bundle: handle.0.bundle.clone(),
-                    },
-                ],
+                // The target's capacity was allocated when it was secured (the reservation row
+                // is consumed here); the source's is returned.
+                capacity: vec![CapMove {
+                    node: handle.node(),
+                    kind: CapMoveKind::Release,
+                    bundle: handle.0.bundle.clone(),
+                }],
                 leases: leases(&admission.run, None)?,
                 admission: Some((admission.op, admission.run)),
                 size_hint: size + 512,
@@ -1062,6 +1122,7 @@ impl AuthorityClient {
             write: Write::Record {
                 key,
                 record: Box::new(record),
+                encoded: None,
                 fill_object: false,
                 fill_owner: true,
                 index: None,
@@ -1188,11 +1249,7 @@ impl AuthorityClient {
                 continue;
             }
             report.matched += 1;
-            let mv = match handle.state() {
-                AllocationState::Reserved => CapMoveKind::Unreserve,
-                AllocationState::Active => CapMoveKind::ReleaseActive,
-            };
-            let op = self.delete_op(&handle, mv, None)?;
+            let op = self.delete_op(&handle, None)?;
             let engine = self.engine.clone();
             waiting.push(tokio::spawn(
                 async move { engine.submit(Box::new(op)).await },

@@ -1,12 +1,21 @@
 //! Per-node capacity accounting (spec 21 §3.3, §4; 06 §4).
 //!
-//! Each Object Server node has one capacity row in the Location Store (runtime-private key
-//! `node-capacity\0{MeshName}\0{hex(RoutingId)}`, see [`super::keys`]) counting, per category,
-//! the slots in use (`active`) and the slots secured before a factory or a relocation finishes
-//! (`reserved`): all actors, all User/Instance Spots, and each (Spot kind, stable type). A limit
-//! of 0 means unlimited; a positive limit bounds `active + reserved`. Every authority change
-//! that moves capacity carries the row's expected version and its new value in the same
-//! conditional batch as the authority record, so the rows always equal the sum of the
+//! Each Object Server node has one runtime-private **allocation row** in the Location Store,
+//! `node-capacity\0{MeshName}\0{hex(RoutingId)}`, counting per category every slot secured on
+//! the node: slots in use plus slots reserved before a factory or a relocation finishes. The
+//! categories are all actors, all User/Instance Spots, and each (Spot kind, stable type). A
+//! limit of 0 means unlimited; a positive limit bounds the allocated count (active + reserved).
+//!
+//! Which of those slots are in use and which are reserved is recorded once, in the authority
+//! records themselves (`allocation.state`) and in the relocation reservation rows (always
+//! reserved): the row does not copy it. So Reserve, Abort, Delete, NewOwner (on the source)
+//! and securing/releasing relocation capacity move the row, while Commit — a state change of
+//! the record only — moves no shared row at all and never waits behind a Reserve.
+//! [`NodeUsage`] derives the active/reserved split from the records when it is needed (the
+//! descriptor's operator copy, tests).
+//!
+//! Every operation that moves the row carries its expected version and new value in the same
+//! conditional batch as the authority record, so the row always equals the sum of the
 //! allocations recorded in authority records and relocation reservations.
 
 use std::collections::BTreeMap;
@@ -216,9 +225,8 @@ impl CapacityLimits {
     }
 }
 
-/// Slots of one category.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Slots of one category, split by state (derived from the records).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     /// Slots in use.
     pub active: u64,
@@ -226,34 +234,53 @@ pub struct Usage {
     pub reserved: u64,
 }
 
-impl Usage {
-    fn total(self) -> u64 {
-        self.active + self.reserved
-    }
-
-    fn fits(self, add: u32, limit: u32) -> bool {
-        limit == 0 || self.total() + u64::from(add) <= u64::from(limit)
-    }
-}
-
-/// One node's capacity row: usage per category.
+/// A node's slots split into in use and reserved, derived from the authority records and
+/// relocation reservations that hold them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CapacityRow {
+pub struct NodeUsage {
     /// All actors.
     pub actors: Usage,
     /// All User/Instance Spots.
     pub spots: Usage,
-    /// Per (Spot kind, stable type); categories at zero are left out.
+    /// Per (Spot kind, stable type).
     pub spot_types: BTreeMap<(ObjectKind, StableType), Usage>,
 }
 
-/// Which counters a bundle moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Move {
-    Reserve,
-    Unreserve,
-    Activate,
-    ReleaseActive,
+impl NodeUsage {
+    /// Counts one allocation.
+    pub(crate) fn add(&mut self, bundle: &CapacityBundle, active: bool) {
+        let bump = |u: &mut Usage, n: u32| {
+            if active {
+                u.active += u64::from(n);
+            } else {
+                u.reserved += u64::from(n);
+            }
+        };
+        bump(&mut self.actors, bundle.actors);
+        bump(&mut self.spots, bundle.spots);
+        if let Some(t) = &bundle.spot_type {
+            bump(
+                self.spot_types
+                    .entry((t.kind, t.stable_type.clone()))
+                    .or_default(),
+                t.count,
+            );
+        }
+    }
+
+    /// The allocation counts this usage adds up to.
+    pub fn allocated(&self) -> CapacityRow {
+        CapacityRow {
+            actors: self.actors.active + self.actors.reserved,
+            spots: self.spots.active + self.spots.reserved,
+            spot_types: self
+                .spot_types
+                .iter()
+                .filter(|(_, u)| u.active + u.reserved > 0)
+                .map(|(k, u)| (k.clone(), u.active + u.reserved))
+                .collect(),
+        }
+    }
 }
 
 fn corrupt() -> LocationError {
@@ -262,28 +289,44 @@ fn corrupt() -> LocationError {
     }
 }
 
+/// A node's allocation row: per category, the slots secured on the node (in use + reserved).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CapacityRow {
+    /// All actors.
+    pub actors: u64,
+    /// All User/Instance Spots.
+    pub spots: u64,
+    /// Per (Spot kind, stable type); categories at zero are left out.
+    pub spot_types: BTreeMap<(ObjectKind, StableType), u64>,
+}
+
 impl CapacityRow {
-    /// Whether `bundle` fits the limits, counting active and reserved slots.
+    /// Whether adding `bundle` keeps every category within `limits` (0 = unlimited).
     pub fn fits(&self, bundle: &CapacityBundle, limits: &CapacityLimits) -> bool {
-        if bundle.actors > 0 && !self.actors.fits(bundle.actors, limits.actors) {
+        let within = |have: u64, add: u32, limit: u32| {
+            add == 0 || limit == 0 || have + u64::from(add) <= u64::from(limit)
+        };
+        if !within(self.actors, bundle.actors, limits.actors)
+            || !within(self.spots, bundle.spots, limits.spots)
+        {
             return false;
         }
-        if bundle.spots > 0 && !self.spots.fits(bundle.spots, limits.spots) {
-            return false;
-        }
-        if let Some(t) = &bundle.spot_type {
-            let key = (t.kind, t.stable_type.clone());
-            let limit = limits.spot_types.get(&key).copied().unwrap_or(0);
-            let usage = self.spot_types.get(&key).copied().unwrap_or_default();
-            if !usage.fits(t.count, limit) {
-                return false;
+        match &bundle.spot_type {
+            None => true,
+            Some(t) => {
+                let key = (t.kind, t.stable_type.clone());
+                let limit = limits.spot_types.get(&key).copied().unwrap_or(0);
+                within(
+                    self.spot_types.get(&key).copied().unwrap_or(0),
+                    t.count,
+                    limit,
+                )
             }
         }
-        true
     }
 
-    /// Secures `bundle` as reserved, or `CapacityExceeded` (row unchanged).
-    pub fn reserve(
+    /// Adds `bundle` within `limits`, or `CapacityExceeded` (row unchanged).
+    pub(crate) fn add_within(
         &mut self,
         bundle: &CapacityBundle,
         limits: &CapacityLimits,
@@ -291,34 +334,36 @@ impl CapacityRow {
         if !self.fits(bundle, limits) {
             return Err(LocationError::CapacityExceeded);
         }
-        self.apply(bundle, Move::Reserve)
+        self.actors += u64::from(bundle.actors);
+        self.spots += u64::from(bundle.spots);
+        if let Some(t) = &bundle.spot_type {
+            *self
+                .spot_types
+                .entry((t.kind, t.stable_type.clone()))
+                .or_default() += u64::from(t.count);
+        }
+        Ok(())
     }
 
-    /// Returns reserved slots (an Abort, or a cancelled relocation reservation).
-    pub fn unreserve(&mut self, bundle: &CapacityBundle) -> Result<(), LocationError> {
-        self.apply(bundle, Move::Unreserve)
-    }
-
-    /// Turns reserved slots into slots in use (a Commit, or NewOwner on the target).
-    pub fn activate(&mut self, bundle: &CapacityBundle) -> Result<(), LocationError> {
-        self.apply(bundle, Move::Activate)
-    }
-
-    /// Returns slots in use (a Delete, or NewOwner on the source).
-    pub fn release_active(&mut self, bundle: &CapacityBundle) -> Result<(), LocationError> {
-        self.apply(bundle, Move::ReleaseActive)
-    }
-
-    fn apply(&mut self, bundle: &CapacityBundle, mv: Move) -> Result<(), LocationError> {
+    /// Removes `bundle`; removing more than is counted is an error (row unchanged).
+    pub(crate) fn remove(&mut self, bundle: &CapacityBundle) -> Result<(), LocationError> {
         let mut next = self.clone();
-        step(&mut next.actors, bundle.actors, mv)?;
-        step(&mut next.spots, bundle.spots, mv)?;
+        next.actors = next
+            .actors
+            .checked_sub(u64::from(bundle.actors))
+            .ok_or_else(corrupt)?;
+        next.spots = next
+            .spots
+            .checked_sub(u64::from(bundle.spots))
+            .ok_or_else(corrupt)?;
         if let Some(t) = &bundle.spot_type {
             let key = (t.kind, t.stable_type.clone());
-            let usage = next.spot_types.entry(key.clone()).or_default();
-            step(usage, t.count, mv)?;
-            if usage.total() == 0 {
+            let have = next.spot_types.get(&key).copied().unwrap_or(0);
+            let left = have.checked_sub(u64::from(t.count)).ok_or_else(corrupt)?;
+            if left == 0 {
                 next.spot_types.remove(&key);
+            } else {
+                next.spot_types.insert(key, left);
             }
         }
         *self = next;
@@ -327,18 +372,17 @@ impl CapacityRow {
 
     /// The runtime-private encoding of the row.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let wire = WireRow {
+        let wire = WireCounts {
             record_version: 1,
             actors: self.actors,
             spots: self.spots,
             spot_types: self
                 .spot_types
                 .iter()
-                .map(|((kind, ty), u)| WireSpotType {
+                .map(|((kind, ty), n)| WireSpotType {
                     object_kind: kind.as_str().to_string(),
                     stable_type: ty.as_str().to_string(),
-                    active: u.active,
-                    reserved: u.reserved,
+                    count: *n,
                 })
                 .collect(),
         };
@@ -348,7 +392,7 @@ impl CapacityRow {
 
     /// Decodes a stored row strictly (unknown version or fields are errors).
     pub(crate) fn decode(bytes: &[u8]) -> Result<Self, LocationError> {
-        let wire: WireRow = serde_json::from_slice(bytes).map_err(|_| corrupt())?;
+        let wire: WireCounts = serde_json::from_slice(bytes).map_err(|_| corrupt())?;
         if wire.record_version != 1 {
             return Err(corrupt());
         }
@@ -359,11 +403,7 @@ impl CapacityRow {
                 .filter(|k| k.is_spot())
                 .ok_or_else(corrupt)?;
             let ty = StableType::new(t.stable_type).map_err(|_| corrupt())?;
-            let usage = Usage {
-                active: t.active,
-                reserved: t.reserved,
-            };
-            if spot_types.insert((kind, ty), usage).is_some() {
+            if t.count == 0 || spot_types.insert((kind, ty), t.count).is_some() {
                 return Err(corrupt());
             }
         }
@@ -375,29 +415,12 @@ impl CapacityRow {
     }
 }
 
-fn step(u: &mut Usage, n: u32, mv: Move) -> Result<(), LocationError> {
-    let n = u64::from(n);
-    if n == 0 {
-        return Ok(());
-    }
-    match mv {
-        Move::Reserve => u.reserved += n,
-        Move::Unreserve => u.reserved = u.reserved.checked_sub(n).ok_or_else(corrupt)?,
-        Move::Activate => {
-            u.reserved = u.reserved.checked_sub(n).ok_or_else(corrupt)?;
-            u.active += n;
-        }
-        Move::ReleaseActive => u.active = u.active.checked_sub(n).ok_or_else(corrupt)?,
-    }
-    Ok(())
-}
-
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct WireRow {
+struct WireCounts {
     record_version: u32,
-    actors: Usage,
-    spots: Usage,
+    actors: u64,
+    spots: u64,
     spot_types: Vec<WireSpotType>,
 }
 
@@ -406,8 +429,7 @@ struct WireRow {
 struct WireSpotType {
     object_kind: String,
     stable_type: String,
-    active: u64,
-    reserved: u64,
+    count: u64,
 }
 
 #[cfg(test)]
@@ -454,42 +476,42 @@ mod tests {
     }
 
     #[test]
-    fn a_limit_counts_active_and_reserved_slots_and_zero_is_unlimited() {
+    fn a_limit_bounds_allocated_slots_and_zero_is_unlimited() {
         let limits = CapacityLimits {
             actors: 2,
             spots: 0,
             spot_types: BTreeMap::from([((ObjectKind::UserSpot, ty("game")), 1)]),
         };
         let mut row = CapacityRow::default();
-        row.reserve(&CapacityBundle::actor(), &limits).expect("1");
-        row.activate(&CapacityBundle::actor()).expect("commit");
-        row.reserve(&CapacityBundle::actor(), &limits).expect("2");
+        row.add_within(&CapacityBundle::actor(), &limits)
+            .expect("1");
+        row.add_within(&CapacityBundle::actor(), &limits)
+            .expect("2");
         let before = row.clone();
         assert!(matches!(
-            row.reserve(&CapacityBundle::actor(), &limits),
+            row.add_within(&CapacityBundle::actor(), &limits),
             Err(LocationError::CapacityExceeded)
         ));
         assert_eq!(row, before, "a refused reservation changes nothing");
         let spot = CapacityBundle::spot(ObjectKind::UserSpot, ty("game")).expect("bundle");
-        row.reserve(&spot, &limits).expect("first game spot");
-        assert!(row.reserve(&spot, &limits).is_err(), "type limit 1");
+        row.add_within(&spot, &limits).expect("first game spot");
+        assert!(row.add_within(&spot, &limits).is_err(), "type limit 1");
         // Another type is unlimited; the overall spot limit is 0 = unlimited.
         let other = CapacityBundle::spot(ObjectKind::UserSpot, ty("lobby")).expect("bundle");
         for _ in 0..100 {
-            row.reserve(&other, &limits).expect("unlimited");
+            row.add_within(&other, &limits).expect("unlimited");
         }
-        assert_eq!(row.spots.reserved, 101);
+        assert_eq!(row.spots, 101);
     }
 
     #[test]
-    fn row_round_trips_and_rejects_unknown_versions() {
+    fn rows_round_trip_and_reject_unknown_versions() {
         let mut row = CapacityRow::default();
-        let limits = CapacityLimits::unlimited();
-        row.reserve(
+        row.add_within(
             &CapacityBundle::user_spot_relocation(ty("game"), 3).expect("bundle"),
-            &limits,
+            &CapacityLimits::unlimited(),
         )
-        .expect("reserve");
+        .expect("add");
         let bytes = row.encode();
         assert_eq!(CapacityRow::decode(&bytes).ok(), Some(row));
         let v2 = String::from_utf8(bytes)
@@ -501,8 +523,31 @@ mod tests {
     #[test]
     fn returning_more_than_was_secured_is_an_error_not_an_underflow() {
         let mut row = CapacityRow::default();
-        assert!(row.unreserve(&CapacityBundle::actor()).is_err());
-        assert!(row.release_active(&CapacityBundle::actor()).is_err());
+        assert!(row.remove(&CapacityBundle::actor()).is_err());
         assert_eq!(row, CapacityRow::default());
+    }
+
+    #[test]
+    fn usage_adds_up_to_the_allocation() {
+        let mut usage = NodeUsage::default();
+        let spot = CapacityBundle::spot(ObjectKind::UserSpot, ty("game")).expect("bundle");
+        usage.add(&spot, true);
+        usage.add(&spot, false);
+        usage.add(&CapacityBundle::actor(), false);
+        assert_eq!(
+            usage.spots,
+            Usage {
+                active: 1,
+                reserved: 1
+            }
+        );
+        let allocated = usage.allocated();
+        assert_eq!((allocated.actors, allocated.spots), (1, 2));
+        assert_eq!(
+            allocated
+                .spot_types
+                .get(&(ObjectKind::UserSpot, ty("game"))),
+            Some(&2)
+        );
     }
 }

@@ -1,11 +1,11 @@
-//! The authority write engine: every authority operation of one host runs here as one *job*,
-//! and jobs waiting at the same time are coalesced into one conditional batch.
+//! The authority write engine: every authority operation of one host runs here as one *job*;
+//! jobs waiting at the same time are coalesced into conditional batches, and batches that touch
+//! disjoint rows are in flight at the same time.
 //!
 //! A job declares a [`Plan`]: its own keys with what it expects of them (`Missing` or a
-//! version), which generations it needs issued, which capacity rows it moves and how, which
-//! owner leases must be held by which host run, and the admission it needs. The engine keeps
-//! the shared rows (the three generation counters, node capacity rows, lease versions) cached
-//! with their versions and, for a batch:
+//! version), which generations it needs issued, which capacity it moves and how, which owner
+//! leases must be held by which host run, and the admission it needs. The engine keeps the
+//! shared rows (the generation counters, the nodes' allocation rows, lease versions) cached with their versions and, for each batch:
 //!
 //! 1. refuses jobs the admission gate refuses;
 //! 2. applies each job in order to working copies of the shared rows: lease holders must match,
@@ -13,15 +13,24 @@
 //!    finding the counter exhausted fails with `GenerationExhausted` and takes no value),
 //!    capacity moves must fit the limits (`CapacityExceeded` otherwise);
 //! 3. writes *one* conditional batch: every job's own conditions and mutations, plus each
-//!    touched counter, capacity row and lease with its expected version and new value. So each
-//!    counter move and capacity move rides in the batch of the records it gates.
+//!    touched counter and allocation row with its expected version and new value, and a version
+//!    condition on each lease. So each counter move and capacity move rides in the batch of the
+//!    records it gates.
 //!
-//! On `Conflict` nothing was applied: the engine re-reads the shared rows and every job's own
-//! keys; a job whose own expectation no longer holds ends as a record conflict (with what the
-//! keys hold now), the others are retried. If the write's outcome is unknown (time-out,
-//! transport error), the engine never guesses: it re-reads a job's witness key and compares it
-//! with the first-read version and the bytes it wrote; the batch is all-or-nothing, so one
-//! decisive witness settles every job.
+//! **Pipelining.** A batch locks the rows it writes (its jobs' own keys, the counters and
+//! allocation rows it moves) until its result is handled; other batches can be formed and sent
+//! meanwhile from jobs whose rows are all unlocked (at most [`EngineConfig::max_in_flight`]
+//! batches). A Reserve moves the counters and the target's allocation row; a Commit or a
+//! Preserve moves no shared row at all, so they are never held up by a Reserve in flight.
+//!
+//! **Conflicts.** On `Conflict` nothing was applied: the engine re-reads the shared rows and
+//! every job's own keys; a job whose own expectation no longer holds ends as a record conflict
+//! (with what the keys hold now), the others are retried. A failure computed from cached rows
+//! (an exhausted counter, a full or underflowing row, a lease holder) is final only once it
+//! holds on freshly read rows. If the write's outcome is unknown (time-out, transport error),
+//! the engine never guesses: it re-reads a job's witness key and compares it with the
+//! first-read version and the bytes it wrote; the batch is all-or-nothing, so one decisive
+//! witness settles every job.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -31,7 +40,7 @@ use tokio::sync::{mpsc, oneshot};
 use zlink_codec::records::AuthorityRecord;
 use zlink_store_spi::{
     Condition, DynLocationStore, LocationStore, Mutation, ReadResult, StoreError, StoreKey,
-    StoreVersion, WriteRequest, WriteResult,
+    StoreResult, StoreVersion, WriteRequest, WriteResult,
 };
 
 use super::admission::{AdmissionGate, AdmissionOp};
@@ -69,17 +78,13 @@ impl Expect {
     }
 }
 
-/// How a job moves one node's capacity.
+/// How a job moves one node's allocation row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CapMoveKind {
-    /// Secure slots as reserved, within these limits.
+    /// Secure slots (allocated += bundle), within these limits.
     Reserve(CapacityLimits),
-    /// Return reserved slots.
-    Unreserve,
-    /// Reserved → in use.
-    Activate,
-    /// Return slots in use.
-    ReleaseActive,
+    /// Return secured slots, reserved or in use (allocated −= bundle).
+    Release,
 }
 
 /// One capacity move.
@@ -88,6 +93,13 @@ pub(crate) struct CapMove {
     pub(crate) node: NodeKey,
     pub(crate) kind: CapMoveKind,
     pub(crate) bundle: CapacityBundle,
+}
+
+/// A shared row a batch writes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Shared {
+    Counter(GenerationKind),
+    Row(NodeKey),
 }
 
 /// Whose lease a job needs.
@@ -124,6 +136,27 @@ pub(crate) struct Plan {
     pub(crate) admission: Option<(AdmissionOp, HostRun)>,
     /// Roughly how many bytes the job adds to a batch.
     pub(crate) size_hint: usize,
+}
+
+impl Plan {
+    fn counters(&self) -> impl Iterator<Item = GenerationKind> + '_ {
+        [
+            (self.object_generation, GenerationKind::Object),
+            (
+                self.authority_owner_generation,
+                GenerationKind::AuthorityOwner,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(wanted, kind)| wanted.then_some(kind))
+    }
+
+    /// The shared rows this job writes.
+    fn shared(&self) -> Vec<Shared> {
+        let mut v: Vec<Shared> = self.counters().map(Shared::Counter).collect();
+        v.extend(self.capacity.iter().map(|mv| Shared::Row(mv.node.clone())));
+        v
+    }
 }
 
 /// Generations issued to one job.
@@ -170,9 +203,15 @@ struct Job {
     reply: Reply,
     rounds: u32,
     /// Whether the shared rows this job depends on were re-read after a failure derived from
-    /// them (an exhausted counter, a full or underflowing capacity row, a lease holder): such
-    /// a failure is final only once it holds on freshly read rows.
+    /// them: such a failure is final only once it holds on freshly read rows.
     refreshed: bool,
+}
+
+impl Job {
+    fn finish(self, result: Result<JobResult, LocationError>) {
+        // The caller may have gone away; the job's outcome is in the Store either way.
+        let _ = self.reply.send(result);
+    }
 }
 
 /// Why a job could not be applied to the working rows.
@@ -181,13 +220,6 @@ enum ApplyFail {
     Final(LocationError),
     /// Derived from the shared rows (possibly stale in the cache).
     Shared(Box<Result<JobResult, LocationError>>),
-}
-
-impl Job {
-    fn finish(self, result: Result<JobResult, LocationError>) {
-        // The caller may have gone away; the job's outcome is in the Store either way.
-        let _ = self.reply.send(result);
-    }
 }
 
 /// Tuning of the engine.
@@ -199,6 +231,11 @@ pub(crate) struct EngineConfig {
     pub(crate) max_bytes: usize,
     /// How many conflicting rounds a job may go through before `Contended`.
     pub(crate) max_rounds: u32,
+    /// The most batches in flight at once.
+    pub(crate) max_in_flight: usize,
+    /// The fewest jobs a batch needs to go out while another batch is in flight: extra
+    /// batches only pay off when they are large (each batch has a fixed cost in the Store).
+    pub(crate) min_extra_jobs: usize,
 }
 
 impl Default for EngineConfig {
@@ -207,6 +244,8 @@ impl Default for EngineConfig {
             max_jobs: 128,
             max_bytes: 3 * 1024 * 1024,
             max_rounds: 2_000,
+            max_in_flight: 4,
+            min_extra_jobs: 16,
         }
     }
 }
@@ -229,17 +268,22 @@ impl Engine {
             LocationError::InvalidOperation("the location runtime needs a tokio runtime".into())
         })?;
         let (tx, rx) = mpsc::unbounded_channel();
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
         let worker = Worker {
             store,
             gate,
             book,
             config,
             counters: HashMap::new(),
-            caps: HashMap::new(),
+            rows: HashMap::new(),
             pending: VecDeque::new(),
+            locked: HashSet::new(),
+            locked_keys: HashSet::new(),
+            in_flight: 0,
+            done_tx,
             rng: PlacementRng::new(),
         };
-        handle.spawn(worker.run(rx));
+        handle.spawn(worker.run(rx, done_rx));
         Ok(Engine { tx })
     }
 
@@ -259,8 +303,8 @@ impl Engine {
 }
 
 #[derive(Debug, Clone)]
-struct CapSeen {
-    row: CapacityRow,
+struct RowSeen {
+    counts: CapacityRow,
     version: Option<StoreVersion>,
 }
 
@@ -270,14 +314,37 @@ struct Accepted {
     puts: usize,
 }
 
+/// One batch, sent: what is needed to handle its result.
+struct Flight {
+    accepted: Vec<Accepted>,
+    /// The counters it moves, with their new stored values, in put order.
+    counters: Vec<(GenerationKind, u64)>,
+    /// The count rows it moves, with their new values, in put order.
+    rows: Vec<(NodeKey, CapacityRow)>,
+    /// Everything it locked.
+    locks: Vec<Shared>,
+    lock_keys: Vec<StoreKey>,
+}
+
+struct Done {
+    flight: Flight,
+    result: StoreResult<WriteResult>,
+}
+
 struct Worker {
     store: Arc<dyn DynLocationStore>,
     gate: Arc<AdmissionGate>,
     book: Arc<LeaseBook>,
     config: EngineConfig,
     counters: HashMap<GenerationKind, CounterRow>,
-    caps: HashMap<NodeKey, CapSeen>,
+    rows: HashMap<NodeKey, RowSeen>,
     pending: VecDeque<Job>,
+    /// Shared rows written by batches in flight.
+    locked: HashSet<Shared>,
+    /// Own keys of the jobs in flight.
+    locked_keys: HashSet<StoreKey>,
+    in_flight: usize,
+    done_tx: mpsc::UnboundedSender<Done>,
     rng: PlacementRng,
 }
 
@@ -292,6 +359,19 @@ fn store_error_like(e: &StoreError) -> StoreError {
     }
 }
 
+/// Reads one count row (default when absent).
+pub(crate) async fn read_counts(
+    store: &dyn DynLocationStore,
+    key: &StoreKey,
+) -> Result<(CapacityRow, Option<StoreVersion>), LocationError> {
+    match store.read(key).await? {
+        ReadResult::Missing { .. } => Ok((CapacityRow::default(), None)),
+        ReadResult::Found { bytes, version, .. } => {
+            Ok((CapacityRow::decode(&bytes)?, Some(version)))
+        }
+    }
+}
+
 enum Witness {
     Applied,
     NotApplied,
@@ -299,37 +379,71 @@ enum Witness {
 }
 
 impl Worker {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Job>,
+        mut done_rx: mpsc::UnboundedReceiver<Done>,
+    ) {
+        let mut open = true;
         loop {
-            if self.pending.is_empty() {
-                match rx.recv().await {
-                    Some(job) => self.pending.push_back(job),
-                    None => return,
+            if !open && self.pending.is_empty() && self.in_flight == 0 {
+                return;
+            }
+            tokio::select! {
+                biased;
+                Some(done) = done_rx.recv(), if self.in_flight > 0 => {
+                    self.in_flight -= 1;
+                    let retry = self.on_done(done).await;
+                    for job in retry.into_iter().rev() {
+                        self.pending.push_front(job);
+                    }
                 }
+                job = rx.recv(), if open && self.pending.is_empty() => match job {
+                    Some(job) => self.pending.push_back(job),
+                    None => open = false,
+                },
+                // Jobs are pending but blocked by rows in flight: wait for a batch to finish.
+                else => {}
             }
             while let Ok(job) = rx.try_recv() {
                 self.pending.push_back(job);
             }
-            let batch = self.take_batch();
-            let retry = self.run_batch(batch).await;
-            for job in retry.into_iter().rev() {
-                self.pending.push_front(job);
+            while self.in_flight < self.config.max_in_flight {
+                let min = if self.in_flight == 0 {
+                    1
+                } else {
+                    self.config.min_extra_jobs
+                };
+                let batch = self.take_batch(min);
+                if batch.is_empty() {
+                    break;
+                }
+                let retry = self.launch(batch).await;
+                for job in retry.into_iter().rev() {
+                    self.pending.push_front(job);
+                }
             }
         }
     }
 
-    /// Takes the longest prefix-preserving set of pending jobs whose own keys are disjoint and
-    /// whose size fits one batch; the rest stay pending, in order.
-    fn take_batch(&mut self) -> Vec<Job> {
+    /// Takes pending jobs, in order, whose rows are not locked by a batch in flight, whose own
+    /// keys are disjoint, and whose size fits one batch; the rest stay pending, in order. A job
+    /// left behind blocks later jobs on the same own keys, so jobs on one key keep their order.
+    fn take_batch(&mut self, min: usize) -> Vec<Job> {
         let mut batch = Vec::new();
         let mut keys: HashSet<StoreKey> = HashSet::new();
+        let mut blocked: HashSet<StoreKey> = HashSet::new();
         let mut bytes = 0usize;
         let mut rest = VecDeque::with_capacity(self.pending.len());
         while let Some(job) = self.pending.pop_front() {
             let plan = job.op.plan();
-            let clash = plan.own.iter().any(|(k, _)| keys.contains(k));
+            let own_busy = plan.own.iter().any(|(k, _)| {
+                keys.contains(k) || blocked.contains(k) || self.locked_keys.contains(k)
+            });
+            let shared_busy = plan.shared().iter().any(|s| self.locked.contains(s));
             let too_big = !batch.is_empty() && bytes + plan.size_hint > self.config.max_bytes;
-            if clash || too_big || batch.len() >= self.config.max_jobs {
+            if own_busy || shared_busy || too_big || batch.len() >= self.config.max_jobs {
+                blocked.extend(plan.own.iter().map(|(k, _)| k.clone()));
                 rest.push_back(job);
                 continue;
             }
@@ -337,39 +451,33 @@ impl Worker {
             bytes += plan.size_hint;
             batch.push(job);
         }
+        if batch.len() < min {
+            // Too small to be worth a batch of its own while another one is in flight: put it
+            // back in front. A job left in `rest` blocked every later job on its keys, so no
+            // job on one key overtakes another.
+            let mut merged: VecDeque<Job> = batch.into();
+            merged.extend(rest);
+            self.pending = merged;
+            return Vec::new();
+        }
         self.pending = rest;
         batch
     }
 
-    async fn load_shared(&mut self, batch: &[Job]) -> Result<(), StoreError> {
+    async fn load_shared(&mut self, batch: &[Job]) -> Result<(), LocationError> {
         for job in batch {
             let plan = job.op.plan();
-            let mut kinds = Vec::new();
-            if plan.object_generation {
-                kinds.push(GenerationKind::Object);
-            }
-            if plan.authority_owner_generation {
-                kinds.push(GenerationKind::AuthorityOwner);
-            }
-            for kind in kinds {
+            for kind in plan.counters() {
                 if !self.counters.contains_key(&kind) {
                     let read = self.store.read(&kind.counter_key()).await?;
-                    match CounterRow::from_read(kind, &read) {
-                        Ok(row) => {
-                            self.counters.insert(kind, row);
-                        }
-                        Err(_) => {
-                            return Err(StoreError::failure_kind(
-                                zlink_store_spi::FailureKind::Format,
-                            ));
-                        }
-                    }
+                    let row = CounterRow::from_read(kind, &read)?;
+                    self.counters.insert(kind, row);
                 }
             }
             for mv in &plan.capacity {
-                if !self.caps.contains_key(&mv.node) {
-                    let seen = self.read_cap(&mv.node).await?;
-                    self.caps.insert(mv.node.clone(), seen);
+                if !self.rows.contains_key(&mv.node) {
+                    let seen = self.read_row(&mv.node).await?;
+                    self.rows.insert(mv.node.clone(), seen);
                 }
             }
             for need in &plan.leases {
@@ -382,27 +490,14 @@ impl Worker {
         Ok(())
     }
 
-    async fn read_cap(&self, node: &NodeKey) -> Result<CapSeen, StoreError> {
-        let key = keys::node_capacity(node)
-            .map_err(|_| StoreError::failure_kind(zlink_store_spi::FailureKind::Format))?;
-        match self.store.read(&key).await? {
-            ReadResult::Missing { .. } => Ok(CapSeen {
-                row: CapacityRow::default(),
-                version: None,
-            }),
-            ReadResult::Found { bytes, version, .. } => {
-                let row = CapacityRow::decode(&bytes)
-                    .map_err(|_| StoreError::failure_kind(zlink_store_spi::FailureKind::Format))?;
-                Ok(CapSeen {
-                    row,
-                    version: Some(version),
-                })
-            }
-        }
+    async fn read_row(&self, node: &NodeKey) -> Result<RowSeen, LocationError> {
+        let (counts, version) =
+            read_counts(self.store.as_ref(), &keys::node_capacity(node)?).await?;
+        Ok(RowSeen { counts, version })
     }
 
-    /// Runs one batch; returns the jobs to retry.
-    async fn run_batch(&mut self, batch: Vec<Job>) -> Vec<Job> {
+    /// Forms and sends one batch from `batch`; returns the jobs to retry.
+    async fn launch(&mut self, batch: Vec<Job>) -> Vec<Job> {
         // 1. Admission.
         let mut admitted = Vec::with_capacity(batch.len());
         for job in batch {
@@ -423,13 +518,15 @@ impl Worker {
         // 2. The shared rows, from the cache or the Store.
         if let Err(e) = self.load_shared(&admitted).await {
             for job in admitted {
-                job.finish(Err(store_error_like(&e).into()));
+                job.finish(Err(match &e {
+                    LocationError::Store(s) => LocationError::Store(store_error_like(s)),
+                    _ => LocationError::CorruptRecord { what: "shared row" },
+                }));
             }
             return Vec::new();
         }
         // 3. Apply each job to working copies.
-        let mut next: HashMap<GenerationKind, u64> =
-            self.counters.iter().map(|(k, r)| (*k, r.next)).collect();
+        let mut next: HashMap<GenerationKind, u64> = HashMap::new();
         let mut rows: HashMap<NodeKey, CapacityRow> = HashMap::new();
         let mut accepted: Vec<Accepted> = Vec::new();
         let mut recheck: Vec<Job> = Vec::new();
@@ -445,33 +542,66 @@ impl Worker {
                     accepted.push(Accepted { job, built, puts });
                 }
                 Err(ApplyFail::Final(e)) => job.finish(Err(e)),
-                Err(ApplyFail::Shared(outcome)) if job.refreshed => suspects.push((job, *outcome)),
+                Err(ApplyFail::Shared(outcome)) if job.refreshed => {
+                    suspects.push((job, *outcome));
+                }
                 Err(ApplyFail::Shared(_)) => recheck.push(job),
             }
         }
         for (job, outcome) in suspects {
             self.settle_suspect(job, outcome).await;
         }
-        let mut retry = self.run_accepted(accepted, next, rows).await;
-        // Failures derived from cached rows are re-tried once on freshly read rows.
+        // Failures computed from cached rows are tried once more on freshly read rows (rows
+        // locked by a batch in flight are refreshed when that batch's result is handled).
+        let mut retry = Vec::new();
         for mut job in recheck {
             self.invalidate(job.op.plan());
             job.refreshed = true;
             retry.push(job);
         }
+        if accepted.is_empty() {
+            return retry;
+        }
+        // 4. One conditional batch.
+        let (request, flight) = match self.assemble(accepted, next, rows) {
+            Ok(r) => r,
+            Err((e, accepted)) => {
+                for a in accepted {
+                    a.job.finish(Err(LocationError::Argument(e.clone())));
+                }
+                return retry;
+            }
+        };
+        // 5. Send it; the result comes back through `done_tx`.
+        for s in &flight.locks {
+            self.locked.insert(s.clone());
+        }
+        for k in &flight.lock_keys {
+            self.locked_keys.insert(k.clone());
+        }
+        self.in_flight += 1;
+        let store = self.store.clone();
+        let done_tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            let result = store.write(&request).await;
+            // The worker outlives every batch it sent; if it is gone, nobody waits.
+            let _ = done_tx.send(Done { flight, result });
+        });
         retry
     }
 
-    /// Forgets the cached shared rows a plan depends on.
+    /// Forgets the cached shared rows a plan depends on (not those locked by a batch in
+    /// flight: they are refreshed when its result is handled).
     fn invalidate(&mut self, plan: &Plan) {
-        if plan.object_generation {
-            self.counters.remove(&GenerationKind::Object);
-        }
-        if plan.authority_owner_generation {
-            self.counters.remove(&GenerationKind::AuthorityOwner);
+        for kind in plan.counters() {
+            if !self.locked.contains(&Shared::Counter(kind)) {
+                self.counters.remove(&kind);
+            }
         }
         for mv in &plan.capacity {
-            self.caps.remove(&mv.node);
+            if !self.locked.contains(&Shared::Row(mv.node.clone())) {
+                self.rows.remove(&mv.node);
+            }
         }
         for need in &plan.leases {
             self.book.forget(&need.key);
@@ -504,37 +634,6 @@ impl Worker {
         }
     }
 
-    /// Writes the accepted jobs as one batch; returns the jobs to retry.
-    async fn run_accepted(
-        &mut self,
-        accepted: Vec<Accepted>,
-        next: HashMap<GenerationKind, u64>,
-        rows: HashMap<NodeKey, CapacityRow>,
-    ) -> Vec<Job> {
-        if accepted.is_empty() {
-            return Vec::new();
-        }
-        // 4. One conditional batch.
-        let (request, counter_puts, cap_puts) = match self.assemble(&accepted, &next, &rows) {
-            Ok(r) => r,
-            Err(e) => {
-                for a in accepted {
-                    a.job.finish(Err(LocationError::Argument(e.clone())));
-                }
-                return Vec::new();
-            }
-        };
-        // 5. Write.
-        match self.store.write(&request).await {
-            Ok(WriteResult::Applied { put_versions, .. }) => {
-                self.on_applied(accepted, put_versions, counter_puts, cap_puts, &next, rows);
-                Vec::new()
-            }
-            Ok(WriteResult::Conflict { .. }) => self.on_conflict(accepted, &rows).await,
-            Err(e) => self.on_unknown(accepted, e, &rows).await,
-        }
-    }
-
     /// Applies one job to the working copies (which change only if the job fits).
     fn apply(
         &self,
@@ -556,24 +655,15 @@ impl Worker {
             }
         }
         let mut issued = Issued::default();
-        let mut my_next = next.clone();
-        for (wanted, kind) in [
-            (plan.object_generation, GenerationKind::Object),
-            (
-                plan.authority_owner_generation,
-                GenerationKind::AuthorityOwner,
-            ),
-        ] {
-            if !wanted {
-                continue;
-            }
+        let mut my_next = HashMap::new();
+        for kind in plan.counters() {
             let cached = self
                 .counters
                 .get(&kind)
                 .ok_or(ApplyFail::Final(LocationError::Contended))?;
             let row = CounterRow {
                 kind,
-                next: my_next.get(&kind).copied().unwrap_or(cached.next),
+                next: next.get(&kind).copied().unwrap_or(cached.next),
                 version: cached.version.clone(),
             };
             let (value, after) = row
@@ -587,27 +677,25 @@ impl Worker {
         }
         let mut my_rows: HashMap<NodeKey, CapacityRow> = HashMap::new();
         for mv in &plan.capacity {
-            let row = match my_rows.get_mut(&mv.node) {
-                Some(r) => r,
-                None => {
-                    let base = rows
-                        .get(&mv.node)
-                        .cloned()
-                        .or_else(|| self.caps.get(&mv.node).map(|c| c.row.clone()))
-                        .ok_or(ApplyFail::Final(LocationError::Contended))?;
-                    my_rows.entry(mv.node.clone()).or_insert(base)
-                }
+            if !my_rows.contains_key(&mv.node) {
+                let base = rows
+                    .get(&mv.node)
+                    .cloned()
+                    .or_else(|| self.rows.get(&mv.node).map(|r| r.counts.clone()))
+                    .ok_or(ApplyFail::Final(LocationError::Contended))?;
+                my_rows.insert(mv.node.clone(), base);
+            }
+            let Some(row) = my_rows.get_mut(&mv.node) else {
+                return Err(ApplyFail::Final(LocationError::Contended));
             };
             let moved = match &mv.kind {
-                CapMoveKind::Reserve(limits) => row.reserve(&mv.bundle, limits),
-                CapMoveKind::Unreserve => row.unreserve(&mv.bundle),
-                CapMoveKind::Activate => row.activate(&mv.bundle),
-                CapMoveKind::ReleaseActive => row.release_active(&mv.bundle),
+                CapMoveKind::Reserve(limits) => row.add_within(&mv.bundle, limits),
+                CapMoveKind::Release => row.remove(&mv.bundle),
             };
             moved.map_err(|e| ApplyFail::Shared(Box::new(Err(e))))?;
         }
         let built = job.op.build(&issued).map_err(ApplyFail::Final)?;
-        *next = my_next;
+        next.extend(my_next);
         rows.extend(my_rows);
         Ok(built)
     }
@@ -615,21 +703,21 @@ impl Worker {
     #[allow(clippy::type_complexity)]
     fn assemble(
         &self,
-        accepted: &[Accepted],
-        next: &HashMap<GenerationKind, u64>,
-        rows: &HashMap<NodeKey, CapacityRow>,
-    ) -> Result<(WriteRequest, Vec<GenerationKind>, Vec<NodeKey>), zlink_store_spi::ArgumentError>
-    {
+        accepted: Vec<Accepted>,
+        next: HashMap<GenerationKind, u64>,
+        rows: HashMap<NodeKey, CapacityRow>,
+    ) -> Result<(WriteRequest, Flight), (zlink_store_spi::ArgumentError, Vec<Accepted>)> {
         let mut conditions = Vec::new();
         let mut mutations = Vec::new();
         let mut lease_keys: HashSet<StoreKey> = HashSet::new();
-        let mut counters_used: Vec<GenerationKind> = Vec::new();
-        for a in accepted {
+        let mut lock_keys = Vec::new();
+        for a in &accepted {
             let plan = a.job.op.plan();
             for (key, expect) in &plan.own {
                 if let Some(e) = expect {
                     conditions.push(e.condition(key));
                 }
+                lock_keys.push(key.clone());
             }
             for need in &plan.leases {
                 if lease_keys.insert(need.key.clone()) {
@@ -638,52 +726,82 @@ impl Worker {
                     }
                 }
             }
-            for (wanted, kind) in [
-                (plan.object_generation, GenerationKind::Object),
-                (
-                    plan.authority_owner_generation,
-                    GenerationKind::AuthorityOwner,
-                ),
-            ] {
-                if wanted && !counters_used.contains(&kind) {
-                    counters_used.push(kind);
-                }
-            }
             mutations.extend(a.built.mutations.iter().cloned());
         }
-        for kind in &counters_used {
-            if let (Some(row), Some(n)) = (self.counters.get(kind), next.get(kind)) {
+        let mut counters: Vec<(GenerationKind, u64)> = next.into_iter().collect();
+        counters.sort();
+        for (kind, n) in &counters {
+            if let Some(row) = self.counters.get(kind) {
                 conditions.push(row.condition());
                 mutations.push(row.put(*n));
             }
         }
-        let mut cap_nodes: Vec<NodeKey> = rows.keys().cloned().collect();
-        cap_nodes.sort();
-        for node in &cap_nodes {
-            let (Some(seen), Some(row)) = (self.caps.get(node), rows.get(node)) else {
+        let mut moved: Vec<(NodeKey, CapacityRow)> = rows.into_iter().collect();
+        moved.sort_by(|a, b| a.0.cmp(&b.0));
+        for (node, counts) in &moved {
+            let Ok(key) = keys::node_capacity(node) else {
                 continue;
             };
-            let key = keys::node_capacity(node)
-                .map_err(|_| zlink_store_spi::ArgumentError::EmptyBatch)?;
-            conditions.push(match &seen.version {
-                Some(v) => Condition::Version(key.clone(), v.clone()),
+            conditions.push(match self.rows.get(node).and_then(|r| r.version.clone()) {
+                Some(v) => Condition::Version(key.clone(), v),
                 None => Condition::Missing(key.clone()),
             });
-            mutations.push(Mutation::put(key, row.encode()));
+            mutations.push(Mutation::put(key, counts.encode()));
         }
-        let request = WriteRequest::new(conditions, mutations)?;
-        Ok((request, counters_used, cap_nodes))
+        let request = match WriteRequest::new(conditions, mutations) {
+            Ok(r) => r,
+            Err(e) => return Err((e, accepted)),
+        };
+        let mut locks: Vec<Shared> = counters.iter().map(|(k, _)| Shared::Counter(*k)).collect();
+        locks.extend(moved.iter().map(|(n, _)| Shared::Row(n.clone())));
+        Ok((
+            request,
+            Flight {
+                accepted,
+                counters,
+                rows: moved,
+                locks,
+                lock_keys,
+            },
+        ))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    async fn on_done(&mut self, done: Done) -> Vec<Job> {
+        let Done { flight, result } = done;
+        let Flight {
+            accepted,
+            counters,
+            rows,
+            locks,
+            lock_keys,
+        } = flight;
+        let retry = match result {
+            Ok(WriteResult::Applied { put_versions, .. }) => {
+                self.on_applied(accepted, &counters, &rows, put_versions);
+                Vec::new()
+            }
+            Ok(WriteResult::Conflict { .. }) => {
+                self.refresh_shared(&accepted, &counters, &rows).await;
+                self.on_conflict(accepted).await
+            }
+            Err(e) => self.on_unknown(accepted, &counters, &rows, e).await,
+        };
+        for s in &locks {
+            self.locked.remove(s);
+        }
+        for k in &lock_keys {
+            self.locked_keys.remove(k);
+        }
+        retry
+    }
+
+    /// Updates the cached shared rows from an applied batch and answers its jobs.
     fn on_applied(
         &mut self,
         accepted: Vec<Accepted>,
+        counters: &[(GenerationKind, u64)],
+        rows: &[(NodeKey, CapacityRow)],
         put_versions: Vec<StoreVersion>,
-        counter_puts: Vec<GenerationKind>,
-        cap_puts: Vec<NodeKey>,
-        next: &HashMap<GenerationKind, u64>,
-        rows: HashMap<NodeKey, CapacityRow>,
     ) {
         let mut versions = put_versions.into_iter();
         let mut per_job = Vec::with_capacity(accepted.len());
@@ -691,19 +809,26 @@ impl Worker {
             let mine: Vec<StoreVersion> = versions.by_ref().take(a.puts).collect();
             per_job.push((a, mine));
         }
-        for kind in counter_puts {
+        for (kind, n) in counters {
             let version = versions.next();
-            if let (Some(row), Some(n)) = (self.counters.get_mut(&kind), next.get(&kind)) {
-                row.next = *n;
-                row.version = version;
-            }
+            self.counters.insert(
+                *kind,
+                CounterRow {
+                    kind: *kind,
+                    next: *n,
+                    version,
+                },
+            );
         }
-        let mut rows = rows;
-        for node in cap_puts {
+        for (id, counts) in rows {
             let version = versions.next();
-            if let Some(row) = rows.remove(&node) {
-                self.caps.insert(node, CapSeen { row, version });
-            }
+            self.rows.insert(
+                id.clone(),
+                RowSeen {
+                    counts: counts.clone(),
+                    version,
+                },
+            );
         }
         for (a, mine) in per_job {
             a.job.finish(Ok(JobResult::Applied {
@@ -713,33 +838,25 @@ impl Worker {
         }
     }
 
-    /// Refreshes every shared row the batch touched.
+    /// Re-reads every shared row a batch touched (dropping what cannot be read).
     async fn refresh_shared(
         &mut self,
         accepted: &[Accepted],
-        rows: &HashMap<NodeKey, CapacityRow>,
+        counters: &[(GenerationKind, u64)],
+        rows: &[(NodeKey, CapacityRow)],
     ) {
-        for kind in [GenerationKind::Object, GenerationKind::AuthorityOwner] {
-            let used = accepted.iter().any(|a| {
-                let p = a.job.op.plan();
-                match kind {
-                    GenerationKind::Object => p.object_generation,
-                    _ => p.authority_owner_generation,
-                }
-            });
-            if used {
-                self.counters.remove(&kind);
-                if let Ok(read) = self.store.read(&kind.counter_key()).await {
-                    if let Ok(row) = CounterRow::from_read(kind, &read) {
-                        self.counters.insert(kind, row);
-                    }
+        for (kind, _) in counters {
+            self.counters.remove(kind);
+            if let Ok(read) = self.store.read(&kind.counter_key()).await {
+                if let Ok(row) = CounterRow::from_read(*kind, &read) {
+                    self.counters.insert(*kind, row);
                 }
             }
         }
-        for node in rows.keys() {
-            self.caps.remove(node);
-            if let Ok(seen) = self.read_cap(node).await {
-                self.caps.insert(node.clone(), seen);
+        for (node, _) in rows {
+            self.rows.remove(node);
+            if let Ok(seen) = self.read_row(node).await {
+                self.rows.insert(node.clone(), seen);
             }
         }
         let mut seen_keys = HashSet::new();
@@ -755,12 +872,7 @@ impl Worker {
         }
     }
 
-    async fn on_conflict(
-        &mut self,
-        accepted: Vec<Accepted>,
-        rows: &HashMap<NodeKey, CapacityRow>,
-    ) -> Vec<Job> {
-        self.refresh_shared(&accepted, rows).await;
+    async fn on_conflict(&mut self, accepted: Vec<Accepted>) -> Vec<Job> {
         let mut retry = Vec::new();
         let mut max_round = 0;
         for a in accepted {
@@ -771,9 +883,7 @@ impl Worker {
             for (key, expect) in &plan.own {
                 match self.store.read(key).await {
                     Ok(read) => {
-                        if expect.as_ref().is_some_and(|e| !e.holds(&read)) {
-                            broken = true;
-                        }
+                        broken |= expect.as_ref().is_some_and(|e| !e.holds(&read));
                         reads.push((key.clone(), read));
                     }
                     Err(e) => {
@@ -797,10 +907,11 @@ impl Worker {
                 }
             }
         }
-        if !retry.is_empty() {
-            // Back off a little, more after repeated conflicts, so contending hosts spread out.
+        if max_round > 1 {
+            // Repeated conflicts: another host keeps winning the same rows. Back off a little,
+            // more each time, so contending hosts spread out.
             let spread = 100 * u64::from(max_round.min(20));
-            let pause = self.rng.below(spread.max(1));
+            let pause = self.rng.below(spread);
             tokio::time::sleep(Duration::from_micros(pause)).await;
         }
         retry
@@ -810,8 +921,9 @@ impl Worker {
     async fn on_unknown(
         &mut self,
         accepted: Vec<Accepted>,
+        counters: &[(GenerationKind, u64)],
+        rows: &[(NodeKey, CapacityRow)],
         error: StoreError,
-        rows: &HashMap<NodeKey, CapacityRow>,
     ) -> Vec<Job> {
         if !error.outcome_unknown() {
             for a in accepted {
@@ -830,7 +942,7 @@ impl Worker {
             }
         }
         // Whatever happened, the cached shared rows may be stale now.
-        self.refresh_shared(&accepted, rows).await;
+        self.refresh_shared(&accepted, counters, rows).await;
         match verdict {
             Witness::NotApplied => {
                 let mut retry = Vec::new();

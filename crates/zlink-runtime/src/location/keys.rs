@@ -27,7 +27,7 @@ pub(crate) fn store_key(key: &LogicalKey) -> Result<StoreKey, LocationError> {
     Ok(StoreKey::new(key.as_str())?)
 }
 
-/// Runtime-private: a node's capacity row, `node-capacity\0{MeshName}\0{hex(RoutingId)}`.
+/// Runtime-private: a node's allocation row, `node-capacity\0{MeshName}\0{hex(RoutingId)}`.
 pub(crate) fn node_capacity(node: &NodeKey) -> Result<StoreKey, LocationError> {
     key(&[
         "node-capacity",
@@ -72,6 +72,11 @@ pub(crate) fn location_index(
 /// `capacity-reservation\0{32 lowercase hex digits of the ReservationId}`.
 pub(crate) fn capacity_reservation(reservation_id: u128) -> Result<StoreKey, LocationError> {
     key(&["capacity-reservation", &format!("{reservation_id:032x}")])
+}
+
+/// The scan prefix of every relocation target capacity reservation.
+pub(crate) fn capacity_reservation_prefix() -> ScanPrefix {
+    ScanPrefix::new("capacity-reservation\0").expect("literal prefix is valid")
 }
 
 /// The MeshNode descriptor row of a node.

@@ -25,7 +25,9 @@ pub use authority::{
     AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, Outcome, ReserveRequest,
     SweepReport, TargetReservation,
 };
-pub use capacity::{CapacityBundle, CapacityLimits, CapacityRow, MAX_SLOTS, SpotTypeSlots, Usage};
+pub use capacity::{
+    CapacityBundle, CapacityLimits, CapacityRow, MAX_SLOTS, NodeUsage, SpotTypeSlots, Usage,
+};
 pub use clock::{ManualMonotonic, MonotonicClock, SystemMonotonic};
 pub use descriptor::{DescriptorPublisher, PublishOutcome, PublishableDescriptor};
 pub use discovery::{

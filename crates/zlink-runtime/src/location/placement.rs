@@ -227,7 +227,7 @@ mod tests {
         unregistered.target.offers.clear();
         let mut full = cand(5, 100);
         full.target.limits.actors = 1;
-        full.usage.actors.reserved = 1;
+        full.usage.actors = 1;
         let all = vec![lease, state, weight, unregistered, full];
         let mut rng = PlacementRng::seeded(1);
         assert!(matches!(

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use zlink_codec::records::{AllocationState, AuthorityRecord, ObjectKind};
+use zlink_codec::records::{AuthorityRecord, ObjectKind};
 use zlink_store_spi::StoreKey;
 
 use super::support::{Harness, Host, capability, descriptor, snapshot_of};
@@ -327,22 +327,9 @@ pub(crate) async fn execute(h: &Harness, groups: Vec<Vec<Step>>) {
     }
 }
 
-fn add(
-    rows: &mut BTreeMap<NodeKey, CapacityRow>,
-    node: NodeKey,
-    bundle: &CapacityBundle,
-    active: bool,
-) {
-    let row = rows.entry(node).or_default();
-    let limits = crate::location::CapacityLimits::unlimited();
-    row.reserve(bundle, &limits).expect("unlimited");
-    if active {
-        row.activate(bundle).expect("activate");
-    }
-}
-
 async fn check_invariant(h: &Harness, w: &World) {
     let mut expected: BTreeMap<NodeKey, CapacityRow> = BTreeMap::new();
+    let unlimited = crate::location::CapacityLimits::unlimited();
     for (_, (bytes, _)) in snapshot_of(h.store.as_ref(), "authority\0").await {
         let r = AuthorityRecord::decode(&bytes).expect("authority row");
         let node = NodeKey {
@@ -350,43 +337,45 @@ async fn check_invariant(h: &Harness, w: &World) {
             routing_id: r.allocation.descriptor.routing_id.clone(),
         };
         let bundle = CapacityBundle::from_record(&r.allocation.capacity).expect("bundle");
-        add(
-            &mut expected,
-            node,
-            &bundle,
-            r.allocation.state == AllocationState::Active,
-        );
+        expected
+            .entry(node)
+            .or_default()
+            .add_within(&bundle, &unlimited)
+            .expect("unlimited");
     }
     for (_, (bytes, _)) in snapshot_of(h.store.as_ref(), "capacity-reservation\0").await {
         let (node, bundle) = decode_reservation(&bytes).expect("reservation row");
-        add(&mut expected, node, &bundle, false);
+        expected
+            .entry(node)
+            .or_default()
+            .add_within(&bundle, &unlimited)
+            .expect("unlimited");
     }
     let mut actual: BTreeMap<NodeKey, CapacityRow> = BTreeMap::new();
     for (key, (bytes, _)) in snapshot_of(h.store.as_ref(), "node-capacity\0").await {
-        let node = node_of(&key);
-        let row = CapacityRow::decode(&bytes).expect("capacity row");
-        if row != CapacityRow::default() {
-            actual.insert(node, row);
-        }
+        actual.insert(
+            node_of(&key),
+            CapacityRow::decode(&bytes).expect("allocation row"),
+        );
     }
+    actual.retain(|_, r| r != &CapacityRow::default());
     expected.retain(|_, r| r != &CapacityRow::default());
     assert_eq!(
         actual, expected,
-        "capacity rows differ from the recorded allocations"
+        "allocation rows differ from the recorded allocations"
     );
     for host in &w.hosts {
         let limits = host.target().limits;
         if let Some(row) = actual.get(&host.node()) {
-            let over =
-                |u: crate::location::Usage, l: u32| l > 0 && u.active + u.reserved > u64::from(l);
+            let over = |n: u64, l: u32| l > 0 && n > u64::from(l);
             assert!(
                 !over(row.actors, limits.actors),
                 "actor limit passed: {row:?}"
             );
             assert!(!over(row.spots, limits.spots), "spot limit passed: {row:?}");
-            for (k, u) in &row.spot_types {
+            for (k, n) in &row.spot_types {
                 let l = limits.spot_types.get(k).copied().unwrap_or(0);
-                assert!(!over(*u, l), "type limit passed: {row:?}");
+                assert!(!over(*n, l), "type limit passed: {row:?}");
             }
         }
     }

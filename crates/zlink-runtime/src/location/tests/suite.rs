@@ -17,9 +17,9 @@ use super::support::{
 };
 use crate::location::generation::{COUNTER_EXHAUSTED, MAX_ISSUED};
 use crate::location::{
-    AdmissionOp, AdmissionRefused, AuthorityHandle, AuthorityRead, CapacityRow, ConfigError,
-    Conflict, DiscoveryStatus, GenerationKind, LocationError, LocationOptions, LocationRuntime,
-    ManualMonotonic, MonotonicClock, ObjectId, Outcome, PublishOutcome, RenewOutcome,
+    AdmissionOp, AdmissionRefused, AuthorityHandle, AuthorityRead, ConfigError, Conflict,
+    DiscoveryStatus, GenerationKind, LocationError, LocationOptions, LocationRuntime,
+    ManualMonotonic, MonotonicClock, NodeUsage, ObjectId, Outcome, PublishOutcome, RenewOutcome,
     ReserveRequest, TargetNode, keys, lease,
 };
 
@@ -81,12 +81,21 @@ async fn counter(store: &dyn DynLocationStore, kind: GenerationKind) -> Option<S
         .map(|b| String::from_utf8(b.to_vec()).expect("utf8"))
 }
 
-async fn capacity(host: &Host, node_of: &Host) -> CapacityRow {
-    host.rt
-        .authority()
+/// The active/reserved split of `node_of`'s slots, derived from the records; also checks that
+/// the node's allocation row equals their sum.
+async fn capacity(host: &Host, node_of: &Host) -> NodeUsage {
+    let auth = host.rt.authority();
+    let usage = auth.node_usage(&node_of.node()).await.expect("usage");
+    let row = auth
         .node_capacity(&node_of.node())
         .await
-        .expect("capacity row")
+        .expect("allocation row");
+    assert_eq!(
+        row,
+        usage.allocated(),
+        "the allocation row is the sum of the records"
+    );
+    usage
 }
 
 fn is_admission(e: &LocationError) -> bool {
@@ -1186,7 +1195,7 @@ pub(super) async fn commit_abort_and_delete_move_capacity_with_the_record(h: &Ha
     assert!(row.spot_types.is_empty());
 
     assert_eq!(auth.delete(&x).await.expect("delete"), Outcome::Applied(()));
-    assert_eq!(capacity(&a, &a).await, CapacityRow::default());
+    assert_eq!(capacity(&a, &a).await, NodeUsage::default());
     let index = keys::location_index(ObjectKind::Actor, &ty("chat"), &id("x")).expect("key");
     assert!(h.store.read(&index).await.expect("read").is_missing());
     // A stale handle conflicts and changes nothing.
@@ -1278,7 +1287,7 @@ pub(super) async fn new_owner_keeps_object_generation_and_moves_capacity(h: &Har
         b.rt.authority().delete(&moved).await.expect("delete"),
         Outcome::Applied(())
     );
-    assert_eq!(capacity(&a, &b).await, CapacityRow::default());
+    assert_eq!(capacity(&a, &b).await, NodeUsage::default());
 }
 
 /// Securing target capacity with the same ReservationId and content returns the first
@@ -1512,7 +1521,7 @@ pub(super) async fn remove_all_by_owner_reclaims_only_that_run_and_never_descrip
         a.rt.authority().read(ObjectKind::Actor, &id("z")).await.expect("read"),
         AuthorityRead::Found { handle, .. } if handle == z
     ));
-    assert_eq!(capacity(&a, &a).await, CapacityRow::default());
+    assert_eq!(capacity(&a, &a).await, NodeUsage::default());
     assert_eq!(capacity(&a, &b).await.actors.active, 1);
     let descriptors = snapshot_of(h.store.as_ref(), "mesh-node\0").await;
     assert_eq!(descriptors.len(), 2, "the sweep never touches descriptors");
