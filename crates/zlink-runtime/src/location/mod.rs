@@ -1,8 +1,69 @@
-//! The location runtime core (spec 21 §3–§6, §10–§11).
+//! The location runtime core (spec 21 §3–§6, §10–§11): generations, the owner lease and its
+//! admission gate, descriptors and discovery, authority operations with per-node capacity,
+//! weighted placement and the owner cleanup sweep. See the crate README for the design, the
+//! Store keys and the batching engine.
 //!
 //! Everything here works over any Location Store held as `Arc<dyn DynLocationStore>`; the
-//! runtime never looks at a provider type. Store keys are the logical key preimages themselves
-//! (see [`keys`](self) below): a provider maps them to its physical layout.
+//! runtime never looks at a provider type. Store keys are the logical key preimages themselves.
+//!
+//! # Verification map
+//!
+//! Every behaviour test is one `async fn` in `tests/suite.rs`, run on the in-memory store
+//! (`location::tests::memory::<name>`) and on the live Redis provider
+//! (`location::tests::redis::<name>`, skipped loudly without `ZLINK_TEST_REDIS_URL`).
+//!
+//! Spec 21 §12 "Generation And Owner Lease":
+//!
+//! | spec item | test |
+//! |---|---|
+//! | ObjectGeneration, AuthorityOwnerGeneration and OwnerLeaseGeneration never swap | `generations_never_swap` |
+//! | issuing after 2^63-1 is always GenerationExhausted and changes nothing | `generation_exhausted_changes_nothing_and_repeats` |
+//! | §5's time relationship checked at startup; a violation is a startup error | `lease_timing_violation_fails_startup` |
+//! | past the last time new work is accepted, descriptor publishing, object messages/timers and relocation changes are blocked together | `expired_admission_deadline_blocks_all_new_work` |
+//!
+//! Spec 21 §12 "Descriptor And Location Lookup":
+//!
+//! | spec item | test |
+//! |---|---|
+//! | exceeding the descriptor count or size limit fails startup, no partial set | `oversized_descriptor_fails_startup_without_publishing` |
+//! | reading a missing record returns Missing without a generation; records never auto-expire | `missing_read_creates_no_generation_and_records_never_expire` |
+//! | lookup by global id is independent of MeshName | `lookup_by_global_id_ignores_mesh_name` |
+//! | next-page value ≤ 4,096 bytes, pages ≤ 1,000 entries and 4 MiB, every page from the same point in time | `discovery_pages_are_bounded_and_same_point_in_time` |
+//!
+//! Issue 6 (runtime core):
+//!
+//! | requirement | test |
+//! |---|---|
+//! | 64 concurrent Reserves of one id: one wins, the others see Conflict and the winner's record | `concurrent_reserves_of_one_id_have_exactly_one_winner` |
+//! | lease stall with injected clock and latency: refused after the deadline, before the TTL | `lease_stall_refuses_new_work_after_deadline_before_ttl` |
+//! | capacity invariant after any sequence, conflicts included (proptest, memory) | `tests::capacity_model::proptest_capacity_invariant` |
+//! | the same invariant on every store (seeded sequences) | `capacity_counters_equal_allocations_after_random_operations` |
+//! | acquire issues a new generation; renew and release keep it; OwnerId never reused | `acquire_issues_a_new_generation_renew_and_release_keep_it`, `identity::tests::owner_ids_are_never_reused` |
+//! | renew loop every renew interval within the renew timeout | `renew_loop_keeps_the_lease_and_refreshes_the_deadline` |
+//! | takeover of an expired lease issues a new generation | `takeover_of_an_expired_lease_issues_a_new_generation` |
+//! | a lost renew reply is reconstructed, not guessed | `lost_renew_reply_is_recovered_without_a_new_generation` |
+//! | RENEW at an unchanged Revision is stale and never overwrites | `renew_at_unchanged_revision_is_stale_and_never_overwrites` |
+//! | Revision overflow → Error state, publishing stops | `revision_overflow_enters_error_state_and_stops_publishing` |
+//! | a live host's descriptor is not taken over; an expired one is | `descriptor_key_of_a_live_host_is_not_taken_over` |
+//! | discovery checks each host's lease; unknown recordVersion excluded explicitly | `discovery_lists_only_hosts_with_a_valid_lease` |
+//! | pages used only when the change number matches | `discovery_uses_pages_only_when_change_number_matches` |
+//! | StoreFailureGrace keeps the list, refuses new targets, never extends the deadline | `store_failure_grace_keeps_the_list_and_never_extends_the_deadline` |
+//! | Preserve / NewOwner / Delete on a Reserved record → Conflict, nothing changed | `reserved_record_refuses_preserve_new_owner_and_delete` |
+//! | Commit / Abort / Delete move capacity with the record and lookup index | `commit_abort_and_delete_move_capacity_with_the_record` |
+//! | active + reserved against the limit; past it CapacityExceeded, nothing changed | `reserve_past_the_limit_is_capacity_exceeded_and_changes_nothing` |
+//! | NewOwner keeps ObjectGeneration, increments AuthorityOwnerGeneration, uses secured capacity | `new_owner_keeps_object_generation_and_moves_capacity` |
+//! | securing target capacity: same ReservationId same content returns it, other content or expired target conflicts | `secure_target_is_idempotent_and_checks_the_target_lease` |
+//! | Preserve and Delete verify the current owner lease | `preserve_and_delete_need_a_valid_owner_lease` |
+//! | placement: valid lease, serving, type, weight > 0, room; none → CapacityExceeded | `placement_chooses_only_eligible_nodes`, `placement::tests::*` |
+//! | weight 0 never cancels existing objects or reservations | `weight_zero_keeps_existing_objects_and_reservations` |
+//! | remove_all_by_owner: only that run's authority rows, never descriptors | `remove_all_by_owner_reclaims_only_that_run_and_never_descriptors` |
+//! | an unknown write outcome is settled by an exact read of the first-read version | `lost_write_reply_is_reconstructed_from_the_store` |
+//! | concurrent reservations of one host coalesce into shared batches (block issuance) | `concurrent_operations_coalesce_into_shared_batches` |
+//!
+//! Bounds (at the bound and one past it) are unit tests next to their types:
+//! `options::tests` (lease inequality, positivity, route cache gap, TTL), `capacity::tests`
+//! (slot counts and limits 0..=2^31-1), `placement::tests` (weights 0..=10000),
+//! `generation::tests` (issued range 1..=2^63-2), `keys::tests` (key length ≤ 1,024 bytes).
 
 mod admission;
 mod authority;

@@ -48,6 +48,7 @@ on_every_store!(
     concurrent_reserves_of_one_id_have_exactly_one_winner,
     lease_stall_refuses_new_work_after_deadline_before_ttl,
     acquire_issues_a_new_generation_renew_and_release_keep_it,
+    renew_loop_keeps_the_lease_and_refreshes_the_deadline,
     takeover_of_an_expired_lease_issues_a_new_generation,
     lost_renew_reply_is_recovered_without_a_new_generation,
     renew_at_unchanged_revision_is_stale_and_never_overwrites,

@@ -819,6 +819,30 @@ pub(super) async fn acquire_issues_a_new_generation_renew_and_release_keep_it(h:
     );
 }
 
+/// The renew loop renews every renew interval (bounded by the renew timeout): across more than
+/// a TTL the lease row stays, the generation is kept and the admission deadline moves forward.
+pub(super) async fn renew_loop_keeps_the_lease_and_refreshes_the_deadline(h: &Harness) {
+    // 200 + 500 < 3000 - 1000: generous timeouts, so a loaded machine does not lose the lease.
+    let options = LocationOptions::default()
+        .owner_lease_renew_interval(Duration::from_millis(200))
+        .owner_lease_renew_timeout(Duration::from_millis(500))
+        .owner_lease_ttl(Duration::from_millis(3_000))
+        .owner_lease_fencing_margin(Duration::from_millis(1_000));
+    let rt = LocationRuntime::builder(h.store.clone())
+        .options(options)
+        .start()
+        .await
+        .expect("runtime starts");
+    let run = rt.host_run().expect("run");
+    let first = rt.gate().deadline().expect("deadline");
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert_eq!(rt.host_run(), Some(run));
+    assert!(rt.gate().deadline().expect("deadline") > first);
+    assert!(rt.admit(AdmissionOp::ObjectMessageStart).is_ok());
+    let key = lease::lease_key(rt.owner_id()).expect("key");
+    assert!(!h.store.read(&key).await.expect("read").is_missing());
+}
+
 /// Once the lease row has expired, renew reports it lost and closes the gate; acquiring again
 /// takes over under a new LeaseGeneration for the same OwnerId.
 pub(super) async fn takeover_of_an_expired_lease_issues_a_new_generation(h: &Harness) {
