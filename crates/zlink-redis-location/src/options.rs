@@ -70,6 +70,7 @@ fn rejected(e: OptionsError) -> StoreError {
 /// # Ok::<(), zlink_store_spi::StoreError>(())
 /// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct RedisLocationOptions {
     pub(crate) config: Config,
     pub(crate) key_prefix: String,
