@@ -228,11 +228,14 @@ impl RedisLocationStore {
         })
     }
 
-    /// Closes the connection after the commands already sent are answered. Operations issued
-    /// afterwards fail. Dropping the last clone closes it too.
+    /// Closes the connection after the commands already sent are answered (waiting at most the
+    /// operation timeout). Operations issued afterwards fail. Closing again does nothing more;
+    /// dropping the last clone closes it too.
     pub async fn close(&self) {
-        if let Err(e) = self.inner.client.quit().await {
-            tracing::debug!(error = %e, "closing the Redis connection");
+        match tokio::time::timeout(self.inner.timeout, self.inner.client.quit()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "closing the Redis connection"),
+            Err(_) => tracing::debug!("closing the Redis connection timed out"),
         }
     }
 
