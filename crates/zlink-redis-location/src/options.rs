@@ -37,7 +37,7 @@ pub(crate) enum OptionsError {
 }
 
 fn rejected(e: OptionsError) -> StoreError {
-    StoreError::failure(FailureKind::Backend, e)
+    StoreError::failure(FailureKind::Configuration, e)
 }
 
 /// How a [`RedisLocationStore`](crate::RedisLocationStore) connects and names its keys.

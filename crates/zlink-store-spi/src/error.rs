@@ -122,6 +122,9 @@ pub enum FailureKind {
     Format,
     /// The backend refused or failed the command.
     Backend,
+    /// The provider's own configuration is invalid (connection URL, key prefix, timeout, ...);
+    /// nothing was sent. The source names the option.
+    Configuration,
 }
 
 impl fmt::Display for FailureKind {
@@ -130,6 +133,7 @@ impl fmt::Display for FailureKind {
             FailureKind::Unavailable => "store unavailable",
             FailureKind::Format => "stored data format error",
             FailureKind::Backend => "store backend error",
+            FailureKind::Configuration => "invalid store configuration",
         })
     }
 }
