@@ -297,8 +297,7 @@ impl<D: PublishableDescriptor> DescriptorPublisher<D> {
             }
             let lease_version = self
                 .book
-                .get(&own_lease)
-                .and_then(|s| s.version)
+                .version(&own_lease)
                 .ok_or(LocationError::LeaseLost)?;
             conditions.push(Condition::Version(own_lease.clone(), lease_version));
             let (change_condition, change_next) = self.change_row().await?;

@@ -200,6 +200,8 @@ type Reply = oneshot::Sender<Result<JobResult, LocationError>>;
 
 struct Job {
     op: Box<dyn EngineOp>,
+    /// The shared rows the job writes (from its plan, computed once).
+    shared: Vec<Shared>,
     reply: Reply,
     rounds: u32,
     /// Whether the shared rows this job depends on were re-read after a failure derived from
@@ -290,9 +292,11 @@ impl Engine {
     /// Runs one operation.
     pub(crate) async fn submit(&self, op: Box<dyn EngineOp>) -> Result<JobResult, LocationError> {
         let (reply, rx) = oneshot::channel();
+        let shared = op.plan().shared();
         self.tx
             .send(Job {
                 op,
+                shared,
                 reply,
                 rounds: 0,
                 refreshed: false,
@@ -440,7 +444,7 @@ impl Worker {
             let own_busy = plan.own.iter().any(|(k, _)| {
                 keys.contains(k) || blocked.contains(k) || self.locked_keys.contains(k)
             });
-            let shared_busy = plan.shared().iter().any(|s| self.locked.contains(s));
+            let shared_busy = job.shared.iter().any(|s| self.locked.contains(s));
             let too_big = !batch.is_empty() && bytes + plan.size_hint > self.config.max_bytes;
             if own_busy || shared_busy || too_big || batch.len() >= self.config.max_jobs {
                 blocked.extend(plan.own.iter().map(|(k, _)| k.clone()));
@@ -481,7 +485,7 @@ impl Worker {
                 }
             }
             for need in &plan.leases {
-                if self.book.get(&need.key).is_none() {
+                if !self.book.knows(&need.key) {
                     let read = self.store.read(&need.key).await?;
                     self.book.set(need.key.clone(), LeaseSeen::from_read(&read));
                 }
@@ -643,11 +647,7 @@ impl Worker {
     ) -> Result<Built, ApplyFail> {
         let plan = job.op.plan();
         for need in &plan.leases {
-            let held = self
-                .book
-                .get(&need.key)
-                .is_some_and(|seen| seen.held_by(&need.run));
-            if !held {
+            if !self.book.held_by(&need.key, &need.run) {
                 return Err(ApplyFail::Shared(Box::new(Ok(JobResult::LeaseStale {
                     role: need.role,
                     run: need.run.clone(),
@@ -721,7 +721,7 @@ impl Worker {
             }
             for need in &plan.leases {
                 if lease_keys.insert(need.key.clone()) {
-                    if let Some(v) = self.book.get(&need.key).and_then(|s| s.version) {
+                    if let Some(v) = self.book.version(&need.key) {
                         conditions.push(Condition::Version(need.key.clone(), v));
                     }
                 }

@@ -85,8 +85,19 @@ pub(crate) struct LeaseBook {
 }
 
 impl LeaseBook {
-    pub(crate) fn get(&self, key: &StoreKey) -> Option<LeaseSeen> {
-        self.rows.lock().get(key).cloned()
+    /// Whether the row was last seen held by exactly `run` (no copy made).
+    pub(crate) fn held_by(&self, key: &StoreKey, run: &HostRun) -> bool {
+        self.rows.lock().get(key).is_some_and(|s| s.held_by(run))
+    }
+
+    /// Whether anything is known of the row.
+    pub(crate) fn knows(&self, key: &StoreKey) -> bool {
+        self.rows.lock().contains_key(key)
+    }
+
+    /// The version the row was last seen with.
+    pub(crate) fn version(&self, key: &StoreKey) -> Option<StoreVersion> {
+        self.rows.lock().get(key).and_then(|s| s.version.clone())
     }
 
     pub(crate) fn set(&self, key: StoreKey, seen: LeaseSeen) {
