@@ -1,6 +1,6 @@
-//! `cargo xtask bench authority [--redis URL] [--ops N]`: the location runtime's authority
-//! operations on the Redis Location Store, beside the provider's raw single-batch write
-//! throughput measured in the same run, as a ratio.
+//! `cargo xtask bench authority [--redis URL] [--seconds S] [--ops N]`: the location runtime's
+//! authority operations on the Redis Location Store, beside the provider's raw single-batch
+//! write throughput measured in the same run, as a ratio.
 //!
 //! - **raw single-batch write**: one conditional batch per operation (`Missing(k)` +
 //!   `Put(k, 256 B)` on a fresh key): the most a caller can get out of the provider.
@@ -10,8 +10,10 @@
 //! - **NewOwner**: a second host takes over actors whose target capacity was secured
 //!   beforehand (securing is not timed).
 //!
-//! Each figure is measured at concurrency 1 and 50. Target: Reserve+Commit pairs/s at
-//! concurrency 50 at least 0.4x the raw single-batch figure at concurrency 50.
+//! Each figure is measured at concurrency 1 and 50: raw writes and Reserve+Commit for `S`
+//! seconds each (default 2), NewOwner over `N` prepared objects (default 8,000; a quarter at
+//! concurrency 1). Target: Reserve+Commit pairs/s at concurrency 50 at least 0.4x the raw
+//! single-batch figure at concurrency 50.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -34,13 +36,15 @@ const TARGET_RATIO: f64 = 0.4;
 struct Args {
     url: String,
     ops: usize,
+    seconds: f64,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut parsed = Args {
         url: std::env::var("ZLINK_TEST_REDIS_URL")
             .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string()),
-        ops: 4000,
+        ops: 8000,
+        seconds: 2.0,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -58,9 +62,16 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .filter(|n| *n >= 100)
                     .ok_or("bench authority: --ops needs a number of at least 100")?;
             }
+            "--seconds" => {
+                parsed.seconds = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|n: &f64| *n > 0.0)
+                    .ok_or("bench authority: --seconds needs a positive number")?;
+            }
             other => {
                 return Err(format!(
-                    "bench authority: unknown option `{other}` (known: --redis URL, --ops N)"
+                    "bench authority: unknown option `{other}` (known: --redis URL, --seconds S, --ops N)"
                 ));
             }
         }
@@ -90,6 +101,33 @@ fn ops_at(args: &Args, concurrency: usize) -> usize {
     } else {
         args.ops
     }
+}
+
+/// Runs operations on `concurrency` tasks for at least `seconds`; returns operations per second.
+async fn measure_for<F, Fut>(concurrency: usize, seconds: f64, op: F) -> Result<f64, String>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send,
+{
+    let op = Arc::new(op);
+    let next = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let (op, next, done) = (op.clone(), next.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            while start.elapsed().as_secs_f64() < seconds {
+                op(next.fetch_add(1, Ordering::Relaxed)).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
 }
 
 /// Runs `total` operations on `concurrency` tasks; returns operations per second.
@@ -185,7 +223,7 @@ async fn bench(args: &Args, prefix: &str) -> Result<(), String> {
     for c in CONCURRENCY {
         let s = store.clone();
         let tag = format!("raw-{c}");
-        let rate = measure(c, ops_at(args, c), move |i| {
+        let rate = measure_for(c, args.seconds, move |i| {
             let s = s.clone();
             let key = StoreKey::new(format!("bench\0{tag}\0{i}"));
             async move {
@@ -230,7 +268,7 @@ async fn bench(args: &Args, prefix: &str) -> Result<(), String> {
     let mut pairs = Vec::new();
     for c in CONCURRENCY {
         let (rt, t) = (a.clone(), ta.clone());
-        let rate = measure(c, ops_at(args, c), move |i| {
+        let rate = measure_for(c, args.seconds, move |i| {
             let (rt, t) = (rt.clone(), t.clone());
             async move {
                 reserve_commit(&rt, &t, object(&format!("rc{c}"), i)?).await?;
