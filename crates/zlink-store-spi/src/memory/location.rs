@@ -148,10 +148,21 @@ impl State {
     }
 
     /// Forgets expired snapshots, then trims every key that kept history for them.
+    ///
+    /// Every snapshot of a store lives equally long, so ids (creation order) are also expiry
+    /// order: only the oldest few need looking at, never the whole set. (A clock set backwards
+    /// can break that order; a cursor's own expiry is checked again when it is used.)
     fn expire_snapshots(&mut self, now: StoreTime) {
-        let before = self.snapshots.len();
-        self.snapshots.retain(|_, s| s.expires_at > now);
-        if self.snapshots.len() != before {
+        let mut expired = false;
+        while self
+            .snapshots
+            .first_key_value()
+            .is_some_and(|(_, s)| s.expires_at <= now)
+        {
+            self.snapshots.pop_first();
+            expired = true;
+        }
+        if expired {
             self.retrim_all();
         }
     }
@@ -371,7 +382,7 @@ impl MemoryLocationStore {
                     if state
                         .snapshots
                         .get(&id)
-                        .is_some_and(|s| s.prefix == request.prefix) =>
+                        .is_some_and(|s| s.prefix == request.prefix && s.expires_at > now) =>
                 {
                     (id, Some(after))
                 }
