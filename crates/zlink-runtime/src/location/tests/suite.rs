@@ -1593,9 +1593,12 @@ pub(super) async fn lost_write_reply_is_reconstructed_from_the_store(h: &Harness
 }
 
 /// Concurrent operations of one host share batches: 50 concurrent Reserve+Commit pairs take
-/// far fewer than 100 writes.
+/// far fewer than 100 writes. Each write stays in flight for 20 ms, so the operations submitted
+/// meanwhile queue behind it whatever the scheduling (on a fast store they might all run one
+/// by one, which is allowed, and would prove nothing).
 pub(super) async fn concurrent_operations_coalesce_into_shared_batches(h: &Harness) {
     let counting = TestStore::new(h.store.clone());
+    counting.set_in_flight(Some(Duration::from_millis(20)));
     let rt = h
         .runtime_with(counting.clone(), LocationOptions::default(), None)
         .await;

@@ -331,6 +331,7 @@ pub(crate) struct TestStore {
     mode: AtomicU8,
     writes: AtomicU64,
     latency: Mutex<Option<(ManualMonotonic, Duration)>>,
+    in_flight: Mutex<Option<Duration>>,
 }
 
 impl TestStore {
@@ -340,6 +341,7 @@ impl TestStore {
             mode: AtomicU8::new(Mode::Normal as u8),
             writes: AtomicU64::new(0),
             latency: Mutex::new(None),
+            in_flight: Mutex::new(None),
         })
     }
 
@@ -358,6 +360,12 @@ impl TestStore {
     /// Every write takes `delay` on `clock` (the monotonic clock moves while it is in flight).
     pub(crate) fn set_latency(&self, latency: Option<(ManualMonotonic, Duration)>) {
         *self.latency.lock() = latency;
+    }
+
+    /// Every write stays in flight for `delay` of real time before reaching the inner store
+    /// (so operations submitted meanwhile queue up behind it).
+    pub(crate) fn set_in_flight(&self, delay: Option<Duration>) {
+        *self.in_flight.lock() = delay;
     }
 
     pub(crate) fn writes(&self) -> u64 {
@@ -385,6 +393,10 @@ impl LocationStore for TestStore {
         let latency = self.latency.lock().clone();
         if let Some((clock, d)) = latency {
             clock.advance(d);
+        }
+        let in_flight = *self.in_flight.lock();
+        if let Some(d) = in_flight {
+            tokio::time::sleep(d).await;
         }
         let result = self.inner.write(request).await;
         if self.mode() == Mode::LoseReplies {
