@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use fred::prelude::*;
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_runtime::location::{
     AuthorityHandle, CapacityLimits, LocationRuntime, MeshName, NodeKey, ObjectId, ObjectKind,
@@ -89,7 +88,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     rt.block_on(async {
         let prefix = format!("zlbench-authority-{}", uuid::Uuid::new_v4().simple());
         let result = bench(&args, &prefix).await;
-        purge(&args.url, &prefix).await;
+        // Best effort: a failed purge leaves keys under a unique prefix, never a wrong result.
+        let _ = super::purge_prefix(&args.url, &prefix).await;
         result
     })
 }
@@ -380,57 +380,4 @@ impl Pool {
     fn take(&self, i: usize) -> Option<(AuthorityHandle, TargetReservation)> {
         self.slots.get(i)?.lock().ok()?.take()
     }
-}
-
-/// Deletes every key the run wrote (everything under its prefix).
-async fn purge(url: &str, prefix: &str) {
-    let Ok(config) = Config::from_url(url) else {
-        return;
-    };
-    let Ok(client) = Builder::from_config(config).build() else {
-        return;
-    };
-    if client.init().await.is_err() {
-        return;
-    }
-    let pattern = format!("{prefix}:*");
-    let mut cursor = "0".to_string();
-    loop {
-        let args: Vec<Value> = vec![
-            cursor.as_str().into(),
-            "MATCH".into(),
-            pattern.as_str().into(),
-            "COUNT".into(),
-            1000.into(),
-        ];
-        let Ok(reply) = client
-            .custom::<Value, Value>(
-                fred::types::CustomCommand::new_static("SCAN", None, false),
-                args,
-            )
-            .await
-        else {
-            break;
-        };
-        let parts = reply.into_array();
-        let Some(next) = parts.first().and_then(|v| v.as_string()) else {
-            break;
-        };
-        let keys: Vec<String> = parts
-            .get(1)
-            .cloned()
-            .map(|v| v.into_array())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|k| k.as_string())
-            .collect();
-        if !keys.is_empty() {
-            let _: Result<i64, _> = client.del(keys).await;
-        }
-        if next == "0" {
-            break;
-        }
-        cursor = next;
-    }
-    let _ = client.quit().await;
 }

@@ -1,6 +1,8 @@
 //! `cargo xtask bench <name>`: benchmarks that print their figure beside a baseline measured in
 //! the same run, as a ratio.
 
+use fred::interfaces::ClientLike;
+
 mod authority;
 mod redis_location;
 mod relocation_store;
@@ -44,4 +46,51 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "authority" => authority::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),
     }
+}
+
+/// Deletes every key under `{prefix}:` on the Redis at `url` (what a benchmark run wrote);
+/// returns how many keys went.
+pub(crate) async fn purge_prefix(url: &str, prefix: &str) -> Result<usize, String> {
+    let config = fred::types::config::Config::from_url(url).map_err(|e| e.to_string())?;
+    let client = fred::types::Builder::from_config(config)
+        .build()
+        .map_err(|e| e.to_string())?;
+    client.init().await.map_err(|e| e.to_string())?;
+    let mut cursor = "0".to_owned();
+    let mut deleted = 0;
+    let pattern = format!("{prefix}:*");
+    loop {
+        let reply: Vec<fred::types::Value> = client
+            .custom(
+                fred::types::CustomCommand::new_static("SCAN", None, false),
+                vec![
+                    fred::types::Value::from(cursor.as_str()),
+                    "MATCH".into(),
+                    pattern.as_str().into(),
+                    "COUNT".into(),
+                    5000.into(),
+                ],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let [next, keys] =
+            <[fred::types::Value; 2]>::try_from(reply).map_err(|_| "SCAN: bad reply")?;
+        cursor = next.as_string().ok_or("SCAN: bad cursor")?;
+        let keys = keys.into_array();
+        if !keys.is_empty() {
+            deleted += keys.len();
+            let _: fred::types::Value = client
+                .custom(
+                    fred::types::CustomCommand::new_static("UNLINK", None, false),
+                    keys,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        if cursor == "0" {
+            break;
+        }
+    }
+    let _ = client.quit().await;
+    Ok(deleted)
 }

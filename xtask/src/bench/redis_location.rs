@@ -591,51 +591,6 @@ async fn seed(store: &RedisLocationStore) -> Result<Fixture, String> {
     })
 }
 
-/// Deletes every key under `prefix:` (the provider's and the raw benchmark's).
-async fn cleanup(url: &str, prefix: &str) -> Result<usize, String> {
-    let config = Config::from_url(url).map_err(|e| e.to_string())?;
-    let client = Builder::from_config(config)
-        .build()
-        .map_err(|e| e.to_string())?;
-    client.init().await.map_err(|e| e.to_string())?;
-    let mut cursor = "0".to_owned();
-    let mut deleted = 0;
-    let pattern = format!("{prefix}:*");
-    loop {
-        let reply: Vec<Value> = client
-            .custom(
-                fred::types::CustomCommand::new_static("SCAN", None, false),
-                vec![
-                    Value::from(cursor.as_str()),
-                    "MATCH".into(),
-                    pattern.as_str().into(),
-                    "COUNT".into(),
-                    5000.into(),
-                ],
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        let [next, keys] = <[Value; 2]>::try_from(reply).map_err(|_| "SCAN: bad reply")?;
-        cursor = next.as_string().ok_or("SCAN: bad cursor")?;
-        let keys = keys.into_array();
-        if !keys.is_empty() {
-            deleted += keys.len();
-            let _: Value = client
-                .custom(
-                    fred::types::CustomCommand::new_static("UNLINK", None, false),
-                    keys,
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        if cursor == "0" {
-            break;
-        }
-    }
-    let _ = client.quit().await;
-    Ok(deleted)
-}
-
 async fn bench(url: &str, run_for: Duration) -> Result<(), String> {
     let ep = Endpoint::parse(url)?;
     let prefix = format!(
@@ -652,7 +607,7 @@ async fn bench(url: &str, run_for: Duration) -> Result<(), String> {
     let fx = Arc::new(seed(&store).await?);
     let result = run_all(&ep, url, &fx, &prefix, run_for).await;
     store.close().await;
-    let deleted = cleanup(url, &prefix).await?;
+    let deleted = super::purge_prefix(url, &prefix).await?;
     println!("deleted {deleted} benchmark key(s) under `{prefix}`");
     result
 }
