@@ -21,9 +21,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_runtime::location::testing::{
+    self, AuthorityHandle, Outcome, ReserveRequest, TargetNode, TargetReservation,
+};
 use zlink_runtime::location::{
-    AuthorityHandle, CapacityLimits, LocationRuntime, MeshName, NodeKey, ObjectId, ObjectKind,
-    Outcome, ReserveRequest, RoutingId, StableType, TargetNode, TargetReservation,
+    CapacityLimits, LocationRuntime, MeshName, NodeKey, ObjectId, ObjectKind, RoutingId, StableType,
 };
 use zlink_store_spi::{
     Condition, DynLocationStore, LocationStore, Mutation, StoreKey, WriteRequest,
@@ -185,8 +187,7 @@ async fn reserve_commit(
     target: &TargetNode,
     id: ObjectId,
 ) -> Result<AuthorityHandle, String> {
-    let reserved = rt
-        .authority()
+    let reserved = testing::authority(rt)
         .reserve(ReserveRequest {
             kind: ObjectKind::Actor,
             id,
@@ -199,7 +200,7 @@ async fn reserve_commit(
         .map_err(|e| e.to_string())?
         .applied()
         .ok_or("reserve conflicted")?;
-    rt.authority()
+    testing::authority(rt)
         .commit(&reserved, None)
         .await
         .map_err(|e| e.to_string())?
@@ -289,8 +290,7 @@ async fn bench(args: &Args, prefix: &str) -> Result<(), String> {
             let (ra, pa, ptb, pool) = (ra.clone(), pa.clone(), ptb.clone(), pool.clone());
             async move {
                 let h = reserve_commit(&ra, &pa, object(&format!("no{c}"), i)?).await?;
-                let res = ra
-                    .authority()
+                let res = testing::authority(&ra)
                     .secure_target(&h, (*ptb).clone(), None)
                     .await
                     .map_err(|e| e.to_string())?
@@ -306,7 +306,7 @@ async fn bench(args: &Args, prefix: &str) -> Result<(), String> {
             let (rb, pool) = (rb.clone(), pool.clone());
             async move {
                 let (h, res) = pool.take(i).ok_or("missing prepared object")?;
-                match rb.authority().new_owner(&h, &res).await {
+                match testing::authority(&rb).new_owner(&h, &res).await {
                     Ok(Outcome::Applied(_)) => Ok(()),
                     Ok(Outcome::Conflict(c)) => Err(format!("new owner conflicted: {c:?}")),
                     Err(e) => Err(e.to_string()),

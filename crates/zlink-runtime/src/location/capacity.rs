@@ -23,11 +23,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use zlink_codec::records::{AllocationCapacity, SpotTypeSlots as RecordSpotTypeSlots};
 
-use super::error::LocationError;
-use super::identity::{ObjectKind, StableType};
+pub use zlink_codec::records::MAX_SLOTS;
 
-/// The largest slot count or limit, `2^31 - 1`.
-pub const MAX_SLOTS: u32 = i32::MAX as u32;
+use super::error::{InvalidOperation, LocationError, RecordName, SlotKind};
+use super::identity::{ObjectKind, StableType};
 
 /// The (Spot kind, stable type) slots of a bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -42,14 +41,8 @@ pub struct SpotTypeSlots {
 
 /// The capacity one creation or relocation secures at once, as one typed bundle (spec 21 §3.3):
 /// an Actor is 1 actor slot; a User/Instance Spot is 1 spot slot plus 1 slot of its kind and
-/// stable type; a User Spot relocation adds one actor slot per member.
-///
-/// ```
-/// use zlink_runtime::location::CapacityBundle;
-/// assert!(CapacityBundle::new(0, 0, None).is_err()); // no positive slot
-/// assert!(CapacityBundle::new((1u32 << 31) - 1, 0, None).is_ok());
-/// assert!(CapacityBundle::new(1u32 << 31, 0, None).is_err());
-/// ```
+/// stable type; a User Spot relocation adds one actor slot per member. A bundle has at least
+/// one positive slot and every count is in `0..=2^31-1` (`capacity::tests`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CapacityBundle {
     actors: u32,
@@ -65,29 +58,26 @@ impl CapacityBundle {
         spots: u32,
         spot_type: Option<SpotTypeSlots>,
     ) -> Result<Self, LocationError> {
-        let range = |what: &str, v: u32| {
-            if v > MAX_SLOTS {
-                Err(LocationError::InvalidOperation(format!(
-                    "{what} slots {v} above {MAX_SLOTS}"
-                )))
+        let range = |kind: SlotKind, value: u32| {
+            if value > MAX_SLOTS {
+                Err(LocationError::from(InvalidOperation::SlotsOutOfRange {
+                    kind,
+                    value,
+                }))
             } else {
                 Ok(())
             }
         };
-        range("actor", actors)?;
-        range("spot", spots)?;
+        range(SlotKind::Actor, actors)?;
+        range(SlotKind::Spot, spots)?;
         if let Some(t) = &spot_type {
-            range("spot type", t.count)?;
+            range(SlotKind::SpotType, t.count)?;
             if !t.kind.is_spot() || t.count == 0 {
-                return Err(LocationError::InvalidOperation(
-                    "a spot-type slot needs a Spot kind and a positive count".into(),
-                ));
+                return Err(InvalidOperation::InvalidSpotTypeSlot.into());
             }
         }
         if actors == 0 && spots == 0 && spot_type.is_none() {
-            return Err(LocationError::InvalidOperation(
-                "a capacity bundle needs at least one positive slot".into(),
-            ));
+            return Err(InvalidOperation::EmptyBundle.into());
         }
         Ok(CapacityBundle {
             actors,
@@ -284,9 +274,7 @@ impl NodeUsage {
 }
 
 fn corrupt() -> LocationError {
-    LocationError::CorruptRecord {
-        what: "node capacity",
-    }
+    LocationError::corrupt(RecordName::NodeCapacity)
 }
 
 /// A node's allocation row: per category, the slots secured on the node (in use + reserved).

@@ -28,7 +28,7 @@ use zlink_store_spi::{
 };
 
 use super::admission::{AdmissionGate, AdmissionOp};
-use super::error::LocationError;
+use super::error::{InvalidOperation, LocationError, RecordName, put_version};
 use super::generation::OwnerLeaseGeneration;
 use super::identity::HostRun;
 use super::keys;
@@ -64,7 +64,7 @@ impl PublishableDescriptor for MeshNodeDescriptor {
         DescriptorRecord::<Self>::decode(bytes)
     }
     fn change_key(&self) -> Result<StoreKey, LocationError> {
-        keys::mesh_change(&self.mesh_name)
+        Ok(keys::PrivateKey::MeshChange(&self.mesh_name).store_key()?)
     }
 }
 
@@ -76,7 +76,7 @@ impl PublishableDescriptor for ClientServerDescriptor {
         DescriptorRecord::<Self>::decode(bytes)
     }
     fn change_key(&self) -> Result<StoreKey, LocationError> {
-        keys::channel_change("client-server-change", &self.channel_name)
+        Ok(keys::PrivateKey::ClientServerChange(&self.channel_name).store_key()?)
     }
 }
 
@@ -88,7 +88,7 @@ impl PublishableDescriptor for FanoutPublisherDescriptor {
         DescriptorRecord::<Self>::decode(bytes)
     }
     fn change_key(&self) -> Result<StoreKey, LocationError> {
-        keys::channel_change("fanout-publisher-change", &self.channel_name)
+        Ok(keys::PrivateKey::FanoutPublisherChange(&self.channel_name).store_key()?)
     }
 }
 
@@ -273,24 +273,17 @@ impl<D: PublishableDescriptor> DescriptorPublisher<D> {
                                 });
                             let seen = LeaseSeen::from_read(&read);
                             if holder.is_some_and(|h| seen.held_by(&h)) {
-                                return Err(LocationError::InvalidOperation(
-                                    "the descriptor key is held by another live host".into(),
-                                ));
+                                return Err(InvalidOperation::DescriptorHeldByLiveHost.into());
                             }
                             if seen.version.is_some() {
                                 // The row exists for another generation of that owner: it is
                                 // still someone's lease; do not take over.
-                                return Err(LocationError::InvalidOperation(
-                                    "the descriptor key is held by another live host".into(),
-                                ));
+                                return Err(InvalidOperation::DescriptorHeldByLiveHost.into());
                             }
                             conditions.push(Condition::Missing(other));
                         }
                         Err(e) => {
-                            return Err(LocationError::Decode {
-                                what: "descriptor",
-                                source: e,
-                            });
+                            return Err(LocationError::decode(RecordName::Descriptor)(e));
                         }
                     }
                 }
@@ -311,13 +304,7 @@ impl<D: PublishableDescriptor> DescriptorPublisher<D> {
             )?;
             match self.store.write(&request).await? {
                 WriteResult::Applied { put_versions, .. } => {
-                    let version =
-                        put_versions
-                            .into_iter()
-                            .next()
-                            .ok_or(LocationError::CorruptRecord {
-                                what: "write result",
-                            })?;
+                    let version = put_version(&put_versions, 0)?;
                     return Ok(PublishOutcome::Published { revision, version });
                 }
                 WriteResult::Conflict { .. } => {
@@ -378,9 +365,7 @@ pub(crate) async fn change_row(
         ReadResult::Missing { .. } => Ok((Condition::Missing(key.clone()), 1)),
         ReadResult::Found { bytes, version, .. } => {
             let n = zlink_codec::counter::parse(&bytes)
-                .map_err(|_| LocationError::CorruptRecord {
-                    what: "descriptor change number",
-                })?
+                .map_err(|_| LocationError::corrupt(RecordName::ChangeNumber))?
                 .get();
             // The number only identifies a change; it wraps to 1 rather than stop publishing.
             let next = if n >= zlink_codec::counter::MAX_ISSUED {

@@ -174,7 +174,7 @@ impl Discovery {
             clock,
             grace,
             prefix: keys::mesh_node_prefix(mesh)?,
-            change_key: keys::mesh_change(mesh)?,
+            change_key: keys::PrivateKey::MeshChange(mesh).store_key()?,
             page_limit: PageLimit::LARGEST,
             kept: Mutex::new(Kept::default()),
         })
@@ -262,7 +262,7 @@ impl Discovery {
             out.push(Candidate {
                 lease_valid: true,
                 serving: d.state == HostState::Serving,
-                weight: u32::from(d.placement_weight),
+                weight: d.placement_weight,
                 usage,
                 target,
             });

@@ -1,10 +1,177 @@
-//! The location runtime's error type.
+//! The location runtime's error type, one level above the vocabulary it names (identities,
+//! generation kinds, admission and configuration refusals); nothing below this module returns
+//! it.
 
-use zlink_store_spi::{ArgumentError, StoreError};
+use zlink_store_spi::{ArgumentError, StoreError, StoreVersion};
 
 use super::admission::AdmissionRefused;
 use super::generation::GenerationKind;
+use super::identity::{ObjectKind, StableType};
 use super::options::ConfigError;
+
+/// What kind of error a [`LocationError`] is, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Invalid configuration, found at startup before any Store request.
+    Configuration,
+    /// The admission gate refused new work (spec 21 §5).
+    AdmissionRefused,
+    /// A generation counter is exhausted (spec 21 §3.2).
+    GenerationExhausted,
+    /// No capacity for the bundle (spec 21 §3.3).
+    CapacityExceeded,
+    /// An invalid combination of inputs, detected before any Store request.
+    InvalidOperation,
+    /// A stored record could not be read as its format says.
+    CorruptRecord,
+    /// The Store answered something its contract forbids.
+    StoreContractViolation,
+    /// A value to store is outside the Store's bounds.
+    OutOfBounds,
+    /// The descriptor publisher's Revision is exhausted.
+    RevisionExhausted,
+    /// This host's owner lease is gone.
+    LeaseLost,
+    /// Conditional batches kept conflicting past the retry budget.
+    Contended,
+    /// The runtime has stopped.
+    Stopped,
+    /// A Store request failed.
+    Store,
+}
+
+/// Which stored row a [`LocationError::CorruptRecord`] or [`LocationError::Decode`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecordName {
+    /// An authority record (spec 21 §3.3).
+    Authority,
+    /// An owner-lease record (spec 21 §3.1).
+    OwnerLease,
+    /// A MeshNode, ClientServer or fanout descriptor.
+    Descriptor,
+    /// A generation counter row (spec 22 §8).
+    GenerationCounter,
+    /// A descriptor change-number row (runtime-private).
+    ChangeNumber,
+    /// A node's allocation row (runtime-private).
+    NodeCapacity,
+    /// A relocation target capacity reservation row (runtime-private).
+    CapacityReservation,
+    /// A lookup index row (runtime-private).
+    LocationIndex,
+}
+
+impl std::fmt::Display for RecordName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RecordName::Authority => "authority",
+            RecordName::OwnerLease => "owner lease",
+            RecordName::Descriptor => "descriptor",
+            RecordName::GenerationCounter => "generation counter",
+            RecordName::ChangeNumber => "descriptor change number",
+            RecordName::NodeCapacity => "node capacity",
+            RecordName::CapacityReservation => "capacity reservation",
+            RecordName::LocationIndex => "location index",
+        })
+    }
+}
+
+/// Something the Store answered that its contract (spec 22 §3) forbids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ContractViolation {
+    /// An applied write returned fewer versions than it had `Put` mutations.
+    MissingPutVersion,
+}
+
+impl std::fmt::Display for ContractViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ContractViolation::MissingPutVersion => {
+                "an applied write returned fewer versions than it had puts"
+            }
+        })
+    }
+}
+
+/// Which slot count of a capacity bundle is out of range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SlotKind {
+    /// Actor slots.
+    Actor,
+    /// Spot slots.
+    Spot,
+    /// Slots of one Spot kind and stable type.
+    SpotType,
+}
+
+/// Why an operation was refused before any Store request: the inputs do not make sense
+/// together.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidOperation {
+    /// The target node does not offer this kind and stable type.
+    #[error("the target does not offer {kind} {stable_type}")]
+    TargetDoesNotOffer {
+        /// The object kind.
+        kind: ObjectKind,
+        /// The stable type.
+        stable_type: StableType,
+    },
+    /// A relocation target is the object's current owner.
+    #[error("the relocation target is the current owner")]
+    TargetIsCurrentOwner,
+    /// The target host run is another lease generation of this very host.
+    #[error("the target host run is a different generation of this host")]
+    TargetIsAnotherRunOfThisHost,
+    /// A ReservationId of 0 (spec 21 §8.1: non-zero).
+    #[error("a ReservationId is non-zero")]
+    ZeroReservationId,
+    /// NewOwner is run by the reservation's target host run only.
+    #[error("NewOwner is run by the reservation's target host run")]
+    NotTheReservationTarget,
+    /// The reservation was made for another object, kind or capacity.
+    #[error("the reservation was made for another object or capacity")]
+    ReservationForAnotherObject,
+    /// A lifecycle generation outside `1..=2^63-1`.
+    #[error("lifecycle generation {0} outside 1..=2^63-1")]
+    LifecycleGenerationOutOfRange(u64),
+    /// A slot count above `2^31-1`.
+    #[error("{kind:?} slots {value} above 2^31-1")]
+    SlotsOutOfRange {
+        /// Which count.
+        kind: SlotKind,
+        /// The value given.
+        value: u32,
+    },
+    /// A spot-type slot needs a Spot kind and a positive count.
+    #[error("a spot-type slot needs a Spot kind and a positive count")]
+    InvalidSpotTypeSlot,
+    /// A capacity bundle needs at least one positive slot (spec 21 §3.3).
+    #[error("a capacity bundle needs at least one positive slot")]
+    EmptyBundle,
+    /// The descriptor key is held by another live host.
+    #[error("the descriptor key is held by another live host")]
+    DescriptorHeldByLiveHost,
+    /// The recovery sweep was asked to sweep this host's own run (use the self-sweep).
+    #[error("the recovery sweep reclaims another run's rows, not this host's own")]
+    RecoveryOfOwnRun,
+    /// A record to write is outside the record bounds (spec 21 §3.4).
+    #[error("record out of bounds: {0}")]
+    RecordOutOfBounds(#[source] zlink_codec::CodecError),
+    /// A runtime-private row could not be encoded (nothing is written in its place).
+    #[error("the {record} row could not be encoded")]
+    RowEncoding {
+        /// Which row.
+        record: RecordName,
+    },
+    /// The runtime was started outside a tokio runtime.
+    #[error("the location runtime needs a tokio runtime")]
+    NoTokioRuntime,
+}
 
 /// What can go wrong in the location runtime. Normal outcomes (`Conflict`, `Stale`, `Missing`)
 /// are result variants of the operations, never errors.
@@ -29,26 +196,29 @@ pub enum LocationError {
     CapacityExceeded,
     /// An invalid combination of inputs, detected before any Store request.
     #[error("invalid operation: {0}")]
-    InvalidOperation(String),
-    /// A stored record could not be decoded (an unknown `recordVersion` included); the
-    /// runtime never guesses how to read it.
-    #[error("stored {what} record is malformed or of an unknown version")]
+    InvalidOperation(#[from] InvalidOperation),
+    /// A stored row could not be read as its format says; the runtime never guesses how to
+    /// read it.
+    #[error("stored {record} record is malformed or of an unknown version")]
     CorruptRecord {
-        /// Which record.
-        what: &'static str,
+        /// Which row.
+        record: RecordName,
     },
     /// A stored record was rejected by the codec (an unknown `recordVersion`, a malformed or
     /// out-of-bounds value); the runtime never guesses how to read it.
-    #[error("stored {what} record rejected: {source}")]
+    #[error("stored {record} record rejected: {source}")]
     Decode {
         /// Which record.
-        what: &'static str,
+        record: RecordName,
         /// The codec's reason.
         #[source]
         source: zlink_codec::CodecError,
     },
-    /// A record could not be built within the Store's bounds.
-    #[error("record out of bounds: {0}")]
+    /// The Store answered something its contract forbids.
+    #[error("the location store broke its contract: {0}")]
+    StoreContract(ContractViolation),
+    /// A request could not be built within the Store's bounds.
+    #[error("out of the store's bounds: {0}")]
     Argument(#[from] ArgumentError),
     /// The descriptor publisher is in the Error state (its Revision would pass `2^63-1`) and
     /// publishes nothing more.
@@ -67,4 +237,80 @@ pub enum LocationError {
     /// A Store request failed; if it had started, whether it committed is unknown.
     #[error("location store: {0}")]
     Store(#[from] StoreError),
+}
+
+impl LocationError {
+    /// The kind of error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LocationError::Config(_) => ErrorKind::Configuration,
+            LocationError::Admission(_) => ErrorKind::AdmissionRefused,
+            LocationError::GenerationExhausted { .. } => ErrorKind::GenerationExhausted,
+            LocationError::CapacityExceeded => ErrorKind::CapacityExceeded,
+            LocationError::InvalidOperation(_) => ErrorKind::InvalidOperation,
+            LocationError::CorruptRecord { .. } | LocationError::Decode { .. } => {
+                ErrorKind::CorruptRecord
+            }
+            LocationError::StoreContract(_) => ErrorKind::StoreContractViolation,
+            LocationError::Argument(_) => ErrorKind::OutOfBounds,
+            LocationError::RevisionExhausted => ErrorKind::RevisionExhausted,
+            LocationError::LeaseLost => ErrorKind::LeaseLost,
+            LocationError::Contended => ErrorKind::Contended,
+            LocationError::Stopped => ErrorKind::Stopped,
+            LocationError::Store(_) => ErrorKind::Store,
+        }
+    }
+
+    pub(crate) fn corrupt(record: RecordName) -> Self {
+        LocationError::CorruptRecord { record }
+    }
+
+    pub(crate) fn decode(record: RecordName) -> impl FnOnce(zlink_codec::CodecError) -> Self {
+        move |source| LocationError::Decode { record, source }
+    }
+}
+
+/// The version the Store returned for the `index`-th `Put` of an applied write; a missing one
+/// breaks the Store contract (one version per put, in order).
+pub(crate) fn put_version(
+    versions: &[StoreVersion],
+    index: usize,
+) -> Result<StoreVersion, LocationError> {
+    versions
+        .get(index)
+        .cloned()
+        .ok_or(LocationError::StoreContract(
+            ContractViolation::MissingPutVersion,
+        ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_a_kind_and_no_backend_text() {
+        let cases = [
+            (LocationError::CapacityExceeded, ErrorKind::CapacityExceeded),
+            (
+                LocationError::InvalidOperation(InvalidOperation::ZeroReservationId),
+                ErrorKind::InvalidOperation,
+            ),
+            (
+                LocationError::corrupt(RecordName::NodeCapacity),
+                ErrorKind::CorruptRecord,
+            ),
+            (
+                LocationError::StoreContract(ContractViolation::MissingPutVersion),
+                ErrorKind::StoreContractViolation,
+            ),
+            (LocationError::LeaseLost, ErrorKind::LeaseLost),
+            (LocationError::Stopped, ErrorKind::Stopped),
+            (LocationError::Store(StoreError::TimedOut), ErrorKind::Store),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(error.kind(), kind, "{error}");
+            assert!(!error.to_string().is_empty());
+        }
+    }
 }

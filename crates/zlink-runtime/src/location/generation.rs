@@ -13,17 +13,8 @@
 use std::fmt;
 
 use zlink_codec::Generation;
-use zlink_codec::counter;
-use zlink_store_spi::{Condition, Mutation, ReadResult, StoreKey, StoreVersion};
-
-use super::error::LocationError;
-use super::keys;
-
-/// The stored sentinel that marks an exhausted counter, `2^63 - 1`.
-pub const COUNTER_EXHAUSTED: u64 = counter::EXHAUSTED;
-
-/// The largest value ever issued, `2^63 - 2`.
-pub const MAX_ISSUED: u64 = counter::MAX_ISSUED;
+use zlink_codec::counter::{self, MAX_ISSUED};
+use zlink_store_spi::StoreKey;
 
 /// Which generation a counter issues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,7 +31,8 @@ pub enum GenerationKind {
 impl GenerationKind {
     /// The logical counter key (spec 22 §8).
     pub fn counter_key(self) -> StoreKey {
-        keys::counter_key(self.counter())
+        // A short ASCII literal: always a valid key (`counter_literals_are_valid_store_keys`).
+        StoreKey::new(self.counter().logical_key()).unwrap_or_else(|_| unreachable!())
     }
 
     /// The codec's name for this counter.
@@ -73,6 +65,9 @@ macro_rules! generation {
             /// The counter this generation comes from.
             pub const KIND: GenerationKind = $kind;
 
+            /// The first value ever issued, 1.
+            pub const MIN: Self = Self(1);
+
             /// A value in the issued range `1..=2^63-2`, else `None`.
             pub fn new(value: u64) -> Option<Self> {
                 (1..=MAX_ISSUED).contains(&value).then_some(Self(value))
@@ -89,9 +84,9 @@ macro_rules! generation {
                 Generation::new(self.0).unwrap_or(Generation::MAX)
             }
 
-            /// From a record field; a value outside the issued range is a corrupt record.
-            pub(crate) fn from_codec(g: Generation, what: &'static str) -> Result<Self, LocationError> {
-                Self::new(g.get()).ok_or(LocationError::CorruptRecord { what })
+            /// From a record field; `None` outside the issued range (a corrupt record).
+            pub(crate) fn from_codec(g: Generation) -> Option<Self> {
+                Self::new(g.get())
             }
         }
 
@@ -121,66 +116,6 @@ generation!(
     GenerationKind::AuthorityOwner
 );
 
-/// One counter row as read: the next value to issue and the row's version (`None` if absent).
-/// Parsing and issuance follow the codec crate's canonical counter rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CounterRow {
-    pub(crate) kind: GenerationKind,
-    pub(crate) next: u64,
-    pub(crate) version: Option<StoreVersion>,
-}
-
-impl CounterRow {
-    /// From an exact read of the counter key.
-    pub(crate) fn from_read(
-        kind: GenerationKind,
-        read: &ReadResult,
-    ) -> Result<Self, LocationError> {
-        match read {
-            ReadResult::Missing { .. } => Ok(CounterRow {
-                kind,
-                next: counter::CounterValue::INITIAL.get(),
-                version: None,
-            }),
-            ReadResult::Found { bytes, version, .. } => {
-                let next = counter::parse(bytes)
-                    .map_err(|_| LocationError::CorruptRecord {
-                        what: "generation counter",
-                    })?
-                    .get();
-                Ok(CounterRow {
-                    kind,
-                    next,
-                    version: Some(version.clone()),
-                })
-            }
-        }
-    }
-
-    /// Issues a block of `n >= 1` values: the first one, and the row's new stored value.
-    /// `GenerationExhausted` if fewer than `n` remain; nothing is issued then.
-    pub(crate) fn issue(&self, n: u64) -> Result<(u64, u64), LocationError> {
-        let stored = self.next.to_string();
-        let issued = counter::issue_block(Some(stored.as_bytes()), n)
-            .map_err(|_| LocationError::GenerationExhausted { kind: self.kind })?;
-        Ok((issued.first().get(), issued.stored_next().get()))
-    }
-
-    /// The condition that the row is still as read.
-    pub(crate) fn condition(&self) -> Condition {
-        let key = self.kind.counter_key();
-        match &self.version {
-            Some(v) => Condition::Version(key, v.clone()),
-            None => Condition::Missing(key),
-        }
-    }
-
-    /// The mutation storing `new_next` (canonical decimal).
-    pub(crate) fn put(&self, new_next: u64) -> Mutation {
-        Mutation::put(self.kind.counter_key(), new_next.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,32 +128,19 @@ mod tests {
             ObjectGeneration::new(MAX_ISSUED).map(|g| g.get()),
             Some(MAX_ISSUED)
         );
-        assert!(ObjectGeneration::new(COUNTER_EXHAUSTED).is_none());
-        assert!(OwnerLeaseGeneration::new(COUNTER_EXHAUSTED).is_none());
-        assert!(AuthorityOwnerGeneration::new(COUNTER_EXHAUSTED).is_none());
+        assert!(ObjectGeneration::new(counter::EXHAUSTED).is_none());
+        assert!(OwnerLeaseGeneration::new(counter::EXHAUSTED).is_none());
+        assert!(AuthorityOwnerGeneration::new(counter::EXHAUSTED).is_none());
     }
 
     #[test]
-    fn issuing_stores_the_next_value_and_stops_at_the_sentinel() {
-        let row = |next| CounterRow {
-            kind: GenerationKind::Object,
-            next,
-            version: None,
-        };
-        assert_eq!(row(1).issue(1).ok(), Some((1, 2)));
-        assert_eq!(row(7).issue(3).ok(), Some((7, 10)));
-        // The last issuable value is 2^63-2, leaving the sentinel stored.
-        assert_eq!(
-            row(MAX_ISSUED).issue(1).ok(),
-            Some((MAX_ISSUED, COUNTER_EXHAUSTED))
-        );
-        assert!(matches!(
-            row(MAX_ISSUED).issue(2),
-            Err(LocationError::GenerationExhausted { .. })
-        ));
-        assert!(matches!(
-            row(COUNTER_EXHAUSTED).issue(1),
-            Err(LocationError::GenerationExhausted { .. })
-        ));
+    fn counter_literals_are_valid_store_keys() {
+        for kind in [
+            GenerationKind::OwnerLease,
+            GenerationKind::Object,
+            GenerationKind::AuthorityOwner,
+        ] {
+            assert_eq!(kind.counter_key().as_str(), kind.counter().logical_key());
+        }
     }
 }

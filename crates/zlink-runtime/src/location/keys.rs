@@ -4,114 +4,153 @@
 //! `{prefix}:{zlink-location-v3}:opaque:{sha256hex(preimage)}` with the preimage kept as the
 //! member's `originalKey`, so scans by preimage prefix work on every provider.
 
-use zlink_store_spi::{ScanPrefix, StoreKey};
+use zlink_codec::{ChannelName, LogicalKey};
+use zlink_store_spi::{ArgumentError, ScanPrefix, StoreKey};
 
-use super::error::LocationError;
 use super::identity::{MeshName, NodeKey, ObjectId, ObjectKind, StableType};
-use zlink_codec::{Counter, LogicalKey};
 
-fn key(parts: &[&str]) -> Result<StoreKey, LocationError> {
-    // Every component is bounded to 255 bytes and carries no NUL, so the keys built here stay
-    // far below 1,024 bytes; the check is still made, never assumed.
-    Ok(StoreKey::new(parts.join("\0"))?)
+/// A runtime-private row: the rows the location runtime keeps beside the public records of
+/// the codec's [`LogicalKey`] (spec 21 §3.4). Every private key is built here and nowhere else,
+/// so two rows can never disagree on a layout. Components are `\0`-separated like the public
+/// preimages; each is at most 255 bytes without NUL, so every key stays below 1,024 bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PrivateKey<'a> {
+    /// `node-capacity\0{MeshName}\0{hex(RoutingId)}`: a node's allocation row.
+    NodeCapacity(&'a NodeKey),
+    /// `location-index\0{objectKind}\0{stableType}\0{Id}`: the lookup index row of an object,
+    /// written and removed in the same batch as its authority row.
+    LocationIndex {
+        /// The object kind.
+        kind: ObjectKind,
+        /// The stable type.
+        stable_type: &'a StableType,
+        /// The global id.
+        id: &'a ObjectId,
+    },
+    /// `capacity-reservation\0{32 lowercase hex digits}`: relocation target capacity secured
+    /// ahead of a NewOwner (spec 21 §8.1).
+    CapacityReservation(u128),
+    /// `mesh-change\0{MeshName}`: the descriptor change number of one mesh.
+    MeshChange(&'a MeshName),
+    /// `client-server-change\0{ChannelName}`.
+    ClientServerChange(&'a ChannelName),
+    /// `fanout-publisher-change\0{ChannelName}`.
+    FanoutPublisherChange(&'a ChannelName),
 }
 
-/// The logical counter key (spec 22 §8).
-pub(crate) fn counter_key(counter: Counter) -> StoreKey {
-    // A short ASCII literal: always a valid key.
-    StoreKey::new(counter.logical_key()).expect("counter literal is a valid store key")
+/// The families of private rows, for prefix scans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PrivateFamily {
+    /// Every node allocation row.
+    NodeCapacity,
+    /// Every relocation target capacity reservation.
+    CapacityReservation,
+}
+
+impl PrivateFamily {
+    fn tag(self) -> &'static str {
+        match self {
+            PrivateFamily::NodeCapacity => "node-capacity",
+            PrivateFamily::CapacityReservation => "capacity-reservation",
+        }
+    }
+
+    /// The scan prefix of the whole family (`{tag}\0`).
+    pub(crate) fn prefix(self) -> ScanPrefix {
+        ScanPrefix::new(format!("{}\0", self.tag())).unwrap_or_else(|_| unreachable!())
+    }
+}
+
+impl PrivateKey<'_> {
+    /// The opaque Store key.
+    pub(crate) fn store_key(&self) -> Result<StoreKey, ArgumentError> {
+        let joined = match self {
+            PrivateKey::NodeCapacity(node) => [
+                PrivateFamily::NodeCapacity.tag(),
+                node.mesh.as_str(),
+                &node.routing_id.to_hex(),
+            ]
+            .join("\0"),
+            PrivateKey::LocationIndex {
+                kind,
+                stable_type,
+                id,
+            } => [
+                "location-index",
+                kind.as_str(),
+                stable_type.as_str(),
+                id.as_str(),
+            ]
+            .join("\0"),
+            PrivateKey::CapacityReservation(id) => {
+                format!("{}\0{id:032x}", PrivateFamily::CapacityReservation.tag())
+            }
+            PrivateKey::MeshChange(mesh) => format!("mesh-change\0{}", mesh.as_str()),
+            PrivateKey::ClientServerChange(c) => format!("client-server-change\0{}", c.as_str()),
+            PrivateKey::FanoutPublisherChange(c) => {
+                format!("fanout-publisher-change\0{}", c.as_str())
+            }
+        };
+        // The bound is checked, never assumed.
+        StoreKey::new(joined)
+    }
 }
 
 /// A codec logical key as a Store key (the preimage itself, see the module docs).
-pub(crate) fn store_key(key: &LogicalKey) -> Result<StoreKey, LocationError> {
-    Ok(StoreKey::new(key.as_str())?)
+pub(crate) fn store_key(key: &LogicalKey) -> Result<StoreKey, ArgumentError> {
+    StoreKey::new(key.as_str())
 }
 
-/// Runtime-private: a node's allocation row, `node-capacity\0{MeshName}\0{hex(RoutingId)}`.
-pub(crate) fn node_capacity(node: &NodeKey) -> Result<StoreKey, LocationError> {
-    key(&[
-        "node-capacity",
-        node.mesh.as_str(),
-        &node.routing_id.to_hex(),
-    ])
-}
-
-/// The scan prefix of every node capacity row.
-#[cfg(test)]
-pub(crate) fn node_capacity_prefix() -> ScanPrefix {
-    ScanPrefix::new("node-capacity\0").expect("literal prefix is valid")
+/// Runtime-private: a node's allocation row.
+pub(crate) fn node_capacity(node: &NodeKey) -> Result<StoreKey, ArgumentError> {
+    PrivateKey::NodeCapacity(node).store_key()
 }
 
 /// The authority row of an object: `authority\0{actor|spot}\0{Id}`.
-pub(crate) fn authority(kind: ObjectKind, id: &ObjectId) -> Result<StoreKey, LocationError> {
+pub(crate) fn authority(kind: ObjectKind, id: &ObjectId) -> Result<StoreKey, ArgumentError> {
     store_key(&LogicalKey::authority(kind.authority_kind(), id))
 }
 
 /// The scan prefix of every authority row.
 pub(crate) fn authority_prefix() -> ScanPrefix {
-    ScanPrefix::new(zlink_codec::keys::prefix::authorities()).expect("literal prefix is valid")
+    ScanPrefix::new(zlink_codec::keys::prefix::authorities()).unwrap_or_else(|_| unreachable!())
 }
 
-/// Runtime-private: the lookup index row of an object,
-/// `location-index\0{objectKind}\0{stableType}\0{Id}` (listing by kind and stable type scans
-/// its prefix; it is written and removed in the same batch as the authority row).
+/// Runtime-private: the lookup index row of an object.
 pub(crate) fn location_index(
     kind: ObjectKind,
     stable_type: &StableType,
     id: &ObjectId,
-) -> Result<StoreKey, LocationError> {
-    key(&[
-        "location-index",
-        kind.as_str(),
-        stable_type.as_str(),
-        id.as_str(),
-    ])
+) -> Result<StoreKey, ArgumentError> {
+    PrivateKey::LocationIndex {
+        kind,
+        stable_type,
+        id,
+    }
+    .store_key()
 }
 
-/// Runtime-private: a relocation target capacity reservation,
-/// `capacity-reservation\0{32 lowercase hex digits of the ReservationId}`.
-pub(crate) fn capacity_reservation(reservation_id: u128) -> Result<StoreKey, LocationError> {
-    key(&["capacity-reservation", &format!("{reservation_id:032x}")])
-}
-
-/// The scan prefix of every relocation target capacity reservation.
-pub(crate) fn capacity_reservation_prefix() -> ScanPrefix {
-    ScanPrefix::new("capacity-reservation\0").expect("literal prefix is valid")
+/// Runtime-private: a relocation target capacity reservation.
+pub(crate) fn capacity_reservation(reservation_id: u128) -> Result<StoreKey, ArgumentError> {
+    PrivateKey::CapacityReservation(reservation_id).store_key()
 }
 
 /// The MeshNode descriptor row of a node.
 #[cfg(test)]
-pub(crate) fn mesh_node(node: &NodeKey) -> Result<StoreKey, LocationError> {
+pub(crate) fn mesh_node(node: &NodeKey) -> Result<StoreKey, ArgumentError> {
     store_key(&LogicalKey::mesh_node(&node.mesh, &node.routing_id))
 }
 
 /// The scan prefix of the MeshNode descriptors of one mesh: `mesh-node\0{MeshName}\0`.
-pub(crate) fn mesh_node_prefix(mesh: &MeshName) -> Result<ScanPrefix, LocationError> {
-    Ok(ScanPrefix::new(zlink_codec::keys::prefix::mesh_nodes_of(
-        mesh,
-    ))?)
-}
-
-/// Runtime-private: the descriptor change number of one mesh, `mesh-change\0{MeshName}`
-/// (bare canonical decimal, moved in the same batch as every descriptor publish or removal of
-/// that mesh; discovery compares it before and after a list read).
-pub(crate) fn mesh_change(mesh: &MeshName) -> Result<StoreKey, LocationError> {
-    key(&["mesh-change", mesh.as_str()])
-}
-
-/// Runtime-private: the change number of one channel's descriptors,
-/// `{client-server-change|fanout-publisher-change}\0{ChannelName}`.
-pub(crate) fn channel_change(
-    family: &str,
-    channel: &zlink_codec::ChannelName,
-) -> Result<StoreKey, LocationError> {
-    key(&[family, channel.as_str()])
+pub(crate) fn mesh_node_prefix(mesh: &MeshName) -> Result<ScanPrefix, ArgumentError> {
+    ScanPrefix::new(zlink_codec::keys::prefix::mesh_nodes_of(mesh))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::location::identity::RoutingId;
+    use zlink_codec::counter::Counter;
 
     #[test]
     fn preimage_keys_with_nul_are_valid_utf8_store_keys() {
@@ -145,15 +184,21 @@ mod tests {
     #[test]
     fn private_prefixes_never_cover_public_records_or_counters() {
         let mesh = MeshName::new("main").expect("mesh");
-        let change = mesh_change(&mesh).expect("key");
+        let change = PrivateKey::MeshChange(&mesh).store_key().expect("key");
         assert!(!mesh_node_prefix(&mesh).expect("p").matches(&change));
         for c in [
             Counter::OwnerLease,
             Counter::Object,
             Counter::AuthorityOwner,
         ] {
-            assert!(!authority_prefix().matches(&counter_key(c)));
-            assert!(!node_capacity_prefix().matches(&counter_key(c)));
+            let counter = StoreKey::new(c.logical_key()).expect("counter key");
+            assert!(!authority_prefix().matches(&counter));
+            assert!(!PrivateFamily::NodeCapacity.prefix().matches(&counter));
+            assert!(
+                !PrivateFamily::CapacityReservation
+                    .prefix()
+                    .matches(&counter)
+            );
         }
     }
 }

@@ -26,8 +26,9 @@ use zlink_store_spi::{
 };
 
 use super::admission::AdmissionGate;
-use super::error::LocationError;
-use super::generation::{CounterRow, GenerationKind, OwnerLeaseGeneration};
+use super::counters::CounterRow;
+use super::error::{InvalidOperation, LocationError, put_version};
+use super::generation::{GenerationKind, OwnerLeaseGeneration};
 use super::identity::{HostRun, OwnerId};
 use super::keys;
 
@@ -36,7 +37,7 @@ const ACQUIRE_ATTEMPTS: usize = 256;
 
 /// The lease row key of an owner.
 pub(crate) fn lease_key(owner: &OwnerId) -> Result<StoreKey, LocationError> {
-    keys::store_key(&LogicalKey::owner_lease(owner))
+    Ok(keys::store_key(&LogicalKey::owner_lease(owner))?)
 }
 
 /// What the runtime last saw of one owner lease row: who holds it and under which version.
@@ -225,9 +226,7 @@ impl OwnerLease {
                 lease_generation: generation.to_codec(),
             }
             .encode()
-            .map_err(|_| LocationError::CorruptRecord {
-                what: "owner lease",
-            })?;
+            .map_err(InvalidOperation::RecordOutOfBounds)?;
             let request = WriteRequest::new(
                 vec![Condition::Missing(self.key.clone()), counter.condition()],
                 vec![
@@ -240,13 +239,7 @@ impl OwnerLease {
                     put_versions,
                     store_now,
                 }) => {
-                    let version =
-                        put_versions
-                            .get(1)
-                            .cloned()
-                            .ok_or(LocationError::CorruptRecord {
-                                what: "write result",
-                            })?;
+                    let version = put_version(&put_versions, 1)?;
                     self.gate
                         .observe(&run, t0, store_now, store_now.plus(self.retention));
                     self.adopt(run.clone(), version, bytes);
@@ -323,13 +316,7 @@ impl OwnerLease {
                 put_versions,
                 store_now,
             }) => {
-                let version =
-                    put_versions
-                        .into_iter()
-                        .next()
-                        .ok_or(LocationError::CorruptRecord {
-                            what: "write result",
-                        })?;
+                let version = put_version(&put_versions, 0)?;
                 let deadline =
                     self.gate
                         .observe(&run, t0, store_now, store_now.plus(self.retention));
@@ -400,7 +387,7 @@ impl OwnerLease {
 /// The background renew loop: every renew interval, one renew bounded by the renew timeout;
 /// after `Lost`, a takeover under a new generation. Stops when dropped.
 #[derive(Debug)]
-pub struct RenewLoop {
+pub(crate) struct RenewLoop {
     task: tokio::task::JoinHandle<()>,
 }
 

@@ -65,49 +65,54 @@
 //! (slot counts and limits 0..=2^31-1), `placement::tests` (weights 0..=10000),
 //! `generation::tests` (issued range 1..=2^63-2), `keys::tests` (key length ≤ 1,024 bytes).
 
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod admission;
+// Items of the modules marked below are `pub` for the `testing` facade and crate-internal
+// otherwise; what the library itself does not call yet is called by the MeshNode and object
+// layers built on this module (and by the tests).
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod authority;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod capacity;
 mod clock;
+mod counters;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod descriptor;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod discovery;
 mod engine;
 mod error;
 mod generation;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod identity;
 mod keys;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod lease;
 mod options;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod placement;
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 mod runtime;
 
-pub use admission::{Admission, AdmissionGate, AdmissionOp, AdmissionRefused};
-pub use authority::{
-    AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, Outcome, ReserveRequest,
-    SweepReport, TargetReservation,
-};
-pub use capacity::{
-    CapacityBundle, CapacityLimits, CapacityRow, MAX_SLOTS, NodeUsage, SpotTypeSlots, Usage,
-};
+pub use admission::{Admission, AdmissionOp, AdmissionRefused};
+pub use authority::SweepReport;
+pub use capacity::{CapacityLimits, MAX_SLOTS};
 pub use clock::{ManualMonotonic, MonotonicClock, SystemMonotonic};
-pub use descriptor::{DescriptorPublisher, PublishOutcome, PublishableDescriptor};
-pub use discovery::{
-    DiscoveredNode, Discovery, DiscoveryStatus, DiscoveryView, PageStats, target_of,
+pub use error::{
+    ContractViolation, ErrorKind, InvalidOperation, LocationError, RecordName, SlotKind,
 };
-pub use error::LocationError;
 pub use generation::{
-    AuthorityOwnerGeneration, COUNTER_EXHAUSTED, GenerationKind, MAX_ISSUED, ObjectGeneration,
-    OwnerLeaseGeneration,
+    AuthorityOwnerGeneration, GenerationKind, ObjectGeneration, OwnerLeaseGeneration,
 };
 pub use identity::{
-    HostRun, MeshName, NodeKey, ObjectId, ObjectKind, OwnerId, RoutingId, StableType, new_owner_id,
+    HostRun, MeshName, NodeKey, ObjectId, ObjectKind, OwnerId, RoutingId, StableType,
 };
-pub use lease::{OwnerLease, RenewLoop, RenewOutcome};
 pub use options::{ConfigError, LocationOptions, ROUTE_CACHE_FOLLOW_GAP};
-pub use placement::{
-    Candidate, DEFAULT_WEIGHT, MAX_WEIGHT, PlacementRng, TargetNode, check_weight, choose,
-};
+pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 #[cfg(test)]
 mod tests;

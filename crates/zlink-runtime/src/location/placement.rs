@@ -14,14 +14,13 @@ use super::error::LocationError;
 use super::identity::{HostRun, NodeKey, ObjectKind, StableType};
 use super::options::ConfigError;
 
-/// The largest placement (or channel) weight.
-pub const MAX_WEIGHT: u32 = 10_000;
+pub use zlink_codec::records::MAX_WEIGHT;
 
 /// The default placement weight.
-pub const DEFAULT_WEIGHT: u32 = 100;
+pub const DEFAULT_WEIGHT: u16 = 100;
 
 /// Validates a weight from configuration or a runtime change: `0..=10000`.
-pub fn check_weight(option: &'static str, value: i64) -> Result<u32, ConfigError> {
+pub fn check_weight(option: &'static str, value: i64) -> Result<u16, ConfigError> {
     if !(0..=i64::from(MAX_WEIGHT)).contains(&value) {
         return Err(ConfigError::OutOfRange {
             option,
@@ -31,7 +30,7 @@ pub fn check_weight(option: &'static str, value: i64) -> Result<u32, ConfigError
         });
     }
     // In range above.
-    Ok(value as u32)
+    Ok(value as u16)
 }
 
 /// Everything the authority operations need to know about a target node.
@@ -59,7 +58,7 @@ pub struct Candidate {
     /// Whether its descriptor state is `serving`.
     pub serving: bool,
     /// Its node-wide placement weight (0..=10000).
-    pub weight: u32,
+    pub weight: u16,
     /// Its capacity row as read from the Location Store.
     pub usage: CapacityRow,
 }
@@ -164,7 +163,7 @@ mod tests {
         StableType::new("chat").expect("type")
     }
 
-    fn cand(rid: u8, weight: u32) -> Candidate {
+    fn cand(rid: u8, weight: u16) -> Candidate {
         Candidate {
             target: TargetNode {
                 node: NodeKey {

@@ -94,7 +94,7 @@ impl LocationRuntimeBuilder {
     /// Like [`start`](Self::start), but first checks every descriptor this host will publish
     /// (1 MiB, 1,024 list entries, every field bound): if one fails, startup fails before any
     /// Store request and nothing is published.
-    pub async fn start_checking<D: PublishableDescriptor>(
+    pub(crate) async fn start_checking<D: PublishableDescriptor>(
         self,
         descriptors: &[D],
     ) -> Result<LocationRuntime, LocationError> {
@@ -102,8 +102,7 @@ impl LocationRuntimeBuilder {
         // The OwnerId is not known yet; a UUID has the same length as the one start() issues.
         let probe = HostRun {
             owner_id: new_owner_id(),
-            lease_generation: super::generation::OwnerLeaseGeneration::new(1)
-                .ok_or(LocationError::Stopped)?,
+            lease_generation: super::generation::OwnerLeaseGeneration::MIN,
         };
         for d in descriptors {
             validate_descriptor(d, &probe)?;
@@ -142,13 +141,8 @@ impl LocationRuntime {
         &self.options
     }
 
-    /// The Location Store.
-    pub fn store(&self) -> &Arc<dyn DynLocationStore> {
-        &self.store
-    }
-
     /// The host-wide admission gate.
-    pub fn gate(&self) -> &Arc<AdmissionGate> {
+    pub(crate) fn gate(&self) -> &Arc<AdmissionGate> {
         &self.gate
     }
 
@@ -157,8 +151,8 @@ impl LocationRuntime {
         self.gate.admit(op)
     }
 
-    /// The owner lease.
-    pub fn lease(&self) -> &Arc<OwnerLease> {
+    /// The owner lease (never handed to applications: releasing it is the runtime's job).
+    pub(crate) fn lease(&self) -> &Arc<OwnerLease> {
         &self.lease
     }
 
@@ -172,14 +166,15 @@ impl LocationRuntime {
         self.lease.run()
     }
 
-    /// The authority operations.
-    pub fn authority(&self) -> &AuthorityClient {
+    /// The authority operations (crate-internal: applications never see records or
+    /// versions, spec 21 §2.1).
+    pub(crate) fn authority(&self) -> &AuthorityClient {
         &self.authority
     }
 
     /// A publisher for one descriptor of this host; the descriptor is checked against every
     /// bound now (nothing is published by this call).
-    pub fn descriptor_publisher<D: PublishableDescriptor>(
+    pub(crate) fn descriptor_publisher<D: PublishableDescriptor>(
         &self,
         descriptor: D,
     ) -> Result<DescriptorPublisher<D>, LocationError> {
@@ -194,7 +189,7 @@ impl LocationRuntime {
     }
 
     /// A discovery reader of one mesh.
-    pub fn discovery(&self, mesh: &MeshName) -> Result<Discovery, LocationError> {
+    pub(crate) fn discovery(&self, mesh: &MeshName) -> Result<Discovery, LocationError> {
         Discovery::new(
             self.store.clone(),
             self.clock.clone(),
@@ -203,13 +198,13 @@ impl LocationRuntime {
         )
     }
 
-    /// Host shutdown: sweeps this run's authority rows (spec 21 §11), then releases the
-    /// lease. Descriptors are withdrawn by their publishers, never by the sweep.
+    /// Host shutdown: the self-sweep of this run's authority rows and relocation
+    /// reservations (spec 21 §11, through the admission gate and under this run's lease),
+    /// then the lease is released. Descriptors are withdrawn by their publishers, never by
+    /// the sweep. Past the admission deadline nothing is swept (the error says why) and the
+    /// rows are left to a recovery sweep by another host.
     pub async fn shutdown(self) -> Result<SweepReport, LocationError> {
-        let report = match self.lease.run() {
-            Some(run) => self.authority.remove_all_by_owner(&run).await?,
-            None => SweepReport::default(),
-        };
+        let report = self.authority.self_sweep().await?;
         self.lease.release().await?;
         Ok(report)
     }

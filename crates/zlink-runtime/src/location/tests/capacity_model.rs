@@ -16,10 +16,11 @@ use zlink_store_spi::StoreKey;
 
 use super::support::{Harness, Host, capability, descriptor, snapshot_of};
 use crate::location::authority::decode_reservation;
-use crate::location::{
-    AuthorityHandle, AuthorityRead, CapacityBundle, CapacityRow, LocationError, NodeKey, ObjectId,
-    Outcome, PlacementRng, ReserveRequest, TargetReservation,
+use crate::location::testing::{
+    AuthorityHandle, AuthorityRead, CapacityBundle, CapacityRow, Outcome, PlacementRng,
+    ReserveRequest, TargetReservation,
 };
+use crate::location::{LocationError, NodeKey, ObjectId};
 
 const OBJECTS: u8 = 6;
 const HOSTS: usize = 3;

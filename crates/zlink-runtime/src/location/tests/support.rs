@@ -19,9 +19,10 @@ use zlink_store_spi::{
     StoreError, StoreKey, StoreResult, StoreVersion, WriteRequest, WriteResult,
 };
 
+use crate::location::testing::{TargetNode, target_of};
 use crate::location::{
     HostRun, LocationOptions, LocationRuntime, ManualMonotonic, MeshName, NodeKey, RoutingId,
-    StableType, TargetNode, target_of,
+    StableType,
 };
 
 pub(crate) const REDIS_ENV: &str = "ZLINK_TEST_REDIS_URL";
@@ -274,8 +275,12 @@ impl Host {
         target_of(&self.run(), &self.desc)
     }
 
+    /// The node (from the descriptor: known even once the lease is gone).
     pub(crate) fn node(&self) -> NodeKey {
-        self.target().node
+        NodeKey {
+            mesh: self.desc.mesh_name.clone(),
+            routing_id: self.desc.routing_id.clone(),
+        }
     }
 }
 

@@ -1,0 +1,407 @@
+//! Relocation target capacity and the owner change (spec 21 §6.1, §8.1, §8.2): securing and
+//! releasing target capacity, the reservation-carrying Preserve, and NewOwner.
+//!
+//! A [`TargetReservation`] fixes the object id, kind and stable type, ObjectGeneration, the
+//! authority StoreVersion it expects, the source owner and the target host run, node and
+//! capacity. Only the owner secures one, and only against the version it read. A Preserve
+//! that carries the reservation (stage records, target readiness, completion-record location)
+//! rewrites the reservation row in the same batch as the record and hands back the reservation
+//! expecting the record's new version; a regular Preserve carries none, so the reservation no
+//! longer matches and a later NewOwner on it is a `Conflict`. NewOwner conditions on the
+//! expected version *and* the reservation row's version and consumes the row, so a previous
+//! target attempt can never change the owner.
+
+use zlink_codec::records::AllocationState;
+use zlink_store_spi::{Mutation, ReadResult, StoreKey, StoreVersion};
+
+use super::super::admission::AdmissionOp;
+use super::super::capacity::CapacityBundle;
+use super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan};
+use super::super::error::{InvalidOperation, LocationError, put_version};
+use super::super::generation::ObjectGeneration;
+use super::super::identity::{HostRun, ObjectId};
+use super::super::keys;
+use super::super::placement::TargetNode;
+use super::AuthorityClient;
+use super::handle::AuthorityHandle;
+use super::op::{
+    Op, Write, conflict_from_reads, descriptor_ref, encode, leases, lifecycle, record_outcome,
+    rewrite_plan, with_handle,
+};
+use super::outcome::{Conflict, Outcome};
+use super::rows::ReservationRow;
+
+/// Relocation target capacity secured ahead of a NewOwner (spec 21 §8.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetReservation {
+    row: ReservationRow,
+    key: StoreKey,
+    /// The reservation row's version.
+    version: StoreVersion,
+    /// The authority StoreVersion the next change through this reservation expects.
+    expects: StoreVersion,
+    target: TargetNode,
+}
+
+impl TargetReservation {
+    /// The non-zero 128-bit ReservationId.
+    pub fn reservation_id(&self) -> u128 {
+        self.row.reservation_id
+    }
+
+    /// The target node.
+    pub fn target(&self) -> &TargetNode {
+        &self.target
+    }
+
+    /// The capacity secured.
+    pub fn bundle(&self) -> &CapacityBundle {
+        &self.row.bundle
+    }
+
+    /// The object it is for.
+    pub fn id(&self) -> &ObjectId {
+        &self.row.id
+    }
+
+    /// The ObjectGeneration it is for.
+    pub fn object_generation(&self) -> ObjectGeneration {
+        self.row.object_generation
+    }
+
+    /// The source owner it was secured by.
+    pub fn source(&self) -> &HostRun {
+        &self.row.source
+    }
+
+    /// Whether it was made for exactly this object incarnation and capacity (else using it
+    /// with `handle` is an invalid operation).
+    fn same_object(&self, handle: &AuthorityHandle) -> bool {
+        &self.row.id == handle.id()
+            && self.row.kind.authority_kind() == handle.kind().authority_kind()
+            && self.row.object_generation == handle.object_generation()
+            && &self.row.bundle == handle.bundle()
+    }
+
+    /// Whether `handle` is the record version and owner it expects.
+    fn matches(&self, handle: &AuthorityHandle) -> bool {
+        &self.expects == handle.version() && &self.row.source == handle.owner()
+    }
+}
+
+impl AuthorityClient {
+    /// Secures relocation target capacity for an Active object this host owns (spec 21 §8.1):
+    /// checks the record's version, this host's and the target's lease and the target's
+    /// remaining capacity, and records a reservation row, in one batch. Retrying with the same
+    /// ReservationId and content returns the reservation already made; the same id with other
+    /// content, a record that changed, or a host that is not the owner is a conflict.
+    pub async fn secure_target(
+        &self,
+        handle: &AuthorityHandle,
+        target: TargetNode,
+        reservation_id: Option<u128>,
+    ) -> Result<Outcome<TargetReservation>, LocationError> {
+        let admission = self.gate.admit(AdmissionOp::CapacityReservation)?;
+        if let Some(c) = Self::require(handle, AllocationState::Active)
+            .or_else(|| Self::require_owner(handle, &admission.run))
+        {
+            return Ok(Outcome::Conflict(c));
+        }
+        if !target
+            .offers
+            .contains(&(handle.kind(), handle.stable_type().clone()))
+        {
+            return Err(InvalidOperation::TargetDoesNotOffer {
+                kind: handle.kind(),
+                stable_type: handle.stable_type().clone(),
+            }
+            .into());
+        }
+        if &target.run == handle.owner() {
+            return Err(InvalidOperation::TargetIsCurrentOwner.into());
+        }
+        lifecycle(&target)?;
+        let reservation_id = match reservation_id {
+            Some(0) => return Err(InvalidOperation::ZeroReservationId.into()),
+            Some(r) => r,
+            None => uuid::Uuid::new_v4().as_u128(),
+        };
+        let row = ReservationRow {
+            reservation_id,
+            kind: handle.kind(),
+            id: handle.id().clone(),
+            stable_type: handle.stable_type().clone(),
+            object_generation: handle.object_generation(),
+            secured_at: handle.version().clone(),
+            carried: 0,
+            source: handle.owner().clone(),
+            source_node: handle.node(),
+            target: target.run.clone(),
+            target_node: target.node.clone(),
+            target_lifecycle_generation: target.lifecycle_generation,
+            bundle: handle.bundle().clone(),
+        };
+        let bytes = row.encode()?;
+        let res_key = keys::capacity_reservation(reservation_id)?;
+        let auth_key = keys::authority(handle.kind(), handle.id())?;
+        let op = Op {
+            plan: Plan {
+                own: vec![
+                    (auth_key, Some(Expect::Version(handle.version().clone()))),
+                    (res_key.clone(), Some(Expect::Missing)),
+                ],
+                capacity: vec![CapMove {
+                    node: target.node.clone(),
+                    kind: CapMoveKind::Reserve(target.limits.clone()),
+                    bundle: row.bundle.clone(),
+                }],
+                leases: leases(&admission.run, Some(&target.run))?,
+                admission: Some((admission.op, admission.run)),
+                size_hint: bytes.len() + 512,
+                ..Plan::default()
+            },
+            write: Write::Rows(vec![Mutation::put(res_key.clone(), bytes.clone())]),
+        };
+        let made = |version: StoreVersion| TargetReservation {
+            row: row.clone(),
+            key: res_key.clone(),
+            version,
+            expects: handle.version().clone(),
+            target: target.clone(),
+        };
+        match self.engine.submit(Box::new(op)).await? {
+            JobResult::Applied { put_versions, .. } => {
+                Ok(Outcome::Applied(made(put_version(&put_versions, 0)?)))
+            }
+            JobResult::RecordConflict { reads } => {
+                let record_unchanged = matches!(
+                    reads.first(),
+                    Some((_, ReadResult::Found { version, .. })) if version == handle.version()
+                );
+                match reads.get(1) {
+                    // The same reservation, already made against this very record version.
+                    Some((
+                        _,
+                        ReadResult::Found {
+                            bytes: now,
+                            version,
+                            ..
+                        },
+                    )) if now.as_ref() == bytes.as_slice() && record_unchanged => {
+                        Ok(Outcome::Applied(made(version.clone())))
+                    }
+                    Some((_, ReadResult::Found { .. })) => {
+                        Ok(Outcome::Conflict(Conflict::Reservation))
+                    }
+                    _ => Ok(Outcome::Conflict(conflict_from_reads(handle.id(), &reads)?)),
+                }
+            }
+            JobResult::LeaseStale { role, run } => {
+                Ok(Outcome::Conflict(Conflict::lease_stale(role, run)))
+            }
+            JobResult::GuardBroken => Ok(Outcome::Conflict(Conflict::RunStillLive)),
+        }
+    }
+
+    /// Releases secured relocation target capacity (a cancelled move): deletes the
+    /// reservation row under its version and returns the capacity on the target.
+    pub async fn release_target(
+        &self,
+        reservation: &TargetReservation,
+    ) -> Result<Outcome<()>, LocationError> {
+        let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
+        let op = Op {
+            plan: Plan {
+                own: vec![(
+                    reservation.key.clone(),
+                    Some(Expect::Version(reservation.version.clone())),
+                )],
+                capacity: vec![CapMove {
+                    node: reservation.target.node.clone(),
+                    kind: CapMoveKind::Release,
+                    bundle: reservation.row.bundle.clone(),
+                }],
+                leases: leases(&admission.run, None)?,
+                admission: Some((admission.op, admission.run)),
+                size_hint: 512,
+                ..Plan::default()
+            },
+            write: Write::Rows(vec![Mutation::Delete(reservation.key.clone())]),
+        };
+        match self.engine.submit(Box::new(op)).await? {
+            JobResult::Applied { .. } => Ok(Outcome::Applied(())),
+            JobResult::RecordConflict { .. } | JobResult::GuardBroken => {
+                Ok(Outcome::Conflict(Conflict::Reservation))
+            }
+            JobResult::LeaseStale { role, run } => {
+                Ok(Outcome::Conflict(Conflict::lease_stale(role, run)))
+            }
+        }
+    }
+
+    /// A Preserve that carries a relocation reservation (spec 21 §6.1): replaces only the
+    /// framework-internal payload, checks the record version and source owner the reservation
+    /// expects, and rewrites the reservation row in the same batch. Returns the record and the
+    /// reservation now expecting the record's new version (the old copy no longer matches).
+    pub async fn preserve_carrying(
+        &self,
+        handle: &AuthorityHandle,
+        reservation: &TargetReservation,
+        payload: Vec<u8>,
+    ) -> Result<Outcome<(AuthorityHandle, TargetReservation)>, LocationError> {
+        let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
+        if let Some(c) = Self::require(handle, AllocationState::Active)
+            .or_else(|| Self::require_owner(handle, &admission.run))
+        {
+            return Ok(Outcome::Conflict(c));
+        }
+        if !reservation.same_object(handle) {
+            return Err(InvalidOperation::ReservationForAnotherObject.into());
+        }
+        if !reservation.matches(handle) {
+            return Ok(Outcome::Conflict(Conflict::Reservation));
+        }
+        let mut record = handle.record().clone();
+        record.payload = payload;
+        let bytes = encode(&record)?;
+        let mut row = reservation.row.clone();
+        row.carried = row.carried.saturating_add(1);
+        let row_bytes = row.encode()?;
+        let (key, mut plan) = rewrite_plan(handle, admission, bytes.len() + row_bytes.len())?;
+        plan.own.push((
+            reservation.key.clone(),
+            Some(Expect::Version(reservation.version.clone())),
+        ));
+        let op = Op {
+            plan,
+            write: Write::Encoded {
+                key,
+                record: Box::new(record),
+                bytes,
+                also: vec![Mutation::put(reservation.key.clone(), row_bytes)],
+            },
+        };
+        match self.engine.submit(Box::new(op)).await? {
+            JobResult::Applied {
+                put_versions,
+                built,
+            } => {
+                let Some(record) = built.record else {
+                    return Err(LocationError::StoreContract(
+                        super::super::error::ContractViolation::MissingPutVersion,
+                    ));
+                };
+                let handle = AuthorityHandle::new(
+                    handle.id().clone(),
+                    *record,
+                    put_version(&put_versions, 0)?,
+                )?;
+                let carried = TargetReservation {
+                    row,
+                    key: reservation.key.clone(),
+                    version: put_version(&put_versions, 1)?,
+                    expects: handle.version().clone(),
+                    target: reservation.target.clone(),
+                };
+                Ok(Outcome::Applied((handle, carried)))
+            }
+            JobResult::RecordConflict { reads } => {
+                let record_unchanged = matches!(
+                    reads.first(),
+                    Some((_, ReadResult::Found { version, .. })) if version == handle.version()
+                );
+                if record_unchanged {
+                    Ok(Outcome::Conflict(Conflict::Reservation))
+                } else {
+                    Ok(Outcome::Conflict(conflict_from_reads(handle.id(), &reads)?))
+                }
+            }
+            JobResult::LeaseStale { role, run } => {
+                Ok(Outcome::Conflict(Conflict::lease_stale(role, run)))
+            }
+            JobResult::GuardBroken => Ok(Outcome::Conflict(Conflict::RunStillLive)),
+        }
+    }
+
+    /// NewOwner (Active → the reservation's target): keeps the ObjectGeneration, issues the
+    /// next AuthorityOwnerGeneration, turns the secured target capacity into capacity in use
+    /// and returns the source's, and consumes the reservation, in one batch conditioned on the
+    /// record version the reservation expects and on the reservation row. Run by the target
+    /// host (its own lease is the target lease). A record changed since the reservation was
+    /// secured or last carried (a regular Preserve, another owner change) is a `Conflict`.
+    pub async fn new_owner(
+        &self,
+        handle: &AuthorityHandle,
+        reservation: &TargetReservation,
+    ) -> Result<Outcome<AuthorityHandle>, LocationError> {
+        let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
+        if let Some(c) = Self::require(handle, AllocationState::Active) {
+            return Ok(Outcome::Conflict(c));
+        }
+        if admission.run != reservation.target.run {
+            return Err(InvalidOperation::NotTheReservationTarget.into());
+        }
+        if !reservation.same_object(handle) {
+            return Err(InvalidOperation::ReservationForAnotherObject.into());
+        }
+        if !reservation.matches(handle) {
+            return Ok(Outcome::Conflict(Conflict::Reservation));
+        }
+        let target = &reservation.target;
+        let mut record = handle.record().clone();
+        record.owner_id = target.run.owner_id.clone();
+        record.owner_lease_generation = target.run.lease_generation.to_codec();
+        record.allocation.descriptor = descriptor_ref(&target.node);
+        record.allocation.descriptor_lifecycle_generation = lifecycle(target)?;
+        let size = record.payload.len() * 4 / 3 + 1024;
+        let key = keys::authority(handle.kind(), handle.id())?;
+        let op = Op {
+            plan: Plan {
+                own: vec![
+                    (
+                        key.clone(),
+                        Some(Expect::Version(reservation.expects.clone())),
+                    ),
+                    (
+                        reservation.key.clone(),
+                        Some(Expect::Version(reservation.version.clone())),
+                    ),
+                ],
+                authority_owner_generation: true,
+                // The target's capacity was allocated when it was secured (the reservation row
+                // is consumed here); the source's is returned.
+                capacity: vec![CapMove {
+                    node: handle.node(),
+                    kind: CapMoveKind::Release,
+                    bundle: handle.bundle().clone(),
+                }],
+                leases: leases(&admission.run, None)?,
+                admission: Some((admission.op, admission.run)),
+                size_hint: size + 512,
+                ..Plan::default()
+            },
+            write: Write::Issued {
+                key,
+                record: Box::new(record),
+                fill_object: false,
+                fill_owner: true,
+                index: None,
+                also: vec![Mutation::Delete(reservation.key.clone())],
+            },
+        };
+        match self.engine.submit(Box::new(op)).await? {
+            JobResult::RecordConflict { reads } => {
+                let record_unchanged = matches!(
+                    reads.first(),
+                    Some((_, ReadResult::Found { version, .. })) if version == &reservation.expects
+                );
+                if record_unchanged {
+                    Ok(Outcome::Conflict(Conflict::Reservation))
+                } else {
+                    Ok(Outcome::Conflict(conflict_from_reads(handle.id(), &reads)?))
+                }
+            }
+            other => with_handle(record_outcome(handle.id(), other)?),
+        }
+    }
+}

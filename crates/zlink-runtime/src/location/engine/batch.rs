@@ -1,0 +1,425 @@
+//! Forming one conditional batch, with no I/O: which pending jobs go together
+//! ([`take_batch`]), applying each job to working copies of the shared rows ([`apply`]) and
+//! assembling the Store request with an explicit index for every put ([`assemble`]), so the
+//! versions of an applied batch are handed back by index, never by position in a queue.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::Range;
+
+use tokio::sync::oneshot;
+use zlink_store_spi::{ArgumentError, Condition, Mutation, StoreKey, StoreVersion, WriteRequest};
+
+use super::super::capacity::CapacityRow;
+use super::super::counters::CounterRow;
+use super::super::error::LocationError;
+use super::super::generation::GenerationKind;
+use super::super::identity::NodeKey;
+use super::super::keys;
+use super::super::lease::LeaseBook;
+use super::plan::{Built, CapMoveKind, EngineOp, Expect, Issued, JobResult, Shared};
+
+/// Tuning of the engine.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EngineConfig {
+    /// The most jobs in one batch.
+    pub(crate) max_jobs: usize,
+    /// The most (approximate) bytes in one batch.
+    pub(crate) max_bytes: usize,
+    /// How many conflicting rounds a job may go through before `Contended`.
+    pub(crate) max_rounds: u32,
+    /// The most batches in flight (written or being recovered) at once.
+    pub(crate) max_in_flight: usize,
+    /// The fewest jobs a batch needs to go out while another batch is in flight: extra
+    /// batches only pay off when they are large (each batch has a fixed cost in the Store).
+    pub(crate) min_extra_jobs: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_jobs: 128,
+            max_bytes: 3 * 1024 * 1024,
+            max_rounds: 2_000,
+            max_in_flight: 4,
+            min_extra_jobs: 16,
+        }
+    }
+}
+
+pub(crate) type Reply = oneshot::Sender<Result<JobResult, LocationError>>;
+
+/// One submitted operation and where its result goes.
+pub(crate) struct Job {
+    pub(crate) op: Box<dyn EngineOp>,
+    /// The shared rows the job writes (from its plan, computed once).
+    pub(crate) shared: Vec<Shared>,
+    pub(crate) reply: Reply,
+    pub(crate) rounds: u32,
+    /// Whether the shared rows this job depends on were re-read after a failure derived from
+    /// them: such a failure is final only once it holds on freshly read rows.
+    pub(crate) refreshed: bool,
+}
+
+impl Job {
+    pub(crate) fn new(op: Box<dyn EngineOp>, reply: Reply) -> Self {
+        let shared = op.plan().shared();
+        Job {
+            op,
+            shared,
+            reply,
+            rounds: 0,
+            refreshed: false,
+        }
+    }
+
+    pub(crate) fn finish(self, result: Result<JobResult, LocationError>) {
+        // The caller may have gone away; the job's outcome is in the Store either way.
+        let _ = self.reply.send(result);
+    }
+}
+
+/// A node's allocation row as last read, with its version (`None`: absent).
+#[derive(Debug, Clone)]
+pub(crate) struct RowSeen {
+    pub(crate) counts: CapacityRow,
+    pub(crate) version: Option<StoreVersion>,
+}
+
+/// The shared rows the engine keeps cached with their versions.
+#[derive(Debug, Default)]
+pub(crate) struct Cache {
+    pub(crate) counters: HashMap<GenerationKind, CounterRow>,
+    pub(crate) rows: HashMap<NodeKey, RowSeen>,
+}
+
+/// What the batches in flight hold.
+#[derive(Debug, Default)]
+pub(crate) struct Locks {
+    /// Shared rows written by batches in flight.
+    pub(crate) shared: HashSet<Shared>,
+    /// Own keys of the jobs in flight.
+    pub(crate) keys: HashSet<StoreKey>,
+}
+
+impl Locks {
+    pub(crate) fn hold(&mut self, flight: &Flight) {
+        self.shared.extend(flight.locks.iter().cloned());
+        self.keys.extend(flight.lock_keys.iter().cloned());
+    }
+
+    pub(crate) fn release(&mut self, locks: &[Shared], keys: &[StoreKey]) {
+        for s in locks {
+            self.shared.remove(s);
+        }
+        for k in keys {
+            self.keys.remove(k);
+        }
+    }
+}
+
+/// The condition keys of the jobs taken so far, to keep one batch free of contradictions.
+#[derive(Default)]
+struct Taken {
+    own: HashSet<StoreKey>,
+    guards: HashMap<StoreKey, Expect>,
+    leases: HashSet<StoreKey>,
+}
+
+impl Taken {
+    fn clashes(&self, job: &Job) -> bool {
+        let plan = job.op.plan();
+        plan.own.iter().any(|(k, _)| {
+            self.own.contains(k) || self.guards.contains_key(k) || self.leases.contains(k)
+        }) || plan.guards.iter().any(|(k, e)| {
+            self.own.contains(k)
+                || self.leases.contains(k)
+                || self.guards.get(k).is_some_and(|seen| seen != e)
+        }) || plan
+            .leases
+            .iter()
+            .any(|n| self.own.contains(&n.key) || self.guards.contains_key(&n.key))
+    }
+
+    fn add(&mut self, job: &Job) {
+        let plan = job.op.plan();
+        self.own.extend(plan.own.iter().map(|(k, _)| k.clone()));
+        self.guards.extend(plan.guards.iter().cloned());
+        self.leases
+            .extend(plan.leases.iter().map(|n| n.key.clone()));
+    }
+}
+
+/// Takes pending jobs, in order, whose rows are not locked by a batch in flight, whose keys do
+/// not clash with the jobs already taken, and whose size fits one batch; the rest stay
+/// pending, in order. A job left behind blocks later jobs on the same own keys, so jobs on one
+/// key keep their order. Fewer than `min` jobs: nothing is taken.
+pub(crate) fn take_batch(
+    pending: &mut VecDeque<Job>,
+    locks: &Locks,
+    config: &EngineConfig,
+    min: usize,
+) -> Vec<Job> {
+    let mut batch = Vec::new();
+    let mut taken = Taken::default();
+    let mut blocked: HashSet<StoreKey> = HashSet::new();
+    let mut bytes = 0usize;
+    let mut rest = VecDeque::with_capacity(pending.len());
+    while let Some(job) = pending.pop_front() {
+        let plan = job.op.plan();
+        let own_busy = plan
+            .own
+            .iter()
+            .any(|(k, _)| blocked.contains(k) || locks.keys.contains(k));
+        let shared_busy = job.shared.iter().any(|s| locks.shared.contains(s));
+        let too_big = !batch.is_empty() && bytes + plan.size_hint > config.max_bytes;
+        if own_busy
+            || shared_busy
+            || too_big
+            || batch.len() >= config.max_jobs
+            || taken.clashes(&job)
+        {
+            blocked.extend(plan.own.iter().map(|(k, _)| k.clone()));
+            rest.push_back(job);
+            continue;
+        }
+        taken.add(&job);
+        bytes += plan.size_hint;
+        batch.push(job);
+    }
+    if batch.len() < min {
+        // Too small to be worth a batch of its own while another one is in flight: put it
+        // back in front. A job left in `rest` blocked every later job on its keys, so no job
+        // on one key overtakes another.
+        let mut merged: VecDeque<Job> = batch.into();
+        merged.extend(rest);
+        *pending = merged;
+        return Vec::new();
+    }
+    *pending = rest;
+    batch
+}
+
+/// Why a job could not be applied to the working rows.
+pub(crate) enum ApplyFail {
+    /// Final, whatever the shared rows hold.
+    Final(LocationError),
+    /// Derived from the shared rows (possibly stale in the cache).
+    Shared(Box<Result<JobResult, LocationError>>),
+}
+
+/// The working copies of the shared rows while a batch is formed.
+#[derive(Debug, Default)]
+pub(crate) struct Working {
+    /// The next value of each counter the batch moves.
+    pub(crate) next: HashMap<GenerationKind, u64>,
+    /// The new counts of each allocation row the batch moves.
+    pub(crate) rows: HashMap<NodeKey, CapacityRow>,
+}
+
+/// Applies one job to the working copies (which change only if the job fits).
+pub(crate) fn apply(
+    job: &Job,
+    cache: &Cache,
+    book: &LeaseBook,
+    working: &mut Working,
+) -> Result<Built, ApplyFail> {
+    let plan = job.op.plan();
+    for need in &plan.leases {
+        if !book.held_by(&need.key, &need.run) {
+            return Err(ApplyFail::Shared(Box::new(Ok(JobResult::LeaseStale {
+                role: need.role,
+                run: need.run.clone(),
+            }))));
+        }
+    }
+    let mut issued = Issued::default();
+    let mut my_next = HashMap::new();
+    for kind in plan.counters() {
+        let cached = cache
+            .counters
+            .get(&kind)
+            .ok_or(ApplyFail::Final(LocationError::Contended))?;
+        let row = CounterRow {
+            kind,
+            next: working.next.get(&kind).copied().unwrap_or(cached.next),
+            version: cached.version.clone(),
+        };
+        let (value, after) = row
+            .issue(1)
+            .map_err(|e| ApplyFail::Shared(Box::new(Err(e))))?;
+        my_next.insert(kind, after);
+        match kind {
+            GenerationKind::Object => issued.object = Some(value),
+            GenerationKind::AuthorityOwner => issued.authority_owner = Some(value),
+            // Plans issue only the two authority generations (see `Plan::counters`).
+            _ => return Err(ApplyFail::Final(LocationError::Contended)),
+        }
+    }
+    let mut my_rows: HashMap<NodeKey, CapacityRow> = HashMap::new();
+    for mv in &plan.capacity {
+        let row = match my_rows.entry(mv.node.clone()) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let base = working
+                    .rows
+                    .get(&mv.node)
+                    .cloned()
+                    .or_else(|| cache.rows.get(&mv.node).map(|r| r.counts.clone()))
+                    .ok_or(ApplyFail::Final(LocationError::Contended))?;
+                v.insert(base)
+            }
+        };
+        let moved = match &mv.kind {
+            CapMoveKind::Reserve(limits) => row.add_within(&mv.bundle, limits),
+            CapMoveKind::Release => row.remove(&mv.bundle),
+        };
+        moved.map_err(|e| ApplyFail::Shared(Box::new(Err(e))))?;
+    }
+    let built = job.op.build(&issued).map_err(ApplyFail::Final)?;
+    working.next.extend(my_next);
+    working.rows.extend(my_rows);
+    Ok(built)
+}
+
+/// A job accepted into a batch, with its mutations.
+pub(crate) struct Accepted {
+    pub(crate) job: Job,
+    pub(crate) built: Built,
+}
+
+/// A counter a batch moves: its new stored value and the index of its put.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CounterMove {
+    pub(crate) kind: GenerationKind,
+    pub(crate) next: u64,
+    pub(crate) put: usize,
+}
+
+/// An allocation row a batch moves: its new counts and the index of its put.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RowMove {
+    pub(crate) node: NodeKey,
+    pub(crate) counts: CapacityRow,
+    pub(crate) put: usize,
+}
+
+/// One batch as sent: what is needed to handle its result.
+pub(crate) struct Flight {
+    pub(crate) accepted: Vec<Accepted>,
+    /// For each accepted job (same order), the put indexes of its own puts.
+    pub(crate) job_puts: Vec<Range<usize>>,
+    pub(crate) counters: Vec<CounterMove>,
+    pub(crate) rows: Vec<RowMove>,
+    /// Everything it locked.
+    pub(crate) locks: Vec<Shared>,
+    pub(crate) lock_keys: Vec<StoreKey>,
+}
+
+/// Counts puts as mutations are appended, so every put's index is recorded where it is made.
+#[derive(Default)]
+struct Mutations {
+    list: Vec<Mutation>,
+    puts: usize,
+}
+
+impl Mutations {
+    fn push(&mut self, m: Mutation) {
+        if matches!(m, Mutation::Put { .. }) {
+            self.puts += 1;
+        }
+        self.list.push(m);
+    }
+
+    /// Appends one put and returns its index.
+    fn put(&mut self, m: Mutation) -> usize {
+        let at = self.puts;
+        self.push(m);
+        at
+    }
+}
+
+/// Assembles one conditional batch: every job's own conditions and mutations and guards, one
+/// version condition per lease, and each moved counter and allocation row under its expected
+/// version. Returns the accepted jobs back if the batch passes the Store's bounds.
+pub(crate) fn assemble(
+    accepted: Vec<Accepted>,
+    working: Working,
+    cache: &Cache,
+    book: &LeaseBook,
+) -> Result<(WriteRequest, Flight), (ArgumentError, Vec<Accepted>)> {
+    let mut conditions = Vec::new();
+    let mut mutations = Mutations::default();
+    let mut condition_keys: HashSet<StoreKey> = HashSet::new();
+    let mut lock_keys = Vec::new();
+    let mut job_puts = Vec::with_capacity(accepted.len());
+    for a in &accepted {
+        let plan = a.job.op.plan();
+        for (key, expect) in &plan.own {
+            if let Some(e) = expect {
+                conditions.push(e.condition(key));
+            }
+            lock_keys.push(key.clone());
+        }
+        for (key, expect) in &plan.guards {
+            if condition_keys.insert(key.clone()) {
+                conditions.push(expect.condition(key));
+            }
+        }
+        for need in &plan.leases {
+            if condition_keys.insert(need.key.clone()) {
+                if let Some(v) = book.version(&need.key) {
+                    conditions.push(Condition::Version(need.key.clone(), v));
+                }
+            }
+        }
+        let start = mutations.puts;
+        for m in &a.built.mutations {
+            mutations.push(m.clone());
+        }
+        job_puts.push(start..mutations.puts);
+    }
+    let mut next: Vec<(GenerationKind, u64)> = working.next.into_iter().collect();
+    next.sort();
+    let mut counters = Vec::with_capacity(next.len());
+    for (kind, n) in next {
+        if let Some(row) = cache.counters.get(&kind) {
+            conditions.push(row.condition());
+            let put = mutations.put(row.put(n));
+            counters.push(CounterMove { kind, next: n, put });
+        }
+    }
+    let mut moved: Vec<(NodeKey, CapacityRow)> = working.rows.into_iter().collect();
+    moved.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut rows = Vec::with_capacity(moved.len());
+    for (node, counts) in moved {
+        let key = match keys::node_capacity(&node) {
+            Ok(k) => k,
+            Err(e) => return Err((e, accepted)),
+        };
+        conditions.push(
+            match cache.rows.get(&node).and_then(|r| r.version.clone()) {
+                Some(v) => Condition::Version(key.clone(), v),
+                None => Condition::Missing(key.clone()),
+            },
+        );
+        let put = mutations.put(Mutation::put(key, counts.encode()));
+        rows.push(RowMove { node, counts, put });
+    }
+    let request = match WriteRequest::new(conditions, mutations.list) {
+        Ok(r) => r,
+        Err(e) => return Err((e, accepted)),
+    };
+    let mut locks: Vec<Shared> = counters.iter().map(|c| Shared::Counter(c.kind)).collect();
+    locks.extend(rows.iter().map(|r| Shared::Row(r.node.clone())));
+    Ok((
+        request,
+        Flight {
+            accepted,
+            job_puts,
+            counters,
+            rows,
+            locks,
+            lock_keys,
+        },
+    ))
+}

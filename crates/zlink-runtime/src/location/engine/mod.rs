@@ -1,0 +1,415 @@
+//! The authority write engine: the worker loop that runs every authority operation of one
+//! host as one *job* (submit, launch, settle). Jobs waiting at the same time are coalesced into
+//! conditional batches ([`batch`], pure), batches that touch disjoint rows are in flight at the
+//! same time, and batches that did not simply apply are settled off the loop ([`recover`]).
+//! The contract with the operations is in [`plan`].
+//!
+//! A job declares a [`Plan`]: its own keys with what it expects of them (`Missing` or a
+//! version), which generations it needs issued, which capacity it moves and how, which owner
+//! leases must be held by which host run, guards on rows it only reads, and the admission it
+//! needs. The engine keeps the shared rows (the generation counters, the nodes' allocation
+//! rows, lease versions) cached with their versions and, for each batch:
+//!
+//! 1. refuses jobs the admission gate refuses;
+//! 2. applies each job in order to working copies of the shared rows: lease holders must match,
+//!    generations are issued as one block per counter (each job gets its own value; a job
+//!    finding the counter exhausted fails with `GenerationExhausted` and takes no value),
+//!    capacity moves must fit the limits (`CapacityExceeded` otherwise);
+//! 3. writes *one* conditional batch: every job's own conditions and mutations, plus each
+//!    touched counter and allocation row with its expected version and new value, and a version
+//!    condition on each lease. So each counter move and capacity move rides in the batch of the
+//!    records it gates.
+//!
+//! **Pipelining.** A batch locks the rows it writes (its jobs' own keys, the counters and
+//! allocation rows it moves) until its result is handled; other batches can be formed and sent
+//! meanwhile from jobs whose rows are all unlocked (at most [`EngineConfig::max_in_flight`]
+//! batches). A Reserve moves the counters and the target's allocation row; a Commit or a
+//! Preserve moves no shared row at all, so they are never held up by a Reserve in flight.
+//!
+//! **Conflicts.** On `Conflict` nothing was applied: a recovery task re-reads the shared rows
+//! and every job's own keys and guards; a job whose own expectation no longer holds ends as a
+//! record conflict (with what the keys hold now), one whose guard broke ends as such, the
+//! others are retried. Recoveries run beside the loop, so a slow one never stalls batches on
+//! other rows. A failure computed from cached rows
+//! (an exhausted counter, a full or underflowing row, a lease holder) is final only once it
+//! holds on freshly read rows. If the write's outcome is unknown (time-out, transport error),
+//! the engine never guesses: it re-reads a job's witness key and compares it with the
+//! first-read version and the bytes it wrote; the batch is all-or-nothing, so one decisive
+//! witness settles every job.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use zlink_store_spi::{
+    DynLocationStore, LocationStore, ReadResult, StoreKey, StoreResult, StoreVersion, WriteResult,
+};
+
+use super::admission::AdmissionGate;
+use super::capacity::CapacityRow;
+use super::counters::CounterRow;
+use super::error::{InvalidOperation, LocationError};
+use super::identity::NodeKey;
+use super::keys;
+use super::lease::{LeaseBook, LeaseSeen};
+use super::placement::PlacementRng;
+
+mod batch;
+mod plan;
+mod recover;
+
+pub(crate) use batch::EngineConfig;
+pub(crate) use plan::{
+    Built, CapMove, CapMoveKind, EngineOp, Expect, Issued, JobResult, LeaseNeed, LeaseRole, Plan,
+};
+
+use batch::{Accepted, ApplyFail, Cache, Flight, Job, Locks, RowSeen, Working};
+use recover::{Recovered, Recovery, settle_suspect, store_error_like};
+
+/// The handle to a running engine (one worker task per host).
+#[derive(Debug, Clone)]
+pub(crate) struct Engine {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+impl Engine {
+    /// Starts the worker on the current tokio runtime.
+    pub(crate) fn start(
+        store: Arc<dyn DynLocationStore>,
+        gate: Arc<AdmissionGate>,
+        book: Arc<LeaseBook>,
+        config: EngineConfig,
+    ) -> Result<Self, LocationError> {
+        let handle =
+            tokio::runtime::Handle::try_current().map_err(|_| InvalidOperation::NoTokioRuntime)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let worker = Worker {
+            store,
+            gate,
+            book,
+            config,
+            cache: Cache::default(),
+            locks: Locks::default(),
+            pending: VecDeque::new(),
+            in_flight: 0,
+            events_tx,
+            rng: PlacementRng::new(),
+        };
+        handle.spawn(worker.run(rx, events_rx));
+        Ok(Engine { tx })
+    }
+
+    /// Runs one operation.
+    pub(crate) async fn submit(&self, op: Box<dyn EngineOp>) -> Result<JobResult, LocationError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job::new(op, reply))
+            .map_err(|_| LocationError::Stopped)?;
+        rx.await.map_err(|_| LocationError::Stopped)?
+    }
+}
+
+/// Reads one count row (default when absent).
+pub(crate) async fn read_counts(
+    store: &dyn DynLocationStore,
+    key: &StoreKey,
+) -> Result<(CapacityRow, Option<StoreVersion>), LocationError> {
+    match store.read(key).await? {
+        ReadResult::Missing { .. } => Ok((CapacityRow::default(), None)),
+        ReadResult::Found { bytes, version, .. } => {
+            Ok((CapacityRow::decode(&bytes)?, Some(version)))
+        }
+    }
+}
+
+/// Reads a node's allocation row with its version.
+async fn read_row(store: &dyn DynLocationStore, node: &NodeKey) -> Result<RowSeen, LocationError> {
+    let (counts, version) = read_counts(store, &keys::node_capacity(node)?).await?;
+    Ok(RowSeen { counts, version })
+}
+
+/// What comes back to the worker from the tasks it started.
+enum Event {
+    /// A batch's write returned.
+    Written {
+        flight: Flight,
+        result: StoreResult<WriteResult>,
+    },
+    /// A batch's recovery finished.
+    Recovered(Recovered),
+}
+
+struct Worker {
+    store: Arc<dyn DynLocationStore>,
+    gate: Arc<AdmissionGate>,
+    book: Arc<LeaseBook>,
+    config: EngineConfig,
+    cache: Cache,
+    locks: Locks,
+    pending: VecDeque<Job>,
+    /// Batches written or being recovered (each holds its locks until it is settled).
+    in_flight: usize,
+    events_tx: mpsc::UnboundedSender<Event>,
+    rng: PlacementRng,
+}
+
+impl Worker {
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Job>,
+        mut events: mpsc::UnboundedReceiver<Event>,
+    ) {
+        let mut open = true;
+        loop {
+            if !open && self.pending.is_empty() && self.in_flight == 0 {
+                return;
+            }
+            tokio::select! {
+                biased;
+                Some(event) = events.recv(), if self.in_flight > 0 => self.on_event(event),
+                job = rx.recv(), if open && self.pending.is_empty() => match job {
+                    Some(job) => self.pending.push_back(job),
+                    None => open = false,
+                },
+                // Jobs are pending but blocked by rows in flight: wait for a batch to settle.
+                else => {}
+            }
+            while let Ok(job) = rx.try_recv() {
+                self.pending.push_back(job);
+            }
+            while self.in_flight < self.config.max_in_flight {
+                let min = if self.in_flight == 0 {
+                    1
+                } else {
+                    self.config.min_extra_jobs
+                };
+                let batch = batch::take_batch(&mut self.pending, &self.locks, &self.config, min);
+                if batch.is_empty() {
+                    break;
+                }
+                let retry = self.launch(batch).await;
+                self.requeue(retry);
+            }
+        }
+    }
+
+    fn requeue(&mut self, retry: Vec<Job>) {
+        for job in retry.into_iter().rev() {
+            self.pending.push_front(job);
+        }
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Written {
+                flight,
+                result: Ok(WriteResult::Applied { put_versions, .. }),
+            } => {
+                self.locks.release(&flight.locks, &flight.lock_keys);
+                self.in_flight -= 1;
+                self.on_applied(flight, &put_versions);
+            }
+            Event::Written { flight, result } => {
+                // Settled off the loop; the batch keeps its locks (and its in-flight slot)
+                // until the recovery hands its fresh rows back.
+                let recovery = Recovery {
+                    store: self.store.clone(),
+                    book: self.book.clone(),
+                    config: self.config,
+                    backoff_seed: self.rng.next_u64(),
+                };
+                let events = self.events_tx.clone();
+                tokio::spawn(async move {
+                    let recovered = match result {
+                        Ok(_) => recovery.after_conflict(flight).await,
+                        Err(e) => recovery.after_error(flight, e).await,
+                    };
+                    // The worker outlives every batch it sent; if it is gone, nobody waits.
+                    let _ = events.send(Event::Recovered(recovered));
+                });
+            }
+            Event::Recovered(recovered) => {
+                for (kind, row) in recovered.counters {
+                    match row {
+                        Some(row) => self.cache.counters.insert(kind, row),
+                        None => self.cache.counters.remove(&kind),
+                    };
+                }
+                for (node, seen) in recovered.rows {
+                    match seen {
+                        Some(seen) => self.cache.rows.insert(node, seen),
+                        None => self.cache.rows.remove(&node),
+                    };
+                }
+                self.locks.release(&recovered.locks, &recovered.lock_keys);
+                self.in_flight -= 1;
+                self.requeue(recovered.retry);
+            }
+        }
+    }
+
+    /// Updates the cached shared rows from an applied batch and answers its jobs; every
+    /// version is taken at the put index recorded when the batch was assembled.
+    fn on_applied(&mut self, flight: Flight, put_versions: &[StoreVersion]) {
+        let version = |i: usize| put_versions.get(i).cloned();
+        for c in &flight.counters {
+            self.cache.counters.insert(
+                c.kind,
+                CounterRow {
+                    kind: c.kind,
+                    next: c.next,
+                    version: version(c.put),
+                },
+            );
+        }
+        for r in &flight.rows {
+            self.cache.rows.insert(
+                r.node.clone(),
+                RowSeen {
+                    counts: r.counts.clone(),
+                    version: version(r.put),
+                },
+            );
+        }
+        for (a, range) in flight.accepted.into_iter().zip(flight.job_puts) {
+            let result = match put_versions.get(range) {
+                Some(mine) => Ok(JobResult::Applied {
+                    put_versions: mine.to_vec(),
+                    built: a.built,
+                }),
+                None => Err(LocationError::StoreContract(
+                    super::error::ContractViolation::MissingPutVersion,
+                )),
+            };
+            a.job.finish(result);
+        }
+    }
+
+    async fn load_shared(&mut self, batch: &[Job]) -> Result<(), LocationError> {
+        for job in batch {
+            let plan = job.op.plan();
+            for kind in plan.counters() {
+                if !self.cache.counters.contains_key(&kind) {
+                    let read = self.store.read(&kind.counter_key()).await?;
+                    let row = CounterRow::from_read(kind, &read)?;
+                    self.cache.counters.insert(kind, row);
+                }
+            }
+            for mv in &plan.capacity {
+                if !self.cache.rows.contains_key(&mv.node) {
+                    let seen = read_row(self.store.as_ref(), &mv.node).await?;
+                    self.cache.rows.insert(mv.node.clone(), seen);
+                }
+            }
+            for need in &plan.leases {
+                if !self.book.knows(&need.key) {
+                    let read = self.store.read(&need.key).await?;
+                    self.book.set(need.key.clone(), LeaseSeen::from_read(&read));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Forms and sends one batch from `batch`; returns the jobs to retry.
+    async fn launch(&mut self, batch: Vec<Job>) -> Vec<Job> {
+        // 1. Admission.
+        let mut admitted = Vec::with_capacity(batch.len());
+        for job in batch {
+            let refused = job
+                .op
+                .plan()
+                .admission
+                .as_ref()
+                .and_then(|(op, run)| self.gate.admit_for(*op, run).err());
+            match refused {
+                Some(r) => job.finish(Err(r.into())),
+                None => admitted.push(job),
+            }
+        }
+        if admitted.is_empty() {
+            return Vec::new();
+        }
+        // 2. The shared rows, from the cache or the Store.
+        if let Err(e) = self.load_shared(&admitted).await {
+            for job in admitted {
+                job.finish(Err(match &e {
+                    LocationError::Store(s) => LocationError::Store(store_error_like(s)),
+                    LocationError::CorruptRecord { record } => LocationError::corrupt(*record),
+                    _ => LocationError::Contended,
+                }));
+            }
+            return Vec::new();
+        }
+        // 3. Apply each job to working copies.
+        let mut working = Working::default();
+        let mut accepted: Vec<Accepted> = Vec::new();
+        let mut retry = Vec::new();
+        for mut job in admitted {
+            match batch::apply(&job, &self.cache, &self.book, &mut working) {
+                Ok(built) => accepted.push(Accepted { job, built }),
+                Err(ApplyFail::Final(e)) => job.finish(Err(e)),
+                Err(ApplyFail::Shared(outcome)) if job.refreshed => {
+                    // It holds on freshly read rows; settled against the job's own keys off
+                    // the loop.
+                    tokio::spawn(settle_suspect(self.store.clone(), job, *outcome));
+                }
+                Err(ApplyFail::Shared(_)) => {
+                    // Computed from cached rows: tried once more on freshly read rows (rows
+                    // locked by a batch in flight are refreshed when that batch settles).
+                    self.invalidate(&job);
+                    job.refreshed = true;
+                    retry.push(job);
+                }
+            }
+        }
+        if accepted.is_empty() {
+            return retry;
+        }
+        // 4. One conditional batch.
+        let (request, flight) = match batch::assemble(accepted, working, &self.cache, &self.book) {
+            Ok(r) => r,
+            Err((e, accepted)) => {
+                for a in accepted {
+                    a.job.finish(Err(LocationError::Argument(e.clone())));
+                }
+                return retry;
+            }
+        };
+        // 5. Send it; the result comes back as an event.
+        self.locks.hold(&flight);
+        self.in_flight += 1;
+        let store = self.store.clone();
+        let events = self.events_tx.clone();
+        tokio::spawn(async move {
+            let result = store.write(&request).await;
+            // The worker outlives every batch it sent; if it is gone, nobody waits.
+            let _ = events.send(Event::Written { flight, result });
+        });
+        retry
+    }
+
+    /// Forgets the cached shared rows a job depends on (not those locked by a batch in flight:
+    /// they are refreshed when it settles).
+    fn invalidate(&mut self, job: &Job) {
+        let plan = job.op.plan();
+        for kind in plan.counters() {
+            if !self.locks.shared.contains(&plan::Shared::Counter(kind)) {
+                self.cache.counters.remove(&kind);
+            }
+        }
+        for mv in &plan.capacity {
+            if !self
+                .locks
+                .shared
+                .contains(&plan::Shared::Row(mv.node.clone()))
+            {
+                self.cache.rows.remove(&mv.node);
+            }
+        }
+        for need in &plan.leases {
+            self.book.forget(&need.key);
+        }
+    }
+}

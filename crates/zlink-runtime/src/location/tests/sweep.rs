@@ -1,0 +1,207 @@
+//! The self-sweep and the recovery-sweep (spec 21 §3.1, §5, §8.1, §11).
+
+use super::prelude::*;
+
+/// The recovery-sweep reclaims only the dead run's authority rows (Active and Reserved, with
+/// their lookup index and capacity) and never a descriptor; while the run's lease is held it
+/// changes nothing.
+pub(super) async fn recovery_sweep_reclaims_only_a_dead_run_and_never_descriptors(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    publish(&a).await;
+    publish(&b).await;
+    active_actor(&a, "x").await;
+    reserve(&a, ObjectKind::UserSpot, "s", "game", &a).await;
+    // A row of A's node owned by B's run stays.
+    let z = active_actor(&b, "z").await;
+    let before = h.snapshot().await;
+    assert_eq!(
+        b.rt.authority()
+            .recovery_sweep(&a.run())
+            .await
+            .expect("sweep"),
+        Outcome::Conflict(Conflict::RunStillLive)
+    );
+    assert_eq!(h.snapshot().await, before, "a live run is never swept");
+    assert!(matches!(
+        b.rt.authority().recovery_sweep(&b.run()).await,
+        Err(LocationError::InvalidOperation(_))
+    ));
+    let dead = a.run();
+    a.rt.lease().release().await.expect("A stops renewing");
+    let report =
+        b.rt.authority()
+            .recovery_sweep(&dead)
+            .await
+            .expect("sweep")
+            .applied()
+            .expect("swept");
+    assert_eq!((report.matched, report.removed, report.changed), (2, 2, 0));
+    for (kind, object) in [(ObjectKind::Actor, "x"), (ObjectKind::UserSpot, "s")] {
+        assert!(matches!(
+            b.rt.authority()
+                .read(kind, &id(object))
+                .await
+                .expect("read"),
+            AuthorityRead::Missing { .. }
+        ));
+    }
+    assert!(matches!(
+        b.rt.authority().read(ObjectKind::Actor, &id("z")).await.expect("read"),
+        AuthorityRead::Found { handle, .. } if handle == z
+    ));
+    assert_eq!(capacity(&b, &a).await, NodeUsage::default());
+    assert_eq!(capacity(&b, &b).await.actors.active, 1);
+    let descriptors = snapshot_of(h.store.as_ref(), "mesh-node\0").await;
+    assert_eq!(descriptors.len(), 2, "the sweep never touches descriptors");
+}
+
+/// The dead run's lease row is read directly: held by the same OwnerId at another
+/// LeaseGeneration (a takeover after a restart) counts as dead for the old run, and the new
+/// run's rows stay.
+pub(super) async fn recovery_sweep_judges_the_lease_row_read_directly(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    active_actor(&a, "old").await;
+    let old_run = a.run();
+    a.rt.lease().release().await.expect("release");
+    let new_run = a.rt.lease().acquire().await.expect("takeover");
+    assert_ne!(new_run, old_run);
+    active_actor(&a, "new").await;
+    let report =
+        b.rt.authority()
+            .recovery_sweep(&old_run)
+            .await
+            .expect("sweep")
+            .applied()
+            .expect("swept");
+    assert_eq!((report.matched, report.removed), (1, 1));
+    assert!(matches!(
+        b.rt.authority()
+            .read(ObjectKind::Actor, &id("new"))
+            .await
+            .expect("read"),
+        AuthorityRead::Found { .. }
+    ));
+    assert_eq!(
+        b.rt.authority()
+            .recovery_sweep(&new_run)
+            .await
+            .expect("sweep"),
+        Outcome::Conflict(Conflict::RunStillLive)
+    );
+}
+
+/// Reservations: the sweep of a dead *target* releases the capacity secured on it; the sweep
+/// of a dead *source* keeps a reservation whose target is alive (the target may still finish
+/// the move with NewOwner) and skips the object as relocating.
+pub(super) async fn recovery_sweep_releases_reservations_of_the_dead_run(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    let c = host(h, "main", 3).await;
+    let x = active_actor(&a, "x").await;
+    let y = active_actor(&a, "y").await;
+    let to_b =
+        a.rt.authority()
+            .secure_target(&x, b.target(), None)
+            .await
+            .expect("secure")
+            .applied()
+            .expect("secured");
+    a.rt.authority()
+        .secure_target(&y, c.target(), None)
+        .await
+        .expect("secure")
+        .applied()
+        .expect("secured");
+    assert_eq!(capacity(&a, &c).await.actors.reserved, 1);
+    // C dies: the capacity secured on C comes back; A's rows are untouched.
+    let dead_c = c.run();
+    c.rt.lease().release().await.expect("C stops");
+    let report =
+        b.rt.authority()
+            .recovery_sweep(&dead_c)
+            .await
+            .expect("sweep")
+            .applied()
+            .expect("swept");
+    assert_eq!((report.reservations_released, report.matched), (1, 0));
+    assert_eq!(capacity(&a, &c).await, NodeUsage::default());
+    // A dies while moving x to the live B: x is relocating, its reservation stays, and B can
+    // still finish the move; y (no move) is reclaimed.
+    let dead_a = a.run();
+    a.rt.lease().release().await.expect("A stops");
+    let report =
+        b.rt.authority()
+            .recovery_sweep(&dead_a)
+            .await
+            .expect("sweep")
+            .applied()
+            .expect("swept");
+    assert_eq!(
+        (
+            report.matched,
+            report.removed,
+            report.relocating,
+            report.reservations_released
+        ),
+        (2, 1, 1, 0)
+    );
+    let moved =
+        b.rt.authority()
+            .new_owner(&x, &to_b)
+            .await
+            .expect("new owner")
+            .applied()
+            .expect("B finishes the move");
+    assert_eq!(moved.owner(), &b.run());
+    assert_eq!(capacity(&b, &a).await, NodeUsage::default());
+    assert_eq!(capacity(&b, &b).await.actors.active, 1);
+}
+
+/// The self-sweep at shutdown removes this run's rows and releases the reservations it made,
+/// under its lease; past the admission deadline it changes nothing at all.
+pub(super) async fn self_sweep_runs_under_this_runs_lease_and_admission(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    let x = active_actor(&a, "x").await;
+    active_actor(&b, "z").await;
+    a.rt.authority()
+        .secure_target(&x, b.target(), None)
+        .await
+        .expect("secure")
+        .applied()
+        .expect("secured");
+    let a_node = a.node();
+    let report = a.rt.shutdown().await.expect("shutdown");
+    assert_eq!(
+        (report.matched, report.removed, report.reservations_released),
+        (1, 1, 1)
+    );
+    assert_eq!(capacity(&b, &b).await.actors.active, 1);
+    assert_eq!(capacity(&b, &b).await.actors.reserved, 0);
+    assert_eq!(
+        b.rt.authority().node_usage(&a_node).await.expect("usage"),
+        NodeUsage::default()
+    );
+
+    // Past the admission deadline: nothing is swept.
+    let clock = ManualMonotonic::new();
+    let rt = h
+        .runtime_with(
+            h.store.clone(),
+            LocationOptions::default(),
+            Some(clock.clone()),
+        )
+        .await;
+    let late = Host {
+        rt,
+        desc: descriptor("main", &[3]),
+    };
+    active_actor(&late, "w").await;
+    clock.advance(Duration::from_secs(60));
+    let before = h.snapshot().await;
+    let refused = late.rt.shutdown().await.expect_err("past the deadline");
+    assert!(is_admission(&refused), "{refused}");
+    assert_eq!(h.snapshot().await, before);
+}
