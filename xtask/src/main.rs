@@ -1,4 +1,4 @@
-//! Repository automation for zlink-rs: `cargo xtask <conformance|test|bench|demo>`.
+//! Repository automation for zlink-rs: `cargo xtask <conformance|test|services|bench>`.
 //!
 //! Each subcommand lives in its own module; this file only dispatches.
 

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use zlink_relocation::blob::{MAX_CHUNK_LEN, MAX_CHUNKS, MAX_INDEX_REF_LEN, MAX_STRIPES};
+use zlink_relocation::blob::{MAX_CHUNKS, MAX_INDEX_REF_LEN, MAX_STRIPES};
 use zlink_relocation::{
     BlobArgumentError, BlobError, BlobLayer, BlobLayerConfig, DataLost, TransferBudget,
 };
+use zlink_store_spi::MAX_DATA_CHUNK_LEN;
 use zlink_store_spi::{
     BlobReadResult, BlobRef, DynRelocationStore, FailureKind, ManualClock, MemoryRelocationStore,
     RelocationStore, Retention, StoreError, StoreErrorKind,
@@ -306,42 +307,55 @@ async fn sixty_four_even_ordered_stripes_round_trip_and_sixty_five_are_rejected(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_chunk_limit_is_64_mib_and_a_64_mib_chunk_round_trips() {
     let config = BlobLayerConfig::default();
-    assert_eq!(config.chunk_limit(), MAX_CHUNK_LEN);
+    assert_eq!(config.chunk_limit(), MAX_DATA_CHUNK_LEN);
     assert_eq!(config.max_stripes(), 64);
     assert_eq!(config.stripe_target(), 4 * 1024 * 1024);
     assert_eq!(config.budget().bytes(), 256 * 1024 * 1024);
     // By default 64 MiB + 1 byte spreads over 17 stripes of about 4 MiB.
     assert_eq!(
-        config.plan(MAX_CHUNK_LEN as u64 + 1).unwrap().chunks.len(),
+        config
+            .plan(MAX_DATA_CHUNK_LEN as u64 + 1)
+            .unwrap()
+            .chunks
+            .len(),
         17
     );
-    assert!(config.clone().with_stripe_target(MAX_CHUNK_LEN).is_ok());
+    assert!(
+        config
+            .clone()
+            .with_stripe_target(MAX_DATA_CHUNK_LEN)
+            .is_ok()
+    );
     assert!(matches!(
-        config.clone().with_stripe_target(MAX_CHUNK_LEN + 1),
+        config.clone().with_stripe_target(MAX_DATA_CHUNK_LEN + 1),
         Err(BlobArgumentError::StripeTarget { .. })
     ));
     assert!(config.clone().with_stripe_target(0).is_err());
-    let config = config.with_stripe_target(MAX_CHUNK_LEN).unwrap();
-    assert!(config.clone().with_chunk_limit(MAX_CHUNK_LEN).is_ok());
+    let config = config.with_stripe_target(MAX_DATA_CHUNK_LEN).unwrap();
+    assert!(config.clone().with_chunk_limit(MAX_DATA_CHUNK_LEN).is_ok());
     assert_eq!(
         config
             .clone()
-            .with_chunk_limit(MAX_CHUNK_LEN + 1)
+            .with_chunk_limit(MAX_DATA_CHUNK_LEN + 1)
             .unwrap_err(),
         BlobArgumentError::ChunkLimit {
-            actual: MAX_CHUNK_LEN + 1,
-            max: MAX_CHUNK_LEN
+            actual: MAX_DATA_CHUNK_LEN + 1,
+            max: MAX_DATA_CHUNK_LEN
         }
     );
     assert_eq!(
-        config.plan(MAX_CHUNK_LEN as u64 + 1).unwrap().chunks.len(),
+        config
+            .plan(MAX_DATA_CHUNK_LEN as u64 + 1)
+            .unwrap()
+            .chunks
+            .len(),
         2
     );
 
     let memory = MemoryRelocationStore::new();
     let blobs = layer(memory.clone(), config);
     let u = unit("64mib");
-    let data = payload(MAX_CHUNK_LEN, 11);
+    let data = payload(MAX_DATA_CHUNK_LEN, 11);
     let stored = blobs.store(&u, &data).await.unwrap();
     assert_eq!(stored.chunk_count, 1);
     assert_eq!(

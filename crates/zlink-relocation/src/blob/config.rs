@@ -8,7 +8,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zlink_store_spi::{Retention, StoreError};
 
 use crate::blob::error::BlobArgumentError;
-use crate::blob::format::{MAX_CHUNK_LEN, MAX_CHUNKS, MAX_STRIPES, UnitPlan};
+use crate::blob::format::{MAX_CHUNKS, MAX_STRIPES, UnitPlan};
+use zlink_store_spi::MAX_DATA_CHUNK_LEN;
 
 /// A bound on the encoded bytes of chunk reads and writes in flight at once, shared by every
 /// blob layer that holds a clone of it (spec 23: 256 MiB per process by default).
@@ -108,7 +109,7 @@ pub struct BlobLayerConfig {
 impl Default for BlobLayerConfig {
     fn default() -> Self {
         BlobLayerConfig {
-            chunk_limit: MAX_CHUNK_LEN,
+            chunk_limit: MAX_DATA_CHUNK_LEN,
             max_stripes: MAX_STRIPES,
             stripe_target: Self::DEFAULT_STRIPE_TARGET,
             // 24 h is a valid retention; the fallback is never taken.
@@ -133,10 +134,10 @@ impl BlobLayerConfig {
     /// Sets the data chunk limit: 1..=64 MiB (64 MiB, the default, is the production value;
     /// smaller limits are for tests).
     pub fn with_chunk_limit(mut self, bytes: usize) -> Result<Self, BlobArgumentError> {
-        if !(1..=MAX_CHUNK_LEN).contains(&bytes) {
+        if !(1..=MAX_DATA_CHUNK_LEN).contains(&bytes) {
             return Err(BlobArgumentError::ChunkLimit {
                 actual: bytes,
-                max: MAX_CHUNK_LEN,
+                max: MAX_DATA_CHUNK_LEN,
             });
         }
         self.chunk_limit = bytes;
@@ -159,10 +160,10 @@ impl BlobLayerConfig {
     /// `min(max stripes, ceil(len / min(target, chunk limit)))` even stripes; the chunk limit
     /// still caps every chunk.
     pub fn with_stripe_target(mut self, bytes: usize) -> Result<Self, BlobArgumentError> {
-        if !(1..=MAX_CHUNK_LEN).contains(&bytes) {
+        if !(1..=MAX_DATA_CHUNK_LEN).contains(&bytes) {
             return Err(BlobArgumentError::StripeTarget {
                 actual: bytes,
-                max: MAX_CHUNK_LEN,
+                max: MAX_DATA_CHUNK_LEN,
             });
         }
         self.stripe_target = bytes;

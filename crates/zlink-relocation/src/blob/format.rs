@@ -7,10 +7,6 @@ use zlink_store_spi::{BLOB_ENVELOPE_LEN, BlobRef, MAX_BLOB_LEN, MAX_DATA_CHUNK_L
 
 use crate::blob::error::{BlobArgumentError, EnvelopeError, IndexFormatError};
 
-/// The size of the envelope in front of every data chunk (spec 23: 23 bytes).
-pub const ENVELOPE_LEN: usize = BLOB_ENVELOPE_LEN;
-/// The largest data chunk, 64 MiB.
-pub const MAX_CHUNK_LEN: usize = MAX_DATA_CHUNK_LEN;
 /// The most data chunks under one leading index.
 pub const MAX_CHUNKS: usize = 4096;
 /// The most ordered stripes of one relocation root.
@@ -124,10 +120,10 @@ impl UnitPlan {
                 max: MAX_PAYLOAD_LEN,
             });
         }
-        if !(1..=MAX_CHUNK_LEN).contains(&chunk_limit) {
+        if !(1..=MAX_DATA_CHUNK_LEN).contains(&chunk_limit) {
             return Err(BlobArgumentError::ChunkLimit {
                 actual: chunk_limit,
-                max: MAX_CHUNK_LEN,
+                max: MAX_DATA_CHUNK_LEN,
             });
         }
         if !(1..=MAX_STRIPES).contains(&max_stripes) {
@@ -136,10 +132,10 @@ impl UnitPlan {
                 max: MAX_STRIPES,
             });
         }
-        if !(1..=MAX_CHUNK_LEN).contains(&stripe_target) {
+        if !(1..=MAX_DATA_CHUNK_LEN).contains(&stripe_target) {
             return Err(BlobArgumentError::StripeTarget {
                 actual: stripe_target,
-                max: MAX_CHUNK_LEN,
+                max: MAX_DATA_CHUNK_LEN,
             });
         }
         let limit = chunk_limit as u64;
@@ -230,7 +226,7 @@ pub(crate) struct EnvelopeHeader {
 
 /// The blob of one chunk: the 23-byte envelope followed by the data.
 pub(crate) fn encode_chunk(header: &EnvelopeHeader, data: &[u8]) -> Bytes {
-    let mut blob = BytesMut::with_capacity(ENVELOPE_LEN + data.len());
+    let mut blob = BytesMut::with_capacity(BLOB_ENVELOPE_LEN + data.len());
     blob.put_slice(&ENVELOPE_MAGIC);
     blob.put_u8(ENVELOPE_VERSION);
     blob.put_u8(KIND_DATA_CHUNK);
@@ -241,7 +237,7 @@ pub(crate) fn encode_chunk(header: &EnvelopeHeader, data: &[u8]) -> Bytes {
     blob.put_u32(header.data_crc);
     let header_crc = crc32c(&blob[..ENVELOPE_CHECKED_LEN]);
     blob.put_u32(header_crc);
-    debug_assert_eq!(blob.len(), ENVELOPE_LEN);
+    debug_assert_eq!(blob.len(), BLOB_ENVELOPE_LEN);
     blob.put_slice(data);
     blob.freeze()
 }
@@ -264,7 +260,7 @@ fn be_u64(b: &[u8], at: usize) -> u64 {
 /// `blob`, no copy). Verifies magic, version, kind, the header checksum, every header field
 /// against `expected`, the length, and the data checksum.
 pub(crate) fn open_chunk(blob: &Bytes, expected: &EnvelopeHeader) -> Result<Bytes, EnvelopeError> {
-    if blob.len() < ENVELOPE_LEN {
+    if blob.len() < BLOB_ENVELOPE_LEN {
         return Err(EnvelopeError::Truncated);
     }
     if blob[..4] != ENVELOPE_MAGIC {
@@ -293,14 +289,14 @@ pub(crate) fn open_chunk(blob: &Bytes, expected: &EnvelopeHeader) -> Result<Byte
         return Err(EnvelopeError::Misplaced);
     }
     if found.data_len != expected.data_len
-        || blob.len() - ENVELOPE_LEN != expected.data_len as usize
+        || blob.len() - BLOB_ENVELOPE_LEN != expected.data_len as usize
     {
         return Err(EnvelopeError::Length);
     }
     if found.data_crc != expected.data_crc {
         return Err(EnvelopeError::DataChecksum);
     }
-    let data = blob.slice(ENVELOPE_LEN..);
+    let data = blob.slice(BLOB_ENVELOPE_LEN..);
     if crc32c(&data) != expected.data_crc {
         return Err(EnvelopeError::DataChecksum);
     }
@@ -423,7 +419,7 @@ impl Index {
         let mut sha256 = [0u8; 32];
         sha256.copy_from_slice(&body[20..52]);
         let chunk_limit = be_u32(body, 52);
-        if chunk_limit == 0 || chunk_limit as usize > MAX_CHUNK_LEN {
+        if chunk_limit == 0 || chunk_limit as usize > MAX_DATA_CHUNK_LEN {
             return Err(E::Layout("chunk limit outside 1..=64 MiB"));
         }
         let mut at = INDEX_HEADER_LEN;
@@ -640,7 +636,7 @@ mod tests {
 
     #[test]
     fn index_of_4096_chunks_with_longest_references_fits_one_blob() {
-        let plan = UnitPlan::new(MAX_PAYLOAD_LEN, MAX_CHUNK_LEN, MAX_STRIPES).unwrap();
+        let plan = UnitPlan::new(MAX_PAYLOAD_LEN, MAX_DATA_CHUNK_LEN, MAX_STRIPES).unwrap();
         let base = BlobRef::new("x".repeat(MAX_INDEX_REF_LEN)).unwrap();
         let i = Index {
             total_len: MAX_PAYLOAD_LEN,
@@ -666,12 +662,16 @@ mod tests {
 
     #[test]
     fn whole_payload_of_256_gib_plans_4096_chunks_of_64_mib_in_64_stripes() {
-        let plan = UnitPlan::new(MAX_PAYLOAD_LEN, MAX_CHUNK_LEN, MAX_STRIPES).unwrap();
+        let plan = UnitPlan::new(MAX_PAYLOAD_LEN, MAX_DATA_CHUNK_LEN, MAX_STRIPES).unwrap();
         assert_eq!(plan.stripes.len(), 64);
         assert_eq!(plan.chunks.len(), 4096);
-        assert!(plan.chunks.iter().all(|c| c.len as usize == MAX_CHUNK_LEN));
+        assert!(
+            plan.chunks
+                .iter()
+                .all(|c| c.len as usize == MAX_DATA_CHUNK_LEN)
+        );
         assert_eq!(
-            UnitPlan::new(MAX_PAYLOAD_LEN + 1, MAX_CHUNK_LEN, MAX_STRIPES),
+            UnitPlan::new(MAX_PAYLOAD_LEN + 1, MAX_DATA_CHUNK_LEN, MAX_STRIPES),
             Err(BlobArgumentError::PayloadTooLarge {
                 actual: MAX_PAYLOAD_LEN + 1,
                 max: MAX_PAYLOAD_LEN
@@ -696,12 +696,12 @@ mod tests {
         assert_eq!(spread.stripes.len(), 64);
         assert_eq!(spread.chunks.len(), 64);
         // 64 MiB chunks with a 4 MiB target: 16 MiB is four stripes of one 4 MiB chunk.
-        let mid = UnitPlan::with_stripe_target(16 << 20, MAX_CHUNK_LEN, 64, 4 << 20).unwrap();
+        let mid = UnitPlan::with_stripe_target(16 << 20, MAX_DATA_CHUNK_LEN, 64, 4 << 20).unwrap();
         assert_eq!(mid.chunks.len(), 4);
         assert!(mid.chunks.iter().all(|c| c.len == 4 << 20));
         // The bound is unchanged: 256 GiB is still 4,096 chunks of 64 MiB.
         let full =
-            UnitPlan::with_stripe_target(MAX_PAYLOAD_LEN, MAX_CHUNK_LEN, 64, 4 << 20).unwrap();
+            UnitPlan::with_stripe_target(MAX_PAYLOAD_LEN, MAX_DATA_CHUNK_LEN, 64, 4 << 20).unwrap();
         assert_eq!(full.chunks.len(), 4096);
         let empty = UnitPlan::new(0, 100, 64).unwrap();
         assert_eq!(empty.stripes.len(), 1);

@@ -17,9 +17,10 @@ use zlink_store_spi::{
 use crate::blob::config::BlobLayerConfig;
 use crate::blob::error::{BlobArgumentError, BlobError, DataLost};
 use crate::blob::format::{
-    ENVELOPE_LEN, EnvelopeHeader, Index, IndexChunk, MAX_INDEX_REF_LEN, chunk_ref, crc32c,
-    encode_chunk, open_chunk, schedule,
+    EnvelopeHeader, Index, IndexChunk, MAX_INDEX_REF_LEN, chunk_ref, crc32c, encode_chunk,
+    open_chunk, schedule,
 };
+use zlink_store_spi::BLOB_ENVELOPE_LEN;
 
 /// What [`BlobLayer::store`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -382,7 +383,7 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
                     };
                     Ok((order, header.data_crc, expires_at))
                 };
-                (ENVELOPE_LEN + len as usize, job)
+                (BLOB_ENVELOPE_LEN + len as usize, job)
             })
             .collect();
         let mut crcs = vec![0u32; plan.chunks.len()];
@@ -474,7 +475,7 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
         let jobs = (0..index.chunks.len() as u16)
             .map(|order| {
                 let i = usize::from(order);
-                let cost = ENVELOPE_LEN + index.chunks[i].len as usize;
+                let cost = BLOB_ENVELOPE_LEN + index.chunks[i].len as usize;
                 let layer = self.clone();
                 let index = index.clone();
                 let job = move |permit: OwnedSemaphorePermit| async move {
@@ -566,7 +567,7 @@ impl<S: RelocationStore + ?Sized> BlobLayer<S> {
             .into_iter()
             .map(|order| {
                 let i = usize::from(order);
-                let cost = ENVELOPE_LEN + index.chunks[i].len as usize;
+                let cost = BLOB_ENVELOPE_LEN + index.chunks[i].len as usize;
                 let layer = self.clone();
                 let index = index.clone();
                 let job = move |permit: OwnedSemaphorePermit| async move {

@@ -9,7 +9,7 @@ mod layer;
 pub use config::{BlobLayerConfig, TransferBudget};
 pub use error::{BlobArgumentError, BlobError, DataLost, EnvelopeError, IndexFormatError};
 pub use format::{
-    ChunkPlan, ENVELOPE_LEN, INDEX_FORMAT_VERSION, MAX_CHUNK_LEN, MAX_CHUNKS, MAX_INDEX_REF_LEN,
-    MAX_PAYLOAD_LEN, MAX_STRIPES, StripePlan, UnitPlan,
+    ChunkPlan, INDEX_FORMAT_VERSION, MAX_CHUNKS, MAX_INDEX_REF_LEN, MAX_PAYLOAD_LEN, MAX_STRIPES,
+    StripePlan, UnitPlan,
 };
 pub use layer::{BlobLayer, DeletedUnit, RenewedUnit, RestoredUnit, StoredUnit};
