@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod faulty;
+pub mod live;
 mod location;
 mod model;
 mod relocation;
