@@ -1,8 +1,9 @@
 //! `cargo xtask test`: the single test command. It starts (or reuses) a Redis single node, a
 //! second independent Redis and a local 3-master Redis Cluster, exports their addresses
-//! (`ZLINK_TEST_REDIS_URL`, `ZLINK_TEST_REDIS_URL_2`, `ZLINK_TEST_REDIS_CLUSTER`), then runs
-//! `cargo fmt --check`, clippy with `-D warnings`, every workspace test, and the golden
-//! conformance runner (offline and live against the single node).
+//! (`ZLINK_TEST_REDIS_URL`, `ZLINK_TEST_REDIS_URL_2`, `ZLINK_TEST_REDIS_CLUSTER`) together with
+//! `ZLINK_REQUIRE_REDIS=1` (a live test that finds its variable missing fails instead of
+//! skipping), then runs `cargo fmt --check`, clippy with `-D warnings`, every workspace test,
+//! and the golden conformance runner (offline and live against the single node).
 
 use std::process::Command;
 
@@ -40,7 +41,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let services = services::ensure_all()?;
-    let env = services.env();
+    let mut env = services.env().to_vec();
+    // Read by `zlink_store_conformance::live::env_or_skip`: no live test may skip in this run.
+    env.push(("ZLINK_REQUIRE_REDIS", "1".to_string()));
     for (k, v) in &env {
         eprintln!("xtask: {k}={v}");
     }

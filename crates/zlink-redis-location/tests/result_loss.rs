@@ -14,6 +14,7 @@ use common::{PAUSE_MS, PausingWriter, fresh_prefix, key, targets};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_store_conformance::live;
 use zlink_store_spi::{
     Condition, LocationStore, Mutation, ReadResult, StoreErrorKind, StoreKey, StoreVersion,
     WriteRequest, WriteResult,
@@ -208,8 +209,7 @@ impl Proxy {
     }
 }
 
-fn single_node_addr() -> Option<SocketAddr> {
-    let url = std::env::var(common::SINGLE_ENV).ok()?;
+fn single_node_addr(url: &str) -> Option<SocketAddr> {
     let rest = url.split_once("://")?.1;
     let hostport = rest
         .rsplit_once('@')
@@ -232,10 +232,10 @@ fn single_node_addr() -> Option<SocketAddr> {
 /// server is reachable again the same store works again.
 #[tokio::test]
 async fn operation_timeout_bounds_waiting_for_a_lost_connection() {
-    let Some(upstream) = single_node_addr() else {
-        eprintln!("SKIPPED: {} not set", common::SINGLE_ENV);
+    let Some(url) = live::env_or_skip(common::SINGLE_ENV, &live::current_test()) else {
         return;
     };
+    let upstream = single_node_addr(&url).expect("ZLINK_TEST_REDIS_URL names a reachable host");
     let proxy = Proxy::start(upstream, "127.0.0.1:0".parse().unwrap()).await;
     let timeout = Duration::from_millis(600);
     let prefix = fresh_prefix("lost-connection");

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use common::*;
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_relocation::{BlobLayer, BlobLayerConfig, DataLost, TransferBudget};
+use zlink_store_conformance::live;
 use zlink_store_spi::{DynRelocationStore, RelocationStore, Retention};
 
 fn config() -> BlobLayerConfig {
@@ -68,10 +69,10 @@ fn prefix() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_layer_round_trips_on_redis_single_node() {
-    let Ok(url) = std::env::var("ZLINK_TEST_REDIS_URL") else {
-        eprintln!(
-            "SKIPPED: ZLINK_TEST_REDIS_URL not set (blob_layer_round_trips_on_redis_single_node)"
-        );
+    let Some(url) = live::env_or_skip(
+        "ZLINK_TEST_REDIS_URL",
+        "blob_layer_round_trips_on_redis_single_node",
+    ) else {
         return;
     };
     let options = RedisRelocationOptions::from_url(&url, prefix()).unwrap();
@@ -80,10 +81,10 @@ async fn blob_layer_round_trips_on_redis_single_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_layer_round_trips_on_redis_cluster() {
-    let Ok(seeds) = std::env::var("ZLINK_TEST_REDIS_CLUSTER") else {
-        eprintln!(
-            "SKIPPED: ZLINK_TEST_REDIS_CLUSTER not set (blob_layer_round_trips_on_redis_cluster)"
-        );
+    let Some(seeds) = live::env_or_skip(
+        "ZLINK_TEST_REDIS_CLUSTER",
+        "blob_layer_round_trips_on_redis_cluster",
+    ) else {
         return;
     };
     let options = RedisRelocationOptions::cluster(seeds.split(','), prefix()).unwrap();

@@ -1,7 +1,8 @@
 #![doc = include_str!("../README.md")]
 
+mod faulty;
+pub mod live;
 mod location;
-mod lossy;
 mod model;
 mod relocation;
 mod util;
@@ -12,8 +13,11 @@ use std::time::Duration;
 
 use zlink_store_spi::{DynLocationStore, DynRelocationStore, ManualClock};
 
+pub use faulty::{
+    Fault, FaultyLocationStore, FaultyRelocationStore, InjectedError, LocationOp, RelocationOp,
+    WriteHook,
+};
 pub use location::*;
-pub use lossy::{LossyLocationStore, LossyRelocationStore};
 pub use model::{ModelConfig, location_model_matches_reference};
 pub use relocation::*;
 
@@ -40,8 +44,10 @@ pub struct LocationCapabilities {
     /// Moves the provider clock; without it the expiry checks sleep for real (short retentions).
     pub advance_clock: Option<AdvanceClock>,
     /// A handle on the same data whose write replies get lost after the write may have been
-    /// applied (a time-out shorter than a delayed command, say). Without it the result-loss
-    /// check uses [`LossyLocationStore`] around the store under test.
+    /// applied (a time-out shorter than a delayed command, say):
+    /// [`FaultyLocationStore::losing_write_replies`] around the store, or a provider's own way
+    /// of losing a reply for real. Without it the result-loss check applies the write through
+    /// the store under test and drops the result itself.
     pub lossy_writer: Option<Arc<dyn DynLocationStore>>,
     /// Cases of the model test (default 1,000).
     pub model_cases: u32,
@@ -81,7 +87,8 @@ impl LocationCapabilities {
         self
     }
 
-    /// Uses a handle whose write replies get lost.
+    /// Uses a handle whose write replies get lost, e.g.
+    /// `Arc::new(FaultyLocationStore::losing_write_replies(store.clone()))`.
     pub fn with_lossy_writer(mut self, lossy: Arc<dyn DynLocationStore>) -> Self {
         self.lossy_writer = Some(lossy);
         self
@@ -109,8 +116,10 @@ pub struct RelocationCapabilities {
     pub prefix: String,
     /// Moves the provider clock; without it expiry checks sleep for real.
     pub advance_clock: Option<AdvanceClock>,
-    /// A handle on the same data whose put replies get lost after the put may have landed.
-    /// Without it the check uses [`LossyRelocationStore`] around the store under test.
+    /// A handle on the same data whose put replies get lost after the put may have landed:
+    /// [`FaultyRelocationStore::losing_put_replies`] around the store, or a provider's own way
+    /// of losing a reply for real. Without it the check puts through the store under test and
+    /// drops the result itself.
     pub lossy_putter: Option<Arc<dyn DynRelocationStore>>,
     /// Whether to round-trip a blob of exactly 64 MiB + 23 bytes (default true).
     pub largest_blob: bool,
@@ -150,7 +159,8 @@ impl RelocationCapabilities {
         self
     }
 
-    /// Uses a handle whose put replies get lost.
+    /// Uses a handle whose put replies get lost, e.g.
+    /// `Arc::new(FaultyRelocationStore::losing_put_replies(store.clone()))`.
     pub fn with_lossy_putter(mut self, lossy: Arc<dyn DynRelocationStore>) -> Self {
         self.lossy_putter = Some(lossy);
         self

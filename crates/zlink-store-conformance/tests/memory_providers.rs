@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use zlink_store_conformance::{
-    LocationCapabilities, LossyLocationStore, LossyRelocationStore, RelocationCapabilities,
+    FaultyLocationStore, FaultyRelocationStore, LocationCapabilities, RelocationCapabilities,
     run_location_suite, run_relocation_suite,
 };
 use zlink_store_spi::{
@@ -17,7 +17,9 @@ async fn memory_location_store_passes_the_suite() {
     let store = MemoryLocationStore::with_clock(Arc::new(clock.clone()));
     let caps = LocationCapabilities::new()
         .with_manual_clock(clock.clone())
-        .with_lossy_writer(Arc::new(LossyLocationStore::new(store.clone())));
+        .with_lossy_writer(Arc::new(FaultyLocationStore::losing_write_replies(
+            store.clone(),
+        )));
     let report = run_location_suite(&store, &caps).await;
     eprintln!("{report}");
     report.assert_all_passed();
@@ -60,7 +62,9 @@ async fn memory_relocation_store_passes_the_suite() {
     let store = MemoryRelocationStore::with_clock(Arc::new(clock.clone()));
     let caps = RelocationCapabilities::new()
         .with_manual_clock(clock)
-        .with_lossy_putter(Arc::new(LossyRelocationStore::new(store.clone())));
+        .with_lossy_putter(Arc::new(FaultyRelocationStore::losing_put_replies(
+            store.clone(),
+        )));
     let report = run_relocation_suite(&store, &caps).await;
     eprintln!("{report}");
     report.assert_all_passed();

@@ -164,11 +164,10 @@ mod tests {
     /// cmsgpack, must be identical. Needs a live Redis: skipped loudly without one.
     #[test]
     fn boundary_members_match_redis_lua_cmsgpack() {
-        let Ok(url) = std::env::var("ZLINK_TEST_REDIS_URL") else {
-            eprintln!(
-                "SKIPPED: ZLINK_TEST_REDIS_URL not set \
-                 (boundary_members_match_redis_lua_cmsgpack)"
-            );
+        let Some(url) = zlink_store_conformance::live::env_or_skip(
+            "ZLINK_TEST_REDIS_URL",
+            "boundary_members_match_redis_lua_cmsgpack",
+        ) else {
             return;
         };
         use fred::prelude::*;

@@ -11,6 +11,7 @@ use fred::types::config::Config;
 use fred::types::{Builder, CustomCommand, Value};
 use sha2::{Digest, Sha256};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_store_conformance::live;
 use zlink_store_spi::{
     LocationStore, ReadResult, ScanRequest, ScanResult, StoreKey, StoreResult, WriteRequest,
     WriteResult,
@@ -188,8 +189,9 @@ pub fn fresh_prefix(test: &str) -> String {
     format!("zlt-{test}-{}", uuid::Uuid::new_v4().simple())
 }
 
+/// The cluster seeds, or `None` after the skip notice (a failure where live tests are required).
 fn seeds() -> Option<Vec<String>> {
-    let v = std::env::var(CLUSTER_ENV).ok()?;
+    let v = live::env_or_skip(CLUSTER_ENV, &live::current_test())?;
     let seeds: Vec<String> = v
         .split(',')
         .map(|s| s.trim().to_owned())
@@ -198,21 +200,16 @@ fn seeds() -> Option<Vec<String>> {
     (!seeds.is_empty()).then_some(seeds)
 }
 
-/// The single node, if `ZLINK_TEST_REDIS_URL` is set (otherwise says so loudly).
+/// The single node, if `ZLINK_TEST_REDIS_URL` is set (see [`live::env_or_skip`] otherwise).
 pub async fn single() -> Option<Target> {
-    let Ok(url) = std::env::var(SINGLE_ENV) else {
-        eprintln!("SKIPPED: {SINGLE_ENV} not set");
-        return None;
-    };
+    let url = live::env_or_skip(SINGLE_ENV, &live::current_test())?;
     Some(url_target("single", &url).await)
 }
 
-/// The second independent server, if `ZLINK_TEST_REDIS_URL_2` is set.
+/// The second independent server, if `ZLINK_TEST_REDIS_URL_2` is set (see
+/// [`live::env_or_skip`] otherwise).
 pub async fn second() -> Option<Target> {
-    let Ok(url) = std::env::var(SECOND_ENV) else {
-        eprintln!("SKIPPED: {SECOND_ENV} not set");
-        return None;
-    };
+    let url = live::env_or_skip(SECOND_ENV, &live::current_test())?;
     Some(url_target("second", &url).await)
 }
 
@@ -222,12 +219,10 @@ async fn url_target(name: &'static str, url: &str) -> Target {
     Target { name, options, raw }
 }
 
-/// The 3-master cluster, if `ZLINK_TEST_REDIS_CLUSTER` is set.
+/// The 3-master cluster, if `ZLINK_TEST_REDIS_CLUSTER` is set (see [`live::env_or_skip`]
+/// otherwise).
 pub async fn cluster() -> Option<Target> {
-    let Some(seeds) = seeds() else {
-        eprintln!("SKIPPED: {CLUSTER_ENV} not set");
-        return None;
-    };
+    let seeds = seeds()?;
     let options = RedisLocationOptions::cluster(&seeds).expect("cluster seeds");
     let hosts = seeds
         .iter()
@@ -247,14 +242,12 @@ pub async fn cluster() -> Option<Target> {
     })
 }
 
-/// Every configured target among the single node and the cluster; loud when none is.
+/// Every configured target among the single node and the cluster; each missing one is
+/// reported by [`live::env_or_skip`] (a failure where live tests are required).
 pub async fn targets() -> Vec<Target> {
     let mut t = Vec::new();
     t.extend(single().await);
     t.extend(cluster().await);
-    if t.is_empty() {
-        eprintln!("SKIPPED: neither {SINGLE_ENV} nor {CLUSTER_ENV} is set");
-    }
     t
 }
 

@@ -10,9 +10,11 @@ use fred::types::config::ServerConfig;
 use fred::types::{ClusterHash, CustomCommand};
 use tokio::net::{TcpListener, TcpStream};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
+use zlink_store_conformance::live::env_or_skip;
 use zlink_store_spi::BlobRef;
 
-/// `ZLINK_TEST_REDIS_URL`, or `None` after a loud skip notice.
+/// `ZLINK_TEST_REDIS_URL`, or `None` after a loud skip notice (a failure where live tests are
+/// required: see `env_or_skip`).
 pub fn single_url(test: &str) -> Option<String> {
     env_or_skip("ZLINK_TEST_REDIS_URL", test)
 }
@@ -31,16 +33,6 @@ pub fn cluster_seeds(test: &str) -> Option<Vec<String>> {
 /// `ZLINK_TEST_REDIS_URL_2`, or `None` after a loud skip notice.
 pub fn second_url(test: &str) -> Option<String> {
     env_or_skip("ZLINK_TEST_REDIS_URL_2", test)
-}
-
-fn env_or_skip(var: &str, test: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.trim().is_empty() => Some(v),
-        _ => {
-            eprintln!("SKIPPED: {var} not set ({test} needs a live Redis)");
-            None
-        }
-    }
 }
 
 /// A random, brace-free key prefix.
