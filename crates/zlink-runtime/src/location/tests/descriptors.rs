@@ -343,7 +343,7 @@ pub(super) async fn discovery_uses_pages_only_when_change_number_matches(h: &Har
 /// deadline is extended; after recovery the list is read again in full.
 pub(super) async fn store_failure_grace_keeps_the_list_and_never_extends_the_deadline(h: &Harness) {
     let clock = ManualMonotonic::new();
-    let flaky = TestStore::new(h.store.clone());
+    let flaky = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let rt = h
         .runtime_with(
             flaky.clone(),
@@ -372,7 +372,7 @@ pub(super) async fn store_failure_grace_keeps_the_list_and_never_extends_the_dea
         n
     };
 
-    flaky.set_mode(Mode::Down);
+    flaky.set_fault(LocationOp::ALL, Fault::UNAVAILABLE);
     clock.advance(Duration::from_secs(1));
     let view = d.refresh().await.expect("kept list");
     assert!(matches!(view.status, DiscoveryStatus::Grace { .. }));
@@ -398,7 +398,7 @@ pub(super) async fn store_failure_grace_keeps_the_list_and_never_extends_the_dea
     assert!(matches!(view.status, DiscoveryStatus::Stale { .. }));
     assert_eq!(view.nodes.len(), 1);
 
-    flaky.set_mode(Mode::Normal);
+    flaky.heal();
     let view = d.refresh().await.expect("refresh");
     assert_eq!(view.status, DiscoveryStatus::Fresh);
 }

@@ -6,7 +6,7 @@ use super::prelude::*;
 /// witness key and its first-read version (never guessing): Reserve and Commit are reported
 /// applied with the stored version, and the capacity row stays consistent.
 pub(super) async fn lost_write_reply_is_reconstructed_from_the_store(h: &Harness) {
-    let lossy = TestStore::new(h.store.clone());
+    let lossy = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let rt = h
         .runtime_with(lossy.clone(), LocationOptions::default(), None)
         .await;
@@ -14,7 +14,7 @@ pub(super) async fn lost_write_reply_is_reconstructed_from_the_store(h: &Harness
         rt,
         desc: descriptor("main", &[1]),
     };
-    lossy.set_mode(Mode::LoseReplies);
+    lossy.set_fault([LocationOp::Write], Fault::LOSE_REPLY);
     let x = reserve(&a, ObjectKind::Actor, "x", "chat", &a).await;
     let key = keys::authority(ObjectKind::Actor, &id("x")).expect("key");
     assert_eq!(
@@ -32,7 +32,7 @@ pub(super) async fn lost_write_reply_is_reconstructed_from_the_store(h: &Harness
         h.store.read(&key).await.expect("read").version(),
         Some(x.version())
     );
-    lossy.set_mode(Mode::Normal);
+    lossy.heal();
     let row = capacity(&a, &a).await;
     assert_eq!((row.actors.active, row.actors.reserved), (1, 0));
     // The engine's cached rows were refreshed: the next operation works.
@@ -45,8 +45,8 @@ pub(super) async fn lost_write_reply_is_reconstructed_from_the_store(h: &Harness
 /// meanwhile queue behind it whatever the scheduling (on a fast store they might all run one
 /// by one, which is allowed, and would prove nothing).
 pub(super) async fn concurrent_operations_coalesce_into_shared_batches(h: &Harness) {
-    let counting = TestStore::new(h.store.clone());
-    counting.set_in_flight(Some(Duration::from_millis(20)));
+    let counting = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    counting.set_delay([LocationOp::Write], Some(Duration::from_millis(20)));
     let rt = h
         .runtime_with(counting.clone(), LocationOptions::default(), None)
         .await;

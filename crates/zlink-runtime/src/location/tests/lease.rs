@@ -307,8 +307,13 @@ pub(super) async fn expired_admission_deadline_blocks_all_new_work(h: &Harness) 
 /// while the Store still holds the lease (before its TTL). A failing renew does not move it.
 pub(super) async fn lease_stall_refuses_new_work_after_deadline_before_ttl(h: &Harness) {
     let clock = ManualMonotonic::new();
-    let slow = TestStore::new(h.store.clone());
-    slow.set_latency(Some((clock.clone(), Duration::from_secs(2))));
+    let slow = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    {
+        let clock = clock.clone();
+        slow.set_write_hook(Some(Arc::new(move || {
+            clock.advance(Duration::from_secs(2))
+        })));
+    }
     let rt = h
         .runtime_with(
             slow.clone(),
@@ -316,7 +321,7 @@ pub(super) async fn lease_stall_refuses_new_work_after_deadline_before_ttl(h: &H
             Some(clock.clone()),
         )
         .await;
-    slow.set_latency(None);
+    slow.set_write_hook(None);
     assert_eq!(clock.now(), Duration::from_secs(2));
     assert_eq!(rt.gate().deadline(), Some(Duration::from_secs(10)));
     let a = Host {
@@ -328,10 +333,10 @@ pub(super) async fn lease_stall_refuses_new_work_after_deadline_before_ttl(h: &H
     let x = reserve(&a, ObjectKind::Actor, "x", "chat", &a).await;
 
     // The Store stops answering: renew fails and the deadline stays.
-    slow.set_mode(Mode::Down);
+    slow.set_fault(LocationOp::ALL, Fault::UNAVAILABLE);
     assert!(a.rt.lease().renew().await.is_err());
     assert_eq!(a.rt.gate().deadline(), Some(Duration::from_secs(10)));
-    slow.set_mode(Mode::Normal);
+    slow.heal();
 
     clock.advance(Duration::from_millis(1));
     for op in AdmissionOp::ALL {
@@ -452,15 +457,15 @@ pub(super) async fn takeover_of_an_expired_lease_issues_a_new_generation(h: &Har
 /// A renew whose reply was lost is recovered by an exact read at the next renew: same
 /// generation, no takeover.
 pub(super) async fn lost_renew_reply_is_recovered_without_a_new_generation(h: &Harness) {
-    let lossy = TestStore::new(h.store.clone());
+    let lossy = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let rt = h
         .runtime_with(lossy.clone(), LocationOptions::default(), None)
         .await;
     let run = rt.host_run().expect("run");
-    lossy.set_mode(Mode::LoseReplies);
+    lossy.set_fault([LocationOp::Write], Fault::LOSE_REPLY);
     let e = rt.lease().renew().await.expect_err("reply lost");
     assert!(matches!(e, LocationError::Store(ref s) if s.kind() == StoreErrorKind::TimedOut));
-    lossy.set_mode(Mode::Normal);
+    lossy.heal();
     assert!(matches!(
         rt.lease().renew().await.expect("renew"),
         RenewOutcome::Renewed { .. }

@@ -1,6 +1,8 @@
 //! The location runtime suite: every behaviour test is one `async fn` over a [`Harness`], run
-//! once on the in-memory store (`memory::name`) and once on the live Redis provider
-//! (`redis::name`, skipped loudly without `ZLINK_TEST_REDIS_URL`).
+//! on the in-memory store (`memory::name`), on the live Redis single node (`redis::name`,
+//! `ZLINK_TEST_REDIS_URL`) and on the live 3-master Redis Cluster (`cluster::name`,
+//! `ZLINK_TEST_REDIS_CLUSTER`). A missing variable skips loudly under a plain `cargo test` and
+//! fails when `CI` or `ZLINK_REQUIRE_REDIS` is set.
 
 mod authority;
 mod capacity_model;
@@ -8,6 +10,7 @@ mod descriptors;
 mod engine;
 mod lease;
 mod prelude;
+mod purge;
 mod relocation;
 mod support;
 mod sweep;
@@ -30,6 +33,17 @@ macro_rules! on_every_store {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let Some(h) = super::Harness::redis(stringify!($name)).await else {
+                        return;
+                    };
+                    super::$area::$name(&h).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(h) = super::Harness::cluster(stringify!($name)).await else {
                         return;
                     };
                     super::$area::$name(&h).await;

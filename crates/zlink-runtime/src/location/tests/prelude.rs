@@ -14,8 +14,8 @@ pub(super) use zlink_store_spi::{
 };
 
 pub(super) use super::support::{
-    Harness, Host, Mode, TestStore, capability, descriptor, force_delete, force_put, host,
-    short_lease, snapshot_of, ty,
+    Harness, Host, capability, descriptor, force_delete, force_put, host, short_lease, snapshot_of,
+    ty,
 };
 pub(super) use crate::location::testing::{
     AuthorityHandle, AuthorityRead, Conflict, DiscoveryStatus, NodeUsage, Outcome, PublishOutcome,
@@ -26,6 +26,7 @@ pub(super) use crate::location::{
     LocationRuntime, ManualMonotonic, MonotonicClock, ObjectId, keys, lease,
 };
 pub(super) use zlink_codec::counter::{EXHAUSTED as COUNTER_EXHAUSTED, MAX_ISSUED};
+pub(super) use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
 
 pub(super) fn id(s: &str) -> ObjectId {
     ObjectId::new(s).expect("object id")

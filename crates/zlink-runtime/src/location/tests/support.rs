@@ -1,23 +1,25 @@
-//! Test support: the two backends, a store wrapper that fails, loses replies or adds latency,
-//! descriptor builders, and whole-store snapshots.
+//! Test support: the backends (memory, Redis single node, Redis Cluster), descriptor builders,
+//! hosts and whole-store snapshots. Failures, lost replies and latency come from the shared
+//! `zlink_store_conformance::FaultyLocationStore`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use zlink_codec::Generation;
 use zlink_codec::records::{
     ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectCapability,
     ObjectKind, ObjectRole, RelocationPolicy, SlotUsage,
 };
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_store_conformance::live;
 use zlink_store_spi::{
-    Bytes, Condition, DynLocationStore, FailureKind, LocationStore, LocationStoreExt, ManualClock,
-    MemoryLocationStore, Mutation, PageLimit, ReadResult, ScanPrefix, ScanRequest, ScanResult,
-    StoreError, StoreKey, StoreResult, StoreVersion, WriteRequest, WriteResult,
+    Bytes, Condition, DynLocationStore, LocationStore, LocationStoreExt, ManualClock,
+    MemoryLocationStore, Mutation, PageLimit, ReadResult, ScanPrefix, StoreKey, StoreVersion,
+    WriteRequest,
 };
+
+use super::purge::Purge;
 
 use crate::location::testing::{TargetNode, target_of};
 use crate::location::{
@@ -26,6 +28,7 @@ use crate::location::{
 };
 
 pub(crate) const REDIS_ENV: &str = "ZLINK_TEST_REDIS_URL";
+pub(crate) const CLUSTER_ENV: &str = "ZLINK_TEST_REDIS_CLUSTER";
 
 /// One backend of the suite.
 pub(crate) struct Harness {
@@ -34,64 +37,6 @@ pub(crate) struct Harness {
     pub(crate) store_clock: Option<ManualClock>,
     pub(crate) backend: &'static str,
     purge: Option<Purge>,
-}
-
-struct Purge {
-    url: String,
-    prefix: String,
-}
-
-impl Purge {
-    async fn run(&self) {
-        use fred::interfaces::{ClientLike, KeysInterface};
-        let Ok(config) = fred::types::config::Config::from_url(&self.url) else {
-            return;
-        };
-        let Ok(client) = fred::types::Builder::from_config(config).build() else {
-            return;
-        };
-        if client.init().await.is_err() {
-            return;
-        }
-        let pattern = format!("{}:*", self.prefix);
-        let mut cursor = "0".to_owned();
-        loop {
-            let args: Vec<fred::types::Value> = vec![
-                cursor.as_str().into(),
-                "MATCH".into(),
-                pattern.as_str().into(),
-                "COUNT".into(),
-                1000.into(),
-            ];
-            let reply: Result<fred::types::Value, _> = client
-                .custom(
-                    fred::types::CustomCommand::new_static("SCAN", None, false),
-                    args,
-                )
-                .await;
-            let Ok(reply) = reply else { break };
-            let parts = reply.into_array();
-            let Some(next) = parts.first().and_then(|v| v.as_string()) else {
-                break;
-            };
-            let keys: Vec<String> = parts
-                .get(1)
-                .cloned()
-                .map(|v| v.into_array())
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|k| k.as_string())
-                .collect();
-            if !keys.is_empty() {
-                let _: Result<i64, _> = client.del(keys).await;
-            }
-            if next == "0" {
-                break;
-            }
-            cursor = next;
-        }
-        let _ = client.quit().await;
-    }
 }
 
 impl Drop for Harness {
@@ -122,26 +67,49 @@ impl Harness {
         }
     }
 
-    /// The live Redis under a fresh key prefix, or `None` (said loudly) without the env var.
+    /// The live Redis single node under a fresh key prefix; `None` after a loud skip when
+    /// `ZLINK_TEST_REDIS_URL` is unset (a failure where live tests are required, see
+    /// `zlink_store_conformance::live`).
     pub(crate) async fn redis(test: &str) -> Option<Harness> {
-        let Ok(url) = std::env::var(REDIS_ENV) else {
-            eprintln!("SKIPPED: {REDIS_ENV} not set ({test} runs on the memory store only)");
-            return None;
-        };
-        let prefix = format!("zlrt-{test}-{}", uuid::Uuid::new_v4().simple());
+        let url = live::env_or_skip(REDIS_ENV, test)?;
+        let prefix = fresh_prefix(test);
         let options = RedisLocationOptions::from_url(&url)
             .expect("ZLINK_TEST_REDIS_URL is a Redis URL")
             .with_key_prefix(prefix.clone())
             .expect("prefix");
+        Some(Self::connect(options, "redis", Purge::single(url, prefix)).await)
+    }
+
+    /// The live 3-master Redis Cluster (`ZLINK_TEST_REDIS_CLUSTER`, comma-separated
+    /// `host:port` seeds) under a fresh key prefix; skipped like [`redis`](Self::redis).
+    pub(crate) async fn cluster(test: &str) -> Option<Harness> {
+        let seeds: Vec<String> = live::env_or_skip(CLUSTER_ENV, test)?
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let prefix = fresh_prefix(test);
+        let options = RedisLocationOptions::cluster(&seeds)
+            .expect("ZLINK_TEST_REDIS_CLUSTER holds host:port seeds")
+            .with_key_prefix(prefix.clone())
+            .expect("prefix");
+        Some(Self::connect(options, "cluster", Purge::cluster(seeds, prefix)).await)
+    }
+
+    async fn connect(
+        options: RedisLocationOptions,
+        backend: &'static str,
+        purge: Purge,
+    ) -> Harness {
         let store = RedisLocationStore::connect(options)
             .await
             .expect("the test Redis is reachable");
-        Some(Harness {
+        Harness {
             store: Arc::new(store),
             store_clock: None,
-            backend: "redis",
-            purge: Some(Purge { url, prefix }),
-        })
+            backend,
+            purge: Some(purge),
+        }
     }
 
     /// Moves the Store's clock forward: the memory clock directly, Redis by waiting.
@@ -177,6 +145,10 @@ impl Harness {
         self.runtime_with(self.store.clone(), LocationOptions::default(), None)
             .await
     }
+}
+
+fn fresh_prefix(test: &str) -> String {
+    format!("zlrt-{test}-{}", uuid::Uuid::new_v4().simple())
 }
 
 pub(crate) async fn snapshot_of(
@@ -314,107 +286,5 @@ pub(crate) async fn force_delete(store: &dyn DynLocationStore, key: &StoreKey) {
         )
         .expect("request");
         assert!(store.write(&request).await.expect("write").is_applied());
-    }
-}
-
-/// How a [`TestStore`] behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Mode {
-    /// Passes everything through.
-    Normal = 0,
-    /// Every operation fails as unavailable (nothing reaches the inner store).
-    Down = 1,
-    /// Writes are applied, then answer `TimedOut` (a lost reply).
-    LoseReplies = 2,
-}
-
-/// A store wrapper for failure, lost-reply and latency tests, counting writes.
-#[derive(Debug)]
-pub(crate) struct TestStore {
-    inner: Arc<dyn DynLocationStore>,
-    mode: AtomicU8,
-    writes: AtomicU64,
-    latency: Mutex<Option<(ManualMonotonic, Duration)>>,
-    in_flight: Mutex<Option<Duration>>,
-}
-
-impl TestStore {
-    pub(crate) fn new(inner: Arc<dyn DynLocationStore>) -> Arc<TestStore> {
-        Arc::new(TestStore {
-            inner,
-            mode: AtomicU8::new(Mode::Normal as u8),
-            writes: AtomicU64::new(0),
-            latency: Mutex::new(None),
-            in_flight: Mutex::new(None),
-        })
-    }
-
-    pub(crate) fn set_mode(&self, mode: Mode) {
-        self.mode.store(mode as u8, Ordering::SeqCst);
-    }
-
-    fn mode(&self) -> Mode {
-        match self.mode.load(Ordering::SeqCst) {
-            1 => Mode::Down,
-            2 => Mode::LoseReplies,
-            _ => Mode::Normal,
-        }
-    }
-
-    /// Every write takes `delay` on `clock` (the monotonic clock moves while it is in flight).
-    pub(crate) fn set_latency(&self, latency: Option<(ManualMonotonic, Duration)>) {
-        *self.latency.lock() = latency;
-    }
-
-    /// Every write stays in flight for `delay` of real time before reaching the inner store
-    /// (so operations submitted meanwhile queue up behind it).
-    pub(crate) fn set_in_flight(&self, delay: Option<Duration>) {
-        *self.in_flight.lock() = delay;
-    }
-
-    pub(crate) fn writes(&self) -> u64 {
-        self.writes.load(Ordering::SeqCst)
-    }
-
-    fn down() -> StoreError {
-        StoreError::failure_kind(FailureKind::Unavailable)
-    }
-}
-
-impl LocationStore for TestStore {
-    async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
-        if self.mode() == Mode::Down {
-            return Err(Self::down());
-        }
-        self.inner.read(key).await
-    }
-
-    async fn write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
-        if self.mode() == Mode::Down {
-            return Err(Self::down());
-        }
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        let latency = self.latency.lock().clone();
-        if let Some((clock, d)) = latency {
-            clock.advance(d);
-        }
-        let in_flight = *self.in_flight.lock();
-        if let Some(d) = in_flight {
-            tokio::time::sleep(d).await;
-        }
-        let result = self.inner.write(request).await;
-        if self.mode() == Mode::LoseReplies {
-            result?;
-            return Err(StoreError::TimedOut);
-        }
-        result
-    }
-
-    async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
-        if self.mode() == Mode::Down {
-            return Err(Self::down());
-        }
-        self.inner.scan(request).await
     }
 }
