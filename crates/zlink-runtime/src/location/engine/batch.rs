@@ -207,13 +207,15 @@ pub(crate) enum ApplyFail {
     Shared(Box<Result<JobResult, LocationError>>),
 }
 
-/// The working copies of the shared rows while a batch is formed.
+/// The working copies of the shared rows while a batch is formed. Each carries the version it
+/// was read with, so [`assemble`] writes every move it holds under its own condition and never
+/// looks a row up again (no move can be dropped for want of a cached row).
 #[derive(Debug, Default)]
 pub(crate) struct Working {
-    /// The next value of each counter the batch moves.
-    pub(crate) next: HashMap<GenerationKind, u64>,
-    /// The new counts of each allocation row the batch moves.
-    pub(crate) rows: HashMap<NodeKey, CapacityRow>,
+    /// Each counter the batch moves: the row as read and its new stored value.
+    pub(crate) next: HashMap<GenerationKind, (CounterRow, u64)>,
+    /// Each allocation row the batch moves: the version it was read with and its new counts.
+    pub(crate) rows: HashMap<NodeKey, (Option<StoreVersion>, CapacityRow)>,
 }
 
 /// Applies one job to the working copies (which change only if the job fits).
@@ -241,13 +243,13 @@ pub(crate) fn apply(
             .ok_or(ApplyFail::Final(LocationError::Contended))?;
         let row = CounterRow {
             kind,
-            next: working.next.get(&kind).copied().unwrap_or(cached.next),
+            next: working.next.get(&kind).map_or(cached.next, |(_, n)| *n),
             version: cached.version.clone(),
         };
         let (value, after) = row
             .issue(1)
             .map_err(|e| ApplyFail::Shared(Box::new(Err(e))))?;
-        my_next.insert(kind, after);
+        my_next.insert(kind, (cached.clone(), after));
         match kind {
             GenerationKind::Object => issued.object = Some(value),
             GenerationKind::AuthorityOwner => issued.authority_owner = Some(value),
@@ -255,16 +257,21 @@ pub(crate) fn apply(
             _ => return Err(ApplyFail::Final(LocationError::Contended)),
         }
     }
-    let mut my_rows: HashMap<NodeKey, CapacityRow> = HashMap::new();
+    let mut my_rows: HashMap<NodeKey, (Option<StoreVersion>, CapacityRow)> = HashMap::new();
     for mv in &plan.capacity {
-        let row = match my_rows.entry(mv.node.clone()) {
+        let (_, row) = match my_rows.entry(mv.node.clone()) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
                 let base = working
                     .rows
                     .get(&mv.node)
                     .cloned()
-                    .or_else(|| cache.rows.get(&mv.node).map(|r| r.counts.clone()))
+                    .or_else(|| {
+                        cache
+                            .rows
+                            .get(&mv.node)
+                            .map(|r| (r.version.clone(), r.counts.clone()))
+                    })
                     .ok_or(ApplyFail::Final(LocationError::Contended))?;
                 v.insert(base)
             }
@@ -344,7 +351,6 @@ impl Mutations {
 pub(crate) fn assemble(
     accepted: Vec<Accepted>,
     working: Working,
-    cache: &Cache,
     book: &LeaseBook,
 ) -> Result<(WriteRequest, Flight), (ArgumentError, Vec<Accepted>)> {
     let mut conditions = Vec::new();
@@ -378,30 +384,27 @@ pub(crate) fn assemble(
         }
         job_puts.push(start..mutations.puts);
     }
-    let mut next: Vec<(GenerationKind, u64)> = working.next.into_iter().collect();
-    next.sort();
+    let mut next: Vec<(GenerationKind, (CounterRow, u64))> = working.next.into_iter().collect();
+    next.sort_by_key(|(kind, _)| *kind);
     let mut counters = Vec::with_capacity(next.len());
-    for (kind, n) in next {
-        if let Some(row) = cache.counters.get(&kind) {
-            conditions.push(row.condition());
-            let put = mutations.put(row.put(n));
-            counters.push(CounterMove { kind, next: n, put });
-        }
+    for (kind, (row, n)) in next {
+        conditions.push(row.condition());
+        let put = mutations.put(row.put(n));
+        counters.push(CounterMove { kind, next: n, put });
     }
-    let mut moved: Vec<(NodeKey, CapacityRow)> = working.rows.into_iter().collect();
+    let mut moved: Vec<(NodeKey, (Option<StoreVersion>, CapacityRow))> =
+        working.rows.into_iter().collect();
     moved.sort_by(|a, b| a.0.cmp(&b.0));
     let mut rows = Vec::with_capacity(moved.len());
-    for (node, counts) in moved {
+    for (node, (version, counts)) in moved {
         let key = match keys::node_capacity(&node) {
             Ok(k) => k,
             Err(e) => return Err((e, accepted)),
         };
-        conditions.push(
-            match cache.rows.get(&node).and_then(|r| r.version.clone()) {
-                Some(v) => Condition::Version(key.clone(), v),
-                None => Condition::Missing(key.clone()),
-            },
-        );
+        conditions.push(match version {
+            Some(v) => Condition::Version(key.clone(), v),
+            None => Condition::Missing(key.clone()),
+        });
         let put = mutations.put(Mutation::put(key, counts.encode()));
         rows.push(RowMove { node, counts, put });
     }
@@ -636,13 +639,16 @@ mod tests {
             })
             .collect();
         let mut working = Working::default();
-        working.next.insert(GenerationKind::Object, 6);
+        working.next.insert(
+            GenerationKind::Object,
+            (cache.counters[&GenerationKind::Object].clone(), 6),
+        );
         let mut row = CapacityRow::default();
         row.add_within(&CapacityBundle::actor(), &CapacityLimits::unlimited())
             .expect("fits");
-        working.rows.insert(node(1), row.clone());
+        working.rows.insert(node(1), (None, row.clone()));
         let book = LeaseBook::default();
-        let (request, flight) = match assemble(accepted, working, &cache, &book) {
+        let (request, flight) = match assemble(accepted, working, &book) {
             Ok(r) => r,
             Err((e, _)) => panic!("assemble: {e}"),
         };

@@ -23,7 +23,7 @@
 //! **Pipelining.** A batch locks the rows it writes (its jobs' own keys, the counters and
 //! allocation rows it moves) until its result is handled; other batches can be formed and sent
 //! meanwhile from jobs whose rows are all unlocked (at most [`EngineConfig::max_in_flight`]
-//! batches). A Reserve moves the counters and the target's allocation row; a Commit or a
+//! writes; a batch being settled by a recovery holds its rows but not a write slot). A Reserve moves the counters and the target's allocation row; a Commit or a
 //! Preserve moves no shared row at all, so they are never held up by a Reserve in flight.
 //!
 //! **Conflicts.** On `Conflict` nothing was applied: a recovery task re-reads the shared rows
@@ -92,7 +92,8 @@ impl Engine {
             cache: Cache::default(),
             locks: Locks::default(),
             pending: VecDeque::new(),
-            in_flight: 0,
+            writing: 0,
+            recovering: 0,
             events_tx,
             rng: PlacementRng::new(),
         };
@@ -148,8 +149,11 @@ struct Worker {
     cache: Cache,
     locks: Locks,
     pending: VecDeque<Job>,
-    /// Batches written or being recovered (each holds its locks until it is settled).
-    in_flight: usize,
+    /// Batches whose write is in flight (at most `max_in_flight`).
+    writing: usize,
+    /// Batches being settled by a recovery task (each holds its locks until it is settled;
+    /// they never hold back batches on other rows).
+    recovering: usize,
     events_tx: mpsc::UnboundedSender<Event>,
     rng: PlacementRng,
 }
@@ -162,12 +166,13 @@ impl Worker {
     ) {
         let mut open = true;
         loop {
-            if !open && self.pending.is_empty() && self.in_flight == 0 {
+            let unsettled = self.writing + self.recovering;
+            if !open && self.pending.is_empty() && unsettled == 0 {
                 return;
             }
             tokio::select! {
                 biased;
-                Some(event) = events.recv(), if self.in_flight > 0 => self.on_event(event),
+                Some(event) = events.recv(), if unsettled > 0 => self.on_event(event),
                 job = rx.recv(), if open && self.pending.is_empty() => match job {
                     Some(job) => self.pending.push_back(job),
                     None => open = false,
@@ -178,8 +183,8 @@ impl Worker {
             while let Ok(job) = rx.try_recv() {
                 self.pending.push_back(job);
             }
-            while self.in_flight < self.config.max_in_flight {
-                let min = if self.in_flight == 0 {
+            while self.writing < self.config.max_in_flight {
+                let min = if self.writing == 0 {
                     1
                 } else {
                     self.config.min_extra_jobs
@@ -207,12 +212,14 @@ impl Worker {
                 result: Ok(WriteResult::Applied { put_versions, .. }),
             } => {
                 self.locks.release(&flight.locks, &flight.lock_keys);
-                self.in_flight -= 1;
+                self.writing -= 1;
                 self.on_applied(flight, &put_versions);
             }
             Event::Written { flight, result } => {
-                // Settled off the loop; the batch keeps its locks (and its in-flight slot)
-                // until the recovery hands its fresh rows back.
+                // Settled off the loop; the batch keeps its locks until the recovery hands its
+                // fresh rows back, and no longer counts as a write in flight.
+                self.writing -= 1;
+                self.recovering += 1;
                 let recovery = Recovery {
                     store: self.store.clone(),
                     book: self.book.clone(),
@@ -243,7 +250,7 @@ impl Worker {
                     };
                 }
                 self.locks.release(&recovered.locks, &recovered.lock_keys);
-                self.in_flight -= 1;
+                self.recovering -= 1;
                 self.requeue(recovered.retry);
             }
         }
@@ -368,7 +375,7 @@ impl Worker {
             return retry;
         }
         // 4. One conditional batch.
-        let (request, flight) = match batch::assemble(accepted, working, &self.cache, &self.book) {
+        let (request, flight) = match batch::assemble(accepted, working, &self.book) {
             Ok(r) => r,
             Err((e, accepted)) => {
                 for a in accepted {
@@ -379,7 +386,7 @@ impl Worker {
         };
         // 5. Send it; the result comes back as an event.
         self.locks.hold(&flight);
-        self.in_flight += 1;
+        self.writing += 1;
         let store = self.store.clone();
         let events = self.events_tx.clone();
         tokio::spawn(async move {

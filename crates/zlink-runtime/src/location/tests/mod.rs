@@ -95,5 +95,6 @@ on_every_store!(
     relocation::carrying_preserve_keeps_the_reservation_and_stales_older_copies,
     engine::lost_write_reply_is_reconstructed_from_the_store,
     engine::concurrent_operations_coalesce_into_shared_batches,
+    engine::unknown_outcome_recovery_does_not_stall_other_batches,
     authority::capacity_counters_equal_allocations_after_random_operations,
 );

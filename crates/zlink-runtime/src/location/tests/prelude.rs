@@ -10,7 +10,7 @@ pub(super) use std::time::Duration;
 pub(super) use zlink_codec::Generation;
 pub(super) use zlink_codec::records::{AllocationState, HostState, MeshNodeRecord, ObjectKind};
 pub(super) use zlink_store_spi::{
-    DynLocationStore, LocationStore, PageLimit, ReadResult, ScanCursor, StoreErrorKind,
+    DynLocationStore, LocationStore, PageLimit, ReadResult, ScanCursor, StoreErrorKind, StoreKey,
 };
 
 pub(super) use super::support::{
