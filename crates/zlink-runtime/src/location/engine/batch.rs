@@ -523,7 +523,7 @@ mod tests {
         // The second job clashes on `a`; the fourth is behind it on `b` and waits too.
         assert_eq!(own_keys(&batch), ["a", "c"]);
         assert_eq!(
-            own_keys(&pending.iter().map(|j| job_like(j)).collect::<Vec<_>>()),
+            own_keys(&pending.iter().map(job_like).collect::<Vec<_>>()),
             ["a", "b"]
         );
     }
