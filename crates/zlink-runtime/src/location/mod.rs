@@ -1,16 +1,19 @@
-//! The location runtime core (spec 21 §3–§6, §10–§11): generations, the owner lease and its
-//! admission gate, descriptors and discovery, authority operations with per-node capacity,
-//! weighted placement and the owner cleanup sweep. See the crate README for the design, the
-//! Store keys and the batching engine.
+//! The location runtime core (spec 21 §3–§6, §8.1, §10–§11): generations, the owner lease and
+//! its admission gate, descriptors and discovery, authority operations with per-node capacity
+//! and relocation target reservations, weighted placement and the owner sweeps. See the crate
+//! README for the design, the Store keys and the batching engine.
 //!
 //! Everything here works over any Location Store held as `Arc<dyn DynLocationStore>`; the
 //! runtime never looks at a provider type. Store keys are the logical key preimages themselves.
+//! Modules build upward: vocabulary (`identity`, `generation`, `clock`, `admission`,
+//! `options`), then `error`, then `keys` and `counters`, then `lease`, `capacity`,
+//! `placement`, `engine`, `authority`, `descriptor`, `discovery` and `runtime`.
 //!
 //! # Verification map
 //!
-//! Every behaviour test is one `async fn` in `tests/suite.rs`, run on the in-memory store
-//! (`location::tests::memory::<name>`) and on the live Redis provider
-//! (`location::tests::redis::<name>`, skipped loudly without `ZLINK_TEST_REDIS_URL`).
+//! Every behaviour test is one `async fn` in `tests/<area>.rs`, run on the in-memory store
+//! (`location::tests::memory::<name>`), on the live Redis single node (`…::redis::<name>`) and
+//! on the live 3-master Redis Cluster (`…::cluster::<name>`).
 //!
 //! Spec 21 §12 "Generation And Owner Lease":
 //!
@@ -30,7 +33,15 @@
 //! | lookup by global id is independent of MeshName | `lookup_by_global_id_ignores_mesh_name` |
 //! | next-page value ≤ 4,096 bytes, pages ≤ 1,000 entries and 4 MiB, every page from the same point in time | `discovery_pages_are_bounded_and_same_point_in_time` |
 //!
-//! Issue 6 (runtime core):
+//! Spec 21 §12 "Relocation Space And Stages" (the parts the location core owns):
+//!
+//! | spec item | test |
+//! |---|---|
+//! | an expired target is rejected without changing the Store | `secure_target_is_idempotent_and_checks_the_target_lease` |
+//! | deletion confirms the current owner lease and space in use, and removes record and space together | `preserve_and_delete_need_a_valid_owner_lease`, `commit_abort_and_delete_move_capacity_with_the_record` |
+//! | §8.2's owner rules: a previous target attempt can't change the owner | `reservation_made_before_another_move_cannot_move_the_object`, `carrying_preserve_keeps_the_reservation_and_stales_older_copies` |
+//!
+//! Runtime behaviour (spec 21 §3–§6, §8.1, §10, §11):
 //!
 //! | requirement | test |
 //! |---|---|
@@ -49,27 +60,34 @@
 //! | pages used only when the change number matches | `discovery_uses_pages_only_when_change_number_matches` |
 //! | StoreFailureGrace keeps the list, refuses new targets, never extends the deadline | `store_failure_grace_keeps_the_list_and_never_extends_the_deadline` |
 //! | Preserve / NewOwner / Delete on a Reserved record → Conflict, nothing changed | `reserved_record_refuses_preserve_new_owner_and_delete` |
-//! | Commit / Abort / Delete move capacity with the record and lookup index | `commit_abort_and_delete_move_capacity_with_the_record` |
 //! | active + reserved against the limit; past it CapacityExceeded, nothing changed | `reserve_past_the_limit_is_capacity_exceeded_and_changes_nothing` |
 //! | NewOwner keeps ObjectGeneration, increments AuthorityOwnerGeneration, uses secured capacity | `new_owner_keeps_object_generation_and_moves_capacity` |
-//! | securing target capacity: same ReservationId same content returns it, other content or expired target conflicts | `secure_target_is_idempotent_and_checks_the_target_lease` |
-//! | Preserve and Delete verify the current owner lease | `preserve_and_delete_need_a_valid_owner_lease` |
+//! | a reservation fixes the record version: after a regular Preserve, NewOwner through it is Conflict, nothing changed (§6.1, §8.1) | `reservation_made_before_a_regular_preserve_cannot_move_the_object` |
+//! | a reservation made before another move cannot move the object (§8.2) | `reservation_made_before_another_move_cannot_move_the_object` |
+//! | only the owner secures a target (§8.1) | `non_owner_cannot_secure_a_target` |
+//! | a reservation-carrying Preserve updates the expected version in the same batch (§6.1) | `carrying_preserve_keeps_the_reservation_and_stales_older_copies` |
 //! | placement: valid lease, serving, type, weight > 0, room; none → CapacityExceeded | `placement_chooses_only_eligible_nodes`, `placement::tests::*` |
 //! | weight 0 never cancels existing objects or reservations | `weight_zero_keeps_existing_objects_and_reservations` |
-//! | remove_all_by_owner: only that run's authority rows, never descriptors | `remove_all_by_owner_reclaims_only_that_run_and_never_descriptors` |
+//! | recovery-sweep: only the dead run's rows, never descriptors, nothing while its lease is held (§3.1, §11) | `recovery_sweep_reclaims_only_a_dead_run_and_never_descriptors` |
+//! | recovery-sweep judges the lease row read directly (another LeaseGeneration is dead) | `recovery_sweep_judges_the_lease_row_read_directly` |
+//! | sweeps release the swept run's reservations; a move a live target can finish is kept (§8.1) | `recovery_sweep_releases_reservations_of_the_dead_run` |
+//! | self-sweep under this run's lease and admission; nothing after the deadline (§5, §11) | `self_sweep_runs_under_this_runs_lease_and_admission` |
 //! | an unknown write outcome is settled by an exact read of the first-read version | `lost_write_reply_is_reconstructed_from_the_store` |
+//! | settling one unknown outcome never stalls batches on other rows | `unknown_outcome_recovery_does_not_stall_other_batches` |
 //! | concurrent reservations of one host coalesce into shared batches (block issuance) | `concurrent_operations_coalesce_into_shared_batches` |
 //!
 //! Bounds (at the bound and one past it) are unit tests next to their types:
 //! `options::tests` (lease inequality, positivity, route cache gap, TTL), `capacity::tests`
 //! (slot counts and limits 0..=2^31-1), `placement::tests` (weights 0..=10000),
-//! `generation::tests` (issued range 1..=2^63-2), `keys::tests` (key length ≤ 1,024 bytes).
+//! `generation::tests` and `counters::tests` (issued range 1..=2^63-2), `keys::tests` (key
+//! length ≤ 1,024 bytes). The batch formation is unit-tested without a runtime in
+//! `engine::batch::tests`.
 
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
-mod admission;
 // Items of the modules marked below are `pub` for the `testing` facade and crate-internal
 // otherwise; what the library itself does not call yet is called by the MeshNode and object
 // layers built on this module (and by the tests).
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
+mod admission;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod authority;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
