@@ -358,8 +358,9 @@ impl CapacityRow {
         Ok(())
     }
 
-    /// The runtime-private encoding of the row.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    /// The runtime-private encoding of the row; an encoding failure is an error, never empty
+    /// bytes in the Store.
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, InvalidOperation> {
         let wire = WireCounts {
             record_version: 1,
             actors: self.actors,
@@ -374,8 +375,9 @@ impl CapacityRow {
                 })
                 .collect(),
         };
-        // Serialising plain structs of strings and integers cannot fail.
-        serde_json::to_vec(&wire).unwrap_or_default()
+        serde_json::to_vec(&wire).map_err(|_| InvalidOperation::RowEncoding {
+            record: RecordName::NodeCapacity,
+        })
     }
 
     /// Decodes a stored row strictly (unknown version or fields are errors).
@@ -500,7 +502,7 @@ mod tests {
             &CapacityLimits::unlimited(),
         )
         .expect("add");
-        let bytes = row.encode();
+        let bytes = row.encode().expect("encode");
         assert_eq!(CapacityRow::decode(&bytes).ok(), Some(row));
         let v2 = String::from_utf8(bytes)
             .expect("utf8")

@@ -379,7 +379,7 @@ impl Worker {
             Ok(r) => r,
             Err((e, accepted)) => {
                 for a in accepted {
-                    a.job.finish(Err(LocationError::Argument(e.clone())));
+                    a.job.finish(Err(e.to_error()));
                 }
                 return retry;
             }
