@@ -23,7 +23,7 @@ use zlink_store_spi::{
 use super::admission::{Admission, AdmissionGate, AdmissionOp};
 use super::capacity::{CapacityBundle, CapacityRow, NodeUsage};
 use super::engine::{CapMove, CapMoveKind, Engine, Expect, Plan, read_counts};
-use super::error::{InvalidOperation, LocationError, RecordName};
+use super::error::{LocationError, RecordName};
 use super::identity::{HostRun, NodeKey, ObjectId, ObjectKind, StableType};
 use super::keys::{self, PrivateFamily};
 use super::placement::{self, Candidate, PlacementRng, TargetNode};
@@ -42,7 +42,8 @@ pub use relocation::TargetReservation;
 pub use sweep::SweepReport;
 
 use op::{
-    Op, Write, descriptor_ref, encode, leases, lifecycle, record_outcome, rewrite_plan, with_handle,
+    Op, Write, descriptor_ref, encode, ensure_offers, leases, lifecycle, record_outcome,
+    rewrite_plan, with_handle,
 };
 use rows::ReservationRow;
 
@@ -180,16 +181,7 @@ impl AuthorityClient {
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::CapacityReservation)?;
         let target = &request.target;
-        if !target
-            .offers
-            .contains(&(request.kind, request.stable_type.clone()))
-        {
-            return Err(InvalidOperation::TargetDoesNotOffer {
-                kind: request.kind,
-                stable_type: request.stable_type,
-            }
-            .into());
-        }
+        ensure_offers(target, request.kind, &request.stable_type)?;
         let bundle = CapacityBundle::for_object(request.kind, &request.stable_type);
         let record = AuthorityRecord {
             payload: request.payload,
@@ -250,6 +242,11 @@ impl AuthorityClient {
         (handle.owner() != run).then(|| Conflict::NotOwner {
             owner: handle.owner().clone(),
         })
+    }
+
+    /// An Active record owned by `run`, else the conflict (decided before any Store request).
+    fn require_active_owner(handle: &AuthorityHandle, run: &HostRun) -> Option<Conflict> {
+        Self::require(handle, AllocationState::Active).or_else(|| Self::require_owner(handle, run))
     }
 
     /// Commit (Reserved → Active): the reserved capacity becomes in use; `pendingCreation` is
@@ -356,9 +353,7 @@ impl AuthorityClient {
         payload: Vec<u8>,
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::AuthorityChange)?;
-        if let Some(c) = Self::require(handle, AllocationState::Active)
-            .or_else(|| Self::require_owner(handle, &admission.run))
-        {
+        if let Some(c) = Self::require_active_owner(handle, &admission.run) {
             return Ok(Outcome::Conflict(c));
         }
         let mut record = handle.record().clone();
@@ -370,9 +365,7 @@ impl AuthorityClient {
     /// in one batch. Only the owner deletes, under a valid owner lease.
     pub async fn delete(&self, handle: &AuthorityHandle) -> Result<Outcome<()>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::AuthorityChange)?;
-        if let Some(c) = Self::require(handle, AllocationState::Active)
-            .or_else(|| Self::require_owner(handle, &admission.run))
-        {
+        if let Some(c) = Self::require_active_owner(handle, &admission.run) {
             return Ok(Outcome::Conflict(c));
         }
         let op = self.delete_op(handle, &admission.run, Some(admission.op), Vec::new())?;

@@ -10,7 +10,7 @@ use super::super::engine::{
     Built, EngineOp, Expect, Issued, JobResult, LeaseNeed, LeaseRole, Plan,
 };
 use super::super::error::{InvalidOperation, LocationError, RecordName, put_version};
-use super::super::identity::{HostRun, NodeKey, ObjectId};
+use super::super::identity::{HostRun, NodeKey, ObjectId, ObjectKind, StableType};
 use super::super::keys;
 use super::super::lease::lease_key;
 use super::super::placement::TargetNode;
@@ -130,6 +130,24 @@ pub(crate) fn lifecycle(target: &TargetNode) -> Result<Generation, LocationError
     Generation::new(target.lifecycle_generation).map_err(|_| {
         InvalidOperation::LifecycleGenerationOutOfRange(target.lifecycle_generation).into()
     })
+}
+
+/// The target registered a factory for this kind and stable type (else the operation is
+/// invalid before any Store request).
+pub(crate) fn ensure_offers(
+    target: &TargetNode,
+    kind: ObjectKind,
+    stable_type: &StableType,
+) -> Result<(), LocationError> {
+    if target.offers.contains(&(kind, stable_type.clone())) {
+        Ok(())
+    } else {
+        Err(InvalidOperation::TargetDoesNotOffer {
+            kind,
+            stable_type: stable_type.clone(),
+        }
+        .into())
+    }
 }
 
 fn lease_need(run: &HostRun, role: LeaseRole) -> Result<LeaseNeed, LocationError> {

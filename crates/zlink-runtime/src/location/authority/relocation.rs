@@ -25,8 +25,8 @@ use super::super::placement::TargetNode;
 use super::AuthorityClient;
 use super::handle::AuthorityHandle;
 use super::op::{
-    Op, Write, conflict_from_reads, descriptor_ref, encode, leases, lifecycle, record_outcome,
-    rewrite_plan, with_handle,
+    Op, Write, conflict_from_reads, descriptor_ref, encode, ensure_offers, leases, lifecycle,
+    record_outcome, rewrite_plan, with_handle,
 };
 use super::outcome::{Conflict, Outcome};
 use super::rows::ReservationRow;
@@ -102,21 +102,10 @@ impl AuthorityClient {
         reservation_id: Option<u128>,
     ) -> Result<Outcome<TargetReservation>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::CapacityReservation)?;
-        if let Some(c) = Self::require(handle, AllocationState::Active)
-            .or_else(|| Self::require_owner(handle, &admission.run))
-        {
+        if let Some(c) = Self::require_active_owner(handle, &admission.run) {
             return Ok(Outcome::Conflict(c));
         }
-        if !target
-            .offers
-            .contains(&(handle.kind(), handle.stable_type().clone()))
-        {
-            return Err(InvalidOperation::TargetDoesNotOffer {
-                kind: handle.kind(),
-                stable_type: handle.stable_type().clone(),
-            }
-            .into());
-        }
+        ensure_offers(&target, handle.kind(), handle.stable_type())?;
         if &target.run == handle.owner() {
             return Err(InvalidOperation::TargetIsCurrentOwner.into());
         }
@@ -250,9 +239,7 @@ impl AuthorityClient {
         payload: Vec<u8>,
     ) -> Result<Outcome<(AuthorityHandle, TargetReservation)>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
-        if let Some(c) = Self::require(handle, AllocationState::Active)
-            .or_else(|| Self::require_owner(handle, &admission.run))
-        {
+        if let Some(c) = Self::require_active_owner(handle, &admission.run) {
             return Ok(Outcome::Conflict(c));
         }
         if !reservation.same_object(handle) {

@@ -22,8 +22,9 @@ pub(super) use crate::location::testing::{
     RenewOutcome, ReserveRequest, TargetNode, TargetReservation,
 };
 pub(super) use crate::location::{
-    AdmissionOp, AdmissionRefused, ConfigError, GenerationKind, LocationError, LocationOptions,
-    LocationRuntime, ManualMonotonic, MonotonicClock, ObjectId, keys, lease,
+    AdmissionOp, AdmissionRefused, ConfigError, GenerationKind, HostRun, LocationError,
+    LocationOptions, LocationRuntime, ManualMonotonic, MonotonicClock, ObjectId, SweepReport, keys,
+    lease,
 };
 pub(super) use zlink_codec::counter::{EXHAUSTED as COUNTER_EXHAUSTED, MAX_ISSUED};
 pub(super) use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
@@ -117,4 +118,30 @@ pub(super) async fn publish(host: &Host) {
         .publish(host.desc.clone())
         .await
         .expect("publish");
+}
+
+/// Secures target capacity on `target` for `handle`, by its owner `by`.
+pub(super) async fn secure(
+    by: &Host,
+    handle: &AuthorityHandle,
+    target: &Host,
+) -> TargetReservation {
+    by.rt
+        .authority()
+        .secure_target(handle, target.target(), None)
+        .await
+        .expect("secure")
+        .applied()
+        .expect("secured")
+}
+
+/// The recovery-sweep of `dead` by `by`, expecting it applied.
+pub(super) async fn recover(by: &Host, dead: &HostRun) -> SweepReport {
+    by.rt
+        .authority()
+        .recovery_sweep(dead)
+        .await
+        .expect("sweep")
+        .applied()
+        .expect("swept")
 }

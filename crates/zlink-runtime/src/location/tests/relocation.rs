@@ -110,17 +110,6 @@ pub(super) async fn secure_target_is_idempotent_and_checks_the_target_lease(h: &
     assert_eq!(h.snapshot().await, before);
 }
 
-/// Secures target capacity on `target` for `handle`, by its owner `by`.
-async fn secure(by: &Host, handle: &AuthorityHandle, target: &Host) -> TargetReservation {
-    by.rt
-        .authority()
-        .secure_target(handle, target.target(), None)
-        .await
-        .expect("secure")
-        .applied()
-        .expect("secured")
-}
-
 /// A reservation secured while A owned `x`, followed by A's regular Preserve (which carries no
 /// reservation): the reservation expects the record as it was, so NewOwner through it is a
 /// Conflict, with the fresh record and with the stale one, and nothing changes.

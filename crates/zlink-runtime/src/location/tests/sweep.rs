@@ -29,13 +29,7 @@ pub(super) async fn recovery_sweep_reclaims_only_a_dead_run_and_never_descriptor
     ));
     let dead = a.run();
     a.rt.lease().release().await.expect("A stops renewing");
-    let report =
-        b.rt.authority()
-            .recovery_sweep(&dead)
-            .await
-            .expect("sweep")
-            .applied()
-            .expect("swept");
+    let report = recover(&b, &dead).await;
     assert_eq!((report.matched, report.removed, report.changed), (2, 2, 0));
     for (kind, object) in [(ObjectKind::Actor, "x"), (ObjectKind::UserSpot, "s")] {
         assert!(matches!(
@@ -68,13 +62,7 @@ pub(super) async fn recovery_sweep_judges_the_lease_row_read_directly(h: &Harnes
     let new_run = a.rt.lease().acquire().await.expect("takeover");
     assert_ne!(new_run, old_run);
     active_actor(&a, "new").await;
-    let report =
-        b.rt.authority()
-            .recovery_sweep(&old_run)
-            .await
-            .expect("sweep")
-            .applied()
-            .expect("swept");
+    let report = recover(&b, &old_run).await;
     assert_eq!((report.matched, report.removed), (1, 1));
     assert!(matches!(
         b.rt.authority()
@@ -101,43 +89,20 @@ pub(super) async fn recovery_sweep_releases_reservations_of_the_dead_run(h: &Har
     let c = host(h, "main", 3).await;
     let x = active_actor(&a, "x").await;
     let y = active_actor(&a, "y").await;
-    let to_b =
-        a.rt.authority()
-            .secure_target(&x, b.target(), None)
-            .await
-            .expect("secure")
-            .applied()
-            .expect("secured");
-    a.rt.authority()
-        .secure_target(&y, c.target(), None)
-        .await
-        .expect("secure")
-        .applied()
-        .expect("secured");
+    let to_b = secure(&a, &x, &b).await;
+    secure(&a, &y, &c).await;
     assert_eq!(capacity(&a, &c).await.actors.reserved, 1);
     // C dies: the capacity secured on C comes back; A's rows are untouched.
     let dead_c = c.run();
     c.rt.lease().release().await.expect("C stops");
-    let report =
-        b.rt.authority()
-            .recovery_sweep(&dead_c)
-            .await
-            .expect("sweep")
-            .applied()
-            .expect("swept");
+    let report = recover(&b, &dead_c).await;
     assert_eq!((report.reservations_released, report.matched), (1, 0));
     assert_eq!(capacity(&a, &c).await, NodeUsage::default());
     // A dies while moving x to the live B: x is relocating, its reservation stays, and B can
     // still finish the move; y (no move) is reclaimed.
     let dead_a = a.run();
     a.rt.lease().release().await.expect("A stops");
-    let report =
-        b.rt.authority()
-            .recovery_sweep(&dead_a)
-            .await
-            .expect("sweep")
-            .applied()
-            .expect("swept");
+    let report = recover(&b, &dead_a).await;
     assert_eq!(
         (
             report.matched,
@@ -166,12 +131,7 @@ pub(super) async fn self_sweep_runs_under_this_runs_lease_and_admission(h: &Harn
     let b = host(h, "main", 2).await;
     let x = active_actor(&a, "x").await;
     active_actor(&b, "z").await;
-    a.rt.authority()
-        .secure_target(&x, b.target(), None)
-        .await
-        .expect("secure")
-        .applied()
-        .expect("secured");
+    secure(&a, &x, &b).await;
     let a_node = a.node();
     let report = a.rt.shutdown().await.expect("shutdown");
     assert_eq!(
