@@ -35,12 +35,21 @@ use zlink_transport::{
 struct Args {
     seconds: f64,
     payload: usize,
+    /// Only this case (`one-way`, `c1`, `c64`), or all.
+    case: Option<String>,
+}
+
+impl Args {
+    fn runs(&self, case: &str) -> bool {
+        self.case.as_deref().is_none_or(|c| c == case)
+    }
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut parsed = Args {
         seconds: 2.0,
         payload: 64,
+        case: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -59,9 +68,16 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .filter(|n| *n > 0 && *n <= 1 << 20)
                     .ok_or("bench transport: --payload needs 1..=1048576 bytes")?;
             }
+            "--case" => {
+                let case = it
+                    .next()
+                    .filter(|c| ["one-way", "c1", "c64"].contains(&c.as_str()))
+                    .ok_or("bench transport: --case needs one-way, c1 or c64")?;
+                parsed.case = Some(case.clone());
+            }
             other => {
                 return Err(format!(
-                    "bench transport: unknown option `{other}` (known: --seconds S, --payload BYTES)"
+                    "bench transport: unknown option `{other}` (known: --seconds S, --payload BYTES, --case one-way|c1|c64)"
                 ));
             }
         }
@@ -163,14 +179,31 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         let (client, mut inbound, peer) = zlink_client(&zlink.addr).await?;
         let payload = Bytes::from(vec![0xa5u8; args.payload]);
 
-        let z = zlink_one_way(&client, &mut inbound, &peer, &payload, d).await?;
-        let r = raw_one_way(&raw.addr, &payload, d).await?;
-        print_throughput("one-way", z, r);
-
+        if args.runs("one-way") {
+            let (mut z, mut r) = (Count::default(), Count::default());
+            for _ in 0..ROUNDS {
+                z.add(zlink_one_way(&client, &mut inbound, &peer, &payload, d / ROUNDS).await?);
+                r.add(raw_one_way(&raw.addr, &payload, d / ROUNDS).await?);
+            }
+            print_throughput("one-way", z.per_sec(), r.per_sec());
+        }
         for c in [1usize, 64] {
-            let z = zlink_request_response(&client, &mut inbound, &peer, &payload, c, d).await?;
-            let r = raw_request_response(&raw.addr, &payload, c, d).await?;
-            print_latency(&format!("request/response c={c}"), &z, &r);
+            if !args.runs(&format!("c{c}")) {
+                continue;
+            }
+            let (mut z, mut r) = (Samples::default(), Samples::default());
+            for _ in 0..ROUNDS {
+                z.add(
+                    zlink_request_response(&client, &mut inbound, &peer, &payload, c, d / ROUNDS)
+                        .await?,
+                );
+                r.add(raw_request_response(&raw.addr, &payload, c, d / ROUNDS).await?);
+            }
+            print_latency(
+                &format!("request/response c={c}"),
+                &z.latency(),
+                &r.latency(),
+            );
         }
         client.shutdown().await;
         Ok::<(), String>(())
@@ -186,6 +219,44 @@ fn print_throughput(case: &str, zlink: f64, raw: f64) {
         raw,
         zlink / raw
     );
+}
+
+/// Each case alternates transport and raw rounds, so load from elsewhere on the machine falls
+/// on both alike.
+const ROUNDS: u32 = 8;
+
+#[derive(Default)]
+struct Count {
+    n: u64,
+    elapsed: Duration,
+}
+
+impl Count {
+    fn add(&mut self, (n, elapsed): (u64, Duration)) {
+        self.n += n;
+        self.elapsed += elapsed;
+    }
+
+    fn per_sec(&self) -> f64 {
+        self.n as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+#[derive(Default)]
+struct Samples {
+    samples: Vec<Duration>,
+    elapsed: Duration,
+}
+
+impl Samples {
+    fn add(&mut self, (samples, elapsed): (Vec<Duration>, Duration)) {
+        self.samples.extend(samples);
+        self.elapsed += elapsed;
+    }
+
+    fn latency(self) -> Latency {
+        latency(self.samples, self.elapsed)
+    }
 }
 
 struct Latency {
@@ -257,7 +328,12 @@ fn envelope(t: &Transport, payload: &Bytes, request: bool) -> Result<Envelope, S
             payload.clone(),
         )
     } else {
-        Envelope::one_way(op, t.routing_id(), t.lifecycle_generation(), payload.clone())
+        Envelope::one_way(
+            op,
+            t.routing_id(),
+            t.lifecycle_generation(),
+            payload.clone(),
+        )
     })
 }
 
@@ -267,7 +343,7 @@ async fn zlink_one_way(
     peer: &PeerHandle,
     payload: &Bytes,
     d: Duration,
-) -> Result<f64, String> {
+) -> Result<(u64, Duration), String> {
     let started = Instant::now();
     let mut sent: u64 = 0;
     'outer: loop {
@@ -292,7 +368,7 @@ async fn zlink_one_way(
     if reply.reply().operation_id() != sync.operation_id() {
         return Err("unexpected reply".into());
     }
-    Ok(sent as f64 / started.elapsed().as_secs_f64())
+    Ok((sent, started.elapsed()))
 }
 
 async fn zlink_request_response(
@@ -302,7 +378,7 @@ async fn zlink_request_response(
     payload: &Bytes,
     c: usize,
     d: Duration,
-) -> Result<Latency, String> {
+) -> Result<(Vec<Duration>, Duration), String> {
     let mut in_flight: VecDeque<Instant> = VecDeque::with_capacity(c);
     let mut samples = Vec::new();
     let started = Instant::now();
@@ -326,7 +402,7 @@ async fn zlink_request_response(
                 .map_err(to_string)?;
         }
     }
-    Ok(latency(samples, started.elapsed()))
+    Ok((samples, started.elapsed()))
 }
 
 fn raw_codec() -> LengthDelimitedCodec {
@@ -349,7 +425,7 @@ async fn raw_connect(addr: &str) -> Result<TcpStream, String> {
     Ok(s)
 }
 
-async fn raw_one_way(addr: &str, payload: &Bytes, d: Duration) -> Result<f64, String> {
+async fn raw_one_way(addr: &str, payload: &Bytes, d: Duration) -> Result<(u64, Duration), String> {
     let mut s = raw_connect(addr).await?;
     let mut codec = raw_codec();
     let mut buf = BytesMut::with_capacity(128 * 1024);
@@ -383,7 +459,7 @@ async fn raw_one_way(addr: &str, payload: &Bytes, d: Duration) -> Result<f64, St
             return Err("raw server closed".into());
         }
     }
-    Ok(sent as f64 / started.elapsed().as_secs_f64())
+    Ok((sent, started.elapsed()))
 }
 
 async fn raw_request_response(
@@ -391,7 +467,7 @@ async fn raw_request_response(
     payload: &Bytes,
     c: usize,
     d: Duration,
-) -> Result<Latency, String> {
+) -> Result<(Vec<Duration>, Duration), String> {
     let mut s = raw_connect(addr).await?;
     let mut codec = raw_codec();
     let mut wbuf = BytesMut::with_capacity(64 * 1024);
@@ -431,5 +507,5 @@ async fn raw_request_response(
             wbuf.clear();
         }
     }
-    Ok(latency(samples, started.elapsed()))
+    Ok((samples, started.elapsed()))
 }
