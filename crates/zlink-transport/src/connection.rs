@@ -86,9 +86,9 @@ impl RecvWindow {
         true
     }
 
-    /// Records a frame the runtime took; `true` when the writer should send credit now.
-    fn consume(&self, len: u64) -> bool {
-        let c = self.consumed_count.fetch_add(1, Ordering::AcqRel) + 1;
+    /// Records frames the runtime took; `true` when the writer should send credit now.
+    fn consume(&self, count: u64, len: u64) -> bool {
+        let c = self.consumed_count.fetch_add(count, Ordering::AcqRel) + count;
         let b = self.consumed_bytes.fetch_add(len, Ordering::AcqRel) + len;
         let pending_c = c - self.reported_count.load(Ordering::Acquire);
         let pending_b = b - self.reported_bytes.load(Ordering::Acquire);
@@ -179,13 +179,14 @@ impl Connection {
         *self.down.lock()
     }
 
-    /// The runtime took a frame of `plane` out of a receiver: return its credit.
-    pub(crate) fn consumed(&self, plane: Plane, len: u32) {
+    /// The runtime took `count` frames (`bytes` in all) of `plane` out of a receiver: return
+    /// their credit.
+    pub(crate) fn consumed(&self, plane: Plane, count: u64, bytes: u64) {
         let w = match plane {
             Plane::App => &self.app_rx,
             Plane::Control => &self.control_rx,
         };
-        if w.consume(u64::from(len)) {
+        if w.consume(count, bytes) {
             self.wake();
         }
     }
@@ -548,8 +549,8 @@ mod tests {
         assert!(r.deliver(50));
         assert!(r.deliver(50));
         assert!(!r.deliver(1));
-        r.consume(50);
-        r.consume(50);
+        r.consume(1, 50);
+        r.consume(1, 50);
         assert_eq!(r.take_report(), Some((2, 100)));
         assert!(r.deliver(100));
     }

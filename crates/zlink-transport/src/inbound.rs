@@ -71,7 +71,11 @@ pub(crate) struct FrameBatch {
 pub struct FrameReceiver {
     rx: mpsc::UnboundedReceiver<FrameBatch>,
     current: Option<(Arc<Connection>, Plane, std::vec::IntoIter<InboundFrame>)>,
+    /// Frames and bytes taken from `current` whose credit is not returned yet.
+    taken: (u64, u64),
 }
+
+const CREDIT_BATCH: u64 = 64;
 
 impl std::fmt::Debug for FrameReceiver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,14 +85,25 @@ impl std::fmt::Debug for FrameReceiver {
 
 impl FrameReceiver {
     pub(crate) fn new(rx: mpsc::UnboundedReceiver<FrameBatch>) -> Self {
-        Self { rx, current: None }
+        Self {
+            rx,
+            current: None,
+            taken: (0, 0),
+        }
     }
 
     fn next_buffered(&mut self) -> Option<InboundFrame> {
         let (conn, plane, it) = self.current.as_mut()?;
         match it.next() {
             Some(f) => {
-                conn.consumed(*plane, f.wire_len);
+                // Credit is returned per CREDIT_BATCH frames taken and when a read batch is
+                // used up, not per frame (fewer atomic operations on the hot path).
+                self.taken.0 += 1;
+                self.taken.1 += u64::from(f.wire_len);
+                if self.taken.0 >= CREDIT_BATCH || it.len() == 0 {
+                    conn.consumed(*plane, self.taken.0, self.taken.1);
+                    self.taken = (0, 0);
+                }
                 Some(f)
             }
             None => {
