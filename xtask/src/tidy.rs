@@ -81,6 +81,18 @@ mod tests {
     }
 
     #[test]
+    fn transport_depends_on_no_zlink_crate_but_the_codec() {
+        let zlink: Vec<String> = normal_dependencies("zlink-transport")
+            .into_iter()
+            .filter(|d| d.starts_with("zlink-") && d != "zlink-codec")
+            .collect();
+        assert!(
+            zlink.is_empty(),
+            "zlink-transport depends on {zlink:?}; it knows nothing of locations or objects"
+        );
+    }
+
+    #[test]
     fn tracked_files_carry_no_machine_paths() {
         let root = workspace_root();
         let out = Command::new("git")

@@ -7,6 +7,7 @@ mod authority;
 mod redis_location;
 mod relocation_store;
 mod store_memory;
+mod transport;
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if cfg!(debug_assertions) && std::env::var_os("ZLINK_BENCH_ALLOW_DEBUG").is_none() {
@@ -35,7 +36,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport"
                 .into(),
         );
     };
@@ -44,6 +45,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "redis-location" => redis_location::run(rest),
         "relocation-store" => relocation_store::run(rest),
         "authority" => authority::run(rest),
+        "transport" => transport::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),
     }
 }

@@ -1,0 +1,629 @@
+//! Request/one-way envelopes and replies: the application and control frame bodies
+//! (`docs/transport.md`). Payload, packet name, content type and metadata are opaque here; the
+//! runtime fills them.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use zlink_codec::{Generation, RoutingId};
+
+use crate::error::TransportError;
+use crate::ids::{OperationId, ReplyRouteId};
+use crate::wire::{MAX_FRAME_LEN, kind};
+
+/// The largest metadata, in UTF-8 bytes (spec 06 §7).
+pub const MAX_METADATA_LEN: usize = 1024;
+
+/// The largest packet name or content type, in UTF-8 bytes (a transport bound: one length
+/// byte on the wire).
+pub const MAX_NAME_LEN: usize = 255;
+
+const FLAG_REPLY_ROUTE: u8 = 0x01;
+
+/// UTF-8 text held as shared bytes (validated once, zero-copy on receive).
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+struct Text(Bytes);
+
+impl Text {
+    fn from_str(s: &str) -> Self {
+        Self(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    fn from_wire(b: Bytes, field: &'static str) -> Result<Self, TransportError> {
+        if std::str::from_utf8(&b).is_err() {
+            return Err(TransportError::Protocol(format!("{field} is not UTF-8")));
+        }
+        Ok(Self(b))
+    }
+
+    fn as_str(&self) -> &str {
+        // Validated on construction.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+fn check_len(field: &'static str, len: usize, max: usize) -> Result<(), TransportError> {
+    if len > max {
+        return Err(TransportError::FieldTooLong { field, len, max });
+    }
+    Ok(())
+}
+
+/// One application or control frame: a request (with a [`ReplyRouteId`]) or a one-way send
+/// (without). Every envelope carries a non-zero OperationId and its source RoutingId and
+/// lifecycle generation (spec 21 §9.3) — the original source, which a relayed request keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    operation_id: OperationId,
+    reply_route: Option<ReplyRouteId>,
+    source_rid: RoutingId,
+    source_generation: Generation,
+    packet_name: Text,
+    content_type: Text,
+    metadata: Text,
+    payload: Bytes,
+}
+
+impl Envelope {
+    /// A request whose reply travels on `reply_route`.
+    pub fn request(
+        operation_id: OperationId,
+        reply_route: ReplyRouteId,
+        source_rid: &RoutingId,
+        source_generation: Generation,
+        payload: Bytes,
+    ) -> Self {
+        Self::build(
+            operation_id,
+            Some(reply_route),
+            source_rid,
+            source_generation,
+            payload,
+        )
+    }
+
+    /// A one-way send (no reply route).
+    pub fn one_way(
+        operation_id: OperationId,
+        source_rid: &RoutingId,
+        source_generation: Generation,
+        payload: Bytes,
+    ) -> Self {
+        Self::build(operation_id, None, source_rid, source_generation, payload)
+    }
+
+    fn build(
+        operation_id: OperationId,
+        reply_route: Option<ReplyRouteId>,
+        source_rid: &RoutingId,
+        source_generation: Generation,
+        payload: Bytes,
+    ) -> Self {
+        Self {
+            operation_id,
+            reply_route,
+            source_rid: source_rid.clone(),
+            source_generation,
+            packet_name: Text::default(),
+            content_type: Text::default(),
+            metadata: Text::default(),
+            payload,
+        }
+    }
+
+    /// Sets the packet name (at most [`MAX_NAME_LEN`] bytes).
+    pub fn with_packet_name(mut self, name: &str) -> Result<Self, TransportError> {
+        check_len("packet name", name.len(), MAX_NAME_LEN)?;
+        self.packet_name = Text::from_str(name);
+        Ok(self)
+    }
+
+    /// Sets the content type (at most [`MAX_NAME_LEN`] bytes).
+    pub fn with_content_type(mut self, content_type: &str) -> Result<Self, TransportError> {
+        check_len("content type", content_type.len(), MAX_NAME_LEN)?;
+        self.content_type = Text::from_str(content_type);
+        Ok(self)
+    }
+
+    /// Sets the metadata text (at most [`MAX_METADATA_LEN`] UTF-8 bytes, spec 06 §7).
+    ///
+    /// ```
+    /// # use zlink_transport::*;
+    /// # use zlink_codec::{Generation, RoutingId};
+    /// # let rid = RoutingId::new(vec![1]).unwrap();
+    /// # let op = OperationId::new(1).unwrap();
+    /// let e = Envelope::one_way(op, &rid, Generation::MIN, bytes::Bytes::new());
+    /// assert!(e.clone().with_metadata(&"m".repeat(1024)).is_ok());
+    /// assert!(e.with_metadata(&"m".repeat(1025)).is_err());
+    /// ```
+    pub fn with_metadata(mut self, metadata: &str) -> Result<Self, TransportError> {
+        check_len("metadata", metadata.len(), MAX_METADATA_LEN)?;
+        self.metadata = Text::from_str(metadata);
+        Ok(self)
+    }
+
+    /// The OperationId.
+    pub fn operation_id(&self) -> OperationId {
+        self.operation_id
+    }
+
+    /// The reply route (`None` for a one-way send).
+    pub fn reply_route(&self) -> Option<ReplyRouteId> {
+        self.reply_route
+    }
+
+    /// The source RoutingId.
+    pub fn source_rid(&self) -> &RoutingId {
+        &self.source_rid
+    }
+
+    /// The source lifecycle generation.
+    pub fn source_generation(&self) -> Generation {
+        self.source_generation
+    }
+
+    /// The packet name (empty when unset).
+    pub fn packet_name(&self) -> &str {
+        self.packet_name.as_str()
+    }
+
+    /// The content type (empty when unset).
+    pub fn content_type(&self) -> &str {
+        self.content_type.as_str()
+    }
+
+    /// The metadata text (empty when unset).
+    pub fn metadata(&self) -> &str {
+        self.metadata.as_str()
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// Takes the payload out.
+    pub fn into_payload(self) -> Bytes {
+        self.payload
+    }
+
+    /// The encoded frame body length (the number [`MAX_FRAME_LEN`] bounds).
+    pub fn encoded_len(&self) -> usize {
+        1 + 1
+            + 16
+            + if self.reply_route.is_some() { 8 } else { 0 }
+            + 8
+            + 1
+            + self.source_rid.as_bytes().len()
+            + 1
+            + self.packet_name.len()
+            + 1
+            + self.content_type.len()
+            + 2
+            + self.metadata.len()
+            + self.payload.len()
+    }
+
+    pub(crate) fn encode(&self, frame_kind: u8) -> Result<Bytes, TransportError> {
+        let len = self.encoded_len();
+        if len > MAX_FRAME_LEN {
+            return Err(TransportError::FrameTooLarge {
+                len,
+                max: MAX_FRAME_LEN,
+            });
+        }
+        let mut out = BytesMut::with_capacity(len);
+        out.put_u8(frame_kind);
+        out.put_u8(if self.reply_route.is_some() {
+            FLAG_REPLY_ROUTE
+        } else {
+            0
+        });
+        out.put_u128(self.operation_id.get());
+        if let Some(r) = self.reply_route {
+            out.put_u64(r.get());
+        }
+        out.put_u64(self.source_generation.get());
+        out.put_u8(self.source_rid.as_bytes().len() as u8);
+        out.put_slice(self.source_rid.as_bytes());
+        out.put_u8(self.packet_name.len() as u8);
+        out.put_slice(&self.packet_name.0);
+        out.put_u8(self.content_type.len() as u8);
+        out.put_slice(&self.content_type.0);
+        out.put_u16(self.metadata.len() as u16);
+        out.put_slice(&self.metadata.0);
+        out.put_slice(&self.payload);
+        Ok(out.freeze())
+    }
+
+    /// Decodes an `APP` or `CONTROL` body (kind byte included); the payload is a zero-copy
+    /// slice of `body`.
+    pub(crate) fn decode(mut body: Bytes) -> Result<Self, TransportError> {
+        let bad = |why: &str| TransportError::Protocol(format!("envelope: {why}"));
+        if body.remaining() < 1 + 1 + 16 + 8 + 1 {
+            return Err(bad("truncated header"));
+        }
+        let frame_kind = body.get_u8();
+        if frame_kind != kind::APP && frame_kind != kind::CONTROL {
+            return Err(bad("not an APP or CONTROL frame"));
+        }
+        let flags = body.get_u8();
+        if flags & !FLAG_REPLY_ROUTE != 0 {
+            return Err(bad("unknown flag bits"));
+        }
+        let operation_id = OperationId::new(body.get_u128()).map_err(|_| bad("OperationId 0"))?;
+        let reply_route = if flags & FLAG_REPLY_ROUTE != 0 {
+            if body.remaining() < 8 {
+                return Err(bad("truncated reply route"));
+            }
+            Some(ReplyRouteId::new(body.get_u64()).ok_or_else(|| bad("ReplyRouteId 0"))?)
+        } else {
+            None
+        };
+        if body.remaining() < 8 + 1 {
+            return Err(bad("truncated source"));
+        }
+        let source_generation =
+            Generation::new(body.get_u64()).map_err(|_| bad("source generation out of range"))?;
+        let rid_len = usize::from(body.get_u8());
+        if rid_len == 0 {
+            return Err(bad("empty source RoutingId"));
+        }
+        let source_rid = take(&mut body, rid_len).ok_or_else(|| bad("truncated source RID"))?;
+        let source_rid =
+            RoutingId::new(source_rid.to_vec()).map_err(|_| bad("source RoutingId length"))?;
+        let packet_name = take_text8(&mut body, "packet name")?;
+        let content_type = take_text8(&mut body, "content type")?;
+        if body.remaining() < 2 {
+            return Err(bad("truncated metadata length"));
+        }
+        let meta_len = usize::from(body.get_u16());
+        if meta_len > MAX_METADATA_LEN {
+            return Err(bad("metadata longer than 1,024 bytes"));
+        }
+        let metadata = Text::from_wire(
+            take(&mut body, meta_len).ok_or_else(|| bad("truncated metadata"))?,
+            "metadata",
+        )?;
+        Ok(Self {
+            operation_id,
+            reply_route,
+            source_rid,
+            source_generation,
+            packet_name,
+            content_type,
+            metadata,
+            payload: body,
+        })
+    }
+}
+
+fn take(body: &mut Bytes, len: usize) -> Option<Bytes> {
+    (body.remaining() >= len).then(|| body.split_to(len))
+}
+
+fn take_text8(body: &mut Bytes, field: &'static str) -> Result<Text, TransportError> {
+    if body.remaining() < 1 {
+        return Err(TransportError::Protocol(format!("truncated {field}")));
+    }
+    let len = usize::from(body.get_u8());
+    let raw =
+        take(body, len).ok_or_else(|| TransportError::Protocol(format!("truncated {field}")))?;
+    Text::from_wire(raw, field)
+}
+
+/// Whether a reply completes normally or with an error (the runtime encodes the error kind in
+/// the payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReplyStatus {
+    /// A business reply.
+    Ok,
+    /// An error reply.
+    Error,
+}
+
+/// A reply or error reply: the completion of one request, sent on the reply lane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    status: ReplyStatus,
+    operation_id: OperationId,
+    reply_route: ReplyRouteId,
+    content_type: Text,
+    metadata: Text,
+    payload: Bytes,
+}
+
+impl Reply {
+    /// A reply to the request `operation_id`, travelling on `reply_route`.
+    pub fn new(
+        status: ReplyStatus,
+        operation_id: OperationId,
+        reply_route: ReplyRouteId,
+        payload: Bytes,
+    ) -> Self {
+        Self {
+            status,
+            operation_id,
+            reply_route,
+            content_type: Text::default(),
+            metadata: Text::default(),
+            payload,
+        }
+    }
+
+    /// The reply to `request` (its OperationId and reply route), or `None` for a one-way.
+    pub fn to(request: &Envelope, status: ReplyStatus, payload: Bytes) -> Option<Self> {
+        request
+            .reply_route
+            .map(|route| Self::new(status, request.operation_id, route, payload))
+    }
+
+    /// Sets the content type (at most [`MAX_NAME_LEN`] bytes).
+    pub fn with_content_type(mut self, content_type: &str) -> Result<Self, TransportError> {
+        check_len("content type", content_type.len(), MAX_NAME_LEN)?;
+        self.content_type = Text::from_str(content_type);
+        Ok(self)
+    }
+
+    /// Sets the metadata text (at most [`MAX_METADATA_LEN`] UTF-8 bytes; a reply does not copy
+    /// the request's metadata, spec 06 §7).
+    pub fn with_metadata(mut self, metadata: &str) -> Result<Self, TransportError> {
+        check_len("metadata", metadata.len(), MAX_METADATA_LEN)?;
+        self.metadata = Text::from_str(metadata);
+        Ok(self)
+    }
+
+    /// The status.
+    pub fn status(&self) -> ReplyStatus {
+        self.status
+    }
+
+    /// The OperationId of the request this completes.
+    pub fn operation_id(&self) -> OperationId {
+        self.operation_id
+    }
+
+    /// The reply route.
+    pub fn reply_route(&self) -> ReplyRouteId {
+        self.reply_route
+    }
+
+    /// The content type (empty when unset).
+    pub fn content_type(&self) -> &str {
+        self.content_type.as_str()
+    }
+
+    /// The metadata text.
+    pub fn metadata(&self) -> &str {
+        self.metadata.as_str()
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// Takes the payload out.
+    pub fn into_payload(self) -> Bytes {
+        self.payload
+    }
+
+    /// The encoded frame body length.
+    pub fn encoded_len(&self) -> usize {
+        1 + 1 + 16 + 8 + 1 + self.content_type.len() + 2 + self.metadata.len() + self.payload.len()
+    }
+
+    pub(crate) fn encode(&self) -> Result<Bytes, TransportError> {
+        let len = self.encoded_len();
+        if len > MAX_FRAME_LEN {
+            return Err(TransportError::FrameTooLarge {
+                len,
+                max: MAX_FRAME_LEN,
+            });
+        }
+        let mut out = BytesMut::with_capacity(len);
+        out.put_u8(kind::REPLY);
+        out.put_u8(match self.status {
+            ReplyStatus::Ok => 0,
+            ReplyStatus::Error => 1,
+        });
+        out.put_u128(self.operation_id.get());
+        out.put_u64(self.reply_route.get());
+        out.put_u8(self.content_type.len() as u8);
+        out.put_slice(&self.content_type.0);
+        out.put_u16(self.metadata.len() as u16);
+        out.put_slice(&self.metadata.0);
+        out.put_slice(&self.payload);
+        Ok(out.freeze())
+    }
+
+    pub(crate) fn decode(mut body: Bytes) -> Result<Self, TransportError> {
+        let bad = |why: &str| TransportError::Protocol(format!("reply: {why}"));
+        if body.remaining() < 1 + 1 + 16 + 8 {
+            return Err(bad("truncated header"));
+        }
+        if body.get_u8() != kind::REPLY {
+            return Err(bad("not a REPLY frame"));
+        }
+        let status = match body.get_u8() {
+            0 => ReplyStatus::Ok,
+            1 => ReplyStatus::Error,
+            _ => return Err(bad("unknown status")),
+        };
+        let operation_id = OperationId::new(body.get_u128()).map_err(|_| bad("OperationId 0"))?;
+        let reply_route = ReplyRouteId::new(body.get_u64()).ok_or_else(|| bad("ReplyRouteId 0"))?;
+        let content_type = take_text8(&mut body, "content type")?;
+        if body.remaining() < 2 {
+            return Err(bad("truncated metadata length"));
+        }
+        let meta_len = usize::from(body.get_u16());
+        if meta_len > MAX_METADATA_LEN {
+            return Err(bad("metadata longer than 1,024 bytes"));
+        }
+        let metadata = Text::from_wire(
+            take(&mut body, meta_len).ok_or_else(|| bad("truncated metadata"))?,
+            "metadata",
+        )?;
+        Ok(Self {
+            status,
+            operation_id,
+            reply_route,
+            content_type,
+            metadata,
+            payload: body,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::TransportErrorKind;
+
+    fn rid() -> RoutingId {
+        RoutingId::new(vec![0xab; 3]).unwrap()
+    }
+
+    fn op(n: u128) -> OperationId {
+        OperationId::new(n).unwrap()
+    }
+
+    #[test]
+    fn metadata_of_1024_bytes_is_accepted_and_1025_rejected() {
+        let e = Envelope::one_way(op(1), &rid(), Generation::MIN, Bytes::new());
+        let ok = e.clone().with_metadata(&"é".repeat(512)).unwrap();
+        assert_eq!(ok.metadata().len(), 1024);
+        let err = e
+            .with_metadata(&format!("{}x", "é".repeat(512)))
+            .unwrap_err();
+        assert_eq!(err.kind(), TransportErrorKind::InvalidArgument);
+        assert!(matches!(
+            err,
+            TransportError::FieldTooLong {
+                len: 1025,
+                max: 1024,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn reply_metadata_of_1024_bytes_is_accepted_and_1025_rejected() {
+        let r = Reply::new(
+            ReplyStatus::Ok,
+            op(1),
+            ReplyRouteId::new(1).unwrap(),
+            Bytes::new(),
+        );
+        assert!(r.clone().with_metadata(&"m".repeat(1024)).is_ok());
+        assert!(r.with_metadata(&"m".repeat(1025)).is_err());
+    }
+
+    #[test]
+    fn names_of_255_bytes_are_accepted_and_256_rejected() {
+        let e = Envelope::one_way(op(1), &rid(), Generation::MIN, Bytes::new());
+        assert!(e.clone().with_packet_name(&"p".repeat(255)).is_ok());
+        assert!(e.clone().with_packet_name(&"p".repeat(256)).is_err());
+        assert!(e.clone().with_content_type(&"c".repeat(255)).is_ok());
+        assert!(e.with_content_type(&"c".repeat(256)).is_err());
+    }
+
+    #[test]
+    fn envelope_encoded_len_matches_the_bytes() {
+        let e = Envelope::request(
+            op(9),
+            ReplyRouteId::new(3).unwrap(),
+            &rid(),
+            Generation::MIN,
+            Bytes::from_static(b"hello"),
+        )
+        .with_packet_name("p")
+        .unwrap();
+        assert_eq!(e.encode(kind::APP).unwrap().len(), e.encoded_len());
+    }
+
+    #[test]
+    fn zero_ids_on_the_wire_are_protocol_errors() {
+        let e = Envelope::request(
+            op(1),
+            ReplyRouteId::new(1).unwrap(),
+            &rid(),
+            Generation::MIN,
+            Bytes::new(),
+        );
+        let good = e.encode(kind::APP).unwrap();
+        let mut zero_op = good.to_vec();
+        zero_op[2..18].fill(0);
+        assert_eq!(
+            Envelope::decode(zero_op.into()).unwrap_err().kind(),
+            TransportErrorKind::Protocol
+        );
+        let mut zero_route = good.to_vec();
+        zero_route[18..26].fill(0);
+        assert_eq!(
+            Envelope::decode(zero_route.into()).unwrap_err().kind(),
+            TransportErrorKind::Protocol
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn envelopes_round_trip(
+            op_id in 1u128..,
+            route in proptest::option::of(1u64..),
+            gen_ in 1u64..=zlink_codec::MAX_U63,
+            rid_bytes in proptest::collection::vec(any::<u8>(), 1..=255),
+            packet in "[a-z.]{0,40}",
+            ctype in "[a-z/]{0,40}",
+            meta in "\\PC{0,100}",
+            payload in proptest::collection::vec(any::<u8>(), 0..512),
+            control in any::<bool>(),
+        ) {
+            let rid = RoutingId::new(rid_bytes).unwrap();
+            let generation = Generation::new(gen_).unwrap();
+            let base = match route {
+                Some(r) => Envelope::request(op(op_id), ReplyRouteId::new(r).unwrap(), &rid, generation, payload.into()),
+                None => Envelope::one_way(op(op_id), &rid, generation, payload.into()),
+            };
+            let e = base.with_packet_name(&packet).unwrap().with_content_type(&ctype).unwrap();
+            let e = match e.clone().with_metadata(&meta) { Ok(m) => m, Err(_) => e };
+            let k = if control { kind::CONTROL } else { kind::APP };
+            let decoded = Envelope::decode(e.encode(k).unwrap()).unwrap();
+            prop_assert_eq!(decoded.source_rid(), &rid);
+            prop_assert_eq!(decoded, e);
+        }
+
+        #[test]
+        fn replies_round_trip(
+            op_id in 1u128..,
+            route in 1u64..,
+            error in any::<bool>(),
+            payload in proptest::collection::vec(any::<u8>(), 0..512),
+        ) {
+            let status = if error { ReplyStatus::Error } else { ReplyStatus::Ok };
+            let r = Reply::new(status, op(op_id), ReplyRouteId::new(route).unwrap(), payload.into())
+                .with_content_type("application/json").unwrap();
+            prop_assert_eq!(Reply::decode(r.encode().unwrap()).unwrap(), r);
+        }
+
+        #[test]
+        fn truncated_envelopes_never_panic(cut in 0usize..80) {
+            let e = Envelope::request(op(5), ReplyRouteId::new(5).unwrap(), &rid(), Generation::MIN, Bytes::from_static(b"x"))
+                .with_packet_name("pkt").unwrap().with_metadata("k=v").unwrap();
+            let full = e.encode(kind::APP).unwrap();
+            let cut = cut.min(full.len());
+            let _ = Envelope::decode(full.slice(..cut));
+        }
+    }
+}
