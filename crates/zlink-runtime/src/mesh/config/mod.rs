@@ -50,6 +50,8 @@
 //! | RID `<prefix>-<uuid v4>`, new per lifecycle (§4) | `automatic_routing_id_is_prefix_and_fresh_uuid` |
 //! | manual peer endpoint `host:port`, port 1..=65535 (§5) | `manual_peer_port_bounds`, `manual_peer_endpoint_format` |
 //! | manual peer expected RID 1..=255 bytes (§5) | `manual_peer_expected_rid_length_bounds` |
+//! | prefix accepted exactly within charset and length (proptest) | `routing_id_prefix_accepted_exactly_within_charset_and_length` |
+//! | manual peer endpoints round-trip for every port (proptest) | `manual_peer_endpoint_round_trips` |
 //! | manual peer registered twice | `duplicate_manual_peer_fails_startup` |
 //! | Channel Server weight 0..=10000, default 100 (§4) | `channel_weight_bounds` |
 //! | placement weight 0..=10000, default 100 (§4) | `placement_weight_bounds` |

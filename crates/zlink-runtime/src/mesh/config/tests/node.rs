@@ -456,3 +456,30 @@ fn placement_settings_on_non_server_fail_startup() {
         }
     }
 }
+
+proptest::proptest! {
+    /// Any prefix is accepted exactly when it is 1..=64 characters of `[A-Za-z0-9._-]`, and an
+    /// accepted prefix always issues `<prefix>-<uuid>`.
+    #[test]
+    fn routing_id_prefix_accepted_exactly_within_charset_and_length(prefix in "[A-Za-z0-9._ /:é-]{0,70}") {
+        let valid = (1..=64).contains(&prefix.len())
+            && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        let result = start_node(|n| n.routing_id_prefix(prefix.clone()));
+        proptest::prop_assert_eq!(result.is_ok(), valid);
+        if let Ok(plan) = result {
+            let rid = plan.nodes()[0].new_routing_id();
+            let expected = format!("{prefix}-");
+            proptest::prop_assert!(rid.as_bytes().starts_with(expected.as_bytes()));
+        }
+    }
+
+    /// A manual peer `host:port` round-trips through its displayed form for every port.
+    #[test]
+    fn manual_peer_endpoint_round_trips(a in 0u8..=255, b in 0u8..=255, port in 1u16..=65535, v6 in proptest::bool::ANY) {
+        let text = if v6 { format!("[fe80::{a:x}:{b:x}]:{port}") } else { format!("10.{a}.{b}.1:{port}") };
+        let plan = start_node(|n| n.manual_peer(text.clone())).unwrap();
+        let endpoint = plan.nodes()[0].manual_peers()[0].endpoint().clone();
+        proptest::prop_assert_eq!(endpoint.port(), port);
+        proptest::prop_assert_eq!(endpoint.to_string(), text);
+    }
+}
