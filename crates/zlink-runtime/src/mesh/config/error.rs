@@ -1,0 +1,394 @@
+//! The startup configuration error (spec 06 §23): one variant per rule, each naming what it
+//! rejected.
+
+use zlink_codec::records::{ObjectKind, ObjectRole};
+use zlink_codec::{ChannelName, CodecError, MeshName, StableType};
+
+use super::node::HandlerKey;
+use crate::location::ConfigError;
+
+/// What a [`StartupError`] is about, coarse enough to branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StartupErrorKind {
+    /// The root was already started (or its start already failed): a root starts once.
+    AlreadyStarted,
+    /// A name, key, store or peer is registered twice.
+    Duplicate,
+    /// A number is outside its range.
+    OutOfRange,
+    /// A text value (host, endpoint, routing id, prefix, packet name, wave) is malformed.
+    InvalidFormat,
+    /// A registration needs a Location Store that is not registered.
+    MissingStore,
+    /// Settings that cannot be combined (role, topology, handler and membership).
+    InvalidCombination,
+    /// The location options or the codec registry reject their values.
+    InvalidOptions,
+}
+
+/// Which of the two root stores (spec 06 §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreKind {
+    /// The Location Store.
+    Location,
+    /// The Relocation Store.
+    Relocation,
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoreKind::Location => "Location Store",
+            StoreKind::Relocation => "Relocation Store",
+        })
+    }
+}
+
+/// Why a MeshNode needs a Location Store (spec 06 §13, §23).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreRequirement {
+    /// Object role Client or Server.
+    ObjectRole(ObjectRole),
+    /// Automatic topology: descriptors are published and peers discovered through the Store.
+    AutomaticDiscovery,
+}
+
+impl std::fmt::Display for StoreRequirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreRequirement::ObjectRole(role) => write!(f, "object role `{role}`"),
+            StoreRequirement::AutomaticDiscovery => f.write_str("automatic topology"),
+        }
+    }
+}
+
+/// Which host of a network identity (spec 06 §2, §23).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostField {
+    /// The bind host the listener binds.
+    Bind,
+    /// The advertised host peers connect to.
+    Advertised,
+}
+
+impl std::fmt::Display for HostField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HostField::Bind => "bind host",
+            HostField::Advertised => "advertised host",
+        })
+    }
+}
+
+fn scope(mesh: &Option<MeshName>) -> String {
+    match mesh {
+        Some(m) => format!("MeshNode `{m}`"),
+        None => "root".to_owned(),
+    }
+}
+
+/// A startup configuration error: the host never binds a socket (spec 06 §23).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartupError {
+    /// The root was already started once (spec 06 §2: a root is configured once per process).
+    #[error("the ZLink root was already started; a root starts once")]
+    RootAlreadyStarted,
+    /// A Location Store or Relocation Store is registered more than once (spec 06 §13).
+    #[error("the {store} is registered {count} times; register it exactly once")]
+    StoreRegisteredTwice {
+        /// Which store.
+        store: StoreKind,
+        /// How many registrations were made.
+        count: usize,
+    },
+    /// The same MeshName is registered twice (spec 06 §2).
+    #[error("MeshName `{mesh}` is registered twice")]
+    DuplicateMeshName {
+        /// The repeated name.
+        mesh: MeshName,
+    },
+    /// The same ChannelName is registered on two RouteMeshes, whatever the roles (spec 06 §2).
+    #[error("ChannelName `{channel}` is registered on MeshName `{first}` and `{second}`")]
+    ChannelOnTwoMeshes {
+        /// The channel.
+        channel: ChannelName,
+        /// The first mesh registering it.
+        first: MeshName,
+        /// The second mesh registering it.
+        second: MeshName,
+    },
+    /// One MeshNode registers a ChannelName twice (Client and Server, or the same role twice;
+    /// a Server already includes the outbound path, spec 06 §4).
+    #[error("MeshNode `{mesh}` registers ChannelName `{channel}` more than once")]
+    DuplicateChannelRole {
+        /// The mesh.
+        mesh: MeshName,
+        /// The channel.
+        channel: ChannelName,
+    },
+    /// A Channel handler whose ChannelName is not a Server membership of its MeshNode
+    /// (spec 06 §4, §23: handlers belong to the Server role only).
+    #[error(
+        "MeshNode `{mesh}` has a handler for ChannelName `{channel}` without a Server membership"
+    )]
+    ChannelHandlerWithoutServerMembership {
+        /// The mesh.
+        mesh: MeshName,
+        /// The channel.
+        channel: ChannelName,
+    },
+    /// The same handler dispatch key is registered twice (spec 06 §9).
+    #[error("handler key {key} is registered twice")]
+    DuplicateHandlerKey {
+        /// The repeated key.
+        key: HandlerKey,
+    },
+    /// A handler's packet name is empty.
+    #[error("handler key {key} has an empty packet name")]
+    EmptyPacketName {
+        /// The key.
+        key: HandlerKey,
+    },
+    /// An Object Client registers an application Node direct handler (spec 06 §4).
+    #[error("Object Client MeshNode `{mesh}` cannot register Node direct handler {key}")]
+    NodeDirectHandlerOnObjectClient {
+        /// The mesh.
+        mesh: MeshName,
+        /// The rejected key.
+        key: HandlerKey,
+    },
+    /// A MeshNode needs a Location Store and none is registered (spec 06 §13).
+    #[error("MeshNode `{mesh}` uses {requirement} but no Location Store is registered")]
+    LocationStoreRequired {
+        /// The mesh.
+        mesh: MeshName,
+        /// What needs the store.
+        requirement: StoreRequirement,
+    },
+    /// The automatic routing-id prefix is not 1..=64 characters of `[A-Za-z0-9._-]`
+    /// (spec 06 §23).
+    #[error("MeshNode `{mesh}` routing-id prefix {prefix:?} is invalid: {reason}")]
+    InvalidRoutingIdPrefix {
+        /// The mesh.
+        mesh: MeshName,
+        /// The prefix given.
+        prefix: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A fixed routing id is not 1..=255 bytes (the RoutingId rule of the codec).
+    #[error("MeshNode `{mesh}` fixed routing id has {len} bytes, outside 1..=255")]
+    InvalidFixedRoutingId {
+        /// The mesh.
+        mesh: MeshName,
+        /// The length given.
+        len: usize,
+    },
+    /// A fixed routing id with an object role other than None (spec 06 §23).
+    #[error(
+        "MeshNode `{mesh}` has a fixed routing id, which needs object role `none`, not `{role}`"
+    )]
+    FixedRoutingIdNeedsRoleNone {
+        /// The mesh.
+        mesh: MeshName,
+        /// The role configured.
+        role: ObjectRole,
+    },
+    /// A fixed routing id on a node with automatic (Location-based) topology (spec 06 §4, §23).
+    #[error("MeshNode `{mesh}` has a fixed routing id but automatic topology; use manual topology")]
+    FixedRoutingIdWithAutomaticTopology {
+        /// The mesh.
+        mesh: MeshName,
+    },
+    /// A manual peer endpoint is not `host:port` with port 1..=65535 (spec 06 §5, §23).
+    #[error("MeshNode `{mesh}` manual peer endpoint {endpoint:?} is invalid: {reason}")]
+    InvalidPeerEndpoint {
+        /// The mesh.
+        mesh: MeshName,
+        /// The endpoint given.
+        endpoint: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A manual peer's expected routing id is not 1..=255 bytes (spec 06 §5, §23).
+    #[error(
+        "MeshNode `{mesh}` manual peer {endpoint:?} expects a routing id of {len} bytes, \
+         outside 1..=255"
+    )]
+    InvalidExpectedRoutingId {
+        /// The mesh.
+        mesh: MeshName,
+        /// The peer's endpoint.
+        endpoint: String,
+        /// The length given.
+        len: usize,
+    },
+    /// The same manual peer endpoint is registered twice on one MeshNode (intents are released
+    /// by endpoint, spec 06 §5).
+    #[error("MeshNode `{mesh}` registers manual peer {endpoint:?} twice")]
+    DuplicateManualPeer {
+        /// The mesh.
+        mesh: MeshName,
+        /// The repeated endpoint.
+        endpoint: String,
+    },
+    /// A Channel Server weight outside 0..=10000 (spec 06 §4).
+    #[error("MeshNode `{mesh}` ChannelName `{channel}` weight {value} is outside 0..=10000")]
+    ChannelWeightOutOfRange {
+        /// The mesh.
+        mesh: MeshName,
+        /// The channel.
+        channel: ChannelName,
+        /// The value given.
+        value: i64,
+    },
+    /// The node-wide placement weight outside 0..=10000 (spec 06 §4).
+    #[error("MeshNode `{mesh}` placement weight {value} is outside 0..=10000")]
+    PlacementWeightOutOfRange {
+        /// The mesh.
+        mesh: MeshName,
+        /// The value given.
+        value: i64,
+    },
+    /// A capacity limit outside 0..=2^31-1 (spec 06 §4; 0 means unlimited).
+    #[error("MeshNode `{mesh}` capacity limit `{option}` = {value} is outside 0..=2147483647")]
+    CapacityLimitOutOfRange {
+        /// The mesh.
+        mesh: MeshName,
+        /// Which limit (`actors`, `spots` or `spotType:<kind>:<stable type>`).
+        option: String,
+        /// The value given.
+        value: i64,
+    },
+    /// A per-type capacity limit names an object kind that is not a Spot kind.
+    #[error("MeshNode `{mesh}` per-type capacity limit names `{kind}`, not a Spot kind")]
+    NotASpotKind {
+        /// The mesh.
+        mesh: MeshName,
+        /// The kind given.
+        kind: ObjectKind,
+    },
+    /// The same (Spot kind, stable type) limit is set twice.
+    #[error("MeshNode `{mesh}` sets the capacity limit of ({kind}, {stable_type}) twice")]
+    DuplicateSpotTypeLimit {
+        /// The mesh.
+        mesh: MeshName,
+        /// The Spot kind.
+        kind: ObjectKind,
+        /// The stable type.
+        stable_type: StableType,
+    },
+    /// Activation concurrency outside 1..=2^31-1 (spec 06 §4: positive only).
+    #[error("MeshNode `{mesh}` activation concurrency {value} is outside 1..=2147483647")]
+    ActivationConcurrencyOutOfRange {
+        /// The mesh.
+        mesh: MeshName,
+        /// The value given.
+        value: i64,
+    },
+    /// A placement setting (weight, capacity, activation concurrency) on a node that is not an
+    /// Object Server (spec 06 §4, §23: role matches placement target).
+    #[error("MeshNode `{mesh}` sets `{setting}`, which only an Object Server has (role `{role}`)")]
+    ServerSettingOnNonServer {
+        /// The mesh.
+        mesh: MeshName,
+        /// The setting.
+        setting: &'static str,
+        /// The role configured.
+        role: ObjectRole,
+    },
+    /// The location options (root, or with a MeshNode's route cache / Message Follow
+    /// overrides) break a rule of spec 21 §5 / §7.3.
+    #[error("{} location options are invalid: {source}", scope(mesh))]
+    LocationOptions {
+        /// The MeshNode whose overrides were applied, `None` for the root options.
+        mesh: Option<MeshName>,
+        /// The rule broken.
+        #[source]
+        source: ConfigError,
+    },
+    /// A codec registration is invalid (spec 06 §12).
+    #[error("codec registration is invalid: {0}")]
+    Codec(#[source] CodecError),
+    /// The application version is above 2^63-1 (the descriptor's `applicationVersion` range).
+    #[error("application version {value} is above 2^63-1")]
+    ApplicationVersionOutOfRange {
+        /// The value given.
+        value: u64,
+    },
+    /// The maintenance wave is not a stable id (1..=255 bytes UTF-8 without NUL).
+    #[error("maintenance wave {wave:?} is invalid: {reason}")]
+    InvalidMaintenanceWave {
+        /// The value given.
+        wave: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A bind or advertised host is not an IP address or a DNS host name.
+    #[error("{} {field} {host:?} is invalid: {reason}", scope(mesh))]
+    InvalidHost {
+        /// The MeshNode overriding it, `None` for the root network identity.
+        mesh: Option<MeshName>,
+        /// Which host.
+        field: HostField,
+        /// The value given.
+        host: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The effective advertised host is an unspecified address (`0.0.0.0`, `::`): peers could
+    /// not connect to the endpoint built from it (spec 06 §23).
+    #[error(
+        "MeshNode `{mesh}` advertises the unspecified address {host:?}; set an advertised host"
+    )]
+    UnspecifiedAdvertisedHost {
+        /// The mesh.
+        mesh: MeshName,
+        /// The effective advertised host.
+        host: String,
+    },
+}
+
+impl StartupError {
+    /// The coarse kind of this error.
+    pub fn kind(&self) -> StartupErrorKind {
+        use StartupError as E;
+        use StartupErrorKind as K;
+        match self {
+            E::RootAlreadyStarted => K::AlreadyStarted,
+            E::StoreRegisteredTwice { .. }
+            | E::DuplicateMeshName { .. }
+            | E::ChannelOnTwoMeshes { .. }
+            | E::DuplicateChannelRole { .. }
+            | E::DuplicateHandlerKey { .. }
+            | E::DuplicateManualPeer { .. }
+            | E::DuplicateSpotTypeLimit { .. } => K::Duplicate,
+            E::ChannelWeightOutOfRange { .. }
+            | E::PlacementWeightOutOfRange { .. }
+            | E::CapacityLimitOutOfRange { .. }
+            | E::ActivationConcurrencyOutOfRange { .. }
+            | E::ApplicationVersionOutOfRange { .. } => K::OutOfRange,
+            E::EmptyPacketName { .. }
+            | E::InvalidRoutingIdPrefix { .. }
+            | E::InvalidFixedRoutingId { .. }
+            | E::InvalidPeerEndpoint { .. }
+            | E::InvalidExpectedRoutingId { .. }
+            | E::InvalidMaintenanceWave { .. }
+            | E::InvalidHost { .. } => K::InvalidFormat,
+            E::LocationStoreRequired { .. } => K::MissingStore,
+            E::ChannelHandlerWithoutServerMembership { .. }
+            | E::NodeDirectHandlerOnObjectClient { .. }
+            | E::FixedRoutingIdNeedsRoleNone { .. }
+            | E::FixedRoutingIdWithAutomaticTopology { .. }
+            | E::NotASpotKind { .. }
+            | E::ServerSettingOnNonServer { .. }
+            | E::UnspecifiedAdvertisedHost { .. } => K::InvalidCombination,
+            E::LocationOptions { .. } | E::Codec(_) => K::InvalidOptions,
+        }
+    }
+}

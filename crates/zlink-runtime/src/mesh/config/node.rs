@@ -1,0 +1,366 @@
+//! The MeshNode builder (spec 06 §4, §5, §9): everything one RouteMesh registration configures.
+//! Values are recorded as given; [`ZLink::start_plan`](super::ZLink::start_plan) validates them.
+
+use std::fmt;
+use std::time::Duration;
+
+use zlink_codec::records::{ObjectKind, ObjectRole};
+use zlink_codec::{ChannelName, MeshName, StableType};
+
+/// Send or request: the message kind of a Node direct or Channel handler key (spec 06 §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MessageKind {
+    /// One-way send.
+    Send,
+    /// Request with one reply.
+    Request,
+}
+
+impl fmt::Display for MessageKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MessageKind::Send => "send",
+            MessageKind::Request => "request",
+        })
+    }
+}
+
+/// A handler dispatch key (spec 06 §9): the owner and the message kind. Registering one key
+/// twice fails startup; the same packet name under different owners is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum HandlerKey {
+    /// A Node direct handler: (MeshName, route kind, packet name).
+    NodeDirect {
+        /// The MeshNode's mesh.
+        mesh: MeshName,
+        /// Send or request.
+        kind: MessageKind,
+        /// The packet name.
+        packet: String,
+    },
+    /// A RouteMesh Channel handler: (ChannelName, send/request kind, packet name).
+    Channel {
+        /// The channel.
+        channel: ChannelName,
+        /// Send or request.
+        kind: MessageKind,
+        /// The packet name.
+        packet: String,
+    },
+}
+
+impl HandlerKey {
+    /// The packet name.
+    pub fn packet(&self) -> &str {
+        match self {
+            HandlerKey::NodeDirect { packet, .. } | HandlerKey::Channel { packet, .. } => packet,
+        }
+    }
+
+    /// The message kind.
+    pub fn kind(&self) -> MessageKind {
+        match self {
+            HandlerKey::NodeDirect { kind, .. } | HandlerKey::Channel { kind, .. } => *kind,
+        }
+    }
+}
+
+impl fmt::Display for HandlerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandlerKey::NodeDirect { mesh, kind, packet } => {
+                write!(
+                    f,
+                    "(node direct, MeshName `{mesh}`, {kind}, packet {packet:?})"
+                )
+            }
+            HandlerKey::Channel {
+                channel,
+                kind,
+                packet,
+            } => write!(f, "(channel `{channel}`, {kind}, packet {packet:?})"),
+        }
+    }
+}
+
+/// How a MeshNode finds its peers (spec 06 §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Topology {
+    /// Automatic: the node publishes its descriptor and discovers peers through the Location
+    /// Store; its routing id is `<prefix>-<uuid v4>`, new per lifecycle. Needs a Location Store.
+    #[default]
+    Automatic,
+    /// Explicit manual topology: only manual peers; no descriptor, no discovery. The only
+    /// topology a fixed routing id may use.
+    Manual,
+}
+
+/// The routing id a MeshNode asks for (spec 06 §4, §23).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RoutingIdChoice {
+    /// Automatic: `<prefix>-<lowercase uuid v4>`.
+    Prefix(String),
+    /// Fixed raw bytes (manual topology, object role None only).
+    Fixed(Vec<u8>),
+}
+
+/// The default automatic routing-id prefix.
+pub const DEFAULT_ROUTING_ID_PREFIX: &str = "node";
+
+/// The default activation concurrency per node (spec 06 §4).
+pub const DEFAULT_ACTIVATION_CONCURRENCY: u32 = 128;
+
+/// A Channel role as registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ChannelRole {
+    /// Outbound send path only (no weight, no handler).
+    Client,
+    /// Target membership with its weight as given.
+    Server {
+        /// The weight, validated at start.
+        weight: i64,
+    },
+}
+
+/// A manual peer connect intent as registered (spec 06 §5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ManualPeerIntent {
+    /// `host:port`, validated at start.
+    pub(crate) endpoint: String,
+    /// The routing id the handshake must present, if given.
+    pub(crate) expected_rid: Option<Vec<u8>>,
+}
+
+/// The Object Server placement settings as given (`None`: not set).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PlacementSettings {
+    pub(crate) placement_weight: Option<i64>,
+    pub(crate) actor_limit: Option<i64>,
+    pub(crate) spot_limit: Option<i64>,
+    pub(crate) spot_type_limits: Vec<(ObjectKind, StableType, i64)>,
+    pub(crate) activation_concurrency: Option<i64>,
+}
+
+/// Configures one MeshNode under one MeshName (spec 06 §4). `H` is the handler value the
+/// messaging layer registers per [`HandlerKey`]; this layer only checks the keys.
+///
+/// Every setter records its value as given; out-of-range values and invalid combinations
+/// surface from [`ZLink::start_plan`](super::ZLink::start_plan) as a
+/// [`StartupError`](super::StartupError), never as a panic.
+#[derive(Debug)]
+pub struct MeshNodeBuilder<H> {
+    pub(crate) mesh: MeshName,
+    pub(crate) bind_host: Option<String>,
+    pub(crate) advertised_host: Option<String>,
+    pub(crate) port: u16,
+    pub(crate) routing_id: RoutingIdChoice,
+    pub(crate) topology: Topology,
+    pub(crate) channels: Vec<(ChannelName, ChannelRole)>,
+    pub(crate) manual_peers: Vec<ManualPeerIntent>,
+    pub(crate) handlers: Vec<(HandlerKey, H)>,
+    pub(crate) object_role: ObjectRole,
+    pub(crate) placement: PlacementSettings,
+    pub(crate) route_cache_max_age: Option<Duration>,
+    pub(crate) message_follow_duration: Option<Duration>,
+}
+
+impl<H> MeshNodeBuilder<H> {
+    /// A MeshNode of `mesh` with the defaults: automatic topology, routing-id prefix
+    /// [`DEFAULT_ROUTING_ID_PREFIX`], object role None, ephemeral port, the root's network
+    /// identity and location options, no memberships, peers or handlers.
+    pub fn new(mesh: MeshName) -> Self {
+        MeshNodeBuilder {
+            mesh,
+            bind_host: None,
+            advertised_host: None,
+            port: 0,
+            routing_id: RoutingIdChoice::Prefix(DEFAULT_ROUTING_ID_PREFIX.to_owned()),
+            topology: Topology::Automatic,
+            channels: Vec::new(),
+            manual_peers: Vec::new(),
+            handlers: Vec::new(),
+            object_role: ObjectRole::None,
+            placement: PlacementSettings::default(),
+            route_cache_max_age: None,
+            message_follow_duration: None,
+        }
+    }
+
+    /// The MeshName this node registers.
+    pub fn mesh_name(&self) -> &MeshName {
+        &self.mesh
+    }
+
+    /// Overrides the root's bind host for this node's ROUTER listener.
+    pub fn bind_host(mut self, host: impl Into<String>) -> Self {
+        self.bind_host = Some(host.into());
+        self
+    }
+
+    /// Overrides the root's advertised host for this node's endpoint.
+    pub fn advertised_host(mut self, host: impl Into<String>) -> Self {
+        self.advertised_host = Some(host.into());
+        self
+    }
+
+    /// The listener port; 0 (the default) binds an ephemeral port.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// The automatic routing-id prefix: 1..=64 characters of `[A-Za-z0-9._-]`; the routing id
+    /// of each lifecycle is `<prefix>-<lowercase uuid v4>` (spec 06 §4, §23).
+    pub fn routing_id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.routing_id = RoutingIdChoice::Prefix(prefix.into());
+        self
+    }
+
+    /// A fixed routing id (1..=255 bytes) for explicit manual topology; only object role None
+    /// with [`Topology::Manual`] accepts it (spec 06 §23).
+    pub fn fixed_routing_id(mut self, rid: impl Into<Vec<u8>>) -> Self {
+        self.routing_id = RoutingIdChoice::Fixed(rid.into());
+        self
+    }
+
+    /// Sets the topology (default [`Topology::Automatic`]).
+    pub fn topology(mut self, topology: Topology) -> Self {
+        self.topology = topology;
+        self
+    }
+
+    /// Registers a RouteMesh Channel Server membership with the default weight 100.
+    pub fn channel_server(self, channel: ChannelName) -> Self {
+        self.channel_server_weighted(channel, i64::from(crate::location::DEFAULT_WEIGHT))
+    }
+
+    /// Registers a RouteMesh Channel Server membership with a weight in 0..=10000 (spec 06
+    /// §4; 0 excludes the server from new selection but keeps the connection requirement).
+    pub fn channel_server_weighted(mut self, channel: ChannelName, weight: i64) -> Self {
+        self.channels
+            .push((channel, ChannelRole::Server { weight }));
+        self
+    }
+
+    /// Declares an outbound Channel route (Client role): no weight, no handler, not advertised
+    /// as membership (spec 06 §4).
+    pub fn channel_client(mut self, channel: ChannelName) -> Self {
+        self.channels.push((channel, ChannelRole::Client));
+        self
+    }
+
+    /// A manual peer whose routing id the admission handshake determines (spec 06 §5).
+    /// `endpoint` is `host:port` (IPv6 as `[addr]:port`), port 1..=65535.
+    pub fn manual_peer(mut self, endpoint: impl Into<String>) -> Self {
+        self.manual_peers.push(ManualPeerIntent {
+            endpoint: endpoint.into(),
+            expected_rid: None,
+        });
+        self
+    }
+
+    /// A manual peer admitted only when the handshake presents `expected_rid` (spec 06 §5).
+    pub fn manual_peer_expecting(
+        mut self,
+        endpoint: impl Into<String>,
+        expected_rid: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.manual_peers.push(ManualPeerIntent {
+            endpoint: endpoint.into(),
+            expected_rid: Some(expected_rid.into()),
+        });
+        self
+    }
+
+    /// Registers a Node direct handler under (this MeshName, `kind`, `packet`) (spec 06 §9).
+    pub fn node_handler(
+        mut self,
+        kind: MessageKind,
+        packet: impl Into<String>,
+        handler: H,
+    ) -> Self {
+        let key = HandlerKey::NodeDirect {
+            mesh: self.mesh.clone(),
+            kind,
+            packet: packet.into(),
+        };
+        self.handlers.push((key, handler));
+        self
+    }
+
+    /// Registers a Channel handler under (`channel`, `kind`, `packet`); `channel` must be a
+    /// Server membership of this node (spec 06 §4, §9).
+    pub fn channel_handler(
+        mut self,
+        channel: ChannelName,
+        kind: MessageKind,
+        packet: impl Into<String>,
+        handler: H,
+    ) -> Self {
+        let key = HandlerKey::Channel {
+            channel,
+            kind,
+            packet: packet.into(),
+        };
+        self.handlers.push((key, handler));
+        self
+    }
+
+    /// The object role (default None). Client and Server need a Location Store.
+    pub fn object_role(mut self, role: ObjectRole) -> Self {
+        self.object_role = role;
+        self
+    }
+
+    /// The node-wide placement weight, 0..=10000, default 100 (Object Server only).
+    pub fn placement_weight(mut self, weight: i64) -> Self {
+        self.placement.placement_weight = Some(weight);
+        self
+    }
+
+    /// The overall Actor limit: 0 (default) unlimited, else 1..=2^31-1 (Object Server only).
+    pub fn actor_limit(mut self, limit: i64) -> Self {
+        self.placement.actor_limit = Some(limit);
+        self
+    }
+
+    /// The overall User/Instance Spot limit: 0 (default) unlimited, else 1..=2^31-1 (Object
+    /// Server only; the Entry Spot is not counted).
+    pub fn spot_limit(mut self, limit: i64) -> Self {
+        self.placement.spot_limit = Some(limit);
+        self
+    }
+
+    /// The limit of one (Spot kind, stable type): 0 unlimited, else 1..=2^31-1 (Object Server
+    /// only; `kind` must be a Spot kind).
+    pub fn spot_type_limit(
+        mut self,
+        kind: ObjectKind,
+        stable_type: StableType,
+        limit: i64,
+    ) -> Self {
+        self.placement
+            .spot_type_limits
+            .push((kind, stable_type, limit));
+        self
+    }
+
+    /// Concurrently in-flight activations, positive, default 128 (Object Server only).
+    pub fn activation_concurrency(mut self, permits: i64) -> Self {
+        self.placement.activation_concurrency = Some(permits);
+        self
+    }
+
+    /// Overrides the root's `routeCacheMaxAge` for this node (0 disables the route cache).
+    pub fn route_cache_max_age(mut self, age: Duration) -> Self {
+        self.route_cache_max_age = Some(age);
+        self
+    }
+
+    /// Overrides the root's `messageFollowDuration` for this node (0 disables Message Follow).
+    pub fn message_follow_duration(mut self, duration: Duration) -> Self {
+        self.message_follow_duration = Some(duration);
+        self
+    }
+}
