@@ -465,3 +465,51 @@ async fn second_next_call_does_not_rerun_later_filters_either() {
     assert_eq!(inner.get(), 1);
     assert_eq!(runs.get(), 1);
 }
+
+proptest::proptest! {
+    /// For any chain where each filter either calls `next` or stops: filters run in order up to
+    /// the first that stops, unwind in reverse, and the handler runs iff every filter called
+    /// `next`; a request then replies, otherwise it is Rejected.
+    #[test]
+    fn filter_chain_order_holds_for_any_chain(calls_next in proptest::collection::vec(proptest::bool::ANY, 0..8)) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let log: Log = Arc::default();
+        let l = Arc::clone(&log);
+        let mut builder = Dispatcher::builder(Registry::json_only())
+            .node_request::<Ping, _, _>(mesh(), move |p, _| {
+                l.lock().push("handler".into());
+                async move { Ok(Pong { n: p.n }) }
+            });
+        for (i, &go) in calls_next.iter().enumerate() {
+            let log = Arc::clone(&log);
+            builder = builder.filter(move |_, next| {
+                let log = Arc::clone(&log);
+                async move {
+                    log.lock().push(format!("{i}>"));
+                    let r = if go { next.run().await } else { Ok(()) };
+                    log.lock().push(format!("<{i}"));
+                    r
+                }
+            });
+        }
+        let d = builder.build().unwrap();
+        let out = rt.block_on(dispatch(&d, request(node_target(), "Ping", &Ping { n: 1 })));
+
+        let reached = calls_next.iter().position(|go| !go).map_or(calls_next.len(), |i| i + 1);
+        let all_go = calls_next.iter().all(|go| *go);
+        let mut expected: Vec<String> = (0..reached).map(|i| format!("{i}>")).collect();
+        if all_go {
+            expected.push("handler".into());
+        }
+        expected.extend((0..reached).rev().map(|i| format!("<{i}")));
+        proptest::prop_assert_eq!(&*log.lock(), &expected);
+        match out {
+            DispatchOutcome::Reply { .. } => proptest::prop_assert!(all_go),
+            DispatchOutcome::ErrorReply { error, .. } => {
+                proptest::prop_assert!(!all_go);
+                proptest::prop_assert_eq!(error.kind(), ErrorKind::Rejected);
+            }
+            DispatchOutcome::NoReply(_) => proptest::prop_assert!(false, "a request got no reply"),
+        }
+    }
+}
