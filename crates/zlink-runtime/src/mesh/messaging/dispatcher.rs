@@ -1,0 +1,361 @@
+//! The inbound application-frame dispatcher (spec 06 §9, §10, §12, §20).
+//!
+//! [`DispatcherBuilder`] collects handlers, filters and scoped-dependency factories at startup;
+//! [`DispatcherBuilder::build`] fails on the first registration error (a duplicate dispatch
+//! key, an invalid packet name) so the host never starts serving with it. [`Dispatcher::dispatch`]
+//! then turns each [`InboundFrame`] into a [`DispatchOutcome`]:
+//!
+//! 1. the packet name is validated (`ProtocolError`);
+//! 2. the dispatch key is looked up; an unknown key is `NotFound` and no handler or filter runs;
+//! 3. metadata (`metadata-v1`) and the payload (verbatim content-type lookup, then the codec)
+//!    are decoded (`ProtocolError`);
+//! 4. a new [`DispatchScope`] is created and the filter chain runs, then the handler;
+//! 5. a request gets the encoded reply or an [`ErrorReply`]; a send gets nothing back.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use zlink_codec::payload::Registry;
+use zlink_codec::{ChannelName, MeshName};
+
+use super::context::{
+    Cancellation, ChannelContext, DispatchInfo, DispatchScope, HandlerContext, NodeContext,
+    RouteKind, ScopedFactories,
+};
+use super::error::{ErrorKind, FramePart, ZLinkError};
+use super::error_reply::ErrorReply;
+use super::filter::{Chain, Filter, FnFilter};
+use super::frame::{DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd};
+use super::handler::{
+    ErasedHandler, HandlerKey, HandlerTable, NoReply, OwnerContext, TypedHandler, TypedReply,
+};
+use super::metadata::Metadata;
+use super::packet::{Message, PacketName, Request};
+
+/// Collects the process-level handlers, filters and scoped dependencies (startup).
+pub struct DispatcherBuilder {
+    codecs: Registry,
+    handlers: HandlerTable,
+    filters: Vec<Arc<dyn Filter>>,
+    factories: ScopedFactories,
+    first_error: Option<ZLinkError>,
+}
+
+impl std::fmt::Debug for DispatcherBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DispatcherBuilder")
+            .field("handlers", &self.handlers)
+            .field("filters", &self.filters.len())
+            .field("first_error", &self.first_error)
+            .finish()
+    }
+}
+
+impl DispatcherBuilder {
+    fn add<M: Message>(
+        mut self,
+        key: impl FnOnce(PacketName) -> HandlerKey,
+        handler: Arc<dyn ErasedHandler>,
+    ) -> Self {
+        if self.first_error.is_some() {
+            return self;
+        }
+        let result = PacketName::of::<M>().and_then(|p| self.handlers.insert(key(p), handler));
+        if let Err(e) = result {
+            self.first_error = Some(e);
+        }
+        self
+    }
+
+    fn send_handler<M, C, F, Fut>(f: F) -> Arc<dyn ErasedHandler>
+    where
+        M: Message,
+        C: OwnerContext,
+        F: Fn(M, C) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), ZLinkError>> + Send + 'static,
+    {
+        Arc::new(TypedHandler::<M, C, (), NoReply, F>::new(f, |()| NoReply))
+    }
+
+    fn request_handler<R, C, F, Fut>(f: F) -> Arc<dyn ErasedHandler>
+    where
+        R: Request,
+        C: OwnerContext,
+        F: Fn(R, C) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R::Reply, ZLinkError>> + Send + 'static,
+    {
+        Arc::new(TypedHandler::<R, C, R::Reply, TypedReply<R::Reply>, F>::new(f, TypedReply))
+    }
+
+    /// Registers a node-direct send handler for `M` on a RouteMesh.
+    pub fn node_send<M, F, Fut>(self, mesh: MeshName, handler: F) -> Self
+    where
+        M: Message,
+        F: Fn(M, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), ZLinkError>> + Send + 'static,
+    {
+        let route = RouteKind::Send;
+        self.add::<M>(
+            |packet| HandlerKey::NodeDirect {
+                mesh,
+                route,
+                packet,
+            },
+            Self::send_handler::<M, NodeContext, F, Fut>(handler),
+        )
+    }
+
+    /// Registers a node-direct request handler for `R` on a RouteMesh.
+    pub fn node_request<R, F, Fut>(self, mesh: MeshName, handler: F) -> Self
+    where
+        R: Request,
+        F: Fn(R, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R::Reply, ZLinkError>> + Send + 'static,
+    {
+        let route = RouteKind::Request;
+        self.add::<R>(
+            |packet| HandlerKey::NodeDirect {
+                mesh,
+                route,
+                packet,
+            },
+            Self::request_handler::<R, NodeContext, F, Fut>(handler),
+        )
+    }
+
+    /// Registers a channel send handler for `M`.
+    pub fn channel_send<M, F, Fut>(self, channel: ChannelName, handler: F) -> Self
+    where
+        M: Message,
+        F: Fn(M, ChannelContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), ZLinkError>> + Send + 'static,
+    {
+        let route = RouteKind::Send;
+        self.add::<M>(
+            |packet| HandlerKey::Channel {
+                channel,
+                route,
+                packet,
+            },
+            Self::send_handler::<M, ChannelContext, F, Fut>(handler),
+        )
+    }
+
+    /// Registers a channel request handler for `R`.
+    pub fn channel_request<R, F, Fut>(self, channel: ChannelName, handler: F) -> Self
+    where
+        R: Request,
+        F: Fn(R, ChannelContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R::Reply, ZLinkError>> + Send + 'static,
+    {
+        let route = RouteKind::Request;
+        self.add::<R>(
+            |packet| HandlerKey::Channel {
+                channel,
+                route,
+                packet,
+            },
+            Self::request_handler::<R, ChannelContext, F, Fut>(handler),
+        )
+    }
+
+    /// Appends a closure filter (filters run in registration order).
+    pub fn filter<F, Fut>(self, filter: F) -> Self
+    where
+        F: Fn(super::context::FilterContext, super::filter::Next) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), ZLinkError>> + Send + 'static,
+    {
+        self.filter_object(FnFilter(filter))
+    }
+
+    /// Appends a filter object (filters run in registration order).
+    pub fn filter_object(mut self, filter: impl Filter) -> Self {
+        self.filters.push(Arc::new(filter));
+        self
+    }
+
+    /// Registers the factory of a scoped dependency: one instance per dispatch, created on
+    /// first use and shared by that dispatch's filters and handler. A later registration of
+    /// the same type replaces the earlier one.
+    pub fn scoped<T: Send + Sync + 'static>(
+        mut self,
+        make: impl Fn() -> T + Send + Sync + 'static,
+    ) -> Self {
+        self.factories.insert(make);
+        self
+    }
+
+    /// Validates the registrations: the first error (a duplicate dispatch key is
+    /// [`ZLinkError::DuplicateHandler`]) fails startup.
+    pub fn build(self) -> Result<Dispatcher, ZLinkError> {
+        if let Some(e) = self.first_error {
+            return Err(e);
+        }
+        Ok(Dispatcher {
+            inner: Arc::new(Inner {
+                codecs: self.codecs,
+                handlers: self.handlers,
+                filters: self.filters.into(),
+                factories: Arc::new(self.factories),
+            }),
+        })
+    }
+}
+
+/// Dispatches inbound node-direct and channel application frames (cheap to clone).
+#[derive(Clone)]
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    codecs: Registry,
+    handlers: HandlerTable,
+    filters: Arc<[Arc<dyn Filter>]>,
+    factories: Arc<ScopedFactories>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("handlers", &self.inner.handlers.len())
+            .field("filters", &self.inner.filters.len())
+            .finish()
+    }
+}
+
+impl Dispatcher {
+    /// A builder over the root codec registry.
+    pub fn builder(codecs: Registry) -> DispatcherBuilder {
+        DispatcherBuilder {
+            codecs,
+            handlers: HandlerTable::default(),
+            filters: Vec::new(),
+            factories: ScopedFactories::default(),
+            first_error: None,
+        }
+    }
+
+    /// The codec registry replies are encoded with.
+    pub fn codecs(&self) -> &Registry {
+        &self.inner.codecs
+    }
+
+    /// Dispatches one inbound frame. `cancellation` is the dispatch's signal: the filters and
+    /// the handler see the same one. Dropping the returned future cancels the dispatch too;
+    /// either way the scope and every per-dispatch instance are dropped exactly once.
+    pub async fn dispatch(
+        &self,
+        frame: InboundFrame,
+        cancellation: Cancellation,
+    ) -> DispatchOutcome {
+        let route = frame.route_kind();
+        let expect = frame.expect.clone();
+        let result = self.run(frame, route, cancellation).await;
+        match (expect, result) {
+            (ReplyExpectation::Reply(correlation), Ok(Ran::Handled(Some((ct, bytes))))) => {
+                DispatchOutcome::Reply {
+                    correlation,
+                    content_type: ct,
+                    payload: bytes,
+                }
+            }
+            (ReplyExpectation::Reply(correlation), Ok(Ran::Handled(None))) => {
+                // A request key only ever holds a request handler, which always replies.
+                DispatchOutcome::ErrorReply {
+                    correlation,
+                    error: reply_for(&ZLinkError::application(
+                        ErrorKind::InternalFailure,
+                        "the handler produced no reply",
+                    )),
+                }
+            }
+            (ReplyExpectation::Reply(correlation), Ok(Ran::EndedByFilter)) => {
+                DispatchOutcome::ErrorReply {
+                    correlation,
+                    error: reply_for(&ZLinkError::RejectedByFilter),
+                }
+            }
+            (ReplyExpectation::Reply(correlation), Err(e)) => DispatchOutcome::ErrorReply {
+                correlation,
+                error: reply_for(&e),
+            },
+            (ReplyExpectation::None, Ok(Ran::Handled(_))) => {
+                DispatchOutcome::NoReply(SendEnd::Handled)
+            }
+            (ReplyExpectation::None, Ok(Ran::EndedByFilter)) => {
+                DispatchOutcome::NoReply(SendEnd::EndedByFilter)
+            }
+            (ReplyExpectation::None, Err(e)) => DispatchOutcome::NoReply(SendEnd::Failed(e)),
+        }
+    }
+
+    async fn run(
+        &self,
+        frame: InboundFrame,
+        route: RouteKind,
+        cancellation: Cancellation,
+    ) -> Result<Ran, ZLinkError> {
+        let packet = std::str::from_utf8(&frame.packet)
+            .map_err(|_| ZLinkError::malformed(FramePart::PacketName, "not UTF-8"))
+            .and_then(|p| {
+                PacketName::new(p).map_err(|e| ZLinkError::malformed(FramePart::PacketName, e))
+            })?;
+        let key = HandlerKey::of_target(&frame.target, route, packet.clone());
+        let Some(handler) = self.inner.handlers.get(&key) else {
+            tracing::debug!(%key, "no handler for the inbound frame");
+            return Err(ZLinkError::NoHandler {
+                key: key.to_string(),
+            });
+        };
+        let metadata = Metadata::from_bytes(&frame.metadata)?;
+        let invocation =
+            handler.prepare(&self.inner.codecs, &frame.content_type, &frame.payload)?;
+        let correlation = match frame.expect {
+            ReplyExpectation::Reply(c) => Some(c),
+            ReplyExpectation::None => None,
+        };
+        let info = Arc::new(DispatchInfo {
+            target: frame.target,
+            route,
+            packet,
+            metadata,
+            correlation,
+        });
+        let scope = DispatchScope::new(Arc::clone(&self.inner.factories), cancellation);
+        let chain = Chain::new(
+            Arc::clone(&self.inner.filters),
+            HandlerContext::new(info, scope),
+            invocation,
+        );
+        let outer = chain.start().run().await;
+        let handler_result = chain.take_result();
+        match (outer, handler_result) {
+            (Err(e), _) | (Ok(()), Some(Err(e))) => Err(e),
+            (Ok(()), Some(Ok(reply))) => Ok(Ran::Handled(reply)),
+            (Ok(()), None) => Ok(Ran::EndedByFilter),
+        }
+    }
+}
+
+/// How a dispatch that reached the filter chain ended.
+enum Ran {
+    /// The handler ran and completed normally (with a reply for a request).
+    Handled(Option<(String, Vec<u8>)>),
+    /// A filter returned without calling `next`.
+    EndedByFilter,
+}
+
+/// The error reply for a failed request dispatch. Local call errors (invalid argument/state,
+/// missing configuration) are not remote results (spec 06 §20): a handler or filter that fails
+/// with one answers `InternalFailure`, keeping only the sanitised text.
+fn reply_for(error: &ZLinkError) -> ErrorReply {
+    let reply = ErrorReply::from_error(error);
+    match reply.kind() {
+        ErrorKind::InvalidOperation | ErrorKind::NotConfigured => {
+            tracing::warn!(%error, "request dispatch failed with a local error");
+            ErrorReply::new(ErrorKind::InternalFailure, reply.message().clone())
+        }
+        _ => reply,
+    }
+}

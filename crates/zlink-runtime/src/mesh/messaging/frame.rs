@@ -1,0 +1,103 @@
+//! The transport-neutral inbound application frame and the dispatch outcome (spec 06 §9, §20).
+//!
+//! The mesh transport fills an [`InboundFrame`] from a received application frame and hands it
+//! to the [`Dispatcher`](super::Dispatcher); the [`DispatchOutcome`] says what, if anything,
+//! goes back to the sender. Nothing here knows sockets, queues or peer lifecycles.
+
+use bytes::Bytes;
+
+use super::context::{InboundTarget, RouteKind};
+use super::error::ZLinkError;
+use super::error_reply::ErrorReply;
+
+/// The transport's correlation of a request with its reply (for example OperationId and
+/// ReplyRouteId). Opaque here: the dispatcher hands it back unchanged in the outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Correlation(Bytes);
+
+impl Correlation {
+    /// Wraps the transport's correlation bytes.
+    pub fn new(bytes: impl Into<Bytes>) -> Self {
+        Self(bytes.into())
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Whether the sender waits for a reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyExpectation {
+    /// A one-way send: nothing goes back, whatever happens.
+    None,
+    /// A request: exactly one reply or error reply goes back under this correlation.
+    Reply(Correlation),
+}
+
+/// An inbound application frame, as the mesh transport received it.
+///
+/// `packet`, `content_type`, `metadata` and `payload` are the raw bytes off the wire; the
+/// dispatcher validates each (packet name bounds, verbatim content-type lookup,
+/// `metadata-v1`) so a malformed frame becomes a `ProtocolError`, not a panic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundFrame {
+    /// Which handler namespace the frame addresses and where it came from.
+    pub target: InboundTarget,
+    /// Send (no reply) or request (reply under a correlation).
+    pub expect: ReplyExpectation,
+    /// The packet name, UTF-8.
+    pub packet: Bytes,
+    /// The payload's content type, exactly as received.
+    pub content_type: Bytes,
+    /// The metadata in `metadata-v1` form (empty for no metadata).
+    pub metadata: Bytes,
+    /// The payload bytes.
+    pub payload: Bytes,
+}
+
+impl InboundFrame {
+    /// Send or request.
+    pub fn route_kind(&self) -> RouteKind {
+        match self.expect {
+            ReplyExpectation::None => RouteKind::Send,
+            ReplyExpectation::Reply(_) => RouteKind::Request,
+        }
+    }
+}
+
+/// How a one-way send's dispatch ended. Nothing is sent back to the sender in any case; the
+/// transport may record it (drop metrics, message-flow records).
+#[derive(Debug, Clone)]
+pub enum SendEnd {
+    /// The handler ran and completed normally.
+    Handled,
+    /// A filter did not call `next`: the handler did not run and the dispatch just ended.
+    EndedByFilter,
+    /// The dispatch failed (no handler, bad frame, failed handler or filter).
+    Failed(ZLinkError),
+}
+
+/// What a dispatch produced.
+#[derive(Debug, Clone)]
+pub enum DispatchOutcome {
+    /// A request's business reply, to send back under `correlation`.
+    Reply {
+        /// The request's correlation.
+        correlation: Correlation,
+        /// The reply's canonical content type.
+        content_type: String,
+        /// The encoded reply.
+        payload: Vec<u8>,
+    },
+    /// A request's error reply, to send back under `correlation`.
+    ErrorReply {
+        /// The request's correlation.
+        correlation: Correlation,
+        /// The error reply (encode with [`ErrorReply::encode`]).
+        error: ErrorReply,
+    },
+    /// A one-way send ended; nothing goes back.
+    NoReply(SendEnd),
+}

@@ -1,0 +1,252 @@
+//! Handler dispatch keys and the type-erased handler table (spec 06 §9).
+//!
+//! A handler is an async closure taking the typed payload and a read-only context
+//! ([`NodeContext`] or [`ChannelContext`]) and returning `()` for a send or the typed reply for
+//! a request. The table erases the payload type: an entry decodes the payload through the codec
+//! registry, calls the closure and encodes the reply.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::Serialize;
+use zlink_codec::payload::Registry;
+use zlink_codec::{ChannelName, MeshName};
+
+use super::codec::{decode_payload, encode_payload};
+use super::context::{ChannelContext, HandlerContext, InboundTarget, NodeContext, RouteKind};
+use super::error::ZLinkError;
+use super::packet::{Message, PacketName};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A handler's dispatch key (spec 06 §9): owner, message kind and packet name. The same packet
+/// name may be registered under different owners; the same key twice is a startup error.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HandlerKey {
+    /// A MeshNode route handler.
+    NodeDirect {
+        /// The RouteMesh.
+        mesh: MeshName,
+        /// Send or request.
+        route: RouteKind,
+        /// The packet name.
+        packet: PacketName,
+    },
+    /// A channel handler.
+    Channel {
+        /// The channel.
+        channel: ChannelName,
+        /// Send or request.
+        route: RouteKind,
+        /// The packet name.
+        packet: PacketName,
+    },
+}
+
+impl HandlerKey {
+    /// The key an inbound frame addresses.
+    pub fn of_target(target: &InboundTarget, route: RouteKind, packet: PacketName) -> Self {
+        match target {
+            InboundTarget::NodeDirect { mesh, .. } => Self::NodeDirect {
+                mesh: mesh.clone(),
+                route,
+                packet,
+            },
+            InboundTarget::Channel { channel, .. } => Self::Channel {
+                channel: channel.clone(),
+                route,
+                packet,
+            },
+        }
+    }
+}
+
+impl fmt::Display for HandlerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NodeDirect {
+                mesh,
+                route,
+                packet,
+            } => write!(f, "node-direct {route} {packet:?} on MeshName {mesh:?}"),
+            Self::Channel {
+                channel,
+                route,
+                packet,
+            } => write!(f, "channel {route} {packet:?} on ChannelName {channel:?}"),
+        }
+    }
+}
+
+/// An encoded reply: canonical content type and bytes.
+pub(crate) type EncodedReply = (String, Vec<u8>);
+
+/// What one handler run produced: `Some` reply for a request, `None` for a send.
+pub(crate) type HandlerResult = Result<Option<EncodedReply>, ZLinkError>;
+
+/// A decoded payload bound to its handler, waiting for the dispatch's context.
+pub(crate) type Invocation =
+    Box<dyn FnOnce(HandlerContext) -> BoxFuture<'static, HandlerResult> + Send>;
+
+/// A registered handler with its payload type erased.
+pub(crate) trait ErasedHandler: Send + Sync {
+    /// Decodes the payload (verbatim content-type lookup) and binds it to the handler.
+    fn prepare(
+        &self,
+        codecs: &Registry,
+        content_type: &[u8],
+        payload: &[u8],
+    ) -> Result<Invocation, ZLinkError>;
+}
+
+/// Builds a handler's own context type from the shared one.
+pub(crate) trait OwnerContext: Sized + Send + 'static {
+    /// `None` when the frame addresses another owner (never, for a matching key).
+    fn from_base(base: HandlerContext, target: &InboundTarget) -> Option<Self>;
+}
+
+impl OwnerContext for NodeContext {
+    fn from_base(base: HandlerContext, target: &InboundTarget) -> Option<Self> {
+        match target {
+            InboundTarget::NodeDirect {
+                mesh,
+                source,
+                target,
+            } => Some(NodeContext::new(
+                base,
+                mesh.clone(),
+                source.clone(),
+                target.clone(),
+            )),
+            InboundTarget::Channel { .. } => None,
+        }
+    }
+}
+
+impl OwnerContext for ChannelContext {
+    fn from_base(base: HandlerContext, target: &InboundTarget) -> Option<Self> {
+        match target {
+            InboundTarget::Channel { channel, .. } => {
+                Some(ChannelContext::new(base, channel.clone()))
+            }
+            InboundTarget::NodeDirect { .. } => None,
+        }
+    }
+}
+
+/// How a handler's output becomes the dispatch result.
+pub(crate) trait Output: Send + 'static {
+    fn into_reply(self, codecs: &Registry) -> HandlerResult;
+}
+
+/// A send handler's output: no reply.
+pub(crate) struct NoReply;
+
+impl Output for NoReply {
+    fn into_reply(self, _: &Registry) -> HandlerResult {
+        Ok(None)
+    }
+}
+
+/// A request handler's output: the typed reply, encoded by its declared type.
+pub(crate) struct TypedReply<T>(pub(crate) T);
+
+impl<T: Serialize + Send + 'static> Output for TypedReply<T> {
+    fn into_reply(self, codecs: &Registry) -> HandlerResult {
+        encode_payload(codecs, &self.0).map(Some)
+    }
+}
+
+/// A typed handler closure: payload `M`, context `C`, output `O` (after `wrap`).
+pub(crate) struct TypedHandler<M, C, R, O, F> {
+    f: Arc<F>,
+    wrap: fn(R) -> O,
+    _types: PhantomData<fn(M, C) -> R>,
+}
+
+impl<M, C, R, O, F> TypedHandler<M, C, R, O, F> {
+    pub(crate) fn new(f: F, wrap: fn(R) -> O) -> Self {
+        Self {
+            f: Arc::new(f),
+            wrap,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<M, C, R, O, F, Fut> ErasedHandler for TypedHandler<M, C, R, O, F>
+where
+    M: Message,
+    C: OwnerContext,
+    R: Send + 'static,
+    O: Output,
+    F: Fn(M, C) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, ZLinkError>> + Send + 'static,
+{
+    fn prepare(
+        &self,
+        codecs: &Registry,
+        content_type: &[u8],
+        payload: &[u8],
+    ) -> Result<Invocation, ZLinkError> {
+        let message: M = decode_payload(codecs, content_type, payload)?;
+        let f = Arc::clone(&self.f);
+        let wrap = self.wrap;
+        let codecs = codecs.clone();
+        Ok(Box::new(move |base: HandlerContext| {
+            Box::pin(async move {
+                let target = base.target().clone();
+                let packet = base.packet().as_str().to_owned();
+                let ctx = C::from_base(base, &target).ok_or(ZLinkError::NoHandler {
+                    key: format!("packet {packet:?} of another owner"),
+                })?;
+                let out = f(message, ctx).await?;
+                wrap(out).into_reply(&codecs)
+            })
+        }))
+    }
+}
+
+/// The handler table: one handler per dispatch key, fixed at startup.
+#[derive(Default)]
+pub(crate) struct HandlerTable {
+    by_key: HashMap<HandlerKey, Arc<dyn ErasedHandler>>,
+}
+
+impl HandlerTable {
+    /// Adds a handler; a key registered before is [`ZLinkError::DuplicateHandler`].
+    pub(crate) fn insert(
+        &mut self,
+        key: HandlerKey,
+        handler: Arc<dyn ErasedHandler>,
+    ) -> Result<(), ZLinkError> {
+        if self.by_key.contains_key(&key) {
+            return Err(ZLinkError::DuplicateHandler {
+                key: key.to_string(),
+            });
+        }
+        self.by_key.insert(key, handler);
+        Ok(())
+    }
+
+    /// The handler of a key.
+    pub(crate) fn get(&self, key: &HandlerKey) -> Option<&Arc<dyn ErasedHandler>> {
+        self.by_key.get(key)
+    }
+
+    /// Number of handlers.
+    pub(crate) fn len(&self) -> usize {
+        self.by_key.len()
+    }
+}
+
+impl fmt::Debug for HandlerTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.by_key.keys()).finish()
+    }
+}
