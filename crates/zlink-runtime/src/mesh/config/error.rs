@@ -4,8 +4,8 @@
 use zlink_codec::records::{ObjectKind, ObjectRole};
 use zlink_codec::{ChannelName, CodecError, MeshName, StableType};
 
-use super::node::HandlerKey;
 use crate::location::ConfigError;
+use crate::mesh::messaging::HandlerKey;
 
 /// What a [`StartupError`] is about, coarse enough to branch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -148,11 +148,14 @@ pub enum StartupError {
         /// The repeated key.
         key: HandlerKey,
     },
-    /// A handler's packet name is empty.
-    #[error("handler key {key} has an empty packet name")]
-    EmptyPacketName {
-        /// The key.
-        key: HandlerKey,
+    /// A handler's packet name is not a valid packet name (1..=255 UTF-8 bytes, no control
+    /// characters).
+    #[error("MeshNode `{mesh}` registers a handler with the invalid packet name {packet:?}")]
+    InvalidPacketName {
+        /// The mesh.
+        mesh: MeshName,
+        /// The packet name given.
+        packet: String,
     },
     /// An Object Client registers an application Node direct handler (spec 06 §4).
     #[error("Object Client MeshNode `{mesh}` cannot register Node direct handler {key}")]
@@ -373,7 +376,7 @@ impl StartupError {
             | E::CapacityLimitOutOfRange { .. }
             | E::ActivationConcurrencyOutOfRange { .. }
             | E::ApplicationVersionOutOfRange { .. } => K::OutOfRange,
-            E::EmptyPacketName { .. }
+            E::InvalidPacketName { .. }
             | E::InvalidRoutingIdPrefix { .. }
             | E::InvalidFixedRoutingId { .. }
             | E::InvalidPeerEndpoint { .. }

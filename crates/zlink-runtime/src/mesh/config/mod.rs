@@ -41,7 +41,7 @@
 //! | duplicate Client/Server role for one ChannelName on one node (§4) | `duplicate_channel_role_on_one_node_fails_startup` |
 //! | Channel handler needs a Server membership (§23) | `channel_handler_without_server_membership_fails_startup`, `channel_handler_on_client_route_fails_startup` |
 //! | duplicate handler keys (§9) | `duplicate_handler_key_fails_startup`, `same_packet_under_other_owner_or_kind_is_allowed` |
-//! | empty packet name | `empty_packet_name_fails_startup` |
+//! | invalid packet name (empty, over 255 bytes, control characters) | `empty_packet_name_fails_startup` |
 //! | Object Client with a Node direct handler (§4) | `object_client_with_node_direct_handler_fails_startup` |
 //! | Object Client/Server without Location Store (§13) | `object_role_without_location_store_fails_startup` |
 //! | automatic topology without Location Store (§23) | `automatic_topology_without_location_store_fails_startup` |
@@ -86,8 +86,7 @@ pub use hosted::{
     RunningHostedServices, start_hosted_services,
 };
 pub use node::{
-    DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_ROUTING_ID_PREFIX, HandlerKey, MeshNodeBuilder,
-    MessageKind, Topology,
+    DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_ROUTING_ID_PREFIX, MeshNodeBuilder, Topology,
 };
 pub use plan::{ManualPeer, MeshNodePlan, PeerEndpoint, RoutingIdPlan, ZLinkPlan};
 pub use root::{DEFAULT_BIND_HOST, ZLink, ZLinkBuilder};

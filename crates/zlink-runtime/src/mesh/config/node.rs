@@ -1,87 +1,25 @@
 //! The MeshNode builder (spec 06 §4, §5, §9): everything one RouteMesh registration configures.
 //! Values are recorded as given; [`ZLink::start_plan`](super::ZLink::start_plan) validates them.
 
-use std::fmt;
 use std::time::Duration;
 
 use zlink_codec::records::{ObjectKind, ObjectRole};
 use zlink_codec::{ChannelName, MeshName, StableType};
 
-/// Send or request: the message kind of a Node direct or Channel handler key (spec 06 §9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum MessageKind {
-    /// One-way send.
-    Send,
-    /// Request with one reply.
-    Request,
-}
+use crate::mesh::messaging::RouteKind;
 
-impl fmt::Display for MessageKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            MessageKind::Send => "send",
-            MessageKind::Request => "request",
-        })
-    }
-}
-
-/// A handler dispatch key (spec 06 §9): the owner and the message kind. Registering one key
-/// twice fails startup; the same packet name under different owners is allowed.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum HandlerKey {
-    /// A Node direct handler: (MeshName, route kind, packet name).
-    NodeDirect {
-        /// The MeshNode's mesh.
-        mesh: MeshName,
-        /// Send or request.
-        kind: MessageKind,
-        /// The packet name.
-        packet: String,
-    },
-    /// A RouteMesh Channel handler: (ChannelName, send/request kind, packet name).
+/// A handler registration as given: the packet name is checked (spec 06 §9) when the plan is
+/// validated, which turns it into a [`HandlerKey`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HandlerSpec {
+    /// A Node direct handler of this MeshNode.
+    NodeDirect { route: RouteKind, packet: String },
+    /// A Channel handler.
     Channel {
-        /// The channel.
         channel: ChannelName,
-        /// Send or request.
-        kind: MessageKind,
-        /// The packet name.
+        route: RouteKind,
         packet: String,
     },
-}
-
-impl HandlerKey {
-    /// The packet name.
-    pub fn packet(&self) -> &str {
-        match self {
-            HandlerKey::NodeDirect { packet, .. } | HandlerKey::Channel { packet, .. } => packet,
-        }
-    }
-
-    /// The message kind.
-    pub fn kind(&self) -> MessageKind {
-        match self {
-            HandlerKey::NodeDirect { kind, .. } | HandlerKey::Channel { kind, .. } => *kind,
-        }
-    }
-}
-
-impl fmt::Display for HandlerKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HandlerKey::NodeDirect { mesh, kind, packet } => {
-                write!(
-                    f,
-                    "(node direct, MeshName `{mesh}`, {kind}, packet {packet:?})"
-                )
-            }
-            HandlerKey::Channel {
-                channel,
-                kind,
-                packet,
-            } => write!(f, "(channel `{channel}`, {kind}, packet {packet:?})"),
-        }
-    }
 }
 
 /// How a MeshNode finds its peers (spec 06 §4).
@@ -143,7 +81,7 @@ pub(crate) struct PlacementSettings {
 }
 
 /// Configures one MeshNode under one MeshName (spec 06 §4). `H` is the handler value the
-/// messaging layer registers per [`HandlerKey`]; this layer only checks the keys.
+/// messaging layer registers per [`HandlerKey`](crate::mesh::messaging::HandlerKey); this layer only checks the keys.
 ///
 /// Every setter records its value as given; out-of-range values and invalid combinations
 /// surface from [`ZLink::start_plan`](super::ZLink::start_plan) as a
@@ -158,7 +96,7 @@ pub struct MeshNodeBuilder<H> {
     pub(crate) topology: Topology,
     pub(crate) channels: Vec<(ChannelName, ChannelRole)>,
     pub(crate) manual_peers: Vec<ManualPeerIntent>,
-    pub(crate) handlers: Vec<(HandlerKey, H)>,
+    pub(crate) handlers: Vec<(HandlerSpec, H)>,
     pub(crate) object_role: ObjectRole,
     pub(crate) placement: PlacementSettings,
     pub(crate) route_cache_max_age: Option<Duration>,
@@ -273,16 +211,10 @@ impl<H> MeshNodeBuilder<H> {
         self
     }
 
-    /// Registers a Node direct handler under (this MeshName, `kind`, `packet`) (spec 06 §9).
-    pub fn node_handler(
-        mut self,
-        kind: MessageKind,
-        packet: impl Into<String>,
-        handler: H,
-    ) -> Self {
-        let key = HandlerKey::NodeDirect {
-            mesh: self.mesh.clone(),
-            kind,
+    /// Registers a Node direct handler under (this MeshName, `route`, `packet`) (spec 06 §9).
+    pub fn node_handler(mut self, route: RouteKind, packet: impl Into<String>, handler: H) -> Self {
+        let key = HandlerSpec::NodeDirect {
+            route,
             packet: packet.into(),
         };
         self.handlers.push((key, handler));
@@ -294,13 +226,13 @@ impl<H> MeshNodeBuilder<H> {
     pub fn channel_handler(
         mut self,
         channel: ChannelName,
-        kind: MessageKind,
+        route: RouteKind,
         packet: impl Into<String>,
         handler: H,
     ) -> Self {
-        let key = HandlerKey::Channel {
+        let key = HandlerSpec::Channel {
             channel,
-            kind,
+            route,
             packet: packet.into(),
         };
         self.handlers.push((key, handler));

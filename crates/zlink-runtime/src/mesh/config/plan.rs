@@ -11,8 +11,9 @@ use zlink_codec::{ChannelName, MeshName, RoutingId};
 use zlink_store_spi::{DynLocationStore, DynRelocationStore};
 
 use super::hosted::HostedService;
-use super::node::{HandlerKey, Topology};
+use super::node::Topology;
 use crate::location::{CapacityLimits, LocationOptions};
+use crate::mesh::messaging::HandlerKey;
 
 /// A validated `host:port` endpoint (port 1..=65535; an IPv6 host without brackets).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

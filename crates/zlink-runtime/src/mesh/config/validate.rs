@@ -11,12 +11,13 @@ use zlink_codec::{ChannelName, MeshName, RoutingId};
 
 use super::error::{HostField, StartupError, StoreKind, StoreRequirement};
 use super::node::{
-    ChannelRole, DEFAULT_ACTIVATION_CONCURRENCY, HandlerKey, MeshNodeBuilder, PlacementSettings,
+    ChannelRole, DEFAULT_ACTIVATION_CONCURRENCY, HandlerSpec, MeshNodeBuilder, PlacementSettings,
     RoutingIdChoice, Topology,
 };
 use super::plan::{ManualPeer, MeshNodePlan, PeerEndpoint, RoutingIdPlan, ZLinkPlan};
 use super::root::ZLinkBuilder;
 use crate::location::{CapacityLimits, DEFAULT_WEIGHT, LocationOptions, MAX_WEIGHT};
+use crate::mesh::messaging::{HandlerKey, PacketName};
 
 /// The longest automatic routing-id prefix (spec 06 §23).
 pub const MAX_ROUTING_ID_PREFIX_LEN: usize = 64;
@@ -348,10 +349,8 @@ fn validate_node<H>(
 
     // Handlers.
     let mut handlers = BTreeMap::new();
-    for (key, handler) in node.handlers {
-        if key.packet().is_empty() {
-            return Err(StartupError::EmptyPacketName { key });
-        }
+    for (spec, handler) in node.handlers {
+        let key = handler_key(&mesh, spec)?;
         match &key {
             HandlerKey::NodeDirect { .. } if role == ObjectRole::Client => {
                 return Err(StartupError::NodeDirectHandlerOnObjectClient { mesh, key });
@@ -494,4 +493,30 @@ fn validate_placement(
         }
     })?;
     Ok((placement_weight, limits, activation_concurrency))
+}
+
+/// The dispatch key of one handler registration; its packet name must be valid.
+fn handler_key(mesh: &MeshName, spec: HandlerSpec) -> Result<HandlerKey, StartupError> {
+    let packet_of = |packet: String| {
+        PacketName::new(packet.clone()).map_err(|_| StartupError::InvalidPacketName {
+            mesh: mesh.clone(),
+            packet,
+        })
+    };
+    Ok(match spec {
+        HandlerSpec::NodeDirect { route, packet } => HandlerKey::NodeDirect {
+            mesh: mesh.clone(),
+            route,
+            packet: packet_of(packet)?,
+        },
+        HandlerSpec::Channel {
+            channel,
+            route,
+            packet,
+        } => HandlerKey::Channel {
+            channel,
+            route,
+            packet: packet_of(packet)?,
+        },
+    })
 }

@@ -26,7 +26,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A handler's dispatch key (spec 06 §9): owner, message kind and packet name. The same packet
 /// name may be registered under different owners; the same key twice is a startup error.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum HandlerKey {
     /// A MeshNode route handler.
     NodeDirect {
@@ -49,6 +49,20 @@ pub enum HandlerKey {
 }
 
 impl HandlerKey {
+    /// The packet name.
+    pub fn packet(&self) -> &PacketName {
+        match self {
+            Self::NodeDirect { packet, .. } | Self::Channel { packet, .. } => packet,
+        }
+    }
+
+    /// Send or request.
+    pub fn route(&self) -> RouteKind {
+        match self {
+            Self::NodeDirect { route, .. } | Self::Channel { route, .. } => *route,
+        }
+    }
+
     /// The key an inbound frame addresses.
     pub fn of_target(target: &InboundTarget, route: RouteKind, packet: PacketName) -> Self {
         match target {

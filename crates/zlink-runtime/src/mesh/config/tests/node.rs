@@ -4,9 +4,8 @@ use zlink_codec::records::{MAX_SLOTS, ObjectKind, ObjectRole};
 use zlink_codec::{RoutingId, StableType};
 
 use super::*;
-use crate::mesh::config::{
-    HandlerKey, MeshNodePlan, MessageKind, RoutingIdPlan, StartupErrorKind, Topology,
-};
+use crate::mesh::config::{MeshNodePlan, RoutingIdPlan, StartupErrorKind, Topology};
+use crate::mesh::messaging::{HandlerKey, PacketName, RouteKind};
 
 fn node_of(plan: ZLinkPlan<u32>) -> MeshNodePlan<u32> {
     plan.nodes.into_iter().next().unwrap()
@@ -34,15 +33,14 @@ fn duplicate_channel_role_on_one_node_fails_startup() {
 
 #[test]
 fn channel_handler_without_server_membership_fails_startup() {
-    let err =
-        start_node(|n| n.channel_handler(ch("chat"), MessageKind::Send, "Say", 1)).unwrap_err();
+    let err = start_node(|n| n.channel_handler(ch("chat"), RouteKind::Send, "Say", 1)).unwrap_err();
     assert!(matches!(&err,
         StartupError::ChannelHandlerWithoutServerMembership { channel, .. } if channel == &ch("chat")));
     assert_eq!(err.kind(), StartupErrorKind::InvalidCombination);
     // A Server membership of another channel does not count either.
     let err = start_node(|n| {
         n.channel_server(ch("other"))
-            .channel_handler(ch("chat"), MessageKind::Send, "Say", 1)
+            .channel_handler(ch("chat"), RouteKind::Send, "Say", 1)
     })
     .unwrap_err();
     assert!(matches!(
@@ -53,7 +51,7 @@ fn channel_handler_without_server_membership_fails_startup() {
     assert!(
         start_node(|n| n
             .channel_client(ch("chat"))
-            .node_handler(MessageKind::Send, "P", 1))
+            .node_handler(RouteKind::Send, "P", 1))
         .is_ok()
     );
 }
@@ -62,7 +60,7 @@ fn channel_handler_without_server_membership_fails_startup() {
 fn channel_handler_on_client_route_fails_startup() {
     let err = start_node(|n| {
         n.channel_client(ch("chat"))
-            .channel_handler(ch("chat"), MessageKind::Request, "Say", 1)
+            .channel_handler(ch("chat"), RouteKind::Request, "Say", 1)
     })
     .unwrap_err();
     assert!(matches!(
@@ -74,16 +72,16 @@ fn channel_handler_on_client_route_fails_startup() {
 #[test]
 fn duplicate_handler_key_fails_startup() {
     let err = start_node(|n| {
-        n.node_handler(MessageKind::Send, "Ping", 1)
-            .node_handler(MessageKind::Send, "Ping", 2)
+        n.node_handler(RouteKind::Send, "Ping", 1)
+            .node_handler(RouteKind::Send, "Ping", 2)
     })
     .unwrap_err();
     assert!(matches!(&err, StartupError::DuplicateHandlerKey {
-        key: HandlerKey::NodeDirect { packet, kind: MessageKind::Send, .. } } if packet == "Ping"));
+        key: HandlerKey::NodeDirect { packet, route: RouteKind::Send, .. } } if packet.as_str() == "Ping"));
     let err = start_node(|n| {
         n.channel_server(ch("chat"))
-            .channel_handler(ch("chat"), MessageKind::Request, "Say", 1)
-            .channel_handler(ch("chat"), MessageKind::Request, "Say", 2)
+            .channel_handler(ch("chat"), RouteKind::Request, "Say", 1)
+            .channel_handler(ch("chat"), RouteKind::Request, "Say", 2)
     })
     .unwrap_err();
     assert!(matches!(
@@ -99,11 +97,11 @@ fn same_packet_under_other_owner_or_kind_is_allowed() {
     let plan = start_node(|n| {
         n.channel_server(ch("a"))
             .channel_server(ch("b"))
-            .channel_handler(ch("a"), MessageKind::Send, "Say", 1)
-            .channel_handler(ch("b"), MessageKind::Send, "Say", 2)
-            .channel_handler(ch("a"), MessageKind::Request, "Say", 3)
-            .node_handler(MessageKind::Send, "Say", 4)
-            .node_handler(MessageKind::Request, "Say", 5)
+            .channel_handler(ch("a"), RouteKind::Send, "Say", 1)
+            .channel_handler(ch("b"), RouteKind::Send, "Say", 2)
+            .channel_handler(ch("a"), RouteKind::Request, "Say", 3)
+            .node_handler(RouteKind::Send, "Say", 4)
+            .node_handler(RouteKind::Request, "Say", 5)
     })
     .unwrap();
     let mut node = node_of(plan);
@@ -111,8 +109,8 @@ fn same_packet_under_other_owner_or_kind_is_allowed() {
     assert_eq!(handlers.len(), 5);
     let key = HandlerKey::Channel {
         channel: ch("b"),
-        kind: MessageKind::Send,
-        packet: "Say".to_owned(),
+        route: RouteKind::Send,
+        packet: PacketName::new("Say").unwrap(),
     };
     assert_eq!(handlers.get(&key), Some(&2));
     assert!(node.handlers().is_empty());
@@ -120,15 +118,18 @@ fn same_packet_under_other_owner_or_kind_is_allowed() {
 
 #[test]
 fn empty_packet_name_fails_startup() {
-    let err = start_node(|n| n.node_handler(MessageKind::Send, "", 1)).unwrap_err();
-    assert!(matches!(err, StartupError::EmptyPacketName { .. }));
+    let err = start_node(|n| n.node_handler(RouteKind::Send, "", 1)).unwrap_err();
+    assert!(matches!(err, StartupError::InvalidPacketName { .. }));
+    let err = start_node(|n| n.node_handler(RouteKind::Send, "x".repeat(256), 1)).unwrap_err();
+    assert!(matches!(err, StartupError::InvalidPacketName { .. }));
+    assert!(start_node(|n| n.node_handler(RouteKind::Send, "x".repeat(255), 1)).is_ok());
 }
 
 #[test]
 fn object_client_with_node_direct_handler_fails_startup() {
     let err = start_node(|n| {
         n.object_role(ObjectRole::Client)
-            .node_handler(MessageKind::Request, "Ping", 1)
+            .node_handler(RouteKind::Request, "Ping", 1)
     })
     .unwrap_err();
     assert!(matches!(
@@ -140,14 +141,12 @@ fn object_client_with_node_direct_handler_fails_startup() {
         start_node(|n| {
             n.object_role(ObjectRole::Client)
                 .channel_server(ch("chat"))
-                .channel_handler(ch("chat"), MessageKind::Send, "Say", 1)
+                .channel_handler(ch("chat"), RouteKind::Send, "Say", 1)
         })
         .is_ok()
     );
     for role in [ObjectRole::None, ObjectRole::Server] {
-        assert!(
-            start_node(|n| n.object_role(role).node_handler(MessageKind::Send, "P", 1)).is_ok()
-        );
+        assert!(start_node(|n| n.object_role(role).node_handler(RouteKind::Send, "P", 1)).is_ok());
     }
 }
 

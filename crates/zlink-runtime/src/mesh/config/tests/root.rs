@@ -8,9 +8,8 @@ use zlink_codec::records::{MAX_DECIMAL, ObjectRole};
 
 use super::*;
 use crate::location::{ConfigError, LocationOptions};
-use crate::mesh::config::{
-    HostField, MessageKind, StartupErrorKind, StoreKind, StoreRequirement, Topology,
-};
+use crate::mesh::config::{HostField, StartupErrorKind, StoreKind, StoreRequirement, Topology};
+use crate::mesh::messaging::RouteKind;
 
 #[test]
 fn valid_configuration_becomes_the_plan() {
@@ -26,8 +25,8 @@ fn valid_configuration_becomes_the_plan() {
                     .port(7000)
                     .channel_server_weighted(ch("chat"), 250)
                     .channel_client(ch("billing"))
-                    .channel_handler(ch("chat"), MessageKind::Request, "Say", 1)
-                    .node_handler(MessageKind::Send, "Ping", 2)
+                    .channel_handler(ch("chat"), RouteKind::Request, "Say", 1)
+                    .node_handler(RouteKind::Send, "Ping", 2)
                     .placement_weight(0)
                     .actor_limit(10)
             })
