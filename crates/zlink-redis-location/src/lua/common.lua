@@ -9,10 +9,6 @@ local function int(n)
   return string.format('%d', n)
 end
 
-local function count_and_first(...)
-  return select('#', ...), (...)
-end
-
 -- Decodes a stored member: the 0x01 tag, then the cmsgpack five-element array
 -- {originalKey, rawBytes, version, expiresAtMs, tombstone}. Returns the array,
 -- or nil and the reason it is not a record of this format.
@@ -23,10 +19,9 @@ local function decode(m)
   if string.byte(m, 2) ~= 149 then
     return nil, 'record is not a five-element array'
   end
-  local ok, n, rec = pcall(function()
-    return count_and_first(cmsgpack.unpack(string.sub(m, 2)))
-  end)
-  if not ok or n ~= 1 or type(rec) ~= 'table' then
+  -- One object from the second byte on; `rest` is -1 when it ends the member exactly.
+  local ok, rest, rec = pcall(cmsgpack.unpack_one, m, 1)
+  if not ok or rest ~= -1 or type(rec) ~= 'table' then
     return nil, 'malformed record'
   end
   if type(rec[1]) ~= 'string' or type(rec[2]) ~= 'string' or type(rec[3]) ~= 'string'
