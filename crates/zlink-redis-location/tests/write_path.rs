@@ -231,6 +231,90 @@ async fn foreign_type_under_a_helper_key_aborts_before_any_write() {
     }
 }
 
+/// MessagePack str family, as Lua `cmsgpack` writes it.
+fn str_family(out: &mut Vec<u8>, b: &[u8]) {
+    match b.len() {
+        n if n < 32 => out.push(0xa0 | n as u8),
+        n if n <= 0xff => out.extend([0xd9, n as u8]),
+        n if n <= 0xffff => out.extend([0xda, (n >> 8) as u8, n as u8]),
+        n => {
+            out.push(0xdb);
+            out.extend((n as u32).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(b);
+}
+
+/// A stored member with the expiry in the given MessagePack unsigned form.
+fn raw_member(k: &StoreKey, value: &[u8], version: &str, expiry: &[u8]) -> Vec<u8> {
+    let mut m = vec![0x01, 0x95];
+    str_family(&mut m, k.as_bytes());
+    str_family(&mut m, value);
+    str_family(&mut m, version.as_bytes());
+    m.extend_from_slice(expiry);
+    m.push(0xc2);
+    m
+}
+
+/// The script reads every length form a member may use: values at each str-family bound read
+/// by a `Version` condition, and expiries in each unsigned form (the small ones long past, so
+/// `Missing` holds; the uint64 one far ahead, so the `Version` holds).
+#[tokio::test]
+async fn conditions_read_every_length_form_of_a_member() {
+    for t in targets().await {
+        let prefix = fresh_prefix("write-forms");
+        let store = t.store(&prefix).await;
+        let k = key("forms");
+        let rk = record_key(&prefix, k.as_bytes());
+        let mut cases: Vec<(Vec<u8>, bool)> = Vec::new();
+        for len in [0usize, 31, 32, 255, 256, 65_535, 65_536] {
+            cases.push((raw_member(&k, &vec![b'v'; len], "7", &[0x00]), true));
+        }
+        for expiry in [
+            &[0x05][..],
+            &[0xcc, 0xc8],
+            &[0xcd, 0xea, 0x60],
+            &[0xce, 0xee, 0x6b, 0x28, 0x00],
+        ] {
+            cases.push((raw_member(&k, b"v", "7", expiry), false));
+        }
+        // uint64 expiries a minute past and a minute ahead (Redis runs on this host's clock),
+        // and 2^52 ms, far ahead.
+        let now = zlink_store_spi::StoreTime::host_now().as_millis();
+        for (at, live) in [(now - 60_000, false), (now + 60_000, true), (1 << 52, true)] {
+            let mut expiry = vec![0xcf];
+            expiry.extend(at.to_be_bytes());
+            cases.push((raw_member(&k, b"v", "7", &expiry), live));
+        }
+        for (n, (member, live)) in cases.into_iter().enumerate() {
+            t.raw.del(&rk).await;
+            t.raw
+                .cmd(
+                    "ZADD",
+                    vec![rk.as_str().into(), 7.into(), Value::Bytes(member.into())],
+                )
+                .await;
+            let condition = if live {
+                Condition::Version(k.clone(), StoreVersion::new("7").unwrap())
+            } else {
+                Condition::Missing(k.clone())
+            };
+            let r = store
+                .write(
+                    &WriteRequest::new(vec![condition], vec![Mutation::put(k.clone(), "next")])
+                        .unwrap(),
+                )
+                .await;
+            assert!(
+                matches!(r, Ok(WriteResult::Applied { .. })),
+                "{}: case {n}: {r:?}",
+                t.name
+            );
+        }
+        t.raw.purge(&prefix).await;
+    }
+}
+
 // ---- The property: random batches against a model. ----
 
 const KEYS: usize = 4;
