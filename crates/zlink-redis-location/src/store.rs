@@ -328,18 +328,14 @@ impl RedisLocationStore {
         // `sha256hex` of each record key, by slot (slot 4 first).
         let mut shas: Vec<String> = Vec::with_capacity(unique);
         let mut args: Vec<Value> =
-            Vec::with_capacity(3 + 2 * request.conditions().len() + 5 * request.mutations().len());
+            Vec::with_capacity(3 + request.conditions().len() + 4 * request.mutations().len());
         args.push(Value::Integer(SNAPSHOT_TTL_MS as i64));
         args.push(Value::Integer(request.conditions().len() as i64));
         args.push(Value::Integer(request.mutations().len() as i64));
         for c in request.conditions() {
-            args.push(Value::Integer(key_slot(
-                layout,
-                &mut slots,
-                &mut shas,
-                &mut keys,
-                c.key(),
-            )));
+            // The conditions name distinct keys (`WriteRequest::new` checks), so condition `i`
+            // gets slot `4 + i`, which the script knows without being told.
+            key_slot(layout, &mut slots, &mut shas, &mut keys, c.key());
             args.push(match c {
                 Condition::Missing(_) => Value::from_static_str(""),
                 Condition::Version(_, v) => Value::from(v.as_str()),
@@ -359,18 +355,16 @@ impl RedisLocationStore {
                     bytes,
                     retention,
                 } => {
-                    args.push(Value::from_static_str("P"));
-                    args.push(Value::Bytes(member_head(key, bytes)));
-                    args.push(member);
                     let ms = retention.map_or(0, |r| r.as_millis());
                     // Retention is bounded far below i64::MAX by the SPI.
                     args.push(Value::Integer(i64::try_from(ms).unwrap_or(i64::MAX)));
+                    args.push(Value::Bytes(member_head(key, bytes)));
+                    args.push(member);
                 }
                 Mutation::Delete(key) => {
                     args.push(Value::from_static_str("D"));
                     args.push(Value::Bytes(member_head(key, b"")));
                     args.push(member);
-                    args.push(Value::Integer(0));
                 }
             }
         }

@@ -1,8 +1,9 @@
 -- Conditional atomic batch.
 -- KEYS: [1] sequence, [2] scan index, [3] snapshots, [4..] record keys.
--- ARGV: [1] snapshot lifetime (ms), [2] #conditions, [3] #mutations, then per condition
---   {key slot, expected version or '' for Missing}, then per mutation
---   {key slot, 'P' or 'D', member head, index member, retention ms or 0}. The member head is
+-- ARGV: [1] snapshot lifetime (ms), [2] #conditions, [3] #mutations, then per condition its
+--   expected version ('' for Missing) — the conditions name distinct keys, so condition i is
+--   about KEYS[3 + i] — then per mutation {key slot, 'D' for a delete or the put's retention
+--   in ms (0 for none), member head, index member}. The member head is
 --   the stored member up to its version: the tag 0x01, fixarray 0x95, then originalKey and
 --   rawBytes ('' for a delete's tombstone) as cmsgpack str-family strings; the script appends
 --   the version, the expiry and the tombstone flag exactly as cmsgpack.pack writes them.
@@ -21,12 +22,10 @@ local state = {}
 
 -- 1. Every condition, before anything is written. Reading a key of another type fails here,
 --    before any write.
-local a = 4
-for _ = 1, nc do
-  local slot = tonumber(ARGV[a])
+for i = 1, nc do
+  local slot = 3 + i
   local m = redis.call('ZREVRANGE', KEYS[slot], 0, 0)[1]
-  local expected = ARGV[a + 1]
-  a = a + 2
+  local expected = ARGV[3 + i]
   local current = false
   if m then
     local klen, blen, version, expires, tombstone = decode(m)
@@ -59,7 +58,8 @@ end
 -- 2. Every key the mutations write must be a record (or absent), so that no command below
 --    can fail half-way through the commit: ZCARD, which counts a record's members, fails on a
 --    key of another type, here, before any write. A key a condition read is known already.
-local first_mutation = a
+local first_mutation = 4 + nc
+local a = first_mutation
 local uses_index, uses_history = false, false
 for _ = 1, nm do
   local slot = tonumber(ARGV[a])
@@ -80,7 +80,7 @@ for _ = 1, nm do
     -- Writing a record that exists trims its history by the live snapshots.
     uses_history = true
   end
-  a = a + 5
+  a = a + 4
 end
 if uses_index then
   redis.call('ZCARD', INDEX)
@@ -167,8 +167,8 @@ for _ = 1, nm do
   local slot = tonumber(ARGV[a])
   local rk, s = KEYS[slot], state[slot]
   local kind, head, imember = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  if kind == 'P' then
-    local retention = tonumber(ARGV[a + 4])
+  if kind ~= 'D' then
+    local retention = tonumber(kind)
     local expires = 0
     if retention > 0 then
       expires = now + retention
@@ -204,6 +204,6 @@ for _ = 1, nm do
   else
     redis.call('ZREM', INDEX, imember)
   end
-  a = a + 5
+  a = a + 4
 end
 return {1, now, ver}
