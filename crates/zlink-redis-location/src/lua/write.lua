@@ -60,6 +60,8 @@ end
 --    key of another type, here, before any write. A key a condition read is known already.
 local first_mutation = 4 + nc
 local a = first_mutation
+-- {0, member, 0, member, ...}: the index members of the records this batch creates.
+local created = {}
 local uses_index, uses_history = false, false
 for _ = 1, nm do
   local slot = tonumber(ARGV[a])
@@ -72,9 +74,14 @@ for _ = 1, nm do
     end
     state[slot] = s
   end
-  if s == ABSENT or ARGV[a + 1] == 'D' then
-    -- A put of a new record adds its index member; a delete may remove it.
+  if ARGV[a + 1] == 'D' then
+    -- A delete may remove the index member.
     uses_index = true
+  elseif s == ABSENT then
+    -- A put of a new record adds its index member.
+    uses_index = true
+    created[#created + 1] = 0
+    created[#created + 1] = ARGV[a + 3]
   end
   if s ~= ABSENT then
     -- Writing a record that exists trims its history by the live snapshots.
@@ -88,9 +95,12 @@ end
 
 -- Live snapshot boundaries, ascending and distinct (nil when there is none), read only when a
 -- record that exists is written: a new record has one member, which every snapshot may keep.
--- Reading the snapshots key fails here, before any write, if it holds another type.
+-- The registry exists only while it holds snapshots; reading it fails here, before any write,
+-- if it holds another type.
 local bounds = nil
-if uses_history then
+local prune = false
+if uses_history and redis.call('EXISTS', SNAPS) == 1 then
+  prune = true
   local live = redis.call('ZRANGEBYSCORE', SNAPS, '(' .. int(now), '+inf')
   if #live > 0 then
     local seen, list = {}, {}
@@ -116,13 +126,20 @@ end
 -- 3. Commit: one sequence value for the whole batch, which is also every put's version.
 local seq = redis.call('INCR', SEQ)
 local ver = int(seq)
--- The version as cmsgpack writes it, and the score bound of every older member.
-local packed_ver = cmsgpack.pack(ver)
+-- The version as cmsgpack writes it (a fixstr: at most 19 digits), and the score bound of
+-- every older member.
+local packed_ver = string.char(0xa0 + #ver) .. ver
 local older = '(' .. ver
-if bounds then
-  -- Expired snapshots go with the live ones' first use.
+if prune then
+  -- Expired snapshots go when the registry is read (it goes with the last of them).
   redis.call('ZREMRANGEBYSCORE', SNAPS, '-inf', int(now))
 end
+-- The index members of new records, in one command.
+if #created > 0 then
+  redis.call('ZADD', INDEX, unpack(created))
+end
+-- The index members of deleted records, removed in one command at the end.
+local removed = {}
 
 -- Keeps, of one record, the newest member and for every live boundary the newest member at
 -- or below it; every other member is a version no live snapshot needs.
@@ -176,11 +193,10 @@ for _ = 1, nm do
     else
       redis.call('ZADD', rk, ver, head .. packed_ver .. '\0\194')
     end
-    if s == ABSENT then
-      -- A new key: no older member to trim, no Redis TTL to clear, and no index member yet
-      -- (every script keeps one for each record key that exists).
-      redis.call('ZADD', INDEX, 0, imember)
-    else
+    -- A new key (its index member added above) has no older member to trim and no Redis TTL
+    -- to clear; a key that exists has its index member already (every script keeps one for
+    -- each record key that exists).
+    if s ~= ABSENT then
       trim(rk)
     end
     -- An expiring record outlives its expiry by one snapshot lifetime: every snapshot that
@@ -197,13 +213,16 @@ for _ = 1, nm do
     end
     if not bounds or redis.call('ZCARD', rk) == 1 then
       redis.call('DEL', rk)
-      redis.call('ZREM', INDEX, imember)
+      removed[#removed + 1] = imember
     else
       redis.call('PEXPIREAT', rk, int(now + ttl))
     end
   else
-    redis.call('ZREM', INDEX, imember)
+    removed[#removed + 1] = imember
   end
   a = a + 4
+end
+if #removed > 0 then
+  redis.call('ZREM', INDEX, unpack(removed))
 end
 return {1, now, ver}
