@@ -1,6 +1,6 @@
-//! `cargo xtask bench authority [--redis URL] [--seconds S] [--ops N]`: the location runtime's
-//! Reserve+Commit pair on the Redis Location Store, beside the raw script baseline measured in
-//! the same run, as ratios.
+//! `cargo xtask bench authority [--redis URL] [--seconds S] [--rounds R] [--ops N]`: the
+//! location runtime's Reserve+Commit pair on the Redis Location Store, beside the raw script
+//! baseline measured in the same run, as ratios.
 //!
 //! **Ours.** One host reserves an actor on itself, then commits it: a pair is two conditional
 //! batches (the runtime coalesces concurrent operations of the host into shared batches). The
@@ -22,15 +22,19 @@
 //! run reached in a probe before the rounds, rounded). Every replay run is verified as applied
 //! by counting the rows it created. Baseline pairs/s is `m / (1/R + 1/C)` for `m` operations per
 //! batch and `R`, `C` calls/s of the two scripts; µs per pair is
-//! `(µs per Reserve call + µs per Commit call) / m`. A fresh-key Missing condition and a put on
-//! a fresh key are the cheapest forms of the work (nothing to decode, nothing to trim), so the
-//! baseline is a lower bound of the script cost of the pair.
+//! `(µs per Reserve call + µs per Commit call) / m`. Fresh keys skip what an existing record
+//! costs (decoding it for a condition, trimming its history) but pay for creating keys and
+//! index entries instead, so the baseline does comparable, not identical, work.
 //!
-//! Each figure is the median of three alternating rounds (ours, then the baseline). Targets: at
-//! both concurrencies our throughput at least 0.8x the baseline's. Then, as before, NewOwner:
-//! a second host takes over actors whose target capacity was secured beforehand (untimed),
-//! over `N` prepared objects (default 8,000; a quarter at concurrency 1), beside the provider's
-//! single-key conditional write (`Missing(k)` + `Put(k, 256 B)` on a fresh key).
+//! Each figure is the median of `R` alternating rounds (default 3: ours, then the baseline);
+//! `busy` is the share of the wall time Redis spent in scripts (pairs/s × µs per pair). Target:
+//! at both concurrencies our throughput at least 0.8x the baseline's. `INFO commandstats` times
+//! are wall-clock: on a loaded machine they include preemption, so compare figures of one run,
+//! or of runs made under the same load.
+//!
+//! Then NewOwner: a second host takes over actors whose target capacity was secured beforehand
+//! (untimed), over `N` prepared objects (default 8,000; a quarter at concurrency 1), beside the
+//! provider's single-key conditional write (`Missing(k)` + `Put(k, 256 B)` on a fresh key).
 //!
 //! Needs a single Redis node (default `redis://127.0.0.1:6379`, or `ZLINK_TEST_REDIS_URL`) and
 //! `redis-benchmark` and `redis-cli` on the `PATH`. Everything is written under fresh key
@@ -59,13 +63,12 @@ use replay::{Pair, RawTarget, Replay, Variant};
 
 const CONCURRENCY: [usize; 2] = [1, 50];
 const TARGET_RATIO: f64 = 0.8;
-/// Each figure is the median of this many alternating rounds.
-const ROUNDS: usize = 3;
 
 struct Args {
     url: String,
     ops: usize,
     seconds: f64,
+    rounds: usize,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -74,6 +77,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string()),
         ops: 8000,
         seconds: 2.0,
+        rounds: 3,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -91,6 +95,13 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .filter(|n| *n >= 100)
                     .ok_or("bench authority: --ops needs a number of at least 100")?;
             }
+            "--rounds" => {
+                parsed.rounds = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|n| (1..=15).contains(n))
+                    .ok_or("bench authority: --rounds needs a number, 1..=15")?;
+            }
             "--seconds" => {
                 parsed.seconds = it
                     .next()
@@ -100,7 +111,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             other => {
                 return Err(format!(
-                    "bench authority: unknown option `{other}` (known: --redis URL, --seconds S, --ops N)"
+                    "bench authority: unknown option `{other}` (known: --redis URL, --seconds S, --rounds R, --ops N)"
                 ));
             }
         }
@@ -438,6 +449,7 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
             url: args.url.clone(),
             ops: args.ops,
             seconds: args.seconds,
+            rounds: args.rounds,
         },
         ep,
         checker,
@@ -453,11 +465,11 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
     let (reserve, commit) = capture_pairs(&bench).await?;
 
     println!(
-        "\nReserve+Commit pairs vs the same two scripts replayed raw (fresh keys, conditions hold); median of {ROUNDS} rounds of {}s",
-        args.seconds
+        "\nReserve+Commit pairs vs the same two scripts replayed raw (fresh keys, conditions hold); median of {} rounds of {}s",
+        args.rounds, args.seconds
     );
     println!(
-        "{:>3} {:>9} {:>4} | {:>10} {:>10} {:>6} | {:>9} {:>9} {:>6} | {:>10} {:>10}",
+        "{:>3} {:>9} {:>4} | {:>10} {:>10} {:>6} | {:>9} {:>9} {:>6} | {:>9} | {:>10} {:>10}",
         "c",
         "ops/batch",
         "raw",
@@ -467,6 +479,7 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
         "ours µs/p",
         "raw µs/p",
         "ratio",
+        "busy o/r",
         "calls/pair",
         "reads/pair"
     );
@@ -482,7 +495,7 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
         let scripts = scripts(&bench, &raw_store, raw_prefix, &reserve, &commit, ops).await?;
         let mut ours = Vec::new();
         let mut raw = Vec::new();
-        for round in 0..ROUNDS {
+        for round in 0..args.rounds {
             let o = bench.ours(c, format!("rc{c}-{round}")).await?;
             let pairs = (o.pairs_per_sec * args.seconds) as usize;
             let calls = (pairs / ops).max(200);
@@ -505,8 +518,20 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
         let r_pps = median(raw.iter().map(|r| r.pairs_per_sec).collect());
         let o_us = median(ours.iter().map(|o| o.usec_per_pair).collect());
         let r_us = median(raw.iter().map(|r| r.usec_per_pair).collect());
+        // The share of the time Redis spent running scripts.
+        let busy = |pps: f64, us: f64| (pps * us / 1e4).round();
+        let o_busy = median(
+            ours.iter()
+                .map(|o| busy(o.pairs_per_sec, o.usec_per_pair))
+                .collect(),
+        );
+        let r_busy = median(
+            raw.iter()
+                .map(|r| busy(r.pairs_per_sec, r.usec_per_pair))
+                .collect(),
+        );
         println!(
-            "{:>3} {:>9.2} {:>4} | {:>10.0} {:>10.0} {:>5.2}x | {:>9.1} {:>9.1} {:>5.2}x | {:>10.2} {:>10.3}{}",
+            "{:>3} {:>9.2} {:>4} | {:>10.0} {:>10.0} {:>5.2}x | {:>9.1} {:>9.1} {:>5.2}x | {:>3.0}%/{:>3.0}% | {:>10.2} {:>10.3}{}",
             c,
             work.ops_per_batch(),
             ops,
@@ -516,6 +541,8 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
             o_us,
             r_us,
             o_us / r_us,
+            o_busy,
+            r_busy,
             median(ours.iter().map(|o| o.calls_per_pair).collect()),
             median(ours.iter().map(|o| o.reads_per_pair).collect()),
             if foreign > 0 {
