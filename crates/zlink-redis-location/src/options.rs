@@ -115,14 +115,9 @@ impl RedisLocationOptions {
         let mut hosts = Vec::new();
         for seed in seeds {
             let seed = seed.as_ref().trim();
-            let parsed = seed
-                .rsplit_once(':')
-                .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
-                .filter(|(h, _)| !h.is_empty());
-            let Some((host, port)) = parsed else {
-                return Err(rejected(OptionsError::Seed(seed.to_owned())));
-            };
-            hosts.push((host.to_owned(), port));
+            let parsed =
+                parse_seed(seed).ok_or_else(|| rejected(OptionsError::Seed(seed.to_owned())))?;
+            hosts.push(parsed);
         }
         if hosts.is_empty() {
             return Err(rejected(OptionsError::NoSeeds));
@@ -196,6 +191,19 @@ impl RedisLocationOptions {
     }
 }
 
+/// `host:port` (an IPv6 host may be bracketed), or `None`.
+fn parse_seed(seed: &str) -> Option<(String, u16)> {
+    let (host, port) = seed.rsplit_once(':')?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty() {
+        return None;
+    }
+    Some((host.to_owned(), port.parse().ok()?))
+}
+
 /// Removes the password of a URL from a parser message that may quote it.
 fn redact(url: &str, message: &str) -> String {
     let secret = url
@@ -263,6 +271,8 @@ mod tests {
         assert!(o.is_cluster());
         let o = RedisLocationOptions::cluster(["127.0.0.1:7101", " 127.0.0.1:7102 "]).unwrap();
         assert_eq!(o.servers(), "127.0.0.1:7101,127.0.0.1:7102");
+        let o = RedisLocationOptions::cluster(["[::1]:7101"]).unwrap();
+        assert_eq!(o.servers(), "::1:7101");
     }
 
     #[test]
@@ -280,6 +290,8 @@ mod tests {
         assert!(RedisLocationOptions::cluster(["localhost"]).is_err());
         assert!(RedisLocationOptions::cluster([":7000"]).is_err());
         assert!(RedisLocationOptions::cluster(["h:70000"]).is_err());
+        assert!(RedisLocationOptions::cluster([""]).is_err());
+        assert!(RedisLocationOptions::cluster(["[]:7000"]).is_err());
     }
 
     #[test]

@@ -124,6 +124,40 @@ impl Reader<'_> {
     }
 }
 
+/// Appends `b` as a MessagePack str-family string, the form Lua `cmsgpack` writes: fixstr
+/// below 32 bytes, then str8, str16, str32 by length.
+fn put_str(out: &mut Vec<u8>, b: &[u8]) {
+    let len = b.len();
+    if len < 32 {
+        // Below 32: fits the five length bits of fixstr.
+        out.push(0xa0 | len as u8);
+    } else if let Ok(n) = u8::try_from(len) {
+        out.push(0xd9);
+        out.push(n);
+    } else if let Ok(n) = u16::try_from(len) {
+        out.push(0xda);
+        out.extend_from_slice(&n.to_be_bytes());
+    } else {
+        // Values are at most 1 MiB and keys 1,024 bytes: always within u32.
+        out.push(0xdb);
+        out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+    }
+    out.extend_from_slice(b);
+}
+
+/// The head of a member the write script completes: the tag, the five-element array marker,
+/// `originalKey` and `rawBytes` (empty for a tombstone), byte for byte as Lua
+/// `cmsgpack.pack` writes them. The script appends the version, the expiry and the tombstone
+/// flag, which only it knows.
+pub(crate) fn member_head(key: &StoreKey, bytes: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(2 + 5 + key.len() + 5 + bytes.len());
+    out.push(FORMAT_TAG);
+    out.push(0x95);
+    put_str(&mut out, key.as_bytes());
+    put_str(&mut out, bytes);
+    Bytes::from(out)
+}
+
 /// Decodes one stored member (tag included).
 pub(crate) fn decode_member(member: &Bytes) -> Result<Record, FormatError> {
     let mut r = Reader {
@@ -258,6 +292,30 @@ mod tests {
                 Err(want),
                 "{bytes:02x?}"
             );
+        }
+    }
+
+    #[test]
+    fn member_heads_use_each_str_length_form_at_its_bounds() {
+        let key = StoreKey::new("k").unwrap();
+        // fixstr up to 31 bytes, str8 from 32 to 255, str16 to 65,535, str32 beyond.
+        for (len, header) in [
+            (0usize, vec![0xa0]),
+            (31, vec![0xbf]),
+            (32, vec![0xd9, 32]),
+            (255, vec![0xd9, 255]),
+            (256, vec![0xda, 1, 0]),
+            (65_535, vec![0xda, 0xff, 0xff]),
+            (65_536, vec![0xdb, 0, 1, 0, 0]),
+        ] {
+            let value = vec![b'v'; len];
+            let head = member_head(&key, &value);
+            let want = [&[0x01, 0x95, 0xa1, b'k'][..], &header, &value].concat();
+            assert_eq!(head.as_ref(), &want[..], "{len}");
+            // Completed as the write script does, it decodes to the same key and bytes.
+            let member = Bytes::from([&head[..], b"\xa17\x00\xc2"].concat());
+            let r = decode_member(&member).unwrap();
+            assert_eq!((r.key, r.bytes.len()), (key.clone(), len));
         }
     }
 

@@ -27,7 +27,7 @@ use crate::layout::{
     unhex,
 };
 use crate::options::RedisLocationOptions;
-use crate::record::{FormatError, Record, decode_member};
+use crate::record::{FormatError, Record, decode_member, member_head};
 
 /// How long a scan snapshot lives after its first page, by the Redis clock. Records keep the
 /// versions a live snapshot needs for this long at most, and an expiring record's key outlives
@@ -120,6 +120,9 @@ struct Inner {
     client: Client,
     connection: std::sync::Mutex<Option<fred::types::ConnectHandle>>,
     layout: Layout,
+    /// The sequence, scan index and snapshots keys, the first three `KEYS` of the write and
+    /// scan scripts (built once; a clone shares the bytes).
+    helper_keys: [Key; 3],
     read: LuaScript,
     write: LuaScript,
     scan: LuaScript,
@@ -213,11 +216,18 @@ impl RedisLocationStore {
             }
         };
         tracing::debug!(servers = %options.servers(), prefix = %options.key_prefix, "connected");
+        let layout = Layout::new(&options.key_prefix);
+        let helper_keys = [
+            Key::from(layout.seq_key()),
+            Key::from(layout.index_key()),
+            Key::from(layout.snapshots_key()),
+        ];
         Ok(RedisLocationStore {
             inner: Arc::new(Inner {
                 client,
                 connection: std::sync::Mutex::new(Some(connection)),
-                layout: Layout::new(&options.key_prefix),
+                layout,
+                helper_keys,
                 read,
                 write,
                 scan,
@@ -276,13 +286,11 @@ impl RedisLocationStore {
         }
     }
 
-    fn helper_keys(&self) -> Vec<Key> {
-        let l = &self.inner.layout;
-        vec![
-            Key::from(l.seq_key()),
-            Key::from(l.index_key()),
-            Key::from(l.snapshots_key()),
-        ]
+    /// The helper keys, with room for `more` keys after them.
+    fn helper_keys(&self, more: usize) -> Vec<Key> {
+        let mut keys = Vec::with_capacity(3 + more);
+        keys.extend(self.inner.helper_keys.iter().cloned());
+        keys
     }
 
     async fn do_read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
@@ -310,50 +318,53 @@ impl RedisLocationStore {
         })
     }
 
-    /// The keys and arguments of the write script for `request`.
+    /// The keys and arguments of the write script for `request` (see `lua/write.lua`): each
+    /// record key once, each put's member head (the member up to its version) built here.
     fn write_command(&self, request: &WriteRequest) -> (Vec<Key>, Vec<Value>) {
         let layout = &self.inner.layout;
-        let mut keys = self.helper_keys();
-        keys.reserve(request.unique_keys());
-        let mut slots: HashMap<&StoreKey, (i64, String)> =
-            HashMap::with_capacity(request.unique_keys());
-        let mut slot_of = |k, keys: &mut Vec<Key>| key_slot(layout, &mut slots, keys, k);
+        let unique = request.unique_keys();
+        let mut keys = self.helper_keys(unique);
+        let mut slots: HashMap<&StoreKey, i64> = HashMap::with_capacity(unique);
+        // `sha256hex` of each record key, by slot (slot 4 first).
+        let mut shas: Vec<String> = Vec::with_capacity(unique);
         let mut args: Vec<Value> =
-            Vec::with_capacity(3 + 2 * request.conditions().len() + 6 * request.mutations().len());
+            Vec::with_capacity(3 + request.conditions().len() + 4 * request.mutations().len());
         args.push(Value::Integer(SNAPSHOT_TTL_MS as i64));
         args.push(Value::Integer(request.conditions().len() as i64));
         args.push(Value::Integer(request.mutations().len() as i64));
         for c in request.conditions() {
-            args.push(Value::Integer(slot_of(c.key(), &mut keys).0));
+            // The conditions name distinct keys (`WriteRequest::new` checks), so condition `i`
+            // gets slot `4 + i`, which the script knows without being told.
+            key_slot(layout, &mut slots, &mut shas, &mut keys, c.key());
             args.push(match c {
                 Condition::Missing(_) => Value::from_static_str(""),
                 Condition::Version(_, v) => Value::from(v.as_str()),
             });
         }
         for m in request.mutations() {
-            let (slot, sha) = slot_of(m.key(), &mut keys);
+            let slot = key_slot(layout, &mut slots, &mut shas, &mut keys, m.key());
+            let sha = usize::try_from(slot - 4)
+                .ok()
+                .and_then(|i| shas.get(i))
+                .map_or("", String::as_str);
+            let member = Value::from(index_member_of(m.key(), sha));
             args.push(Value::Integer(slot));
-            let member = Value::from(index_member_of(m.key(), &sha));
             match m {
                 Mutation::Put {
                     key,
                     bytes,
                     retention,
                 } => {
-                    args.push(Value::from_static_str("P"));
-                    args.push(Value::from(key.as_str()));
-                    args.push(member);
-                    args.push(Value::Bytes(bytes.clone()));
                     let ms = retention.map_or(0, |r| r.as_millis());
                     // Retention is bounded far below i64::MAX by the SPI.
                     args.push(Value::Integer(i64::try_from(ms).unwrap_or(i64::MAX)));
+                    args.push(Value::Bytes(member_head(key, bytes)));
+                    args.push(member);
                 }
                 Mutation::Delete(key) => {
                     args.push(Value::from_static_str("D"));
-                    args.push(Value::from(key.as_str()));
+                    args.push(Value::Bytes(member_head(key, b"")));
                     args.push(member);
-                    args.push(Value::from_static_str(""));
-                    args.push(Value::Integer(0));
                 }
             }
         }
@@ -410,7 +421,7 @@ impl RedisLocationStore {
             Value::Integer(SCAN_MAX_WORK as i64),
             Value::Integer(MAX_SNAPSHOTS as i64),
         ];
-        let mut keys = self.helper_keys();
+        let mut keys = self.helper_keys(1);
         keys.push(Key::from(layout.snapshot_counter_key()));
         let reply = self
             .eval(&self.inner.scan, || (keys.clone(), args.clone()))
@@ -489,22 +500,24 @@ impl LocationStore for RedisLocationStore {
     }
 }
 
-/// The KEYS slot (1-based, as Lua sees it) of logical key `k`, adding its record key on first
-/// use, with the key's `sha256hex` (computed once per key).
+/// The KEYS slot (1-based, as Lua sees it) of logical key `k`, adding its record key (and its
+/// `sha256hex`, computed once per key, to `shas`) on first use.
 fn key_slot<'a>(
     layout: &Layout,
-    slots: &mut HashMap<&'a StoreKey, (i64, String)>,
+    slots: &mut HashMap<&'a StoreKey, i64>,
+    shas: &mut Vec<String>,
     keys: &mut Vec<Key>,
     k: &'a StoreKey,
-) -> (i64, String) {
+) -> i64 {
     match slots.entry(k) {
-        Entry::Occupied(e) => e.get().clone(),
+        Entry::Occupied(e) => *e.get(),
         Entry::Vacant(e) => {
             // At most 3 + 2,048 slots.
             let slot = i64::try_from(keys.len() + 1).unwrap_or(i64::MAX);
             let sha = sha256_hex(k.as_bytes());
             keys.push(Key::from(layout.record_key_of_sha(&sha)));
-            e.insert((slot, sha)).clone()
+            shas.push(sha);
+            *e.insert(slot)
         }
     }
 }

@@ -4,5 +4,5 @@ mod options;
 mod scripts;
 mod store;
 
-pub use options::{OptionsError, RedisRelocationOptions};
+pub use options::RedisRelocationOptions;
 pub use store::RedisRelocationStore;

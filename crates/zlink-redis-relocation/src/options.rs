@@ -1,35 +1,36 @@
-//! Public options of the Redis Relocation Store: connection, key prefix, operation timeout.
+//! [`RedisRelocationOptions`]: connection, key prefix, operation timeout and pool size.
 
 use std::fmt;
 use std::time::Duration;
 
 use fred::types::config::{Config, ServerConfig, TlsConnector};
+use zlink_store_spi::{FailureKind, StoreError, StoreResult};
 
-/// Why a [`RedisRelocationOptions`] value could not be built.
+/// Why options were rejected (reachable through [`std::error::Error::source`] of the
+/// [`StoreError`] the constructors and setters return).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum OptionsError {
-    /// The connection URL could not be parsed (the URL itself is not repeated: it may hold a
-    /// password).
-    #[error("invalid Redis connection URL")]
-    InvalidUrl,
+pub(crate) enum OptionsError {
     /// The URL scheme is not one of `redis`, `rediss`, `redis-cluster`, `rediss-cluster`.
     #[error(
-        "unsupported Redis URL scheme `{0}` (use redis, rediss, redis-cluster or rediss-cluster)"
+        "unsupported connection URL scheme (use redis://, rediss://, redis-cluster:// or rediss-cluster://)"
     )]
-    UnsupportedScheme(String),
+    Scheme,
+    /// The URL could not be parsed (the parser's message, password removed).
+    #[error("invalid connection URL: {0}")]
+    Url(String),
     /// A cluster seed is not `host:port`.
-    #[error("invalid cluster seed `{0}` (expected host:port)")]
-    InvalidSeed(String),
-    /// A cluster needs at least one seed.
-    #[error("a cluster connection needs at least one seed")]
+    #[error("cluster seed `{0}` is not host:port")]
+    Seed(String),
+    /// No cluster seed was given.
+    #[error("at least one cluster seed node is required")]
     NoSeeds,
     /// The key prefix is empty.
     #[error("the key prefix must not be empty")]
     EmptyPrefix,
-    /// The key prefix contains `{` or `}` (it would change the Redis Cluster hash slot).
+    /// The key prefix contains `{` or `}` (it would change the Redis Cluster hashtag).
     #[error("the key prefix must not contain `{{` or `}}`")]
-    BracedPrefix,
+    BraceInPrefix,
     /// The operation timeout is zero.
     #[error("the operation timeout must be positive")]
     ZeroTimeout,
@@ -41,23 +42,41 @@ pub enum OptionsError {
     Tls,
 }
 
-/// How to reach Redis and where to keep blobs.
+fn rejected(e: OptionsError) -> StoreError {
+    StoreError::failure(FailureKind::Configuration, e)
+}
+
+/// How a [`RedisRelocationStore`](crate::RedisRelocationStore) connects and names its keys.
 ///
-/// Build it from a URL ([`from_url`](Self::from_url)) or from cluster seeds
-/// ([`cluster`](Self::cluster)), then adjust it with the `with_*` methods. `Debug` never prints
-/// the password.
+/// - **Connection**: a single server by URL (`redis://[user[:password]@]host[:port][/db]`,
+///   `rediss://…` for TLS with the system trust store) or a Redis Cluster by seed nodes
+///   ([`cluster`](Self::cluster), or a `redis-cluster://` / `rediss-cluster://` URL with
+///   `?node=host:port` seeds).
+/// - **Key prefix** (default [`DEFAULT_KEY_PREFIX`](Self::DEFAULT_KEY_PREFIX)): the namespace
+///   of every Redis key of the store; non-empty, without `{` or `}`.
+/// - **Operation timeout** (default 10 s): one bound over connection acquisition and the
+///   command; past it the operation fails with
+///   [`StoreError::TimedOut`](zlink_store_spi::StoreError::TimedOut) and a write already sent
+///   may still apply.
+/// - **Pool size** (default 4, at most [`MAX_POOL_SIZE`](Self::MAX_POOL_SIZE)).
+///
+/// Every rejected value is a [`StoreError::Failure`] of kind
+/// [`FailureKind::Configuration`], whose `source` says which option. `Debug` never shows the
+/// password.
 ///
 /// ```
 /// use std::time::Duration;
 /// use zlink_redis_relocation::RedisRelocationOptions;
 ///
-/// let options = RedisRelocationOptions::from_url("redis://app:secret@127.0.0.1:6379", "app1")
-///     .unwrap()
-///     .with_operation_timeout(Duration::from_secs(2))
-///     .unwrap();
+/// let options = RedisRelocationOptions::from_url("redis://app:secret@127.0.0.1:6379")?
+///     .with_key_prefix("app1")?
+///     .with_operation_timeout(Duration::from_secs(2))?;
 /// assert!(!format!("{options:?}").contains("secret"));
+/// assert!(RedisRelocationOptions::cluster(["127.0.0.1:7101", "127.0.0.1:7102"]).is_ok());
 /// // Braces would move the blob domain out of its Redis Cluster hash slot.
-/// assert!(RedisRelocationOptions::from_url("redis://127.0.0.1", "a{b}").is_err());
+/// assert!(options.clone().with_key_prefix("a{b}").is_err());
+/// assert!(options.with_key_prefix("").is_err());
+/// # Ok::<(), zlink_store_spi::StoreError>(())
 /// ```
 #[derive(Clone)]
 #[non_exhaustive]
@@ -92,28 +111,35 @@ impl fmt::Debug for RedisRelocationOptions {
     }
 }
 
-fn check_prefix(prefix: &str) -> Result<(), OptionsError> {
-    if prefix.is_empty() {
-        return Err(OptionsError::EmptyPrefix);
+/// `host:port` (an IPv6 host may be bracketed), or `None`.
+fn parse_seed(seed: &str) -> Option<(String, u16)> {
+    let (host, port) = seed.rsplit_once(':')?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty() {
+        return None;
     }
-    if prefix.contains(['{', '}']) {
-        return Err(OptionsError::BracedPrefix);
-    }
-    Ok(())
+    Some((host.to_string(), port.parse().ok()?))
 }
 
-fn parse_seed(seed: &str) -> Result<(String, u16), OptionsError> {
-    let bad = || OptionsError::InvalidSeed(seed.to_string());
-    let (host, port) = seed.trim().rsplit_once(':').ok_or_else(bad)?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
-        return Err(bad());
+/// Removes the password of a URL from a parser message that may quote it.
+fn redact(url: &str, message: &str) -> String {
+    let secret = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':').map(|(_, p)| p).or(Some(userinfo)))
+        .filter(|p| !p.is_empty());
+    match secret {
+        Some(p) => message.replace(p, "<redacted>"),
+        None => message.to_owned(),
     }
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    Ok((host.to_string(), port))
 }
 
 impl RedisRelocationOptions {
+    /// The key prefix used unless another is set.
+    pub const DEFAULT_KEY_PREFIX: &'static str = "zlink";
     /// The default operation timeout (connection acquisition plus the command): 10 s.
     pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
     /// The default number of pooled connections.
@@ -121,79 +147,74 @@ impl RedisRelocationOptions {
     /// The largest connection pool.
     pub const MAX_POOL_SIZE: usize = 64;
 
-    /// Options from a URL: `redis://[[user:]password@]host[:port][/db]`, `rediss://...` (TLS
-    /// with the system trust store), or `redis-cluster://host:port?node=host:port&...` /
-    /// `rediss-cluster://...` for a Redis Cluster. `key_prefix` must be non-empty and free of
-    /// braces.
-    pub fn from_url(url: &str, key_prefix: impl Into<String>) -> Result<Self, OptionsError> {
-        let key_prefix = key_prefix.into();
-        check_prefix(&key_prefix)?;
-        let scheme = url
-            .split_once("://")
-            .map(|(s, _)| s.to_ascii_lowercase())
-            .ok_or(OptionsError::InvalidUrl)?;
-        match scheme.as_str() {
-            "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => {}
-            other => return Err(OptionsError::UnsupportedScheme(other.to_string())),
-        }
-        let config = Config::from_url(url).map_err(|e| {
-            if scheme.starts_with("rediss") && matches!(e.kind(), fred::error::ErrorKind::Tls) {
-                OptionsError::Tls
-            } else {
-                OptionsError::InvalidUrl
-            }
-        })?;
-        Ok(RedisRelocationOptions {
+    fn with_config(config: Config) -> Self {
+        RedisRelocationOptions {
             config,
-            key_prefix,
+            key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
             operation_timeout: Self::DEFAULT_OPERATION_TIMEOUT,
             pool_size: Self::DEFAULT_POOL_SIZE,
-        })
+        }
     }
 
-    /// Options for a Redis Cluster reached through `seeds` (`host:port` each; one reachable
-    /// seed suffices, the rest of the cluster is discovered).
-    pub fn cluster<I, S>(seeds: I, key_prefix: impl Into<String>) -> Result<Self, OptionsError>
+    /// Connects by URL: `redis://` or `rediss://` (TLS with the system trust store) for one
+    /// server, with optional `user:password@` and `/db`; `redis-cluster://` or
+    /// `rediss-cluster://` for a cluster (`?node=host:port` adds seeds).
+    pub fn from_url(url: &str) -> StoreResult<Self> {
+        let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or_default();
+        let config = match scheme {
+            "redis" | "rediss" => Config::from_url_centralized(url),
+            "redis-cluster" | "rediss-cluster" => Config::from_url_clustered(url),
+            _ => return Err(rejected(OptionsError::Scheme)),
+        }
+        .map_err(|e| {
+            if scheme.starts_with("rediss") && matches!(e.kind(), fred::error::ErrorKind::Tls) {
+                rejected(OptionsError::Tls)
+            } else {
+                rejected(OptionsError::Url(redact(url, e.details())))
+            }
+        })?;
+        Ok(Self::with_config(config))
+    }
+
+    /// Connects to a Redis Cluster through the given seed nodes (`host:port` each; one
+    /// reachable seed suffices, the other nodes are discovered). Use
+    /// [`with_credentials`](Self::with_credentials) for ACLs and [`with_tls`](Self::with_tls)
+    /// for TLS.
+    pub fn cluster<I, S>(seeds: I) -> StoreResult<Self>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let key_prefix = key_prefix.into();
-        check_prefix(&key_prefix)?;
-        let hosts = seeds
-            .into_iter()
-            .filter(|s| !s.as_ref().trim().is_empty())
-            .map(|s| parse_seed(s.as_ref()))
-            .collect::<Result<Vec<_>, _>>()?;
-        if hosts.is_empty() {
-            return Err(OptionsError::NoSeeds);
+        let mut hosts = Vec::new();
+        for seed in seeds {
+            let seed = seed.as_ref().trim();
+            let parsed =
+                parse_seed(seed).ok_or_else(|| rejected(OptionsError::Seed(seed.to_owned())))?;
+            hosts.push(parsed);
         }
-        let config = Config {
+        if hosts.is_empty() {
+            return Err(rejected(OptionsError::NoSeeds));
+        }
+        Ok(Self::with_config(Config {
             server: ServerConfig::new_clustered(hosts),
             ..Config::default()
-        };
-        Ok(RedisRelocationOptions {
-            config,
-            key_prefix,
-            operation_timeout: Self::DEFAULT_OPERATION_TIMEOUT,
-            pool_size: Self::DEFAULT_POOL_SIZE,
-        })
+        }))
     }
 
-    /// Authenticates with `password` (and an ACL `username`, if given), replacing any
+    /// Sets the ACL user (or `None` for the default user) and password, replacing any
     /// credentials from the URL.
     pub fn with_credentials(mut self, username: Option<&str>, password: &str) -> Self {
-        self.config.username = username.map(str::to_string);
-        self.config.password = Some(password.to_string());
+        self.config.username = username.map(str::to_owned);
+        self.config.password = Some(password.to_owned());
         self
     }
 
     /// Turns TLS (system trust store) on or off, e.g. for cluster seeds.
-    pub fn with_tls(mut self, on: bool) -> Result<Self, OptionsError> {
+    pub fn with_tls(mut self, on: bool) -> StoreResult<Self> {
         self.config.tls = if on {
             Some(
                 TlsConnector::default_rustls()
-                    .map_err(|_| OptionsError::Tls)?
+                    .map_err(|_| rejected(OptionsError::Tls))?
                     .into(),
             )
         } else {
@@ -202,21 +223,33 @@ impl RedisRelocationOptions {
         Ok(self)
     }
 
-    /// Sets the operation timeout: one bound over connection acquisition and the command.
-    /// When it expires the operation fails with `StoreError::TimedOut`; a write already sent
-    /// may still apply.
-    pub fn with_operation_timeout(mut self, timeout: Duration) -> Result<Self, OptionsError> {
+    /// Sets the key prefix: non-empty, without `{` or `}`.
+    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> StoreResult<Self> {
+        let prefix = prefix.into();
+        if prefix.is_empty() {
+            return Err(rejected(OptionsError::EmptyPrefix));
+        }
+        if prefix.contains(['{', '}']) {
+            return Err(rejected(OptionsError::BraceInPrefix));
+        }
+        self.key_prefix = prefix;
+        Ok(self)
+    }
+
+    /// Sets the operation timeout (positive): one bound over connection acquisition and the
+    /// command.
+    pub fn with_operation_timeout(mut self, timeout: Duration) -> StoreResult<Self> {
         if timeout.is_zero() {
-            return Err(OptionsError::ZeroTimeout);
+            return Err(rejected(OptionsError::ZeroTimeout));
         }
         self.operation_timeout = timeout;
         Ok(self)
     }
 
     /// Sets how many connections (per Redis node) operations are spread over (1..=64).
-    pub fn with_pool_size(mut self, size: usize) -> Result<Self, OptionsError> {
+    pub fn with_pool_size(mut self, size: usize) -> StoreResult<Self> {
         if !(1..=Self::MAX_POOL_SIZE).contains(&size) {
-            return Err(OptionsError::PoolSize(size));
+            return Err(rejected(OptionsError::PoolSize(size)));
         }
         self.pool_size = size;
         Ok(self)
@@ -232,7 +265,7 @@ impl RedisRelocationOptions {
         self.operation_timeout
     }
 
-    /// Whether the connection is to a Redis Cluster.
+    /// Whether the options name a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         self.config.server.is_clustered()
     }
@@ -246,16 +279,38 @@ impl RedisRelocationOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as _;
+
+    /// The reason of a rejection, which must be a configuration failure.
+    fn reason(e: StoreError) -> OptionsError {
+        assert!(
+            matches!(
+                e,
+                StoreError::Failure {
+                    kind: FailureKind::Configuration,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        e.source()
+            .and_then(|s| s.downcast_ref::<OptionsError>())
+            .cloned()
+            .expect("an OptionsError source")
+    }
+
+    fn local() -> RedisRelocationOptions {
+        RedisRelocationOptions::from_url("redis://127.0.0.1").unwrap()
+    }
 
     #[test]
     fn debug_never_prints_the_password() {
-        let o =
-            RedisRelocationOptions::from_url("redis://user:hunter2@127.0.0.1:6379/2", "p").unwrap();
+        let o = RedisRelocationOptions::from_url("redis://user:hunter2@127.0.0.1:6379/2").unwrap();
         let text = format!("{o:?}");
         assert!(!text.contains("hunter2"), "{text}");
         assert!(text.contains("<redacted>"), "{text}");
         assert!(text.contains("user"), "{text}");
-        let o = RedisRelocationOptions::cluster(["127.0.0.1:7101"], "p")
+        let o = RedisRelocationOptions::cluster(["127.0.0.1:7101"])
             .unwrap()
             .with_credentials(Some("admin"), "s3cr3t-pw");
         let text = format!("{o:?}");
@@ -264,77 +319,116 @@ mod tests {
 
     #[test]
     fn url_credentials_and_database_are_parsed() {
-        let o = RedisRelocationOptions::from_url("redis://user:pw@127.0.0.1:6390/3", "p").unwrap();
+        let o = RedisRelocationOptions::from_url("redis://user:pw@127.0.0.1:6390/3").unwrap();
         assert_eq!(o.config.username.as_deref(), Some("user"));
         assert_eq!(o.config.password.as_deref(), Some("pw"));
         assert_eq!(o.config.database, Some(3));
         assert!(!o.is_cluster());
-        let o = RedisRelocationOptions::from_url(
-            "redis-cluster://127.0.0.1:7101?node=127.0.0.1:7102",
-            "p",
-        )
-        .unwrap();
+        let o =
+            RedisRelocationOptions::from_url("redis-cluster://127.0.0.1:7101?node=127.0.0.1:7102")
+                .unwrap();
         assert!(o.is_cluster());
     }
 
     #[test]
     fn rediss_url_turns_tls_on() {
         // The system trust store may be unavailable in a sandbox; then the error is typed.
-        match RedisRelocationOptions::from_url("rediss://:pw@127.0.0.1:6380", "p") {
+        match RedisRelocationOptions::from_url("rediss://:pw@127.0.0.1:6380") {
             Ok(o) => assert!(o.config.tls.is_some()),
-            Err(e) => assert_eq!(e, OptionsError::Tls),
+            Err(e) => assert_eq!(reason(e), OptionsError::Tls),
         }
     }
 
     #[test]
-    fn prefix_must_be_non_empty_and_brace_free() {
+    fn key_prefix_defaults_and_must_be_non_empty_and_brace_free() {
         assert_eq!(
-            RedisRelocationOptions::from_url("redis://127.0.0.1", "").unwrap_err(),
+            local().key_prefix(),
+            RedisRelocationOptions::DEFAULT_KEY_PREFIX
+        );
+        assert_eq!(local().with_key_prefix("a").unwrap().key_prefix(), "a");
+        assert_eq!(
+            local().with_key_prefix("a:b/c").unwrap().key_prefix(),
+            "a:b/c"
+        );
+        assert_eq!(
+            reason(local().with_key_prefix("").unwrap_err()),
             OptionsError::EmptyPrefix
         );
-        for bad in ["{a", "a}", "a{b}c"] {
+        for bad in ["{a", "a}", "a{b}c", "{zlink-relocation-v1}"] {
             assert_eq!(
-                RedisRelocationOptions::cluster(["127.0.0.1:7101"], bad).unwrap_err(),
-                OptionsError::BracedPrefix
+                reason(local().with_key_prefix(bad).unwrap_err()),
+                OptionsError::BraceInPrefix,
+                "{bad}"
             );
         }
-        assert!(RedisRelocationOptions::from_url("redis://127.0.0.1", "a:b/c").is_ok());
     }
 
     #[test]
-    fn unsupported_schemes_and_bad_seeds_are_rejected() {
-        assert!(matches!(
-            RedisRelocationOptions::from_url("redis-sentinel://127.0.0.1", "p"),
-            Err(OptionsError::UnsupportedScheme(_))
-        ));
-        assert!(matches!(
-            RedisRelocationOptions::from_url("not a url", "p"),
-            Err(OptionsError::InvalidUrl)
-        ));
-        assert!(matches!(
-            RedisRelocationOptions::cluster(["127.0.0.1"], "p"),
-            Err(OptionsError::InvalidSeed(_))
-        ));
+    fn unsupported_schemes_and_bad_urls_are_rejected_without_the_password() {
+        for url in ["redis-sentinel://127.0.0.1", "http://x", "127.0.0.1:6379"] {
+            assert_eq!(
+                reason(RedisRelocationOptions::from_url(url).unwrap_err()),
+                OptionsError::Scheme,
+                "{url}"
+            );
+        }
+        let e = RedisRelocationOptions::from_url("redis://u:pw-secret@host:notaport").unwrap_err();
+        let source = e.source().map(|s| s.to_string()).unwrap_or_default();
+        let text = format!("{e} {e:?} {source}");
+        assert!(!text.contains("pw-secret"), "{text}");
+        assert!(matches!(reason(e), OptionsError::Url(_)));
         assert_eq!(
-            RedisRelocationOptions::cluster(Vec::<String>::new(), "p").unwrap_err(),
+            redact("redis://u:pw@h", "bad pw here"),
+            "bad <redacted> here"
+        );
+        assert_eq!(redact("redis://pw@h", "pw"), "<redacted>");
+        assert_eq!(redact("redis://h", "msg"), "msg");
+    }
+
+    #[test]
+    fn cluster_seeds_must_be_host_and_port() {
+        let o = RedisRelocationOptions::cluster(["127.0.0.1:7101", " [::1]:7102 "]).unwrap();
+        assert!(o.is_cluster());
+        for bad in ["127.0.0.1", ":7000", "h:70000", ""] {
+            assert_eq!(
+                reason(RedisRelocationOptions::cluster([bad]).unwrap_err()),
+                OptionsError::Seed(bad.to_owned()),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            reason(RedisRelocationOptions::cluster(Vec::<String>::new()).unwrap_err()),
             OptionsError::NoSeeds
         );
     }
 
     #[test]
     fn timeout_and_pool_size_are_bounded() {
-        let o = RedisRelocationOptions::from_url("redis://127.0.0.1", "p").unwrap();
         assert_eq!(
-            o.clone()
-                .with_operation_timeout(Duration::ZERO)
-                .unwrap_err(),
+            local().operation_timeout(),
+            RedisRelocationOptions::DEFAULT_OPERATION_TIMEOUT
+        );
+        assert_eq!(
+            reason(local().with_operation_timeout(Duration::ZERO).unwrap_err()),
             OptionsError::ZeroTimeout
         );
-        assert!(o.clone().with_pool_size(64).is_ok());
+        let o = local()
+            .with_operation_timeout(Duration::from_millis(1))
+            .unwrap();
+        assert_eq!(o.operation_timeout(), Duration::from_millis(1));
         assert_eq!(
-            o.clone().with_pool_size(65).unwrap_err(),
+            local().pool_size(),
+            RedisRelocationOptions::DEFAULT_POOL_SIZE
+        );
+        assert_eq!(local().with_pool_size(1).unwrap().pool_size(), 1);
+        assert_eq!(local().with_pool_size(64).unwrap().pool_size(), 64);
+        assert_eq!(
+            reason(local().with_pool_size(65).unwrap_err()),
             OptionsError::PoolSize(65)
         );
-        assert_eq!(o.with_pool_size(0).unwrap_err(), OptionsError::PoolSize(0));
+        assert_eq!(
+            reason(local().with_pool_size(0).unwrap_err()),
+            OptionsError::PoolSize(0)
+        );
     }
 }

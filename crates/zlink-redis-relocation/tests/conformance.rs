@@ -55,7 +55,9 @@ async fn single_node_passes_the_relocation_suite() {
     let Some(url) = single_url("single_node_passes_the_relocation_suite") else {
         return;
     };
-    let options = RedisRelocationOptions::from_url(&url, random_prefix()).unwrap();
+    let options = RedisRelocationOptions::from_url(&url)
+        .and_then(|o| o.with_key_prefix(random_prefix()))
+        .unwrap();
     run_suite(options, raw_client(&url).await).await;
 }
 
@@ -64,6 +66,8 @@ async fn cluster_passes_the_relocation_suite() {
     let Some(seeds) = cluster_seeds("cluster_passes_the_relocation_suite") else {
         return;
     };
-    let options = RedisRelocationOptions::cluster(&seeds, random_prefix()).unwrap();
+    let options = RedisRelocationOptions::cluster(&seeds)
+        .and_then(|o| o.with_key_prefix(random_prefix()))
+        .unwrap();
     run_suite(options, raw_cluster_client(&seeds).await).await;
 }

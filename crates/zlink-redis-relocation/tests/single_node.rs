@@ -225,9 +225,9 @@ async fn operation_timeout_covers_connection_acquisition() {
 
     // A server that accepts and never answers.
     let (addr, hole) = black_hole().await;
-    let options = RedisRelocationOptions::from_url(&format!("redis://{addr}"), "p")
-        .unwrap()
-        .with_operation_timeout(timeout)
+    let options = RedisRelocationOptions::from_url(&format!("redis://{addr}"))
+        .and_then(|o| o.with_key_prefix("p"))
+        .and_then(|o| o.with_operation_timeout(timeout))
         .unwrap();
     let started = Instant::now();
     let err = RedisRelocationStore::connect(options).await.unwrap_err();

@@ -75,7 +75,9 @@ async fn blob_layer_round_trips_on_redis_single_node() {
     ) else {
         return;
     };
-    let options = RedisRelocationOptions::from_url(&url, prefix()).unwrap();
+    let options = RedisRelocationOptions::from_url(&url)
+        .and_then(|o| o.with_key_prefix(prefix()))
+        .unwrap();
     round_trip(RedisRelocationStore::connect(options).await.unwrap()).await;
 }
 
@@ -87,6 +89,8 @@ async fn blob_layer_round_trips_on_redis_cluster() {
     ) else {
         return;
     };
-    let options = RedisRelocationOptions::cluster(seeds.split(','), prefix()).unwrap();
+    let options = RedisRelocationOptions::cluster(seeds.split(','))
+        .and_then(|o| o.with_key_prefix(prefix()))
+        .unwrap();
     round_trip(RedisRelocationStore::connect(options).await.unwrap()).await;
 }

@@ -72,7 +72,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// Host, port and password of a single-node URL, for `redis-cli` and `redis-benchmark`.
-struct Endpoint {
+pub(super) struct Endpoint {
     host: String,
     port: u16,
     user: Option<String>,
@@ -80,7 +80,7 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn parse(url: &str) -> Result<Endpoint, String> {
+    pub(super) fn parse(url: &str) -> Result<Endpoint, String> {
         let rest = url
             .strip_prefix("redis://")
             .ok_or("bench redis-location needs a redis:// URL of a single node")?;
@@ -109,7 +109,7 @@ impl Endpoint {
         })
     }
 
-    fn args(&self) -> Vec<String> {
+    pub(super) fn args(&self) -> Vec<String> {
         let mut a = vec![
             "-h".to_owned(),
             self.host.clone(),
@@ -235,8 +235,8 @@ impl Fixture {
     }
 }
 
-struct Figures {
-    ops_per_sec: f64,
+pub(super) struct Figures {
+    pub(super) ops_per_sec: f64,
     p50_ms: f64,
     p99_ms: f64,
     ops: usize,
@@ -294,7 +294,7 @@ async fn measure(
 }
 
 /// Parses one `MONITOR` line into its arguments (undoing Redis's `sdscatrepr` quoting).
-fn monitor_args(line: &str) -> Option<Vec<Vec<u8>>> {
+pub(super) fn monitor_args(line: &str) -> Option<Vec<Vec<u8>>> {
     let rest = &line[line.find("] ")? + 2..];
     let b = rest.as_bytes();
     let mut args = Vec::new();
@@ -403,7 +403,7 @@ async fn capture(
 }
 
 /// Replaces every occurrence of `from` in `hay` by `to`.
-fn replace_all(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+pub(super) fn replace_all(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(hay.len());
     let mut i = 0;
     while i < hay.len() {
@@ -435,7 +435,7 @@ fn randomized(args: &[Vec<u8>], k: &StoreKey, run: u32) -> Vec<Vec<u8>> {
 }
 
 /// `redis-benchmark` running `args` with `concurrency` connections, `n` requests.
-fn raw_benchmark(
+pub(super) fn raw_benchmark(
     ep: &Endpoint,
     args: &[Vec<u8>],
     concurrency: usize,
@@ -463,13 +463,15 @@ fn raw_benchmark(
         .lines()
         .rfind(|l| l.starts_with('"') && !l.starts_with("\"test\""))
         .ok_or_else(|| format!("redis-benchmark printed no result: {text}"))?;
-    // "test","rps","avg","min","p50","p95","p99","max"
-    let fields: Vec<f64> = last
+    // "test","rps","avg","min","p50","p95","p99","max"; the test (the command) may itself
+    // hold `","`, so the figures are taken from the end.
+    let mut fields: Vec<f64> = last
         .trim_matches('"')
-        .split("\",\"")
-        .skip(1)
+        .rsplitn(8, "\",\"")
+        .take(7)
         .map(|f| f.parse::<f64>().unwrap_or(f64::NAN))
         .collect();
+    fields.reverse();
     if fields.len() != 7 || fields.iter().any(|f| f.is_nan()) {
         return Err(format!("unexpected redis-benchmark output: {last}"));
     }
@@ -482,12 +484,12 @@ fn raw_benchmark(
 }
 
 /// A plain client to check what the raw commands do.
-struct Checker {
+pub(super) struct Checker {
     client: fred::clients::Client,
 }
 
 impl Checker {
-    async fn connect(url: &str) -> Result<Checker, String> {
+    pub(super) async fn connect(url: &str) -> Result<Checker, String> {
         let config = Config::from_url(url).map_err(|e| e.to_string())?;
         let client = Builder::from_config(config)
             .build()
@@ -496,7 +498,7 @@ impl Checker {
         Ok(Checker { client })
     }
 
-    async fn cmd(&self, args: &[Vec<u8>]) -> Result<Value, String> {
+    pub(super) async fn cmd(&self, args: &[Vec<u8>]) -> Result<Value, String> {
         let (name, rest) = args.split_first().ok_or("empty command")?;
         let name = String::from_utf8_lossy(name).into_owned();
         let rest: Vec<Value> = rest

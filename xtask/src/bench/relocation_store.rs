@@ -106,7 +106,8 @@ struct Timings {
 
 async fn bench(args: Args) -> Result<(), String> {
     let prefix = format!("zlink-bench-reloc-{}", uuid::Uuid::new_v4().simple());
-    let options = RedisRelocationOptions::from_url(&args.url, prefix.clone())
+    let options = RedisRelocationOptions::from_url(&args.url)
+        .and_then(|o| o.with_key_prefix(prefix.clone()))
         .and_then(|o| o.with_operation_timeout(Duration::from_secs(120)))
         .map_err(|e| e.to_string())?;
     let store = RedisRelocationStore::connect(options)

@@ -54,12 +54,12 @@ while not done do
     local m = redis.call('ZREVRANGEBYSCORE', rk, bound, '-inf', 'LIMIT', 0, 1)[1]
     if m then
       work = work + #m
-      local rec, err = decode(m)
-      if not rec then
-        return format_error(err)
+      local klen, blen, version, expires, tombstone = decode(m)
+      if not klen then
+        return format_error(blen)
       end
-      if not rec[5] and (rec[4] == 0 or rec[4] > taken) then
-        local n = #rec[1] + #rec[2] + #rec[3]
+      if not tombstone and (expires == 0 or expires > taken) then
+        local n = klen + blen + #version
         if size + n > max_page then
           more, done = true, true
           break

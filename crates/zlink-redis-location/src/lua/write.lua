@@ -1,8 +1,12 @@
 -- Conditional atomic batch.
 -- KEYS: [1] sequence, [2] scan index, [3] snapshots, [4..] record keys.
--- ARGV: [1] snapshot lifetime (ms), [2] #conditions, [3] #mutations, then per condition
---   {key slot, expected version or '' for Missing}, then per mutation
---   {key slot, 'P' or 'D', original key, index member, bytes, retention ms or 0}.
+-- ARGV: [1] snapshot lifetime (ms), [2] #conditions, [3] #mutations, then per condition its
+--   expected version ('' for Missing) — the conditions name distinct keys, so condition i is
+--   about KEYS[3 + i] — then per mutation {key slot, 'D' for a delete or the put's retention
+--   in ms (0 for none), member head, index member}. The member head is
+--   the stored member up to its version: the tag 0x01, fixarray 0x95, then originalKey and
+--   rawBytes ('' for a delete's tombstone) as cmsgpack str-family strings; the script appends
+--   the version, the expiry and the tombstone flag exactly as cmsgpack.pack writes them.
 -- Returns {0, now} for Conflict (nothing written, no sequence issued) or {1, now, version}
 -- ({1, now} when there is no mutation).
 local SEQ, INDEX, SNAPS = KEYS[1], KEYS[2], KEYS[3]
@@ -10,21 +14,37 @@ local ttl = tonumber(ARGV[1])
 local nc, nm = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 
--- 1. Every condition, before anything is written.
-local a = 4
-for _ = 1, nc do
-  local m = redis.call('ZREVRANGE', KEYS[tonumber(ARGV[a])], 0, 0)[1]
-  local expected = ARGV[a + 1]
-  a = a + 2
+-- What the script knows of each record key it writes, by KEYS slot: ABSENT (no key), HELD (a
+-- record), or DURABLE (a record whose newest member is a live value without expiry: its last
+-- write was a durable put, which left the key without a Redis TTL).
+local ABSENT, HELD, DURABLE = 1, 2, 3
+local state = {}
+
+-- 1. Every condition, before anything is written. Reading a key of another type fails here,
+--    before any write.
+for i = 1, nc do
+  local slot = 3 + i
+  local m = redis.call('ZREVRANGE', KEYS[slot], 0, 0)[1]
+  local expected = ARGV[3 + i]
   local current = false
   if m then
-    local rec, err = decode(m)
-    if not rec then
-      return format_error(err)
+    local klen, blen, version, expires, tombstone = decode(m)
+    if not klen then
+      return format_error(blen)
     end
-    if not rec[5] and (rec[4] == 0 or rec[4] > now) then
-      current = rec[3]
+    if tombstone then
+      state[slot] = HELD
+    elseif expires == 0 then
+      current = version
+      state[slot] = DURABLE
+    else
+      if expires > now then
+        current = version
+      end
+      state[slot] = HELD
     end
+  else
+    state[slot] = ABSENT
   end
   if expected == '' then
     if current then
@@ -36,19 +56,65 @@ for _ = 1, nc do
 end
 
 -- 2. Every key the mutations write must be a record (or absent), so that no command below
---    can fail half-way through the commit.
-local first_mutation = a
+--    can fail half-way through the commit: ZCARD, which counts a record's members, fails on a
+--    key of another type, here, before any write. A key a condition read is known already.
+local first_mutation = 4 + nc
+local a = first_mutation
+-- {0, member, 0, member, ...}: the index members of the records this batch creates.
+local created = {}
+local uses_index, uses_history = false, false
 for _ = 1, nm do
-  local ty = redis.call('TYPE', KEYS[tonumber(ARGV[a])])['ok']
-  if ty ~= 'zset' and ty ~= 'none' then
-    return format_error('record key holds another type')
+  local slot = tonumber(ARGV[a])
+  local s = state[slot]
+  if not s then
+    if redis.call('ZCARD', KEYS[slot]) == 0 then
+      s = ABSENT
+    else
+      s = HELD
+    end
+    state[slot] = s
   end
-  a = a + 6
+  if ARGV[a + 1] == 'D' then
+    -- A delete may remove the index member.
+    uses_index = true
+  elseif s == ABSENT then
+    -- A put of a new record adds its index member.
+    uses_index = true
+    created[#created + 1] = 0
+    created[#created + 1] = ARGV[a + 3]
+  end
+  if s ~= ABSENT then
+    -- Writing a record that exists trims its history by the live snapshots.
+    uses_history = true
+  end
+  a = a + 4
 end
-for _, k in ipairs({INDEX, SNAPS}) do
-  local ty = redis.call('TYPE', k)['ok']
-  if ty ~= 'zset' and ty ~= 'none' then
-    return format_error('helper key holds another type')
+if uses_index then
+  redis.call('ZCARD', INDEX)
+end
+
+-- Live snapshot boundaries, ascending and distinct (nil when there is none), read only when a
+-- record that exists is written: a new record has one member, which every snapshot may keep.
+-- The registry exists only while it holds snapshots; reading it fails here, before any write,
+-- if it holds another type.
+local bounds = nil
+local prune = false
+if uses_history and redis.call('EXISTS', SNAPS) == 1 then
+  prune = true
+  local live = redis.call('ZRANGEBYSCORE', SNAPS, '(' .. int(now), '+inf')
+  if #live > 0 then
+    local seen, list = {}, {}
+    for _, id in ipairs(live) do
+      local b = tonumber(string.match(id, '^%d+:(%d+):'))
+      if b and not seen[b] then
+        seen[b] = true
+        list[#list + 1] = b
+      end
+    end
+    table.sort(list)
+    if #list > 0 then
+      bounds = list
+    end
   end
 end
 
@@ -60,30 +126,26 @@ end
 -- 3. Commit: one sequence value for the whole batch, which is also every put's version.
 local seq = redis.call('INCR', SEQ)
 local ver = int(seq)
-
--- Live snapshot boundaries, ascending and distinct (nil when there is none).
-redis.call('ZREMRANGEBYSCORE', SNAPS, '-inf', int(now))
-local bounds = nil
-if redis.call('ZCARD', SNAPS) > 0 then
-  local seen, list = {}, {}
-  for _, id in ipairs(redis.call('ZRANGE', SNAPS, 0, -1)) do
-    local b = tonumber(string.match(id, '^%d+:(%d+):'))
-    if b and not seen[b] then
-      seen[b] = true
-      list[#list + 1] = b
-    end
-  end
-  table.sort(list)
-  if #list > 0 then
-    bounds = list
-  end
+-- The version as cmsgpack writes it (a fixstr: at most 19 digits), and the score bound of
+-- every older member.
+local packed_ver = string.char(0xa0 + #ver) .. ver
+local older = '(' .. ver
+if prune then
+  -- Expired snapshots go when the registry is read (it goes with the last of them).
+  redis.call('ZREMRANGEBYSCORE', SNAPS, '-inf', int(now))
 end
+-- The index members of new records, in one command.
+if #created > 0 then
+  redis.call('ZADD', INDEX, unpack(created))
+end
+-- The index members of deleted records, removed in one command at the end.
+local removed = {}
 
 -- Keeps, of one record, the newest member and for every live boundary the newest member at
 -- or below it; every other member is a version no live snapshot needs.
-local function trim(rk, newest)
+local function trim(rk)
   if not bounds then
-    redis.call('ZREMRANGEBYSCORE', rk, '-inf', '(' .. int(newest))
+    redis.call('ZREMRANGEBYSCORE', rk, '-inf', older)
     return
   end
   local nb = #bounds
@@ -114,43 +176,53 @@ local function trim(rk, newest)
     kept = kept + c
     prev = '(' .. b
   end
-  redis.call('ZREMRANGEBYSCORE', rk, prev, '(' .. int(newest))
+  redis.call('ZREMRANGEBYSCORE', rk, prev, older)
 end
 
 a = first_mutation
 for _ = 1, nm do
-  local rk = KEYS[tonumber(ARGV[a])]
-  local kind, okey, imember = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  if kind == 'P' then
-    local retention = tonumber(ARGV[a + 5])
+  local slot = tonumber(ARGV[a])
+  local rk, s = KEYS[slot], state[slot]
+  local kind, head, imember = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  if kind ~= 'D' then
+    local retention = tonumber(kind)
     local expires = 0
     if retention > 0 then
       expires = now + retention
+      redis.call('ZADD', rk, ver, head .. packed_ver .. cmsgpack.pack(expires) .. '\194')
+    else
+      redis.call('ZADD', rk, ver, head .. packed_ver .. '\0\194')
     end
-    redis.call('ZADD', rk, ver, '\1' .. cmsgpack.pack({okey, ARGV[a + 4], ver, expires, false}))
-    redis.call('ZADD', INDEX, 0, imember)
-    trim(rk, seq)
+    -- A new key (its index member added above) has no older member to trim and no Redis TTL
+    -- to clear; a key that exists has its index member already (every script keeps one for
+    -- each record key that exists).
+    if s ~= ABSENT then
+      trim(rk)
+    end
     -- An expiring record outlives its expiry by one snapshot lifetime: every snapshot that
     -- can still see any of its versions was taken before now and ends by then.
     if expires > 0 then
       redis.call('PEXPIREAT', rk, int(expires + ttl))
-    else
+    elseif s == HELD then
       redis.call('PERSIST', rk)
     end
-  elseif redis.call('EXISTS', rk) == 1 then
+  elseif s ~= ABSENT then
     if bounds then
-      redis.call('ZADD', rk, ver, '\1' .. cmsgpack.pack({okey, '', ver, 0, true}))
-      trim(rk, seq)
+      redis.call('ZADD', rk, ver, head .. packed_ver .. '\0\195')
+      trim(rk)
     end
     if not bounds or redis.call('ZCARD', rk) == 1 then
       redis.call('DEL', rk)
-      redis.call('ZREM', INDEX, imember)
+      removed[#removed + 1] = imember
     else
       redis.call('PEXPIREAT', rk, int(now + ttl))
     end
   else
-    redis.call('ZREM', INDEX, imember)
+    removed[#removed + 1] = imember
   end
-  a = a + 6
+  a = a + 4
+end
+if #removed > 0 then
+  redis.call('ZREM', INDEX, unpack(removed))
 end
 return {1, now, ver}

@@ -51,15 +51,17 @@ pub fn blob_key(prefix: &str, reference: &BlobRef) -> String {
 }
 
 pub async fn connect_single(url: &str, prefix: &str, timeout: Duration) -> RedisRelocationStore {
-    let options = RedisRelocationOptions::from_url(url, prefix)
-        .unwrap()
-        .with_operation_timeout(timeout)
+    let options = RedisRelocationOptions::from_url(url)
+        .and_then(|o| o.with_key_prefix(prefix))
+        .and_then(|o| o.with_operation_timeout(timeout))
         .unwrap();
     RedisRelocationStore::connect(options).await.unwrap()
 }
 
 pub async fn connect_cluster(seeds: &[String], prefix: &str) -> RedisRelocationStore {
-    let options = RedisRelocationOptions::cluster(seeds, prefix).unwrap();
+    let options = RedisRelocationOptions::cluster(seeds)
+        .and_then(|o| o.with_key_prefix(prefix))
+        .unwrap();
     RedisRelocationStore::connect(options).await.unwrap()
 }
 
