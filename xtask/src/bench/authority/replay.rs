@@ -24,7 +24,9 @@ use sha2::{Digest, Sha256};
 use zlink_redis_location::RedisLocationStore;
 use zlink_store_spi::{Condition, LocationStore, Mutation, StoreKey, WriteRequest};
 
-use super::super::redis_location::{Checker, Endpoint, monitor_args, raw_benchmark, replace_all};
+use super::super::redis_location::{
+    Checker, Endpoint, monitor_args, raw_benchmark, replace_all, without_nul,
+};
 
 /// One kind of batch (Reserve or Commit) as the runtime sent it for two different objects.
 #[derive(Debug, Clone)]
@@ -154,14 +156,7 @@ pub(super) fn randomized(args: &[Vec<u8>], variant: &Variant, run: u32) -> Vec<V
             }
         }
     }
-    for a in &mut out {
-        for b in a.iter_mut() {
-            if *b == 0 {
-                *b = 1;
-            }
-        }
-    }
-    out
+    out.into_iter().map(without_nul).collect()
 }
 
 /// Sends each variant once through `store` while `redis-cli MONITOR` watches; returns the
