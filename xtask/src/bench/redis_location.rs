@@ -350,56 +350,94 @@ async fn capture(
     fx: &Fixture,
     prefix: &str,
 ) -> Result<Vec<(Op, Vec<Vec<u8>>)>, String> {
-    let mut child = Command::new("redis-cli")
-        .args(ep.args())
-        .arg("MONITOR")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run redis-cli: {e}"))?;
-    let stdout = child.stdout.take().ok_or("redis-cli: no stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // MONITOR answers OK first; wait for it before sending anything.
-    let ok = rx
-        .recv_timeout(Duration::from_secs(5))
-        .map_err(|_| "redis-cli MONITOR did not start")?;
-    if ok.trim() != "OK" {
-        let _ = child.kill();
-        return Err(format!("redis-cli MONITOR: {ok}"));
-    }
+    let monitor = Monitor::start(ep)?;
     let mut captured = Vec::new();
     for op in Op::ALL {
         fx.once(op).await?;
+        let args = monitor.next_evalsha(prefix, &format!("the {} command", op.name()))?;
+        captured.push((op, args));
+    }
+    Ok(captured)
+}
+
+/// A `redis-cli MONITOR` session whose `OK` was seen, its lines read on a thread; the child
+/// and the thread end when it is dropped.
+pub(super) struct Monitor {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Monitor {
+    /// Starts MONITOR and waits (at most 5 s) for its `OK` before anything is sent.
+    pub(super) fn start(ep: &Endpoint) -> Result<Monitor, String> {
+        let mut child = Command::new("redis-cli")
+            .args(ep.args())
+            .arg("MONITOR")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run redis-cli: {e}"))?;
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("redis-cli: no stdout".into());
+        };
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let monitor = Monitor {
+            child,
+            lines,
+            reader: Some(reader),
+        };
+        let ok = monitor
+            .lines
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| "redis-cli MONITOR did not start")?;
+        if ok.trim() != "OK" {
+            return Err(format!("redis-cli MONITOR: {ok}"));
+        }
+        Ok(monitor)
+    }
+
+    /// The arguments of the next `EVALSHA` carrying `prefix`, waiting at most 5 s; `what`
+    /// names the expected command in the error.
+    pub(super) fn next_evalsha(&self, prefix: &str, what: &str) -> Result<Vec<Vec<u8>>, String> {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
+            let line = self
+                .lines
                 .recv_timeout(left)
-                .map_err(|_| format!("MONITOR did not show the {} command", op.name()))?;
+                .map_err(|_| format!("MONITOR did not show {what}"))?;
             let Some(args) = monitor_args(&line) else {
                 continue;
             };
-            let is_ours = args
+            let ours = args
                 .first()
                 .is_some_and(|c| c.eq_ignore_ascii_case(b"EVALSHA"))
                 && args.iter().any(|a| a.starts_with(prefix.as_bytes()));
-            if is_ours {
-                captured.push((op, args));
-                break;
+            if ours {
+                return Ok(args);
             }
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = reader.join();
-    Ok(captured)
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
 }
 
 /// Replaces every occurrence of `from` in `hay` by `to`.

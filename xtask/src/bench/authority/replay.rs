@@ -16,16 +16,13 @@
 //! row of every call fails the benchmark, so the cheap `Conflict` path is never what is timed.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use zlink_redis_location::RedisLocationStore;
 use zlink_store_spi::{Condition, LocationStore, Mutation, StoreKey, WriteRequest};
 
 use super::super::redis_location::{
-    Checker, Endpoint, monitor_args, raw_benchmark, replace_all, without_nul,
+    Checker, Endpoint, Monitor, raw_benchmark, replace_all, without_nul,
 };
 
 /// One kind of batch (Reserve or Commit) as the runtime sent it for two different objects.
@@ -167,65 +164,20 @@ pub(super) async fn capture(
     prefix: &str,
     variants: &[&Variant],
 ) -> Result<Vec<Vec<Vec<u8>>>, String> {
-    let mut child = Command::new("redis-cli")
-        .args(ep.args())
-        .arg("MONITOR")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run redis-cli: {e}"))?;
-    let stdout = child.stdout.take().ok_or("redis-cli: no stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
+    let monitor = Monitor::start(ep)?;
+    let mut captured = Vec::new();
+    for v in variants {
+        let applied = store
+            .write(&v.request)
+            .await
+            .map_err(|e| format!("variant batch: {e}"))?
+            .is_applied();
+        if !applied {
+            return Err("a fresh-key variant conflicted".into());
         }
-    });
-    let result = async {
-        let ok = rx
-            .recv_timeout(Duration::from_secs(5))
-            .map_err(|_| "redis-cli MONITOR did not start")?;
-        if ok.trim() != "OK" {
-            return Err(format!("redis-cli MONITOR: {ok}"));
-        }
-        let mut captured = Vec::new();
-        for v in variants {
-            let applied = store
-                .write(&v.request)
-                .await
-                .map_err(|e| format!("variant batch: {e}"))?
-                .is_applied();
-            if !applied {
-                return Err("a fresh-key variant conflicted".into());
-            }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                let line = rx
-                    .recv_timeout(left)
-                    .map_err(|_| "MONITOR did not show the variant batch")?;
-                let Some(args) = monitor_args(&line) else {
-                    continue;
-                };
-                let ours = args
-                    .first()
-                    .is_some_and(|c| c.eq_ignore_ascii_case(b"EVALSHA"))
-                    && args.iter().any(|a| a.starts_with(prefix.as_bytes()));
-                if ours {
-                    captured.push(args);
-                    break;
-                }
-            }
-        }
-        Ok(captured)
+        captured.push(monitor.next_evalsha(prefix, "the variant batch")?);
     }
-    .await;
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = reader.join();
-    result
+    Ok(captured)
 }
 
 /// `EVALSHA` and `EVAL` calls and their microseconds so far (`INFO commandstats`).
