@@ -5,11 +5,7 @@ use super::prelude::*;
 /// Reading a missing authority row returns Missing with StoreNow and creates nothing (no
 /// counter, no version); an authority row never expires, even after its owner's lease did.
 pub(super) async fn missing_read_creates_no_generation_and_records_never_expire(h: &Harness) {
-    let rt = h.runtime_with(h.store.clone(), short_lease(), None).await;
-    let a = Host {
-        rt,
-        desc: descriptor("main", &[1]),
-    };
+    let a = h.host_with(h.store.clone(), short_lease(), None, 1).await;
     let before = h.snapshot().await;
     for _ in 0..3 {
         match a

@@ -344,17 +344,14 @@ pub(super) async fn discovery_uses_pages_only_when_change_number_matches(h: &Har
 pub(super) async fn store_failure_grace_keeps_the_list_and_never_extends_the_deadline(h: &Harness) {
     let clock = ManualMonotonic::new();
     let flaky = Arc::new(FaultyLocationStore::new(h.store.clone()));
-    let rt = h
-        .runtime_with(
+    let a = h
+        .host_with(
             flaky.clone(),
             LocationOptions::default(),
             Some(clock.clone()),
+            1,
         )
         .await;
-    let a = Host {
-        rt,
-        desc: descriptor("main", &[1]),
-    };
     a.rt.descriptor_publisher(a.desc.clone())
         .expect("p")
         .publish(a.desc.clone())

@@ -7,13 +7,9 @@ use super::prelude::*;
 /// applied with the stored version, and the capacity row stays consistent.
 pub(super) async fn lost_write_reply_is_reconstructed_from_the_store(h: &Harness) {
     let lossy = Arc::new(FaultyLocationStore::new(h.store.clone()));
-    let rt = h
-        .runtime_with(lossy.clone(), LocationOptions::default(), None)
+    let a = h
+        .host_with(lossy.clone(), LocationOptions::default(), None, 1)
         .await;
-    let a = Host {
-        rt,
-        desc: descriptor("main", &[1]),
-    };
     lossy.set_fault([LocationOp::Write], Fault::LOSE_REPLY);
     let x = reserve(&a, ObjectKind::Actor, "x", "chat", &a).await;
     let key = keys::authority(ObjectKind::Actor, &id("x")).expect("key");
@@ -47,13 +43,10 @@ pub(super) async fn lost_write_reply_is_reconstructed_from_the_store(h: &Harness
 pub(super) async fn concurrent_operations_coalesce_into_shared_batches(h: &Harness) {
     let counting = Arc::new(FaultyLocationStore::new(h.store.clone()));
     counting.set_delay([LocationOp::Write], Some(Duration::from_millis(20)));
-    let rt = h
-        .runtime_with(counting.clone(), LocationOptions::default(), None)
-        .await;
-    let a = Arc::new(Host {
-        rt,
-        desc: descriptor("main", &[1]),
-    });
+    let a = Arc::new(
+        h.host_with(counting.clone(), LocationOptions::default(), None, 1)
+            .await,
+    );
     let before = counting.writes();
     let mut tasks = Vec::new();
     for i in 0..50 {
@@ -146,13 +139,10 @@ pub(super) async fn unknown_outcome_recovery_does_not_stall_other_batches(h: &Ha
     let faulty = Arc::new(FaultyLocationStore::new(
         gated.clone() as Arc<dyn DynLocationStore>
     ));
-    let rt = h
-        .runtime_with(faulty.clone(), LocationOptions::default(), None)
-        .await;
-    let a = Arc::new(Host {
-        rt,
-        desc: descriptor("main", &[1]),
-    });
+    let a = Arc::new(
+        h.host_with(faulty.clone(), LocationOptions::default(), None, 1)
+            .await,
+    );
     let x = active_actor(&a, "x").await;
     // The next write (x's Preserve) is applied but its reply is lost; the witness read of x's
     // row then waits for the gate.

@@ -221,17 +221,14 @@ pub(super) async fn lease_timing_violation_fails_startup(h: &Harness) {
 /// together, and nothing reaches the Store, although the lease row is still valid there.
 pub(super) async fn expired_admission_deadline_blocks_all_new_work(h: &Harness) {
     let clock = ManualMonotonic::new();
-    let rt = h
-        .runtime_with(
+    let a = h
+        .host_with(
             h.store.clone(),
             LocationOptions::default(),
             Some(clock.clone()),
+            1,
         )
         .await;
-    let a = Host {
-        rt,
-        desc: descriptor("main", &[1]),
-    };
     let b = host(h, "main", 2).await;
     let publisher =
         a.rt.descriptor_publisher(a.desc.clone())

@@ -125,20 +125,7 @@ pub(super) async fn reservation_made_before_a_regular_preserve_cannot_move_the_o
             .expect("preserve")
             .applied()
             .expect("preserved");
-    let before = h.snapshot().await;
-    for handle in [&preserved, &x] {
-        let outcome =
-            b.rt.authority()
-                .new_owner(handle, &res)
-                .await
-                .expect("new owner");
-        assert!(outcome.conflict().is_some(), "{outcome:?}");
-    }
-    assert_eq!(
-        h.snapshot().await,
-        before,
-        "a stale reservation changes nothing"
-    );
+    new_owner_changes_nothing(h, &b, &[&preserved, &x], &res).await;
     assert_eq!(capacity(&a, &a).await.actors.active, 1);
 }
 
@@ -161,20 +148,7 @@ pub(super) async fn reservation_made_before_another_move_cannot_move_the_object(
             .applied()
             .expect("moved to C");
     assert_eq!(moved.owner(), &c.run());
-    let before = h.snapshot().await;
-    for handle in [&moved, &x] {
-        let outcome =
-            b.rt.authority()
-                .new_owner(handle, &to_b)
-                .await
-                .expect("new owner");
-        assert!(outcome.conflict().is_some(), "{outcome:?}");
-    }
-    assert_eq!(
-        h.snapshot().await,
-        before,
-        "the old reservation changes nothing"
-    );
+    new_owner_changes_nothing(h, &b, &[&moved, &x], &to_b).await;
     // B's reservation still holds its capacity until it is released.
     assert_eq!(capacity(&a, &b).await.actors.reserved, 1);
     assert_eq!(
@@ -257,4 +231,29 @@ pub(super) async fn carrying_preserve_keeps_the_reservation_and_stales_older_cop
             .expect("replay");
     assert!(again.conflict().is_some());
     assert_eq!(h.snapshot().await, after);
+}
+
+/// NewOwner by `by` through `reservation`, with each of `handles`, ends in a Conflict and
+/// leaves the whole Store as it was.
+async fn new_owner_changes_nothing(
+    h: &Harness,
+    by: &Host,
+    handles: &[&AuthorityHandle],
+    reservation: &TargetReservation,
+) {
+    let before = h.snapshot().await;
+    for handle in handles {
+        let outcome = by
+            .rt
+            .authority()
+            .new_owner(handle, reservation)
+            .await
+            .expect("new owner");
+        assert!(outcome.conflict().is_some(), "{outcome:?}");
+    }
+    assert_eq!(
+        h.snapshot().await,
+        before,
+        "a stale reservation changes nothing"
+    );
 }

@@ -141,6 +141,21 @@ impl Harness {
         b.start().await.expect("runtime starts")
     }
 
+    /// A host on the mesh `main` with routing id `[rid]`, over `store` with these options and
+    /// clock (renew loop off).
+    pub(crate) async fn host_with(
+        &self,
+        store: Arc<dyn DynLocationStore>,
+        options: LocationOptions,
+        clock: Option<ManualMonotonic>,
+        rid: u8,
+    ) -> Host {
+        Host {
+            rt: self.runtime_with(store, options, clock).await,
+            desc: descriptor("main", &[rid]),
+        }
+    }
+
     pub(crate) async fn runtime(&self) -> LocationRuntime {
         self.runtime_with(self.store.clone(), LocationOptions::default(), None)
             .await

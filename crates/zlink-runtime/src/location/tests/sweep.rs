@@ -147,17 +147,14 @@ pub(super) async fn self_sweep_runs_under_this_runs_lease_and_admission(h: &Harn
 
     // Past the admission deadline: nothing is swept.
     let clock = ManualMonotonic::new();
-    let rt = h
-        .runtime_with(
+    let late = h
+        .host_with(
             h.store.clone(),
             LocationOptions::default(),
             Some(clock.clone()),
+            3,
         )
         .await;
-    let late = Host {
-        rt,
-        desc: descriptor("main", &[3]),
-    };
     active_actor(&late, "w").await;
     clock.advance(Duration::from_secs(60));
     let before = h.snapshot().await;
