@@ -39,6 +39,21 @@ fn start(builder: ZLinkBuilder<u32>) -> Result<ZLinkPlan<u32>, StartupError> {
     builder.build().start_plan()
 }
 
+/// A registration step of a MeshNode builder.
+type Reg = fn(MeshNodeBuilder<u32>) -> MeshNodeBuilder<u32>;
+
+/// Every (first, second) pair of Client and Server registrations of the ChannelName `chat`.
+fn chat_role_pairs() -> [(Reg, Reg); 4] {
+    let client: Reg = |n| n.channel_client(ch("chat"));
+    let server: Reg = |n| n.channel_server(ch("chat"));
+    [
+        (client, client),
+        (client, server),
+        (server, client),
+        (server, server),
+    ]
+}
+
 /// Starts a root (with a Location Store) holding one MeshNode `m` configured by `f`.
 fn start_node(
     f: impl FnOnce(MeshNodeBuilder<u32>) -> MeshNodeBuilder<u32>,

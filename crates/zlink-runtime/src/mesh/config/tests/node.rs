@@ -13,15 +13,7 @@ fn node_of(plan: ZLinkPlan<u32>) -> MeshNodePlan<u32> {
 
 #[test]
 fn duplicate_channel_role_on_one_node_fails_startup() {
-    type Reg = fn(MeshNodeBuilder<u32>) -> MeshNodeBuilder<u32>;
-    let client: Reg = |n| n.channel_client(ch("chat"));
-    let server: Reg = |n| n.channel_server(ch("chat"));
-    for (first, second) in [
-        (client, client),
-        (client, server),
-        (server, client),
-        (server, server),
-    ] {
+    for (first, second) in chat_role_pairs() {
         let err = start_node(|n| second(first(n))).unwrap_err();
         assert!(
             matches!(&err, StartupError::DuplicateChannelRole { mesh: m, channel }

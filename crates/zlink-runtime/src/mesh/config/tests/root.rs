@@ -89,15 +89,7 @@ fn same_mesh_name_twice_fails_startup() {
 
 #[test]
 fn same_channel_on_two_meshes_fails_startup_for_every_role_pair() {
-    type Reg = fn(MeshNodeBuilder<u32>) -> MeshNodeBuilder<u32>;
-    let client: Reg = |n| n.channel_client(ch("chat"));
-    let server: Reg = |n| n.channel_server(ch("chat"));
-    for (first, second) in [
-        (client, client),
-        (client, server),
-        (server, client),
-        (server, server),
-    ] {
+    for (first, second) in chat_role_pairs() {
         let err = start(
             root()
                 .route_mesh(mesh("a"), first)
