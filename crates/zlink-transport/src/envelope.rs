@@ -9,8 +9,10 @@ use crate::error::TransportError;
 use crate::ids::{OperationId, ReplyRouteId};
 use crate::wire::{MAX_FRAME_LEN, kind};
 
-/// The largest metadata, in UTF-8 bytes (spec 06 §7).
-pub const MAX_METADATA_LEN: usize = 1024;
+/// The largest metadata field, in bytes. Metadata is opaque here: the runtime writes its
+/// encoded form (spec 06 §7 bounds the UTF-8 text at 1,024 bytes; the encoding adds a few
+/// length bytes per entry, so the field allows 8 KiB).
+pub const MAX_METADATA_LEN: usize = 8 * 1024;
 
 /// The largest packet name or content type, in UTF-8 bytes (a transport bound: one length
 /// byte on the wire).
@@ -66,9 +68,10 @@ pub struct Envelope {
     reply_route: Option<ReplyRouteId>,
     source_rid: RoutingId,
     source_generation: Generation,
+    address: Text,
     packet_name: Text,
     content_type: Text,
-    metadata: Text,
+    metadata: Bytes,
     payload: Bytes,
 }
 
@@ -112,11 +115,20 @@ impl Envelope {
             reply_route,
             source_rid: source_rid.clone(),
             source_generation,
+            address: Text::default(),
             packet_name: Text::default(),
             content_type: Text::default(),
-            metadata: Text::default(),
+            metadata: Bytes::new(),
             payload,
         }
+    }
+
+    /// Sets the address: an opaque routing label the runtime fills and reads (for example
+    /// the handler namespace a frame addresses), at most [`MAX_NAME_LEN`] bytes.
+    pub fn with_address(mut self, address: &str) -> Result<Self, TransportError> {
+        check_len("address", address.len(), MAX_NAME_LEN)?;
+        self.address = Text::from_str(address);
+        Ok(self)
     }
 
     /// Sets the packet name (at most [`MAX_NAME_LEN`] bytes).
@@ -133,7 +145,7 @@ impl Envelope {
         Ok(self)
     }
 
-    /// Sets the metadata text (at most [`MAX_METADATA_LEN`] UTF-8 bytes, spec 06 §7).
+    /// Sets the metadata bytes (opaque, at most [`MAX_METADATA_LEN`] bytes).
     ///
     /// ```
     /// # use zlink_transport::*;
@@ -141,12 +153,13 @@ impl Envelope {
     /// # let rid = RoutingId::new(vec![1]).unwrap();
     /// # let op = OperationId::new(1).unwrap();
     /// let e = Envelope::one_way(op, &rid, Generation::MIN, bytes::Bytes::new());
-    /// assert!(e.clone().with_metadata(&"m".repeat(1024)).is_ok());
-    /// assert!(e.with_metadata(&"m".repeat(1025)).is_err());
+    /// assert!(e.clone().with_metadata(vec![b'm'; MAX_METADATA_LEN]).is_ok());
+    /// assert!(e.with_metadata(vec![b'm'; MAX_METADATA_LEN + 1]).is_err());
     /// ```
-    pub fn with_metadata(mut self, metadata: &str) -> Result<Self, TransportError> {
+    pub fn with_metadata(mut self, metadata: impl Into<Bytes>) -> Result<Self, TransportError> {
+        let metadata = metadata.into();
         check_len("metadata", metadata.len(), MAX_METADATA_LEN)?;
-        self.metadata = Text::from_str(metadata);
+        self.metadata = metadata;
         Ok(self)
     }
 
@@ -181,8 +194,8 @@ impl Envelope {
     }
 
     /// The metadata text (empty when unset).
-    pub fn metadata(&self) -> &str {
-        self.metadata.as_str()
+    pub fn metadata(&self) -> &Bytes {
+        &self.metadata
     }
 
     /// The payload.
@@ -203,6 +216,8 @@ impl Envelope {
             + 8
             + 1
             + self.source_rid.as_bytes().len()
+            + 1
+            + self.address.len()
             + 1
             + self.packet_name.len()
             + 1
@@ -234,12 +249,14 @@ impl Envelope {
         out.put_u64(self.source_generation.get());
         out.put_u8(self.source_rid.as_bytes().len() as u8);
         out.put_slice(self.source_rid.as_bytes());
+        out.put_u8(self.address.len() as u8);
+        out.put_slice(&self.address.0);
         out.put_u8(self.packet_name.len() as u8);
         out.put_slice(&self.packet_name.0);
         out.put_u8(self.content_type.len() as u8);
         out.put_slice(&self.content_type.0);
         out.put_u16(self.metadata.len() as u16);
-        out.put_slice(&self.metadata.0);
+        out.put_slice(&self.metadata);
         out.put_slice(&self.payload);
         Ok(out.freeze())
     }
@@ -280,6 +297,7 @@ impl Envelope {
         let source_rid = take(&mut body, rid_len).ok_or_else(|| bad("truncated source RID"))?;
         let source_rid =
             RoutingId::new(source_rid.to_vec()).map_err(|_| bad("source RoutingId length"))?;
+        let address = take_text8(&mut body, "address")?;
         let packet_name = take_text8(&mut body, "packet name")?;
         let content_type = take_text8(&mut body, "content type")?;
         if body.remaining() < 2 {
@@ -287,17 +305,15 @@ impl Envelope {
         }
         let meta_len = usize::from(body.get_u16());
         if meta_len > MAX_METADATA_LEN {
-            return Err(bad("metadata longer than 1,024 bytes"));
+            return Err(bad("metadata longer than MAX_METADATA_LEN"));
         }
-        let metadata = Text::from_wire(
-            take(&mut body, meta_len).ok_or_else(|| bad("truncated metadata"))?,
-            "metadata",
-        )?;
+        let metadata = take(&mut body, meta_len).ok_or_else(|| bad("truncated metadata"))?;
         Ok(Self {
             operation_id,
             reply_route,
             source_rid,
             source_generation,
+            address,
             packet_name,
             content_type,
             metadata,
@@ -338,7 +354,7 @@ pub struct Reply {
     operation_id: OperationId,
     reply_route: ReplyRouteId,
     content_type: Text,
-    metadata: Text,
+    metadata: Bytes,
     payload: Bytes,
 }
 
@@ -355,7 +371,7 @@ impl Reply {
             operation_id,
             reply_route,
             content_type: Text::default(),
-            metadata: Text::default(),
+            metadata: Bytes::new(),
             payload,
         }
     }
@@ -374,11 +390,12 @@ impl Reply {
         Ok(self)
     }
 
-    /// Sets the metadata text (at most [`MAX_METADATA_LEN`] UTF-8 bytes; a reply does not copy
-    /// the request's metadata, spec 06 §7).
-    pub fn with_metadata(mut self, metadata: &str) -> Result<Self, TransportError> {
+    /// Sets the metadata bytes (opaque, at most [`MAX_METADATA_LEN`] bytes; a reply does not
+    /// copy the request's metadata, spec 06 §7).
+    pub fn with_metadata(mut self, metadata: impl Into<Bytes>) -> Result<Self, TransportError> {
+        let metadata = metadata.into();
         check_len("metadata", metadata.len(), MAX_METADATA_LEN)?;
-        self.metadata = Text::from_str(metadata);
+        self.metadata = metadata;
         Ok(self)
     }
 
@@ -403,8 +420,8 @@ impl Reply {
     }
 
     /// The metadata text.
-    pub fn metadata(&self) -> &str {
-        self.metadata.as_str()
+    pub fn metadata(&self) -> &Bytes {
+        &self.metadata
     }
 
     /// The payload.
@@ -441,7 +458,7 @@ impl Reply {
         out.put_u8(self.content_type.len() as u8);
         out.put_slice(&self.content_type.0);
         out.put_u16(self.metadata.len() as u16);
-        out.put_slice(&self.metadata.0);
+        out.put_slice(&self.metadata);
         out.put_slice(&self.payload);
         Ok(out.freeze())
     }
@@ -467,12 +484,9 @@ impl Reply {
         }
         let meta_len = usize::from(body.get_u16());
         if meta_len > MAX_METADATA_LEN {
-            return Err(bad("metadata longer than 1,024 bytes"));
+            return Err(bad("metadata longer than MAX_METADATA_LEN"));
         }
-        let metadata = Text::from_wire(
-            take(&mut body, meta_len).ok_or_else(|| bad("truncated metadata"))?,
-            "metadata",
-        )?;
+        let metadata = take(&mut body, meta_len).ok_or_else(|| bad("truncated metadata"))?;
         Ok(Self {
             status,
             operation_id,
@@ -500,34 +514,34 @@ mod tests {
     }
 
     #[test]
-    fn metadata_of_1024_bytes_is_accepted_and_1025_rejected() {
+    fn metadata_at_the_field_bound_is_accepted_and_one_past_rejected() {
         let e = Envelope::one_way(op(1), &rid(), Generation::MIN, Bytes::new());
-        let ok = e.clone().with_metadata(&"é".repeat(512)).unwrap();
-        assert_eq!(ok.metadata().len(), 1024);
-        let err = e
-            .with_metadata(&format!("{}x", "é".repeat(512)))
-            .unwrap_err();
+        let ok = e.clone().with_metadata(vec![0xff; MAX_METADATA_LEN]).unwrap();
+        assert_eq!(ok.metadata().len(), MAX_METADATA_LEN);
+        let back = Envelope::decode(ok.encode(kind::APP).unwrap()).unwrap();
+        assert_eq!(back.metadata().len(), MAX_METADATA_LEN);
+        let err = e.with_metadata(vec![0; MAX_METADATA_LEN + 1]).unwrap_err();
         assert_eq!(err.kind(), TransportErrorKind::InvalidArgument);
         assert!(matches!(
             err,
             TransportError::FieldTooLong {
-                len: 1025,
-                max: 1024,
+                len,
+                max: MAX_METADATA_LEN,
                 ..
-            }
+            } if len == MAX_METADATA_LEN + 1
         ));
     }
 
     #[test]
-    fn reply_metadata_of_1024_bytes_is_accepted_and_1025_rejected() {
+    fn reply_metadata_at_the_field_bound_is_accepted_and_one_past_rejected() {
         let r = Reply::new(
             ReplyStatus::Ok,
             op(1),
             ReplyRouteId::new(1).unwrap(),
             Bytes::new(),
         );
-        assert!(r.clone().with_metadata(&"m".repeat(1024)).is_ok());
-        assert!(r.with_metadata(&"m".repeat(1025)).is_err());
+        assert!(r.clone().with_metadata(vec![b'm'; MAX_METADATA_LEN]).is_ok());
+        assert!(r.with_metadata(vec![b'm'; MAX_METADATA_LEN + 1]).is_err());
     }
 
     #[test]
@@ -584,9 +598,10 @@ mod tests {
             route in proptest::option::of(1u64..),
             gen_ in 1u64..=zlink_codec::MAX_U63,
             rid_bytes in proptest::collection::vec(any::<u8>(), 1..=255),
+            address in "[a-z.-]{0,40}",
             packet in "[a-z.]{0,40}",
             ctype in "[a-z/]{0,40}",
-            meta in "\\PC{0,100}",
+            meta in proptest::collection::vec(any::<u8>(), 0..100),
             payload in proptest::collection::vec(any::<u8>(), 0..512),
             control in any::<bool>(),
         ) {
@@ -596,8 +611,8 @@ mod tests {
                 Some(r) => Envelope::request(op(op_id), ReplyRouteId::new(r).unwrap(), &rid, generation, payload.into()),
                 None => Envelope::one_way(op(op_id), &rid, generation, payload.into()),
             };
-            let e = base.with_packet_name(&packet).unwrap().with_content_type(&ctype).unwrap();
-            let e = match e.clone().with_metadata(&meta) { Ok(m) => m, Err(_) => e };
+            let e = base.with_address(&address).unwrap().with_packet_name(&packet).unwrap().with_content_type(&ctype).unwrap();
+            let e = e.with_metadata(meta).unwrap();
             let k = if control { kind::CONTROL } else { kind::APP };
             let decoded = Envelope::decode(e.encode(k).unwrap()).unwrap();
             prop_assert_eq!(decoded.source_rid(), &rid);
@@ -620,7 +635,7 @@ mod tests {
         #[test]
         fn truncated_envelopes_never_panic(cut in 0usize..80) {
             let e = Envelope::request(op(5), ReplyRouteId::new(5).unwrap(), &rid(), Generation::MIN, Bytes::from_static(b"x"))
-                .with_packet_name("pkt").unwrap().with_metadata("k=v").unwrap();
+                .with_packet_name("pkt").unwrap().with_metadata(&b"k=v"[..]).unwrap();
             let full = e.encode(kind::APP).unwrap();
             let cut = cut.min(full.len());
             let _ = Envelope::decode(full.slice(..cut));

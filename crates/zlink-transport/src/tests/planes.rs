@@ -245,7 +245,7 @@ async fn payloads_round_trip_with_equal_length_and_crc_on_every_plane() {
             .unwrap()
             .with_content_type("application/octet-stream")
             .unwrap()
-            .with_metadata("k=v")
+            .with_metadata(&b"k=v"[..])
             .unwrap();
         to_b.send_app(&req).await.unwrap();
         let got = tokio::time::timeout(WAIT, bi.app.recv())
@@ -256,7 +256,7 @@ async fn payloads_round_trip_with_equal_length_and_crc_on_every_plane() {
         assert_eq!(env.payload().len(), size);
         assert_eq!(crc32c::crc32c(env.payload()), crc);
         assert_eq!(env.packet_name(), "echo");
-        assert_eq!(env.metadata(), "k=v");
+        assert_eq!(&env.metadata()[..], b"k=v");
         assert_eq!(env.source_rid(), &rid(1));
         assert_eq!(env.operation_id(), req.operation_id());
 
