@@ -6,7 +6,9 @@ use std::time::Duration;
 use zlink_codec::records::{ObjectKind, ObjectRole};
 use zlink_codec::{ChannelName, MeshName, StableType};
 
-use crate::mesh::messaging::RouteKind;
+use crate::mesh::messaging::{
+    ChannelContext, Message, NodeContext, NodeHandler, Request, RouteKind, ZLinkError,
+};
 
 /// A handler registration as given: the packet name is checked (spec 06 §9) when the plan is
 /// validated, which turns it into a [`HandlerKey`].
@@ -294,5 +296,55 @@ impl<H> MeshNodeBuilder<H> {
     pub fn message_follow_duration(mut self, duration: Duration) -> Self {
         self.message_follow_duration = Some(duration);
         self
+    }
+}
+
+impl MeshNodeBuilder<NodeHandler> {
+    /// Registers the node-direct send handler of `M` on this MeshName (spec 06 §9; key:
+    /// MeshName, send, `M::PACKET`).
+    pub fn on_send<M, F, Fut>(self, handler: F) -> Self
+    where
+        M: Message,
+        F: Fn(M, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), ZLinkError>> + Send + 'static,
+    {
+        let h = NodeHandler::send::<M, NodeContext, F, Fut>(handler);
+        self.node_handler(RouteKind::Send, M::PACKET, h)
+    }
+
+    /// Registers the node-direct request handler of `R` on this MeshName (key: MeshName,
+    /// request, `R::PACKET`).
+    pub fn on_request<R, F, Fut>(self, handler: F) -> Self
+    where
+        R: Request,
+        F: Fn(R, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<R::Reply, ZLinkError>> + Send + 'static,
+    {
+        let h = NodeHandler::request::<R, NodeContext, F, Fut>(handler);
+        self.node_handler(RouteKind::Request, R::PACKET, h)
+    }
+
+    /// Registers the channel send handler of `M` under `channel`, which must be a Server
+    /// membership of this node (key: ChannelName, send, `M::PACKET`).
+    pub fn on_channel_send<M, F, Fut>(self, channel: ChannelName, handler: F) -> Self
+    where
+        M: Message,
+        F: Fn(M, ChannelContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), ZLinkError>> + Send + 'static,
+    {
+        let h = NodeHandler::send::<M, ChannelContext, F, Fut>(handler);
+        self.channel_handler(channel, RouteKind::Send, M::PACKET, h)
+    }
+
+    /// Registers the channel request handler of `R` under `channel`, which must be a Server
+    /// membership of this node (key: ChannelName, request, `R::PACKET`).
+    pub fn on_channel_request<R, F, Fut>(self, channel: ChannelName, handler: F) -> Self
+    where
+        R: Request,
+        F: Fn(R, ChannelContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<R::Reply, ZLinkError>> + Send + 'static,
+    {
+        let h = NodeHandler::request::<R, ChannelContext, F, Fut>(handler);
+        self.channel_handler(channel, RouteKind::Request, R::PACKET, h)
     }
 }

@@ -205,6 +205,8 @@ pub struct ZLinkPlan<H> {
     pub(crate) hosted_services: Vec<Arc<dyn HostedService>>,
     pub(crate) nodes: Vec<MeshNodePlan<H>>,
     pub(crate) channel_index: BTreeMap<ChannelName, MeshName>,
+    pub(crate) filters: Vec<Arc<dyn crate::mesh::messaging::Filter>>,
+    pub(crate) factories: crate::mesh::messaging::ScopedFactories,
 }
 
 impl<H: fmt::Debug> fmt::Debug for ZLinkPlan<H> {

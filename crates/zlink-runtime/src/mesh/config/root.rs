@@ -1,7 +1,6 @@
 //! The root builder (spec 06 §2, §12, §13, §22): stores, location options, codecs, deployment
 //! and network identity, hosted services and RouteMesh registrations.
 
-use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
@@ -15,6 +14,8 @@ use super::hosted::HostedService;
 use super::node::MeshNodeBuilder;
 use super::plan::ZLinkPlan;
 use crate::location::LocationOptions;
+use crate::mesh::messaging::{Filter, FilterContext, Next, NodeHandler, ZLinkError};
+use crate::mesh::messaging::{FnFilter, ScopedFactories};
 
 /// The default bind host of every listener (loopback: nothing is exposed unless asked).
 pub const DEFAULT_BIND_HOST: &str = "127.0.0.1";
@@ -33,6 +34,8 @@ pub struct ZLinkBuilder<H> {
     pub(crate) advertised_host: Option<String>,
     pub(crate) hosted_services: Vec<Arc<dyn HostedService>>,
     pub(crate) nodes: Vec<MeshNodeBuilder<H>>,
+    pub(crate) filters: Vec<Arc<dyn Filter>>,
+    pub(crate) factories: ScopedFactories,
 }
 
 impl<H> fmt::Debug for ZLinkBuilder<H> {
@@ -46,6 +49,7 @@ impl<H> fmt::Debug for ZLinkBuilder<H> {
             .field("bind_host", &self.bind_host)
             .field("advertised_host", &self.advertised_host)
             .field("hosted_services", &self.hosted_services)
+            .field("filters", &self.filters.len())
             .field(
                 "meshes",
                 &self.nodes.iter().map(|n| n.mesh_name()).collect::<Vec<_>>(),
@@ -75,7 +79,37 @@ impl<H> ZLinkBuilder<H> {
             advertised_host: None,
             hosted_services: Vec::new(),
             nodes: Vec::new(),
+            filters: Vec::new(),
+            factories: ScopedFactories::default(),
         }
+    }
+
+    /// Appends a process-level handler filter (spec 06 §10): filters run before every
+    /// node-direct and channel handler of every MeshNode of this root, in registration order,
+    /// and unwind in reverse.
+    pub fn filter<F, Fut>(self, filter: F) -> Self
+    where
+        F: Fn(FilterContext, Next) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), ZLinkError>> + Send + 'static,
+    {
+        self.filter_object(FnFilter(filter))
+    }
+
+    /// Appends a filter object (spec 06 §10).
+    pub fn filter_object(mut self, filter: impl Filter) -> Self {
+        self.filters.push(Arc::new(filter));
+        self
+    }
+
+    /// Registers the factory of a scoped dependency: one instance per dispatch, shared by that
+    /// dispatch's filters and handler (spec 06 §10). A later registration of the same type
+    /// replaces the earlier one.
+    pub fn scoped<T: Send + Sync + 'static>(
+        mut self,
+        make: impl Fn() -> T + Send + Sync + 'static,
+    ) -> Self {
+        self.factories.insert(make);
+        self
     }
 
     /// Registers the Location Store (exactly once; a second registration fails startup).
@@ -165,7 +199,7 @@ impl<H> ZLinkBuilder<H> {
 /// The framework root (spec 06 §2): configured once, started once. The second
 /// [`start_plan`](Self::start_plan) fails with [`StartupError::RootAlreadyStarted`], whether or
 /// not the first succeeded.
-pub struct ZLink<H = Infallible> {
+pub struct ZLink<H = NodeHandler> {
     pending: Mutex<Option<ZLinkBuilder<H>>>,
 }
 
@@ -177,16 +211,17 @@ impl<H> fmt::Debug for ZLink<H> {
     }
 }
 
-impl ZLink<Infallible> {
-    /// A root builder without handler values (use [`ZLink::builder_with_handlers`] once the
-    /// messaging layer provides a handler type).
-    pub fn builder() -> ZLinkBuilder<Infallible> {
+impl ZLink<NodeHandler> {
+    /// A root builder whose MeshNodes register typed handlers (the `on_*` methods of
+    /// [`MeshNodeBuilder`]).
+    pub fn builder() -> ZLinkBuilder<NodeHandler> {
         ZLinkBuilder::new()
     }
 }
 
 impl<H> ZLink<H> {
-    /// A root builder whose MeshNodes register handler values of type `H`.
+    /// A root builder whose MeshNodes register handler values of type `H` (configuration
+    /// checks without the messaging layer; only `ZLink<NodeHandler>` starts a host).
     pub fn builder_with_handlers() -> ZLinkBuilder<H> {
         ZLinkBuilder::new()
     }

@@ -90,6 +90,8 @@ pub(crate) fn validate<H>(root: ZLinkBuilder<H>) -> Result<ZLinkPlan<H>, Startup
         hosted_services: root.hosted_services,
         nodes,
         channel_index,
+        filters: root.filters,
+        factories: root.factories,
     })
 }
 

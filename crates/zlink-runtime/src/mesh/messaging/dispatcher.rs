@@ -26,9 +26,7 @@ use super::error::{ErrorKind, FramePart, ZLinkError};
 use super::error_reply::ErrorReply;
 use super::filter::{Chain, Filter, FnFilter};
 use super::frame::{DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd};
-use super::handler::{
-    ErasedHandler, HandlerKey, HandlerTable, NoReply, OwnerContext, TypedHandler, TypedReply,
-};
+use super::handler::{ErasedHandler, HandlerKey, HandlerTable, NodeHandler};
 use super::metadata::Metadata;
 use super::packet::{Message, PacketName, Request};
 
@@ -67,26 +65,6 @@ impl DispatcherBuilder {
         self
     }
 
-    fn send_handler<M, C, F, Fut>(f: F) -> Arc<dyn ErasedHandler>
-    where
-        M: Message,
-        C: OwnerContext,
-        F: Fn(M, C) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), ZLinkError>> + Send + 'static,
-    {
-        Arc::new(TypedHandler::<M, C, (), NoReply, F>::new(f, |()| NoReply))
-    }
-
-    fn request_handler<R, C, F, Fut>(f: F) -> Arc<dyn ErasedHandler>
-    where
-        R: Request,
-        C: OwnerContext,
-        F: Fn(R, C) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<R::Reply, ZLinkError>> + Send + 'static,
-    {
-        Arc::new(TypedHandler::<R, C, R::Reply, TypedReply<R::Reply>, F>::new(f, TypedReply))
-    }
-
     /// Registers a node-direct send handler for `M` on a RouteMesh.
     pub fn node_send<M, F, Fut>(self, mesh: MeshName, handler: F) -> Self
     where
@@ -101,7 +79,7 @@ impl DispatcherBuilder {
                 route,
                 packet,
             },
-            Self::send_handler::<M, NodeContext, F, Fut>(handler),
+            NodeHandler::send::<M, NodeContext, F, Fut>(handler).inner,
         )
     }
 
@@ -119,7 +97,7 @@ impl DispatcherBuilder {
                 route,
                 packet,
             },
-            Self::request_handler::<R, NodeContext, F, Fut>(handler),
+            NodeHandler::request::<R, NodeContext, F, Fut>(handler).inner,
         )
     }
 
@@ -137,7 +115,7 @@ impl DispatcherBuilder {
                 route,
                 packet,
             },
-            Self::send_handler::<M, ChannelContext, F, Fut>(handler),
+            NodeHandler::send::<M, ChannelContext, F, Fut>(handler).inner,
         )
     }
 
@@ -155,8 +133,30 @@ impl DispatcherBuilder {
                 route,
                 packet,
             },
-            Self::request_handler::<R, ChannelContext, F, Fut>(handler),
+            NodeHandler::request::<R, ChannelContext, F, Fut>(handler).inner,
         )
+    }
+
+    /// Registers a handler built by a MeshNode builder under its validated key.
+    pub(crate) fn handler(mut self, key: HandlerKey, handler: NodeHandler) -> Self {
+        if self.first_error.is_none() {
+            if let Err(e) = self.handlers.insert(key, handler.inner) {
+                self.first_error = Some(e);
+            }
+        }
+        self
+    }
+
+    /// Appends filters already collected by the root builder, in order.
+    pub(crate) fn filters(mut self, filters: impl IntoIterator<Item = Arc<dyn Filter>>) -> Self {
+        self.filters.extend(filters);
+        self
+    }
+
+    /// Uses the scoped-dependency factories collected by the root builder.
+    pub(crate) fn factories(mut self, factories: ScopedFactories) -> Self {
+        self.factories = factories;
+        self
     }
 
     /// Appends a closure filter (filters run in registration order).

@@ -302,6 +302,48 @@ pub enum ZLinkError {
         /// The message (bounded, sanitised; it crosses the wire).
         message: ErrorMessage,
     },
+    /// No route exists for the call: no MeshNode of that MeshName, no peer with that RID, or a
+    /// ChannelName not in the process-local route index (spec 06 §6, §20). Nothing was sent.
+    #[error("no route to {target}")]
+    NoRoute {
+        /// The target, as text.
+        target: String,
+    },
+    /// The target is known but not ready, no channel member is eligible, or the connection
+    /// went down before the reply arrived (spec 06 §20). A request that was sent is never
+    /// resent to another node.
+    #[error("{target} is unavailable: {reason}")]
+    Unavailable {
+        /// The target, as text.
+        target: String,
+        /// Why.
+        reason: UnavailableReason,
+    },
+    /// The host is shutting down: new admission is closed, or shutdown ended the call
+    /// (spec 28 §10).
+    #[error("the host is shutting down")]
+    ShuttingDown,
+    /// No reply arrived within the request's reply timeout (spec 06 §7); a late reply is
+    /// discarded.
+    #[error("no reply within {timeout:?}")]
+    ReplyTimeout {
+        /// The reply timeout.
+        timeout: std::time::Duration,
+    },
+    /// A one-way send was not admitted to the outbound queue within its send timeout.
+    #[error("the send was not admitted within {timeout:?}")]
+    SendTimeout {
+        /// The send timeout.
+        timeout: std::time::Duration,
+    },
+    /// The encoded message is larger than the transport's fixed frame limit.
+    #[error("the encoded message is {len} bytes, more than the {max}-byte frame limit")]
+    MessageTooLarge {
+        /// The encoded frame length.
+        len: usize,
+        /// The frame limit.
+        max: usize,
+    },
     /// The peer answered with an error reply.
     #[error("remote {kind}: {message}")]
     Remote {
@@ -329,6 +371,11 @@ impl ZLinkError {
             Self::Encode { .. } | Self::HandlerFailed { .. } => ErrorKind::InternalFailure,
             Self::DependencyNotConfigured { .. } => ErrorKind::NotConfigured,
             Self::Application { kind, .. } | Self::Remote { kind, .. } => *kind,
+            Self::NoRoute { .. } => ErrorKind::NotFound,
+            Self::Unavailable { .. } => ErrorKind::Unavailable,
+            Self::ShuttingDown => ErrorKind::ShuttingDown,
+            Self::ReplyTimeout { .. } | Self::SendTimeout { .. } => ErrorKind::DeadlineExceeded,
+            Self::MessageTooLarge { .. } => ErrorKind::InvalidOperation,
         }
     }
 
@@ -363,6 +410,31 @@ impl ZLinkError {
             Self::Application { message, .. } | Self::Remote { message, .. } => message.clone(),
             other => ErrorMessage::sanitise(&other.to_string()),
         }
+    }
+}
+
+/// Why a known target is [`ZLinkError::Unavailable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UnavailableReason {
+    /// The peer is known (discovered or a manual intent) but has no Ready connection.
+    NotConnected,
+    /// The channel has registered members but none is Ready with a positive weight.
+    NoEligibleMember,
+    /// The connection went down after the request was sent; it was not resent.
+    ConnectionLost,
+    /// The host is not serving yet.
+    NotServing,
+}
+
+impl fmt::Display for UnavailableReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotConnected => "no ready connection",
+            Self::NoEligibleMember => "no ready member with a positive weight",
+            Self::ConnectionLost => "the connection went down before the reply",
+            Self::NotServing => "the host is not serving",
+        })
     }
 }
 

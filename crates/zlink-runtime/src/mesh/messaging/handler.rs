@@ -226,6 +226,51 @@ where
     }
 }
 
+/// A typed node-direct or channel handler as registered on a MeshNode builder, with its
+/// payload type erased (build it with the builder's `on_*` methods). Its dispatch key comes
+/// from the registration: the MeshName or ChannelName, send or request, and the message's
+/// packet name.
+#[derive(Clone)]
+pub struct NodeHandler {
+    pub(crate) inner: Arc<dyn ErasedHandler>,
+}
+
+impl fmt::Debug for NodeHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NodeHandler")
+    }
+}
+
+impl NodeHandler {
+    /// A send handler for `M` whose context is `C`.
+    pub(crate) fn send<M, C, F, Fut>(f: F) -> Self
+    where
+        M: Message,
+        C: OwnerContext,
+        F: Fn(M, C) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), ZLinkError>> + Send + 'static,
+    {
+        Self {
+            inner: Arc::new(TypedHandler::<M, C, (), NoReply, F>::new(f, |()| NoReply)),
+        }
+    }
+
+    /// A request handler for `R` whose context is `C`.
+    pub(crate) fn request<R, C, F, Fut>(f: F) -> Self
+    where
+        R: super::packet::Request,
+        C: OwnerContext,
+        F: Fn(R, C) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R::Reply, ZLinkError>> + Send + 'static,
+    {
+        Self {
+            inner: Arc::new(
+                TypedHandler::<R, C, R::Reply, TypedReply<R::Reply>, F>::new(f, TypedReply),
+            ),
+        }
+    }
+}
+
 /// The handler table: one handler per dispatch key, fixed at startup.
 #[derive(Default)]
 pub(crate) struct HandlerTable {

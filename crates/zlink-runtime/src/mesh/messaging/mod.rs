@@ -92,10 +92,14 @@ pub use context::{
     InboundTarget, NodeContext, RouteKind,
 };
 pub use dispatcher::{Dispatcher, DispatcherBuilder};
-pub use error::{BoxError, ErrorKind, ErrorMessage, FramePart, InvalidText, ZLinkError};
+pub use error::{
+    BoxError, ErrorKind, ErrorMessage, FramePart, InvalidText, UnavailableReason, ZLinkError,
+};
 pub use error_reply::{ERROR_REPLY_TAG, ErrorReply};
 pub use filter::{Filter, Next};
+pub(crate) use context::ScopedFactories;
+pub(crate) use filter::FnFilter;
 pub use frame::{Correlation, DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd};
-pub use handler::{BoxFuture, HandlerKey};
+pub use handler::{BoxFuture, HandlerKey, NodeHandler};
 pub use metadata::{Metadata, MetadataBuilder};
 pub use packet::{Message, PacketName, Request};
