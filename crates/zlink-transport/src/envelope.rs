@@ -183,6 +183,11 @@ impl Envelope {
         self.source_generation
     }
 
+    /// The address (empty when unset).
+    pub fn address(&self) -> &str {
+        self.address.as_str()
+    }
+
     /// The packet name (empty when unset).
     pub fn packet_name(&self) -> &str {
         self.packet_name.as_str()

@@ -97,6 +97,9 @@ pub struct PeerIntent {
     pub expected_generation: Option<Generation>,
     /// The ChannelName set the handshake must report, when known (from a descriptor).
     pub expected_channels: Option<BTreeSet<ChannelName>>,
+    /// Dial even when an expected RID is smaller than this node's (a manual peer: the side
+    /// holding the intent initiates; duplicate candidates still collapse to one).
+    pub always_dial: bool,
 }
 
 impl PeerIntent {
@@ -107,7 +110,14 @@ impl PeerIntent {
             expected_rid: None,
             expected_generation: None,
             expected_channels: None,
+            always_dial: false,
         }
+    }
+
+    /// Dials whatever the RIDs' order (a manual peer's intent, spec 06 §5).
+    pub fn always_dial(mut self) -> Self {
+        self.always_dial = true;
+        self
     }
 
     /// Requires the handshake to report `rid`.

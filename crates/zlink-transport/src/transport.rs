@@ -546,10 +546,11 @@ impl Transport {
         if self.shared.table.lock().shutting_down {
             return Err(TransportError::ShuttingDown);
         }
-        let dials = intent
-            .expected_rid
-            .as_ref()
-            .is_none_or(|r| &self.shared.config.rid < r);
+        let dials = intent.always_dial
+            || intent
+                .expected_rid
+                .as_ref()
+                .is_none_or(|r| &self.shared.config.rid < r);
         let cancel = self.shared.cancel.child_token();
         {
             let mut intents = self.shared.intents.lock();

@@ -129,8 +129,11 @@ pub use options::{ConfigError, LocationOptions, ROUTE_CACHE_FOLLOW_GAP};
 pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
+pub(crate) use descriptor::DescriptorPublisher;
+pub(crate) use discovery::{Discovery, DiscoveryView};
+
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

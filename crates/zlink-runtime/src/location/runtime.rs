@@ -208,4 +208,14 @@ impl LocationRuntime {
         self.lease.release().await?;
         Ok(report)
     }
+
+    /// The self-sweep alone (spec 28 §9 cleanup step 2: owner records before descriptors).
+    pub(crate) async fn self_sweep(&self) -> Result<SweepReport, LocationError> {
+        self.authority.self_sweep().await
+    }
+
+    /// Releases the owner lease (spec 28 §9 cleanup step 3, after the descriptors).
+    pub(crate) async fn release_lease(&self) -> Result<(), LocationError> {
+        self.lease.release().await.map(|_| ())
+    }
 }

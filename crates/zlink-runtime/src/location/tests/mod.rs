@@ -12,7 +12,7 @@ mod lease;
 mod prelude;
 mod purge;
 mod relocation;
-mod support;
+pub(crate) mod support;
 mod sweep;
 
 pub(crate) use support::Harness;

@@ -294,6 +294,19 @@ pub enum StartupError {
         /// The value given.
         value: i64,
     },
+    /// An application mailbox bound outside its range: jobs 1..=2^31-1, bytes 1..=2^62
+    /// (spec 06 §11: both axes are bounded).
+    #[error("MeshNode `{mesh}` mailbox {axis} bound {value} is outside 1..={max}")]
+    MailboxLimitOutOfRange {
+        /// The mesh.
+        mesh: MeshName,
+        /// `jobs` or `bytes`.
+        axis: &'static str,
+        /// The value given.
+        value: i64,
+        /// The largest value allowed.
+        max: i64,
+    },
     /// A placement setting (weight, capacity, activation concurrency) on a node that is not an
     /// Object Server (spec 06 §4, §23: role matches placement target).
     #[error("MeshNode `{mesh}` sets `{setting}`, which only an Object Server has (role `{role}`)")]
@@ -375,6 +388,7 @@ impl StartupError {
             | E::PlacementWeightOutOfRange { .. }
             | E::CapacityLimitOutOfRange { .. }
             | E::ActivationConcurrencyOutOfRange { .. }
+            | E::MailboxLimitOutOfRange { .. }
             | E::ApplicationVersionOutOfRange { .. } => K::OutOfRange,
             E::InvalidPacketName { .. }
             | E::InvalidRoutingIdPrefix { .. }

@@ -128,21 +128,37 @@ impl RunningHostedServices {
     /// Sends every stop request in reverse start order, then every stop in reverse order.
     /// A failure is recorded (and logged) and the sequence continues (spec 06 §22).
     pub async fn stop(self) -> Vec<HostedFailure> {
+        let mut failures = self.request_stop().await;
+        failures.extend(self.finish_stop().await);
+        failures
+    }
+
+    /// The first half of [`stop`](Self::stop): every stop request, in reverse start order (at
+    /// the beginning of shutdown).
+    pub async fn request_stop(&self) -> Vec<HostedFailure> {
+        self.run_stage(HostedStage::StopRequest).await
+    }
+
+    /// The second half of [`stop`](Self::stop): every stop, in reverse start order (after
+    /// accepted work finished).
+    pub async fn finish_stop(self) -> Vec<HostedFailure> {
+        self.run_stage(HostedStage::Stop).await
+    }
+
+    async fn run_stage(&self, stage: HostedStage) -> Vec<HostedFailure> {
         let mut failures = Vec::new();
-        for stage in [HostedStage::StopRequest, HostedStage::Stop] {
-            for service in self.started.iter().rev() {
-                let result = match stage {
-                    HostedStage::StopRequest => service.stop_request().await,
-                    _ => service.stop().await,
-                };
-                if let Err(error) = result {
-                    tracing::warn!(service = service.name(), %stage, %error, "hosted service stage failed");
-                    failures.push(HostedFailure {
-                        service: service.name().to_owned(),
-                        stage,
-                        error,
-                    });
-                }
+        for service in self.started.iter().rev() {
+            let result = match stage {
+                HostedStage::StopRequest => service.stop_request().await,
+                _ => service.stop().await,
+            };
+            if let Err(error) = result {
+                tracing::warn!(service = service.name(), %stage, %error, "hosted service stage failed");
+                failures.push(HostedFailure {
+                    service: service.name().to_owned(),
+                    stage,
+                    error,
+                });
             }
         }
         failures

@@ -64,6 +64,7 @@
 //! | bind/advertised host valid; advertised never unspecified (§23) | `invalid_hosts_fail_startup`, `unspecified_advertised_host_fails_startup` |
 //! | Location Store / Relocation Store registered twice (§13) | `location_store_registered_twice_fails_startup`, `relocation_store_registered_twice_fails_startup` |
 //! | invalid codec registration (§12) | `invalid_codec_content_type_fails_startup` |
+//! | mailbox bounds: jobs 1..=2^31-1, bytes 1..=2^62 (§11) | `mailbox_limit_bounds` |
 //! | a valid configuration becomes the plan | `valid_configuration_becomes_the_plan` |
 //! | hosted services: start in order, stop in reverse, failed start stops what started (§22) | `hosted_services_start_in_order_and_stop_in_reverse`, `failed_hosted_start_stops_started_services_in_reverse`, `hosted_stop_failures_are_recorded_and_shutdown_continues` |
 //!
@@ -91,3 +92,5 @@ pub use node::{
 pub use plan::{ManualPeer, MeshNodePlan, PeerEndpoint, RoutingIdPlan, ZLinkPlan};
 pub use root::{DEFAULT_BIND_HOST, ZLink, ZLinkBuilder};
 pub use validate::{MAX_MAINTENANCE_WAVE_LEN, MAX_ROUTING_ID_PREFIX_LEN};
+
+pub(crate) use validate::parse_endpoint as parse_peer_endpoint;

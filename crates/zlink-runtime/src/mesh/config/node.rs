@@ -103,6 +103,7 @@ pub struct MeshNodeBuilder<H> {
     pub(crate) placement: PlacementSettings,
     pub(crate) route_cache_max_age: Option<Duration>,
     pub(crate) message_follow_duration: Option<Duration>,
+    pub(crate) mailbox: (i64, i64),
 }
 
 impl<H> MeshNodeBuilder<H> {
@@ -124,7 +125,21 @@ impl<H> MeshNodeBuilder<H> {
             placement: PlacementSettings::default(),
             route_cache_max_age: None,
             message_follow_duration: None,
+            mailbox: (
+                i64::from(crate::mesh::node::DEFAULT_MAILBOX_JOBS),
+                crate::mesh::node::DEFAULT_MAILBOX_BYTES as i64,
+            ),
         }
+    }
+
+    /// The application mailbox bounds of this node (spec 06 §11): at most `jobs` pending or
+    /// executing node-direct and channel jobs (1..=2^31-1, default
+    /// [`DEFAULT_MAILBOX_JOBS`](crate::mesh::node::DEFAULT_MAILBOX_JOBS)) holding at most
+    /// `bytes` (1..=2^62, default 64 MiB; payload + metadata + a fixed per-job cost). Inbound
+    /// frames wait for room, which holds back the sender through the transport's credit.
+    pub fn mailbox_limits(mut self, jobs: i64, bytes: i64) -> Self {
+        self.mailbox = (jobs, bytes);
+        self
     }
 
     /// The MeshName this node registers.

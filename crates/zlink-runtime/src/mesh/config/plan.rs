@@ -93,9 +93,21 @@ pub struct MeshNodePlan<H> {
     pub(crate) capacity_limits: CapacityLimits,
     pub(crate) activation_concurrency: u32,
     pub(crate) location_options: LocationOptions,
+    pub(crate) mailbox_jobs: usize,
+    pub(crate) mailbox_bytes: usize,
 }
 
 impl<H> MeshNodePlan<H> {
+    /// The application mailbox bound on jobs (spec 06 §11).
+    pub fn mailbox_jobs(&self) -> usize {
+        self.mailbox_jobs
+    }
+
+    /// The application mailbox bound on bytes (spec 06 §11).
+    pub fn mailbox_bytes(&self) -> usize {
+        self.mailbox_bytes
+    }
+
     /// The MeshName.
     pub fn mesh_name(&self) -> &MeshName {
         &self.mesh

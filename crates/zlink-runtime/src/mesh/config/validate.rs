@@ -395,6 +395,26 @@ fn validate_node<H>(
             source,
         })?;
 
+    let (jobs, bytes) = node.mailbox;
+    const MAX_JOBS: i64 = (1 << 31) - 1;
+    const MAX_BYTES: i64 = 1 << 62;
+    if !(1..=MAX_JOBS).contains(&jobs) {
+        return Err(StartupError::MailboxLimitOutOfRange {
+            mesh,
+            axis: "jobs",
+            value: jobs,
+            max: MAX_JOBS,
+        });
+    }
+    if !(1..=MAX_BYTES).contains(&bytes) {
+        return Err(StartupError::MailboxLimitOutOfRange {
+            mesh,
+            axis: "bytes",
+            value: bytes,
+            max: MAX_BYTES,
+        });
+    }
+
     Ok(MeshNodePlan {
         mesh,
         routing_id,
@@ -411,6 +431,8 @@ fn validate_node<H>(
         capacity_limits,
         activation_concurrency,
         location_options,
+        mailbox_jobs: jobs as usize,
+        mailbox_bytes: bytes as usize,
     })
 }
 

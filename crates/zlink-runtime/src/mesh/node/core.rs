@@ -1,0 +1,449 @@
+//! One running MeshNode: its identity, transport, peers, pending requests and mailbox, and the
+//! outbound call path (node-direct and channel, remote or local).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use zlink_codec::payload::Registry;
+use zlink_codec::records::ObjectRole;
+use zlink_codec::{ChannelName, Generation, MeshName, RoutingId};
+use zlink_transport::{
+    Envelope, PeerHandle, Reply, ReplyStatus, Transport, TransportError, TransportErrorKind,
+};
+
+use super::control::ControlRegistry;
+use super::lifecycle::Lifecycle;
+use super::mailbox::{Mailbox, job_cost};
+use super::pending::Pending;
+use super::peers::{Member, PeerTable, pick_weighted, uniform_below};
+use crate::mesh::config::{ManualPeer, Topology};
+use crate::mesh::messaging::{
+    Cancellation, Correlation, DispatchOutcome, Dispatcher, InboundFrame, InboundReply,
+    InboundTarget, Metadata, OutboundMessage, ReplyExpectation, SendEnd, UnavailableReason,
+    ZLinkError,
+};
+
+/// The default reply timeout of a request (spec 06 §7).
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default send timeout: how long a one-way send waits for outbound admission.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The settings of one call (spec 06 §7): metadata, and the reply timeout of a request or the
+/// send timeout of a one-way send. Cancellation is dropping the call's future.
+#[derive(Debug, Clone)]
+pub struct CallOptions {
+    pub(crate) reply_timeout: Duration,
+    pub(crate) send_timeout: Duration,
+    pub(crate) metadata: Metadata,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        Self {
+            reply_timeout: DEFAULT_REPLY_TIMEOUT,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
+            metadata: Metadata::empty(),
+        }
+    }
+}
+
+impl CallOptions {
+    /// How long a request waits for its reply (default [`DEFAULT_REPLY_TIMEOUT`]); on expiry
+    /// it ends with `DeadlineExceeded` and a later reply is discarded.
+    pub fn reply_timeout(mut self, timeout: Duration) -> Self {
+        self.reply_timeout = timeout;
+        self
+    }
+
+    /// How long a one-way send waits for outbound admission (default
+    /// [`DEFAULT_SEND_TIMEOUT`]); on expiry it ends with `DeadlineExceeded`.
+    pub fn send_timeout(mut self, timeout: Duration) -> Self {
+        self.send_timeout = timeout;
+        self
+    }
+
+    /// The metadata snapshot the handler sees (validated when built, spec 06 §7).
+    pub fn metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = metadata;
+        self
+    }
+}
+
+/// Which handler namespace a call addresses.
+#[derive(Debug, Clone)]
+pub(crate) enum Address {
+    /// Node-direct on this node's MeshName.
+    Node,
+    /// A RouteMesh Channel.
+    Channel(ChannelName),
+}
+
+impl Address {
+    /// The envelope's address text: empty for node-direct, else the ChannelName.
+    pub(crate) fn wire(&self) -> &str {
+        match self {
+            Address::Node => "",
+            Address::Channel(c) => c.as_str(),
+        }
+    }
+}
+
+/// A reply as received, owned.
+#[derive(Debug)]
+pub(crate) enum ReplyBody {
+    Ok { content_type: Bytes, payload: Bytes },
+    Error(Bytes),
+}
+
+impl ReplyBody {
+    pub(crate) fn as_inbound(&self) -> InboundReply<'_> {
+        match self {
+            ReplyBody::Ok {
+                content_type,
+                payload,
+            } => InboundReply::Reply {
+                content_type,
+                payload,
+            },
+            ReplyBody::Error(bytes) => InboundReply::Error(bytes),
+        }
+    }
+
+    fn from_wire(reply: Reply) -> Self {
+        match reply.status() {
+            ReplyStatus::Error => ReplyBody::Error(reply.into_payload()),
+            _ => ReplyBody::Ok {
+                content_type: Bytes::copy_from_slice(reply.content_type().as_bytes()),
+                payload: reply.into_payload(),
+            },
+        }
+    }
+}
+
+/// The state of one running MeshNode, shared by its handle and its tasks.
+#[derive(Debug)]
+pub(crate) struct NodeInner {
+    pub(crate) mesh: MeshName,
+    pub(crate) rid: RoutingId,
+    pub(crate) generation: Generation,
+    pub(crate) endpoint: String,
+    pub(crate) topology: Topology,
+    pub(crate) role: ObjectRole,
+    pub(crate) placement_weight: u16,
+    pub(crate) channel_clients: BTreeSet<ChannelName>,
+    pub(crate) weights: RwLock<BTreeMap<ChannelName, u16>>,
+    pub(crate) transport: Transport,
+    pub(crate) dispatcher: Dispatcher,
+    pub(crate) peers: RwLock<PeerTable>,
+    pub(crate) pending: Arc<Pending>,
+    pub(crate) mailbox: Arc<Mailbox>,
+    pub(crate) life: Arc<Lifecycle>,
+    pub(crate) manual: Mutex<Vec<ManualPeer>>,
+    pub(crate) control: ControlRegistry,
+    pub(crate) descriptor: Option<Arc<super::discover::NodeDescriptor>>,
+}
+
+impl NodeInner {
+    pub(crate) fn codecs(&self) -> &Registry {
+        self.dispatcher.codecs()
+    }
+
+    /// The Ready connection to `target`, or NotFound / Unavailable (spec 06 §20).
+    pub(crate) fn route_to(&self, target: &RoutingId) -> Result<PeerHandle, ZLinkError> {
+        let peers = self.peers.read();
+        if let Some(p) = peers.ready(target) {
+            return Ok(p.handle.clone());
+        }
+        if peers.is_known(target) {
+            return Err(ZLinkError::Unavailable {
+                target: format!("node {target}"),
+                reason: UnavailableReason::NotConnected,
+            });
+        }
+        Err(ZLinkError::NoRoute {
+            target: format!("node {target} on MeshName {:?}", self.mesh.as_str()),
+        })
+    }
+
+    /// Picks one eligible member of `channel` (weighted, 64-bit sum) or says why none is.
+    pub(crate) fn select_member(&self, channel: &ChannelName) -> Result<Member, ZLinkError> {
+        let local = self.weights.read().get(channel).copied();
+        let peers = self.peers.read();
+        let candidates = peers.candidates(channel, local);
+        match pick_weighted(&candidates, uniform_below) {
+            Some(m) => Ok(m),
+            None => Err(ZLinkError::Unavailable {
+                target: format!("channel {:?}", channel.as_str()),
+                reason: UnavailableReason::NoEligibleMember,
+            }),
+        }
+    }
+
+    fn envelope(
+        &self,
+        address: &Address,
+        msg: &OutboundMessage,
+        route: Option<zlink_transport::ReplyRouteId>,
+    ) -> Result<Envelope, ZLinkError> {
+        let ids = self.transport.ids();
+        let op = ids.next_operation_id().map_err(transport_error)?;
+        let payload = Bytes::from(msg.payload.clone());
+        let env = match route {
+            Some(r) => Envelope::request(op, r, &self.rid, self.generation, payload),
+            None => Envelope::one_way(op, &self.rid, self.generation, payload),
+        };
+        env.with_address(address.wire())
+            .and_then(|e| e.with_packet_name(msg.packet.as_str()))
+            .and_then(|e| e.with_content_type(&msg.content_type))
+            .and_then(|e| e.with_metadata(msg.metadata.clone()))
+            .map_err(transport_error)
+    }
+
+    /// Sends a request to a Ready peer and waits for its reply, its timeout, the connection
+    /// going down or a forced shutdown — exactly one of them.
+    pub(crate) async fn remote_request(
+        &self,
+        peer: &PeerHandle,
+        address: &Address,
+        msg: &OutboundMessage,
+        timeout: Duration,
+    ) -> Result<ReplyBody, ZLinkError> {
+        let route = self
+            .transport
+            .ids()
+            .next_reply_route_id()
+            .map_err(transport_error)?;
+        let env = self.envelope(address, msg, Some(route))?;
+        let info = peer.info();
+        let (_guard, rx) = self.pending.register(
+            route,
+            env.operation_id(),
+            info.connection,
+            format!("node {}", info.rid),
+        );
+        let wait = async {
+            peer.send_app(&env).await.map_err(transport_error)?;
+            match rx.await {
+                Ok(Ok(reply)) => Ok(ReplyBody::from_wire(reply)),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(ZLinkError::ShuttingDown),
+            }
+        };
+        tokio::select! {
+            r = tokio::time::timeout(timeout, wait) => match r {
+                Ok(r) => r,
+                Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
+            },
+            () = self.life.force().cancelled() => Err(ZLinkError::ShuttingDown),
+        }
+    }
+
+    /// Queues a one-way send to a Ready peer, waiting up to `timeout` for admission.
+    pub(crate) async fn remote_send(
+        &self,
+        peer: &PeerHandle,
+        address: &Address,
+        msg: &OutboundMessage,
+        timeout: Duration,
+    ) -> Result<(), ZLinkError> {
+        let env = self.envelope(address, msg, None)?;
+        match peer.try_send_app(&env) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() != TransportErrorKind::Full => return Err(transport_error(e)),
+            Err(_) => {}
+        }
+        match tokio::time::timeout(timeout, peer.send_app(&env)).await {
+            Ok(r) => r.map_err(transport_error),
+            Err(_) => Err(ZLinkError::SendTimeout { timeout }),
+        }
+    }
+
+    fn local_frame(&self, address: &Address, msg: &OutboundMessage, request: bool) -> InboundFrame {
+        let target = match address {
+            Address::Node => InboundTarget::NodeDirect {
+                mesh: self.mesh.clone(),
+                source: self.rid.clone(),
+                target: self.rid.clone(),
+            },
+            Address::Channel(c) => InboundTarget::Channel {
+                channel: c.clone(),
+                mesh: Some(self.mesh.clone()),
+            },
+        };
+        InboundFrame {
+            target,
+            expect: if request {
+                ReplyExpectation::Reply(Correlation::new(Bytes::new()))
+            } else {
+                ReplyExpectation::None
+            },
+            packet: Bytes::copy_from_slice(msg.packet.as_str().as_bytes()),
+            content_type: Bytes::copy_from_slice(msg.content_type.as_bytes()),
+            metadata: Bytes::from(msg.metadata.clone()),
+            payload: Bytes::from(msg.payload.clone()),
+        }
+    }
+
+    /// A request to this node itself: through the same mailbox, dispatcher and filters.
+    pub(crate) async fn local_request(
+        self: &Arc<Self>,
+        address: &Address,
+        msg: &OutboundMessage,
+        timeout: Duration,
+    ) -> Result<ReplyBody, ZLinkError> {
+        let frame = self.local_frame(address, msg, true);
+        let cost = job_cost(frame.payload.len(), frame.metadata.len());
+        let run = async {
+            let _permit = self.mailbox.reserve(cost).await;
+            self.dispatcher.dispatch(frame, Cancellation::new()).await
+        };
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(timeout, run) => match r {
+                Ok(o) => o,
+                Err(_) => return Err(ZLinkError::ReplyTimeout { timeout }),
+            },
+            () = self.life.force().cancelled() => return Err(ZLinkError::ShuttingDown),
+        };
+        match outcome {
+            DispatchOutcome::Reply {
+                content_type,
+                payload,
+                ..
+            } => Ok(ReplyBody::Ok {
+                content_type: Bytes::from(content_type.into_bytes()),
+                payload: Bytes::from(payload),
+            }),
+            DispatchOutcome::ErrorReply { error, .. } => Ok(ReplyBody::Error(Bytes::from(error.encode()))),
+            DispatchOutcome::NoReply(_) => Err(ZLinkError::application(
+                crate::mesh::messaging::ErrorKind::InternalFailure,
+                "a request dispatch produced no reply",
+            )),
+        }
+    }
+
+    /// A one-way send to this node itself: admitted once the mailbox has room, then run.
+    pub(crate) async fn local_send(
+        self: &Arc<Self>,
+        address: &Address,
+        msg: &OutboundMessage,
+        timeout: Duration,
+    ) -> Result<(), ZLinkError> {
+        let frame = self.local_frame(address, msg, false);
+        let cost = job_cost(frame.payload.len(), frame.metadata.len());
+        let permit = match tokio::time::timeout(timeout, self.mailbox.reserve(cost)).await {
+            Ok(p) => p,
+            Err(_) => return Err(ZLinkError::SendTimeout { timeout }),
+        };
+        let work = self.life.admit()?;
+        let node = Arc::clone(self);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _work = work;
+            let cancel = Cancellation::new();
+            tokio::select! {
+                o = node.dispatcher.dispatch(frame, cancel.clone()) => log_send_end(&o),
+                () = node.life.force().cancelled() => cancel.cancel(),
+            }
+        });
+        Ok(())
+    }
+
+    /// Sends the control-plane one-way `command` to every Ready peer (best effort).
+    pub(crate) fn broadcast_control(&self, command: &str, payload: Bytes) {
+        let peers: Vec<PeerHandle> = self
+            .peers
+            .read()
+            .all_ready()
+            .map(|p| p.handle.clone())
+            .collect();
+        for p in peers {
+            if let Err(e) = self.send_control(&p, command, payload.clone()) {
+                tracing::debug!(peer = %p.info().rid, %e, command, "control send failed");
+            }
+        }
+    }
+
+    /// Queues a control-plane one-way command to one peer.
+    pub(crate) fn send_control(
+        &self,
+        peer: &PeerHandle,
+        command: &str,
+        payload: Bytes,
+    ) -> Result<(), ZLinkError> {
+        let op = self
+            .transport
+            .ids()
+            .next_operation_id()
+            .map_err(transport_error)?;
+        let env = Envelope::one_way(op, &self.rid, self.generation, payload)
+            .with_packet_name(command)
+            .map_err(transport_error)?;
+        peer.try_send_control(&env).map_err(transport_error)
+    }
+
+    /// Sends a control-plane request and waits for its reply (never through the mailbox,
+    /// filters or handler keys).
+    pub(crate) async fn control_request(
+        &self,
+        peer: &PeerHandle,
+        command: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<ReplyBody, ZLinkError> {
+        let ids = self.transport.ids();
+        let route = ids.next_reply_route_id().map_err(transport_error)?;
+        let op = ids.next_operation_id().map_err(transport_error)?;
+        let env = Envelope::request(op, route, &self.rid, self.generation, payload)
+            .with_packet_name(command)
+            .map_err(transport_error)?;
+        let info = peer.info();
+        let (_guard, rx) =
+            self.pending
+                .register(route, op, info.connection, format!("node {}", info.rid));
+        let wait = async {
+            peer.send_control(&env).await.map_err(transport_error)?;
+            match rx.await {
+                Ok(Ok(reply)) => Ok(ReplyBody::from_wire(reply)),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(ZLinkError::ShuttingDown),
+            }
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(r) => r,
+            Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
+        }
+    }
+}
+
+/// Logs how a one-way dispatch ended (nothing goes back to the sender, spec 06 §20).
+pub(crate) fn log_send_end(outcome: &DispatchOutcome) {
+    if let DispatchOutcome::NoReply(SendEnd::Failed(e)) = outcome {
+        tracing::warn!(error = %e, kind = %e.kind(), "one-way dispatch failed");
+    }
+}
+
+/// Maps a transport error onto the call results of spec 06 §20.
+pub(crate) fn transport_error(e: TransportError) -> ZLinkError {
+    match e {
+        TransportError::FrameTooLarge { len, max } => ZLinkError::MessageTooLarge { len, max },
+        TransportError::ShuttingDown => ZLinkError::ShuttingDown,
+        other => match other.kind() {
+            TransportErrorKind::Exhausted => ZLinkError::application(
+                crate::mesh::messaging::ErrorKind::InternalFailure,
+                &other.to_string(),
+            ),
+            TransportErrorKind::InvalidArgument => ZLinkError::application(
+                crate::mesh::messaging::ErrorKind::InvalidOperation,
+                &other.to_string(),
+            ),
+            _ => ZLinkError::Unavailable {
+                target: "peer".into(),
+                reason: UnavailableReason::ConnectionLost,
+            },
+        },
+    }
+}

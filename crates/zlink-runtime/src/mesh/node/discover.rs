@@ -1,0 +1,245 @@
+//! Automatic topology (spec 21 §4, §10; 06 §4): the node's MeshNode descriptor through its
+//! states, and the discovery loop that turns the list of live descriptors into connection
+//! intents.
+//!
+//! - A peer is connected unless both nodes are Object Clients without any Channel Server
+//!   membership; a membership requires the connection even at weight 0.
+//! - The smaller RID dials (the transport's rule for intents with an expected RID); the
+//!   handshake must present the descriptor's RID, lifecycle generation and ChannelName set.
+//! - A node whose lease expired drops out of the list: its intent is removed and its
+//!   connection closed. During a Store outage discovery keeps the last full list
+//!   (`storeFailureGrace`): kept nodes stay targets, no new one appears.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use zlink_codec::records::{
+    ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectRole,
+    SlotUsage,
+};
+use zlink_codec::{ChannelName, Generation, RoutingId};
+use zlink_transport::PeerIntent;
+
+use super::core::NodeInner;
+use crate::location::{
+    CapacityLimits, DescriptorPublisher, Discovery, DiscoveryView, HostRun, LocationError,
+};
+
+/// The endpoint scheme written in descriptors.
+const SCHEME: &str = "tcp://";
+
+/// What a descriptor says about the node before it is running.
+#[derive(Debug, Clone)]
+pub(crate) struct DescriptorFacts {
+    pub(crate) role: ObjectRole,
+    pub(crate) placement_weight: u16,
+    pub(crate) limits: CapacityLimits,
+    pub(crate) activation_concurrency: u32,
+    pub(crate) application_version: u64,
+    pub(crate) maintenance_wave: Option<String>,
+}
+
+/// The descriptor of one MeshNode (`Preparing` at bind, `Serving`, `Draining`, withdrawn).
+pub(crate) fn descriptor(
+    node: (&zlink_codec::MeshName, &RoutingId, Generation, &str),
+    weights: &BTreeMap<ChannelName, u16>,
+    facts: &DescriptorFacts,
+    state: HostState,
+) -> MeshNodeDescriptor {
+    let (mesh, rid, generation, endpoint) = node;
+    let usage = |limit: u32| SlotUsage {
+        active: 0,
+        reserved: 0,
+        limit,
+    };
+    MeshNodeDescriptor {
+        mesh_name: mesh.clone(),
+        routing_id: rid.clone(),
+        lifecycle_generation: generation,
+        endpoint: format!("{SCHEME}{endpoint}"),
+        entry_spot_id: None,
+        channel_weights: weights.clone(),
+        application_version: facts.application_version,
+        object_capabilities: Vec::new(),
+        object_role: facts.role,
+        placement_weight: facts.placement_weight,
+        capacity: DescriptorCapacity {
+            actors: usage(facts.limits.actors),
+            spots: usage(facts.limits.spots),
+            spot_types: Vec::new(),
+        },
+        activation_concurrency: ActivationConcurrency {
+            active: 0,
+            limit: facts.activation_concurrency,
+        },
+        maintenance_wave: facts.maintenance_wave.clone(),
+        state,
+        security_identity: format!("plaintext:{rid}"),
+        updated_at_epoch_ms: epoch_ms(),
+    }
+}
+
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(zlink_codec::MAX_U63))
+        .unwrap_or(0)
+        .min(zlink_codec::MAX_U63)
+}
+
+/// The published descriptor of a running node.
+#[derive(Debug)]
+pub(crate) struct NodeDescriptor {
+    publisher: DescriptorPublisher<MeshNodeDescriptor>,
+    current: Mutex<MeshNodeDescriptor>,
+}
+
+impl NodeDescriptor {
+    pub(crate) fn new(
+        publisher: DescriptorPublisher<MeshNodeDescriptor>,
+        first: MeshNodeDescriptor,
+    ) -> Self {
+        Self {
+            publisher,
+            current: Mutex::new(first),
+        }
+    }
+
+    /// Publishes the descriptor in `state` with the node's current weights.
+    pub(crate) async fn publish_state(
+        &self,
+        weights: &BTreeMap<ChannelName, u16>,
+        state: HostState,
+    ) -> Result<(), LocationError> {
+        let d = {
+            let mut d = self.current.lock();
+            d.state = state;
+            d.channel_weights = weights.clone();
+            d.updated_at_epoch_ms = epoch_ms();
+            d.clone()
+        };
+        self.publisher.publish(d).await.map(|_| ())
+    }
+
+    /// Republishes with the node's current weights (a weight change); failures are logged:
+    /// the command plane already told the connected peers.
+    pub(crate) async fn republish(&self, node: &NodeInner) {
+        let weights = node.weights.read().clone();
+        let state = self.current.lock().state;
+        if let Err(e) = self.publish_state(&weights, state).await {
+            tracing::warn!(mesh = %node.mesh, error = %e, "descriptor republish failed");
+        }
+    }
+
+    /// Removes the descriptor (shutdown).
+    pub(crate) async fn withdraw(&self, run: &HostRun) -> Result<bool, LocationError> {
+        self.publisher.withdraw(run).await
+    }
+}
+
+/// Whether two nodes must connect (spec 06 §4): always, unless both are Object Clients with no
+/// Channel Server membership.
+pub(crate) fn must_connect(
+    a_role: ObjectRole,
+    a_has_servers: bool,
+    b_role: ObjectRole,
+    b_has_servers: bool,
+) -> bool {
+    !(a_role == ObjectRole::Client
+        && b_role == ObjectRole::Client
+        && !a_has_servers
+        && !b_has_servers)
+}
+
+/// The discovery loop of one node: every `interval`, read the list and reconcile intents.
+pub(crate) async fn run(node: Arc<NodeInner>, discovery: Discovery, interval: Duration) {
+    let mut current: HashMap<RoutingId, String> = HashMap::new();
+    loop {
+        match discovery.refresh().await {
+            Ok(view) => apply(&node, &view, &mut current),
+            Err(e) => tracing::warn!(mesh = %node.mesh, error = %e, "discovery read failed"),
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId, String>) {
+    let own_servers = !node.weights.read().is_empty();
+    let mut desired: HashMap<RoutingId, PeerIntent> = HashMap::new();
+    let mut known: HashMap<RoutingId, BTreeMap<ChannelName, u16>> = HashMap::new();
+    for n in &view.nodes {
+        let d = &n.record.descriptor;
+        if d.mesh_name != node.mesh || d.routing_id == node.rid {
+            continue;
+        }
+        // A draining or stopped node is out of new selection (spec 28 §9).
+        let selectable = matches!(d.state, HostState::Serving | HostState::Preparing);
+        let weights = if selectable {
+            d.channel_weights.clone()
+        } else {
+            d.channel_weights.keys().map(|c| (c.clone(), 0)).collect()
+        };
+        known.insert(d.routing_id.clone(), weights);
+        if !must_connect(
+            node.role,
+            own_servers,
+            d.object_role,
+            !d.channel_weights.is_empty(),
+        ) {
+            continue;
+        }
+        let endpoint = d.endpoint.strip_prefix(SCHEME).unwrap_or(&d.endpoint);
+        desired.insert(
+            d.routing_id.clone(),
+            PeerIntent::new(endpoint)
+                .expect_rid(d.routing_id.clone())
+                .expect_generation(d.lifecycle_generation)
+                .expect_channels(d.channel_weights.keys().cloned()),
+        );
+    }
+    node.peers.write().set_discovered(known);
+    let gone: Vec<RoutingId> = current
+        .keys()
+        .filter(|rid| !desired.contains_key(*rid))
+        .cloned()
+        .collect();
+    for rid in gone {
+        if let Some(endpoint) = current.remove(&rid) {
+            tracing::info!(mesh = %node.mesh, peer = %rid, "peer left discovery; dropping it");
+            node.transport.remove_intent(&endpoint);
+        }
+    }
+    for (rid, intent) in desired {
+        if current.get(&rid) == Some(&intent.endpoint) {
+            continue;
+        }
+        if let Some(old) = current.remove(&rid) {
+            node.transport.remove_intent(&old);
+        }
+        let endpoint = intent.endpoint.clone();
+        match node.transport.add_intent(intent) {
+            Ok(()) => {
+                current.insert(rid, endpoint);
+            }
+            Err(e) => tracing::warn!(mesh = %node.mesh, peer = %rid, %e, "connect intent refused"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_two_object_clients_without_server_membership_skip_the_connection() {
+        use ObjectRole::{Client, None as NoRole, Server};
+        assert!(!must_connect(Client, false, Client, false));
+        assert!(must_connect(Client, true, Client, false), "membership at any weight connects");
+        assert!(must_connect(Client, false, Client, true));
+        assert!(must_connect(Client, false, Server, false));
+        assert!(must_connect(NoRole, false, Client, false));
+        assert!(must_connect(NoRole, false, NoRole, false));
+    }
+}

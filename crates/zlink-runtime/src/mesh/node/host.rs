@@ -1,0 +1,279 @@
+//! [`ZLinkHost`]: a started root — its MeshNodes, Channel calls through the process-local
+//! route index, status and shutdown (spec 06 §6, §24; 28 §3, §9, §10).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use zlink_codec::records::HostState;
+use zlink_codec::{ChannelName, MeshName};
+
+use super::control;
+use super::core::CallOptions;
+use super::discover::NodeDescriptor;
+use super::handle::MeshNode;
+use super::lifecycle::Lifecycle;
+use super::status::{HostStatus, ShutdownOutcome, ShutdownReason, ShutdownReport};
+use crate::location::LocationRuntime;
+use crate::mesh::config::RunningHostedServices;
+use crate::mesh::messaging::{Message, Request, ZLinkError};
+
+/// The default shutdown deadline (spec 28 §12).
+pub const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a forced teardown waits for abandoned work to observe its cancellation.
+const FORCED_SETTLE: Duration = Duration::from_secs(1);
+
+pub(crate) struct HostInner {
+    pub(crate) life: Arc<Lifecycle>,
+    pub(crate) nodes: Vec<MeshNode>,
+    pub(crate) descriptors: Vec<Option<Arc<NodeDescriptor>>>,
+    pub(crate) channel_index: BTreeMap<ChannelName, usize>,
+    pub(crate) location: tokio::sync::Mutex<Option<LocationRuntime>>,
+    pub(crate) hosted: tokio::sync::Mutex<Option<RunningHostedServices>>,
+    pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(crate) report: tokio::sync::OnceCell<ShutdownReport>,
+}
+
+impl Drop for HostInner {
+    fn drop(&mut self) {
+        // Dropped without shutdown: no task outlives the host.
+        for t in self.tasks.lock().drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// A started ZLink root (cheap to clone). Keep it for the host's lifetime and end it with
+/// [`shutdown`](Self::shutdown); dropping every clone without shutdown aborts its tasks
+/// without the orderly cleanup (descriptors and the owner lease then expire on their own).
+#[derive(Clone)]
+pub struct ZLinkHost {
+    inner: Arc<HostInner>,
+}
+
+impl fmt::Debug for ZLinkHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZLinkHost")
+            .field("state", &self.inner.life.state())
+            .field("nodes", &self.inner.nodes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZLinkHost {
+    pub(crate) fn new(inner: HostInner) -> Self {
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The host state (spec 28 §3).
+    pub fn state(&self) -> HostState {
+        self.inner.life.state()
+    }
+
+    /// The MeshNode registered under `mesh`.
+    pub fn node(&self, mesh: &MeshName) -> Option<MeshNode> {
+        self.inner
+            .nodes
+            .iter()
+            .find(|n| n.mesh_name() == mesh)
+            .cloned()
+    }
+
+    /// Every MeshNode, in registration order.
+    pub fn nodes(&self) -> &[MeshNode] {
+        &self.inner.nodes
+    }
+
+    fn channel_node(&self, channel: &ChannelName) -> Result<&MeshNode, ZLinkError> {
+        self.inner
+            .channel_index
+            .get(channel)
+            .and_then(|i| self.inner.nodes.get(*i))
+            .ok_or_else(|| ZLinkError::NoRoute {
+                target: format!("channel {:?} (not in the route index)", channel.as_str()),
+            })
+    }
+
+    /// A one-way send on `channel`: the process-local route index names its MeshNode, which
+    /// picks one eligible Server member by weight and submits, in one call (spec 06 §6). A
+    /// name not in the index is `NotFound`; no Ready member with a positive weight is
+    /// `Unavailable`.
+    pub async fn channel_send<M: Message>(
+        &self,
+        channel: &ChannelName,
+        message: &M,
+    ) -> Result<(), ZLinkError> {
+        self.channel_send_with(channel, message, &CallOptions::default())
+            .await
+    }
+
+    /// [`channel_send`](Self::channel_send) with call options.
+    pub async fn channel_send_with<M: Message>(
+        &self,
+        channel: &ChannelName,
+        message: &M,
+        options: &CallOptions,
+    ) -> Result<(), ZLinkError> {
+        self.channel_node(channel)?
+            .channel_send(channel, message, options)
+            .await
+    }
+
+    /// A request on `channel` (member selection and submit in one call; a started request is
+    /// never resubmitted to another member).
+    pub async fn channel_request<R: Request>(
+        &self,
+        channel: &ChannelName,
+        request: &R,
+    ) -> Result<R::Reply, ZLinkError> {
+        self.channel_request_with(channel, request, &CallOptions::default())
+            .await
+    }
+
+    /// [`channel_request`](Self::channel_request) with call options.
+    pub async fn channel_request_with<R: Request>(
+        &self,
+        channel: &ChannelName,
+        request: &R,
+        options: &CallOptions,
+    ) -> Result<R::Reply, ZLinkError> {
+        self.channel_node(channel)?
+            .channel_request(channel, request, options)
+            .await
+    }
+
+    /// A caller-owned snapshot of the host and every MeshNode (spec 06 §24).
+    pub fn status(&self) -> HostStatus {
+        HostStatus {
+            state: self.state(),
+            nodes: self.inner.nodes.iter().map(MeshNode::status).collect(),
+        }
+    }
+
+    /// [`shutdown_within`](Self::shutdown_within) the default 30-second deadline.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        self.shutdown_within(DEFAULT_SHUTDOWN_DEADLINE).await
+    }
+
+    /// Shuts the host down (spec 28 §9): `Draining` (new application admission ends with
+    /// `ShuttingDown`), peers told to stop selecting this host, `Draining` descriptors,
+    /// accepted work finished until `deadline`, then this run's authority rows swept,
+    /// descriptors withdrawn, the owner lease released, hosted services stopped in reverse,
+    /// connections and listeners closed and every task ended. Concurrent and repeated calls
+    /// share one run and return the same report.
+    pub async fn shutdown_within(&self, deadline: Duration) -> ShutdownReport {
+        self.inner
+            .report
+            .get_or_init(|| run_shutdown(&self.inner, deadline))
+            .await
+            .clone()
+    }
+}
+
+async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
+    let end = tokio::time::Instant::now() + deadline;
+    let mut failures = Vec::new();
+    host.life.transition(
+        &[HostState::Preparing, HostState::Serving, HostState::Error],
+        HostState::Draining,
+    );
+    if let Some(h) = host.hosted.lock().await.as_ref() {
+        for f in h.request_stop().await {
+            failures.push(format!("hosted service `{}` {}: {}", f.service, f.stage, f.error));
+        }
+    }
+    // Out of new selection: peers at once over the command plane, others by the descriptor.
+    for node in &host.nodes {
+        let zero: BTreeMap<ChannelName, u16> = node
+            .inner
+            .weights
+            .read()
+            .keys()
+            .map(|c| (c.clone(), 0))
+            .collect();
+        node.inner
+            .broadcast_control(control::WEIGHTS, control::weights_payload(&zero));
+    }
+    for (node, d) in host.nodes.iter().zip(&host.descriptors) {
+        if let Some(d) = d {
+            let weights = node.inner.weights.read().clone();
+            if let Err(e) = d.publish_state(&weights, HostState::Draining).await {
+                failures.push(format!("Draining descriptor of {}: {e}", node.inner.mesh));
+            }
+        }
+    }
+
+    // Accepted work finishes until the deadline.
+    let drained = tokio::time::timeout_at(end, host.life.drained()).await.is_ok();
+    let mut abandoned = 0;
+    if !drained {
+        abandoned = host.life.accepted();
+        tracing::warn!(abandoned, "shutdown deadline passed with accepted work running");
+        host.life.force().cancel();
+        for node in &host.nodes {
+            abandoned += node.inner.pending.fail_all();
+        }
+        let _ = tokio::time::timeout(FORCED_SETTLE, host.life.drained()).await;
+    }
+
+    // Owner records, then descriptors, then the owner lease.
+    let mut sweep = None;
+    if let Some(rt) = host.location.lock().await.take() {
+        match rt.self_sweep().await {
+            Ok(r) => sweep = Some(r),
+            Err(e) => failures.push(format!("self-sweep: {e}")),
+        }
+        if let Some(run) = rt.host_run() {
+            for (node, d) in host.nodes.iter().zip(&host.descriptors) {
+                if let Some(d) = d {
+                    if let Err(e) = d.withdraw(&run).await {
+                        failures.push(format!("descriptor of {}: {e}", node.inner.mesh));
+                    }
+                }
+            }
+        }
+        if let Err(e) = rt.release_lease().await {
+            failures.push(format!("owner lease release: {e}"));
+        }
+    }
+    if let Some(h) = host.hosted.lock().await.take() {
+        for f in h.finish_stop().await {
+            failures.push(format!("hosted service `{}` {}: {}", f.service, f.stage, f.error));
+        }
+    }
+
+    // Connections, listeners and every task.
+    for node in &host.nodes {
+        node.inner.transport.shutdown().await;
+    }
+    let tasks: Vec<_> = host.tasks.lock().drain(..).collect();
+    for t in tasks {
+        t.abort();
+        let _ = t.await;
+    }
+    host.life.transition(&[HostState::Draining], HostState::Stopped);
+
+    let (outcome, reason) = if !drained {
+        (ShutdownOutcome::ForceStopped, ShutdownReason::DeadlineExceeded)
+    } else if !failures.is_empty() {
+        (ShutdownOutcome::ForceStopped, ShutdownReason::TeardownFailed)
+    } else {
+        (ShutdownOutcome::Stopped, ShutdownReason::None)
+    };
+    for f in &failures {
+        tracing::warn!(failure = %f, "shutdown cleanup step failed");
+    }
+    tracing::info!(?outcome, ?reason, "host stopped");
+    ShutdownReport {
+        outcome,
+        reason,
+        sweep,
+        abandoned,
+        failures,
+    }
+}

@@ -1,0 +1,196 @@
+//! The node's receive loops: peer events, application frames (through the mailbox, the
+//! dispatcher and its filters), control frames (the command plane) and replies (the completion
+//! path, which no application queue, mailbox or permit can block).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use zlink_codec::ChannelName;
+use zlink_codec::records::HostState;
+use zlink_transport::{
+    Envelope, FrameReceiver, PeerEvent, Reply, ReplyReceiver,
+    ReplyStatus,
+};
+
+use super::control;
+use super::core::{NodeInner, log_send_end};
+use super::mailbox::job_cost;
+use crate::mesh::messaging::{
+    Cancellation, Correlation, DispatchOutcome, ErrorReply, InboundFrame, InboundTarget,
+    ReplyExpectation, ZLinkError,
+};
+
+/// Peer lifecycle: the peer table, weight announcements to new peers, and ending the requests
+/// of a connection that went down.
+pub(crate) async fn events(node: Arc<NodeInner>, mut rx: mpsc::UnboundedReceiver<PeerEvent>) {
+    while let Some(event) = rx.recv().await {
+        match event {
+            PeerEvent::Up(info) => {
+                let Some(handle) = node.transport.peer(&info.rid) else {
+                    continue;
+                };
+                if handle.info().connection != info.connection {
+                    continue;
+                }
+                tracing::info!(mesh = %node.mesh, peer = %info.rid, "peer ready");
+                node.peers.write().up(handle.clone());
+                let weights = control::weights_payload(&node.weights.read());
+                if let Err(e) = node.send_control(&handle, control::WEIGHTS, weights) {
+                    tracing::debug!(peer = %info.rid, %e, "weights announcement not sent");
+                }
+            }
+            PeerEvent::Down { peer, reason } => {
+                tracing::info!(mesh = %node.mesh, peer = %peer.rid, ?reason, "peer down");
+                node.peers.write().down(&peer);
+                let ended = node.pending.connection_lost(peer.connection);
+                if ended > 0 {
+                    tracing::info!(peer = %peer.rid, ended, "requests ended: connection lost");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Completes pending requests from the reply lane.
+pub(crate) async fn replies(node: Arc<NodeInner>, mut rx: ReplyReceiver) {
+    while let Some(r) = rx.recv().await {
+        node.pending.complete(r.into_reply());
+    }
+}
+
+/// Runs control frames, each in its own task (never an application job).
+pub(crate) async fn control_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
+    while let Some(frame) = rx.recv().await {
+        tokio::spawn(control::handle(Arc::clone(&node), frame));
+    }
+}
+
+/// Application frames: each waits for mailbox room (back-pressure on the sender through the
+/// transport's credit), then is admitted and dispatched in its own task.
+pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
+    node.life.serving().await;
+    while let Some(frame) = rx.recv().await {
+        let peer_rid = frame.peer().rid.clone();
+        let env = frame.into_envelope();
+        if node.life.state() != HostState::Serving {
+            answer(&node, &peer_rid, &env, Err(ZLinkError::ShuttingDown));
+            continue;
+        }
+        let cost = job_cost(env.payload().len(), env.metadata().len());
+        let permit = node.mailbox.reserve(cost).await;
+        let work = match node.life.admit() {
+            Ok(w) => w,
+            Err(e) => {
+                answer(&node, &peer_rid, &env, Err(e));
+                continue;
+            }
+        };
+        let node = Arc::clone(&node);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _work = work;
+            dispatch(&node, &peer_rid, env).await;
+        });
+    }
+}
+
+async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env: Envelope) {
+    let target = if env.address().is_empty() {
+        InboundTarget::NodeDirect {
+            mesh: node.mesh.clone(),
+            source: env.source_rid().clone(),
+            target: node.rid.clone(),
+        }
+    } else {
+        match ChannelName::new(env.address()) {
+            Ok(channel) => InboundTarget::Channel {
+                channel,
+                mesh: Some(node.mesh.clone()),
+            },
+            Err(e) => {
+                let err = ZLinkError::application(
+                    crate::mesh::messaging::ErrorKind::ProtocolError,
+                    &format!("bad channel address: {e}"),
+                );
+                answer(node, peer_rid, &env, Err(err));
+                return;
+            }
+        }
+    };
+    let frame = InboundFrame {
+        target,
+        expect: match env.reply_route() {
+            Some(_) => ReplyExpectation::Reply(Correlation::new(Bytes::new())),
+            None => ReplyExpectation::None,
+        },
+        packet: Bytes::copy_from_slice(env.packet_name().as_bytes()),
+        content_type: Bytes::copy_from_slice(env.content_type().as_bytes()),
+        metadata: env.metadata().clone(),
+        payload: env.payload().clone(),
+    };
+    let cancel = Cancellation::new();
+    let outcome = tokio::select! {
+        o = node.dispatcher.dispatch(frame, cancel.clone()) => o,
+        () = node.life.force().cancelled() => {
+            cancel.cancel();
+            answer(node, peer_rid, &env, Err(ZLinkError::ShuttingDown));
+            return;
+        }
+    };
+    match outcome {
+        DispatchOutcome::Reply {
+            content_type,
+            payload,
+            ..
+        } => answer(node, peer_rid, &env, Ok((content_type, payload))),
+        DispatchOutcome::ErrorReply { error, .. } => send_reply(
+            node,
+            peer_rid,
+            Reply::to(&env, ReplyStatus::Error, Bytes::from(error.encode())),
+        ),
+        DispatchOutcome::NoReply(_) => log_send_end(&outcome),
+    }
+}
+
+/// Sends a request's reply or error reply (nothing for a one-way).
+fn answer(
+    node: &NodeInner,
+    peer_rid: &zlink_codec::RoutingId,
+    env: &Envelope,
+    result: Result<(String, Vec<u8>), ZLinkError>,
+) {
+    let reply = match result {
+        Ok((ct, payload)) => Reply::to(env, ReplyStatus::Ok, Bytes::from(payload))
+            .map(|r| r.with_content_type(&ct)),
+        Err(e) => {
+            if env.reply_route().is_none() {
+                tracing::debug!(error = %e, packet = env.packet_name(), "one-way frame not dispatched");
+            }
+            Reply::to(
+                env,
+                ReplyStatus::Error,
+                Bytes::from(ErrorReply::from_error(&e).encode()),
+            )
+            .map(Ok)
+        }
+    };
+    match reply {
+        Some(Ok(r)) => send_reply(node, peer_rid, Some(r)),
+        Some(Err(e)) => tracing::warn!(%e, "reply content type rejected"),
+        None => {}
+    }
+}
+
+fn send_reply(node: &NodeInner, peer_rid: &zlink_codec::RoutingId, reply: Option<Reply>) {
+    let Some(reply) = reply else { return };
+    match node.transport.peer(peer_rid) {
+        Some(p) => {
+            if let Err(e) = p.send_reply(&reply) {
+                tracing::debug!(peer = %peer_rid, %e, "reply not sent");
+            }
+        }
+        None => tracing::debug!(peer = %peer_rid, "reply dropped: the connection is gone"),
+    }
+}

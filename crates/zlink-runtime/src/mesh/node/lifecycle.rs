@@ -1,0 +1,145 @@
+//! The host lifecycle (spec 28 §3, §10): the host state, admission of new application work per
+//! state, and the count of accepted work that shutdown waits for.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, watch};
+use zlink_codec::records::HostState;
+
+use crate::mesh::messaging::{Cancellation, UnavailableReason, ZLinkError};
+
+/// The shared lifecycle of one started root: its state and its accepted work.
+#[derive(Debug)]
+pub(crate) struct Lifecycle {
+    state: watch::Sender<HostState>,
+    /// Serialises state changes (a watch send is not a compare-and-swap).
+    change: Mutex<()>,
+    accepted: AtomicUsize,
+    idle: Notify,
+    /// Cancelled when shutdown passes its deadline: work still running is abandoned.
+    force: Cancellation,
+}
+
+impl Lifecycle {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            state: watch::Sender::new(HostState::Preparing),
+            change: Mutex::new(()),
+            accepted: AtomicUsize::new(0),
+            idle: Notify::new(),
+            force: Cancellation::new(),
+        })
+    }
+
+    /// The current state.
+    pub(crate) fn state(&self) -> HostState {
+        *self.state.borrow()
+    }
+
+    /// Moves to `to` when the current state is one of `from`; returns whether it moved.
+    pub(crate) fn transition(&self, from: &[HostState], to: HostState) -> bool {
+        let _g = self.change.lock();
+        let now = self.state();
+        if !from.contains(&now) {
+            return false;
+        }
+        tracing::info!(from = ?now, to = ?to, "host state changed");
+        self.state.send_replace(to);
+        true
+    }
+
+    /// Completes once the state is `Serving` or later.
+    pub(crate) async fn serving(&self) {
+        let mut rx = self.state.subscribe();
+        let _ = rx.wait_for(|s| *s != HostState::Preparing).await;
+    }
+
+    /// Admits one piece of new application work (an outbound call or an inbound dispatch):
+    /// only `Serving` admits; `Draining` and later end it with ShuttingDown (spec 28 §10).
+    pub(crate) fn admit(self: &Arc<Self>) -> Result<WorkGuard, ZLinkError> {
+        match self.state() {
+            HostState::Serving => {
+                self.accepted.fetch_add(1, Ordering::AcqRel);
+                // Re-check: a shutdown that sealed admission in between must not miss this one.
+                if self.state() != HostState::Serving {
+                    drop(WorkGuard {
+                        life: Arc::clone(self),
+                    });
+                    return Err(ZLinkError::ShuttingDown);
+                }
+                Ok(WorkGuard {
+                    life: Arc::clone(self),
+                })
+            }
+            HostState::Preparing | HostState::Error => Err(ZLinkError::Unavailable {
+                target: "this host".into(),
+                reason: UnavailableReason::NotServing,
+            }),
+            _ => Err(ZLinkError::ShuttingDown),
+        }
+    }
+
+    /// Accepted work still running.
+    pub(crate) fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Acquire)
+    }
+
+    /// Completes once no accepted work is left.
+    pub(crate) async fn drained(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.accepted() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The signal shutdown cancels when its deadline passes.
+    pub(crate) fn force(&self) -> &Cancellation {
+        &self.force
+    }
+}
+
+/// One accepted piece of work; dropping it returns it.
+#[derive(Debug)]
+pub(crate) struct WorkGuard {
+    life: Arc<Lifecycle>,
+}
+
+impl Drop for WorkGuard {
+    fn drop(&mut self) {
+        if self.life.accepted.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.life.idle.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_serving_admits_and_draining_answers_shutting_down() {
+        let life = Lifecycle::new();
+        let err = life.admit().unwrap_err();
+        assert_eq!(err.kind(), crate::mesh::messaging::ErrorKind::Unavailable);
+        assert!(life.transition(&[HostState::Preparing], HostState::Serving));
+        let guard = life.admit().unwrap();
+        assert_eq!(life.accepted(), 1);
+        assert!(life.transition(&[HostState::Serving], HostState::Draining));
+        let err = life.admit().unwrap_err();
+        assert_eq!(err.kind(), crate::mesh::messaging::ErrorKind::ShuttingDown);
+        let waiter = tokio::spawn({
+            let life = Arc::clone(&life);
+            async move { life.drained().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(guard);
+        waiter.await.unwrap();
+        assert_eq!(life.accepted(), 0);
+    }
+}

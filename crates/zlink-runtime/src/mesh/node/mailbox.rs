@@ -1,0 +1,165 @@
+//! The node's application mailbox (spec 06 §11): inbound node-direct and channel jobs, bounded
+//! on both a count axis and a bytes axis, reserved together and returned after the handler
+//! finishes (pending and executing jobs both count).
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// The fixed per-job cost added to payload and metadata bytes (envelope and queue node).
+pub const JOB_OVERHEAD_BYTES: usize = 256;
+
+/// The default mailbox bound on jobs.
+pub const DEFAULT_MAILBOX_JOBS: u32 = 1024;
+
+/// The default mailbox bound on bytes (64 MiB).
+pub const DEFAULT_MAILBOX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The byte cost of one job: payload + metadata + [`JOB_OVERHEAD_BYTES`], saturating.
+pub(crate) fn job_cost(payload: usize, metadata: usize) -> usize {
+    payload
+        .saturating_add(metadata)
+        .saturating_add(JOB_OVERHEAD_BYTES)
+}
+
+#[derive(Debug, Default)]
+struct Used {
+    jobs: usize,
+    bytes: usize,
+}
+
+/// A count- and bytes-bounded mailbox.
+#[derive(Debug)]
+pub(crate) struct Mailbox {
+    max_jobs: usize,
+    max_bytes: usize,
+    used: Mutex<Used>,
+    freed: Notify,
+}
+
+impl Mailbox {
+    pub(crate) fn new(max_jobs: usize, max_bytes: usize) -> Arc<Self> {
+        Arc::new(Self {
+            max_jobs: max_jobs.max(1),
+            max_bytes: max_bytes.max(1),
+            used: Mutex::new(Used::default()),
+            freed: Notify::new(),
+        })
+    }
+
+    /// Reserves both axes at once, or neither. A job larger than the byte bound is admitted
+    /// only into an empty mailbox (so it can never wait forever).
+    pub(crate) fn try_reserve(self: &Arc<Self>, bytes: usize) -> Option<MailboxPermit> {
+        let mut u = self.used.lock();
+        let fits_jobs = u.jobs < self.max_jobs;
+        let fits_bytes = u.bytes.checked_add(bytes).is_some_and(|b| b <= self.max_bytes)
+            || u.jobs == 0;
+        if !(fits_jobs && fits_bytes) {
+            return None;
+        }
+        u.jobs += 1;
+        u.bytes = u.bytes.saturating_add(bytes);
+        Some(MailboxPermit {
+            mailbox: Arc::clone(self),
+            bytes,
+        })
+    }
+
+    /// Waits for room on both axes.
+    pub(crate) async fn reserve(self: &Arc<Self>, bytes: usize) -> MailboxPermit {
+        loop {
+            let freed = self.freed.notified();
+            if let Some(p) = self.try_reserve(bytes) {
+                return p;
+            }
+            freed.await;
+        }
+    }
+
+    /// (jobs, bytes) in use.
+    pub(crate) fn usage(&self) -> (usize, usize) {
+        let u = self.used.lock();
+        (u.jobs, u.bytes)
+    }
+
+}
+
+/// One reserved job; dropping it (after the handler finished) returns both axes.
+#[derive(Debug)]
+pub(crate) struct MailboxPermit {
+    mailbox: Arc<Mailbox>,
+    bytes: usize,
+}
+
+impl Drop for MailboxPermit {
+    fn drop(&mut self) {
+        {
+            let mut u = self.mailbox.used.lock();
+            u.jobs -= 1;
+            u.bytes -= self.bytes;
+        }
+        self.mailbox.freed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn a_full_axis_refuses_both_and_changes_nothing() {
+        let m = Mailbox::new(2, 1000);
+        let a = m.try_reserve(600).unwrap();
+        assert!(m.try_reserve(401).is_none(), "bytes axis full");
+        assert_eq!(m.usage(), (1, 600));
+        let b = m.try_reserve(400).unwrap();
+        assert!(m.try_reserve(0).is_none(), "count axis full");
+        assert_eq!(m.usage(), (2, 1000));
+        drop(a);
+        drop(b);
+        assert_eq!(m.usage(), (0, 0));
+    }
+
+    #[test]
+    fn an_oversized_job_enters_only_an_empty_mailbox() {
+        let m = Mailbox::new(4, 100);
+        let big = m.try_reserve(1_000).unwrap();
+        assert!(m.try_reserve(1).is_none());
+        drop(big);
+        let small = m.try_reserve(1).unwrap();
+        assert!(m.try_reserve(1_000).is_none());
+        drop(small);
+    }
+
+    #[test]
+    fn job_cost_counts_a_fixed_overhead_and_saturates() {
+        assert_eq!(job_cost(0, 0), JOB_OVERHEAD_BYTES);
+        assert_eq!(job_cost(usize::MAX, 5), usize::MAX);
+    }
+
+    proptest! {
+        /// Whatever the order of reserves and returns, usage never passes a bound (except a
+        /// lone oversized job) and returns to zero.
+        #[test]
+        fn usage_stays_within_both_bounds(ops in proptest::collection::vec((any::<bool>(), 0usize..300), 1..200)) {
+            let m = Mailbox::new(5, 1000);
+            let mut held = Vec::new();
+            for (reserve, bytes) in ops {
+                if reserve || held.is_empty() {
+                    if let Some(p) = m.try_reserve(bytes) { held.push(p); }
+                } else {
+                    held.remove(bytes % held.len());
+                }
+                let (jobs, used) = m.usage();
+                prop_assert!(jobs <= 5);
+                prop_assert!(used <= 1000 || jobs == 1);
+                prop_assert_eq!(jobs, held.len());
+            }
+            held.clear();
+            prop_assert_eq!(m.usage(), (0, 0));
+        }
+    }
+}

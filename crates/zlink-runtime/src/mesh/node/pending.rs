@@ -1,0 +1,133 @@
+//! Outstanding requests by ReplyRouteId (spec 06 §20, 21 §9.3): each ends exactly once — with
+//! its reply, a timeout, the caller's cancellation (dropping the future), the connection going
+//! down (`Unavailable`, never resent) or a forced shutdown. A reply arriving after the entry
+//! ended is discarded.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+use zlink_transport::{ConnectionId, OperationId, Reply, ReplyRouteId};
+
+use crate::mesh::messaging::{UnavailableReason, ZLinkError};
+
+/// The end of one request, delivered to its waiter.
+pub(crate) type Completion = Result<Reply, ZLinkError>;
+
+#[derive(Debug)]
+struct Entry {
+    operation: OperationId,
+    connection: ConnectionId,
+    target: String,
+    tx: oneshot::Sender<Completion>,
+}
+
+/// The pending-request table of one node.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    by_route: Mutex<HashMap<u64, Entry>>,
+}
+
+impl Pending {
+    /// Registers a request before it is queued; the guard removes it when dropped.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        route: ReplyRouteId,
+        operation: OperationId,
+        connection: ConnectionId,
+        target: String,
+    ) -> (PendingGuard, oneshot::Receiver<Completion>) {
+        let (tx, rx) = oneshot::channel();
+        self.by_route.lock().insert(
+            route.get(),
+            Entry {
+                operation,
+                connection,
+                target,
+                tx,
+            },
+        );
+        (
+            PendingGuard {
+                pending: Arc::clone(self),
+                route,
+            },
+            rx,
+        )
+    }
+
+    /// Completes the request a reply answers. Returns false (the reply is discarded) when no
+    /// request waits on that route, or the OperationId does not match.
+    pub(crate) fn complete(&self, reply: Reply) -> bool {
+        let mut map = self.by_route.lock();
+        let route = reply.reply_route().get();
+        match map.get(&route) {
+            Some(e) if e.operation == reply.operation_id() => {}
+            Some(_) => {
+                tracing::warn!(route, "reply with a foreign OperationId discarded");
+                return false;
+            }
+            None => {
+                tracing::debug!(route, "late or unknown reply discarded");
+                return false;
+            }
+        }
+        let Some(e) = map.remove(&route) else {
+            return false;
+        };
+        drop(map);
+        e.tx.send(Ok(reply)).is_ok()
+    }
+
+    /// Ends every request sent on `connection` with `Unavailable` (the connection went down;
+    /// nothing is resent). Returns how many ended.
+    pub(crate) fn connection_lost(&self, connection: ConnectionId) -> usize {
+        let ended: Vec<Entry> = {
+            let mut map = self.by_route.lock();
+            let routes: Vec<u64> = map
+                .iter()
+                .filter(|(_, e)| e.connection == connection)
+                .map(|(r, _)| *r)
+                .collect();
+            routes.iter().filter_map(|r| map.remove(r)).collect()
+        };
+        let n = ended.len();
+        for e in ended {
+            let _ = e.tx.send(Err(ZLinkError::Unavailable {
+                target: e.target,
+                reason: UnavailableReason::ConnectionLost,
+            }));
+        }
+        n
+    }
+
+    /// Ends every request with `ShuttingDown` (a forced shutdown).
+    pub(crate) fn fail_all(&self) -> usize {
+        let ended: Vec<Entry> = self.by_route.lock().drain().map(|(_, e)| e).collect();
+        let n = ended.len();
+        for e in ended {
+            let _ = e.tx.send(Err(ZLinkError::ShuttingDown));
+        }
+        n
+    }
+
+    /// Requests waiting for a reply.
+    pub(crate) fn len(&self) -> usize {
+        self.by_route.lock().len()
+    }
+}
+
+/// Removes its request from the table when the caller stops waiting (reply, timeout or
+/// cancellation), so a later reply is discarded.
+#[derive(Debug)]
+pub(crate) struct PendingGuard {
+    pending: Arc<Pending>,
+    route: ReplyRouteId,
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        self.pending.by_route.lock().remove(&self.route.get());
+    }
+}

@@ -1,0 +1,7 @@
+//! MeshNode behaviour tests: several roots in one process over one shared Location Store (the
+//! in-memory store, the live Redis single node, the live Redis Cluster) or over manual peers,
+//! talking over loopback TCP.
+
+mod support;
+
+mod basics;

@@ -1,0 +1,136 @@
+//! Shared helpers: message types, root builders over a shared store, waiting for peers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use zlink_codec::{ChannelName, MeshName};
+use zlink_store_spi::DynLocationStore;
+
+use crate::location::LocationOptions;
+use crate::location::tests::Harness;
+use crate::mesh::config::{MeshNodeBuilder, ZLink};
+use crate::mesh::messaging::{Message, NodeHandler, Request};
+use crate::mesh::node::{MeshNode, ZLinkHost};
+
+/// How long any wait in these tests may take before it fails.
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Echo {
+    pub(crate) text: String,
+}
+impl Message for Echo {
+    const PACKET: &'static str = "Echo";
+}
+impl Request for Echo {
+    type Reply = String;
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Who;
+impl Message for Who {
+    const PACKET: &'static str = "Who";
+}
+impl Request for Who {
+    type Reply = String;
+}
+
+pub(crate) fn mesh() -> MeshName {
+    MeshName::new("game").expect("mesh")
+}
+
+pub(crate) fn channel(name: &str) -> ChannelName {
+    ChannelName::new(name).expect("channel")
+}
+
+/// Location options that discover quickly.
+pub(crate) fn fast_options() -> LocationOptions {
+    LocationOptions::default().polling_interval(Duration::from_millis(100))
+}
+
+/// Starts a root with one MeshNode of [`mesh`] over `store`, configured by `configure`.
+pub(crate) async fn start_on(
+    store: &Arc<dyn DynLocationStore>,
+    configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
+) -> (ZLinkHost, MeshNode) {
+    let host = ZLink::builder()
+        .location_store(Arc::clone(store))
+        .location_options(fast_options())
+        .route_mesh(mesh(), configure)
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    let node = host.node(&mesh()).expect("the node");
+    (host, node)
+}
+
+/// Starts a root over the harness's store.
+pub(crate) async fn start(
+    h: &Harness,
+    configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
+) -> (ZLinkHost, MeshNode) {
+    start_on(&h.store, configure).await
+}
+
+/// Waits until `node` has `n` Ready peers whose weights are known.
+pub(crate) async fn wait_peers(node: &MeshNode, n: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let s = node.status();
+        if s.peers.iter().filter(|p| p.weights.is_some()).count() >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} has {} ready peers, expected {n}",
+            s.routing_id,
+            s.peers.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A node answering `Echo` with its text and `Who` with its RID.
+pub(crate) fn echo_node(b: MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler> {
+    b.on_request::<Echo, _, _>(|e, _ctx| async move { Ok(e.text) })
+        .on_request::<Who, _, _>(|_, ctx| async move { Ok(ctx.target_rid().to_string()) })
+}
+
+macro_rules! on_every_store {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let h = crate::location::tests::Harness::memory();
+                    super::$name(&h).await;
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(h) = crate::location::tests::Harness::redis(stringify!($name)).await else {
+                        return;
+                    };
+                    super::$name(&h).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(h) = crate::location::tests::Harness::cluster(stringify!($name)).await else {
+                        return;
+                    };
+                    super::$name(&h).await;
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_every_store;
