@@ -93,6 +93,21 @@ mod tests {
     }
 
     #[test]
+    fn runtime_never_depends_on_a_provider() {
+        let zlink: Vec<String> = normal_dependencies("zlink-runtime")
+            .into_iter()
+            .filter(|d| d.starts_with("zlink-"))
+            .filter(|d| {
+                !["zlink-store-spi", "zlink-codec", "zlink-transport"].contains(&d.as_str())
+            })
+            .collect();
+        assert!(
+            zlink.is_empty(),
+            "zlink-runtime depends on {zlink:?}; it holds stores as Arc<dyn ...> and never names a provider"
+        );
+    }
+
+    #[test]
     fn tracked_files_carry_no_machine_paths() {
         let root = workspace_root();
         let out = Command::new("git")

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use zlink_codec::records::{
-    ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectRole,
-    SlotUsage,
+    ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectRole, SlotUsage,
 };
 use zlink_codec::{ChannelName, Generation, RoutingId};
 use zlink_transport::PeerIntent;
@@ -147,10 +146,9 @@ pub(crate) fn must_connect(
     b_role: ObjectRole,
     b_has_servers: bool,
 ) -> bool {
-    !(a_role == ObjectRole::Client
-        && b_role == ObjectRole::Client
-        && !a_has_servers
-        && !b_has_servers)
+    let bare_client =
+        |role: ObjectRole, has_servers: bool| role == ObjectRole::Client && !has_servers;
+    !(bare_client(a_role, a_has_servers) && bare_client(b_role, b_has_servers))
 }
 
 /// The discovery loop of one node: every `interval`, read the list and reconcile intents.
@@ -236,7 +234,10 @@ mod tests {
     fn only_two_object_clients_without_server_membership_skip_the_connection() {
         use ObjectRole::{Client, None as NoRole, Server};
         assert!(!must_connect(Client, false, Client, false));
-        assert!(must_connect(Client, true, Client, false), "membership at any weight connects");
+        assert!(
+            must_connect(Client, true, Client, false),
+            "membership at any weight connects"
+        );
         assert!(must_connect(Client, false, Client, true));
         assert!(must_connect(Client, false, Server, false));
         assert!(must_connect(NoRole, false, Client, false));

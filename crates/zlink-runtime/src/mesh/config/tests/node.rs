@@ -474,3 +474,26 @@ proptest::proptest! {
         proptest::prop_assert_eq!(endpoint.to_string(), text);
     }
 }
+
+#[test]
+fn mailbox_limit_bounds() {
+    let max_jobs = (1i64 << 31) - 1;
+    let max_bytes = 1i64 << 62;
+    for (jobs, bytes) in [(1, 1), (max_jobs, max_bytes)] {
+        let plan = start_node(|n| n.mailbox_limits(jobs, bytes)).unwrap();
+        assert_eq!(plan.nodes()[0].mailbox_jobs() as i64, jobs);
+        assert_eq!(plan.nodes()[0].mailbox_bytes() as i64, bytes);
+    }
+    for (jobs, bytes, axis, value) in [
+        (0, 1, "jobs", 0),
+        (max_jobs + 1, 1, "jobs", max_jobs + 1),
+        (1, 0, "bytes", 0),
+        (1, max_bytes + 1, "bytes", max_bytes + 1),
+    ] {
+        let err = start_node(|n| n.mailbox_limits(jobs, bytes)).unwrap_err();
+        assert!(
+            matches!(err, StartupError::MailboxLimitOutOfRange { axis: a, value: v, .. } if a == axis && v == value),
+            "{err:?}"
+        );
+    }
+}
