@@ -57,10 +57,15 @@ pub(crate) async fn replies(node: Arc<NodeInner>, mut rx: ReplyReceiver) {
     }
 }
 
-/// Runs control frames, each in its own task (never an application job).
+/// Runs control frames (never an application job): one-way commands in arrival order on this
+/// loop (a later weight announcement always wins), requests each in its own task.
 pub(crate) async fn control_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
     while let Some(frame) = rx.recv().await {
-        tokio::spawn(control::handle(Arc::clone(&node), frame));
+        if frame.envelope().reply_route().is_none() {
+            control::handle(Arc::clone(&node), frame).await;
+        } else {
+            tokio::spawn(control::handle(Arc::clone(&node), frame));
+        }
     }
 }
 
