@@ -2,3 +2,4 @@
 
 pub mod location;
 pub mod mesh;
+mod objects;

@@ -50,6 +50,7 @@ pub use self::core::{CallOptions, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT};
 pub use handle::MeshNode;
 pub use host::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub use mailbox::{DEFAULT_MAILBOX_BYTES, DEFAULT_MAILBOX_JOBS, JOB_OVERHEAD_BYTES};
+pub(crate) use mailbox::{Mailbox, MailboxPermit};
 pub use start::{StartError, StartErrorKind};
 pub use status::{
     HostStatus, ManualPeerStatus, NodeStatus, PeerStatus, ShutdownOutcome, ShutdownReason,
