@@ -5,3 +5,5 @@
 mod support;
 
 mod basics;
+
+mod channels;
