@@ -7,3 +7,4 @@ mod support;
 mod basics;
 
 mod channels;
+mod messaging;
