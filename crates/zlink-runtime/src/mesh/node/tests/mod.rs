@@ -5,3 +5,6 @@
 mod support;
 
 mod basics;
+
+mod channels;
+mod messaging;

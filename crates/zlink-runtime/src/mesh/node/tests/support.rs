@@ -9,7 +9,7 @@ use zlink_store_spi::DynLocationStore;
 
 use crate::location::LocationOptions;
 use crate::location::tests::Harness;
-use crate::mesh::config::{MeshNodeBuilder, ZLink};
+use crate::mesh::config::{MeshNodeBuilder, ZLink, ZLinkBuilder};
 use crate::mesh::messaging::{Message, NodeHandler, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 
@@ -134,3 +134,63 @@ macro_rules! on_every_store {
     };
 }
 pub(crate) use on_every_store;
+
+/// Starts a root over the harness's store whose root builder is first shaped by `root` (to
+/// register filters), with one MeshNode of [`mesh`] configured by `configure`.
+pub(crate) async fn start_root(
+    h: &Harness,
+    root: impl FnOnce(ZLinkBuilder<NodeHandler>) -> ZLinkBuilder<NodeHandler>,
+    configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
+) -> (ZLinkHost, MeshNode) {
+    let host = root(ZLink::builder())
+        .location_store(Arc::clone(&h.store))
+        .location_options(fast_options())
+        .route_mesh(mesh(), configure)
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    let node = host.node(&mesh()).expect("the node");
+    (host, node)
+}
+
+/// Polls `cond` every 10 ms until it holds; fails after [`WAIT`] naming `what`.
+pub(crate) async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A gate handlers wait at until the test opens it (once open, it stays open).
+#[derive(Debug, Clone)]
+pub(crate) struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Gate {
+    pub(crate) fn new() -> Self {
+        Self(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+
+    /// Waits until the gate is open.
+    pub(crate) async fn pass(&self) {
+        // The semaphore never gets a permit: `acquire` returns only once it is closed.
+        let _ = self.0.acquire().await;
+    }
+
+    pub(crate) fn open(&self) {
+        self.0.close();
+    }
+}
+
+/// Shuts every host down (bounded by [`WAIT`] each), whatever state it is in.
+pub(crate) async fn stop_all(hosts: &[&ZLinkHost]) {
+    for h in hosts {
+        tokio::time::timeout(WAIT, h.shutdown_within(Duration::from_secs(2)))
+            .await
+            .expect("shutdown ends");
+    }
+}
