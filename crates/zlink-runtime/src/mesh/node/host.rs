@@ -258,6 +258,10 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
         }
     }
 
+    // Replies of finished work are queued on the reply lane; let them reach the wire before
+    // the connections close (bounded by the deadline).
+    let _ = tokio::time::timeout_at(end, replies_flushed(&host.nodes)).await;
+
     // Connections, listeners and every task.
     for node in &host.nodes {
         node.inner.transport.shutdown().await;
@@ -293,5 +297,22 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
         sweep,
         abandoned,
         failures,
+    }
+}
+
+/// Completes once no Ready peer connection of `nodes` has a reply queued or being written.
+async fn replies_flushed(nodes: &[MeshNode]) {
+    loop {
+        let queued = nodes.iter().any(|n| {
+            n.inner
+                .peers
+                .read()
+                .all_ready()
+                .any(|p| p.handle.queue_usage(zlink_transport::Lane::Reply).0 > 0)
+        });
+        if !queued {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

@@ -5,6 +5,7 @@
 mod support;
 
 mod basics;
-
 mod channels;
+mod lifecycle;
 mod messaging;
+mod topology;

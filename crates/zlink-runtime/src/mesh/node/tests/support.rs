@@ -154,6 +154,23 @@ pub(crate) async fn start_root(
     (host, node)
 }
 
+/// Starts a root without a Location Store whose one MeshNode of [`mesh`] uses
+/// `Topology::Manual`, configured further by `configure`.
+pub(crate) async fn start_manual(
+    configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
+) -> (ZLinkHost, MeshNode) {
+    let host = ZLink::builder()
+        .route_mesh(mesh(), |b| {
+            configure(b.topology(crate::mesh::config::Topology::Manual))
+        })
+        .build()
+        .start()
+        .await
+        .expect("the manual host starts");
+    let node = host.node(&mesh()).expect("the node");
+    (host, node)
+}
+
 /// Polls `cond` every 10 ms until it holds; fails after [`WAIT`] naming `what`.
 pub(crate) async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
