@@ -521,7 +521,10 @@ mod tests {
     #[test]
     fn metadata_at_the_field_bound_is_accepted_and_one_past_rejected() {
         let e = Envelope::one_way(op(1), &rid(), Generation::MIN, Bytes::new());
-        let ok = e.clone().with_metadata(vec![0xff; MAX_METADATA_LEN]).unwrap();
+        let ok = e
+            .clone()
+            .with_metadata(vec![0xff; MAX_METADATA_LEN])
+            .unwrap();
         assert_eq!(ok.metadata().len(), MAX_METADATA_LEN);
         let back = Envelope::decode(ok.encode(kind::APP).unwrap()).unwrap();
         assert_eq!(back.metadata().len(), MAX_METADATA_LEN);
@@ -545,7 +548,11 @@ mod tests {
             ReplyRouteId::new(1).unwrap(),
             Bytes::new(),
         );
-        assert!(r.clone().with_metadata(vec![b'm'; MAX_METADATA_LEN]).is_ok());
+        assert!(
+            r.clone()
+                .with_metadata(vec![b'm'; MAX_METADATA_LEN])
+                .is_ok()
+        );
         assert!(r.with_metadata(vec![b'm'; MAX_METADATA_LEN + 1]).is_err());
     }
 

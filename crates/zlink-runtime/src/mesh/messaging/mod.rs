@@ -87,6 +87,7 @@ mod packet;
 mod tests;
 
 pub use codec::{InboundReply, OutboundMessage, decode_reply};
+pub(crate) use context::ScopedFactories;
 pub use context::{
     Cancellation, ChannelContext, DispatchKind, DispatchScope, FilterContext, HandlerContext,
     InboundTarget, NodeContext, RouteKind,
@@ -96,9 +97,8 @@ pub use error::{
     BoxError, ErrorKind, ErrorMessage, FramePart, InvalidText, UnavailableReason, ZLinkError,
 };
 pub use error_reply::{ERROR_REPLY_TAG, ErrorReply};
-pub use filter::{Filter, Next};
-pub(crate) use context::ScopedFactories;
 pub(crate) use filter::FnFilter;
+pub use filter::{Filter, Next};
 pub use frame::{Correlation, DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd};
 pub use handler::{BoxFuture, HandlerKey, NodeHandler};
 pub use metadata::{Metadata, MetadataBuilder};

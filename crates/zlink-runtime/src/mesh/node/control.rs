@@ -47,7 +47,9 @@ impl fmt::Debug for ControlRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut names: Vec<_> = self.by_name.keys().collect();
         names.sort();
-        f.debug_struct("ControlRegistry").field("commands", &names).finish()
+        f.debug_struct("ControlRegistry")
+            .field("commands", &names)
+            .finish()
     }
 }
 
@@ -57,8 +59,14 @@ impl ControlRegistry {
         let mut r = Self {
             by_name: HashMap::new(),
         };
-        r.register(WEIGHTS, Arc::new(|node, env| Box::pin(async move { weights(&node, &env) })));
-        r.register(PING, Arc::new(|_, _| Box::pin(async { Ok(Some(Bytes::new())) })));
+        r.register(
+            WEIGHTS,
+            Arc::new(|node, env| Box::pin(async move { weights(&node, &env) })),
+        );
+        r.register(
+            PING,
+            Arc::new(|_, _| Box::pin(async { Ok(Some(Bytes::new())) })),
+        );
         r
     }
 

@@ -17,8 +17,8 @@ use zlink_transport::{
 use super::control::ControlRegistry;
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Mailbox, job_cost};
-use super::pending::Pending;
 use super::peers::{Member, PeerTable, pick_weighted, uniform_below};
+use super::pending::Pending;
 use crate::mesh::config::{ManualPeer, Topology};
 use crate::mesh::messaging::{
     Cancellation, Correlation, DispatchOutcome, Dispatcher, InboundFrame, InboundReply,
@@ -317,7 +317,9 @@ impl NodeInner {
                 content_type: Bytes::from(content_type.into_bytes()),
                 payload: Bytes::from(payload),
             }),
-            DispatchOutcome::ErrorReply { error, .. } => Ok(ReplyBody::Error(Bytes::from(error.encode()))),
+            DispatchOutcome::ErrorReply { error, .. } => {
+                Ok(ReplyBody::Error(Bytes::from(error.encode())))
+            }
             DispatchOutcome::NoReply(_) => Err(ZLinkError::application(
                 crate::mesh::messaging::ErrorKind::InternalFailure,
                 "a request dispatch produced no reply",

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use zlink_codec::records::{
-    ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectRole,
-    SlotUsage,
+    ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectRole, SlotUsage,
 };
 use zlink_codec::{ChannelName, Generation, RoutingId};
 use zlink_transport::PeerIntent;
@@ -236,7 +235,10 @@ mod tests {
     fn only_two_object_clients_without_server_membership_skip_the_connection() {
         use ObjectRole::{Client, None as NoRole, Server};
         assert!(!must_connect(Client, false, Client, false));
-        assert!(must_connect(Client, true, Client, false), "membership at any weight connects");
+        assert!(
+            must_connect(Client, true, Client, false),
+            "membership at any weight connects"
+        );
         assert!(must_connect(Client, false, Client, true));
         assert!(must_connect(Client, false, Server, false));
         assert!(must_connect(NoRole, false, Client, false));

@@ -56,8 +56,13 @@ impl MeshNode {
 
     /// Sends `message` one-way to the node `target` on this MeshName: completes once the
     /// message is admitted to the outbound queue (spec 06 §7).
-    pub async fn send<M: Message>(&self, target: &RoutingId, message: &M) -> Result<(), ZLinkError> {
-        self.send_with(target, message, &CallOptions::default()).await
+    pub async fn send<M: Message>(
+        &self,
+        target: &RoutingId,
+        message: &M,
+    ) -> Result<(), ZLinkError> {
+        self.send_with(target, message, &CallOptions::default())
+            .await
     }
 
     /// [`send`](Self::send) with call options.
@@ -70,7 +75,10 @@ impl MeshNode {
         let _work = self.inner.life.admit()?;
         let msg = OutboundMessage::encode(self.inner.codecs(), message, &options.metadata)?;
         if target == &self.inner.rid {
-            return self.inner.local_send(&Address::Node, &msg, options.send_timeout).await;
+            return self
+                .inner
+                .local_send(&Address::Node, &msg, options.send_timeout)
+                .await;
         }
         let peer = self.inner.route_to(target)?;
         self.inner
@@ -86,7 +94,8 @@ impl MeshNode {
         target: &RoutingId,
         request: &R,
     ) -> Result<R::Reply, ZLinkError> {
-        self.request_with(target, request, &CallOptions::default()).await
+        self.request_with(target, request, &CallOptions::default())
+            .await
     }
 
     /// [`request`](Self::request) with call options.
@@ -100,7 +109,9 @@ impl MeshNode {
         let msg = OutboundMessage::encode(self.inner.codecs(), request, &options.metadata)?;
         let timeout = options.reply_timeout;
         let body = if target == &self.inner.rid {
-            self.inner.local_request(&Address::Node, &msg, timeout).await?
+            self.inner
+                .local_request(&Address::Node, &msg, timeout)
+                .await?
         } else {
             let peer = self.inner.route_to(target)?;
             self.inner
@@ -124,7 +135,9 @@ impl MeshNode {
         let address = Address::Channel(channel.clone());
         match self.inner.select_member(channel)? {
             super::peers::Member::Local => {
-                self.inner.local_send(&address, &msg, options.send_timeout).await
+                self.inner
+                    .local_send(&address, &msg, options.send_timeout)
+                    .await
             }
             super::peers::Member::Remote(peer) => {
                 self.inner
@@ -147,7 +160,9 @@ impl MeshNode {
         let address = Address::Channel(channel.clone());
         let timeout = options.reply_timeout;
         let body: ReplyBody = match self.inner.select_member(channel)? {
-            super::peers::Member::Local => self.inner.local_request(&address, &msg, timeout).await?,
+            super::peers::Member::Local => {
+                self.inner.local_request(&address, &msg, timeout).await?
+            }
             super::peers::Member::Remote(peer) => {
                 self.inner
                     .remote_request(&peer, &address, &msg, timeout)
@@ -161,7 +176,11 @@ impl MeshNode {
     /// selection). Only a Server membership's weight can change (spec 06 §4); peers learn the
     /// new weight at once over the command plane, and discovery from the republished
     /// descriptor.
-    pub async fn set_channel_weight(&self, channel: &ChannelName, weight: i64) -> Result<(), ZLinkError> {
+    pub async fn set_channel_weight(
+        &self,
+        channel: &ChannelName,
+        weight: i64,
+    ) -> Result<(), ZLinkError> {
         let w = u16::try_from(weight)
             .ok()
             .filter(|w| *w <= zlink_codec::records::MAX_WEIGHT)
@@ -176,7 +195,10 @@ impl MeshNode {
             let Some(slot) = weights.get_mut(channel) else {
                 return Err(ZLinkError::application(
                     ErrorKind::InvalidOperation,
-                    &format!("{:?} is not a Channel Server membership of this node", channel.as_str()),
+                    &format!(
+                        "{:?} is not a Channel Server membership of this node",
+                        channel.as_str()
+                    ),
                 ));
             };
             *slot = w;
@@ -198,7 +220,10 @@ impl MeshNode {
         expected_rid: Option<RoutingId>,
     ) -> Result<(), ZLinkError> {
         let parsed = crate::mesh::config::parse_peer_endpoint(endpoint).map_err(|why| {
-            ZLinkError::application(ErrorKind::InvalidOperation, &format!("manual peer endpoint {endpoint:?}: {why}"))
+            ZLinkError::application(
+                ErrorKind::InvalidOperation,
+                &format!("manual peer endpoint {endpoint:?}: {why}"),
+            )
         })?;
         let peer = ManualPeer {
             endpoint: parsed,
@@ -274,7 +299,11 @@ impl MeshNode {
 
     /// Sends the command-plane ping to `target` and waits for its reply (a framework command:
     /// no handler key, filter or mailbox slot is involved).
-    pub async fn ping(&self, target: &RoutingId, timeout: std::time::Duration) -> Result<(), ZLinkError> {
+    pub async fn ping(
+        &self,
+        target: &RoutingId,
+        timeout: std::time::Duration,
+    ) -> Result<(), ZLinkError> {
         let peer = self.inner.route_to(target)?;
         match self
             .inner

@@ -184,7 +184,10 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
     );
     if let Some(h) = host.hosted.lock().await.as_ref() {
         for f in h.request_stop().await {
-            failures.push(format!("hosted service `{}` {}: {}", f.service, f.stage, f.error));
+            failures.push(format!(
+                "hosted service `{}` {}: {}",
+                f.service, f.stage, f.error
+            ));
         }
     }
     // Out of new selection: peers at once over the command plane, others by the descriptor.
@@ -209,11 +212,16 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
     }
 
     // Accepted work finishes until the deadline.
-    let drained = tokio::time::timeout_at(end, host.life.drained()).await.is_ok();
+    let drained = tokio::time::timeout_at(end, host.life.drained())
+        .await
+        .is_ok();
     let mut abandoned = 0;
     if !drained {
         abandoned = host.life.accepted();
-        tracing::warn!(abandoned, "shutdown deadline passed with accepted work running");
+        tracing::warn!(
+            abandoned,
+            "shutdown deadline passed with accepted work running"
+        );
         host.life.force().cancel();
         for node in &host.nodes {
             abandoned += node.inner.pending.fail_all();
@@ -243,7 +251,10 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
     }
     if let Some(h) = host.hosted.lock().await.take() {
         for f in h.finish_stop().await {
-            failures.push(format!("hosted service `{}` {}: {}", f.service, f.stage, f.error));
+            failures.push(format!(
+                "hosted service `{}` {}: {}",
+                f.service, f.stage, f.error
+            ));
         }
     }
 
@@ -256,12 +267,19 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
         t.abort();
         let _ = t.await;
     }
-    host.life.transition(&[HostState::Draining], HostState::Stopped);
+    host.life
+        .transition(&[HostState::Draining], HostState::Stopped);
 
     let (outcome, reason) = if !drained {
-        (ShutdownOutcome::ForceStopped, ShutdownReason::DeadlineExceeded)
+        (
+            ShutdownOutcome::ForceStopped,
+            ShutdownReason::DeadlineExceeded,
+        )
     } else if !failures.is_empty() {
-        (ShutdownOutcome::ForceStopped, ShutdownReason::TeardownFailed)
+        (
+            ShutdownOutcome::ForceStopped,
+            ShutdownReason::TeardownFailed,
+        )
     } else {
         (ShutdownOutcome::Stopped, ShutdownReason::None)
     };

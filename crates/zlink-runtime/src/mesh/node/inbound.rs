@@ -8,10 +8,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use zlink_codec::ChannelName;
 use zlink_codec::records::HostState;
-use zlink_transport::{
-    Envelope, FrameReceiver, PeerEvent, Reply, ReplyReceiver,
-    ReplyStatus,
-};
+use zlink_transport::{Envelope, FrameReceiver, PeerEvent, Reply, ReplyReceiver, ReplyStatus};
 
 use super::control;
 use super::core::{NodeInner, log_send_end};
@@ -162,8 +159,9 @@ fn answer(
     result: Result<(String, Vec<u8>), ZLinkError>,
 ) {
     let reply = match result {
-        Ok((ct, payload)) => Reply::to(env, ReplyStatus::Ok, Bytes::from(payload))
-            .map(|r| r.with_content_type(&ct)),
+        Ok((ct, payload)) => {
+            Reply::to(env, ReplyStatus::Ok, Bytes::from(payload)).map(|r| r.with_content_type(&ct))
+        }
         Err(e) => {
             if env.reply_route().is_none() {
                 tracing::debug!(error = %e, packet = env.packet_name(), "one-way frame not dispatched");

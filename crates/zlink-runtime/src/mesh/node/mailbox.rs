@@ -53,7 +53,10 @@ impl Mailbox {
     pub(crate) fn try_reserve(self: &Arc<Self>, bytes: usize) -> Option<MailboxPermit> {
         let mut u = self.used.lock();
         let fits_jobs = u.jobs < self.max_jobs;
-        let fits_bytes = u.bytes.checked_add(bytes).is_some_and(|b| b <= self.max_bytes)
+        let fits_bytes = u
+            .bytes
+            .checked_add(bytes)
+            .is_some_and(|b| b <= self.max_bytes)
             || u.jobs == 0;
         if !(fits_jobs && fits_bytes) {
             return None;
@@ -82,7 +85,6 @@ impl Mailbox {
         let u = self.used.lock();
         (u.jobs, u.bytes)
     }
-
 }
 
 /// One reserved job; dropping it (after the handler finished) returns both axes.

@@ -38,8 +38,8 @@ mod host;
 mod inbound;
 mod lifecycle;
 mod mailbox;
-mod pending;
 mod peers;
+mod pending;
 mod start;
 mod status;
 

@@ -79,14 +79,14 @@ impl PeerTable {
 
     /// The Ready connection to `rid`.
     pub(crate) fn ready(&self, rid: &RoutingId) -> Option<&ReadyPeer> {
-        self.ready
-            .get(rid)
-            .filter(|p| p.handle.is_ready())
+        self.ready.get(rid).filter(|p| p.handle.is_ready())
     }
 
     /// Whether `rid` is a peer this node knows (discovered or manual) without a Ready connection.
     pub(crate) fn is_known(&self, rid: &RoutingId) -> bool {
-        self.discovered.contains_key(rid) || self.manual.contains(rid) || self.ready.contains_key(rid)
+        self.discovered.contains_key(rid)
+            || self.manual.contains(rid)
+            || self.ready.contains_key(rid)
     }
 
     /// Every Ready peer.

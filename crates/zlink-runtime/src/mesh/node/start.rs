@@ -20,12 +20,11 @@ use super::host::{HostInner, ZLinkHost};
 use super::inbound;
 use super::lifecycle::Lifecycle;
 use super::mailbox::Mailbox;
-use super::pending::Pending;
 use super::peers::PeerTable;
+use super::pending::Pending;
 use crate::location::{LocationError, LocationRuntime};
 use crate::mesh::config::{
-    HostedStartError, MeshNodePlan, StartupError, Topology, ZLink, ZLinkPlan,
-    start_hosted_services,
+    HostedStartError, MeshNodePlan, StartupError, Topology, ZLink, ZLinkPlan, start_hosted_services,
 };
 use crate::mesh::messaging::{Dispatcher, NodeHandler, ZLinkError};
 
@@ -162,7 +161,12 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
                 .map(|n| {
                     let probe_endpoint = format!("{}:65535", n.advertised_host());
                     discover::descriptor(
-                        (n.mesh_name(), &n.new_routing_id(), Generation::MIN, &probe_endpoint),
+                        (
+                            n.mesh_name(),
+                            &n.new_routing_id(),
+                            Generation::MIN,
+                            &probe_endpoint,
+                        ),
                         n.channel_servers(),
                         &facts(n),
                         HostState::Preparing,
@@ -221,7 +225,9 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
                     discovery,
                     rt.options().polling_interval,
                 ))),
-                Err(e) => tracing::warn!(mesh = %node.inner.mesh, error = %e, "discovery not started"),
+                Err(e) => {
+                    tracing::warn!(mesh = %node.inner.mesh, error = %e, "discovery not started")
+                }
             }
         }
     }
@@ -273,11 +279,14 @@ async fn start_node(
     let config = TransportConfig::new(mesh.clone(), rid.clone(), generation)
         .listen(listen.clone())
         .channels(n.channel_servers().keys().cloned());
-    let (transport, inbound) = Transport::start(config).await.map_err(|source| StartError::Bind {
-        mesh: mesh.as_str().to_owned(),
-        endpoint: listen,
-        source,
-    })?;
+    let (transport, inbound) =
+        Transport::start(config)
+            .await
+            .map_err(|source| StartError::Bind {
+                mesh: mesh.as_str().to_owned(),
+                endpoint: listen,
+                source,
+            })?;
     let port = transport.local_addr().port();
     let endpoint = if n.advertised_host().contains(':') {
         format!("[{}]:{port}", n.advertised_host())
