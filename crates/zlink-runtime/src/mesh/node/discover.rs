@@ -146,10 +146,7 @@ pub(crate) fn must_connect(
     b_role: ObjectRole,
     b_has_servers: bool,
 ) -> bool {
-    !(a_role == ObjectRole::Client
-        && b_role == ObjectRole::Client
-        && !a_has_servers
-        && !b_has_servers)
+    a_role != ObjectRole::Client || b_role != ObjectRole::Client || a_has_servers || b_has_servers
 }
 
 /// The discovery loop of one node: every `interval`, read the list and reconcile intents.
