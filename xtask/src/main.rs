@@ -35,7 +35,7 @@ commands:
   conformance [--redis URL]   check the golden fixture (and, with --redis, the live provider bytes)
   services                    start (or reuse) the Redis services and print their env exports
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
-  bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority | transport
+  bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority | transport | mesh
 ";
 
 /// The workspace root (the parent of the xtask crate).

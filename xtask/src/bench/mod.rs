@@ -4,6 +4,7 @@
 use fred::interfaces::ClientLike;
 
 mod authority;
+mod mesh;
 mod redis_location;
 mod relocation_store;
 mod store_memory;
@@ -36,7 +37,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh"
                 .into(),
         );
     };
@@ -46,6 +47,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "relocation-store" => relocation_store::run(rest),
         "authority" => authority::run(rest),
         "transport" => transport::run(rest),
+        "mesh" => mesh::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),
     }
 }

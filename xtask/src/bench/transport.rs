@@ -86,7 +86,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
 }
 
 /// The example binary, built in release.
-fn peer_binary() -> Result<PathBuf, String> {
+pub(crate) fn peer_binary() -> Result<PathBuf, String> {
     let root = crate::workspace_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = Command::new(cargo)
@@ -112,13 +112,13 @@ fn peer_binary() -> Result<PathBuf, String> {
 }
 
 /// A server process; closing its stdin (on drop) makes it shut down.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl Server {
-    fn spawn(binary: &PathBuf, extra: &[&str]) -> Result<Self, String> {
+    pub(crate) fn spawn(binary: &PathBuf, extra: &[&str]) -> Result<Self, String> {
         let mut child = Command::new(binary)
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
@@ -223,46 +223,46 @@ fn print_throughput(case: &str, zlink: f64, raw: f64) {
 
 /// Each case alternates transport and raw rounds, so load from elsewhere on the machine falls
 /// on both alike.
-const ROUNDS: u32 = 8;
+pub(crate) const ROUNDS: u32 = 8;
 
 #[derive(Default)]
-struct Count {
+pub(crate) struct Count {
     n: u64,
     elapsed: Duration,
 }
 
 impl Count {
-    fn add(&mut self, (n, elapsed): (u64, Duration)) {
+    pub(crate) fn add(&mut self, (n, elapsed): (u64, Duration)) {
         self.n += n;
         self.elapsed += elapsed;
     }
 
-    fn per_sec(&self) -> f64 {
+    pub(crate) fn per_sec(&self) -> f64 {
         self.n as f64 / self.elapsed.as_secs_f64()
     }
 }
 
 #[derive(Default)]
-struct Samples {
+pub(crate) struct Samples {
     samples: Vec<Duration>,
     elapsed: Duration,
 }
 
 impl Samples {
-    fn add(&mut self, (samples, elapsed): (Vec<Duration>, Duration)) {
+    pub(crate) fn add(&mut self, (samples, elapsed): (Vec<Duration>, Duration)) {
         self.samples.extend(samples);
         self.elapsed += elapsed;
     }
 
-    fn latency(self) -> Latency {
+    pub(crate) fn latency(self) -> Latency {
         latency(self.samples, self.elapsed)
     }
 }
 
-struct Latency {
-    per_sec: f64,
-    p50: Duration,
-    p99: Duration,
+pub(crate) struct Latency {
+    pub(crate) per_sec: f64,
+    pub(crate) p50: Duration,
+    pub(crate) p99: Duration,
 }
 
 fn latency(mut samples: Vec<Duration>, elapsed: Duration) -> Latency {
@@ -425,7 +425,11 @@ async fn raw_connect(addr: &str) -> Result<TcpStream, String> {
     Ok(s)
 }
 
-async fn raw_one_way(addr: &str, payload: &Bytes, d: Duration) -> Result<(u64, Duration), String> {
+pub(crate) async fn raw_one_way(
+    addr: &str,
+    payload: &Bytes,
+    d: Duration,
+) -> Result<(u64, Duration), String> {
     let mut s = raw_connect(addr).await?;
     let mut codec = raw_codec();
     let mut buf = BytesMut::with_capacity(128 * 1024);
@@ -462,7 +466,7 @@ async fn raw_one_way(addr: &str, payload: &Bytes, d: Duration) -> Result<(u64, D
     Ok((sent, started.elapsed()))
 }
 
-async fn raw_request_response(
+pub(crate) async fn raw_request_response(
     addr: &str,
     payload: &Bytes,
     c: usize,

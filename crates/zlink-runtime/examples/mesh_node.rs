@@ -1,0 +1,272 @@
+//! One ZLink root with one MeshNode on the mesh `demo`, driven line by line over stdin — the
+//! process the multi-process tests (`tests/mesh_process.rs`) and `cargo xtask bench mesh` run.
+//!
+//! ```text
+//! mesh_node --redis redis://127.0.0.1:6379 --prefix demo-1     # automatic topology (Redis)
+//! mesh_node --port 7000 --fixed-rid 0a0b --manual-peer 127.0.0.1:7001   # manual topology
+//! ```
+//!
+//! The node answers `Echo` (returns its bytes), `Slow` (sleeps `millis`, then replies; prints
+//! `SLOW-RAN <millis>` when its handler starts) and `Count` (how many `Blob` one-way messages
+//! arrived). When serving it prints exactly one line `READY <rid-hex> <host:port>`, then reads
+//! commands, one per line (each runs on its own task; replies print as they end):
+//!
+//! - `PEERS` → `PEERS <n>` (Ready peers whose weights are known)
+//! - `REQ <rid> <text> [timeout-ms]` → `REPLY <text>` or `ERR <kind>`
+//! - `SLOW <rid> <millis> [timeout-ms]` → `REPLY slept <millis>` or `ERR <kind>`
+//! - `QUIT` → graceful shutdown, prints `STOPPED <outcome>` and exits 0 (so does end of input)
+//!
+//! Logs (`RUST_LOG`, default `warn`) go to stderr.
+
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use clap::{Arg, ArgAction, Command};
+use serde::{Deserialize, Serialize};
+use zlink_codec::{MeshName, RoutingId};
+use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_runtime::location::LocationOptions;
+use zlink_runtime::mesh::config::{Topology, ZLink};
+use zlink_runtime::mesh::messaging::{Message, Request};
+use zlink_runtime::mesh::node::{CallOptions, MeshNode};
+
+/// Returns its bytes (text: the root's codec is JSON, where a byte array would triple).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Echo {
+    bytes: String,
+}
+impl Message for Echo {
+    const PACKET: &'static str = "Echo";
+}
+impl Request for Echo {
+    type Reply = String;
+}
+
+/// Sleeps `millis`, then replies with them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Slow {
+    millis: u64,
+}
+impl Message for Slow {
+    const PACKET: &'static str = "Slow";
+}
+impl Request for Slow {
+    type Reply = u64;
+}
+
+/// A one-way message; the node counts them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Blob {
+    bytes: String,
+}
+impl Message for Blob {
+    const PACKET: &'static str = "Blob";
+}
+
+/// How many `Blob`s arrived.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Count;
+impl Message for Count {
+    const PACKET: &'static str = "Count";
+}
+impl Request for Count {
+    type Reply = u64;
+}
+
+/// Prints one whole line on stdout and flushes it (the driver reads lines).
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn cli() -> Command {
+    let opt = |name: &'static str, help: &'static str| Arg::new(name).long(name).help(help);
+    Command::new("mesh_node")
+        .about("One MeshNode on mesh `demo`, driven over stdin")
+        .arg(opt(
+            "redis",
+            "Redis URL: automatic topology through Redis discovery",
+        ))
+        .arg(opt("prefix", "Redis key prefix").default_value("zlink-demo"))
+        .arg(
+            opt(
+                "manual-peer",
+                "host:port of a manual peer (manual topology)",
+            )
+            .action(ArgAction::Append),
+        )
+        .arg(opt(
+            "fixed-rid",
+            "fixed routing id in hex (manual topology)",
+        ))
+        .arg(
+            opt("port", "listen port (0: any)")
+                .value_parser(clap::value_parser!(u16))
+                .default_value("0"),
+        )
+}
+
+fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    if s.is_empty() || s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let args = cli().get_matches();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(args))
+}
+
+async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
+    let mesh = MeshName::new("demo")?;
+    let blobs = Arc::new(AtomicU64::new(0));
+    let (counter, counted) = (Arc::clone(&blobs), Arc::clone(&blobs));
+    let port = *args.get_one::<u16>("port").unwrap_or(&0);
+    let peers: Vec<String> = args
+        .get_many::<String>("manual-peer")
+        .map(|v| v.cloned().collect())
+        .unwrap_or_default();
+    let fixed = match args.get_one::<String>("fixed-rid") {
+        Some(h) => Some(parse_hex(h).ok_or("--fixed-rid needs an even-length hex string")?),
+        None => None,
+    };
+    let mut builder = ZLink::builder();
+    let automatic = if let Some(url) = args.get_one::<String>("redis") {
+        let prefix = args
+            .get_one::<String>("prefix")
+            .cloned()
+            .unwrap_or_default();
+        let store = RedisLocationStore::connect(
+            RedisLocationOptions::from_url(url)?.with_key_prefix(prefix)?,
+        )
+        .await?;
+        builder = builder.location_store(Arc::new(store)).location_options(
+            LocationOptions::default().polling_interval(Duration::from_millis(200)),
+        );
+        fixed.is_none() && peers.is_empty()
+    } else {
+        false
+    };
+    let host = builder
+        .route_mesh(mesh.clone(), move |mut n| {
+            n = n.routing_id_prefix("demo").port(port);
+            if !automatic {
+                n = n.topology(Topology::Manual);
+            }
+            if let Some(rid) = fixed {
+                n = n.fixed_routing_id(rid);
+            }
+            for p in peers {
+                n = n.manual_peer(p);
+            }
+            n.on_request::<Echo, _, _>(|e, _ctx| async move { Ok(e.bytes) })
+                .on_request::<Slow, _, _>(|s, _ctx| async move {
+                    say(&format!("SLOW-RAN {}", s.millis));
+                    tokio::time::sleep(Duration::from_millis(s.millis)).await;
+                    Ok(s.millis)
+                })
+                .on_send::<Blob, _, _>(move |_b, _ctx| {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    async { Ok(()) }
+                })
+                .on_request::<Count, _, _>(move |_c, _ctx| {
+                    let n = counted.load(Ordering::Relaxed);
+                    async move { Ok(n) }
+                })
+        })
+        .build()
+        .start()
+        .await?;
+    let node = host.node(&mesh).ok_or("the demo node is missing")?;
+    say(&format!("READY {} {}", node.routing_id(), node.endpoint()));
+
+    // stdin on a plain thread (lines into a channel); end of input counts as QUIT.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(line) = rx.recv().await {
+        let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+        match words.first().map(String::as_str) {
+            Some("QUIT") => break,
+            Some(_) => {
+                let node = node.clone();
+                tokio::spawn(async move { say(&command(&node, &words).await) });
+            }
+            None => {}
+        }
+    }
+    let report = host.shutdown().await;
+    say(&format!("STOPPED {:?}", report.outcome));
+    Ok(())
+}
+
+/// Runs one command line; returns the line to print.
+async fn command(node: &MeshNode, words: &[String]) -> String {
+    let arg = |i: usize| words.get(i).map(String::as_str);
+    let options = |i: usize| {
+        let mut o = CallOptions::default();
+        if let Some(ms) = arg(i).and_then(|t| t.parse().ok()) {
+            o = o.reply_timeout(Duration::from_millis(ms));
+        }
+        o
+    };
+    let target = |i: usize| {
+        arg(i)
+            .and_then(parse_hex)
+            .and_then(|b| RoutingId::new(b).ok())
+    };
+    match (arg(0), target(1)) {
+        (Some("PEERS"), _) => {
+            let n = node
+                .status()
+                .peers
+                .iter()
+                .filter(|p| p.weights.is_some())
+                .count();
+            format!("PEERS {n}")
+        }
+        (Some("REQ"), Some(rid)) if words.len() >= 3 => {
+            let echo = Echo {
+                bytes: arg(2).unwrap_or_default().to_owned(),
+            };
+            match node.request_with(&rid, &echo, &options(3)).await {
+                Ok(b) => format!("REPLY {b}"),
+                Err(e) => format!("ERR {}", e.kind()),
+            }
+        }
+        (Some("SLOW"), Some(rid)) => {
+            let Some(millis) = arg(2).and_then(|m| m.parse().ok()) else {
+                return "BAD SLOW <rid> <millis> [timeout-ms]".into();
+            };
+            match node.request_with(&rid, &Slow { millis }, &options(3)).await {
+                Ok(m) => format!("REPLY slept {m}"),
+                Err(e) => format!("ERR {}", e.kind()),
+            }
+        }
+        _ => format!("BAD {}", words.join(" ")),
+    }
+}

@@ -1,0 +1,335 @@
+//! `cargo xtask bench mesh [--seconds S]`: two MeshNodes in separate processes on loopback
+//! (manual topology, no Location Store), each case beside the raw framed-TCP baseline of
+//! `bench transport` measured in the same run, as a ratio `zlink/raw`.
+//!
+//! The server is `crates/zlink-runtime/examples/mesh_node.rs` (built in release; a 2-worker
+//! tokio runtime), answering `Echo` and counting one-way `Blob`s; the raw server is
+//! `zlink-transport`'s `peer --raw`. This process is the client: a ZLink root whose MeshNode
+//! has the server as its manual peer, on a current-thread tokio runtime. Payloads are 64
+//! bytes of text (the root's codec is JSON).
+//!
+//! - one-way: `MeshNode::send` of `Blob` for S seconds; the figure is messages per second until
+//!   the server's `Count` reply shows every one handled.
+//! - request/response at c=1 and c=64: c tasks each send `Echo` and await the reply in a loop;
+//!   replies per second and per-request latency p50/p99.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use zlink_codec::{MeshName, RoutingId};
+use zlink_runtime::mesh::config::{Topology, ZLink};
+use zlink_runtime::mesh::messaging::{Message, Request};
+use zlink_runtime::mesh::node::{MeshNode, ZLinkHost};
+
+use super::transport::{
+    Count, Latency, ROUNDS, Samples, Server, peer_binary, raw_one_way, raw_request_response,
+};
+
+/// `Echo` of the example: returns its bytes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Echo {
+    bytes: String,
+}
+impl Message for Echo {
+    const PACKET: &'static str = "Echo";
+}
+impl Request for Echo {
+    type Reply = String;
+}
+
+/// `Blob` of the example: a one-way message it counts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Blob {
+    bytes: String,
+}
+impl Message for Blob {
+    const PACKET: &'static str = "Blob";
+}
+
+/// `Count` of the example: how many `Blob`s it has handled.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CountBlobs;
+impl Message for CountBlobs {
+    const PACKET: &'static str = "Count";
+}
+impl Request for CountBlobs {
+    type Reply = u64;
+}
+
+const PAYLOAD: usize = 64;
+/// How long the setup steps (peer Ready, the one-way drain) may take.
+const SETUP: Duration = Duration::from_secs(30);
+
+fn parse(args: &[String]) -> Result<f64, String> {
+    let mut seconds = 3.0;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--seconds" => {
+                seconds = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|n: &f64| *n > 0.0 && *n <= 60.0)
+                    .ok_or("bench mesh: --seconds needs a number in (0, 60]")?;
+            }
+            other => {
+                return Err(format!(
+                    "bench mesh: unknown option `{other}` (known: --seconds S)"
+                ));
+            }
+        }
+    }
+    Ok(seconds)
+}
+
+/// The `mesh_node` example, built in release.
+fn mesh_node_binary() -> Result<PathBuf, String> {
+    let root = crate::workspace_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "--package",
+            "zlink-runtime",
+            "--example",
+            "mesh_node",
+        ])
+        .current_dir(&root)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building examples/mesh_node failed ({status})"));
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    Ok(target.join("release").join("examples").join("mesh_node"))
+}
+
+/// The MeshNode server process; closing its stdin (on drop) shuts it down in order.
+struct MeshServer {
+    child: Child,
+    rid: RoutingId,
+    endpoint: String,
+}
+
+impl MeshServer {
+    fn spawn(binary: &PathBuf) -> Result<Self, String> {
+        let mut child = Command::new(binary)
+            .args(["--port", "0", "--fixed-rid", "02"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        let mut words = line.split_whitespace();
+        let (Some("READY"), Some(_), Some(endpoint)) = (words.next(), words.next(), words.next())
+        else {
+            let _ = child.kill();
+            return Err(format!("unexpected mesh_node output {line:?}"));
+        };
+        Ok(Self {
+            child,
+            rid: RoutingId::new(vec![2]).map_err(|e| e.to_string())?,
+            endpoint: endpoint.to_owned(),
+        })
+    }
+}
+
+impl Drop for MeshServer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let seconds = parse(args)?;
+    let mesh_bin = mesh_node_binary()?;
+    let peer_bin = peer_binary()?;
+    let server = MeshServer::spawn(&mesh_bin)?;
+    let raw = Server::spawn(&peer_bin, &["--raw"])?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let d = Duration::from_secs_f64(seconds);
+    println!(
+        "mesh bench: {PAYLOAD} B payloads, {seconds:.1} s per case, two processes on loopback, node-direct calls"
+    );
+    rt.block_on(async {
+        let (host, node) = client(&server.endpoint).await?;
+        let text = "x".repeat(PAYLOAD);
+        let raw_payload = Bytes::from(vec![0xa5u8; PAYLOAD]);
+
+        let (mut z, mut r) = (Count::default(), Count::default());
+        for _ in 0..ROUNDS {
+            z.add(one_way(&node, &server.rid, &text, d / ROUNDS).await?);
+            r.add(raw_one_way(&raw.addr, &raw_payload, d / ROUNDS).await?);
+        }
+        print_throughput("one-way send", z.per_sec(), r.per_sec());
+        for c in [1usize, 64] {
+            let (mut z, mut r) = (Samples::default(), Samples::default());
+            for _ in 0..ROUNDS {
+                z.add(request_response(&node, &server.rid, &text, c, d / ROUNDS).await?);
+                r.add(raw_request_response(&raw.addr, &raw_payload, c, d / ROUNDS).await?);
+            }
+            print_latency(
+                &format!("request/response c={c}"),
+                &z.latency(),
+                &r.latency(),
+            );
+        }
+        let report = host.shutdown().await;
+        if !report.failures.is_empty() {
+            return Err(format!("client shutdown: {:?}", report.failures));
+        }
+        Ok::<(), String>(())
+    })?;
+    drop((server, raw));
+    Ok(())
+}
+
+fn print_throughput(case: &str, zlink: f64, raw: f64) {
+    println!(
+        "{case:<24} zlink {zlink:>10.0} msg/s   raw {raw:>10.0} msg/s   zlink/raw = {:.2}x",
+        zlink / raw
+    );
+}
+
+fn print_latency(case: &str, z: &Latency, r: &Latency) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "{case:<24} zlink {:>10.0} msg/s p50 {:>7.1} us p99 {:>7.1} us   raw {:>10.0} msg/s p50 {:>7.1} us p99 {:>7.1} us   zlink/raw = {:.2}x",
+        z.per_sec,
+        us(z.p50),
+        us(z.p99),
+        r.per_sec,
+        us(r.p50),
+        us(r.p99),
+        z.per_sec / r.per_sec
+    );
+}
+
+fn to_string(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// The client root: one MeshNode (fixed RID 01) whose manual peer is the server; returns once
+/// the peer is Ready with its weights known.
+async fn client(endpoint: &str) -> Result<(ZLinkHost, MeshNode), String> {
+    let mesh = MeshName::new("demo").map_err(to_string)?;
+    let host = ZLink::builder()
+        .route_mesh(mesh.clone(), |n| {
+            n.topology(Topology::Manual)
+                .fixed_routing_id(vec![1])
+                .port(0)
+                .manual_peer(endpoint)
+        })
+        .build()
+        .start()
+        .await
+        .map_err(to_string)?;
+    let node = host.node(&mesh).ok_or("no client node")?;
+    let deadline = Instant::now() + SETUP;
+    while !node.status().peers.iter().any(|p| p.weights.is_some()) {
+        if Instant::now() >= deadline {
+            return Err("the server never became a Ready peer".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok((host, node))
+}
+
+async fn handled(node: &MeshNode, server: &RoutingId) -> Result<u64, String> {
+    node.request(server, &CountBlobs).await.map_err(to_string)
+}
+
+/// Sends `Blob`s for `d`, then waits until the server has handled all of them.
+async fn one_way(
+    node: &MeshNode,
+    server: &RoutingId,
+    text: &str,
+    d: Duration,
+) -> Result<(u64, Duration), String> {
+    let before = handled(node, server).await?;
+    let blob = Blob {
+        bytes: text.to_owned(),
+    };
+    let started = Instant::now();
+    let mut sent: u64 = 0;
+    while started.elapsed() < d {
+        for _ in 0..256 {
+            node.send(server, &blob).await.map_err(to_string)?;
+            sent += 1;
+        }
+    }
+    let deadline = Instant::now() + SETUP;
+    while handled(node, server).await? < before + sent {
+        if Instant::now() >= deadline {
+            return Err("the server did not handle every one-way message".into());
+        }
+        tokio::task::yield_now().await;
+    }
+    Ok((sent, started.elapsed()))
+}
+
+/// `c` loops of request → reply for `d`; every request's latency.
+async fn request_response(
+    node: &MeshNode,
+    server: &RoutingId,
+    text: &str,
+    c: usize,
+    d: Duration,
+) -> Result<(Vec<Duration>, Duration), String> {
+    let echo = Rc::new(Echo {
+        bytes: text.to_owned(),
+    });
+    let started = Instant::now();
+    let local = tokio::task::LocalSet::new();
+    let mut loops = Vec::with_capacity(c);
+    for _ in 0..c {
+        let (node, server, echo) = (node.clone(), server.clone(), Rc::clone(&echo));
+        loops.push(local.spawn_local(async move {
+            let mut samples = Vec::new();
+            while started.elapsed() < d {
+                let t = Instant::now();
+                let reply = node.request(&server, &*echo).await.map_err(to_string)?;
+                samples.push(t.elapsed());
+                if reply.len() != echo.bytes.len() {
+                    return Err("wrong echo".to_string());
+                }
+            }
+            Ok::<_, String>(samples)
+        }));
+    }
+    let all = local
+        .run_until(async {
+            let mut all = Vec::new();
+            for l in loops {
+                all.extend(l.await.map_err(to_string)??);
+            }
+            Ok::<_, String>(all)
+        })
+        .await?;
+    Ok((all, started.elapsed()))
+}
