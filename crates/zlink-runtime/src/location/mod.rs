@@ -130,7 +130,7 @@ pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub(crate) use descriptor::DescriptorPublisher;
-pub(crate) use discovery::{Discovery, DiscoveryView};
+pub(crate) use discovery::{Discovery, DiscoveryStatus, DiscoveryView};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

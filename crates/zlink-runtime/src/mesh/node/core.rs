@@ -145,6 +145,8 @@ pub(crate) struct NodeInner {
     pub(crate) manual: Mutex<Vec<ManualPeer>>,
     pub(crate) control: ControlRegistry,
     pub(crate) descriptor: Option<Arc<super::discover::NodeDescriptor>>,
+    /// Wakes the discovery loop early (a peer connected that the last list did not name).
+    pub(crate) discovery_wake: tokio::sync::Notify,
 }
 
 impl NodeInner {

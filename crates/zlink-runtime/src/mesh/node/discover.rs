@@ -159,7 +159,10 @@ pub(crate) async fn run(node: Arc<NodeInner>, discovery: Discovery, interval: Du
             Ok(view) => apply(&node, &view, &mut current),
             Err(e) => tracing::warn!(mesh = %node.mesh, error = %e, "discovery read failed"),
         }
-        tokio::time::sleep(interval).await;
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = node.discovery_wake.notified() => {}
+        }
     }
 }
 
@@ -198,6 +201,23 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
         );
     }
     node.peers.write().set_discovered(known);
+    // A Ready peer that a fresh full list does not name (its lease expired, or it dialed us
+    // after leaving) and that no manual intent names is closed: only listed nodes are peers.
+    if matches!(view.status, crate::location::DiscoveryStatus::Fresh) {
+        let strays: Vec<_> = {
+            let peers = node.peers.read();
+            peers
+                .connected()
+                .filter(|p| !desired.contains_key(&p.handle.info().rid))
+                .filter(|p| !peers.is_manual(&p.handle.info().rid))
+                .map(|p| p.handle.clone())
+                .collect()
+        };
+        for p in strays {
+            tracing::info!(mesh = %node.mesh, peer = %p.info().rid, "closing a peer discovery does not list");
+            p.close();
+        }
+    }
     let gone: Vec<RoutingId> = current
         .keys()
         .filter(|rid| !desired.contains_key(*rid))

@@ -18,42 +18,68 @@ use crate::mesh::messaging::{
     ReplyExpectation, ZLinkError,
 };
 
-/// Peer lifecycle: the peer table, weight announcements to new peers, and ending the requests
-/// of a connection that went down.
-pub(crate) async fn events(node: Arc<NodeInner>, mut rx: mpsc::UnboundedReceiver<PeerEvent>) {
-    while let Some(event) = rx.recv().await {
-        match event {
-            PeerEvent::Up(info) => {
-                let Some(handle) = node.transport.peer(&info.rid) else {
-                    continue;
-                };
-                if handle.info().connection != info.connection {
-                    continue;
+/// Peer lifecycle and the completion path, on one loop so that a reply read before its
+/// connection went down always completes its request first: replies are taken before events
+/// (biased), and every reply already delivered is taken before an event is handled. A
+/// connection that went down ends the requests still waiting on it with `Unavailable`.
+pub(crate) async fn peers_and_replies(
+    node: Arc<NodeInner>,
+    mut events: mpsc::UnboundedReceiver<PeerEvent>,
+    mut replies: ReplyReceiver,
+) {
+    let (mut events_open, mut replies_open) = (true, true);
+    while events_open || replies_open {
+        tokio::select! {
+            biased;
+            r = replies.recv(), if replies_open => match r {
+                Some(r) => {
+                    node.pending.complete(r.into_reply());
                 }
-                tracing::info!(mesh = %node.mesh, peer = %info.rid, "peer ready");
-                node.peers.write().up(handle.clone());
-                let weights = control::weights_payload(&node.weights.read());
-                if let Err(e) = node.send_control(&handle, control::WEIGHTS, weights) {
-                    tracing::debug!(peer = %info.rid, %e, "weights announcement not sent");
+                None => replies_open = false,
+            },
+            e = events.recv(), if events_open => match e {
+                Some(event) => {
+                    while let Some(r) = replies.try_recv() {
+                        node.pending.complete(r.into_reply());
+                    }
+                    peer_event(&node, event);
                 }
-            }
-            PeerEvent::Down { peer, reason } => {
-                tracing::info!(mesh = %node.mesh, peer = %peer.rid, ?reason, "peer down");
-                node.peers.write().down(&peer);
-                let ended = node.pending.connection_lost(peer.connection);
-                if ended > 0 {
-                    tracing::info!(peer = %peer.rid, ended, "requests ended: connection lost");
-                }
-            }
-            _ => {}
+                None => events_open = false,
+            },
         }
     }
 }
 
-/// Completes pending requests from the reply lane.
-pub(crate) async fn replies(node: Arc<NodeInner>, mut rx: ReplyReceiver) {
-    while let Some(r) = rx.recv().await {
-        node.pending.complete(r.into_reply());
+fn peer_event(node: &NodeInner, event: PeerEvent) {
+    match event {
+        PeerEvent::Up(info) => {
+            let Some(handle) = node.transport.peer(&info.rid) else {
+                return;
+            };
+            if handle.info().connection != info.connection {
+                return;
+            }
+            tracing::info!(mesh = %node.mesh, peer = %info.rid, "peer ready");
+            let discovery = node.descriptor.is_some();
+            let confirmed = node.peers.write().up(handle.clone(), discovery);
+            if !confirmed {
+                // Re-read the list now: a node that left it is closed, a new one confirmed.
+                node.discovery_wake.notify_one();
+            }
+            let weights = control::weights_payload(&node.weights.read());
+            if let Err(e) = node.send_control(&handle, control::WEIGHTS, weights) {
+                tracing::debug!(peer = %info.rid, %e, "weights announcement not sent");
+            }
+        }
+        PeerEvent::Down { peer, reason } => {
+            tracing::info!(mesh = %node.mesh, peer = %peer.rid, ?reason, "peer down");
+            node.peers.write().down(&peer);
+            let ended = node.pending.connection_lost(peer.connection);
+            if ended > 0 {
+                tracing::info!(peer = %peer.rid, ended, "requests ended: connection lost");
+            }
+        }
+        _ => {}
     }
 }
 

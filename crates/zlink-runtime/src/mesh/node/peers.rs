@@ -13,6 +13,10 @@ pub(crate) struct ReadyPeer {
     pub(crate) handle: PeerHandle,
     /// Announced Server weights; `None` until the peer's first announcement.
     pub(crate) weights: Option<BTreeMap<ChannelName, u16>>,
+    /// Whether the peer is admitted: named by the discovery list or a manual intent (or the
+    /// node has no discovery). An unconfirmed connection is no call target and is closed
+    /// unless the next full list names it.
+    pub(crate) confirmed: bool,
 }
 
 /// Where a channel call goes.
@@ -35,11 +39,23 @@ pub(crate) struct PeerTable {
 }
 
 impl PeerTable {
-    /// A connection became Ready (it replaces an older one of the same RID).
-    pub(crate) fn up(&mut self, handle: PeerHandle) {
+    /// A connection became Ready (it replaces an older one of the same RID). With
+    /// `discovery` on, a peer that neither the list nor a manual intent names waits for the
+    /// next full list before it is a call target. Returns whether it is confirmed.
+    pub(crate) fn up(&mut self, handle: PeerHandle, discovery: bool) -> bool {
         let rid = handle.info().rid.clone();
         let weights = self.discovered.get(&rid).cloned();
-        self.ready.insert(rid, ReadyPeer { handle, weights });
+        let confirmed =
+            !discovery || self.discovered.contains_key(&rid) || self.manual.contains(&rid);
+        self.ready.insert(
+            rid,
+            ReadyPeer {
+                handle,
+                weights,
+                confirmed,
+            },
+        );
+        confirmed
     }
 
     /// A connection went down; ignored when a newer connection already replaced it.
@@ -64,6 +80,7 @@ impl PeerTable {
     pub(crate) fn set_discovered(&mut self, nodes: HashMap<RoutingId, BTreeMap<ChannelName, u16>>) {
         for (rid, w) in &nodes {
             if let Some(p) = self.ready.get_mut(rid) {
+                p.confirmed = true;
                 if p.weights.is_none() {
                     p.weights = Some(w.clone());
                 }
@@ -72,14 +89,29 @@ impl PeerTable {
         self.discovered = nodes;
     }
 
+    /// Every Ready connection, confirmed or not.
+    pub(crate) fn connected(&self) -> impl Iterator<Item = &ReadyPeer> {
+        self.ready.values().filter(|p| p.handle.is_ready())
+    }
+
     /// Replaces the RIDs named by manual intents.
     pub(crate) fn set_manual(&mut self, rids: HashSet<RoutingId>) {
+        for rid in &rids {
+            if let Some(p) = self.ready.get_mut(rid) {
+                p.confirmed = true;
+            }
+        }
         self.manual = rids;
     }
 
     /// The Ready connection to `rid`.
     pub(crate) fn ready(&self, rid: &RoutingId) -> Option<&ReadyPeer> {
         self.ready.get(rid).filter(|p| p.handle.is_ready())
+    }
+
+    /// Whether a manual intent names `rid`.
+    pub(crate) fn is_manual(&self, rid: &RoutingId) -> bool {
+        self.manual.contains(rid)
     }
 
     /// Whether `rid` is a peer this node knows (discovered or manual) without a Ready connection.
@@ -91,7 +123,9 @@ impl PeerTable {
 
     /// Every Ready peer.
     pub(crate) fn all_ready(&self) -> impl Iterator<Item = &ReadyPeer> {
-        self.ready.values().filter(|p| p.handle.is_ready())
+        self.ready
+            .values()
+            .filter(|p| p.confirmed && p.handle.is_ready())
     }
 
     /// The eligible members of `channel`: Ready peers with the membership and a positive

@@ -340,10 +340,14 @@ async fn start_node(
         manual: Mutex::new(Vec::new()),
         control: ControlRegistry::with_builtins(),
         descriptor: descriptor.clone(),
+        discovery_wake: tokio::sync::Notify::new(),
     });
     let tasks = vec![
-        tokio::spawn(inbound::events(Arc::clone(&inner), inbound.events)),
-        tokio::spawn(inbound::replies(Arc::clone(&inner), inbound.replies)),
+        tokio::spawn(inbound::peers_and_replies(
+            Arc::clone(&inner),
+            inbound.events,
+            inbound.replies,
+        )),
         tokio::spawn(inbound::control_frames(Arc::clone(&inner), inbound.control)),
         tokio::spawn(inbound::app_frames(Arc::clone(&inner), inbound.app)),
     ];

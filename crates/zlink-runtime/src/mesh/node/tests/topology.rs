@@ -170,6 +170,7 @@ on_every_store!(
     object_clients_without_server_membership_never_connect,
     object_clients_connect_when_one_has_a_weight_zero_server_membership,
     peer_whose_lease_expired_is_dropped,
+    peer_whose_lease_expired_is_dropped_even_when_it_dials,
     store_failure_grace_keeps_current_peers,
     status_snapshot_reports_the_node_and_its_peers,
 );
@@ -229,8 +230,22 @@ async fn object_clients_connect_when_one_has_a_weight_zero_server_membership(h: 
 }
 
 async fn peer_whose_lease_expired_is_dropped(h: &Harness) {
-    let options = short_lease().polling_interval(Duration::from_millis(100));
     // A's RID sorts first ("a-…" < "b-…"), so A is the dialing side of the connection.
+    lease_expired_peer_is_dropped(h, "a", "b").await;
+}
+
+async fn peer_whose_lease_expired_is_dropped_even_when_it_dials(h: &Harness) {
+    // B's RID sorts first, so B dials, and redials after A closes it: A must refuse to keep
+    // a peer its list no longer names.
+    lease_expired_peer_is_dropped(h, "b", "a").await;
+}
+
+async fn lease_expired_peer_is_dropped(
+    h: &Harness,
+    prefix_a: &'static str,
+    prefix_b: &'static str,
+) {
+    let options = short_lease().polling_interval(Duration::from_millis(100));
     let start_with = |store: Arc<dyn DynLocationStore>, prefix: &'static str| {
         let options = options.clone();
         async move {
@@ -246,9 +261,9 @@ async fn peer_whose_lease_expired_is_dropped(h: &Harness) {
             (host, node)
         }
     };
-    let (ha, a) = start_with(h.store.clone(), "a").await;
+    let (ha, a) = start_with(h.store.clone(), prefix_a).await;
     let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
-    let (hb, b) = start_with(faulty.clone(), "b").await;
+    let (hb, b) = start_with(faulty.clone(), prefix_b).await;
     wait_peers(&a, 1).await;
     assert_eq!(
         who(&a, b.routing_id()).await,
@@ -267,6 +282,18 @@ async fn peer_whose_lease_expired_is_dropped(h: &Harness) {
         }
     }
     assert!(dropped, "A still has {:?}", a.status().peers);
+    // It stays dropped: a redial is closed again as soon as A re-reads its list.
+    let mut listed_again = 0;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if !a.status().peers.is_empty() {
+            listed_again += 1;
+        }
+    }
+    assert!(
+        listed_again <= 2,
+        "the expired peer was back in {listed_again} of 10 samples"
+    );
     assert_eq!(ha.state(), HostState::Serving, "A kept its own lease");
     assert!(
         matches!(
