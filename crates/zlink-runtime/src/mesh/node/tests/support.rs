@@ -41,7 +41,6 @@ pub(crate) fn mesh() -> MeshName {
 }
 
 // For the channel tests; none of the tests in this tree uses it yet.
-#[allow(dead_code)]
 pub(crate) fn channel(name: &str) -> ChannelName {
     ChannelName::new(name).expect("channel")
 }
