@@ -40,7 +40,6 @@ pub(crate) fn mesh() -> MeshName {
     MeshName::new("game").expect("mesh")
 }
 
-// For the channel tests; none of the tests in this tree uses it yet.
 pub(crate) fn channel(name: &str) -> ChannelName {
     ChannelName::new(name).expect("channel")
 }
