@@ -26,9 +26,44 @@
 //!
 //! # Verification map
 //!
-//! | behaviour | test (`tests/mesh_*`) |
+//! Behaviour tests live in `tests/` (several roots in one process over loopback; the ones
+//! marked * run on the in-memory store, the live Redis single node and the live Redis
+//! Cluster) and in `crates/zlink-runtime/tests/mesh_process.rs` (real OS processes).
+//!
+//! | behaviour (spec) | test |
 //! |---|---|
-//! | see `crates/zlink-runtime/tests/mesh_node.rs` and `mesh_process.rs` | |
+//! | nodes find each other through descriptors and exchange requests (21 §4, 06 §6) | `nodes_discover_each_other_and_exchange_requests`* |
+//! | 3 OS processes find each other only through Redis and exchange requests | `three_processes_find_each_other_through_redis_and_exchange_requests` |
+//! | a killed node's in-flight request ends once (Unavailable/DeadlineExceeded), never replayed | `killed_node_ends_an_in_flight_request_exactly_once_without_replay`, `request_in_flight_on_a_stopped_member_ends_once_and_is_not_replayed` |
+//! | a stalled (SIGSTOP) node times out, then serves again | `stalled_node_times_out_then_recovers` |
+//! | 400 requests over 2 equal members split 140..=260 each (06 §4) | `equal_weights_split_channel_requests_evenly`* |
+//! | 800 requests at 300:100 give the heavier 520..=680 | `channel_requests_follow_the_weight_ratio`* |
+//! | weight 0 excluded from selection; weight changes at runtime; bounds 0..=10000 | `weight_zero_member_is_never_selected`, `set_channel_weight_changes_selection_at_runtime`*, `out_of_range_weights_are_refused_and_change_nothing` |
+//! | ChannelName not in the route index → NotFound; no eligible member → Unavailable (06 §6) | `channel_not_in_the_route_index_is_not_found`, `channel_without_an_eligible_member_is_unavailable` |
+//! | unknown RID → NotFound, no handler runs; known peer not ready → Unavailable (06 §20) | `unknown_rid_is_not_found_and_runs_no_handler`, `known_peer_without_a_connection_is_unavailable` |
+//! | payloads of 1 B, 4 KiB, 256 KiB, 1 MiB round-trip (length and CRC-32C) | `payloads_from_one_byte_to_one_mib_round_trip` |
+//! | every application mailbox full: a reply to a started request still arrives (06 §25) | `replies_arrive_while_the_mailbox_is_full` |
+//! | reply timeout ends the request once; a late reply is discarded (06 §7, §20) | `reply_timeout_ends_the_request_once_and_the_late_reply_is_discarded` |
+//! | cancellation by dropping the future | `dropping_a_request_future_removes_it_from_pending` |
+//! | filters run over the network in order, unwind in reverse; no `next` → Rejected (06 §10) | `filters_wrap_remote_requests_in_order_and_unwind_in_reverse`*, `filter_that_skips_next_rejects_remote_requests_and_no_handler_runs` |
+//! | metadata reaches the remote handler (06 §7) | `metadata_reaches_the_remote_handler`* |
+//! | a request to its own RID runs the same handler | `request_to_its_own_rid_runs_the_same_handler` |
+//! | the command plane is never matched by handler keys nor filtered | `command_plane_is_neither_matched_by_handler_keys_nor_filtered` |
+//! | manual peers: endpoint-only and expected-RID intents, no store (06 §5, §13) | `manual_topology_without_a_store_connects_by_endpoint_and_by_expected_rid`, `manual_peer_with_a_wrong_expected_rid_never_becomes_ready` |
+//! | manual peers added, listed, released at runtime (06 §5) | `manual_peers_are_added_listed_and_released_at_runtime` |
+//! | two Object Clients without Server membership don't connect; membership at weight 0 does (06 §4) | `object_clients_without_server_membership_never_connect`*, `object_clients_connect_when_one_has_a_weight_zero_server_membership`* |
+//! | a peer whose lease expired is dropped, whichever side dials (21 §10) | `peer_whose_lease_expired_is_dropped`*, `peer_whose_lease_expired_is_dropped_even_when_it_dials`* |
+//! | StoreFailureGrace keeps the current peers (21 §10) | `store_failure_grace_keeps_current_peers`* |
+//! | status snapshot (06 §24) | `status_snapshot_reports_the_node_and_its_peers`* |
+//! | a restarted fixed RID presents a larger lifecycle generation and is accepted | `restarted_fixed_rid_presents_a_larger_generation_and_is_accepted_again` |
+//! | shutdown: Draining, ShuttingDown for new calls, out of selection, descriptor and lease gone, Stopped (28 §9, §10) | `shutdown_removes_descriptor_and_lease_and_peers_stop_selecting_the_draining_node`* |
+//! | shutdown finishes accepted work; past the deadline ForceStopped/DeadlineExceeded; concurrent calls share one report (28 §3, §12) | `shutdown_waits_for_accepted_work_to_finish`, `shutdown_past_its_deadline_is_force_stopped_and_concurrent_calls_share_the_report` |
+//! | hosted services start in order before Serving, stop in reverse; a failed start leaves nothing (06 §22) | `hosted_services_start_in_order_before_serving_and_stop_in_reverse`, `hosted_service_start_failure_stops_started_services_and_leaves_no_rows`* |
+//! | configuration errors fail before any socket binds or Store request (06 §23) | `configuration_errors_fail_before_any_bind_or_store_request` |
+//!
+//! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
+//! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;
+//! proptest), `discover::tests` (the connection rule).
 
 mod control;
 mod core;
