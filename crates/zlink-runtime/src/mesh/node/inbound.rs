@@ -176,6 +176,7 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
         DispatchOutcome::ErrorReply { error, .. } => send_reply(
             node,
             peer_rid,
+            env.source_rid(),
             Reply::to(&env, ReplyStatus::Error, Bytes::from(error.encode())),
         ),
         DispatchOutcome::NoReply(_) => log_send_end(&outcome),
@@ -206,15 +207,26 @@ fn answer(
         }
     };
     match reply {
-        Some(Ok(r)) => send_reply(node, peer_rid, Some(r)),
+        Some(Ok(r)) => send_reply(node, peer_rid, env.source_rid(), Some(r)),
         Some(Err(e)) => tracing::warn!(%e, "reply content type rejected"),
         None => {}
     }
 }
 
-fn send_reply(node: &NodeInner, peer_rid: &zlink_codec::RoutingId, reply: Option<Reply>) {
+/// Sends a reply to the request's original source when it is a Ready peer (a forwarded
+/// request keeps its source, OperationId and reply route, spec 21 §7.3), else back on the
+/// connection the request arrived on.
+fn send_reply(
+    node: &NodeInner,
+    peer_rid: &zlink_codec::RoutingId,
+    source: &zlink_codec::RoutingId,
+    reply: Option<Reply>,
+) {
     let Some(reply) = reply else { return };
-    match node.transport.peer(peer_rid) {
+    let direct = (source != peer_rid)
+        .then(|| node.transport.peer(source))
+        .flatten();
+    match direct.or_else(|| node.transport.peer(peer_rid)) {
         Some(p) => {
             if let Err(e) = p.send_reply(&reply) {
                 tracing::debug!(peer = %peer_rid, %e, "reply not sent");

@@ -60,6 +60,7 @@
 //! | shutdown finishes accepted work; past the deadline ForceStopped/DeadlineExceeded; concurrent calls share one report (28 §3, §12) | `shutdown_waits_for_accepted_work_to_finish`, `shutdown_past_its_deadline_is_force_stopped_and_concurrent_calls_share_the_report` |
 //! | hosted services start in order before Serving, stop in reverse; a failed start leaves nothing (06 §22) | `hosted_services_start_in_order_before_serving_and_stop_in_reverse`, `hosted_service_start_failure_stops_started_services_and_leaves_no_rows`* |
 //! | configuration errors fail before any socket binds or Store request (06 §23) | `configuration_errors_fail_before_any_bind_or_store_request` |
+//! | a forwarded request keeps OperationId, reply route and source; the handler answers the source (21 §7.3, §9.3) | `forwarded_request_is_answered_to_its_source_under_its_own_ids` |
 //!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;
@@ -68,6 +69,7 @@
 mod control;
 mod core;
 mod discover;
+mod forward;
 mod handle;
 mod host;
 mod inbound;

@@ -6,6 +6,7 @@ mod support;
 
 mod basics;
 mod channels;
+mod forwarding;
 mod lifecycle;
 mod messaging;
 mod topology;
