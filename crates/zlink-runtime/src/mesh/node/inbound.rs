@@ -61,7 +61,12 @@ fn peer_event(node: &NodeInner, event: PeerEvent) {
             }
             tracing::info!(mesh = %node.mesh, peer = %info.rid, "peer ready");
             let discovery = node.descriptor.is_some();
-            let confirmed = node.peers.write().up(handle.clone(), discovery);
+            let mut confirmed = node.peers.write().up(handle.clone(), discovery);
+            if !confirmed {
+                // A manual intent's handshake may just have learned this RID.
+                super::handle::refresh_manual_rids(node);
+                confirmed = node.peers.read().ready(&info.rid).is_some();
+            }
             if !confirmed {
                 // Re-read the list now: a node that left it is closed, a new one confirmed.
                 node.discovery_wake.notify_one();

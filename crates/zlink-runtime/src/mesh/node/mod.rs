@@ -53,6 +53,7 @@
 //! | manual peers added, listed, released at runtime (06 §5) | `manual_peers_are_added_listed_and_released_at_runtime` |
 //! | two Object Clients without Server membership don't connect; membership at weight 0 does (06 §4) | `object_clients_without_server_membership_never_connect`*, `object_clients_connect_when_one_has_a_weight_zero_server_membership`* |
 //! | a peer whose lease expired is dropped, whichever side dials (21 §10) | `peer_whose_lease_expired_is_dropped`*, `peer_whose_lease_expired_is_dropped_even_when_it_dials`* |
+//! | an automatic node admits a manual peer its list does not name (06 §5) | `automatic_node_admits_a_manual_peer_its_list_does_not_name` |
 //! | StoreFailureGrace keeps the current peers (21 §10) | `store_failure_grace_keeps_current_peers`* |
 //! | status snapshot (06 §24) | `status_snapshot_reports_the_node_and_its_peers`* |
 //! | a restarted fixed RID presents a larger lifecycle generation and is accepted | `restarted_fixed_rid_presents_a_larger_generation_and_is_accepted_again` |

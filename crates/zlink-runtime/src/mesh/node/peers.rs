@@ -106,7 +106,9 @@ impl PeerTable {
 
     /// The Ready connection to `rid`.
     pub(crate) fn ready(&self, rid: &RoutingId) -> Option<&ReadyPeer> {
-        self.ready.get(rid).filter(|p| p.handle.is_ready())
+        self.ready
+            .get(rid)
+            .filter(|p| p.confirmed && p.handle.is_ready())
     }
 
     /// Whether a manual intent names `rid`.

@@ -295,12 +295,10 @@ async fn lease_expired_peer_is_dropped(
         "the expired peer was back in {listed_again} of 10 samples"
     );
     assert_eq!(ha.state(), HostState::Serving, "A kept its own lease");
+    let after = who(&a, b.routing_id()).await;
     assert!(
-        matches!(
-            who(&a, b.routing_id()).await,
-            Err(ErrorKind::NotFound | ErrorKind::Unavailable)
-        ),
-        "the dropped peer is no target"
+        matches!(after, Err(ErrorKind::NotFound | ErrorKind::Unavailable)),
+        "the dropped peer is no target: {after:?}"
     );
     faulty.heal();
     ha.shutdown().await;
@@ -452,4 +450,25 @@ async fn restarted_fixed_rid_presents_a_larger_generation_and_is_accepted_again(
     );
     ha.shutdown().await;
     h2.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_node_admits_a_manual_peer_its_list_does_not_name() {
+    let h = Harness::memory();
+    let (hm, m) = start_manual(echo_node).await;
+    let ep = m.endpoint().to_owned();
+    let (ha, a) = start(&h, move |b| echo_node(b).manual_peer(ep)).await;
+    wait_until("the manual peer is admitted", || {
+        a.status().peers.len() == 1
+    })
+    .await;
+    assert_eq!(
+        who(&a, m.routing_id()).await,
+        Ok(m.routing_id().to_string())
+    );
+    // The discovery loop keeps it: the list never names it, the manual intent does.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(a.status().peers.len(), 1);
+    ha.shutdown().await;
+    hm.shutdown().await;
 }
