@@ -109,6 +109,7 @@ mod lease;
 mod options;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod placement;
+mod query;
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 mod runtime;
 
@@ -127,6 +128,9 @@ pub use identity::{
 };
 pub use options::{ConfigError, LocationOptions, ROUTE_CACHE_FOLLOW_GAP};
 pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
+pub use query::{
+    EntryState, ListFilter, LocationEntry, LookupKind, MAX_ENTRY_LEN, MAX_PAGE_SIZE, Page, PageToken,
+};
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub(crate) use descriptor::DescriptorPublisher;
