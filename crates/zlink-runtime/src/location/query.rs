@@ -511,3 +511,86 @@ impl Query<'_> {
         Ok(Some(LocationEntry::of(&handle, state)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_budget_takes_an_entry_at_the_bound_and_starts_the_next_page_one_past() {
+        let bound = PageBudget::ENTRY_BYTES;
+        assert_eq!(bound + PageToken::MAX_LEN, MAX_PAGE_ENCODED_LEN);
+        // Synthetic entries filling the page exactly to the bound: all taken.
+        let mut page = PageBudget::new();
+        let sizes = [bound / 2, bound - bound / 2 - 1, 1];
+        assert!(sizes.iter().all(|&len| page.try_add(len)));
+        // One byte past: refused, the budget unchanged, and it starts the next page.
+        let mut page = PageBudget::new();
+        assert!(page.try_add(bound / 2));
+        assert!(page.try_add(bound - bound / 2 - 1));
+        let before = page;
+        assert!(!page.try_add(2), "an entry crossing the bound is refused");
+        assert_eq!(page, before);
+        let mut next = PageBudget::new();
+        assert!(next.try_add(2));
+        assert!(!PageBudget::new().try_add(bound + 1));
+        // Room for sure shrinks with use and never promises a crossing.
+        assert_eq!(PageBudget::new().sure_room(), bound / MAX_ENTRY_LEN);
+        assert_eq!(before.sure_room(), 0);
+    }
+
+    #[test]
+    fn the_largest_entry_fits_max_entry_len_and_a_full_page_can_cross_4_mib() {
+        let worst = "\u{1}".repeat(255);
+        let entry = LocationEntry {
+            id: ObjectId::new(worst.clone()).expect("id"),
+            kind: ObjectKind::InstanceSpot,
+            stable_type: StableType::new(worst.clone()).expect("type"),
+            object_generation: ObjectGeneration::new((1 << 63) - 2).expect("generation"),
+            mesh: MeshName::new(worst).expect("mesh"),
+            routing_id: RoutingId::new(vec![0xff; 255]).expect("rid"),
+            state: EntryState::Unavailable,
+        };
+        let len = entry.to_json().expect("json").len();
+        assert!(len <= MAX_ENTRY_LEN, "{len} > {MAX_ENTRY_LEN}");
+        assert!(len + 64 > MAX_ENTRY_LEN, "the bound is tight");
+        // 1,000 such entries exceed 4 MiB: the byte bound is real.
+        assert!(1000 * len > PageBudget::ENTRY_BYTES);
+    }
+
+    #[test]
+    fn page_tokens_round_trip_and_reject_malformed_bytes() {
+        let filter = ListFilter::new(ObjectKind::UserSpot)
+            .stable_type(StableType::new("game").expect("t"))
+            .mesh(MeshName::new("east").expect("m"));
+        let cursor = ScanCursor::new("c".repeat(4096)).expect("cursor");
+        let token = PageToken::encode(&filter, &cursor);
+        let long = ListFilter::new(ObjectKind::Actor)
+            .stable_type(StableType::new("t".repeat(255)).expect("t"))
+            .mesh(MeshName::new("m".repeat(255)).expect("m"));
+        assert_eq!(
+            PageToken::encode(&long, &cursor).as_bytes().len(),
+            PageToken::MAX_LEN
+        );
+        let back = PageToken::decode(token.as_bytes()).expect("decode");
+        assert_eq!(back.filter, filter);
+        assert_eq!(back.cursor, cursor);
+        assert_eq!(
+            PageToken::from_bytes(token.as_bytes()).expect("token"),
+            token
+        );
+        let bytes = token.as_bytes();
+        let mut extra = bytes.to_vec();
+        extra.push(0);
+        for bad in [&bytes[..bytes.len() - 1], &extra[..], &bytes[1..], b"zlq1\x01"] {
+            assert!(matches!(
+                PageToken::from_bytes(bad),
+                Err(LocationError::InvalidOperation(
+                    InvalidOperation::MalformedPageToken
+                ))
+            ));
+        }
+        // An empty cursor field is no cursor.
+        assert!(PageToken::from_bytes(b"zlq1\x00\x00\x00\x00\x00\x00\x00").is_err());
+    }
+}
