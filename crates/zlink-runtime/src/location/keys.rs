@@ -148,9 +148,7 @@ pub(crate) fn location_index_prefix(
 }
 
 /// The (kind, stable type, id) of a lookup index key; `None` for any other key.
-pub(crate) fn parse_location_index(
-    key: &StoreKey,
-) -> Option<(ObjectKind, StableType, ObjectId)> {
+pub(crate) fn parse_location_index(key: &StoreKey) -> Option<(ObjectKind, StableType, ObjectId)> {
     let text = std::str::from_utf8(key.as_bytes()).ok()?;
     let mut parts = text.split('\0');
     if parts.next()? != LOCATION_INDEX {
@@ -226,13 +224,22 @@ mod tests {
         let by_type = location_index_prefix(ObjectKind::UserSpot, Some(&ty)).expect("p");
         let other_type = StableType::new("cha").expect("type");
         assert!(by_kind.matches(&key) && by_type.matches(&key));
-        assert!(!location_index_prefix(ObjectKind::UserSpot, Some(&other_type))
-            .expect("p")
-            .matches(&key));
-        assert!(!location_index_prefix(ObjectKind::InstanceSpot, None)
-            .expect("p")
-            .matches(&key));
-        assert_eq!(parse_location_index(&authority(ObjectKind::Actor, &ObjectId::new("x").expect("id")).expect("k")), None);
+        assert!(
+            !location_index_prefix(ObjectKind::UserSpot, Some(&other_type))
+                .expect("p")
+                .matches(&key)
+        );
+        assert!(
+            !location_index_prefix(ObjectKind::InstanceSpot, None)
+                .expect("p")
+                .matches(&key)
+        );
+        assert_eq!(
+            parse_location_index(
+                &authority(ObjectKind::Actor, &ObjectId::new("x").expect("id")).expect("k")
+            ),
+            None
+        );
     }
 
     #[test]

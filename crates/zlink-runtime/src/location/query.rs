@@ -504,7 +504,11 @@ impl Query<'_> {
         if handle.kind() != kind || handle.stable_type() != &stable_type {
             return Ok(None);
         }
-        if filter.mesh.as_ref().is_some_and(|m| &handle.node().mesh != m) {
+        if filter
+            .mesh
+            .as_ref()
+            .is_some_and(|m| &handle.node().mesh != m)
+        {
             return Ok(None);
         }
         let state = self.state_of(&handle, leases).await?;
@@ -582,7 +586,12 @@ mod tests {
         let bytes = token.as_bytes();
         let mut extra = bytes.to_vec();
         extra.push(0);
-        for bad in [&bytes[..bytes.len() - 1], &extra[..], &bytes[1..], b"zlq1\x01"] {
+        for bad in [
+            &bytes[..bytes.len() - 1],
+            &extra[..],
+            &bytes[1..],
+            b"zlq1\x01",
+        ] {
             assert!(matches!(
                 PageToken::from_bytes(bad),
                 Err(LocationError::InvalidOperation(

@@ -12,11 +12,11 @@ use super::descriptor::{DescriptorPublisher, PublishableDescriptor, validate_des
 use super::discovery::Discovery;
 use super::engine::{Engine, EngineConfig};
 use super::error::LocationError;
+use super::identity::ObjectId;
 use super::identity::{HostRun, MeshName, OwnerId, new_owner_id};
 use super::lease::{LeaseBook, OwnerLease, RenewLoop};
 use super::options::LocationOptions;
 use super::query::{ListFilter, LocationEntry, LookupKind, Page, PageToken, Query};
-use super::identity::ObjectId;
 
 /// Builds and starts a [`LocationRuntime`].
 #[derive(Debug)]

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 
 use super::prelude::*;
 use crate::location::{
-    EntryState, ErrorKind, InvalidOperation, ListFilter, LocationEntry, LookupKind, MeshName,
-    Page, PageToken,
+    EntryState, ErrorKind, InvalidOperation, ListFilter, LocationEntry, LookupKind, MeshName, Page,
+    PageToken,
 };
 
 /// The most pages one test cycle reads.
@@ -25,9 +25,12 @@ async fn query_host(h: &Harness, mesh: &str, rid: u8, options: LocationOptions) 
     }
 }
 
+/// One object of a test: kind, id, stable type, index of the owning host, committed.
+type Object = (ObjectKind, String, &'static str, usize, bool);
+
 /// Reserves every `(kind, id, stable type, target index)` concurrently (in chunks), and
 /// commits those marked; returns nothing: the Store is the truth the test reads back.
-async fn create(hosts: &[Arc<Host>], objects: &[(ObjectKind, String, &'static str, usize, bool)]) {
+async fn create(hosts: &[Arc<Host>], objects: &[Object]) {
     for chunk in objects.chunks(256) {
         let mut tasks = Vec::new();
         for (kind, object, stable_type, on, commit) in chunk.iter().cloned() {
@@ -65,7 +68,11 @@ async fn cycle(rt: &LocationRuntime, filter: &ListFilter, page_size: u32) -> Vec
         assert!(entries.len() <= page_size as usize, "page over its size");
         for e in entries {
             assert_eq!(e.kind, filter.kind);
-            assert!(seen.insert(e.id.clone()), "{} returned twice", e.id.as_str());
+            assert!(
+                seen.insert(e.id.clone()),
+                "{} returned twice",
+                e.id.as_str()
+            );
             all.push(e);
         }
         match next {
@@ -86,7 +93,10 @@ pub(super) async fn lookup_of_a_missing_id_is_none_and_creates_nothing(h: &Harne
     let _present = active_actor(&a, "present").await;
     let before = h.snapshot().await;
     for kind in [LookupKind::Actor, LookupKind::Spot] {
-        assert_eq!(a.rt.lookup(kind, &id("nobody")).await.expect("lookup"), None);
+        assert_eq!(
+            a.rt.lookup(kind, &id("nobody")).await.expect("lookup"),
+            None
+        );
     }
     // The actor's id is another key space as a Spot.
     assert_eq!(
@@ -168,7 +178,7 @@ pub(super) async fn list_pages_return_each_id_exactly_once_per_cycle(h: &Harness
     }
     objects.push((ObjectKind::UserSpot, "actor-00001".into(), "game", 0, true));
     create(&hosts, &objects).await;
-    let actors = |keep: &dyn Fn(&(ObjectKind, String, &str, usize, bool)) -> bool| -> Set<String> {
+    let actors = |keep: &dyn Fn(&Object) -> bool| -> Set<String> {
         objects
             .iter()
             .filter(|o| o.0 == ObjectKind::Actor && keep(o))
@@ -196,7 +206,12 @@ pub(super) async fn list_pages_return_each_id_exactly_once_per_cycle(h: &Harness
     assert!(mail.iter().all(|e| e.stable_type == ty("mail")));
 
     let west = MeshName::new("west").expect("mesh");
-    let on_west = cycle(rt, &ListFilter::new(ObjectKind::Actor).mesh(west.clone()), 1000).await;
+    let on_west = cycle(
+        rt,
+        &ListFilter::new(ObjectKind::Actor).mesh(west.clone()),
+        1000,
+    )
+    .await;
     assert_eq!(ids(&on_west), actors(&|o| o.3 == 1));
     assert!(on_west.iter().all(|e| e.mesh == west));
 
@@ -347,4 +362,83 @@ proptest! {
             assert_eq!(all.len(), set.len());
         });
     }
+}
+
+/// With entries near their largest (names of escaped control characters), a page of 1,000
+/// would pass 4 MiB: the page stops where the next entry would cross the bound, and that
+/// entry starts the next page. Memory store only (about 5 MB of records).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_page_ends_before_the_entry_that_would_cross_4_mib() {
+    let h = Harness::memory();
+    let wide = "\u{1}".repeat(250);
+    let mut desc = descriptor(&"\u{1}".repeat(255), &[0xff; 255]);
+    desc.object_capabilities
+        .push(capability(ObjectKind::Actor, &wide, 0));
+    let host = Arc::new(Host {
+        rt: h.runtime().await,
+        desc,
+    });
+    let objects: Vec<_> = (0..1000)
+        .map(|i| (ObjectKind::Actor, format!("{wide}{i:05}"), i))
+        .collect();
+    for chunk in objects.chunks(256) {
+        let mut tasks = Vec::new();
+        for (kind, object, _) in chunk.iter().cloned() {
+            let host = host.clone();
+            let stable_type = "\u{1}".repeat(250);
+            tasks.push(tokio::spawn(async move {
+                host.rt
+                    .authority()
+                    .reserve(ReserveRequest {
+                        kind,
+                        id: id(&object),
+                        stable_type: ty(&stable_type),
+                        target: host.target(),
+                        payload: Vec::new(),
+                        pending_creation: None,
+                    })
+                    .await
+                    .expect("reserve")
+                    .applied()
+                    .expect("applied");
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+    }
+    let filter = ListFilter::new(ObjectKind::Actor);
+    let first = host
+        .rt
+        .list(filter.clone(), 1000, None)
+        .await
+        .expect("page");
+    let token = first.next.clone().expect("a second page");
+    let size = |entries: &[LocationEntry]| -> usize {
+        entries
+            .iter()
+            .map(|e| e.to_json().expect("json").len())
+            .sum::<usize>()
+            + PageToken::MAX_LEN
+    };
+    assert!(first.entries.len() < 1000);
+    assert!(size(&first.entries) <= 4 * 1024 * 1024);
+    let second = host
+        .rt
+        .list(filter.clone(), 1000, Some(&token))
+        .await
+        .expect("page");
+    let crossing = second.entries.first().expect("the entry that would cross");
+    assert!(
+        size(&first.entries) + crossing.to_json().expect("json").len() > 4 * 1024 * 1024,
+        "the page ended early although the next entry fit"
+    );
+    let mut all = first.entries;
+    all.extend(second.entries);
+    assert_eq!(second.next, None);
+    assert_eq!(
+        ids(&all),
+        objects.iter().map(|o| o.1.clone()).collect::<Set<_>>()
+    );
+    assert_eq!(all.len(), 1000);
 }
