@@ -37,6 +37,9 @@ pub enum ErrorKind {
     Contended,
     /// The runtime has stopped.
     Stopped,
+    /// A list continuation token's snapshot is gone (expired, or the Store no longer knows
+    /// it): start a new cycle without a token (spec 21 §6.2 ScanExpired).
+    ScanExpired,
     /// A Store request failed.
     Store,
 }
@@ -171,6 +174,15 @@ pub enum InvalidOperation {
     /// The runtime was started outside a tokio runtime.
     #[error("the location runtime needs a tokio runtime")]
     NoTokioRuntime,
+    /// A location list page size outside `1..=1000` (spec 21 §7.4).
+    #[error("page size {0} outside 1..=1000")]
+    PageSizeOutOfRange(u32),
+    /// Bytes that are not a continuation token this runtime issued.
+    #[error("malformed page token")]
+    MalformedPageToken,
+    /// A continuation token issued for a list read with another filter.
+    #[error("the page token belongs to a list read with another filter")]
+    PageTokenForAnotherList,
 }
 
 /// What can go wrong in the location runtime. Normal outcomes (`Conflict`, `Stale`, `Missing`)
@@ -234,6 +246,10 @@ pub enum LocationError {
     /// The location runtime has been shut down.
     #[error("location runtime stopped")]
     Stopped,
+    /// The snapshot a list continuation token reads is gone: start a new cycle without a token
+    /// (spec 21 §6.2).
+    #[error("the list snapshot expired: start a new cycle")]
+    ScanExpired,
     /// A Store request failed; if it had started, whether it committed is unknown.
     #[error("location store: {0}")]
     Store(#[from] StoreError),
@@ -257,6 +273,7 @@ impl LocationError {
             LocationError::LeaseLost => ErrorKind::LeaseLost,
             LocationError::Contended => ErrorKind::Contended,
             LocationError::Stopped => ErrorKind::Stopped,
+            LocationError::ScanExpired => ErrorKind::ScanExpired,
             LocationError::Store(_) => ErrorKind::Store,
         }
     }

@@ -76,7 +76,7 @@ impl PrivateKey<'_> {
                 stable_type,
                 id,
             } => [
-                "location-index",
+                LOCATION_INDEX,
                 kind.as_str(),
                 stable_type.as_str(),
                 id.as_str(),
@@ -130,6 +130,36 @@ pub(crate) fn location_index(
     .store_key()
 }
 
+/// The tag of the lookup index rows.
+const LOCATION_INDEX: &str = "location-index";
+
+/// The scan prefix of the lookup index rows of one object kind (`location-index\0{kind}\0`),
+/// or of one kind and stable type (`…\0{stableType}\0`).
+pub(crate) fn location_index_prefix(
+    kind: ObjectKind,
+    stable_type: Option<&StableType>,
+) -> Result<ScanPrefix, ArgumentError> {
+    let mut p = format!("{LOCATION_INDEX}\0{}\0", kind.as_str());
+    if let Some(t) = stable_type {
+        p.push_str(t.as_str());
+        p.push('\0');
+    }
+    ScanPrefix::new(p)
+}
+
+/// The (kind, stable type, id) of a lookup index key; `None` for any other key.
+pub(crate) fn parse_location_index(key: &StoreKey) -> Option<(ObjectKind, StableType, ObjectId)> {
+    let text = std::str::from_utf8(key.as_bytes()).ok()?;
+    let mut parts = text.split('\0');
+    if parts.next()? != LOCATION_INDEX {
+        return None;
+    }
+    let kind = ObjectKind::parse(parts.next()?).ok()?;
+    let stable_type = StableType::new(parts.next()?).ok()?;
+    let id = ObjectId::new(parts.next()?).ok()?;
+    parts.next().is_none().then_some((kind, stable_type, id))
+}
+
 /// Runtime-private: a relocation target capacity reservation.
 pub(crate) fn capacity_reservation(reservation_id: u128) -> Result<StoreKey, ArgumentError> {
     PrivateKey::CapacityReservation(reservation_id).store_key()
@@ -179,6 +209,37 @@ mod tests {
         let id = ObjectId::new(long).expect("id");
         assert!(location_index(ObjectKind::InstanceSpot, &ty, &id).is_ok());
         assert!(capacity_reservation(u128::MAX).is_ok());
+    }
+
+    #[test]
+    fn location_index_keys_parse_back_and_match_their_prefixes() {
+        let ty = StableType::new("chat").expect("type");
+        let id = ObjectId::new("user:1").expect("id");
+        let key = location_index(ObjectKind::UserSpot, &ty, &id).expect("key");
+        assert_eq!(
+            parse_location_index(&key),
+            Some((ObjectKind::UserSpot, ty.clone(), id))
+        );
+        let by_kind = location_index_prefix(ObjectKind::UserSpot, None).expect("p");
+        let by_type = location_index_prefix(ObjectKind::UserSpot, Some(&ty)).expect("p");
+        let other_type = StableType::new("cha").expect("type");
+        assert!(by_kind.matches(&key) && by_type.matches(&key));
+        assert!(
+            !location_index_prefix(ObjectKind::UserSpot, Some(&other_type))
+                .expect("p")
+                .matches(&key)
+        );
+        assert!(
+            !location_index_prefix(ObjectKind::InstanceSpot, None)
+                .expect("p")
+                .matches(&key)
+        );
+        assert_eq!(
+            parse_location_index(
+                &authority(ObjectKind::Actor, &ObjectId::new("x").expect("id")).expect("k")
+            ),
+            None
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! runtime never looks at a provider type. Store keys are the logical key preimages themselves.
 //! Modules build upward: vocabulary (`identity`, `generation`, `clock`, `admission`,
 //! `options`), then `error`, then `keys` and `counters`, then `lease`, `capacity`,
-//! `placement`, `engine`, `authority`, `descriptor`, `discovery` and `runtime`.
+//! `placement`, `engine`, `authority`, `descriptor`, `discovery`, `query` and `runtime`.
 //!
 //! # Verification map
 //!
@@ -40,6 +40,19 @@
 //! | an expired target is rejected without changing the Store | `secure_target_is_idempotent_and_checks_the_target_lease` |
 //! | deletion confirms the current owner lease and space in use, and removes record and space together | `preserve_and_delete_need_a_valid_owner_lease`, `commit_abort_and_delete_move_capacity_with_the_record` |
 //! | §8.2's owner rules: a previous target attempt can't change the owner | `reservation_made_before_another_move_cannot_move_the_object`, `carrying_preserve_keeps_the_reservation_and_stales_older_copies` |
+//!
+//! Spec 21 §7.4 "Querying the Current Location from Operational Tools" (`query`, on
+//! [`LocationRuntime::lookup`] and [`LocationRuntime::list`]):
+//!
+//! | spec item | test |
+//! |---|---|
+//! | lookup by id distinguishes Actor and Spot; a missing record is empty and builds nothing | `lookup_of_a_missing_id_is_none_and_creates_nothing` |
+//! | states: Creating (Reserved), Ready, Unavailable once the owner's lease is gone (lease row read directly) | `lookup_shows_creating_ready_and_unavailable_once_the_lease_is_gone` |
+//! | paged list by object kind, optional stable type and MeshName; no duplicate id in a cycle | `list_pages_return_each_id_exactly_once_per_cycle`, `tests::query::proptest_pages_concatenate_to_the_set` |
+//! | one page holds 1..=1000 entries (0 and 1,001 refused before any Store request); the token is opaque and checked | `page_size_out_of_range_is_refused_before_any_store_request`, `query::tests::page_tokens_round_trip_and_reject_malformed_bytes` |
+//! | one encoded page ≤ 4 MiB; the entry that would cross starts the next page | `query::tests::page_budget_takes_an_entry_at_the_bound_and_starts_the_next_page_one_past`, `tests::query::list_page_ends_before_the_entry_that_would_cross_4_mib` (memory), `query::tests::the_largest_entry_fits_max_entry_len_and_a_full_page_can_cross_4_mib` |
+//! | a Store failure ends the whole page as an error with no partial entries; a failed lookup is an error, never empty | `store_failure_mid_cycle_fails_the_page_with_no_entries` |
+//! | no function returns the whole set at once; nothing is cached | by construction: only `lookup` and `list` exist, neither keeps state |
 //!
 //! Runtime behaviour (spec 21 §3–§6, §8.1, §10, §11):
 //!
@@ -109,6 +122,7 @@ mod lease;
 mod options;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod placement;
+mod query;
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 mod runtime;
 
@@ -127,6 +141,10 @@ pub use identity::{
 };
 pub use options::{ConfigError, LocationOptions, ROUTE_CACHE_FOLLOW_GAP};
 pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
+pub use query::{
+    EntryState, ListFilter, LocationEntry, LookupKind, MAX_ENTRY_LEN, MAX_PAGE_SIZE, Page,
+    PageToken,
+};
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub(crate) use descriptor::DescriptorPublisher;

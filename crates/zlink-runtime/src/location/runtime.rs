@@ -12,9 +12,11 @@ use super::descriptor::{DescriptorPublisher, PublishableDescriptor, validate_des
 use super::discovery::Discovery;
 use super::engine::{Engine, EngineConfig};
 use super::error::LocationError;
+use super::identity::ObjectId;
 use super::identity::{HostRun, MeshName, OwnerId, new_owner_id};
 use super::lease::{LeaseBook, OwnerLease, RenewLoop};
 use super::options::LocationOptions;
+use super::query::{ListFilter, LocationEntry, LookupKind, Page, PageToken, Query};
 
 /// Builds and starts a [`LocationRuntime`].
 #[derive(Debug)]
@@ -170,6 +172,43 @@ impl LocationRuntime {
     /// versions, spec 21 §2.1).
     pub(crate) fn authority(&self) -> &AuthorityClient {
         &self.authority
+    }
+
+    /// Looks up the current location of one ActorId or SpotId for operational tools (spec 21
+    /// §7.4): `None` when no record exists (nothing is created); a Reserved object is
+    /// `Creating`; a committed one `Ready` while its owner's lease is held by the owning run,
+    /// else `Unavailable`. A Store failure is the error (kind
+    /// [`ErrorKind::Store`](super::ErrorKind::Store)), never an absent object; nothing is
+    /// cached.
+    pub async fn lookup(
+        &self,
+        kind: LookupKind,
+        id: &ObjectId,
+    ) -> Result<Option<LocationEntry>, LocationError> {
+        self.query().lookup(kind, id).await
+    }
+
+    /// One page of the location list of `filter` for operational tools (spec 21 §7.4):
+    /// `page_size` in `1..=1000` (else `InvalidOperation::PageSizeOutOfRange`, before any
+    /// Store request), at most 4 MiB encoded (see [`LocationEntry::to_json`] and
+    /// [`PageToken::MAX_LEN`]). Pass `None` to start a cycle and each page's `next` to go on;
+    /// one cycle reads one snapshot and never returns an id twice. A Store failure fails the
+    /// whole page (no partial entries); an expired token is `ScanExpired`. There is no
+    /// function returning every entry at once.
+    pub async fn list(
+        &self,
+        filter: ListFilter,
+        page_size: u32,
+        token: Option<&PageToken>,
+    ) -> Result<Page, LocationError> {
+        self.query().list(&filter, page_size, token).await
+    }
+
+    fn query(&self) -> Query<'_> {
+        Query {
+            store: &self.store,
+            authority: &self.authority,
+        }
     }
 
     /// A publisher for one descriptor of this host; the descriptor is checked against every

@@ -11,6 +11,7 @@ mod engine;
 mod lease;
 mod prelude;
 mod purge;
+mod query;
 mod relocation;
 pub(crate) mod support;
 mod sweep;
@@ -97,4 +98,10 @@ on_every_store!(
     engine::concurrent_operations_coalesce_into_shared_batches,
     engine::unknown_outcome_recovery_does_not_stall_other_batches,
     authority::capacity_counters_equal_allocations_after_random_operations,
+    // Operational location queries (spec 21 §7.4).
+    query::lookup_of_a_missing_id_is_none_and_creates_nothing,
+    query::lookup_shows_creating_ready_and_unavailable_once_the_lease_is_gone,
+    query::list_pages_return_each_id_exactly_once_per_cycle,
+    query::page_size_out_of_range_is_refused_before_any_store_request,
+    query::store_failure_mid_cycle_fails_the_page_with_no_entries,
 );
