@@ -2,4 +2,4 @@
 
 pub mod location;
 pub mod mesh;
-mod objects;
+pub mod objects;

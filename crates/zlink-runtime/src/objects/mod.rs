@@ -1,8 +1,19 @@
-//! Actors and Spots (spec 06 §11, §15–§18; 21 §7), being built on the MeshNode layer. Today it
-//! holds the activation core: one object's state behind a count- and bytes-bounded mailbox,
-//! run one job at a time with a bounded slice ([`activation`]). Registration, managers,
-//! messaging by global id and the route cache are not built yet; nothing here is public.
+//! Actors and Spots (spec 06 §4, §11, §15–§18; 21 §7), being built on the MeshNode layer.
+//!
+//! Today it holds object type registration ([`ActorType`], [`SpotType`]: factories, the one
+//! relocation policy each type chooses, User Spot execution and readiness modes; validated at
+//! startup and published as the descriptor's object capabilities) and the activation core (one
+//! object's state behind a count- and bytes-bounded mailbox, run one job at a time with a
+//! bounded slice). Managers (Create/GetOrCreate/Find/Destroy/Close), messaging by global id and
+//! the route cache are not built yet: registered factories do not run yet.
 
 // The managers (not built yet) are the first callers outside the tests.
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod activation;
+mod registration;
+
+pub(crate) use registration::Registration;
+pub use registration::{
+    Actor, ActorStateAdapter, ActorType, FactoryContext, ReadinessMode, RelocationChoice, Spot,
+    SpotExecution, SpotStateAdapter, SpotType,
+};

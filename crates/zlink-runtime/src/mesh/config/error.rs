@@ -294,6 +294,95 @@ pub enum StartupError {
         /// The value given.
         value: i64,
     },
+    /// An object type registered on a node that is not an Object Server (spec 06 §4: only a
+    /// Server has factories).
+    #[error(
+        "MeshNode `{mesh}` registers object type {stable_type:?}, which only an Object Server can (role `{role}`)"
+    )]
+    ObjectTypeOnNonServer {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type given.
+        stable_type: String,
+        /// The node's role.
+        role: ObjectRole,
+    },
+    /// A stable type that is not 1..=255 UTF-8 bytes.
+    #[error("MeshNode `{mesh}` stable type {stable_type:?} is invalid: {reason}")]
+    InvalidStableType {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type given.
+        stable_type: String,
+        /// Why.
+        reason: String,
+    },
+    /// The same stable type registered twice on one Object Server (spec 06 §4, §25).
+    #[error("MeshNode `{mesh}` registers stable type {stable_type:?} twice")]
+    DuplicateStableType {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type.
+        stable_type: String,
+    },
+    /// An object type without a factory.
+    #[error("MeshNode `{mesh}` object type {stable_type:?} has no factory")]
+    MissingFactory {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type.
+        stable_type: String,
+    },
+    /// A factory's configure step chose no relocation policy (spec 06 §25: exactly one).
+    #[error(
+        "MeshNode `{mesh}` object type {stable_type:?} chooses no relocation policy (DisableRelocation, RecreateOnRelocation or PreserveStateWith)"
+    )]
+    RelocationPolicyNotChosen {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type.
+        stable_type: String,
+    },
+    /// A factory's configure step chose more than one relocation policy.
+    #[error("MeshNode `{mesh}` object type {stable_type:?} chooses both {first} and {second}")]
+    RelocationPolicyChosenTwice {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type.
+        stable_type: String,
+        /// The first choice.
+        first: crate::objects::RelocationChoice,
+        /// The second choice.
+        second: crate::objects::RelocationChoice,
+    },
+    /// A Spot mode set where it has no meaning: an execution mode or readiness mode on an
+    /// Instance Spot, or a readiness mode on a `PerActor` User Spot (spec 06 §17, 28 §5).
+    #[error(
+        "MeshNode `{mesh}` object type {stable_type:?} sets `{setting}`, which a {kind} of this mode does not have"
+    )]
+    SpotModeNotApplicable {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type.
+        stable_type: String,
+        /// The object kind.
+        kind: ObjectKind,
+        /// `execution` or `readiness`.
+        setting: &'static str,
+    },
+    /// An Instance Spot type exists or a type chooses RecreateOnRelocation/PreserveStateWith,
+    /// and no Relocation Store is registered (spec 06 §23, §25: exactly one is required).
+    #[error(
+        "MeshNode `{mesh}` object type {stable_type:?} needs a Relocation Store ({reason}), and none is registered"
+    )]
+    RelocationStoreRequired {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type.
+        stable_type: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// An application mailbox bound outside its range: jobs 1..=2^31-1, bytes 1..=2^62
     /// (spec 06 §11: both axes are bounded).
     #[error("MeshNode `{mesh}` mailbox {axis} bound {value} is outside 1..={max}")]
@@ -397,7 +486,14 @@ impl StartupError {
             | E::InvalidExpectedRoutingId { .. }
             | E::InvalidMaintenanceWave { .. }
             | E::InvalidHost { .. } => K::InvalidFormat,
-            E::LocationStoreRequired { .. } => K::MissingStore,
+            E::LocationStoreRequired { .. } | E::RelocationStoreRequired { .. } => K::MissingStore,
+            E::ObjectTypeOnNonServer { .. }
+            | E::MissingFactory { .. }
+            | E::RelocationPolicyNotChosen { .. }
+            | E::RelocationPolicyChosenTwice { .. }
+            | E::SpotModeNotApplicable { .. } => K::InvalidCombination,
+            E::InvalidStableType { .. } => K::InvalidFormat,
+            E::DuplicateStableType { .. } => K::Duplicate,
             E::ChannelHandlerWithoutServerMembership { .. }
             | E::NodeDirectHandlerOnObjectClient { .. }
             | E::FixedRoutingIdNeedsRoleNone { .. }

@@ -65,11 +65,21 @@
 //! | Location Store / Relocation Store registered twice (§13) | `location_store_registered_twice_fails_startup`, `relocation_store_registered_twice_fails_startup` |
 //! | invalid codec registration (§12) | `invalid_codec_content_type_fails_startup` |
 //! | mailbox bounds: jobs 1..=2^31-1, bytes 1..=2^62 (§11) | `mailbox_limit_bounds` |
+//! | object types: only on an Object Server (§4) | `object_type_on_a_non_server_fails_startup` |
+//! | the same stable type twice fails startup, whatever the kinds; case-sensitive (§4, §25) | `same_stable_type_twice_fails_startup_whatever_the_kinds` |
+//! | stable type 1..=255 UTF-8 bytes | `stable_type_length_bounds` |
+//! | a factory is required | `object_type_without_a_factory_fails_startup` |
+//! | exactly one relocation policy per factory (§25) | `factory_choosing_no_relocation_policy_fails_startup`, `factory_choosing_two_relocation_policies_fails_startup` |
+//! | an Instance Spot type, RecreateOnRelocation or PreserveStateWith needs exactly one Relocation Store (§23, §25) | `instance_spot_or_state_policy_without_a_relocation_store_fails_startup` |
+//! | execution/readiness modes only where they apply (§17; 28 §5) | `spot_modes_where_they_do_not_apply_fail_startup` |
+//! | registered types become the plan with their one policy and modes | `object_types_become_the_plan_with_their_one_policy_and_modes` |
 //! | a valid configuration becomes the plan | `valid_configuration_becomes_the_plan` |
 //! | hosted services: start in order, stop in reverse, failed start stops what started (§22) | `hosted_services_start_in_order_and_stop_in_reverse`, `failed_hosted_start_stops_started_services_in_reverse`, `hosted_stop_failures_are_recorded_and_shutdown_continues` |
 //!
 //! Channel Server weight on a Client route is impossible by construction:
-//! [`MeshNodeBuilder::channel_client`] takes no weight.
+//! [`MeshNodeBuilder::channel_client`] takes no weight. So are a state adapter of the wrong
+//! kind (an Actor type takes only an `ActorStateAdapter` of its own state, a Spot type only a
+//! `SpotStateAdapter`) and actor handlers on an Instance Spot (its configure step has none).
 
 mod error;
 mod hosted;
@@ -89,7 +99,7 @@ pub use hosted::{
 pub use node::{
     DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_ROUTING_ID_PREFIX, MeshNodeBuilder, Topology,
 };
-pub use plan::{ManualPeer, MeshNodePlan, PeerEndpoint, RoutingIdPlan, ZLinkPlan};
+pub use plan::{ManualPeer, MeshNodePlan, ObjectTypePlan, PeerEndpoint, RoutingIdPlan, ZLinkPlan};
 pub use root::{DEFAULT_BIND_HOST, ZLink, ZLinkBuilder};
 pub use validate::{MAX_MAINTENANCE_WAVE_LEN, MAX_ROUTING_ID_PREFIX_LEN};
 

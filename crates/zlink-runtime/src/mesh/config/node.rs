@@ -104,6 +104,7 @@ pub struct MeshNodeBuilder<H> {
     pub(crate) route_cache_max_age: Option<Duration>,
     pub(crate) message_follow_duration: Option<Duration>,
     pub(crate) mailbox: (i64, i64),
+    pub(crate) object_types: Vec<crate::objects::Registration>,
 }
 
 impl<H> MeshNodeBuilder<H> {
@@ -129,7 +130,53 @@ impl<H> MeshNodeBuilder<H> {
                 i64::from(crate::mesh::node::DEFAULT_MAILBOX_JOBS),
                 crate::mesh::node::DEFAULT_MAILBOX_BYTES as i64,
             ),
+            object_types: Vec::new(),
         }
+    }
+
+    /// Registers an Actor type under `stable_type` (Object Server only; spec 06 §15): the
+    /// configure step sets its factory and chooses exactly one relocation policy.
+    pub fn actor_type<A: crate::objects::Actor>(
+        mut self,
+        stable_type: impl Into<String>,
+        configure: impl FnOnce(crate::objects::ActorType<A>) -> crate::objects::ActorType<A>,
+    ) -> Self {
+        let t = configure(crate::objects::ActorType::default());
+        self.object_types
+            .push(crate::objects::Registration::actor(stable_type.into(), t));
+        self
+    }
+
+    /// Registers a User Spot type under `stable_type` (Object Server only): factory, exactly
+    /// one relocation policy, execution mode and (SpotWide) readiness mode.
+    pub fn user_spot_type<S: crate::objects::Spot>(
+        mut self,
+        stable_type: impl Into<String>,
+        configure: impl FnOnce(crate::objects::SpotType<S>) -> crate::objects::SpotType<S>,
+    ) -> Self {
+        let t = configure(crate::objects::SpotType::default());
+        self.object_types.push(crate::objects::Registration::spot(
+            ObjectKind::UserSpot,
+            stable_type.into(),
+            t,
+        ));
+        self
+    }
+
+    /// Registers an actor-free Instance Spot type under `stable_type` (Object Server only;
+    /// needs a Relocation Store for cold activation, spec 06 §16).
+    pub fn instance_spot_type<S: crate::objects::Spot>(
+        mut self,
+        stable_type: impl Into<String>,
+        configure: impl FnOnce(crate::objects::SpotType<S>) -> crate::objects::SpotType<S>,
+    ) -> Self {
+        let t = configure(crate::objects::SpotType::default());
+        self.object_types.push(crate::objects::Registration::spot(
+            ObjectKind::InstanceSpot,
+            stable_type.into(),
+            t,
+        ));
+        self
     }
 
     /// The application mailbox bounds of this node (spec 06 §11): at most `jobs` pending or

@@ -75,6 +75,46 @@ pub enum RoutingIdPlan {
     Fixed(RoutingId),
 }
 
+/// One validated object type of an Object Server (spec 06 §15, §17).
+#[derive(Debug, Clone)]
+pub struct ObjectTypePlan {
+    pub(crate) kind: zlink_codec::records::ObjectKind,
+    pub(crate) stable_type: zlink_codec::StableType,
+    pub(crate) relocation: crate::objects::RelocationChoice,
+    pub(crate) execution: Option<crate::objects::SpotExecution>,
+    pub(crate) readiness: Option<crate::objects::ReadinessMode>,
+    #[allow(dead_code)] // its factory runs in the managers (spec 06 §16), not built yet
+    pub(crate) registration: crate::objects::Registration,
+}
+
+impl ObjectTypePlan {
+    /// Actor, User Spot or Instance Spot.
+    pub fn kind(&self) -> zlink_codec::records::ObjectKind {
+        self.kind
+    }
+
+    /// The stable type.
+    pub fn stable_type(&self) -> &zlink_codec::StableType {
+        &self.stable_type
+    }
+
+    /// The one relocation policy the configure step chose.
+    pub fn relocation(&self) -> crate::objects::RelocationChoice {
+        self.relocation
+    }
+
+    /// A User Spot's execution mode (`SpotWide` unless set; `None` for other kinds).
+    pub fn execution(&self) -> Option<crate::objects::SpotExecution> {
+        self.execution
+    }
+
+    /// A `SpotWide` User Spot's readiness mode (`AnyTurnBoundary` unless set; `None`
+    /// otherwise).
+    pub fn readiness(&self) -> Option<crate::objects::ReadinessMode> {
+        self.readiness
+    }
+}
+
 /// The validated configuration of one MeshNode.
 #[derive(Debug)]
 pub struct MeshNodePlan<H> {
@@ -95,9 +135,15 @@ pub struct MeshNodePlan<H> {
     pub(crate) location_options: LocationOptions,
     pub(crate) mailbox_jobs: usize,
     pub(crate) mailbox_bytes: usize,
+    pub(crate) object_types: Vec<ObjectTypePlan>,
 }
 
 impl<H> MeshNodePlan<H> {
+    /// The object types this Object Server registers, in registration order.
+    pub fn object_types(&self) -> &[ObjectTypePlan] {
+        &self.object_types
+    }
+
     /// The application mailbox bound on jobs (spec 06 §11).
     pub fn mailbox_jobs(&self) -> usize {
         self.mailbox_jobs

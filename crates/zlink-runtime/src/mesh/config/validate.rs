@@ -80,6 +80,9 @@ pub(crate) fn validate<H>(root: ZLinkBuilder<H>) -> Result<ZLinkPlan<H>, Startup
         }
         nodes.push(plan);
     }
+    if relocation_store.is_none() {
+        check_relocation_store_needs(&nodes)?;
+    }
     Ok(ZLinkPlan {
         location_store,
         relocation_store,
@@ -415,6 +418,8 @@ fn validate_node<H>(
         });
     }
 
+    let object_types = validate_object_types(&mesh, role, node.object_types)?;
+
     Ok(MeshNodePlan {
         mesh,
         routing_id,
@@ -433,6 +438,7 @@ fn validate_node<H>(
         location_options,
         mailbox_jobs: jobs as usize,
         mailbox_bytes: bytes as usize,
+        object_types,
     })
 }
 
@@ -543,4 +549,120 @@ fn handler_key(mesh: &MeshName, spec: HandlerSpec) -> Result<HandlerKey, Startup
             packet: packet_of(packet)?,
         },
     })
+}
+
+/// Checks every object type of one node (spec 06 §4, §15, §17, §23, §25).
+fn validate_object_types(
+    mesh: &MeshName,
+    role: ObjectRole,
+    types: Vec<crate::objects::Registration>,
+) -> Result<Vec<super::plan::ObjectTypePlan>, StartupError> {
+    use crate::objects::SpotExecution;
+    use zlink_codec::records::ObjectKind;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(types.len());
+    for r in types {
+        let err_type = || r.stable_type.clone();
+        if role != ObjectRole::Server {
+            return Err(StartupError::ObjectTypeOnNonServer {
+                mesh: mesh.clone(),
+                stable_type: err_type(),
+                role,
+            });
+        }
+        let stable_type = zlink_codec::StableType::new(r.stable_type.clone()).map_err(|e| {
+            StartupError::InvalidStableType {
+                mesh: mesh.clone(),
+                stable_type: err_type(),
+                reason: e.to_string(),
+            }
+        })?;
+        if !seen.insert(r.stable_type.clone()) {
+            return Err(StartupError::DuplicateStableType {
+                mesh: mesh.clone(),
+                stable_type: err_type(),
+            });
+        }
+        if !r.has_factory {
+            return Err(StartupError::MissingFactory {
+                mesh: mesh.clone(),
+                stable_type: err_type(),
+            });
+        }
+        let relocation = match r.choices.as_slice() {
+            [] => {
+                return Err(StartupError::RelocationPolicyNotChosen {
+                    mesh: mesh.clone(),
+                    stable_type: err_type(),
+                });
+            }
+            [one] => *one,
+            [first, second, ..] => {
+                return Err(StartupError::RelocationPolicyChosenTwice {
+                    mesh: mesh.clone(),
+                    stable_type: err_type(),
+                    first: *first,
+                    second: *second,
+                });
+            }
+        };
+        let not_applicable = |setting| StartupError::SpotModeNotApplicable {
+            mesh: mesh.clone(),
+            stable_type: r.stable_type.clone(),
+            kind: r.kind,
+            setting,
+        };
+        let (execution, readiness) = match r.kind {
+            ObjectKind::UserSpot => {
+                let execution = r.execution.unwrap_or_default();
+                let readiness = match (execution, r.readiness) {
+                    (SpotExecution::PerActor, Some(_)) => return Err(not_applicable("readiness")),
+                    (SpotExecution::PerActor, None) => None,
+                    (_, r) => Some(r.unwrap_or_default()),
+                };
+                (Some(execution), readiness)
+            }
+            _ => {
+                if r.execution.is_some() {
+                    return Err(not_applicable("execution"));
+                }
+                if r.readiness.is_some() {
+                    return Err(not_applicable("readiness"));
+                }
+                (None, None)
+            }
+        };
+        out.push(super::plan::ObjectTypePlan {
+            kind: r.kind,
+            stable_type,
+            relocation,
+            execution,
+            readiness,
+            registration: r,
+        });
+    }
+    Ok(out)
+}
+
+/// Without a Relocation Store, no Instance Spot type and no RecreateOnRelocation /
+/// PreserveStateWith policy may exist (spec 06 §23, §25).
+fn check_relocation_store_needs<H>(nodes: &[MeshNodePlan<H>]) -> Result<(), StartupError> {
+    use crate::objects::RelocationChoice;
+    for node in nodes {
+        for t in &node.object_types {
+            let reason = if t.kind == zlink_codec::records::ObjectKind::InstanceSpot {
+                "an Instance Spot type stores its activation envelope there"
+            } else if t.relocation != RelocationChoice::Disable {
+                "RecreateOnRelocation and PreserveStateWith keep relocation payloads there"
+            } else {
+                continue;
+            };
+            return Err(StartupError::RelocationStoreRequired {
+                mesh: node.mesh.clone(),
+                stable_type: t.stable_type.as_str().to_owned(),
+                reason,
+            });
+        }
+    }
+    Ok(())
 }

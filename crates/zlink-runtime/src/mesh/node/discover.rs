@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use zlink_codec::records::{
-    ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectRole, SlotUsage,
+    ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectCapability,
+    ObjectRole, SlotUsage,
 };
-use zlink_codec::{ChannelName, Generation, RoutingId};
+use zlink_codec::{ChannelName, Generation, ObjectId, RoutingId};
 use zlink_transport::PeerIntent;
 
 use super::core::NodeInner;
@@ -38,6 +39,10 @@ pub(crate) struct DescriptorFacts {
     pub(crate) activation_concurrency: u32,
     pub(crate) application_version: u64,
     pub(crate) maintenance_wave: Option<String>,
+    /// The registered object types as placement capabilities (spec 21 §4).
+    pub(crate) capabilities: Vec<ObjectCapability>,
+    /// This lifecycle's Entry Spot id (Object Servers only).
+    pub(crate) entry_spot_id: Option<ObjectId>,
 }
 
 /// The descriptor of one MeshNode (`Preparing` at bind, `Serving`, `Draining`, withdrawn).
@@ -58,10 +63,10 @@ pub(crate) fn descriptor(
         routing_id: rid.clone(),
         lifecycle_generation: generation,
         endpoint: format!("{SCHEME}{endpoint}"),
-        entry_spot_id: None,
+        entry_spot_id: facts.entry_spot_id.clone(),
         channel_weights: weights.clone(),
         application_version: facts.application_version,
-        object_capabilities: Vec::new(),
+        object_capabilities: facts.capabilities.clone(),
         object_role: facts.role,
         placement_weight: facts.placement_weight,
         capacity: DescriptorCapacity {
@@ -244,6 +249,33 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
             Err(e) => tracing::warn!(mesh = %node.mesh, peer = %rid, %e, "connect intent refused"),
         }
     }
+}
+
+/// The descriptor's placement capabilities of an Object Server's registered types: kind,
+/// stable type, policy, whether a state adapter exists, and the per-type limit (0 = none).
+pub(crate) fn capabilities(
+    types: &[crate::mesh::config::ObjectTypePlan],
+    limits: &CapacityLimits,
+) -> Vec<ObjectCapability> {
+    types
+        .iter()
+        .map(|t| ObjectCapability {
+            object_kind: t.kind(),
+            stable_type: t.stable_type().clone(),
+            policy: t.relocation().policy(),
+            has_snapshot_adapter: t.relocation() == crate::objects::RelocationChoice::Preserve,
+            limit: limits
+                .spot_types
+                .get(&(t.kind(), t.stable_type().clone()))
+                .copied()
+                .unwrap_or(0),
+        })
+        .collect()
+}
+
+/// A new Entry Spot id, `<prefix>-entry-<lowercase uuid v4>` (spec 21 §1.2).
+pub(crate) fn entry_spot_id(prefix: &str) -> Option<ObjectId> {
+    ObjectId::new(format!("{prefix}-entry-{}", uuid::Uuid::new_v4())).ok()
 }
 
 #[cfg(test)]

@@ -24,9 +24,11 @@ use super::peers::PeerTable;
 use super::pending::Pending;
 use crate::location::{LocationError, LocationRuntime};
 use crate::mesh::config::{
-    HostedStartError, MeshNodePlan, StartupError, Topology, ZLink, ZLinkPlan, start_hosted_services,
+    DEFAULT_ROUTING_ID_PREFIX, HostedStartError, MeshNodePlan, RoutingIdPlan, StartupError,
+    Topology, ZLink, ZLinkPlan, start_hosted_services,
 };
 use crate::mesh::messaging::{Dispatcher, NodeHandler, ZLinkError};
+use zlink_codec::records::ObjectRole;
 
 /// Why a root failed to start. Every configuration error surfaces as
 /// [`StartError::Config`] before any socket binds or Store request.
@@ -149,6 +151,16 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
         activation_concurrency: n.activation_concurrency(),
         application_version: plan.application_version,
         maintenance_wave: plan.maintenance_wave.clone(),
+        capabilities: discover::capabilities(n.object_types(), n.capacity_limits()),
+        entry_spot_id: (n.object_role() == ObjectRole::Server)
+            .then(|| {
+                let prefix = match n.routing_id_plan() {
+                    RoutingIdPlan::Automatic { prefix } => prefix.as_str(),
+                    RoutingIdPlan::Fixed(_) => DEFAULT_ROUTING_ID_PREFIX,
+                };
+                discover::entry_spot_id(prefix)
+            })
+            .flatten(),
     };
 
     // The owner lease, after checking every descriptor against its bounds.

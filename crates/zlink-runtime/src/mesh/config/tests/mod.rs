@@ -12,6 +12,7 @@ use super::{MeshNodeBuilder, StartupError, ZLink, ZLinkBuilder, ZLinkPlan};
 
 mod hosted;
 mod node;
+mod objects;
 mod root;
 
 fn mesh(name: &str) -> MeshName {

@@ -9,4 +9,5 @@ mod channels;
 mod forwarding;
 mod lifecycle;
 mod messaging;
+mod objects;
 mod topology;

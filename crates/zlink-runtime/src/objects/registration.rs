@@ -1,0 +1,305 @@
+//! Object type registration on an Object Server's MeshNode builder (spec 06 §4, §15, §17, §23).
+//!
+//! Each Actor, User Spot and Instance Spot type is registered under a stable type (UTF-8,
+//! 1..=255 bytes, case-sensitive) with a factory, and its configure step chooses exactly one
+//! relocation policy: [`disable_relocation`](ActorType::disable_relocation),
+//! [`recreate_on_relocation`](ActorType::recreate_on_relocation) or
+//! [`preserve_state_with`](ActorType::preserve_state_with) an adapter of the matching kind.
+//! A User Spot type also fixes its execution mode ([`SpotExecution`]) and, for `SpotWide`, its
+//! relocation readiness mode ([`ReadinessMode`]). Nothing is checked while registering: the
+//! root's startup validation reports every problem as a typed `StartupError` before any socket
+//! binds or Store request.
+//!
+//! An adapter of the wrong kind cannot be registered: [`ActorType`] takes only an
+//! [`ActorStateAdapter`] of its own state type and [`SpotType`] only a [`SpotStateAdapter`].
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use zlink_codec::records::{ObjectKind, RelocationPolicy};
+
+use crate::mesh::messaging::{BoxError, BoxFuture, ZLinkError};
+
+/// An Actor's state, built by its type's factory once per activation.
+pub trait Actor: Send + 'static {}
+
+/// A Spot's state, built by its type's factory once per activation.
+pub trait Spot: Send + 'static {}
+
+/// Captures an Actor's state for a move and restores it on the target (spec 06 §17).
+pub trait ActorStateAdapter<A: Actor>: Send + Sync + 'static {
+    /// The state as opaque bytes.
+    fn capture(&self, actor: &A) -> Result<Vec<u8>, BoxError>;
+    /// The state rebuilt from exactly the bytes [`capture`](Self::capture) produced.
+    fn restore(&self, bytes: &[u8]) -> Result<A, BoxError>;
+}
+
+/// Captures a Spot's state for a move and restores it on the target (spec 06 §17).
+pub trait SpotStateAdapter<S: Spot>: Send + Sync + 'static {
+    /// The state as opaque bytes.
+    fn capture(&self, spot: &S) -> Result<Vec<u8>, BoxError>;
+    /// The state rebuilt from exactly the bytes [`capture`](Self::capture) produced.
+    fn restore(&self, bytes: &[u8]) -> Result<S, BoxError>;
+}
+
+/// How a User Spot runs its members' messages (spec 06 §17, 28 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum SpotExecution {
+    /// One turn at a time for the Spot and all its member Actors; the Spot moves as one
+    /// aggregate.
+    #[default]
+    SpotWide,
+    /// Each member Actor runs and moves on its own.
+    PerActor,
+}
+
+/// When a `SpotWide` Spot is ready to move (spec 28 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ReadinessMode {
+    /// At any turn boundary.
+    #[default]
+    AnyTurnBoundary,
+    /// When the application signals it.
+    ApplicationSignaled,
+}
+
+/// One relocation choice of a configure step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RelocationChoice {
+    /// DisableRelocation: the object never moves.
+    Disable,
+    /// RecreateOnRelocation: the target builds a fresh instance.
+    Recreate,
+    /// PreserveStateWith(adapter): the state is captured and restored.
+    Preserve,
+}
+
+impl RelocationChoice {
+    /// The policy as published in descriptors.
+    pub fn policy(self) -> RelocationPolicy {
+        match self {
+            Self::Disable => RelocationPolicy::Disabled,
+            Self::Recreate => RelocationPolicy::Recreate,
+            Self::Preserve => RelocationPolicy::Snapshot,
+        }
+    }
+}
+
+impl fmt::Display for RelocationChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Disable => "DisableRelocation",
+            Self::Recreate => "RecreateOnRelocation",
+            Self::Preserve => "PreserveStateWith",
+        })
+    }
+}
+
+/// What a factory is told about the object it builds.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct FactoryContext {
+    /// The global id.
+    pub id: String,
+    /// The stable type.
+    pub stable_type: String,
+}
+
+type Factory<T> =
+    Arc<dyn Fn(FactoryContext) -> BoxFuture<'static, Result<T, ZLinkError>> + Send + Sync>;
+
+/// The configure step of one Actor type.
+pub struct ActorType<A: Actor> {
+    factory: Option<Factory<A>>,
+    choices: Vec<RelocationChoice>,
+    adapter: Option<Arc<dyn ActorStateAdapter<A>>>,
+}
+
+impl<A: Actor> Default for ActorType<A> {
+    fn default() -> Self {
+        Self {
+            factory: None,
+            choices: Vec::new(),
+            adapter: None,
+        }
+    }
+}
+
+impl<A: Actor> ActorType<A> {
+    /// The factory building the Actor's state for each activation; it may run again for the
+    /// same id and generation after a crash, so it must not break state when repeated.
+    pub fn factory<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(FactoryContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<A, ZLinkError>> + Send + 'static,
+    {
+        self.factory = Some(Arc::new(move |ctx| Box::pin(f(ctx))));
+        self
+    }
+
+    /// Chooses DisableRelocation.
+    pub fn disable_relocation(mut self) -> Self {
+        self.choices.push(RelocationChoice::Disable);
+        self
+    }
+
+    /// Chooses RecreateOnRelocation (needs a Relocation Store).
+    pub fn recreate_on_relocation(mut self) -> Self {
+        self.choices.push(RelocationChoice::Recreate);
+        self
+    }
+
+    /// Chooses PreserveStateWith(`adapter`) (needs a Relocation Store).
+    pub fn preserve_state_with(mut self, adapter: impl ActorStateAdapter<A>) -> Self {
+        self.choices.push(RelocationChoice::Preserve);
+        self.adapter = Some(Arc::new(adapter));
+        self
+    }
+}
+
+/// The configure step of one User Spot or Instance Spot type.
+pub struct SpotType<S: Spot> {
+    factory: Option<Factory<S>>,
+    choices: Vec<RelocationChoice>,
+    adapter: Option<Arc<dyn SpotStateAdapter<S>>>,
+    execution: Option<SpotExecution>,
+    readiness: Option<ReadinessMode>,
+}
+
+impl<S: Spot> Default for SpotType<S> {
+    fn default() -> Self {
+        Self {
+            factory: None,
+            choices: Vec::new(),
+            adapter: None,
+            execution: None,
+            readiness: None,
+        }
+    }
+}
+
+impl<S: Spot> SpotType<S> {
+    /// The factory building the Spot's state for each activation (see
+    /// [`ActorType::factory`]).
+    pub fn factory<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(FactoryContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<S, ZLinkError>> + Send + 'static,
+    {
+        self.factory = Some(Arc::new(move |ctx| Box::pin(f(ctx))));
+        self
+    }
+
+    /// Chooses DisableRelocation.
+    pub fn disable_relocation(mut self) -> Self {
+        self.choices.push(RelocationChoice::Disable);
+        self
+    }
+
+    /// Chooses RecreateOnRelocation (needs a Relocation Store).
+    pub fn recreate_on_relocation(mut self) -> Self {
+        self.choices.push(RelocationChoice::Recreate);
+        self
+    }
+
+    /// Chooses PreserveStateWith(`adapter`) (needs a Relocation Store).
+    pub fn preserve_state_with(mut self, adapter: impl SpotStateAdapter<S>) -> Self {
+        self.choices.push(RelocationChoice::Preserve);
+        self.adapter = Some(Arc::new(adapter));
+        self
+    }
+
+    /// The execution mode of a User Spot (default `SpotWide`); an Instance Spot has none.
+    pub fn execution(mut self, mode: SpotExecution) -> Self {
+        self.execution = Some(mode);
+        self
+    }
+
+    /// The relocation readiness mode of a `SpotWide` User Spot (default `AnyTurnBoundary`).
+    pub fn readiness(mut self, mode: ReadinessMode) -> Self {
+        self.readiness = Some(mode);
+        self
+    }
+}
+
+/// One object type as registered, with its state type erased (validated at startup).
+#[derive(Clone)]
+pub(crate) struct Registration {
+    pub(crate) kind: ObjectKind,
+    pub(crate) stable_type: String,
+    pub(crate) has_factory: bool,
+    pub(crate) choices: Vec<RelocationChoice>,
+    pub(crate) has_adapter: bool,
+    pub(crate) execution: Option<SpotExecution>,
+    pub(crate) readiness: Option<ReadinessMode>,
+    /// The typed factory and adapter (`ActorType<A>` / `SpotType<S>`), for the activations.
+    #[allow(dead_code)] // read by the managers (spec 06 §16), not built yet
+    pub(crate) typed: Arc<dyn Any + Send + Sync>,
+}
+
+impl fmt::Debug for Registration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("kind", &self.kind)
+            .field("stable_type", &self.stable_type)
+            .field("has_factory", &self.has_factory)
+            .field("choices", &self.choices)
+            .field("has_adapter", &self.has_adapter)
+            .field("execution", &self.execution)
+            .field("readiness", &self.readiness)
+            .finish_non_exhaustive()
+    }
+}
+
+struct TypedActor<A: Actor> {
+    #[allow(dead_code)]
+    factory: Option<Factory<A>>,
+    #[allow(dead_code)]
+    adapter: Option<Arc<dyn ActorStateAdapter<A>>>,
+}
+
+struct TypedSpot<S: Spot> {
+    #[allow(dead_code)]
+    factory: Option<Factory<S>>,
+    #[allow(dead_code)]
+    adapter: Option<Arc<dyn SpotStateAdapter<S>>>,
+}
+
+impl Registration {
+    pub(crate) fn actor<A: Actor>(stable_type: String, t: ActorType<A>) -> Self {
+        Self {
+            kind: ObjectKind::Actor,
+            stable_type,
+            has_factory: t.factory.is_some(),
+            choices: t.choices,
+            has_adapter: t.adapter.is_some(),
+            execution: None,
+            readiness: None,
+            typed: Arc::new(TypedActor {
+                factory: t.factory,
+                adapter: t.adapter,
+            }),
+        }
+    }
+
+    pub(crate) fn spot<S: Spot>(kind: ObjectKind, stable_type: String, t: SpotType<S>) -> Self {
+        Self {
+            kind,
+            stable_type,
+            has_factory: t.factory.is_some(),
+            choices: t.choices,
+            has_adapter: t.adapter.is_some(),
+            execution: t.execution,
+            readiness: t.readiness,
+            typed: Arc::new(TypedSpot {
+                factory: t.factory,
+                adapter: t.adapter,
+            }),
+        }
+    }
+}
