@@ -147,6 +147,7 @@ pub use query::{
 };
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
+pub(crate) use authority::{AuthorityHandle, AuthorityRead, Conflict, Outcome};
 pub(crate) use descriptor::DescriptorPublisher;
 pub(crate) use discovery::{Discovery, DiscoveryStatus, DiscoveryView};
 

@@ -97,6 +97,7 @@ impl<S: Send + 'static> Activation<S> {
     }
 
     /// (jobs, bytes) pending or executing.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn usage(&self) -> (usize, usize) {
         self.mailbox.usage()
     }

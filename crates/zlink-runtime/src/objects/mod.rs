@@ -8,12 +8,18 @@
 //! the route cache are not built yet: registered factories do not run yet.
 
 // The managers (not built yet) are the first callers outside the tests.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod activation;
+pub(crate) mod actor;
+pub(crate) mod host;
+mod inbound;
+pub(crate) mod manager;
 mod registration;
 
+pub use host::{ActorRef, DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
+pub(crate) use inbound::create_command;
+pub use manager::{ActorManager, DEFAULT_CREATE_DEADLINE};
 pub(crate) use registration::Registration;
 pub use registration::{
-    Actor, ActorStateAdapter, ActorType, FactoryContext, ReadinessMode, RelocationChoice, Spot,
-    SpotExecution, SpotStateAdapter, SpotType,
+    Actor, ActorContext, ActorStateAdapter, ActorType, FactoryContext, ReadinessMode,
+    RelocationChoice, Spot, SpotExecution, SpotStateAdapter, SpotType,
 };

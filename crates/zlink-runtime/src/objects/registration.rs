@@ -14,13 +14,18 @@
 //! [`ActorStateAdapter`] of its own state type and [`SpotType`] only a [`SpotStateAdapter`].
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use bytes::Bytes;
+use zlink_codec::payload::Registry;
 use zlink_codec::records::{ObjectKind, RelocationPolicy};
 
-use crate::mesh::messaging::{BoxError, BoxFuture, ZLinkError};
+use crate::mesh::messaging::{
+    BoxError, BoxFuture, Message, Metadata, PacketName, Request, RouteKind, ZLinkError,
+};
 
 /// An Actor's state, built by its type's factory once per activation.
 pub trait Actor: Send + 'static {}
@@ -113,11 +118,40 @@ pub struct FactoryContext {
 type Factory<T> =
     Arc<dyn Fn(FactoryContext) -> BoxFuture<'static, Result<T, ZLinkError>> + Send + Sync>;
 
+/// What an Actor handler sees of the message it runs (read-only).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ActorContext {
+    /// The Actor's global id.
+    pub id: String,
+    /// The packet name.
+    pub packet: PacketName,
+    /// The sender's metadata snapshot.
+    pub metadata: Metadata,
+}
+
+/// An encoded reply: canonical content type and bytes (`None` for a send).
+pub(crate) type ActorOutput = Result<Option<(String, Vec<u8>)>, ZLinkError>;
+
+/// One message for an Actor handler, payload still encoded.
+pub(crate) struct ActorCall {
+    pub(crate) content_type: Bytes,
+    pub(crate) payload: Bytes,
+    pub(crate) context: ActorContext,
+}
+
+/// A handler with its payload type erased: decodes, runs on the state, encodes the reply.
+pub(crate) type ActorHandler<A> = Arc<
+    dyn for<'a> Fn(&'a mut A, ActorCall, &'a Registry) -> BoxFuture<'a, ActorOutput> + Send + Sync,
+>;
+
 /// The configure step of one Actor type.
 pub struct ActorType<A: Actor> {
     factory: Option<Factory<A>>,
     choices: Vec<RelocationChoice>,
     adapter: Option<Arc<dyn ActorStateAdapter<A>>>,
+    handlers: HashMap<(RouteKind, String), ActorHandler<A>>,
+    duplicate: Option<String>,
 }
 
 impl<A: Actor> Default for ActorType<A> {
@@ -126,7 +160,80 @@ impl<A: Actor> Default for ActorType<A> {
             factory: None,
             choices: Vec::new(),
             adapter: None,
+            handlers: HashMap::new(),
+            duplicate: None,
         }
+    }
+}
+
+impl<A: Actor> ActorType<A> {
+    fn add(&mut self, route: RouteKind, packet: &str, handler: ActorHandler<A>) {
+        if self
+            .handlers
+            .insert((route, packet.to_owned()), handler)
+            .is_some()
+        {
+            self.duplicate
+                .get_or_insert_with(|| format!("{route} {packet:?}"));
+        }
+    }
+
+    /// Registers the request handler of `R`: it runs on the Actor's state, one turn at a
+    /// time, and its result is the typed reply (spec 06 §9: key Actor type, request,
+    /// `R::PACKET`). Write it as `|actor, request, ctx| Box::pin(async move { .. })`.
+    pub fn on_request<R, F>(mut self, handler: F) -> Self
+    where
+        R: Request,
+        F: for<'a> Fn(&'a mut A, R, ActorContext) -> BoxFuture<'a, Result<R::Reply, ZLinkError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let handler: ActorHandler<A> = Arc::new(move |actor, call, codecs| {
+            let decoded = crate::mesh::messaging::decode_payload::<R>(
+                codecs,
+                &call.content_type,
+                &call.payload,
+            );
+            match decoded {
+                Ok(request) => {
+                    let fut = handler(actor, request, call.context);
+                    Box::pin(async move {
+                        let reply = fut.await?;
+                        crate::mesh::messaging::encode_payload(codecs, &reply).map(Some)
+                    })
+                }
+                Err(e) => Box::pin(async move { Err(e) }),
+            }
+        });
+        self.add(RouteKind::Request, R::PACKET, handler);
+        self
+    }
+
+    /// Registers the one-way handler of `M` (key Actor type, send, `M::PACKET`).
+    pub fn on_send<M, F>(mut self, handler: F) -> Self
+    where
+        M: Message,
+        F: for<'a> Fn(&'a mut A, M, ActorContext) -> BoxFuture<'a, Result<(), ZLinkError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let handler: ActorHandler<A> = Arc::new(move |actor, call, codecs| {
+            match crate::mesh::messaging::decode_payload::<M>(
+                codecs,
+                &call.content_type,
+                &call.payload,
+            ) {
+                Ok(message) => {
+                    let fut = handler(actor, message, call.context);
+                    Box::pin(async move { fut.await.map(|()| None) })
+                }
+                Err(e) => Box::pin(async move { Err(e) }),
+            }
+        });
+        self.add(RouteKind::Send, M::PACKET, handler);
+        self
     }
 }
 
@@ -237,8 +344,12 @@ pub(crate) struct Registration {
     pub(crate) has_adapter: bool,
     pub(crate) execution: Option<SpotExecution>,
     pub(crate) readiness: Option<ReadinessMode>,
-    /// The typed factory and adapter (`ActorType<A>` / `SpotType<S>`), for the activations.
-    #[allow(dead_code)] // read by the managers (spec 06 §16), not built yet
+    /// A handler key registered twice on this type, if any.
+    pub(crate) duplicate_handler: Option<String>,
+    /// The activation side of an Actor type (factory and handlers).
+    pub(crate) actor: Option<Arc<dyn super::actor::ErasedActorType>>,
+    /// The typed factory and adapter of a Spot type (Spot managers are not built yet).
+    #[allow(dead_code)]
     pub(crate) typed: Arc<dyn Any + Send + Sync>,
 }
 
@@ -256,11 +367,11 @@ impl fmt::Debug for Registration {
     }
 }
 
-struct TypedActor<A: Actor> {
-    #[allow(dead_code)]
-    factory: Option<Factory<A>>,
-    #[allow(dead_code)]
-    adapter: Option<Arc<dyn ActorStateAdapter<A>>>,
+pub(crate) struct TypedActor<A: Actor> {
+    pub(crate) factory: Option<Factory<A>>,
+    #[allow(dead_code)] // used by live relocation (spec 28), not built yet
+    pub(crate) adapter: Option<Arc<dyn ActorStateAdapter<A>>>,
+    pub(crate) handlers: Arc<HashMap<(RouteKind, String), ActorHandler<A>>>,
 }
 
 struct TypedSpot<S: Spot> {
@@ -272,6 +383,11 @@ struct TypedSpot<S: Spot> {
 
 impl Registration {
     pub(crate) fn actor<A: Actor>(stable_type: String, t: ActorType<A>) -> Self {
+        let typed: Arc<TypedActor<A>> = Arc::new(TypedActor {
+            factory: t.factory.clone(),
+            adapter: t.adapter.clone(),
+            handlers: Arc::new(t.handlers),
+        });
         Self {
             kind: ObjectKind::Actor,
             stable_type,
@@ -280,10 +396,9 @@ impl Registration {
             has_adapter: t.adapter.is_some(),
             execution: None,
             readiness: None,
-            typed: Arc::new(TypedActor {
-                factory: t.factory,
-                adapter: t.adapter,
-            }),
+            duplicate_handler: t.duplicate,
+            actor: Some(typed.clone()),
+            typed,
         }
     }
 
@@ -296,6 +411,8 @@ impl Registration {
             has_adapter: t.adapter.is_some(),
             execution: t.execution,
             readiness: t.readiness,
+            duplicate_handler: None,
+            actor: None,
             typed: Arc::new(TypedSpot {
                 factory: t.factory,
                 adapter: t.adapter,

@@ -325,6 +325,17 @@ pub enum StartupError {
         /// The stable type.
         stable_type: String,
     },
+    /// The same Actor handler key (send or request, packet name) registered twice on one type
+    /// (spec 06 §9).
+    #[error("MeshNode `{mesh}` object type {stable_type:?} registers the handler {key} twice")]
+    DuplicateObjectHandler {
+        /// The mesh.
+        mesh: MeshName,
+        /// The stable type.
+        stable_type: String,
+        /// The handler key, as text.
+        key: String,
+    },
     /// An object type without a factory.
     #[error("MeshNode `{mesh}` object type {stable_type:?} has no factory")]
     MissingFactory {
@@ -493,7 +504,7 @@ impl StartupError {
             | E::RelocationPolicyChosenTwice { .. }
             | E::SpotModeNotApplicable { .. } => K::InvalidCombination,
             E::InvalidStableType { .. } => K::InvalidFormat,
-            E::DuplicateStableType { .. } => K::Duplicate,
+            E::DuplicateStableType { .. } | E::DuplicateObjectHandler { .. } => K::Duplicate,
             E::ChannelHandlerWithoutServerMembership { .. }
             | E::NodeDirectHandlerOnObjectClient { .. }
             | E::FixedRoutingIdNeedsRoleNone { .. }

@@ -583,6 +583,13 @@ fn validate_object_types(
                 stable_type: err_type(),
             });
         }
+        if let Some(key) = &r.duplicate_handler {
+            return Err(StartupError::DuplicateObjectHandler {
+                mesh: mesh.clone(),
+                stable_type: err_type(),
+                key: key.clone(),
+            });
+        }
         if !r.has_factory {
             return Err(StartupError::MissingFactory {
                 mesh: mesh.clone(),

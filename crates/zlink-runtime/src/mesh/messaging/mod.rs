@@ -87,6 +87,7 @@ mod packet;
 mod tests;
 
 pub use codec::{InboundReply, OutboundMessage, decode_reply};
+pub(crate) use codec::{decode_payload, encode_payload};
 pub(crate) use context::ScopedFactories;
 pub use context::{
     Cancellation, ChannelContext, DispatchKind, DispatchScope, FilterContext, HandlerContext,

@@ -80,7 +80,12 @@ pub(crate) enum Address {
     Node,
     /// A RouteMesh Channel.
     Channel(ChannelName),
+    /// An Actor by global id (the id travels at the head of the payload).
+    Actor,
 }
+
+/// The envelope address of Actor messages (a ChannelName cannot start with U+0001).
+pub(crate) const ACTOR_ADDRESS: &str = "\u{1}actor";
 
 impl Address {
     /// The envelope's address text: empty for node-direct, else the ChannelName.
@@ -88,6 +93,7 @@ impl Address {
         match self {
             Address::Node => "",
             Address::Channel(c) => c.as_str(),
+            Address::Actor => ACTOR_ADDRESS,
         }
     }
 }
@@ -147,6 +153,20 @@ pub(crate) struct NodeInner {
     pub(crate) descriptor: Option<Arc<super::discover::NodeDescriptor>>,
     /// Wakes the discovery loop early (a peer connected that the last list did not name).
     pub(crate) discovery_wake: tokio::sync::Notify,
+    /// The object layer of an Object Client/Server node (set once at start).
+    pub(crate) objects: std::sync::OnceLock<Arc<dyn ObjectSink>>,
+}
+
+/// Where the object layer plugs into a node: inbound Actor messages arriving on the
+/// application lane (after the node mailbox, never through filters).
+pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
+    /// Runs one inbound Actor message and answers it (a request) on the completion path.
+    fn deliver(
+        &self,
+        node: Arc<NodeInner>,
+        peer: RoutingId,
+        envelope: Envelope,
+    ) -> crate::mesh::messaging::BoxFuture<'static, ()>;
 }
 
 impl NodeInner {
@@ -266,7 +286,8 @@ impl NodeInner {
 
     fn local_frame(&self, address: &Address, msg: &OutboundMessage, request: bool) -> InboundFrame {
         let target = match address {
-            Address::Node => InboundTarget::NodeDirect {
+            // Actor calls to this node go to the object host, never through the dispatcher.
+            Address::Node | Address::Actor => InboundTarget::NodeDirect {
                 mesh: self.mesh.clone(),
                 source: self.rid.clone(),
                 target: self.rid.clone(),

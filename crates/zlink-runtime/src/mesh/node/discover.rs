@@ -157,7 +157,7 @@ pub(crate) fn must_connect(
 }
 
 /// The discovery loop of one node: every `interval`, read the list and reconcile intents.
-pub(crate) async fn run(node: Arc<NodeInner>, discovery: Discovery, interval: Duration) {
+pub(crate) async fn run(node: Arc<NodeInner>, discovery: Arc<Discovery>, interval: Duration) {
     let mut current: HashMap<RoutingId, String> = HashMap::new();
     loop {
         match discovery.refresh().await {

@@ -30,8 +30,9 @@ pub(crate) struct HostInner {
     pub(crate) life: Arc<Lifecycle>,
     pub(crate) nodes: Vec<MeshNode>,
     pub(crate) descriptors: Vec<Option<Arc<NodeDescriptor>>>,
+    pub(crate) objects: Vec<Option<super::start::NodeObjects>>,
     pub(crate) channel_index: BTreeMap<ChannelName, usize>,
-    pub(crate) location: tokio::sync::Mutex<Option<LocationRuntime>>,
+    pub(crate) location: tokio::sync::Mutex<Option<Arc<LocationRuntime>>>,
     pub(crate) hosted: tokio::sync::Mutex<Option<RunningHostedServices>>,
     pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     pub(crate) report: tokio::sync::OnceCell<ShutdownReport>,
@@ -147,6 +148,62 @@ impl ZLinkHost {
             .await
     }
 
+    /// The Actor manager of the one object mesh of this root (spec 06 §17 mesh selection): no
+    /// MeshNode with an object role is `NotConfigured`; several are `InvalidOperation` (use
+    /// [`actors_in`](Self::actors_in)).
+    pub fn actors(&self) -> Result<crate::objects::ActorManager, ZLinkError> {
+        let mut found = self
+            .inner
+            .nodes
+            .iter()
+            .zip(&self.inner.objects)
+            .filter(|(_, o)| o.is_some());
+        let first = found.next();
+        if found.next().is_some() {
+            return Err(ZLinkError::application(
+                crate::mesh::messaging::ErrorKind::InvalidOperation,
+                "several MeshNodes have an object role: name one with actors_in",
+            ));
+        }
+        match first {
+            Some((node, _)) => self.actors_in(node.mesh_name()),
+            None => Err(ZLinkError::application(
+                crate::mesh::messaging::ErrorKind::NotConfigured,
+                "no MeshNode of this root has an object role",
+            )),
+        }
+    }
+
+    /// The Actor manager of the object mesh `mesh`: an unknown MeshName is `NotFound`, one
+    /// without an object role `NotConfigured`.
+    pub fn actors_in(&self, mesh: &MeshName) -> Result<crate::objects::ActorManager, ZLinkError> {
+        let Some(i) = self.inner.nodes.iter().position(|n| n.mesh_name() == mesh) else {
+            return Err(ZLinkError::NoRoute {
+                target: format!("MeshName {:?}", mesh.as_str()),
+            });
+        };
+        let node = self.inner.nodes[i].clone();
+        match &self.inner.objects[i] {
+            Some(o) => {
+                let discovery = o.discovery.clone().ok_or_else(|| {
+                    ZLinkError::application(
+                        crate::mesh::messaging::ErrorKind::NotConfigured,
+                        "object placement needs automatic topology",
+                    )
+                })?;
+                Ok(crate::objects::ActorManager::new(
+                    node,
+                    Arc::clone(&o.host),
+                    discovery,
+                ))
+            }
+            None => Err(ZLinkError::application(
+                crate::mesh::messaging::ErrorKind::NotConfigured,
+                "this MeshNode has no object role",
+            )),
+        }
+    }
+
     /// A caller-owned snapshot of the host and every MeshNode (spec 06 §24).
     pub fn status(&self) -> HostStatus {
         HostStatus {
@@ -227,6 +284,11 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
             abandoned += node.inner.pending.fail_all();
         }
         let _ = tokio::time::timeout(FORCED_SETTLE, host.life.drained()).await;
+    }
+
+    // Local object scope first: every activation finishes its accepted turns and ends.
+    for o in host.objects.iter().flatten() {
+        o.host.close_all().await;
     }
 
     // Owner records, then descriptors, then the owner lease.

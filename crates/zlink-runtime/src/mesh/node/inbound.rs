@@ -120,6 +120,24 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
                 continue;
             }
         };
+        if env.address() == super::core::ACTOR_ADDRESS {
+            // Submitted to the Actor's mailbox here, in arrival order (one sender's messages
+            // keep their order); only the wait for the reply runs in its own task.
+            let Some(objects) = node.objects.get() else {
+                let err = ZLinkError::NoRoute {
+                    target: "actors (this node has no object role)".into(),
+                };
+                answer(&node, &peer_rid, &env, Err(err));
+                continue;
+            };
+            let reply = objects.deliver(Arc::clone(&node), peer_rid, env);
+            tokio::spawn(async move {
+                let _permit = permit;
+                let _work = work;
+                reply.await;
+            });
+            continue;
+        }
         let node = Arc::clone(&node);
         tokio::spawn(async move {
             let _permit = permit;
@@ -189,7 +207,7 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
 }
 
 /// Sends a request's reply or error reply (nothing for a one-way).
-fn answer(
+pub(crate) fn answer(
     node: &NodeInner,
     peer_rid: &zlink_codec::RoutingId,
     env: &Envelope,

@@ -84,11 +84,13 @@ mod status;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use self::core::{Address, NodeInner, ObjectSink, ReplyBody};
 pub use self::core::{CallOptions, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT};
 pub use handle::MeshNode;
 pub use host::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
+pub(crate) use inbound::answer as answer_request;
 pub use mailbox::{DEFAULT_MAILBOX_BYTES, DEFAULT_MAILBOX_JOBS, JOB_OVERHEAD_BYTES};
-pub(crate) use mailbox::{Mailbox, MailboxPermit};
+pub(crate) use mailbox::{Mailbox, MailboxPermit, job_cost};
 pub use start::{StartError, StartErrorKind};
 pub use status::{
     HostStatus, ManualPeerStatus, NodeStatus, PeerStatus, ShutdownOutcome, ShutdownReason,

@@ -120,7 +120,7 @@ impl PeerTable {
     pub(crate) fn is_known(&self, rid: &RoutingId) -> bool {
         self.discovered.contains_key(rid)
             || self.manual.contains(rid)
-            || self.ready.contains_key(rid)
+            || self.ready.get(rid).is_some_and(|p| p.handle.is_ready())
     }
 
     /// Every Ready peer.

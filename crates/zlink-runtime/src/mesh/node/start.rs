@@ -131,6 +131,7 @@ impl ZLink<NodeHandler> {
 struct Started {
     nodes: Vec<MeshNode>,
     descriptors: Vec<Option<Arc<NodeDescriptor>>>,
+    objects: Vec<Option<NodeObjects>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -190,7 +191,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
                 .start_checking(&probes)
                 .await
                 .map_err(StartError::Location)?;
-            Some(rt)
+            Some(Arc::new(rt))
         }
         None => None,
     };
@@ -199,13 +200,15 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
     let mut started = Started {
         nodes: Vec::new(),
         descriptors: Vec::new(),
+        objects: Vec::new(),
         tasks: Vec::new(),
     };
     for n in plan.nodes() {
         match start_node(n, &facts(n), &dispatcher, &life, location.as_ref()).await {
-            Ok((node, descriptor, tasks)) => {
+            Ok((node, descriptor, objects, tasks)) => {
                 started.nodes.push(node);
                 started.descriptors.push(descriptor);
+                started.objects.push(objects);
                 started.tasks.extend(tasks);
             }
             Err(e) => {
@@ -224,19 +227,28 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
     };
 
     life.transition(&[HostState::Preparing], HostState::Serving);
-    for (node, d) in started.nodes.iter().zip(&started.descriptors) {
-        let Some(d) = d else { continue };
+    for i in 0..started.nodes.len() {
+        let node = started.nodes[i].clone();
+        let Some(d) = started.descriptors[i].clone() else {
+            continue;
+        };
         let weights = node.inner.weights.read().clone();
         if let Err(e) = d.publish_state(&weights, HostState::Serving).await {
             tracing::warn!(mesh = %node.inner.mesh, error = %e, "Serving descriptor not published");
         }
         if let Some(rt) = &location {
             match rt.discovery(&node.inner.mesh) {
-                Ok(discovery) => started.tasks.push(tokio::spawn(discover::run(
-                    Arc::clone(&node.inner),
-                    discovery,
-                    rt.options().polling_interval,
-                ))),
+                Ok(discovery) => {
+                    let discovery = Arc::new(discovery);
+                    if let Some(o) = started.objects[i].as_mut() {
+                        o.discovery = Some(Arc::clone(&discovery));
+                    }
+                    started.tasks.push(tokio::spawn(discover::run(
+                        Arc::clone(&node.inner),
+                        discovery,
+                        rt.options().polling_interval,
+                    )))
+                }
                 Err(e) => {
                     tracing::warn!(mesh = %node.inner.mesh, error = %e, "discovery not started")
                 }
@@ -259,6 +271,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
         life,
         nodes: started.nodes,
         descriptors: started.descriptors,
+        objects: started.objects,
         channel_index,
         location: tokio::sync::Mutex::new(location),
         hosted: tokio::sync::Mutex::new(Some(hosted)),
@@ -270,15 +283,24 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
 type NodeStart = (
     MeshNode,
     Option<Arc<NodeDescriptor>>,
+    Option<NodeObjects>,
     Vec<tokio::task::JoinHandle<()>>,
 );
+
+/// The object layer of one Object Client/Server node.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeObjects {
+    pub(crate) host: Arc<crate::objects::host::ObjectHost>,
+    /// The node's discovery (automatic topology): placement candidates come from its list.
+    pub(crate) discovery: Option<Arc<crate::location::Discovery>>,
+}
 
 async fn start_node(
     n: &MeshNodePlan<NodeHandler>,
     facts: &DescriptorFacts,
     dispatcher: &Dispatcher,
     life: &Arc<Lifecycle>,
-    location: Option<&LocationRuntime>,
+    location: Option<&Arc<LocationRuntime>>,
 ) -> Result<NodeStart, StartError> {
     let mesh = n.mesh_name().clone();
     let rid = n.new_routing_id();
@@ -333,6 +355,44 @@ async fn start_node(
         _ => None,
     };
 
+    let mut control = ControlRegistry::with_builtins();
+    let objects = match location {
+        Some(rt) if n.object_role() != ObjectRole::None => {
+            let types = n
+                .object_types()
+                .iter()
+                .filter_map(|t| {
+                    t.registration
+                        .actor
+                        .clone()
+                        .map(|a| (t.stable_type().clone(), a))
+                })
+                .collect();
+            let host = Arc::new(crate::objects::host::ObjectHost::new(
+                mesh.clone(),
+                rid.clone(),
+                types,
+                dispatcher.codecs().clone(),
+                Arc::clone(rt),
+                n.location_options().route_cache_max_age,
+            ));
+            let for_command = Arc::clone(&host);
+            control.register(
+                crate::objects::manager::CREATE_ACTOR,
+                Arc::new(move |_node, env| {
+                    Box::pin(crate::objects::create_command(
+                        Arc::clone(&for_command),
+                        env,
+                    ))
+                }),
+            );
+            Some(NodeObjects {
+                host,
+                discovery: None,
+            })
+        }
+        _ => None,
+    };
     let inner = Arc::new(NodeInner {
         mesh: mesh.clone(),
         rid,
@@ -350,9 +410,10 @@ async fn start_node(
         mailbox: Mailbox::new(n.mailbox_jobs(), n.mailbox_bytes()),
         life: Arc::clone(life),
         manual: Mutex::new(Vec::new()),
-        control: ControlRegistry::with_builtins(),
+        control,
         descriptor: descriptor.clone(),
         discovery_wake: tokio::sync::Notify::new(),
+        objects: std::sync::OnceLock::new(),
     });
     let tasks = vec![
         tokio::spawn(inbound::peers_and_replies(
@@ -377,12 +438,16 @@ async fn start_node(
         inner.manual.lock().push(peer.clone());
     }
     refresh_manual_rids(&inner);
+    if let Some(o) = &objects {
+        let sink: Arc<dyn super::core::ObjectSink> = o.host.clone();
+        let _ = inner.objects.set(sink);
+    }
     tracing::info!(mesh = %mesh, rid = %inner.rid, endpoint = %inner.endpoint, "MeshNode bound");
-    Ok((MeshNode { inner }, descriptor, tasks))
+    Ok((MeshNode { inner }, descriptor, objects, tasks))
 }
 
 /// Tears down a partial start in reverse: nodes (descriptors, transports), then the lease.
-async fn abort(started: Started, location: Option<LocationRuntime>) {
+async fn abort(started: Started, location: Option<Arc<LocationRuntime>>) {
     for t in &started.tasks {
         t.abort();
     }

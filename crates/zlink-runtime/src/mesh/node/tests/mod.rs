@@ -4,6 +4,7 @@
 
 mod support;
 
+mod actors;
 mod basics;
 mod channels;
 mod forwarding;

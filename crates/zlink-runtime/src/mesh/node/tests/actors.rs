@@ -1,0 +1,228 @@
+//! Actors placed by weight and capacity, created once, messaged by global id.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
+use zlink_codec::records::ObjectRole;
+
+use super::support::*;
+use crate::location::tests::Harness;
+use crate::mesh::config::MeshNodeBuilder;
+use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request, ZLinkError};
+use crate::objects::{Actor, ActorType};
+
+struct Counter {
+    n: u64,
+}
+impl Actor for Counter {}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Incr;
+impl Message for Incr {
+    const PACKET: &'static str = "Incr";
+}
+impl Request for Incr {
+    type Reply = u64;
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Add(u64);
+impl Message for Add {
+    const PACKET: &'static str = "Add";
+}
+
+fn counter_type(
+    factories: Arc<AtomicUsize>,
+) -> impl FnOnce(ActorType<Counter>) -> ActorType<Counter> {
+    move |t| {
+        t.factory(move |_ctx| {
+            let factories = Arc::clone(&factories);
+            async move {
+                factories.fetch_add(1, Ordering::SeqCst);
+                Ok(Counter { n: 0 })
+            }
+        })
+        .disable_relocation()
+        .on_request::<Incr, _>(|c, _req, _ctx| {
+            Box::pin(async move {
+                c.n += 1;
+                Ok(c.n)
+            })
+        })
+        .on_send::<Add, _>(|c, add, _ctx| {
+            Box::pin(async move {
+                c.n += add.0;
+                Ok(())
+            })
+        })
+    }
+}
+
+fn server(
+    factories: &Arc<AtomicUsize>,
+) -> impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler> {
+    let f = Arc::clone(factories);
+    move |b| {
+        b.object_role(ObjectRole::Server)
+            .actor_type::<Counter>("counter", counter_type(f))
+    }
+}
+
+on_every_store!(
+    actors_are_placed_created_once_and_messaged_by_id,
+    concurrent_get_or_create_of_one_id_runs_one_factory,
+);
+
+async fn actors_are_placed_created_once_and_messaged_by_id(h: &Harness) {
+    let factories = Arc::new(AtomicUsize::new(0));
+    let (ha, a) = start(h, server(&factories)).await;
+    let (hb, b) = start(h, server(&factories)).await;
+    let (hc, c) = start(h, server(&factories)).await;
+    for n in [&a, &b, &c] {
+        wait_peers(n, 2).await;
+    }
+    // Wait until every node's discovery lists all three as placement candidates.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (ma, mb) = (ha.actors().expect("manager"), hb.actors().expect("manager"));
+    let mut placed = std::collections::BTreeMap::new();
+    for i in 0..30 {
+        let id = format!("counter-{i}");
+        let r = ma.get_or_create("counter", &id).await.expect("created");
+        assert_eq!(r.id.as_str(), id);
+        *placed.entry(r.node.clone()).or_insert(0) += 1;
+        // The same id again: the existing ref, no second factory.
+        assert_eq!(mb.get_or_create("counter", &id).await.expect("existing"), r);
+        assert_eq!(ma.find(&id).await.expect("find"), Some(r));
+    }
+    assert_eq!(
+        factories.load(Ordering::SeqCst),
+        30,
+        "one factory run per id"
+    );
+    assert!(placed.len() >= 2, "placement spread over nodes: {placed:?}");
+    // Messages by id from any node reach the one activation and keep its state.
+    for i in 0..30 {
+        let id = format!("counter-{i}");
+        assert_eq!(ma.request(&id, &Incr).await.expect("incr"), 1);
+        // One sender's send and request keep their order into the Actor's mailbox.
+        mb.send(&id, &Add(10)).await.expect("add");
+        assert_eq!(mb.request(&id, &Incr).await.expect("incr"), 12);
+        let mc = hc.actors().expect("m");
+        assert_eq!(mc.request(&id, &Incr).await.expect("incr"), 13);
+    }
+    // Results of spec 06 §20 / 21 §7.
+    assert_eq!(ma.find("nobody").await.expect("find"), None);
+    let err = ma.request("nobody", &Incr).await.expect_err("missing");
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    let err = ma.create("counter", "counter-0").await.expect_err("exists");
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+    let err = ma
+        .get_or_create("other-type", "counter-0")
+        .await
+        .expect_err("type");
+    assert_eq!(err.kind(), ErrorKind::TypeMismatch);
+    let err = ma
+        .get_or_create("no-such-type", "fresh")
+        .await
+        .expect_err("no node");
+    assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+    let _ = (&c, &b);
+    stop_all(&[&ha, &hb, &hc]).await;
+}
+
+async fn concurrent_get_or_create_of_one_id_runs_one_factory(h: &Harness) {
+    let factories = Arc::new(AtomicUsize::new(0));
+    let (ha, a) = start(h, server(&factories)).await;
+    let (hb, b) = start(h, server(&factories)).await;
+    let (hc, c) = start(h, server(&factories)).await;
+    for n in [&a, &b, &c] {
+        wait_peers(n, 2).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let managers = [
+        ha.actors().expect("m"),
+        hb.actors().expect("m"),
+        hc.actors().expect("m"),
+    ];
+    let mut calls = Vec::new();
+    for i in 0..64 {
+        let m = managers[i % 3].clone();
+        calls.push(tokio::spawn(async move {
+            m.get_or_create("counter", "the-one").await
+        }));
+    }
+    let mut refs = Vec::new();
+    for c in calls {
+        refs.push(c.await.expect("task").expect("created or existing"));
+    }
+    assert!(
+        refs.windows(2).all(|w| w[0] == w[1]),
+        "every caller got the same ref"
+    );
+    assert_eq!(
+        factories.load(Ordering::SeqCst),
+        1,
+        "exactly one factory ran"
+    );
+    stop_all(&[&ha, &hb, &hc]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_factory_ends_the_creation_and_returns_its_capacity() {
+    let h = Harness::memory();
+    let (ha, _a) = start(&h, |b| {
+        b.object_role(ObjectRole::Server)
+            .actor_limit(1)
+            .actor_type::<Counter>("counter", |t| {
+                t.factory(|ctx| async move {
+                    if ctx.id.starts_with("bad") {
+                        Err(ZLinkError::application(ErrorKind::Rejected, "no"))
+                    } else {
+                        Ok(Counter { n: 0 })
+                    }
+                })
+                .disable_relocation()
+                .on_request::<Incr, _>(|c, _r, _ctx| {
+                    Box::pin(async move {
+                        c.n += 1;
+                        Ok(c.n)
+                    })
+                })
+            })
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let m = ha.actors().expect("manager");
+    let err = m
+        .get_or_create("counter", "bad-1")
+        .await
+        .expect_err("factory fails");
+    assert_eq!(err.kind(), ErrorKind::InternalFailure);
+    assert_eq!(
+        m.find("bad-1").await.expect("find"),
+        None,
+        "the record is gone"
+    );
+    // The limit of one Actor is free again: the aborted creation returned its slot.
+    let r = m
+        .get_or_create("counter", "good")
+        .await
+        .expect("room again");
+    assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
+    let err = m
+        .get_or_create("counter", "good-2")
+        .await
+        .expect_err("full");
+    assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+    ha.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_manager_needs_an_object_role() {
+    let h = Harness::memory();
+    let (ha, _a) = start(&h, echo_node).await;
+    let err = ha.actors().expect_err("no object role");
+    assert_eq!(err.kind(), ErrorKind::NotConfigured);
+    ha.shutdown().await;
+}

@@ -1,0 +1,83 @@
+//! Actor messages arriving from other nodes, and the remote creation command.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use zlink_codec::RoutingId;
+use zlink_transport::Envelope;
+
+use super::host::{CreateCommand, ObjectHost};
+use super::manager::unframe_object_payload;
+use super::registration::{ActorCall, ActorContext};
+use crate::mesh::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
+use crate::mesh::node::{NodeInner, ObjectSink, answer_request, job_cost};
+
+impl ObjectSink for ObjectHost {
+    fn deliver(
+        &self,
+        node: Arc<NodeInner>,
+        peer: RoutingId,
+        env: Envelope,
+    ) -> BoxFuture<'static, ()> {
+        let prepared = prepare(&env);
+        let route = if env.reply_route().is_some() {
+            RouteKind::Request
+        } else {
+            RouteKind::Send
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let submitted = prepared.and_then(|(id, call, cost)| {
+            let reply = (route == RouteKind::Request).then_some(tx);
+            self.deliver(&id, route, call, cost, reply)
+        });
+        Box::pin(async move {
+            if let Err(e) = submitted {
+                answer_request(&node, &peer, &env, Err(e));
+                return;
+            }
+            if route == RouteKind::Send {
+                return;
+            }
+            let out = match rx.await {
+                Ok(Ok(Some(reply))) => Ok(reply),
+                Ok(Ok(None)) => Err(ZLinkError::application(
+                    ErrorKind::InternalFailure,
+                    "the handler produced no reply",
+                )),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(ZLinkError::ShuttingDown),
+            };
+            answer_request(&node, &peer, &env, out);
+        })
+    }
+}
+
+fn prepare(env: &Envelope) -> Result<(zlink_codec::ObjectId, ActorCall, usize), ZLinkError> {
+    let (id, payload) = unframe_object_payload(env.payload())?;
+    let packet = PacketName::new(env.packet_name())
+        .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;
+    let metadata = Metadata::from_bytes(env.metadata())?;
+    let cost = job_cost(payload.len(), env.metadata().len());
+    let call = ActorCall {
+        content_type: Bytes::copy_from_slice(env.content_type().as_bytes()),
+        payload,
+        context: ActorContext {
+            id: id.as_str().to_owned(),
+            packet,
+            metadata,
+        },
+    };
+    Ok((id, call, cost))
+}
+
+/// The `zlink.actor.create` command handler: creates the reserved incarnation the body names
+/// and answers its ref as JSON.
+pub(crate) async fn create_command(
+    host: Arc<ObjectHost>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let cmd: CreateCommand = serde_json::from_slice(env.payload())
+        .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;
+    let created = host.create_command(cmd).await?;
+    Ok(Some(Bytes::from(created.to_json()?)))
+}
