@@ -267,6 +267,9 @@ async fn read_loop(
         let mut app = Vec::new();
         let mut control = Vec::new();
         let mut replies = Vec::new();
+        // A GOODBYE ends the connection, but only after the frames read before it in the
+        // same batch are delivered (a reply written just before an orderly close completes).
+        let mut closed = false;
         loop {
             let frame = match codec.decode(&mut buf) {
                 Ok(Some(f)) => f.freeze(),
@@ -282,7 +285,10 @@ async fn read_loop(
             let len = frame.len() as u64;
             match k {
                 kind::HEARTBEAT => {}
-                kind::GOODBYE => return DownReason::Closed,
+                kind::GOODBYE => {
+                    closed = true;
+                    break;
+                }
                 kind::CREDIT => {
                     let Ok((plane, count, bytes)) = wire::decode_credit(frame) else {
                         return DownReason::Protocol;
@@ -352,6 +358,9 @@ async fn read_loop(
                 plane: Plane::App,
                 frames: app,
             });
+        }
+        if closed {
+            return DownReason::Closed;
         }
         buf.reserve(64 * 1024);
         tokio::select! {
