@@ -1,13 +1,70 @@
-//! Actors and Spots (spec 06 §4, §11, §15–§18; 21 §7), being built on the MeshNode layer.
+//! Actors and Spots (spec 06 §4, §11, §15–§18; 21 §7), built on the MeshNode layer.
 //!
-//! Today it holds object type registration ([`ActorType`], [`SpotType`]: factories, the one
-//! relocation policy each type chooses, User Spot execution and readiness modes; validated at
-//! startup and published as the descriptor's object capabilities) and the activation core (one
-//! object's state behind a count- and bytes-bounded mailbox, run one job at a time with a
-//! bounded slice). Managers (Create/GetOrCreate/Find/Destroy/Close), messaging by global id and
-//! the route cache are not built yet: registered factories do not run yet.
+//! What exists today:
+//!
+//! - **Registration** ([`ActorType`], [`SpotType`]) on an Object Server's MeshNode builder:
+//!   factories, the one relocation policy each type chooses, User Spot execution and readiness
+//!   modes, typed Actor handlers ([`ActorType::on_request`], [`ActorType::on_send`]); validated
+//!   at startup and published as the descriptor's object capabilities with a per-lifecycle
+//!   Entry Spot id.
+//! - **Activations**: one per Actor on its owner node, built once by the factory, behind a
+//!   mailbox bounded on both jobs and bytes (reserved together, returned when the handler
+//!   finishes), running one turn at a time with a bounded slice; closed exactly once at
+//!   shutdown after its accepted turns.
+//! - **The Actor manager** ([`ActorManager`], from `ZLinkHost::actors`):
+//!   [`get_or_create`](ActorManager::get_or_create) / [`create`](ActorManager::create) read
+//!   the authority record, follow an existing or in-progress creation, or reserve on an
+//!   eligible Object Server chosen by weight and capacity (one conditional batch) and run the
+//!   factory there — locally, or over the `zlink.actor.create` command, whose target re-reads
+//!   the record and checks id, type, generation and that it names this host run — then commit
+//!   `Ready`; a failing factory aborts the reservation and returns its capacity.
+//!   [`find`](ActorManager::find) returns only a Ready ref. [`request`](ActorManager::request)
+//!   / [`send`](ActorManager::send) resolve the owner through a route cache
+//!   (`routeCacheMaxAge`; Missing and Creating are never cached; an entry is dropped on a
+//!   NotFound/Unavailable result) and deliver to the activation; one sender's messages keep
+//!   their order.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use zlink_codec::{MeshName, records::ObjectRole};
+//! use zlink_runtime::mesh::{config::ZLink, messaging::{Message, Request}};
+//! use zlink_runtime::objects::Actor;
+//! use zlink_store_spi::{DynLocationStore, MemoryLocationStore};
+//!
+//! struct Counter { n: u64 }
+//! impl Actor for Counter {}
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Incr;
+//! impl Message for Incr { const PACKET: &'static str = "Incr"; }
+//! impl Request for Incr { type Reply = u64; }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
+//! let store: Arc<dyn DynLocationStore> = Arc::new(MemoryLocationStore::new());
+//! let host = ZLink::builder().location_store(store)
+//!     .route_mesh(MeshName::new("game")?, |node| node.object_role(ObjectRole::Server)
+//!         .actor_type::<Counter>("counter", |t| t
+//!             .factory(|_ctx| async { Ok(Counter { n: 0 }) })
+//!             .disable_relocation()
+//!             .on_request::<Incr, _>(|c, _incr, _ctx| Box::pin(async move { c.n += 1; Ok(c.n) }))))
+//!     .build().start().await?;
+//! let actors = host.actors()?;
+//! # tokio::time::sleep(std::time::Duration::from_millis(1200)).await; // first discovery read
+//! let r = actors.get_or_create("counter", "visits").await?;
+//! assert_eq!(actors.request("visits", &Incr).await?, 1);
+//! assert_eq!(actors.request("visits", &Incr).await?, 2);
+//! assert_eq!(actors.find("visits").await?, Some(r));
+//! host.shutdown().await;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Not built yet: the Entry Spot creation callback and membership, User Spots and Instance
+//! Spots at runtime (their types register and validate, their factories do not run),
+//! creation terminal records, destroy/close, owner-death recovery, operational listing of
+//! live objects through the manager (the Store-level lookup/list exist on
+//! `LocationRuntime`), `cargo xtask demo` and `bench objects`.
 
-// The managers (not built yet) are the first callers outside the tests.
 pub(crate) mod activation;
 pub(crate) mod actor;
 pub(crate) mod host;

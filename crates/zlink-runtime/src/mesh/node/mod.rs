@@ -63,6 +63,13 @@
 //! | configuration errors fail before any socket binds or Store request (06 §23) | `configuration_errors_fail_before_any_bind_or_store_request` |
 //! | a forwarded request keeps OperationId, reply route and source; the handler answers the source (21 §7.3, §9.3) | `forwarded_request_is_answered_to_its_source_under_its_own_ids` |
 //!
+//! Actors on Object Servers (spec 21 §7; `tests/actors.rs`): `actors_are_placed_created_once_and_messaged_by_id`*
+//! (placement spread, one factory per id, the existing ref on a second get_or_create, find,
+//! state kept across calls from any node, NotFound / AlreadyExists / TypeMismatch /
+//! CapacityExceeded), `concurrent_get_or_create_of_one_id_runs_one_factory`* (64 racing callers
+//! on 3 nodes → one factory run, one ref), `failing_factory_ends_the_creation_and_returns_its_capacity`,
+//! `actor_manager_needs_an_object_role`.
+//!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;
 //! proptest), `discover::tests` (the connection rule).
