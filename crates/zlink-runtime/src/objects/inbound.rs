@@ -13,6 +13,26 @@ use crate::mesh::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKi
 use crate::mesh::node::{NodeInner, ObjectSink, answer_request, job_cost};
 
 impl ObjectSink for ObjectHost {
+    fn owner_gone(&self, run: crate::location::HostRun) {
+        if Some(&run) == self.location.host_run().as_ref() {
+            return;
+        }
+        let location = Arc::clone(&self.location);
+        tokio::spawn(async move {
+            match location.authority().recovery_sweep(&run).await {
+                Ok(crate::location::Outcome::Applied(report)) => {
+                    tracing::info!(owner = %run.owner_id, ?report, "recovery-sweep of a dead run");
+                }
+                Ok(crate::location::Outcome::Conflict(c)) => {
+                    tracing::info!(owner = %run.owner_id, ?c, "recovery-sweep found the run alive");
+                }
+                Err(e) => {
+                    tracing::warn!(owner = %run.owner_id, error = %e, "recovery-sweep failed")
+                }
+            }
+        });
+    }
+
     fn deliver(
         &self,
         node: Arc<NodeInner>,

@@ -364,7 +364,7 @@ impl ActorManager {
         msg: &OutboundMessage,
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
-        let peer = self.node.inner.route_to(owner)?;
+        let peer = self.node.inner.route_to(owner).map_err(owner_unreachable)?;
         let framed = frame_object_payload(id, msg);
         self.node
             .inner
@@ -391,7 +391,11 @@ impl ActorManager {
             let cost = crate::mesh::node::job_cost(msg.payload.len(), 0);
             return self.objects.deliver(&id, RouteKind::Send, call, cost, None);
         }
-        let peer = self.node.inner.route_to(&owner)?;
+        let peer = self
+            .node
+            .inner
+            .route_to(&owner)
+            .map_err(owner_unreachable)?;
         let framed = frame_object_payload(&id, &msg);
         self.node
             .inner
@@ -402,6 +406,18 @@ impl ActorManager {
                 crate::mesh::node::DEFAULT_SEND_TIMEOUT,
             )
             .await
+    }
+}
+
+/// The record names an owner this node cannot reach (its route is not ready, or its lease
+/// is gone and discovery dropped it): `Unavailable`, never `NotFound` (spec 06 §20).
+fn owner_unreachable(e: ZLinkError) -> ZLinkError {
+    match e {
+        ZLinkError::NoRoute { target } => ZLinkError::Unavailable {
+            target,
+            reason: crate::mesh::messaging::UnavailableReason::NotConnected,
+        },
+        other => other,
     }
 }
 

@@ -22,7 +22,12 @@
 //!   / [`send`](ActorManager::send) resolve the owner through a route cache
 //!   (`routeCacheMaxAge`; Missing and Creating are never cached; an entry is dropped on a
 //!   NotFound/Unavailable result) and deliver to the activation; one sender's messages keep
-//!   their order.
+//!   their order. An owner that cannot be reached is `Unavailable`.
+//! - **Owner death** (an explicit extension beyond spec 21, which leaves object failover to a
+//!   future contract): when a fresh discovery list no longer names a host run (its owner lease
+//!   is gone), each surviving object node runs the recovery-sweep over that run — delete only,
+//!   rows with relocation progress skipped, nothing while the run's lease is held — after which
+//!   `get_or_create` makes a new incarnation with a higher ObjectGeneration.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -61,7 +66,8 @@
 //!
 //! Not built yet: the Entry Spot creation callback and membership, User Spots and Instance
 //! Spots at runtime (their types register and validate, their factories do not run),
-//! creation terminal records, destroy/close, owner-death recovery, operational listing of
+//! creation terminal records, destroy/close, recovery of rows left by runs this node never
+//! saw in its list (for example its own previous run), operational listing of
 //! live objects through the manager (the Store-level lookup/list exist on
 //! `LocationRuntime`), `cargo xtask demo` and `bench objects`.
 

@@ -167,6 +167,9 @@ pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
         peer: RoutingId,
         envelope: Envelope,
     ) -> crate::mesh::messaging::BoxFuture<'static, ()>;
+
+    /// A host run's owner lease is gone (discovery no longer lists it): reclaim what it owned.
+    fn owner_gone(&self, run: crate::location::HostRun);
 }
 
 impl NodeInner {

@@ -10,7 +10,7 @@
 //!   connection closed. During a Store outage discovery keeps the last full list
 //!   (`storeFailureGrace`): kept nodes stay targets, no new one appears.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,9 +159,13 @@ pub(crate) fn must_connect(
 /// The discovery loop of one node: every `interval`, read the list and reconcile intents.
 pub(crate) async fn run(node: Arc<NodeInner>, discovery: Arc<Discovery>, interval: Duration) {
     let mut current: HashMap<RoutingId, String> = HashMap::new();
+    let mut runs: HashSet<HostRun> = HashSet::new();
     loop {
         match discovery.refresh().await {
-            Ok(view) => apply(&node, &view, &mut current),
+            Ok(view) => {
+                apply(&node, &view, &mut current);
+                owners_gone(&node, &view, &mut runs);
+            }
             Err(e) => tracing::warn!(mesh = %node.mesh, error = %e, "discovery read failed"),
         }
         tokio::select! {
@@ -169,6 +173,23 @@ pub(crate) async fn run(node: Arc<NodeInner>, discovery: Arc<Discovery>, interva
             () = node.discovery_wake.notified() => {}
         }
     }
+}
+
+/// Host runs that a fresh list no longer names (their owner lease is gone) are handed to the
+/// object layer, which reclaims their authority rows with the recovery-sweep (an extension
+/// beyond spec 21, which leaves object failover to a future contract; delete only).
+fn owners_gone(node: &NodeInner, view: &DiscoveryView, runs: &mut HashSet<HostRun>) {
+    if !matches!(view.status, crate::location::DiscoveryStatus::Fresh) {
+        return;
+    }
+    let now: HashSet<HostRun> = view.nodes.iter().map(|n| n.run.clone()).collect();
+    if let Some(objects) = node.objects.get() {
+        for gone in runs.difference(&now) {
+            tracing::info!(mesh = %node.mesh, owner = %gone.owner_id, "an owner run left the list");
+            objects.owner_gone(gone.clone());
+        }
+    }
+    *runs = now;
 }
 
 fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId, String>) {

@@ -68,7 +68,10 @@
 //! state kept across calls from any node, NotFound / AlreadyExists / TypeMismatch /
 //! CapacityExceeded), `concurrent_get_or_create_of_one_id_runs_one_factory`* (64 racing callers
 //! on 3 nodes → one factory run, one ref), `failing_factory_ends_the_creation_and_returns_its_capacity`,
-//! `actor_manager_needs_an_object_role`.
+//! `actor_manager_needs_an_object_role`, `actors_of_a_dead_owner_are_recreated_with_a_higher_generation`*
+//! (an owner whose lease runs out leaves the list; survivors reclaim its rows with the
+//! recovery-sweep — delete only — and get_or_create makes a new incarnation with a higher
+//! ObjectGeneration on a live node).
 //!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;

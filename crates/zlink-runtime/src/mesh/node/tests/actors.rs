@@ -72,6 +72,7 @@ fn server(
 on_every_store!(
     actors_are_placed_created_once_and_messaged_by_id,
     concurrent_get_or_create_of_one_id_runs_one_factory,
+    actors_of_a_dead_owner_are_recreated_with_a_higher_generation,
 );
 
 async fn actors_are_placed_created_once_and_messaged_by_id(h: &Harness) {
@@ -225,4 +226,74 @@ async fn actor_manager_needs_an_object_role() {
     let err = ha.actors().expect_err("no object role");
     assert_eq!(err.kind(), ErrorKind::NotConfigured);
     ha.shutdown().await;
+}
+
+async fn actors_of_a_dead_owner_are_recreated_with_a_higher_generation(h: &Harness) {
+    use crate::location::tests::support::short_lease;
+    use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
+    let factories = Arc::new(AtomicUsize::new(0));
+    let options = short_lease().polling_interval(std::time::Duration::from_millis(100));
+    let start_with = |store: Arc<dyn zlink_store_spi::DynLocationStore>| {
+        let options = options.clone();
+        let configure = server(&factories);
+        async move {
+            let host = crate::mesh::config::ZLink::builder()
+                .location_store(store)
+                .location_options(options)
+                .route_mesh(mesh(), configure)
+                .build()
+                .start()
+                .await
+                .expect("the host starts");
+            let node = host.node(&mesh()).expect("node");
+            (host, node)
+        }
+    };
+    let (ha, a) = start_with(h.store.clone()).await;
+    let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let (hd, d) = start_with(faulty.clone()).await;
+    wait_peers(&a, 1).await;
+    wait_peers(&d, 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let m = ha.actors().expect("manager");
+    let mut on_d = Vec::new();
+    for i in 0..40 {
+        let id = format!("c-{i}");
+        let r = m.get_or_create("counter", &id).await.expect("created");
+        if &r.node == d.routing_id() {
+            on_d.push(r);
+        }
+    }
+    assert!(!on_d.is_empty(), "some actors were placed on D");
+
+    // D stops renewing its lease (its writes fail) and its lease runs out; A's discovery drops
+    // D and reclaims what D owned.
+    faulty.set_fault([LocationOp::Write], Fault::UNAVAILABLE);
+    let mut gone = false;
+    for _ in 0..80 {
+        h.advance_store_time(std::time::Duration::from_millis(100))
+            .await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if m.find(on_d[0].id.as_str()).await.expect("find").is_none() {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the dead owner's rows were reclaimed");
+    // Messages to its objects meanwhile are never answered by the dead incarnation.
+    for old in &on_d {
+        let again = m
+            .get_or_create("counter", old.id.as_str())
+            .await
+            .expect("recreated");
+        assert_eq!(&again.node, a.routing_id(), "recreated on the survivor");
+        assert!(again.generation > old.generation, "{again:?} after {old:?}");
+        assert_eq!(
+            m.request(old.id.as_str(), &Incr).await.expect("incr"),
+            1,
+            "a new incarnation"
+        );
+    }
+    faulty.heal();
+    stop_all(&[&ha, &hd]).await;
 }
