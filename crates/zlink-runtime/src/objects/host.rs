@@ -269,6 +269,46 @@ impl ObjectHost {
         }
     }
 
+    /// Destroys the incarnation `generation` of `id` owned by this node (spec 21 §7.2): the
+    /// record is deleted (its capacity returned) and then the activation closes after its
+    /// accepted turns. Missing → `false`; another incarnation → `InvalidOperation`; a record
+    /// this node does not own → `Unavailable`.
+    pub(crate) async fn destroy(&self, id: &ObjectId, generation: u64) -> Result<bool, ZLinkError> {
+        let read = self
+            .location
+            .authority()
+            .read(ObjectKind::Actor, id)
+            .await
+            .map_err(store_failure)?;
+        let handle = match read {
+            AuthorityRead::Missing { .. } => return Ok(false),
+            AuthorityRead::Found { handle, .. } => handle,
+        };
+        if handle.object_generation().get() != generation {
+            return Err(ZLinkError::application(
+                ErrorKind::InvalidOperation,
+                &format!(
+                    "actor {:?} is incarnation {}, not {generation}",
+                    id.as_str(),
+                    handle.object_generation().get()
+                ),
+            ));
+        }
+        match self.location.authority().delete(&handle).await {
+            Ok(Outcome::Applied(())) => {}
+            Ok(Outcome::Conflict(c)) => {
+                tracing::info!(?c, "destroy conflicted");
+                return Err(stale("the record is not an Active record of this node"));
+            }
+            Err(e) => return Err(store_failure(e)),
+        }
+        let live = self.live.lock().remove(id);
+        if let Some(l) = live {
+            l.close().await;
+        }
+        Ok(true)
+    }
+
     /// Closes every activation (shutdown): accepted messages finish first.
     pub(crate) async fn close_all(&self) {
         let all: Vec<Arc<dyn LiveObject>> = self.live.lock().drain().map(|(_, l)| l).collect();

@@ -101,3 +101,32 @@ pub(crate) async fn create_command(
     let created = host.create_command(cmd).await?;
     Ok(Some(Bytes::from(created.to_json()?)))
 }
+
+/// The `zlink.actor.destroy` command body.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct DestroyCommand {
+    pub(crate) id: String,
+    pub(crate) generation: String,
+}
+
+/// The `zlink.actor.destroy` command handler: destroys the named incarnation on this node and
+/// answers `true`/`false`.
+pub(crate) async fn destroy_command(
+    host: Arc<ObjectHost>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let bad = |e: String| ZLinkError::application(ErrorKind::ProtocolError, &e);
+    let cmd: DestroyCommand =
+        serde_json::from_slice(env.payload()).map_err(|e| bad(e.to_string()))?;
+    let id = zlink_codec::ObjectId::new(cmd.id).map_err(|e| bad(e.to_string()))?;
+    let generation: u64 = cmd
+        .generation
+        .parse()
+        .map_err(|_| bad("generation".into()))?;
+    let destroyed = host.destroy(&id, generation).await?;
+    Ok(Some(Bytes::from_static(if destroyed {
+        b"true"
+    } else {
+        b"false"
+    })))
+}

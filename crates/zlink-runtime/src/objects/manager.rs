@@ -27,6 +27,9 @@ pub const DEFAULT_CREATE_DEADLINE: Duration = Duration::from_secs(30);
 /// The command-plane name of the remote Actor creation.
 pub(crate) const CREATE_ACTOR: &str = "zlink.actor.create";
 
+/// The command-plane name of the remote Actor destroy.
+pub(crate) const DESTROY_ACTOR: &str = "zlink.actor.destroy";
+
 #[derive(Debug, Clone)]
 struct Route {
     node: RoutingId,
@@ -92,6 +95,48 @@ impl ActorManager {
                 Ok(Some(ActorRef::of(&handle)))
             }
             _ => Ok(None),
+        }
+    }
+
+    /// Destroys exactly the incarnation `actor` names (spec 21 §7.2): `Ok(false)` when no
+    /// record exists, `InvalidOperation` when another incarnation of the id exists,
+    /// `Unavailable` when its owner cannot be reached. Never finds and destroys a newer one.
+    pub async fn destroy(&self, actor: &ActorRef) -> Result<bool, ZLinkError> {
+        let handle = match self.read(&actor.id).await? {
+            AuthorityRead::Missing { .. } => return Ok(false),
+            AuthorityRead::Found { handle, .. } => handle,
+        };
+        if handle.object_generation().get() != actor.generation {
+            return Err(invalid(&format!(
+                "actor {:?} is incarnation {}, not {}",
+                actor.id.as_str(),
+                handle.object_generation().get(),
+                actor.generation
+            )));
+        }
+        self.forget(&actor.id);
+        let owner = handle.node().routing_id;
+        if owner == self.objects.rid {
+            return self.objects.destroy(&actor.id, actor.generation).await;
+        }
+        let body = serde_json::to_vec(&super::inbound::DestroyCommand {
+            id: actor.id.as_str().to_owned(),
+            generation: actor.generation.to_string(),
+        })
+        .map_err(|e| invalid(&e.to_string()))?;
+        let peer = self
+            .node
+            .inner
+            .route_to(&owner)
+            .map_err(owner_unreachable)?;
+        match self
+            .node
+            .inner
+            .control_request(&peer, DESTROY_ACTOR, Bytes::from(body), self.deadline)
+            .await?
+        {
+            ReplyBody::Ok { payload, .. } => Ok(&payload[..] == b"true"),
+            ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
         }
     }
 

@@ -23,6 +23,10 @@
 //!   (`routeCacheMaxAge`; Missing and Creating are never cached; an entry is dropped on a
 //!   NotFound/Unavailable result) and deliver to the activation; one sender's messages keep
 //!   their order. An owner that cannot be reached is `Unavailable`.
+//!   [`destroy`](ActorManager::destroy) ends exactly the ref's incarnation (its owner deletes
+//!   the record, returning its capacity, then closes the activation after its accepted turns;
+//!   over the `zlink.actor.destroy` command when remote): missing → `false`, another
+//!   incarnation → `InvalidOperation`.
 //! - **Owner death** (an explicit extension beyond spec 21, which leaves object failover to a
 //!   future contract): when a fresh discovery list no longer names a host run (its owner lease
 //!   is gone), each surviving object node runs the recovery-sweep over that run — delete only,
@@ -66,7 +70,7 @@
 //!
 //! Not built yet: the Entry Spot creation callback and membership, User Spots and Instance
 //! Spots at runtime (their types register and validate, their factories do not run),
-//! creation terminal records, destroy/close, recovery of rows left by runs this node never
+//! creation terminal records, Spot close, recovery of rows left by runs this node never
 //! saw in its list (for example its own previous run), operational listing of
 //! live objects through the manager (the Store-level lookup/list exist on
 //! `LocationRuntime`), `cargo xtask demo` and `bench objects`.
@@ -79,7 +83,7 @@ pub(crate) mod manager;
 mod registration;
 
 pub use host::{ActorRef, DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
-pub(crate) use inbound::create_command;
+pub(crate) use inbound::{create_command, destroy_command};
 pub use manager::{ActorManager, DEFAULT_CREATE_DEADLINE};
 pub(crate) use registration::Registration;
 pub use registration::{

@@ -71,7 +71,9 @@
 //! `actor_manager_needs_an_object_role`, `actors_of_a_dead_owner_are_recreated_with_a_higher_generation`*
 //! (an owner whose lease runs out leaves the list; survivors reclaim its rows with the
 //! recovery-sweep — delete only — and get_or_create makes a new incarnation with a higher
-//! ObjectGeneration on a live node).
+//! ObjectGeneration on a live node), `destroy_ends_only_the_named_incarnation`* (local and
+//! remote owner; missing → false; a stale ref → InvalidOperation and the new incarnation
+//! lives on).
 //!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;

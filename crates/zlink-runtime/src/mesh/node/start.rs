@@ -386,6 +386,16 @@ async fn start_node(
                     ))
                 }),
             );
+            let for_destroy = Arc::clone(&host);
+            control.register(
+                crate::objects::manager::DESTROY_ACTOR,
+                Arc::new(move |_node, env| {
+                    Box::pin(crate::objects::destroy_command(
+                        Arc::clone(&for_destroy),
+                        env,
+                    ))
+                }),
+            );
             Some(NodeObjects {
                 host,
                 discovery: None,

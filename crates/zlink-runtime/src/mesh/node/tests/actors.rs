@@ -73,6 +73,7 @@ on_every_store!(
     actors_are_placed_created_once_and_messaged_by_id,
     concurrent_get_or_create_of_one_id_runs_one_factory,
     actors_of_a_dead_owner_are_recreated_with_a_higher_generation,
+    destroy_ends_only_the_named_incarnation,
 );
 
 async fn actors_are_placed_created_once_and_messaged_by_id(h: &Harness) {
@@ -296,4 +297,46 @@ async fn actors_of_a_dead_owner_are_recreated_with_a_higher_generation(h: &Harne
     }
     faulty.heal();
     stop_all(&[&ha, &hd]).await;
+}
+
+async fn destroy_ends_only_the_named_incarnation(h: &Harness) {
+    let factories = Arc::new(AtomicUsize::new(0));
+    let (ha, a) = start(h, server(&factories)).await;
+    let (hb, b) = start(h, server(&factories)).await;
+    wait_peers(&a, 1).await;
+    wait_peers(&b, 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (ma, mb) = (ha.actors().expect("m"), hb.actors().expect("m"));
+    let mut refs = Vec::new();
+    for i in 0..12 {
+        refs.push(
+            ma.get_or_create("counter", &format!("d-{i}"))
+                .await
+                .expect("created"),
+        );
+    }
+    assert!(
+        refs.iter().any(|r| &r.node == b.routing_id())
+            && refs.iter().any(|r| &r.node == a.routing_id()),
+        "owners on both nodes"
+    );
+    for old in &refs {
+        // Destroyed from A whoever owns it (locally or over the command plane).
+        assert!(ma.destroy(old).await.expect("destroy"), "{old:?}");
+        assert_eq!(mb.find(old.id.as_str()).await.expect("find"), None);
+        let err = mb.request(old.id.as_str(), &Incr).await.expect_err("gone");
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+        // A second destroy of the same ref finds nothing.
+        assert!(!ma.destroy(old).await.expect("destroy again"));
+        // A new incarnation: the old ref does not destroy it.
+        let new = mb
+            .get_or_create("counter", old.id.as_str())
+            .await
+            .expect("recreated");
+        assert!(new.generation > old.generation);
+        let err = ma.destroy(old).await.expect_err("stale ref");
+        assert_eq!(err.kind(), ErrorKind::InvalidOperation);
+        assert_eq!(ma.request(old.id.as_str(), &Incr).await.expect("incr"), 1);
+    }
+    stop_all(&[&ha, &hb]).await;
 }
