@@ -204,6 +204,32 @@ impl ZLinkHost {
         }
     }
 
+    /// Per Object Client/Server node of this root: its slots in use (active) and secured by
+    /// creations in progress (reserved), read from the Location Store (spec 06 §24, 21 §4).
+    /// It scans the authority rows: an operator query, not a hot path.
+    pub async fn object_capacity(
+        &self,
+    ) -> Result<Vec<(MeshName, zlink_codec::RoutingId, crate::location::NodeUsage)>, ZLinkError>
+    {
+        let mut out = Vec::new();
+        for (node, o) in self.inner.nodes.iter().zip(&self.inner.objects) {
+            let Some(o) = o else { continue };
+            let key = crate::location::NodeKey {
+                mesh: node.mesh_name().clone(),
+                routing_id: node.routing_id().clone(),
+            };
+            let usage = o
+                .host
+                .location
+                .authority()
+                .node_usage(&key)
+                .await
+                .map_err(crate::objects::host::store_failure)?;
+            out.push((key.mesh, key.routing_id, usage));
+        }
+        Ok(out)
+    }
+
     /// A caller-owned snapshot of the host and every MeshNode (spec 06 §24).
     pub fn status(&self) -> HostStatus {
         HostStatus {

@@ -92,7 +92,7 @@ async fn actors_are_placed_created_once_and_messaged_by_id(h: &Harness) {
         let id = format!("counter-{i}");
         let r = ma.get_or_create("counter", &id).await.expect("created");
         assert_eq!(r.id.as_str(), id);
-        *placed.entry(r.node.clone()).or_insert(0) += 1;
+        *placed.entry(r.node.clone()).or_insert(0u64) += 1;
         // The same id again: the existing ref, no second factory.
         assert_eq!(mb.get_or_create("counter", &id).await.expect("existing"), r);
         assert_eq!(ma.find(&id).await.expect("find"), Some(r));
