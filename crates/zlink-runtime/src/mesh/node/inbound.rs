@@ -153,13 +153,15 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
             Some(_) => ReplyExpectation::Reply(Correlation::new(Bytes::new())),
             None => ReplyExpectation::None,
         },
-        packet: Bytes::copy_from_slice(env.packet_name().as_bytes()),
-        content_type: Bytes::copy_from_slice(env.content_type().as_bytes()),
+        packet: env.packet_name_bytes().clone(),
+        content_type: env.content_type_bytes().clone(),
         metadata: env.metadata().clone(),
         payload: env.payload().clone(),
     };
     let cancel = Cancellation::new();
+    // Biased: a dispatch that completes on its first poll never subscribes to the force signal.
     let outcome = tokio::select! {
+        biased;
         o = node.dispatcher.dispatch(frame, cancel.clone()) => o,
         () = node.life.force().cancelled() => {
             cancel.cancel();
