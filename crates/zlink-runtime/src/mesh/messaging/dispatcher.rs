@@ -323,6 +323,13 @@ impl Dispatcher {
             correlation,
         });
         let scope = DispatchScope::new(Arc::clone(&self.inner.factories), cancellation);
+        if self.inner.filters.is_empty() {
+            // No filter: the handler runs directly (what an empty chain does, without its
+            // per-dispatch allocations).
+            return invocation(HandlerContext::new(info, scope))
+                .await
+                .map(Ran::Handled);
+        }
         let chain = Chain::new(
             Arc::clone(&self.inner.filters),
             HandlerContext::new(info, scope),
