@@ -100,10 +100,12 @@ pub(crate) async fn control_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) 
 pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
     node.life.serving().await;
     while let Some(frame) = rx.recv().await {
-        let peer_rid = frame.peer().rid.clone();
+        // The connection's shared info, not a copy of its RoutingId.
+        let peer = Arc::clone(frame.peer());
+        let peer_rid = &peer.rid;
         let env = frame.into_envelope();
         if node.life.state() != HostState::Serving {
-            answer(&node, &peer_rid, &env, Err(ZLinkError::ShuttingDown));
+            answer(&node, peer_rid, &env, Err(ZLinkError::ShuttingDown));
             continue;
         }
         let cost = job_cost(env.payload().len(), env.metadata().len());
@@ -111,7 +113,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         let work = match node.life.admit() {
             Ok(w) => w,
             Err(e) => {
-                answer(&node, &peer_rid, &env, Err(e));
+                answer(&node, peer_rid, &env, Err(e));
                 continue;
             }
         };
@@ -119,7 +121,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         tokio::spawn(async move {
             let _permit = permit;
             let _work = work;
-            dispatch(&node, &peer_rid, env).await;
+            dispatch(&node, &peer.rid, env).await;
         });
     }
 }
