@@ -276,8 +276,11 @@ impl NodeHandler {
 pub(crate) struct HandlerTable {
     by_key: HashMap<HandlerKey, Arc<dyn ErasedHandler>>,
     /// The same handlers by packet name: the inbound lookup borrows the frame's name.
-    by_packet: HashMap<String, Vec<(HandlerKey, Arc<dyn ErasedHandler>)>>,
+    by_packet: HashMap<String, Vec<Registered>>,
 }
+
+/// One registered handler with its key.
+type Registered = (HandlerKey, Arc<dyn ErasedHandler>);
 
 impl HandlerTable {
     /// Adds a handler; a key registered before is [`ZLinkError::DuplicateHandler`].
