@@ -118,11 +118,12 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
             }
         };
         let node = Arc::clone(&node);
-        tokio::spawn(async move {
+        // Boxed: the dispatch state machine is large, and a task moves its future on spawn.
+        tokio::spawn(Box::pin(async move {
             let _permit = permit;
             let _work = work;
             dispatch(&node, &peer.rid, env).await;
-        });
+        }));
     }
 }
 
