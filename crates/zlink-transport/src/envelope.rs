@@ -198,6 +198,16 @@ impl Envelope {
         self.content_type.as_str()
     }
 
+    /// The packet name as shared bytes (valid UTF-8; a zero-copy slice of a received frame).
+    pub fn packet_name_bytes(&self) -> &Bytes {
+        &self.packet_name.0
+    }
+
+    /// The content type as shared bytes (valid UTF-8; a zero-copy slice of a received frame).
+    pub fn content_type_bytes(&self) -> &Bytes {
+        &self.content_type.0
+    }
+
     /// The metadata text (empty when unset).
     pub fn metadata(&self) -> &Bytes {
         &self.metadata

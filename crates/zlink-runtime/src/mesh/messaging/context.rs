@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use zlink_codec::{ChannelName, MeshName, RoutingId};
 
 use super::error::ZLinkError;
@@ -67,7 +68,13 @@ impl DispatchKind {
 /// A dispatch's cancellation signal. The signal a filter sees is the one its handler sees.
 #[derive(Debug, Clone)]
 pub struct Cancellation {
-    tx: Arc<watch::Sender<bool>>,
+    inner: Arc<CancelInner>,
+}
+
+#[derive(Debug, Default)]
+struct CancelInner {
+    cancelled: AtomicBool,
+    notify: Notify,
 }
 
 impl Default for Cancellation {
@@ -80,25 +87,32 @@ impl Cancellation {
     /// A signal that is not cancelled.
     pub fn new() -> Self {
         Self {
-            tx: Arc::new(watch::Sender::new(false)),
+            inner: Arc::new(CancelInner::default()),
         }
     }
 
     /// Cancels: every holder observes it (idempotent).
     pub fn cancel(&self) {
-        self.tx.send_replace(true);
+        if !self.inner.cancelled.swap(true, Ordering::AcqRel) {
+            self.inner.notify.notify_waiters();
+        }
     }
 
     /// Whether it was cancelled.
     pub fn is_cancelled(&self) -> bool {
-        *self.tx.borrow()
+        self.inner.cancelled.load(Ordering::Acquire)
     }
 
     /// Completes once cancelled.
     pub async fn cancelled(&self) {
-        let mut rx = self.tx.subscribe();
-        // The sender lives in `self`, so the channel cannot close while this waits.
-        let _ = rx.wait_for(|cancelled| *cancelled).await;
+        loop {
+            // Created before the check: a cancel after the check always wakes it.
+            let notified = self.inner.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 

@@ -296,18 +296,20 @@ impl Dispatcher {
         route: RouteKind,
         cancellation: Cancellation,
     ) -> Result<Ran, ZLinkError> {
-        let packet = std::str::from_utf8(&frame.packet)
-            .map_err(|_| ZLinkError::malformed(FramePart::PacketName, "not UTF-8"))
-            .and_then(|p| {
-                PacketName::new(p).map_err(|e| ZLinkError::malformed(FramePart::PacketName, e))
-            })?;
-        let key = HandlerKey::of_target(&frame.target, route, packet.clone());
-        let Some(handler) = self.inner.handlers.get(&key) else {
+        let name = std::str::from_utf8(&frame.packet)
+            .map_err(|_| ZLinkError::malformed(FramePart::PacketName, "not UTF-8"))?;
+        // Every registered name is valid, so a name found needs no validation; one not found
+        // is validated first (an invalid name is a ProtocolError, not NotFound).
+        let Some((key, handler)) = self.inner.handlers.find(&frame.target, route, name) else {
+            let packet = PacketName::new(name)
+                .map_err(|e| ZLinkError::malformed(FramePart::PacketName, e))?;
+            let key = HandlerKey::of_target(&frame.target, route, packet);
             tracing::debug!(%key, "no handler for the inbound frame");
             return Err(ZLinkError::NoHandler {
                 key: key.to_string(),
             });
         };
+        let packet = key.packet().clone();
         let metadata = Metadata::from_bytes(&frame.metadata)?;
         let invocation =
             handler.prepare(&self.inner.codecs, &frame.content_type, &frame.payload)?;
@@ -323,6 +325,13 @@ impl Dispatcher {
             correlation,
         });
         let scope = DispatchScope::new(Arc::clone(&self.inner.factories), cancellation);
+        if self.inner.filters.is_empty() {
+            // No filter: the handler runs directly (what an empty chain does, without its
+            // per-dispatch allocations).
+            return invocation(HandlerContext::new(info, scope))
+                .await
+                .map(Ran::Handled);
+        }
         let chain = Chain::new(
             Arc::clone(&self.inner.filters),
             HandlerContext::new(info, scope),

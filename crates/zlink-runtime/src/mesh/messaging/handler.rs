@@ -275,7 +275,12 @@ impl NodeHandler {
 #[derive(Default)]
 pub(crate) struct HandlerTable {
     by_key: HashMap<HandlerKey, Arc<dyn ErasedHandler>>,
+    /// The same handlers by packet name: the inbound lookup borrows the frame's name.
+    by_packet: HashMap<String, Vec<Registered>>,
 }
+
+/// One registered handler with its key.
+type Registered = (HandlerKey, Arc<dyn ErasedHandler>);
 
 impl HandlerTable {
     /// Adds a handler; a key registered before is [`ZLinkError::DuplicateHandler`].
@@ -289,11 +294,44 @@ impl HandlerTable {
                 key: key.to_string(),
             });
         }
+        self.by_packet
+            .entry(key.packet().as_str().to_owned())
+            .or_default()
+            .push((key.clone(), Arc::clone(&handler)));
         self.by_key.insert(key, handler);
         Ok(())
     }
 
+    /// The key and handler an inbound frame addresses, looked up by its borrowed packet name
+    /// (the handler registered under the [`HandlerKey::of_target`] key).
+    pub(crate) fn find(
+        &self,
+        target: &InboundTarget,
+        route: RouteKind,
+        packet: &str,
+    ) -> Option<(&HandlerKey, &Arc<dyn ErasedHandler>)> {
+        self.by_packet
+            .get(packet)?
+            .iter()
+            .find(|(key, _)| {
+                key.route() == route
+                    && match (key, target) {
+                        (
+                            HandlerKey::NodeDirect { mesh, .. },
+                            InboundTarget::NodeDirect { mesh: m, .. },
+                        ) => mesh == m,
+                        (
+                            HandlerKey::Channel { channel, .. },
+                            InboundTarget::Channel { channel: c, .. },
+                        ) => channel == c,
+                        _ => false,
+                    }
+            })
+            .map(|(key, handler)| (key, handler))
+    }
+
     /// The handler of a key.
+    #[cfg(test)]
     pub(crate) fn get(&self, key: &HandlerKey) -> Option<&Arc<dyn ErasedHandler>> {
         self.by_key.get(key)
     }
@@ -307,5 +345,82 @@ impl HandlerTable {
 impl fmt::Debug for HandlerTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_set().entries(self.by_key.keys()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use zlink_codec::RoutingId;
+
+    use super::*;
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Ping;
+    impl Message for Ping {
+        const PACKET: &'static str = "Ping";
+    }
+
+    #[test]
+    fn the_borrowed_lookup_finds_the_handler_of_the_full_key() {
+        let mesh = MeshName::new("m").unwrap();
+        let chat = ChannelName::new("chat").unwrap();
+        let other = ChannelName::new("other").unwrap();
+        let packet = PacketName::new("Ping").unwrap();
+        let send = || NodeHandler::send::<Ping, NodeContext, _, _>(|_, _| async { Ok(()) }).inner;
+        let mut table = HandlerTable::default();
+        let keys = [
+            HandlerKey::NodeDirect {
+                mesh: mesh.clone(),
+                route: RouteKind::Send,
+                packet: packet.clone(),
+            },
+            HandlerKey::Channel {
+                channel: chat.clone(),
+                route: RouteKind::Request,
+                packet: packet.clone(),
+            },
+        ];
+        for k in &keys {
+            table.insert(k.clone(), send()).unwrap();
+        }
+        let rid = RoutingId::new(vec![1]).unwrap();
+        let targets = [
+            InboundTarget::NodeDirect {
+                mesh: mesh.clone(),
+                source: rid.clone(),
+                target: rid.clone(),
+            },
+            InboundTarget::NodeDirect {
+                mesh: MeshName::new("n").unwrap(),
+                source: rid.clone(),
+                target: rid,
+            },
+            InboundTarget::Channel {
+                channel: chat,
+                mesh: None,
+            },
+            InboundTarget::Channel {
+                channel: other,
+                mesh: Some(mesh),
+            },
+        ];
+        let mut found = 0;
+        for target in &targets {
+            for route in [RouteKind::Send, RouteKind::Request] {
+                for name in ["Ping", "Pong"] {
+                    let full = PacketName::new(name).unwrap();
+                    let key = HandlerKey::of_target(target, route, full);
+                    let by_key = table.get(&key);
+                    let borrowed = table.find(target, route, name);
+                    assert_eq!(by_key.is_some(), borrowed.is_some(), "{key}");
+                    if let (Some(a), Some((k, b))) = (by_key, borrowed) {
+                        assert!(Arc::ptr_eq(a, b));
+                        assert_eq!(k, &key);
+                        found += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(found, keys.len());
     }
 }

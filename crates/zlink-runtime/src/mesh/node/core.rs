@@ -243,13 +243,9 @@ impl NodeInner {
             .next_reply_route_id()
             .map_err(transport_error)?;
         let env = self.envelope(address, msg, Some(route))?;
-        let info = peer.info();
-        let (_guard, rx) = self.pending.register(
-            route,
-            env.operation_id(),
-            info.connection,
-            format!("node {}", info.rid),
-        );
+        let (_guard, rx) = self
+            .pending
+            .register(route, env.operation_id(), peer.info());
         let wait = async {
             peer.send_app(&env).await.map_err(transport_error)?;
             match rx.await {
@@ -428,10 +424,7 @@ impl NodeInner {
         let env = Envelope::request(op, route, &self.rid, self.generation, payload)
             .with_packet_name(command)
             .map_err(transport_error)?;
-        let info = peer.info();
-        let (_guard, rx) =
-            self.pending
-                .register(route, op, info.connection, format!("node {}", info.rid));
+        let (_guard, rx) = self.pending.register(route, op, peer.info());
         let wait = async {
             peer.send_control(&env).await.map_err(transport_error)?;
             match rx.await {

@@ -105,10 +105,12 @@ pub(crate) async fn control_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) 
 pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
     node.life.serving().await;
     while let Some(frame) = rx.recv().await {
-        let peer_rid = frame.peer().rid.clone();
+        // The connection's shared info, not a copy of its RoutingId.
+        let peer = Arc::clone(frame.peer());
+        let peer_rid = &peer.rid;
         let env = frame.into_envelope();
         if node.life.state() != HostState::Serving {
-            answer(&node, &peer_rid, &env, Err(ZLinkError::ShuttingDown));
+            answer(&node, peer_rid, &env, Err(ZLinkError::ShuttingDown));
             continue;
         }
         let cost = job_cost(env.payload().len(), env.metadata().len());
@@ -116,7 +118,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         let work = match node.life.admit() {
             Ok(w) => w,
             Err(e) => {
-                answer(&node, &peer_rid, &env, Err(e));
+                answer(&node, peer_rid, &env, Err(e));
                 continue;
             }
         };
@@ -139,11 +141,12 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
             continue;
         }
         let node = Arc::clone(&node);
-        tokio::spawn(async move {
+        // Boxed: the dispatch state machine is large, and a task moves its future on spawn.
+        tokio::spawn(Box::pin(async move {
             let _permit = permit;
             let _work = work;
-            dispatch(&node, &peer_rid, env).await;
-        });
+            dispatch(&node, &peer.rid, env).await;
+        }));
     }
 }
 
@@ -176,13 +179,15 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
             Some(_) => ReplyExpectation::Reply(Correlation::new(Bytes::new())),
             None => ReplyExpectation::None,
         },
-        packet: Bytes::copy_from_slice(env.packet_name().as_bytes()),
-        content_type: Bytes::copy_from_slice(env.content_type().as_bytes()),
+        packet: env.packet_name_bytes().clone(),
+        content_type: env.content_type_bytes().clone(),
         metadata: env.metadata().clone(),
         payload: env.payload().clone(),
     };
     let cancel = Cancellation::new();
+    // Biased: a dispatch that completes on its first poll never subscribes to the force signal.
     let outcome = tokio::select! {
+        biased;
         o = node.dispatcher.dispatch(frame, cancel.clone()) => o,
         () = node.life.force().cancelled() => {
             cancel.cancel();

@@ -27,6 +27,8 @@ pub(crate) fn job_cost(payload: usize, metadata: usize) -> usize {
 struct Used {
     jobs: usize,
     bytes: usize,
+    /// Reservations waiting for room (a release notifies only when there are any).
+    waiters: usize,
 }
 
 /// A count- and bytes-bounded mailbox.
@@ -52,6 +54,10 @@ impl Mailbox {
     /// only into an empty mailbox (so it can never wait forever).
     pub(crate) fn try_reserve(self: &Arc<Self>, bytes: usize) -> Option<MailboxPermit> {
         let mut u = self.used.lock();
+        self.reserve_locked(&mut u, bytes)
+    }
+
+    fn reserve_locked(self: &Arc<Self>, u: &mut Used, bytes: usize) -> Option<MailboxPermit> {
         let fits_jobs = u.jobs < self.max_jobs;
         let fits_bytes = u
             .bytes
@@ -71,11 +77,20 @@ impl Mailbox {
 
     /// Waits for room on both axes.
     pub(crate) async fn reserve(self: &Arc<Self>, bytes: usize) -> MailboxPermit {
+        if let Some(p) = self.try_reserve(bytes) {
+            return p;
+        }
         loop {
+            // Created before the check, so a release after the check always wakes it.
             let freed = self.freed.notified();
-            if let Some(p) = self.try_reserve(bytes) {
-                return p;
+            {
+                let mut u = self.used.lock();
+                if let Some(p) = self.reserve_locked(&mut u, bytes) {
+                    return p;
+                }
+                u.waiters += 1;
             }
+            let _waiting = Waiting(self);
             freed.await;
         }
     }
@@ -84,6 +99,15 @@ impl Mailbox {
     pub(crate) fn usage(&self) -> (usize, usize) {
         let u = self.used.lock();
         (u.jobs, u.bytes)
+    }
+}
+
+/// Counts one waiting reservation until dropped (also when the waiting future is dropped).
+struct Waiting<'a>(&'a Mailbox);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.used.lock().waiters -= 1;
     }
 }
 
@@ -96,12 +120,15 @@ pub(crate) struct MailboxPermit {
 
 impl Drop for MailboxPermit {
     fn drop(&mut self) {
-        {
+        let waiting = {
             let mut u = self.mailbox.used.lock();
             u.jobs -= 1;
             u.bytes -= self.bytes;
+            u.waiters > 0
+        };
+        if waiting {
+            self.mailbox.freed.notify_waiters();
         }
-        self.mailbox.freed.notify_waiters();
     }
 }
 
@@ -140,6 +167,43 @@ mod tests {
     fn job_cost_counts_a_fixed_overhead_and_saturates() {
         assert_eq!(job_cost(0, 0), JOB_OVERHEAD_BYTES);
         assert_eq!(job_cost(usize::MAX, 5), usize::MAX);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_reservation_gets_room_a_release_returns() {
+        let m = Mailbox::new(1, 1000);
+        let held = m.try_reserve(10).unwrap();
+        let waiter = tokio::spawn({
+            let m = Arc::clone(&m);
+            async move { m.reserve(20).await }
+        });
+        while m.used.lock().waiters == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiter.is_finished());
+        drop(held);
+        let permit = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("the waiter is woken")
+            .unwrap();
+        assert_eq!(m.usage(), (1, 20));
+        assert_eq!(m.used.lock().waiters, 0);
+        drop(permit);
+    }
+
+    #[test]
+    fn a_dropped_waiting_reservation_stops_counting_as_a_waiter() {
+        let m = Mailbox::new(1, 1000);
+        let held = m.try_reserve(10).unwrap();
+        {
+            let mut wait = Box::pin(m.reserve(20));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            assert!(wait.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(m.used.lock().waiters, 1);
+        }
+        assert_eq!(m.used.lock().waiters, 0);
+        drop(held);
+        assert_eq!(m.usage(), (0, 0));
     }
 
     proptest! {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use zlink_transport::{ConnectionId, OperationId, Reply, ReplyRouteId};
+use zlink_transport::{ConnectionId, OperationId, PeerInfo, Reply, ReplyRouteId};
 
 use crate::mesh::messaging::{UnavailableReason, ZLinkError};
 
@@ -18,8 +18,8 @@ pub(crate) type Completion = Result<Reply, ZLinkError>;
 #[derive(Debug)]
 struct Entry {
     operation: OperationId,
-    connection: ConnectionId,
-    target: String,
+    /// The connection the request went out on (its id, and the target named in an error).
+    peer: Arc<PeerInfo>,
     tx: oneshot::Sender<Completion>,
 }
 
@@ -35,16 +35,14 @@ impl Pending {
         self: &Arc<Self>,
         route: ReplyRouteId,
         operation: OperationId,
-        connection: ConnectionId,
-        target: String,
+        peer: &Arc<PeerInfo>,
     ) -> (PendingGuard, oneshot::Receiver<Completion>) {
         let (tx, rx) = oneshot::channel();
         self.by_route.lock().insert(
             route.get(),
             Entry {
                 operation,
-                connection,
-                target,
+                peer: Arc::clone(peer),
                 tx,
             },
         );
@@ -87,7 +85,7 @@ impl Pending {
             let mut map = self.by_route.lock();
             let routes: Vec<u64> = map
                 .iter()
-                .filter(|(_, e)| e.connection == connection)
+                .filter(|(_, e)| e.peer.connection == connection)
                 .map(|(r, _)| *r)
                 .collect();
             routes.iter().filter_map(|r| map.remove(r)).collect()
@@ -95,7 +93,7 @@ impl Pending {
         let n = ended.len();
         for e in ended {
             let _ = e.tx.send(Err(ZLinkError::Unavailable {
-                target: e.target,
+                target: format!("node {}", e.peer.rid),
                 reason: UnavailableReason::ConnectionLost,
             }));
         }
