@@ -129,10 +129,10 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
                 let err = ZLinkError::NoRoute {
                     target: "actors (this node has no object role)".into(),
                 };
-                answer(&node, &peer_rid, &env, Err(err));
+                answer(&node, peer_rid, &env, Err(err));
                 continue;
             };
-            let reply = objects.deliver(Arc::clone(&node), peer_rid, env);
+            let reply = objects.deliver(Arc::clone(&node), peer_rid.clone(), env);
             tokio::spawn(async move {
                 let _permit = permit;
                 let _work = work;

@@ -44,9 +44,7 @@ async fn forwarded_request_is_answered_to_its_source_under_its_own_ids() {
     .and_then(|e| e.with_content_type("application/json"))
     .expect("envelope");
     let to_b = ai.transport.peer(b.routing_id()).expect("A→B");
-    let (_guard, rx) =
-        ai.pending
-            .register(route, op, to_b.info().connection, "forward test".into());
+    let (_guard, rx) = ai.pending.register(route, op, to_b.info());
     let b_to_c = b.inner.transport.peer(c.routing_id()).expect("B→C");
     b.inner.forward_app(&env, &b_to_c).await.expect("forwarded");
 
