@@ -237,37 +237,46 @@ impl<A: Actor> ActorType<A> {
     }
 }
 
-impl<A: Actor> ActorType<A> {
-    /// The factory building the Actor's state for each activation; it may run again for the
-    /// same id and generation after a crash, so it must not break state when repeated.
-    pub fn factory<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(FactoryContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<A, ZLinkError>> + Send + 'static,
-    {
-        self.factory = Some(Arc::new(move |ctx| Box::pin(f(ctx))));
-        self
-    }
+/// The builder steps every object type shares: its factory and its one relocation choice.
+macro_rules! factory_and_policy {
+    ($ty:ident, $bound:ident, $adapter:ident, $what:literal) => {
+        impl<T: $bound> $ty<T> {
+            #[doc = concat!("The factory building the ", $what, "'s state for each activation; it may run")]
+            /// again for the same id and generation after a crash, so it must not break state
+            /// when repeated.
+            pub fn factory<F, Fut>(mut self, f: F) -> Self
+            where
+                F: Fn(FactoryContext) -> Fut + Send + Sync + 'static,
+                Fut: Future<Output = Result<T, ZLinkError>> + Send + 'static,
+            {
+                self.factory = Some(Arc::new(move |ctx| Box::pin(f(ctx))));
+                self
+            }
 
-    /// Chooses DisableRelocation.
-    pub fn disable_relocation(mut self) -> Self {
-        self.choices.push(RelocationChoice::Disable);
-        self
-    }
+            /// Chooses DisableRelocation.
+            pub fn disable_relocation(mut self) -> Self {
+                self.choices.push(RelocationChoice::Disable);
+                self
+            }
 
-    /// Chooses RecreateOnRelocation (needs a Relocation Store).
-    pub fn recreate_on_relocation(mut self) -> Self {
-        self.choices.push(RelocationChoice::Recreate);
-        self
-    }
+            /// Chooses RecreateOnRelocation (needs a Relocation Store).
+            pub fn recreate_on_relocation(mut self) -> Self {
+                self.choices.push(RelocationChoice::Recreate);
+                self
+            }
 
-    /// Chooses PreserveStateWith(`adapter`) (needs a Relocation Store).
-    pub fn preserve_state_with(mut self, adapter: impl ActorStateAdapter<A>) -> Self {
-        self.choices.push(RelocationChoice::Preserve);
-        self.adapter = Some(Arc::new(adapter));
-        self
-    }
+            /// Chooses PreserveStateWith(`adapter`) (needs a Relocation Store).
+            pub fn preserve_state_with(mut self, adapter: impl $adapter<T>) -> Self {
+                self.choices.push(RelocationChoice::Preserve);
+                self.adapter = Some(Arc::new(adapter));
+                self
+            }
+        }
+    };
 }
+
+factory_and_policy!(ActorType, Actor, ActorStateAdapter, "Actor");
+factory_and_policy!(SpotType, Spot, SpotStateAdapter, "Spot");
 
 /// The configure step of one User Spot or Instance Spot type.
 pub struct SpotType<S: Spot> {
@@ -291,36 +300,6 @@ impl<S: Spot> Default for SpotType<S> {
 }
 
 impl<S: Spot> SpotType<S> {
-    /// The factory building the Spot's state for each activation (see
-    /// [`ActorType::factory`]).
-    pub fn factory<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(FactoryContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<S, ZLinkError>> + Send + 'static,
-    {
-        self.factory = Some(Arc::new(move |ctx| Box::pin(f(ctx))));
-        self
-    }
-
-    /// Chooses DisableRelocation.
-    pub fn disable_relocation(mut self) -> Self {
-        self.choices.push(RelocationChoice::Disable);
-        self
-    }
-
-    /// Chooses RecreateOnRelocation (needs a Relocation Store).
-    pub fn recreate_on_relocation(mut self) -> Self {
-        self.choices.push(RelocationChoice::Recreate);
-        self
-    }
-
-    /// Chooses PreserveStateWith(`adapter`) (needs a Relocation Store).
-    pub fn preserve_state_with(mut self, adapter: impl SpotStateAdapter<S>) -> Self {
-        self.choices.push(RelocationChoice::Preserve);
-        self.adapter = Some(Arc::new(adapter));
-        self
-    }
-
     /// The execution mode of a User Spot (default `SpotWide`); an Instance Spot has none.
     pub fn execution(mut self, mode: SpotExecution) -> Self {
         self.execution = Some(mode);

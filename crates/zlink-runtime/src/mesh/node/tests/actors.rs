@@ -69,6 +69,27 @@ fn server(
     }
 }
 
+/// `N` Object Servers of the counter type over the harness's store, each Ready with the other
+/// `N - 1` as peers and listed as placement candidates.
+async fn servers<const N: usize>(
+    h: &Harness,
+    factories: &Arc<AtomicUsize>,
+) -> [(crate::mesh::node::ZLinkHost, crate::mesh::node::MeshNode); N] {
+    let mut out = Vec::with_capacity(N);
+    for _ in 0..N {
+        out.push(start(h, server(factories)).await);
+    }
+    for (_, n) in &out {
+        wait_peers(n, N - 1).await;
+    }
+    // Every node's discovery lists all of them as placement candidates.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    match out.try_into() {
+        Ok(a) => a,
+        Err(_) => unreachable!("N servers were started"),
+    }
+}
+
 on_every_store!(
     actors_are_placed_created_once_and_messaged_by_id,
     concurrent_get_or_create_of_one_id_runs_one_factory,
@@ -78,14 +99,7 @@ on_every_store!(
 
 async fn actors_are_placed_created_once_and_messaged_by_id(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
-    let (ha, a) = start(h, server(&factories)).await;
-    let (hb, b) = start(h, server(&factories)).await;
-    let (hc, c) = start(h, server(&factories)).await;
-    for n in [&a, &b, &c] {
-        wait_peers(n, 2).await;
-    }
-    // Wait until every node's discovery lists all three as placement candidates.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let [(ha, _), (hb, _), (hc, _)] = servers::<3>(h, &factories).await;
     let (ma, mb) = (ha.actors().expect("manager"), hb.actors().expect("manager"));
     let mut placed = std::collections::BTreeMap::new();
     for i in 0..30 {
@@ -129,19 +143,12 @@ async fn actors_are_placed_created_once_and_messaged_by_id(h: &Harness) {
         .await
         .expect_err("no node");
     assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
-    let _ = (&c, &b);
     stop_all(&[&ha, &hb, &hc]).await;
 }
 
 async fn concurrent_get_or_create_of_one_id_runs_one_factory(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
-    let (ha, a) = start(h, server(&factories)).await;
-    let (hb, b) = start(h, server(&factories)).await;
-    let (hc, c) = start(h, server(&factories)).await;
-    for n in [&a, &b, &c] {
-        wait_peers(n, 2).await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let [(ha, _), (hb, _), (hc, _)] = servers::<3>(h, &factories).await;
     let managers = [
         ha.actors().expect("m"),
         hb.actors().expect("m"),
@@ -301,11 +308,7 @@ async fn actors_of_a_dead_owner_are_recreated_with_a_higher_generation(h: &Harne
 
 async fn destroy_ends_only_the_named_incarnation(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
-    let (ha, a) = start(h, server(&factories)).await;
-    let (hb, b) = start(h, server(&factories)).await;
-    wait_peers(&a, 1).await;
-    wait_peers(&b, 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let [(ha, a), (hb, b)] = servers::<2>(h, &factories).await;
     let (ma, mb) = (ha.actors().expect("m"), hb.actors().expect("m"));
     let mut refs = Vec::new();
     for i in 0..12 {
