@@ -183,10 +183,7 @@ pub(crate) async fn demo(cfg: &Config) -> Result<Summary, String> {
             Err(e) => println!("could not purge {prefix}: {e}"),
         }
     }
-    println!(
-        "total elapsed {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("total elapsed {:.2} s", started.elapsed().as_secs_f64());
     result
 }
 
@@ -214,9 +211,7 @@ async fn start_roots(stores: &[Arc<dyn DynLocationStore>]) -> Result<Vec<ZLinkHo
                                     Ok(c.n)
                                 })
                             })
-                            .on_request::<Get, _>(|c, _get, _ctx| {
-                                Box::pin(async move { Ok(c.n) })
-                            })
+                            .on_request::<Get, _>(|c, _get, _ctx| Box::pin(async move { Ok(c.n) }))
                     })
             })
             .build()
@@ -269,11 +264,10 @@ fn bar(cfg: &Config, len: usize, what: &str) -> ProgressBar {
             ProgressDrawTarget::hidden()
         },
     );
-    let style = ProgressStyle::with_template(
-        "{prefix:>9} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
-    )
-    .map(|s| s.progress_chars("=> "))
-    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let style =
+        ProgressStyle::with_template("{prefix:>9} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     bar.set_prefix(what.to_owned());
     bar
@@ -336,8 +330,16 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// A RoutingId to print: its text when it is printable ASCII (the default `node-…` form), else
+/// its hex; at most 16 characters.
 fn short(rid: &RoutingId) -> String {
-    rid.to_string().chars().take(12).collect()
+    let bytes = rid.as_bytes();
+    let text = if bytes.iter().all(|b| b.is_ascii_graphic()) {
+        String::from_utf8_lossy(bytes).into_owned()
+    } else {
+        rid.to_hex()
+    };
+    text.chars().take(16).collect()
 }
 
 async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
@@ -376,10 +378,7 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
     };
     let create_secs = t.elapsed().as_secs_f64();
     bar_create.finish_and_clear();
-    println!(
-        "created {} actors in {create_secs:.2} s",
-        refs.len()
-    );
+    println!("created {} actors in {create_secs:.2} s", refs.len());
 
     // The requests: request i goes to actor i % actors through manager i % 3.
     let bar_req = bar(cfg, cfg.requests, "requests");
@@ -415,6 +414,7 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
 
     // Read every counter once more; each must hold exactly the requests sent to it.
     let bar_check = bar(cfg, cfg.actors, "check");
+    let t = Instant::now();
     let counts = {
         let (managers, pb) = (Arc::clone(&managers), bar_check.clone());
         parallel(cfg.concurrency, cfg.actors, move |i| {
@@ -432,6 +432,7 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         .await?
     };
     bar_check.finish_and_clear();
+    let check_secs = t.elapsed().as_secs_f64();
     let mut counted = 0u64;
     let mut wrong = Vec::new();
     for (i, n) in &counts {
@@ -465,12 +466,12 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
     let weight_total: i64 = WEIGHTS.iter().sum();
     println!();
     println!(
-        "{:<4} {:<14} {:>6} {:>8} {:>12} {:>12}",
+        "{:<4} {:<16} {:>6} {:>8} {:>12} {:>12}",
         "root", "node RID", "weight", "actors", "actor share", "weight share"
     );
     for (k, rid) in rids.iter().enumerate() {
         println!(
-            "{:<4} {:<14} {:>6} {:>8} {:>11.1}% {:>11.1}%",
+            "{:<4} {:<16} {:>6} {:>8} {:>11.1}% {:>11.1}%",
             k + 1,
             short(rid),
             WEIGHTS[k],
@@ -497,13 +498,14 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         ms(percentile(&sorted, 0.99))
     );
     println!(
-        "check      sum of all counters {counted} = {} requests: {}",
+        "check      sum of all counters {counted} = {} requests: {} ({} Get requests, {check_secs:.2} s)",
         cfg.requests,
         if wrong.is_empty() && counted == cfg.requests as u64 {
             "ok"
         } else {
             "WRONG"
-        }
+        },
+        counts.len()
     );
     println!(
         "note: Instance Spots (cold activation) are not part of the demo yet: the runtime does not run Spots yet"
@@ -517,7 +519,9 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         ));
     }
     if elsewhere > 0 {
-        return Err(format!("{elsewhere} actor(s) placed outside the demo's roots"));
+        return Err(format!(
+            "{elsewhere} actor(s) placed outside the demo's roots"
+        ));
     }
     Ok(Summary {
         owned,
@@ -541,6 +545,7 @@ async fn shut_down(hosts: &[ZLinkHost]) -> Result<(), String> {
             (rid, host.shutdown().await)
         }));
     }
+    let t = Instant::now();
     let mut failed = Vec::new();
     for (k, r) in reports.into_iter().enumerate() {
         let (rid, report) = r.await.map_err(|e| e.to_string())?;
@@ -565,6 +570,10 @@ async fn shut_down(hosts: &[ZLinkHost]) -> Result<(), String> {
             failed.push(format!("root {}: {:?}", k + 1, report.failures));
         }
     }
+    println!(
+        "shutdown of every root took {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
     if failed.is_empty() {
         Ok(())
     } else {
