@@ -10,6 +10,9 @@
 //! (so their sum is the number of requests). It prints where the Actors were placed against
 //! the weights, creation and request throughput, request latency, and each root's shutdown.
 //!
+//! `--release` runs the demo from an optimised build of xtask (built on first use); without
+//! it the demo runs from the debug build `cargo xtask` uses.
+//!
 //! Only the public API of `zlink-runtime` is used.
 
 use std::collections::BTreeMap;
@@ -103,7 +106,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--concurrency" => cfg.concurrency = number(it.next(), "--concurrency", 10_000)?,
             other => {
                 return Err(format!(
-                    "demo: unknown option `{other}` (known: --redis URL, --actors N, --requests N, --concurrency N)"
+                    "demo: unknown option `{other}` (known: --redis URL, --actors N, --requests N, --concurrency N, --release)"
                 ));
             }
         }
@@ -123,6 +126,34 @@ pub(crate) struct Summary {
 }
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "--release") {
+        let rest: Vec<&String> = args.iter().filter(|a| *a != "--release").collect();
+        if cfg!(debug_assertions) {
+            // Run this command again from an optimised build of xtask.
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            let status = std::process::Command::new(cargo)
+                .args([
+                    "run",
+                    "--quiet",
+                    "--release",
+                    "--package",
+                    "xtask",
+                    "--",
+                    "demo",
+                ])
+                .args(rest)
+                .current_dir(crate::workspace_root())
+                .status()
+                .map_err(|e| format!("cannot run cargo: {e}"))?;
+            return if status.success() {
+                Ok(())
+            } else {
+                Err(format!("demo failed ({status})"))
+            };
+        }
+        let rest: Vec<String> = rest.into_iter().cloned().collect();
+        return run(&rest);
+    }
     let cfg = parse(args)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

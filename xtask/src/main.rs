@@ -38,7 +38,8 @@ commands:
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
   bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority | transport | mesh
   demo [options]              3 roots create Counter Actors and message them by id; checks the counts
-                              (--redis URL, --actors N (10000), --requests N (100000), --concurrency N (64))
+                              (--redis URL, --actors N (10000), --requests N (100000), --concurrency N (64),
+                              --release: run it from an optimised build)
 ";
 
 /// The workspace root (the parent of the xtask crate).
