@@ -1,4 +1,4 @@
-//! Repository automation for zlink-rs: `cargo xtask <conformance|test|services|bench>`.
+//! Repository automation for zlink-rs: `cargo xtask <conformance|test|services|bench|demo>`.
 //!
 //! Each subcommand lives in its own module; this file only dispatches.
 
@@ -8,6 +8,7 @@
 mod bench;
 mod conformance;
 mod conformance_redis;
+mod demo;
 mod services;
 mod test_cmd;
 mod tidy;
@@ -36,6 +37,9 @@ commands:
   services                    start (or reuse) the Redis services and print their env exports
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
   bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority | transport | mesh
+  demo [options]              3 roots create Counter Actors and message them by id; checks the counts
+                              (--redis URL, --actors N (10000), --requests N (100000), --concurrency N (64),
+                              --release: run it from an optimised build)
 ";
 
 /// The workspace root (the parent of the xtask crate).
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
             }
         }),
         "bench" => bench::run(rest),
+        "demo" => demo::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
