@@ -23,7 +23,9 @@ pub use lane::QueueLimits;
 pub use peer::{
     ConnectionId, DownReason, IntentStatus, PeerEvent, PeerHandle, PeerInfo, PeerIntent,
 };
-pub use transport::{RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, Transport, TransportConfig};
+pub use transport::{
+    RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, STABLE_CONNECTION, Transport, TransportConfig,
+};
 pub use wire::{
     HANDSHAKE_TIMEOUT, HEARTBEAT_INTERVAL, LIVENESS_TIMEOUT, MAX_FRAME_LEN, PROTOCOL_VERSION,
     Window,

@@ -29,6 +29,11 @@ pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// The largest reconnect delay (before jitter); each failure doubles the delay up to this.
 pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
+/// A connection that ends sooner than this after its handshake does not reset the reconnect
+/// backoff: a peer that admits and then closes at once is redialed with a growing delay, not
+/// in a tight loop.
+pub const STABLE_CONNECTION: Duration = Duration::from_secs(1);
+
 /// What a transport is started with. MeshName, RoutingId, lifecycle generation, listen
 /// endpoint and the ChannelName set cannot change after start (spec 06 §4).
 #[derive(Debug, Clone)]
@@ -694,11 +699,14 @@ async fn dial_loop(shared: Arc<Shared>, intent: PeerIntent, cancel: Cancellation
     let mut delay = RECONNECT_BACKOFF_MIN;
     loop {
         if let Some(conn) = shared.ready_for_intent(&intent.endpoint) {
+            let up = tokio::time::Instant::now();
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = conn.cancel.cancelled() => {}
             }
-            delay = RECONNECT_BACKOFF_MIN;
+            if !settle(&shared, up, &mut delay, &cancel).await {
+                return;
+            }
             continue;
         }
         let r = tokio::select! {
@@ -708,10 +716,13 @@ async fn dial_loop(shared: Arc<Shared>, intent: PeerIntent, cancel: Cancellation
         match r {
             Ok(conn) => {
                 shared.set_error(&intent.endpoint, None);
-                delay = RECONNECT_BACKOFF_MIN;
+                let up = tokio::time::Instant::now();
                 tokio::select! {
                     () = cancel.cancelled() => return,
                     () = conn.cancel.cancelled() => {}
+                }
+                if !settle(&shared, up, &mut delay, &cancel).await {
+                    return;
                 }
             }
             Err(e) => {
@@ -728,5 +739,26 @@ async fn dial_loop(shared: Arc<Shared>, intent: PeerIntent, cancel: Cancellation
                 }
             }
         }
+    }
+}
+
+/// After a connection of an intent ended: a connection that lasted [`STABLE_CONNECTION`]
+/// resets the backoff and redials at once; a shorter one waits the current (jittered) delay
+/// and doubles it. Returns false when the intent was cancelled meanwhile.
+async fn settle(
+    shared: &Shared,
+    up: tokio::time::Instant,
+    delay: &mut Duration,
+    cancel: &CancellationToken,
+) -> bool {
+    if up.elapsed() >= STABLE_CONNECTION {
+        *delay = RECONNECT_BACKOFF_MIN;
+        return true;
+    }
+    let wait = shared.jitter(*delay);
+    *delay = (*delay * 2).min(RECONNECT_BACKOFF_MAX);
+    tokio::select! {
+        () = cancel.cancelled() => false,
+        () = tokio::time::sleep(wait) => true,
     }
 }

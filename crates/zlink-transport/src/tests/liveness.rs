@@ -147,3 +147,28 @@ async fn shutdown_ends_every_task_and_the_receivers() {
     b.shutdown().await;
     assert!(b.shared.tracker.is_empty());
 }
+
+#[tokio::test]
+async fn a_peer_that_closes_at_once_is_redialed_with_a_growing_delay() {
+    let (b, mut bi) = node(2, 1).await;
+    let (a, _ai) = node(1, 1).await;
+    a.add_intent(PeerIntent::new(endpoint(&b))).unwrap();
+    // B closes every connection as soon as it is Ready, for 2 s.
+    let mut ups = 0;
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    while let Ok(Some(ev)) = tokio::time::timeout_at(until, bi.events.recv()).await {
+        if let crate::PeerEvent::Up(info) = ev {
+            ups += 1;
+            if let Some(p) = b.peer(&info.rid) {
+                p.close();
+            }
+        }
+    }
+    // Without backoff after a short-lived connection this was a tight loop (hundreds of
+    // handshakes); with it: 50 ms, 100 ms, 200 ms, 400 ms, 800 ms, ... (jittered).
+    assert!(ups >= 2, "A kept redialing ({ups} connections)");
+    assert!(
+        ups <= 12,
+        "{ups} connections in 2 s: the backoff did not grow"
+    );
+}
