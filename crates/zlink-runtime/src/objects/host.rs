@@ -121,7 +121,7 @@ pub(crate) struct ObjectHost {
     live: Mutex<HashMap<ObjectId, Arc<dyn LiveObject>>>,
     codecs: Registry,
     pub(crate) location: Arc<LocationRuntime>,
-    pub(crate) route_cache_max_age: std::time::Duration,
+    pub(crate) routes: super::routes::RouteCache,
     mailbox: (usize, usize),
 }
 
@@ -156,7 +156,7 @@ impl ObjectHost {
             live: Mutex::new(HashMap::new()),
             codecs,
             location,
-            route_cache_max_age,
+            routes: super::routes::RouteCache::new(route_cache_max_age),
             mailbox: (DEFAULT_ACTOR_MAILBOX_JOBS, DEFAULT_ACTOR_MAILBOX_BYTES),
         }
     }
@@ -307,6 +307,28 @@ impl ObjectHost {
             l.close().await;
         }
         Ok(true)
+    }
+
+    /// Whether `id` has a live activation here.
+    pub(crate) fn is_live(&self, id: &ObjectId) -> bool {
+        self.live.lock().contains_key(id)
+    }
+
+    /// Why a message for `id` found no live activation here, by the record: none → `NotFound`
+    /// (destroyed or never created), else `Unavailable` (another node or incarnation owns it,
+    /// or it is being created).
+    pub(crate) async fn not_live(location: Arc<LocationRuntime>, id: ObjectId) -> ZLinkError {
+        let id = &id;
+        match location.authority().read(ObjectKind::Actor, id).await {
+            Ok(AuthorityRead::Missing { .. }) => ZLinkError::NoRoute {
+                target: format!("actor {:?}", id.as_str()),
+            },
+            Ok(AuthorityRead::Found { .. }) => ZLinkError::Unavailable {
+                target: format!("actor {:?}", id.as_str()),
+                reason: UnavailableReason::NotConnected,
+            },
+            Err(e) => store_failure(e),
+        }
     }
 
     /// Closes every activation (shutdown): accepted messages finish first.

@@ -17,6 +17,10 @@ impl ObjectSink for ObjectHost {
         if Some(&run) == self.location.host_run().as_ref() {
             return;
         }
+        let dropped = self.routes.forget_run(&run);
+        if dropped > 0 {
+            tracing::debug!(owner = %run.owner_id, dropped, "route cache entries of a dead run dropped");
+        }
         let location = Arc::clone(&self.location);
         tokio::spawn(async move {
             match location.authority().recovery_sweep(&run).await {
@@ -46,12 +50,25 @@ impl ObjectSink for ObjectHost {
             RouteKind::Send
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
+        // A message for an id with no live activation here is answered by the record (the
+        // sender's route cache may be stale): NotFound when it is gone, else Unavailable.
+        let mut missing = None;
         let submitted = prepared.and_then(|(id, call, cost)| {
+            if !self.is_live(&id) {
+                missing = Some(id);
+                return Ok(());
+            }
             let reply = (route == RouteKind::Request).then_some(tx);
             self.deliver(&id, route, call, cost, reply)
         });
+        let location = Arc::clone(&self.location);
         Box::pin(async move {
             if let Err(e) = submitted {
+                answer_request(&node, &peer, &env, Err(e));
+                return;
+            }
+            if let Some(id) = missing {
+                let e = ObjectHost::not_live(location, id).await;
                 answer_request(&node, &peer, &env, Err(e));
                 return;
             }

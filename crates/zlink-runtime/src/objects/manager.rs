@@ -2,12 +2,10 @@
 //! weight and capacity through the authority layer, find, and messaging by global id through
 //! a route cache.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use parking_lot::Mutex;
 use tokio::time::Instant;
 use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{ObjectId, RoutingId, StableType};
@@ -30,19 +28,12 @@ pub(crate) const CREATE_ACTOR: &str = "zlink.actor.create";
 /// The command-plane name of the remote Actor destroy.
 pub(crate) const DESTROY_ACTOR: &str = "zlink.actor.destroy";
 
-#[derive(Debug, Clone)]
-struct Route {
-    node: RoutingId,
-    at: Instant,
-}
-
 /// Creates, finds and messages the Actors of one object mesh (cheap to clone).
 #[derive(Clone)]
 pub struct ActorManager {
     pub(crate) node: MeshNode,
     pub(crate) objects: Arc<ObjectHost>,
     pub(crate) discovery: Arc<Discovery>,
-    cache: Arc<Mutex<HashMap<ObjectId, Route>>>,
     deadline: Duration,
 }
 
@@ -64,7 +55,6 @@ impl ActorManager {
             node,
             objects,
             discovery,
-            cache: Arc::new(Mutex::new(HashMap::new())),
             deadline: DEFAULT_CREATE_DEADLINE,
         }
     }
@@ -227,13 +217,9 @@ impl ActorManager {
                     match outcome {
                         Ok(Outcome::Applied(handle)) => {
                             let created = self.create_on(&handle, deadline).await?;
-                            self.cache.lock().insert(
-                                id.clone(),
-                                Route {
-                                    node: created.node.clone(),
-                                    at: Instant::now(),
-                                },
-                            );
+                            self.objects
+                                .routes
+                                .remember(&id, &created.node, handle.owner());
                             return Ok(created);
                         }
                         // Someone else's creation won the row: follow it.
@@ -287,24 +273,13 @@ impl ActorManager {
     /// `routeCacheMaxAge`), else read (Missing → NotFound, Creating → Unavailable; neither is
     /// cached).
     async fn owner(&self, id: &ObjectId) -> Result<RoutingId, ZLinkError> {
-        let max_age = self.objects.route_cache_max_age;
-        if let Some(r) = self.cache.lock().get(id) {
-            if r.at.elapsed() < max_age {
-                return Ok(r.node.clone());
-            }
+        if let Some(node) = self.objects.routes.get(id) {
+            return Ok(node);
         }
         match self.read(id).await? {
             AuthorityRead::Found { handle, .. } if handle.state() == AllocationState::Active => {
                 let node = handle.node().routing_id;
-                if !max_age.is_zero() {
-                    self.cache.lock().insert(
-                        id.clone(),
-                        Route {
-                            node: node.clone(),
-                            at: Instant::now(),
-                        },
-                    );
-                }
+                self.objects.routes.remember(id, &node, handle.owner());
                 Ok(node)
             }
             AuthorityRead::Found { .. } => Err(ZLinkError::Unavailable {
@@ -318,7 +293,7 @@ impl ActorManager {
     }
 
     fn forget(&self, id: &ObjectId) {
-        self.cache.lock().remove(id);
+        self.objects.routes.forget(id);
     }
 
     /// Sends `request` to the Ready Actor `id` and waits for its typed reply (spec 06 §7,
@@ -381,6 +356,9 @@ impl ActorManager {
             },
         };
         let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
+        if !self.objects.is_live(id) {
+            return Err(ObjectHost::not_live(Arc::clone(&self.objects.location), id.clone()).await);
+        }
         self.objects.deliver(id, route, call, cost, Some(tx))?;
         let out = match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(out)) => out,
@@ -434,6 +412,10 @@ impl ActorManager {
                 },
             };
             let cost = crate::mesh::node::job_cost(msg.payload.len(), 0);
+            if !self.objects.is_live(&id) {
+                self.forget(&id);
+                return Err(ObjectHost::not_live(Arc::clone(&self.objects.location), id).await);
+            }
             return self.objects.deliver(&id, RouteKind::Send, call, cost, None);
         }
         let peer = self

@@ -19,10 +19,13 @@
 //!   the record and checks id, type, generation and that it names this host run — then commit
 //!   `Ready`; a failing factory aborts the reservation and returns its capacity.
 //!   [`find`](ActorManager::find) returns only a Ready ref. [`request`](ActorManager::request)
-//!   / [`send`](ActorManager::send) resolve the owner through a route cache
+//!   / [`send`](ActorManager::send) resolve the owner through the node's route cache
 //!   (`routeCacheMaxAge`; Missing and Creating are never cached; an entry is dropped on a
-//!   NotFound/Unavailable result) and deliver to the activation; one sender's messages keep
-//!   their order. An owner that cannot be reached is `Unavailable`.
+//!   NotFound/Unavailable result, and every entry of a host run whose owner lease is gone is
+//!   dropped when discovery stops listing it) and deliver to the activation; one sender's
+//!   messages keep their order. An owner that cannot be reached is `Unavailable`; a node that
+//!   no longer holds the activation answers by the record (gone → `NotFound`, else
+//!   `Unavailable`), so a stale cached route never runs a message on a previous incarnation.
 //!   [`destroy`](ActorManager::destroy) ends exactly the ref's incarnation (its owner deletes
 //!   the record, returning its capacity, then closes the activation after its accepted turns;
 //!   over the `zlink.actor.destroy` command when remote): missing → `false`, another
@@ -81,6 +84,7 @@ pub(crate) mod host;
 mod inbound;
 pub(crate) mod manager;
 mod registration;
+mod routes;
 
 pub use host::{ActorRef, DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
 pub(crate) use inbound::{create_command, destroy_command};

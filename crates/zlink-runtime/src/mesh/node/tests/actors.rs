@@ -324,9 +324,12 @@ async fn destroy_ends_only_the_named_incarnation(h: &Harness) {
         "owners on both nodes"
     );
     for old in &refs {
+        // B routes to it once, so B's route cache names its owner.
+        assert_eq!(mb.request(old.id.as_str(), &Incr).await.expect("incr"), 1);
         // Destroyed from A whoever owns it (locally or over the command plane).
         assert!(ma.destroy(old).await.expect("destroy"), "{old:?}");
         assert_eq!(mb.find(old.id.as_str()).await.expect("find"), None);
+        // B's cached route is stale; the owner answers by the record: NotFound.
         let err = mb.request(old.id.as_str(), &Incr).await.expect_err("gone");
         assert_eq!(err.kind(), ErrorKind::NotFound);
         // A second destroy of the same ref finds nothing.
