@@ -76,7 +76,8 @@
 //! creation terminal records, Spot close, recovery of rows left by runs this node never
 //! saw in its list (for example its own previous run), operational listing of
 //! live objects through the manager (the Store-level lookup/list exist on
-//! `LocationRuntime`), `cargo xtask demo` and `bench objects`.
+//! `LocationRuntime`), route-cache invalidation by a newer StoreVersion or generation seen on
+//! a read, and `cargo xtask bench objects`. (`cargo xtask demo` runs Actors only.)
 
 pub(crate) mod activation;
 pub(crate) mod actor;
