@@ -130,26 +130,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         let rest: Vec<&String> = args.iter().filter(|a| *a != "--release").collect();
         if cfg!(debug_assertions) {
             // Run this command again from an optimised build of xtask.
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-            let status = std::process::Command::new(cargo)
-                .args([
-                    "run",
-                    "--quiet",
-                    "--release",
-                    "--package",
-                    "xtask",
-                    "--",
-                    "demo",
-                ])
-                .args(rest)
-                .current_dir(crate::workspace_root())
-                .status()
-                .map_err(|e| format!("cannot run cargo: {e}"))?;
-            return if status.success() {
-                Ok(())
-            } else {
-                Err(format!("demo failed ({status})"))
-            };
+            return crate::rerun_in_release("demo", &rest, "demo");
         }
         let rest: Vec<String> = rest.into_iter().cloned().collect();
         return run(&rest);

@@ -106,3 +106,28 @@ fn run_conformance(args: &[String]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Runs `cargo xtask <command> <args>` again from an optimised build of xtask (benchmarks and
+/// `demo --release` measure the release build); `what` names the command in the error.
+pub(crate) fn rerun_in_release(command: &str, args: &[&String], what: &str) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--package",
+            "xtask",
+            "--",
+            command,
+        ])
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status})"))
+    }
+}

@@ -14,26 +14,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if cfg!(debug_assertions) && std::env::var_os("ZLINK_BENCH_ALLOW_DEBUG").is_none() {
         // Benchmarks of a debug build measure the wrong thing: run this command again from an
         // optimised build of xtask.
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-        let status = std::process::Command::new(cargo)
-            .args([
-                "run",
-                "--quiet",
-                "--release",
-                "--package",
-                "xtask",
-                "--",
-                "bench",
-            ])
-            .args(args)
-            .current_dir(crate::workspace_root())
-            .status()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        return if status.success() {
-            Ok(())
-        } else {
-            Err(format!("benchmark failed ({status})"))
-        };
+        let args: Vec<&String> = args.iter().collect();
+        return crate::rerun_in_release("bench", &args, "benchmark");
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
