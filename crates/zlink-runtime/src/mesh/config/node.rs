@@ -150,32 +150,32 @@ impl<H> MeshNodeBuilder<H> {
     /// Registers a User Spot type under `stable_type` (Object Server only): factory, exactly
     /// one relocation policy, execution mode and (SpotWide) readiness mode.
     pub fn user_spot_type<S: crate::objects::Spot>(
-        mut self,
+        self,
         stable_type: impl Into<String>,
         configure: impl FnOnce(crate::objects::SpotType<S>) -> crate::objects::SpotType<S>,
     ) -> Self {
-        let t = configure(crate::objects::SpotType::default());
-        self.object_types.push(crate::objects::Registration::spot(
-            ObjectKind::UserSpot,
-            stable_type.into(),
-            t,
-        ));
-        self
+        self.spot_type(ObjectKind::UserSpot, stable_type.into(), configure)
     }
 
     /// Registers an actor-free Instance Spot type under `stable_type` (Object Server only;
     /// needs a Relocation Store for cold activation, spec 06 §16).
     pub fn instance_spot_type<S: crate::objects::Spot>(
-        mut self,
+        self,
         stable_type: impl Into<String>,
         configure: impl FnOnce(crate::objects::SpotType<S>) -> crate::objects::SpotType<S>,
     ) -> Self {
+        self.spot_type(ObjectKind::InstanceSpot, stable_type.into(), configure)
+    }
+
+    fn spot_type<S: crate::objects::Spot>(
+        mut self,
+        kind: ObjectKind,
+        stable_type: String,
+        configure: impl FnOnce(crate::objects::SpotType<S>) -> crate::objects::SpotType<S>,
+    ) -> Self {
         let t = configure(crate::objects::SpotType::default());
-        self.object_types.push(crate::objects::Registration::spot(
-            ObjectKind::InstanceSpot,
-            stable_type.into(),
-            t,
-        ));
+        self.object_types
+            .push(crate::objects::Registration::spot(kind, stable_type, t));
         self
     }
 
