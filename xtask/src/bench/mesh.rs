@@ -149,16 +149,7 @@ impl MeshServer {
 
 impl Drop for MeshServer {
     fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::transport::stop_child(&mut self.child, Duration::from_secs(5));
     }
 }
 

@@ -142,17 +142,23 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child, Duration::from_secs(3));
     }
+}
+
+/// Ends a benchmark server process in order: closes its stdin (its signal to shut down),
+/// waits up to `grace` for it to exit, then kills it.
+pub(crate) fn stop_child(child: &mut std::process::Child, grace: Duration) {
+    drop(child.stdin.take());
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {

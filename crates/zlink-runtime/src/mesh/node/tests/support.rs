@@ -54,7 +54,17 @@ pub(crate) async fn start_on(
     store: &Arc<dyn DynLocationStore>,
     configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
 ) -> (ZLinkHost, MeshNode) {
-    let host = ZLink::builder()
+    start_shaped(store, |root| root, configure).await
+}
+
+/// Starts a root over `store` whose root builder is first shaped by `root`, with one MeshNode
+/// of [`mesh`] configured by `configure`.
+async fn start_shaped(
+    store: &Arc<dyn DynLocationStore>,
+    root: impl FnOnce(ZLinkBuilder<NodeHandler>) -> ZLinkBuilder<NodeHandler>,
+    configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
+) -> (ZLinkHost, MeshNode) {
+    let host = root(ZLink::builder())
         .location_store(Arc::clone(store))
         .location_options(fast_options())
         .route_mesh(mesh(), configure)
@@ -142,16 +152,7 @@ pub(crate) async fn start_root(
     root: impl FnOnce(ZLinkBuilder<NodeHandler>) -> ZLinkBuilder<NodeHandler>,
     configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
 ) -> (ZLinkHost, MeshNode) {
-    let host = root(ZLink::builder())
-        .location_store(Arc::clone(&h.store))
-        .location_options(fast_options())
-        .route_mesh(mesh(), configure)
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    start_shaped(&h.store, root, configure).await
 }
 
 /// Starts a root without a Location Store whose one MeshNode of [`mesh`] uses
