@@ -64,6 +64,8 @@ pub enum RecordName {
     CapacityReservation,
     /// A lookup index row (runtime-private).
     LocationIndex,
+    /// A creation-operation-terminal-v1 record (spec 21 §7).
+    CreationTerminal,
 }
 
 impl std::fmt::Display for RecordName {
@@ -77,6 +79,7 @@ impl std::fmt::Display for RecordName {
             RecordName::NodeCapacity => "node capacity",
             RecordName::CapacityReservation => "capacity reservation",
             RecordName::LocationIndex => "location index",
+            RecordName::CreationTerminal => "creation terminal",
         })
     }
 }

@@ -147,7 +147,9 @@ pub use query::{
 };
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
-pub(crate) use authority::{AuthorityHandle, AuthorityRead, Conflict, Outcome};
+pub(crate) use authority::{
+    AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome, TerminalWrite,
+};
 pub(crate) use descriptor::DescriptorPublisher;
 pub(crate) use discovery::{Discovery, DiscoveryStatus, DiscoveryView};
 

@@ -1,16 +1,22 @@
-//! Actor messages arriving from other nodes, and the remote creation command.
+//! Object messages arriving from other nodes, and the object commands of the command plane
+//! (`zlink.object.create`, `zlink.object.end`).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use zlink_codec::RoutingId;
+use zlink_codec::keys::AuthorityKind;
 use zlink_transport::Envelope;
 
-use super::host::{CreateCommand, ObjectHost};
-use super::manager::unframe_object_payload;
-use super::registration::{ActorCall, ActorContext};
+use super::client::unframe_object_payload;
+use super::create::CreateCommand;
+use super::host::{ObjectHost, ObjectKey};
+use super::registration::{MessageContext, ObjectCall};
 use crate::mesh::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
-use crate::mesh::node::{NodeInner, ObjectSink, answer_request, job_cost};
+use crate::mesh::node::{NodeInner, ObjectSink, SPOT_ADDRESS, answer_request, job_cost};
+
+/// The command-plane name of Destroy (Actor) / Close (Spot) on the owner node.
+pub(crate) const END_OBJECT: &str = "zlink.object.end";
 
 impl ObjectSink for ObjectHost {
     fn owner_gone(&self, run: crate::location::HostRun) {
@@ -43,6 +49,11 @@ impl ObjectSink for ObjectHost {
         peer: RoutingId,
         env: Envelope,
     ) -> BoxFuture<'static, ()> {
+        let kind = if env.address() == SPOT_ADDRESS {
+            AuthorityKind::Spot
+        } else {
+            AuthorityKind::Actor
+        };
         let prepared = prepare(&env);
         let route = if env.reply_route().is_some() {
             RouteKind::Request
@@ -50,16 +61,17 @@ impl ObjectSink for ObjectHost {
             RouteKind::Send
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        // A message for an id with no live activation here is answered by the record (the
+        // A message for an object with no live activation here is answered by the record (the
         // sender's route cache may be stale): NotFound when it is gone, else Unavailable.
         let mut missing = None;
         let submitted = prepared.and_then(|(id, call, cost)| {
-            if !self.is_live(&id) {
-                missing = Some(id);
+            let key: ObjectKey = (kind, id);
+            if !self.is_live(&key) {
+                missing = Some(key);
                 return Ok(());
             }
             let reply = (route == RouteKind::Request).then_some(tx);
-            self.deliver(&id, route, call, cost, reply)
+            self.deliver(&key, route, call, cost, reply)
         });
         let location = Arc::clone(&self.location);
         Box::pin(async move {
@@ -67,8 +79,8 @@ impl ObjectSink for ObjectHost {
                 answer_request(&node, &peer, &env, Err(e));
                 return;
             }
-            if let Some(id) = missing {
-                let e = ObjectHost::not_live(location, id).await;
+            if let Some(key) = missing {
+                let e = ObjectHost::not_live(location, key).await;
                 answer_request(&node, &peer, &env, Err(e));
                 return;
             }
@@ -89,16 +101,16 @@ impl ObjectSink for ObjectHost {
     }
 }
 
-fn prepare(env: &Envelope) -> Result<(zlink_codec::ObjectId, ActorCall, usize), ZLinkError> {
+fn prepare(env: &Envelope) -> Result<(zlink_codec::ObjectId, ObjectCall, usize), ZLinkError> {
     let (id, payload) = unframe_object_payload(env.payload())?;
     let packet = PacketName::new(env.packet_name())
         .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;
     let metadata = Metadata::from_bytes(env.metadata())?;
     let cost = job_cost(payload.len(), env.metadata().len());
-    let call = ActorCall {
+    let call = ObjectCall {
         content_type: Bytes::copy_from_slice(env.content_type().as_bytes()),
         payload,
-        context: ActorContext {
+        context: MessageContext {
             id: id.as_str().to_owned(),
             packet,
             metadata,
@@ -107,41 +119,50 @@ fn prepare(env: &Envelope) -> Result<(zlink_codec::ObjectId, ActorCall, usize), 
     Ok((id, call, cost))
 }
 
-/// The `zlink.actor.create` command handler: creates the reserved incarnation the body names
-/// and answers its ref as JSON.
+/// The `zlink.object.create` command handler: creates the reserved incarnation the body names
+/// (after checking every fence it carries) and answers the creation terminal.
 pub(crate) async fn create_command(
     host: Arc<ObjectHost>,
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
     let cmd: CreateCommand = serde_json::from_slice(env.payload())
         .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;
-    let created = host.create_command(cmd).await?;
-    Ok(Some(Bytes::from(created.to_json()?)))
+    let terminal = host.create_command(cmd, env.source_rid()).await?;
+    let bytes = terminal
+        .encode()
+        .map_err(|e| ZLinkError::application(ErrorKind::InternalFailure, &e.to_string()))?;
+    Ok(Some(Bytes::from(bytes)))
 }
 
-/// The `zlink.actor.destroy` command body.
+/// The `zlink.object.end` command body.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub(crate) struct DestroyCommand {
+pub(crate) struct EndCommand {
+    /// `actor` or `spot`.
+    pub(crate) kind: String,
     pub(crate) id: String,
     pub(crate) generation: String,
 }
 
-/// The `zlink.actor.destroy` command handler: destroys the named incarnation on this node and
+/// The `zlink.object.end` command handler: ends the named incarnation on this node and
 /// answers `true`/`false`.
-pub(crate) async fn destroy_command(
+pub(crate) async fn end_command(
     host: Arc<ObjectHost>,
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
     let bad = |e: String| ZLinkError::application(ErrorKind::ProtocolError, &e);
-    let cmd: DestroyCommand =
-        serde_json::from_slice(env.payload()).map_err(|e| bad(e.to_string()))?;
+    let cmd: EndCommand = serde_json::from_slice(env.payload()).map_err(|e| bad(e.to_string()))?;
+    let kind = match cmd.kind.as_str() {
+        "actor" => AuthorityKind::Actor,
+        "spot" => AuthorityKind::Spot,
+        other => return Err(bad(format!("unknown object kind {other:?}"))),
+    };
     let id = zlink_codec::ObjectId::new(cmd.id).map_err(|e| bad(e.to_string()))?;
     let generation: u64 = cmd
         .generation
         .parse()
         .map_err(|_| bad("generation".into()))?;
-    let destroyed = host.destroy(&id, generation).await?;
-    Ok(Some(Bytes::from_static(if destroyed {
+    let ended = host.end(&(kind, id), generation).await?;
+    Ok(Some(Bytes::from_static(if ended {
         b"true"
     } else {
         b"false"

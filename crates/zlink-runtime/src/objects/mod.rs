@@ -80,18 +80,28 @@
 //! a read, and `cargo xtask bench objects`. (`cargo xtask demo` runs Actors only.)
 
 pub(crate) mod activation;
-pub(crate) mod actor;
+mod call;
+pub(crate) mod client;
+pub(crate) mod create;
 pub(crate) mod host;
 mod inbound;
-pub(crate) mod manager;
+mod live;
+mod manager;
+mod refs;
 mod registration;
 mod routes;
+mod spots;
 
-pub use host::{ActorRef, DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
-pub(crate) use inbound::{create_command, destroy_command};
-pub use manager::{ActorManager, DEFAULT_CREATE_DEADLINE};
-pub(crate) use registration::Registration;
+pub use call::{CreateCall, Created, CreatedRef};
+pub use client::DEFAULT_CREATE_DEADLINE;
+pub use host::{DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
+pub(crate) use inbound::{END_OBJECT, create_command, end_command};
+pub use manager::ActorManager;
+pub use refs::{ActorRef, SpotRef};
 pub use registration::{
-    Actor, ActorContext, ActorStateAdapter, ActorType, FactoryContext, ReadinessMode,
-    RelocationChoice, Spot, SpotExecution, SpotStateAdapter, SpotType,
+    Actor, ActorStateAdapter, ActorType, CreationContext, CreationDecision, FactoryContext,
+    MessageContext, ReadinessMode, RelocationChoice, Spot, SpotExecution, SpotStateAdapter,
+    SpotType,
 };
+pub(crate) use registration::{EntryCallback, Registration};
+pub use spots::SpotManager;

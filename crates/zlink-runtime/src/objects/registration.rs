@@ -113,16 +113,21 @@ pub struct FactoryContext {
     pub id: String,
     /// The stable type.
     pub stable_type: String,
+    /// The ObjectGeneration of the incarnation being built (the factory may run again for the
+    /// same id and generation after a crash).
+    pub generation: u64,
+    /// The creation request bytes the creator attached, if any (Actors and User Spots).
+    pub request: Option<Bytes>,
 }
 
 type Factory<T> =
     Arc<dyn Fn(FactoryContext) -> BoxFuture<'static, Result<T, ZLinkError>> + Send + Sync>;
 
-/// What an Actor handler sees of the message it runs (read-only).
+/// What a handler sees of the message it runs (read-only).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct ActorContext {
-    /// The Actor's global id.
+pub struct MessageContext {
+    /// The global id of the Actor or Spot the message is for.
     pub id: String,
     /// The packet name.
     pub packet: PacketName,
@@ -131,26 +136,96 @@ pub struct ActorContext {
 }
 
 /// An encoded reply: canonical content type and bytes (`None` for a send).
-pub(crate) type ActorOutput = Result<Option<(String, Vec<u8>)>, ZLinkError>;
+pub(crate) type ObjectOutput = Result<Option<(String, Vec<u8>)>, ZLinkError>;
 
-/// One message for an Actor handler, payload still encoded.
-pub(crate) struct ActorCall {
+/// One message for an object handler, payload still encoded.
+pub(crate) struct ObjectCall {
     pub(crate) content_type: Bytes,
     pub(crate) payload: Bytes,
-    pub(crate) context: ActorContext,
+    pub(crate) context: MessageContext,
 }
 
 /// A handler with its payload type erased: decodes, runs on the state, encodes the reply.
-pub(crate) type ActorHandler<A> = Arc<
-    dyn for<'a> Fn(&'a mut A, ActorCall, &'a Registry) -> BoxFuture<'a, ActorOutput> + Send + Sync,
+pub(crate) type ObjectHandler<T> = Arc<
+    dyn for<'a> Fn(&'a mut T, ObjectCall, &'a Registry) -> BoxFuture<'a, ObjectOutput>
+        + Send
+        + Sync,
 >;
+
+/// What a creation callback decides (spec 21 §7, 06 §17).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CreationDecision {
+    /// Approved: the object becomes Ready; `reply` (optional application bytes) is returned to
+    /// the creator with the ref.
+    Approve {
+        /// The optional application reply.
+        reply: Option<Vec<u8>>,
+    },
+    /// A normal decline: nothing is created, the creator gets a typed `Rejected` error.
+    Reject {
+        /// Why (shown to the creator).
+        reason: String,
+    },
+}
+
+impl CreationDecision {
+    /// Approves with no application reply.
+    pub fn approve() -> Self {
+        Self::Approve { reply: None }
+    }
+
+    /// Declines with `reason`.
+    pub fn reject(reason: impl Into<String>) -> Self {
+        Self::Reject {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What a creation callback is told about the creation it decides.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CreationContext {
+    /// The new object's global id.
+    pub id: String,
+    /// Its stable type.
+    pub stable_type: String,
+    /// Its ObjectGeneration.
+    pub generation: u64,
+    /// The creation request bytes the creator attached, if any.
+    pub request: Option<Bytes>,
+}
+
+/// A User Spot's creation callback, run on the freshly built state before it is exposed.
+pub(crate) type SpotCallback<S> = Arc<
+    dyn for<'a> Fn(&'a mut S, CreationContext) -> BoxFuture<'a, Result<CreationDecision, BoxError>>
+        + Send
+        + Sync,
+>;
+
+/// The Entry Spot's Actor creation callback of an Object Server node.
+#[derive(Clone)]
+pub(crate) struct EntryCallback(
+    pub(crate)  Arc<
+        dyn Fn(CreationContext) -> BoxFuture<'static, Result<CreationDecision, BoxError>>
+            + Send
+            + Sync,
+    >,
+);
+
+impl fmt::Debug for EntryCallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EntryCallback")
+    }
+}
 
 /// The configure step of one Actor type.
 pub struct ActorType<A: Actor> {
     factory: Option<Factory<A>>,
     choices: Vec<RelocationChoice>,
     adapter: Option<Arc<dyn ActorStateAdapter<A>>>,
-    handlers: HashMap<(RouteKind, String), ActorHandler<A>>,
+    handlers: HashMap<(RouteKind, String), ObjectHandler<A>>,
     duplicate: Option<String>,
 }
 
@@ -166,76 +241,84 @@ impl<A: Actor> Default for ActorType<A> {
     }
 }
 
-impl<A: Actor> ActorType<A> {
-    fn add(&mut self, route: RouteKind, packet: &str, handler: ActorHandler<A>) {
-        if self
-            .handlers
-            .insert((route, packet.to_owned()), handler)
-            .is_some()
-        {
-            self.duplicate
-                .get_or_insert_with(|| format!("{route} {packet:?}"));
+/// The typed message handlers every object type registers the same way.
+macro_rules! message_handlers {
+    ($ty:ident, $bound:ident, $what:literal) => {
+        impl<T: $bound> $ty<T> {
+            fn add(&mut self, route: RouteKind, packet: &str, handler: ObjectHandler<T>) {
+                if self
+                    .handlers
+                    .insert((route, packet.to_owned()), handler)
+                    .is_some()
+                {
+                    self.duplicate
+                        .get_or_insert_with(|| format!("{route} {packet:?}"));
+                }
+            }
+
+            #[doc = concat!("Registers the request handler of `R`: it runs on the ", $what, "'s state, one")]
+            /// turn at a time, and its result is the typed reply (spec 06 §9: key object type,
+            /// request, `R::PACKET`). Write it as `|state, request, ctx| Box::pin(async move { .. })`.
+            pub fn on_request<R, F>(mut self, handler: F) -> Self
+            where
+                R: Request,
+                F: for<'a> Fn(&'a mut T, R, MessageContext) -> BoxFuture<'a, Result<R::Reply, ZLinkError>>
+                    + Send
+                    + Sync
+                    + 'static,
+            {
+                let handler: ObjectHandler<T> = Arc::new(move |state, call, codecs| {
+                    let decoded = crate::mesh::messaging::decode_payload::<R>(
+                        codecs,
+                        &call.content_type,
+                        &call.payload,
+                    );
+                    match decoded {
+                        Ok(request) => {
+                            let fut = handler(state, request, call.context);
+                            Box::pin(async move {
+                                let reply = fut.await?;
+                                crate::mesh::messaging::encode_payload(codecs, &reply).map(Some)
+                            })
+                        }
+                        Err(e) => Box::pin(async move { Err(e) }),
+                    }
+                });
+                self.add(RouteKind::Request, R::PACKET, handler);
+                self
+            }
+
+            /// Registers the one-way handler of `M` (key object type, send, `M::PACKET`).
+            pub fn on_send<M, F>(mut self, handler: F) -> Self
+            where
+                M: Message,
+                F: for<'a> Fn(&'a mut T, M, MessageContext) -> BoxFuture<'a, Result<(), ZLinkError>>
+                    + Send
+                    + Sync
+                    + 'static,
+            {
+                let handler: ObjectHandler<T> = Arc::new(move |state, call, codecs| {
+                    match crate::mesh::messaging::decode_payload::<M>(
+                        codecs,
+                        &call.content_type,
+                        &call.payload,
+                    ) {
+                        Ok(message) => {
+                            let fut = handler(state, message, call.context);
+                            Box::pin(async move { fut.await.map(|()| None) })
+                        }
+                        Err(e) => Box::pin(async move { Err(e) }),
+                    }
+                });
+                self.add(RouteKind::Send, M::PACKET, handler);
+                self
+            }
         }
-    }
-
-    /// Registers the request handler of `R`: it runs on the Actor's state, one turn at a
-    /// time, and its result is the typed reply (spec 06 §9: key Actor type, request,
-    /// `R::PACKET`). Write it as `|actor, request, ctx| Box::pin(async move { .. })`.
-    pub fn on_request<R, F>(mut self, handler: F) -> Self
-    where
-        R: Request,
-        F: for<'a> Fn(&'a mut A, R, ActorContext) -> BoxFuture<'a, Result<R::Reply, ZLinkError>>
-            + Send
-            + Sync
-            + 'static,
-    {
-        let handler: ActorHandler<A> = Arc::new(move |actor, call, codecs| {
-            let decoded = crate::mesh::messaging::decode_payload::<R>(
-                codecs,
-                &call.content_type,
-                &call.payload,
-            );
-            match decoded {
-                Ok(request) => {
-                    let fut = handler(actor, request, call.context);
-                    Box::pin(async move {
-                        let reply = fut.await?;
-                        crate::mesh::messaging::encode_payload(codecs, &reply).map(Some)
-                    })
-                }
-                Err(e) => Box::pin(async move { Err(e) }),
-            }
-        });
-        self.add(RouteKind::Request, R::PACKET, handler);
-        self
-    }
-
-    /// Registers the one-way handler of `M` (key Actor type, send, `M::PACKET`).
-    pub fn on_send<M, F>(mut self, handler: F) -> Self
-    where
-        M: Message,
-        F: for<'a> Fn(&'a mut A, M, ActorContext) -> BoxFuture<'a, Result<(), ZLinkError>>
-            + Send
-            + Sync
-            + 'static,
-    {
-        let handler: ActorHandler<A> = Arc::new(move |actor, call, codecs| {
-            match crate::mesh::messaging::decode_payload::<M>(
-                codecs,
-                &call.content_type,
-                &call.payload,
-            ) {
-                Ok(message) => {
-                    let fut = handler(actor, message, call.context);
-                    Box::pin(async move { fut.await.map(|()| None) })
-                }
-                Err(e) => Box::pin(async move { Err(e) }),
-            }
-        });
-        self.add(RouteKind::Send, M::PACKET, handler);
-        self
-    }
+    };
 }
+
+message_handlers!(ActorType, Actor, "Actor");
+message_handlers!(SpotType, Spot, "Spot");
 
 /// The builder steps every object type shares: its factory and its one relocation choice.
 macro_rules! factory_and_policy {
@@ -285,6 +368,9 @@ pub struct SpotType<S: Spot> {
     adapter: Option<Arc<dyn SpotStateAdapter<S>>>,
     execution: Option<SpotExecution>,
     readiness: Option<ReadinessMode>,
+    handlers: HashMap<(RouteKind, String), ObjectHandler<S>>,
+    duplicate: Option<String>,
+    callback: Option<SpotCallback<S>>,
 }
 
 impl<S: Spot> Default for SpotType<S> {
@@ -295,6 +381,9 @@ impl<S: Spot> Default for SpotType<S> {
             adapter: None,
             execution: None,
             readiness: None,
+            handlers: HashMap::new(),
+            duplicate: None,
+            callback: None,
         }
     }
 }
@@ -311,6 +400,25 @@ impl<S: Spot> SpotType<S> {
         self.readiness = Some(mode);
         self
     }
+
+    /// The User Spot's creation callback (spec 21 §7): it runs on the state the factory built,
+    /// before the Spot is exposed, and decides the creation — `Approve` (the Spot becomes Ready,
+    /// with an optional application reply), `Reject` (nothing is created; the creator gets a
+    /// typed `Rejected`), or an error (the creation `Failed`). Without one, every creation is
+    /// approved. Write it as `|spot, ctx| Box::pin(async move { .. })`.
+    pub fn on_create<F>(mut self, callback: F) -> Self
+    where
+        F: for<'a> Fn(
+                &'a mut S,
+                CreationContext,
+            ) -> BoxFuture<'a, Result<CreationDecision, BoxError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.callback = Some(Arc::new(callback));
+        self
+    }
 }
 
 /// One object type as registered, with its state type erased (validated at startup).
@@ -325,11 +433,8 @@ pub(crate) struct Registration {
     pub(crate) readiness: Option<ReadinessMode>,
     /// A handler key registered twice on this type, if any.
     pub(crate) duplicate_handler: Option<String>,
-    /// The activation side of an Actor type (factory and handlers).
-    pub(crate) actor: Option<Arc<dyn super::actor::ErasedActorType>>,
-    /// The typed factory and adapter of a Spot type (Spot managers are not built yet).
-    #[allow(dead_code)]
-    pub(crate) typed: Arc<dyn Any + Send + Sync>,
+    /// The activation side of the type (factory, callback and handlers).
+    pub(crate) erased: Arc<dyn super::live::ErasedType>,
 }
 
 impl fmt::Debug for Registration {
@@ -346,26 +451,26 @@ impl fmt::Debug for Registration {
     }
 }
 
-pub(crate) struct TypedActor<A: Actor> {
-    pub(crate) factory: Option<Factory<A>>,
-    #[allow(dead_code)] // used by live relocation (spec 28), not built yet
-    pub(crate) adapter: Option<Arc<dyn ActorStateAdapter<A>>>,
-    pub(crate) handlers: Arc<HashMap<(RouteKind, String), ActorHandler<A>>>,
-}
-
-struct TypedSpot<S: Spot> {
+/// The typed side of one registered Actor or Spot type.
+pub(crate) struct TypedObject<T: Send + 'static> {
+    pub(crate) factory: Option<Factory<T>>,
+    /// The capture/restore adapter (used by live relocation, spec 28; not built yet).
     #[allow(dead_code)]
-    factory: Option<Factory<S>>,
-    #[allow(dead_code)]
-    adapter: Option<Arc<dyn SpotStateAdapter<S>>>,
+    pub(crate) adapter: Option<Arc<dyn Any + Send + Sync>>,
+    pub(crate) handlers: Arc<HashMap<(RouteKind, String), ObjectHandler<T>>>,
+    pub(crate) callback: Option<SpotCallback<T>>,
 }
 
 impl Registration {
     pub(crate) fn actor<A: Actor>(stable_type: String, t: ActorType<A>) -> Self {
-        let typed: Arc<TypedActor<A>> = Arc::new(TypedActor {
+        let erased = Arc::new(TypedObject {
             factory: t.factory.clone(),
-            adapter: t.adapter.clone(),
+            adapter: t
+                .adapter
+                .clone()
+                .map(|a| Arc::new(a) as Arc<dyn Any + Send + Sync>),
             handlers: Arc::new(t.handlers),
+            callback: None,
         });
         Self {
             kind: ObjectKind::Actor,
@@ -376,12 +481,20 @@ impl Registration {
             execution: None,
             readiness: None,
             duplicate_handler: t.duplicate,
-            actor: Some(typed.clone()),
-            typed,
+            erased,
         }
     }
 
     pub(crate) fn spot<S: Spot>(kind: ObjectKind, stable_type: String, t: SpotType<S>) -> Self {
+        let erased = Arc::new(TypedObject {
+            factory: t.factory.clone(),
+            adapter: t
+                .adapter
+                .clone()
+                .map(|a| Arc::new(a) as Arc<dyn Any + Send + Sync>),
+            handlers: Arc::new(t.handlers),
+            callback: t.callback,
+        });
         Self {
             kind,
             stable_type,
@@ -390,12 +503,8 @@ impl Registration {
             has_adapter: t.adapter.is_some(),
             execution: t.execution,
             readiness: t.readiness,
-            duplicate_handler: None,
-            actor: None,
-            typed: Arc::new(TypedSpot {
-                factory: t.factory,
-                adapter: t.adapter,
-            }),
+            duplicate_handler: t.duplicate,
+            erased,
         }
     }
 }

@@ -34,12 +34,14 @@ mod outcome;
 mod relocation;
 mod rows;
 mod sweep;
+mod terminal;
 
 pub use handle::{AuthorityHandle, AuthorityRead};
 pub use outcome::{Conflict, Outcome};
 #[cfg_attr(not(any(test, feature = "testing")), allow(unused_imports))]
 pub use relocation::TargetReservation;
 pub use sweep::SweepReport;
+pub(crate) use terminal::{OperationKey, TerminalWrite};
 
 use op::{
     Op, Write, descriptor_ref, encode, ensure_offers, leases, lifecycle, record_outcome,
@@ -256,6 +258,18 @@ impl AuthorityClient {
         handle: &AuthorityHandle,
         payload: Option<Vec<u8>>,
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
+        self.commit_also(handle, payload, None).await
+    }
+
+    /// [`commit`](Self::commit) with further conditional rows in the same batch (the
+    /// creation's terminal record, spec 21 §7: Ready and the final result in one step).
+    pub(crate) async fn commit_also(
+        &self,
+        handle: &AuthorityHandle,
+        payload: Option<Vec<u8>>,
+        terminal: Option<TerminalWrite>,
+    ) -> Result<Outcome<AuthorityHandle>, LocationError> {
+        let also = terminal.map(TerminalWrite::row).into_iter().collect();
         let admission = self.gate.admit(AdmissionOp::FactoryResult)?;
         if let Some(c) = Self::require(handle, AllocationState::Reserved)
             .or_else(|| Self::require_owner(handle, &admission.run))
@@ -269,7 +283,7 @@ impl AuthorityClient {
             record.payload = p;
         }
         // The capacity stays allocated; whether it is in use lives in the record.
-        self.rewrite(handle, admission, record, Vec::new()).await
+        self.rewrite(handle, admission, record, also).await
     }
 
     /// Rewrites `handle`'s record under its first-read version (plus `also` in the same
@@ -303,11 +317,28 @@ impl AuthorityClient {
     /// Abort (Reserved → Missing): the record and its lookup index are removed and the
     /// reserved capacity returned.
     pub async fn abort(&self, handle: &AuthorityHandle) -> Result<Outcome<()>, LocationError> {
+        self.abort_also(handle, None).await
+    }
+
+    /// [`abort`](Self::abort) with further conditional rows in the same batch (the creation's
+    /// Rejected/Failed terminal record: record deletion, space return and the failure result
+    /// in one step, spec 21 §7).
+    pub(crate) async fn abort_also(
+        &self,
+        handle: &AuthorityHandle,
+        terminal: Option<TerminalWrite>,
+    ) -> Result<Outcome<()>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::FactoryResult)?;
         if let Some(c) = Self::require(handle, AllocationState::Reserved) {
             return Ok(Outcome::Conflict(c));
         }
-        let op = self.delete_op(handle, &admission.run, Some(admission.op), Vec::new())?;
+        let mut op = self.delete_op(handle, &admission.run, Some(admission.op), Vec::new())?;
+        if let Write::Rows(rows) = &mut op.write {
+            if let Some((key, expect, m)) = terminal.map(TerminalWrite::row) {
+                op.plan.own.push((key, Some(expect)));
+                rows.push(m);
+            }
+        }
         Ok(self.run_record_op(handle.id(), op).await?.map(|_| ()))
     }
 

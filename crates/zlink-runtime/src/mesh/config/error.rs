@@ -294,6 +294,23 @@ pub enum StartupError {
         /// The value given.
         value: i64,
     },
+    /// An Entry Spot creation callback on a node that is not an Object Server (only a Server
+    /// has an Entry Spot, spec 06 §15).
+    #[error(
+        "MeshNode `{mesh}` sets an Entry Spot creation callback, which only an Object Server has (role `{role}`)"
+    )]
+    EntryCallbackOnNonServer {
+        /// The mesh.
+        mesh: MeshName,
+        /// The node's role.
+        role: ObjectRole,
+    },
+    /// The Entry Spot creation callback set twice on one node.
+    #[error("MeshNode `{mesh}` sets the Entry Spot creation callback twice")]
+    EntryCallbackTwice {
+        /// The mesh.
+        mesh: MeshName,
+    },
     /// An object type registered on a node that is not an Object Server (spec 06 §4: only a
     /// Server has factories).
     #[error(
@@ -483,7 +500,8 @@ impl StartupError {
             | E::DuplicateChannelRole { .. }
             | E::DuplicateHandlerKey { .. }
             | E::DuplicateManualPeer { .. }
-            | E::DuplicateSpotTypeLimit { .. } => K::Duplicate,
+            | E::DuplicateSpotTypeLimit { .. }
+            | E::EntryCallbackTwice { .. } => K::Duplicate,
             E::ChannelWeightOutOfRange { .. }
             | E::PlacementWeightOutOfRange { .. }
             | E::CapacityLimitOutOfRange { .. }
@@ -499,6 +517,7 @@ impl StartupError {
             | E::InvalidHost { .. } => K::InvalidFormat,
             E::LocationStoreRequired { .. } | E::RelocationStoreRequired { .. } => K::MissingStore,
             E::ObjectTypeOnNonServer { .. }
+            | E::EntryCallbackOnNonServer { .. }
             | E::MissingFactory { .. }
             | E::RelocationPolicyNotChosen { .. }
             | E::RelocationPolicyChosenTwice { .. }

@@ -105,6 +105,7 @@ pub struct MeshNodeBuilder<H> {
     pub(crate) message_follow_duration: Option<Duration>,
     pub(crate) mailbox: (i64, i64),
     pub(crate) object_types: Vec<crate::objects::Registration>,
+    pub(crate) entry_callbacks: Vec<crate::objects::EntryCallback>,
 }
 
 impl<H> MeshNodeBuilder<H> {
@@ -131,7 +132,28 @@ impl<H> MeshNodeBuilder<H> {
                 crate::mesh::node::DEFAULT_MAILBOX_BYTES as i64,
             ),
             object_types: Vec::new(),
+            entry_callbacks: Vec::new(),
         }
+    }
+
+    /// The Entry Spot's Actor creation callback of this Object Server (spec 21 §7): every
+    /// Actor placed on this node is created only if it approves — `Approve` (optionally with
+    /// an application reply for the creator), `Reject` (nothing is created, the creator gets a
+    /// typed `Rejected`), or an error (the creation `Failed`). Without one, every Actor
+    /// creation is approved. Set at most once (twice is a startup error).
+    pub fn on_actor_create<F, Fut>(mut self, callback: F) -> Self
+    where
+        F: Fn(crate::objects::CreationContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<
+                Output = Result<crate::objects::CreationDecision, crate::mesh::messaging::BoxError>,
+            > + Send
+            + 'static,
+    {
+        self.entry_callbacks
+            .push(crate::objects::EntryCallback(std::sync::Arc::new(
+                move |ctx| Box::pin(callback(ctx)),
+            )));
+        self
     }
 
     /// Registers an Actor type under `stable_type` (Object Server only; spec 06 §15): the

@@ -83,7 +83,6 @@ pub struct ObjectTypePlan {
     pub(crate) relocation: crate::objects::RelocationChoice,
     pub(crate) execution: Option<crate::objects::SpotExecution>,
     pub(crate) readiness: Option<crate::objects::ReadinessMode>,
-    #[allow(dead_code)] // its factory runs in the managers (spec 06 §16), not built yet
     pub(crate) registration: crate::objects::Registration,
 }
 
@@ -136,6 +135,7 @@ pub struct MeshNodePlan<H> {
     pub(crate) mailbox_jobs: usize,
     pub(crate) mailbox_bytes: usize,
     pub(crate) object_types: Vec<ObjectTypePlan>,
+    pub(crate) entry_callback: Option<crate::objects::EntryCallback>,
 }
 
 impl<H> MeshNodePlan<H> {

@@ -419,6 +419,14 @@ fn validate_node<H>(
     }
 
     let object_types = validate_object_types(&mesh, role, node.object_types)?;
+    let mut entry_callbacks = node.entry_callbacks;
+    if !entry_callbacks.is_empty() && role != ObjectRole::Server {
+        return Err(StartupError::EntryCallbackOnNonServer { mesh, role });
+    }
+    if entry_callbacks.len() > 1 {
+        return Err(StartupError::EntryCallbackTwice { mesh });
+    }
+    let entry_callback = entry_callbacks.pop();
 
     Ok(MeshNodePlan {
         mesh,
@@ -439,6 +447,7 @@ fn validate_node<H>(
         mailbox_jobs: jobs as usize,
         mailbox_bytes: bytes as usize,
         object_types,
+        entry_callback,
     })
 }
 

@@ -82,10 +82,15 @@ pub(crate) enum Address {
     Channel(ChannelName),
     /// An Actor by global id (the id travels at the head of the payload).
     Actor,
+    /// A Spot by global id (the id travels at the head of the payload).
+    Spot,
 }
 
 /// The envelope address of Actor messages (a ChannelName cannot start with U+0001).
 pub(crate) const ACTOR_ADDRESS: &str = "\u{1}actor";
+
+/// The envelope address of Spot messages.
+pub(crate) const SPOT_ADDRESS: &str = "\u{1}spot";
 
 impl Address {
     /// The envelope's address text: empty for node-direct, else the ChannelName.
@@ -94,6 +99,7 @@ impl Address {
             Address::Node => "",
             Address::Channel(c) => c.as_str(),
             Address::Actor => ACTOR_ADDRESS,
+            Address::Spot => SPOT_ADDRESS,
         }
     }
 }
@@ -286,7 +292,7 @@ impl NodeInner {
     fn local_frame(&self, address: &Address, msg: &OutboundMessage, request: bool) -> InboundFrame {
         let target = match address {
             // Actor calls to this node go to the object host, never through the dispatcher.
-            Address::Node | Address::Actor => InboundTarget::NodeDirect {
+            Address::Node | Address::Actor | Address::Spot => InboundTarget::NodeDirect {
                 mesh: self.mesh.clone(),
                 source: self.rid.clone(),
                 target: self.rid.clone(),

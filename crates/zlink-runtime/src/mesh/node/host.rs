@@ -148,39 +148,72 @@ impl ZLinkHost {
             .await
     }
 
-    /// The Actor manager of the one object mesh of this root (spec 06 §17 mesh selection): no
+    /// The Actor manager of the one object mesh of this root (spec 06 §15 mesh selection): no
     /// MeshNode with an object role is `NotConfigured`; several are `InvalidOperation` (use
     /// [`actors_in`](Self::actors_in)).
     pub fn actors(&self) -> Result<crate::objects::ActorManager, ZLinkError> {
-        let mut found = self
-            .inner
-            .nodes
-            .iter()
-            .zip(&self.inner.objects)
-            .filter(|(_, o)| o.is_some());
-        let first = found.next();
-        if found.next().is_some() {
-            return Err(ZLinkError::application(
-                crate::mesh::messaging::ErrorKind::InvalidOperation,
-                "several MeshNodes have an object role: name one with actors_in",
-            ));
-        }
-        match first {
-            Some((node, _)) => self.actors_in(node.mesh_name()),
-            None => Err(ZLinkError::application(
-                crate::mesh::messaging::ErrorKind::NotConfigured,
-                "no MeshNode of this root has an object role",
-            )),
-        }
+        Ok(crate::objects::ActorManager::new(self.object_client(None)?))
     }
 
     /// The Actor manager of the object mesh `mesh`: an unknown MeshName is `NotFound`, one
     /// without an object role `NotConfigured`.
     pub fn actors_in(&self, mesh: &MeshName) -> Result<crate::objects::ActorManager, ZLinkError> {
-        let Some(i) = self.inner.nodes.iter().position(|n| n.mesh_name() == mesh) else {
-            return Err(ZLinkError::NoRoute {
-                target: format!("MeshName {:?}", mesh.as_str()),
-            });
+        Ok(crate::objects::ActorManager::new(
+            self.object_client(Some(mesh))?,
+        ))
+    }
+
+    /// The User Spot manager of the one object mesh of this root (the same mesh selection as
+    /// [`actors`](Self::actors)).
+    pub fn spots(&self) -> Result<crate::objects::SpotManager, ZLinkError> {
+        Ok(crate::objects::SpotManager::new(self.object_client(None)?))
+    }
+
+    /// The User Spot manager of the object mesh `mesh`.
+    pub fn spots_in(&self, mesh: &MeshName) -> Result<crate::objects::SpotManager, ZLinkError> {
+        Ok(crate::objects::SpotManager::new(
+            self.object_client(Some(mesh))?,
+        ))
+    }
+
+    /// The object client of `mesh`, or of the one object mesh (spec 06 §15 selection table).
+    fn object_client(
+        &self,
+        mesh: Option<&MeshName>,
+    ) -> Result<crate::objects::client::ObjectClient, ZLinkError> {
+        let i = match mesh {
+            Some(mesh) => self
+                .inner
+                .nodes
+                .iter()
+                .position(|n| n.mesh_name() == mesh)
+                .ok_or_else(|| ZLinkError::NoRoute {
+                    target: format!("MeshName {:?}", mesh.as_str()),
+                })?,
+            None => {
+                let mut found = self
+                    .inner
+                    .objects
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| o.is_some());
+                let first = found.next();
+                if found.next().is_some() {
+                    return Err(ZLinkError::application(
+                        crate::mesh::messaging::ErrorKind::InvalidOperation,
+                        "several MeshNodes have an object role: name one with actors_in / spots_in",
+                    ));
+                }
+                match first {
+                    Some((i, _)) => i,
+                    None => {
+                        return Err(ZLinkError::application(
+                            crate::mesh::messaging::ErrorKind::NotConfigured,
+                            "no MeshNode of this root has an object role",
+                        ));
+                    }
+                }
+            }
         };
         let node = self.inner.nodes[i].clone();
         match &self.inner.objects[i] {
@@ -191,11 +224,11 @@ impl ZLinkHost {
                         "object placement needs automatic topology",
                     )
                 })?;
-                Ok(crate::objects::ActorManager::new(
+                Ok(crate::objects::client::ObjectClient {
                     node,
-                    Arc::clone(&o.host),
+                    objects: Arc::clone(&o.host),
                     discovery,
-                ))
+                })
             }
             None => Err(ZLinkError::application(
                 crate::mesh::messaging::ErrorKind::NotConfigured,

@@ -122,12 +122,13 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
                 continue;
             }
         };
-        if env.address() == super::core::ACTOR_ADDRESS {
+        if env.address() == super::core::ACTOR_ADDRESS || env.address() == super::core::SPOT_ADDRESS
+        {
             // Submitted to the Actor's mailbox here, in arrival order (one sender's messages
             // keep their order); only the wait for the reply runs in its own task.
             let Some(objects) = node.objects.get() else {
                 let err = ZLinkError::NoRoute {
-                    target: "actors (this node has no object role)".into(),
+                    target: "objects (this node has no object role)".into(),
                 };
                 answer(&node, peer_rid, &env, Err(err));
                 continue;

@@ -96,7 +96,7 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use self::core::{Address, NodeInner, ObjectSink, ReplyBody};
+pub(crate) use self::core::{Address, NodeInner, ObjectSink, ReplyBody, SPOT_ADDRESS};
 pub use self::core::{CallOptions, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT};
 pub use handle::MeshNode;
 pub use host::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};

@@ -361,11 +361,14 @@ async fn start_node(
             let types = n
                 .object_types()
                 .iter()
-                .filter_map(|t| {
-                    t.registration
-                        .actor
-                        .clone()
-                        .map(|a| (t.stable_type().clone(), a))
+                .map(|t| {
+                    (
+                        t.stable_type().clone(),
+                        crate::objects::host::HostedType {
+                            kind: t.kind(),
+                            erased: std::sync::Arc::clone(&t.registration.erased),
+                        },
+                    )
                 })
                 .collect();
             let host = Arc::new(crate::objects::host::ObjectHost::new(
@@ -375,10 +378,11 @@ async fn start_node(
                 dispatcher.codecs().clone(),
                 Arc::clone(rt),
                 n.location_options().route_cache_max_age,
+                n.entry_callback.clone(),
             ));
             let for_command = Arc::clone(&host);
             control.register(
-                crate::objects::manager::CREATE_ACTOR,
+                crate::objects::create::CREATE_OBJECT,
                 Arc::new(move |_node, env| {
                     Box::pin(crate::objects::create_command(
                         Arc::clone(&for_command),
@@ -386,14 +390,11 @@ async fn start_node(
                     ))
                 }),
             );
-            let for_destroy = Arc::clone(&host);
+            let for_end = Arc::clone(&host);
             control.register(
-                crate::objects::manager::DESTROY_ACTOR,
+                crate::objects::END_OBJECT,
                 Arc::new(move |_node, env| {
-                    Box::pin(crate::objects::destroy_command(
-                        Arc::clone(&for_destroy),
-                        env,
-                    ))
+                    Box::pin(crate::objects::end_command(Arc::clone(&for_end), env))
                 }),
             );
             Some(NodeObjects {

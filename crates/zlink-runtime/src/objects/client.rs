@@ -1,0 +1,588 @@
+//! What the Actor and Spot managers share (spec 21 §7, §7.2, §7.3; 06 §15–§17, §20): the
+//! creation flow on the source side, owner resolution through the route cache, and delivery
+//! of a message to the current Ready owner, here or over the mesh.
+//!
+//! Creation: read the record → follow an existing or in-progress creation (or fail with the
+//! result table) → place by weight and capacity and reserve `Creating` + capacity + the inline
+//! creation request in one conditional batch → run the creation on the reserved node (here, or
+//! over `zlink.object.create`) → the terminal it returns is the result. A reply lost on the way
+//! is not judged a failure: the stored terminal of the operation is read again (only this
+//! source run and OperationId can name it), and the record re-read, until the deadline; a
+//! reservation whose target never answered is cancelled by its first-secured version when the
+//! deadline passes, so no `Reserved` row is left behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::time::Instant;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::{AllocationState, ObjectKind, PendingCreation};
+use zlink_codec::terminal::{CreationOutcome, CreationTerminal, ObjectRef};
+use zlink_codec::{ObjectId, OperationId, RoutingId, StableType};
+
+use super::create::{CREATE_OBJECT, CreateCommand, CreationOrder};
+use super::host::{ObjectHost, ObjectKey, store_failure, what};
+use super::registration::{MessageContext, ObjectCall};
+use crate::location::{
+    AuthorityHandle, AuthorityRead, Conflict, Discovery, InvalidOperation, LocationError,
+    OperationKey, Outcome,
+};
+use crate::mesh::messaging::{
+    ErrorKind, ErrorReply, Metadata, OutboundMessage, RouteKind, UnavailableReason, ZLinkError,
+};
+use crate::mesh::node::{Address, MeshNode, ReplyBody};
+
+/// How long a manager call waits for a creation (its deadline) unless told otherwise.
+pub const DEFAULT_CREATE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How often a caller re-reads a record another creation holds in `Creating`.
+const CREATING_POLL: Duration = Duration::from_millis(10);
+
+pub(crate) fn invalid(what: &str) -> ZLinkError {
+    ZLinkError::application(ErrorKind::InvalidOperation, what)
+}
+
+/// The shared core of the managers of one object node (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct ObjectClient {
+    pub(crate) node: MeshNode,
+    pub(crate) objects: Arc<ObjectHost>,
+    pub(crate) discovery: Arc<Discovery>,
+}
+
+/// One creation call, as the manager's fluent options left it.
+#[derive(Debug, Clone)]
+pub(crate) struct Obtain {
+    pub(crate) kind: ObjectKind,
+    pub(crate) stable_type: StableType,
+    pub(crate) id: ObjectId,
+    pub(crate) request: Option<Bytes>,
+    pub(crate) exclusive: bool,
+    pub(crate) deadline: Duration,
+}
+
+/// How a creation call ended well.
+#[derive(Debug, Clone)]
+pub(crate) struct Obtained {
+    pub(crate) object: ObjectRef,
+    pub(crate) created: bool,
+    pub(crate) reply: Option<Vec<u8>>,
+}
+
+fn deadline_exceeded() -> ZLinkError {
+    ZLinkError::application(
+        ErrorKind::DeadlineExceeded,
+        "the creation did not finish before the deadline",
+    )
+}
+
+/// The record names an owner this node cannot reach (its route is not ready, or its lease
+/// is gone and discovery dropped it): `Unavailable`, never `NotFound` (spec 06 §20).
+pub(crate) fn owner_unreachable(e: ZLinkError) -> ZLinkError {
+    match e {
+        ZLinkError::NoRoute { target } => ZLinkError::Unavailable {
+            target,
+            reason: UnavailableReason::NotConnected,
+        },
+        other => other,
+    }
+}
+
+/// The result a terminal stands for: Created / Existing → the ref; Rejected → a typed
+/// `Rejected` (its text is the application's reason); Failed → `InternalFailure`.
+fn from_terminal(t: CreationTerminal) -> Result<Obtained, ZLinkError> {
+    match t.outcome {
+        CreationOutcome::Created | CreationOutcome::Existing => Ok(Obtained {
+            created: t.outcome == CreationOutcome::Created,
+            object: t.object_ref,
+            reply: t.reply,
+        }),
+        CreationOutcome::Rejected => {
+            let reason = t
+                .reply
+                .map(|r| String::from_utf8_lossy(&r).into_owned())
+                .unwrap_or_default();
+            Err(ZLinkError::application(
+                ErrorKind::Rejected,
+                &format!("the creation was rejected: {reason}"),
+            ))
+        }
+        CreationOutcome::Failed { failure } => Err(ZLinkError::application(
+            ErrorKind::InternalFailure,
+            &format!("the creation failed: {failure}"),
+        )),
+    }
+}
+
+impl ObjectClient {
+    pub(crate) async fn read(
+        &self,
+        kind: ObjectKind,
+        id: &ObjectId,
+    ) -> Result<AuthorityRead, ZLinkError> {
+        let read = self
+            .objects
+            .location
+            .authority()
+            .read(kind, id)
+            .await
+            .map_err(store_failure)?;
+        let key = (kind.authority_kind(), id.clone());
+        match &read {
+            AuthorityRead::Found { handle, .. } => self.objects.routes.observe(&key, Some(handle)),
+            AuthorityRead::Missing { .. } => self.objects.routes.observe(&key, None),
+        }
+        Ok(read)
+    }
+
+    /// The current Ready incarnation of `(kind, id)`, if any.
+    pub(crate) async fn find(
+        &self,
+        kind: ObjectKind,
+        id: &ObjectId,
+    ) -> Result<Option<AuthorityHandle>, ZLinkError> {
+        match self.read(kind, id).await? {
+            AuthorityRead::Found { handle, .. }
+                if handle.state() == AllocationState::Active && handle.kind() == kind =>
+            {
+                Ok(Some(handle))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Create / GetOrCreate (see the module docs and spec 21 §7's result table).
+    pub(crate) async fn obtain(&self, call: Obtain) -> Result<Obtained, ZLinkError> {
+        let deadline = Instant::now() + call.deadline;
+        let Some(run) = self.objects.location.host_run() else {
+            return Err(ZLinkError::ShuttingDown);
+        };
+        let op = OperationKey {
+            source: self.objects.rid.clone(),
+            source_run: run.lease_generation.to_codec(),
+            operation: OperationId::new(uuid::Uuid::new_v4().as_u128() | 1)
+                .map_err(|e| invalid(&e.to_string()))?,
+        };
+        let pending = match &call.request {
+            None => None,
+            Some(r) => Some(
+                PendingCreation::for_request(op.operation.to_hex(), r)
+                    .map_err(|e| too_large(&e.to_string()))?,
+            ),
+        };
+        loop {
+            if Instant::now() >= deadline {
+                return Err(deadline_exceeded());
+            }
+            match self.read(call.kind, &call.id).await? {
+                AuthorityRead::Found { handle, .. } => {
+                    if handle.kind() != call.kind || handle.stable_type() != &call.stable_type {
+                        return Err(ZLinkError::application(
+                            ErrorKind::TypeMismatch,
+                            &format!(
+                                "{} is a {} of type {:?}",
+                                what(call.kind.authority_kind(), &call.id),
+                                handle.kind().as_str(),
+                                handle.stable_type().as_str()
+                            ),
+                        ));
+                    }
+                    if call.exclusive {
+                        return Err(ZLinkError::application(
+                            ErrorKind::AlreadyExists,
+                            &format!("{} exists", what(call.kind.authority_kind(), &call.id)),
+                        ));
+                    }
+                    if handle.state() == AllocationState::Active {
+                        return Ok(Obtained {
+                            object: super::refs::terminal_ref(&handle, handle.kind()),
+                            created: false,
+                            reply: None,
+                        });
+                    }
+                    // Creating: wait for its result.
+                    tokio::time::sleep(CREATING_POLL).await;
+                }
+                AuthorityRead::Missing { .. } => {
+                    let candidates = self
+                        .discovery
+                        .candidates(self.objects.location.authority())
+                        .await
+                        .map_err(store_failure)?;
+                    let outcome = self
+                        .objects
+                        .location
+                        .authority()
+                        .place_and_reserve(
+                            candidates,
+                            call.kind,
+                            call.id.clone(),
+                            call.stable_type.clone(),
+                            Vec::new(),
+                            pending.clone(),
+                        )
+                        .await;
+                    match outcome {
+                        Ok(Outcome::Applied(handle)) => {
+                            let order = CreationOrder {
+                                op: op.clone(),
+                                remaining: deadline.saturating_duration_since(Instant::now()),
+                            };
+                            let t = self.create_on(&handle, &order, deadline).await?;
+                            let done = from_terminal(t)?;
+                            if let Some(AuthorityRead::Found { handle, .. }) =
+                                self.read(call.kind, &call.id).await.ok()
+                            {
+                                if handle.state() == AllocationState::Active
+                                    && handle.object_generation().get()
+                                        == done.object.object_generation.get()
+                                {
+                                    let key = (call.kind.authority_kind(), call.id.clone());
+                                    self.objects.routes.remember(&key, &handle);
+                                }
+                            }
+                            return Ok(done);
+                        }
+                        // Someone else's creation won the row: follow it.
+                        Ok(Outcome::Conflict(Conflict::Record { .. })) => {}
+                        Ok(Outcome::Conflict(c)) => {
+                            tracing::debug!(?c, "reservation conflicted; reading again");
+                        }
+                        Err(LocationError::CapacityExceeded) => {
+                            return Err(ZLinkError::application(
+                                ErrorKind::CapacityExceeded,
+                                "no eligible Object Server has room for this type",
+                            ));
+                        }
+                        Err(LocationError::InvalidOperation(
+                            InvalidOperation::RecordOutOfBounds(e),
+                        )) => return Err(too_large(&e.to_string())),
+                        Err(e) => return Err(store_failure(e)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs the creation on the reservation's node: here, or through the command plane; a
+    /// lost reply is recovered from the stored terminal (see the module docs).
+    async fn create_on(
+        &self,
+        handle: &AuthorityHandle,
+        order: &CreationOrder,
+        deadline: Instant,
+    ) -> Result<CreationTerminal, ZLinkError> {
+        let target = handle.node().routing_id;
+        if target == self.objects.rid {
+            return self.objects.create_reserved(handle, order).await;
+        }
+        let body = serde_json::to_vec(&CreateCommand::of(handle, order))
+            .map_err(|e| invalid(&e.to_string()))?;
+        let peer = match self.node.inner.route_to(&target) {
+            Ok(p) => p,
+            Err(e) => {
+                // Nothing was sent: the reservation is cancelled by its first-secured version.
+                self.objects.cancel(handle).await;
+                return Err(owner_unreachable(e));
+            }
+        };
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let sent = self
+            .node
+            .inner
+            .control_request(&peer, CREATE_OBJECT, Bytes::from(body), timeout)
+            .await;
+        match sent {
+            Ok(ReplyBody::Ok { payload, .. }) => CreationTerminal::decode(&payload).map_err(|e| {
+                ZLinkError::application(ErrorKind::ProtocolError, &format!("creation reply: {e}"))
+            }),
+            // The target answered: it cancelled (a framework failure) or refused the fence.
+            Ok(ReplyBody::Error(bytes)) => Err(ErrorReply::decode(&bytes)?.into_error()),
+            Err(e) => self.recover(handle, order, deadline, e).await,
+        }
+    }
+
+    /// The reply of a remote creation was lost (timeout, connection loss): the stored terminal
+    /// and the record decide, until the deadline.
+    async fn recover(
+        &self,
+        handle: &AuthorityHandle,
+        order: &CreationOrder,
+        deadline: Instant,
+        lost: ZLinkError,
+    ) -> Result<CreationTerminal, ZLinkError> {
+        tracing::debug!(error = %lost, "creation reply lost; reading the stored result");
+        loop {
+            if let Some(t) = self
+                .objects
+                .location
+                .authority()
+                .read_terminal(&order.op)
+                .await
+                .map_err(store_failure)?
+            {
+                return Ok(t);
+            }
+            match self.read(handle.kind(), handle.id()).await? {
+                AuthorityRead::Found { handle: now, .. } if now.version() == handle.version() => {
+                    if Instant::now() >= deadline {
+                        self.objects.cancel(handle).await;
+                        return Err(deadline_exceeded());
+                    }
+                }
+                // Gone or another incarnation without our terminal: the target cancelled.
+                _ => return Err(owner_unreachable(lost)),
+            }
+            tokio::time::sleep(CREATING_POLL).await;
+        }
+    }
+
+    /// The node that owns the Ready incarnation of `key`: from the route cache (younger than
+    /// `routeCacheMaxAge`), else read (Missing → NotFound, Creating → Unavailable; neither is
+    /// cached).
+    pub(crate) async fn owner(&self, key: &ObjectKey) -> Result<RoutingId, ZLinkError> {
+        if let Some(node) = self.objects.routes.get(key) {
+            return Ok(node);
+        }
+        let kind = match key.0 {
+            AuthorityKind::Actor => ObjectKind::Actor,
+            AuthorityKind::Spot => ObjectKind::UserSpot,
+        };
+        match self.read(kind, &key.1).await? {
+            AuthorityRead::Found { handle, .. } if handle.state() == AllocationState::Active => {
+                self.objects.routes.remember(key, &handle);
+                Ok(handle.node().routing_id)
+            }
+            AuthorityRead::Found { .. } => Err(ZLinkError::Unavailable {
+                target: what(key.0, &key.1),
+                reason: UnavailableReason::NotServing,
+            }),
+            AuthorityRead::Missing { .. } => Err(ZLinkError::NoRoute {
+                target: what(key.0, &key.1),
+            }),
+        }
+    }
+
+    /// Sends `msg` as a request to the Ready object `key` and waits for the encoded reply
+    /// (exactly one terminal; a NotFound/Unavailable result drops the cached route).
+    pub(crate) async fn request(
+        &self,
+        key: &ObjectKey,
+        msg: &OutboundMessage,
+        timeout: Duration,
+    ) -> Result<ReplyBody, ZLinkError> {
+        let owner = self.owner(key).await?;
+        let result = if owner == self.objects.rid {
+            self.local_request(key, msg, timeout).await
+        } else {
+            self.remote_request(&owner, key, msg, timeout).await
+        };
+        if let Err(e) = &result {
+            if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) {
+                self.objects.routes.forget(key);
+            }
+        }
+        result
+    }
+
+    /// Drops the cached route of `key` when a decoded reply says it is stale.
+    pub(crate) fn reply_seen(&self, key: &ObjectKey, e: &ZLinkError) {
+        if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) {
+            self.objects.routes.forget(key);
+        }
+    }
+
+    fn call(key: &ObjectKey, msg: &OutboundMessage, metadata: Metadata) -> ObjectCall {
+        ObjectCall {
+            content_type: Bytes::copy_from_slice(msg.content_type.as_bytes()),
+            payload: Bytes::from(msg.payload.clone()),
+            context: MessageContext {
+                id: key.1.as_str().to_owned(),
+                packet: msg.packet.clone(),
+                metadata,
+            },
+        }
+    }
+
+    async fn local_request(
+        &self,
+        key: &ObjectKey,
+        msg: &OutboundMessage,
+        timeout: Duration,
+    ) -> Result<ReplyBody, ZLinkError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
+        let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
+        if !self.objects.is_live(key) {
+            return Err(
+                ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
+            );
+        }
+        self.objects
+            .deliver(key, RouteKind::Request, call, cost, Some(tx))?;
+        let out = match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(out)) => out,
+            Ok(Err(_)) => Err(ZLinkError::ShuttingDown),
+            Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
+        };
+        match out {
+            Ok(Some((ct, bytes))) => Ok(ReplyBody::Ok {
+                content_type: Bytes::from(ct.into_bytes()),
+                payload: Bytes::from(bytes),
+            }),
+            Ok(None) => Err(ZLinkError::application(
+                ErrorKind::InternalFailure,
+                "the handler produced no reply",
+            )),
+            Err(e) => Ok(ReplyBody::Error(Bytes::from(
+                ErrorReply::from_error(&e).encode(),
+            ))),
+        }
+    }
+
+    async fn remote_request(
+        &self,
+        owner: &RoutingId,
+        key: &ObjectKey,
+        msg: &OutboundMessage,
+        timeout: Duration,
+    ) -> Result<ReplyBody, ZLinkError> {
+        let peer = self.node.inner.route_to(owner).map_err(owner_unreachable)?;
+        let framed = frame_object_payload(&key.1, msg);
+        self.node
+            .inner
+            .remote_request(&peer, &address(key.0), &framed, timeout)
+            .await
+    }
+
+    /// Sends `msg` one-way to the Ready object `key` (completes once admitted).
+    pub(crate) async fn send(
+        &self,
+        key: &ObjectKey,
+        msg: &OutboundMessage,
+    ) -> Result<(), ZLinkError> {
+        let owner = self.owner(key).await?;
+        if owner == self.objects.rid {
+            let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
+            let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
+            if !self.objects.is_live(key) {
+                self.objects.routes.forget(key);
+                return Err(
+                    ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
+                );
+            }
+            return self.objects.deliver(key, RouteKind::Send, call, cost, None);
+        }
+        let peer = self
+            .node
+            .inner
+            .route_to(&owner)
+            .map_err(owner_unreachable)?;
+        let framed = frame_object_payload(&key.1, msg);
+        self.node
+            .inner
+            .remote_send(
+                &peer,
+                &address(key.0),
+                &framed,
+                crate::mesh::node::DEFAULT_SEND_TIMEOUT,
+            )
+            .await
+    }
+
+    /// Ends exactly the incarnation `generation` of `key` (Destroy / Close, spec 21 §7.2):
+    /// missing → `false`, another incarnation → `InvalidOperation`, owner unreachable or the
+    /// record not Ready → `Unavailable`. Never finds and ends a newer one.
+    pub(crate) async fn end(
+        &self,
+        kind: ObjectKind,
+        key: &ObjectKey,
+        generation: u64,
+        deadline: Duration,
+    ) -> Result<bool, ZLinkError> {
+        let handle = match self.read(kind, &key.1).await? {
+            AuthorityRead::Missing { .. } => return Ok(false),
+            AuthorityRead::Found { handle, .. } => handle,
+        };
+        if handle.object_generation().get() != generation {
+            return Err(invalid(&format!(
+                "{} is incarnation {}, not {generation}",
+                what(key.0, &key.1),
+                handle.object_generation().get()
+            )));
+        }
+        self.objects.routes.forget(key);
+        let owner = handle.node().routing_id;
+        if owner == self.objects.rid {
+            return self.objects.end(key, generation).await;
+        }
+        let body = serde_json::to_vec(&super::inbound::EndCommand {
+            kind: key.0.as_str().to_owned(),
+            id: key.1.as_str().to_owned(),
+            generation: generation.to_string(),
+        })
+        .map_err(|e| invalid(&e.to_string()))?;
+        let peer = self
+            .node
+            .inner
+            .route_to(&owner)
+            .map_err(owner_unreachable)?;
+        match self
+            .node
+            .inner
+            .control_request(
+                &peer,
+                super::inbound::END_OBJECT,
+                Bytes::from(body),
+                deadline,
+            )
+            .await?
+        {
+            ReplyBody::Ok { payload, .. } => Ok(&payload[..] == b"true"),
+            ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
+        }
+    }
+}
+
+fn too_large(why: &str) -> ZLinkError {
+    ZLinkError::application(
+        ErrorKind::InvalidOperation,
+        &format!("the creation request does not fit the 1 MiB record bound: {why}"),
+    )
+}
+
+/// The envelope address of messages for objects of `kind`.
+fn address(kind: AuthorityKind) -> Address {
+    match kind {
+        AuthorityKind::Actor => Address::Actor,
+        AuthorityKind::Spot => Address::Spot,
+    }
+}
+
+/// An object message's payload on the wire: `u8` id length, the id, then the message payload.
+fn frame_object_payload(id: &ObjectId, msg: &OutboundMessage) -> OutboundMessage {
+    let idb = id.as_str().as_bytes();
+    let mut buf = BytesMut::with_capacity(1 + idb.len() + msg.payload.len());
+    buf.put_u8(idb.len() as u8);
+    buf.put_slice(idb);
+    buf.put_slice(&msg.payload);
+    OutboundMessage {
+        packet: msg.packet.clone(),
+        content_type: msg.content_type.clone(),
+        payload: buf.to_vec(),
+        metadata: msg.metadata.clone(),
+    }
+}
+
+/// Splits an object message's payload into the id and the message payload.
+pub(crate) fn unframe_object_payload(payload: &Bytes) -> Result<(ObjectId, Bytes), ZLinkError> {
+    let bad = || ZLinkError::application(ErrorKind::ProtocolError, "malformed object message");
+    let len = usize::from(*payload.first().ok_or_else(bad)?);
+    if payload.len() < 1 + len {
+        return Err(bad());
+    }
+    let id = std::str::from_utf8(&payload[1..1 + len]).map_err(|_| bad())?;
+    let id = ObjectId::new(id).map_err(|_| bad())?;
+    Ok((id, payload.slice(1 + len..)))
+}

@@ -1,0 +1,333 @@
+//! Creation on the target node (spec 21 §7, 06 §17): the node a reservation names runs the
+//! factory (and the deciding callback) for the `Reserved` record and records the result in one
+//! Location Store batch — Ready plus the Created terminal, or the record's deletion, the space
+//! returned and the Rejected/Failed terminal. A framework failure before the callback cancels
+//! the reservation without a terminal.
+//!
+//! The remote form is the `zlink.object.create` command (our command for 47 / 49, its reply
+//! standing for command 20): it names the source host run generation, the operation id, the
+//! object (kind, id, stable type, ObjectGeneration, AuthorityOwnerGeneration), the first-secured
+//! StoreVersion and the target host run generation, and the target checks every one of them
+//! against the record it reads and its own run before anything runs. The reply is the
+//! `creation-operation-terminal-v1` value itself: the same bytes the Store keeps, sent with the
+//! current correlation.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_codec::terminal::{CreationOutcome, CreationTerminal};
+use zlink_codec::{Generation, ObjectId, OperationId, RoutingId};
+
+use super::host::{ObjectHost, stale, store_failure};
+use super::live::Built;
+use super::refs::terminal_ref;
+use super::registration::{CreationContext, CreationDecision, FactoryContext};
+use crate::location::{AuthorityHandle, AuthorityRead, OperationKey, Outcome, TerminalWrite};
+use crate::mesh::messaging::{ErrorKind, ZLinkError};
+
+/// The command-plane name of the remote creation of an Actor or User Spot.
+pub(crate) const CREATE_OBJECT: &str = "zlink.object.create";
+
+/// The `zlink.object.create` body: exactly which reservation to create, and for whom.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CreateCommand {
+    /// `actor` or `userSpot`.
+    pub(crate) kind: String,
+    pub(crate) id: String,
+    pub(crate) stable_type: String,
+    /// ObjectGeneration (decimal).
+    pub(crate) object_generation: String,
+    /// AuthorityOwnerGeneration (decimal).
+    pub(crate) owner_generation: String,
+    /// The StoreVersion the source's reservation returned (opaque; compared for equality).
+    pub(crate) first_version: String,
+    /// The source host run generation (decimal).
+    pub(crate) source_run: String,
+    /// The target host run generation the reservation names (decimal).
+    pub(crate) target_run: String,
+    /// The creation OperationId (32 lowercase hex digits).
+    pub(crate) operation: String,
+    /// Milliseconds left before the operation's original deadline.
+    pub(crate) remaining_ms: u64,
+}
+
+/// Which operation a creation runs for, and how long it has.
+#[derive(Debug, Clone)]
+pub(crate) struct CreationOrder {
+    pub(crate) op: OperationKey,
+    pub(crate) remaining: Duration,
+}
+
+fn protocol(what: &str) -> ZLinkError {
+    ZLinkError::application(ErrorKind::ProtocolError, what)
+}
+
+fn decimal(text: &str, what: &str) -> Result<u64, ZLinkError> {
+    text.parse()
+        .map_err(|_| protocol(&format!("{what} is not a decimal")))
+}
+
+impl CreateCommand {
+    /// The command for `handle` (a reservation just secured by `order`'s source).
+    pub(crate) fn of(handle: &AuthorityHandle, order: &CreationOrder) -> Self {
+        Self {
+            kind: handle.kind().as_str().to_owned(),
+            id: handle.id().as_str().to_owned(),
+            stable_type: handle.stable_type().as_str().to_owned(),
+            object_generation: handle.object_generation().get().to_string(),
+            owner_generation: handle.authority_owner_generation().get().to_string(),
+            first_version: handle.version().as_str().to_owned(),
+            source_run: order.op.source_run.get().to_string(),
+            target_run: handle.owner().lease_generation.get().to_string(),
+            operation: order.op.operation.to_hex(),
+            remaining_ms: u64::try_from(order.remaining.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    fn kind(&self) -> Result<ObjectKind, ZLinkError> {
+        match self.kind.as_str() {
+            "actor" => Ok(ObjectKind::Actor),
+            "userSpot" => Ok(ObjectKind::UserSpot),
+            other => Err(protocol(&format!("cannot create a {other:?} by command"))),
+        }
+    }
+
+    fn operation(&self, source: &RoutingId) -> Result<OperationKey, ZLinkError> {
+        let op = u128::from_str_radix(&self.operation, 16)
+            .map_err(|_| protocol("operation is not hex"))?;
+        Ok(OperationKey {
+            source: source.clone(),
+            source_run: Generation::new(decimal(&self.source_run, "sourceRun")?)
+                .map_err(|e| protocol(&e.to_string()))?,
+            operation: OperationId::new(op).map_err(|e| protocol(&e.to_string()))?,
+        })
+    }
+}
+
+/// The terminal of a creation, or the error of a framework failure (no terminal).
+pub(crate) type CreationResult = Result<CreationTerminal, ZLinkError>;
+
+impl ObjectHost {
+    /// Runs the `zlink.object.create` command from `source`: a result already stored for the
+    /// operation is answered again; otherwise the record is re-read and every field the command
+    /// names must match it and this node's run before the creation runs.
+    pub(crate) async fn create_command(
+        &self,
+        cmd: CreateCommand,
+        source: &RoutingId,
+    ) -> CreationResult {
+        let kind = cmd.kind()?;
+        let op = cmd.operation(source)?;
+        if let Some(t) = self
+            .location
+            .authority()
+            .read_terminal(&op)
+            .await
+            .map_err(store_failure)?
+        {
+            return Ok(t);
+        }
+        let id = ObjectId::new(cmd.id.as_str()).map_err(|e| protocol(&e.to_string()))?;
+        let read = self
+            .location
+            .authority()
+            .read(kind, &id)
+            .await
+            .map_err(store_failure)?;
+        let AuthorityRead::Found { handle, .. } = read else {
+            return Err(stale("the reserved record is gone"));
+        };
+        let run = self.location.host_run();
+        let matches = handle.kind() == kind
+            && handle.stable_type().as_str() == cmd.stable_type
+            && handle.object_generation().get() == decimal(&cmd.object_generation, "generation")?
+            && handle.authority_owner_generation().get()
+                == decimal(&cmd.owner_generation, "ownerGeneration")?
+            && handle.version().as_str() == cmd.first_version
+            && handle.owner().lease_generation.get() == decimal(&cmd.target_run, "targetRun")?
+            && run.as_ref() == Some(handle.owner());
+        if !matches {
+            return Err(stale(
+                "the record, its version or the target run differ from the reservation",
+            ));
+        }
+        let order = CreationOrder {
+            op,
+            remaining: Duration::from_millis(cmd.remaining_ms),
+        };
+        self.create_reserved(&handle, &order).await
+    }
+
+    /// Creates the incarnation `handle` reserves on this node (see the module docs).
+    pub(crate) async fn create_reserved(
+        self: &ObjectHost,
+        handle: &AuthorityHandle,
+        order: &CreationOrder,
+    ) -> CreationResult {
+        let node = handle.node();
+        let run = self.location.host_run();
+        if handle.state() != AllocationState::Reserved
+            || node.routing_id != self.rid
+            || node.mesh != self.mesh
+            || Some(handle.owner()) != run.as_ref()
+        {
+            return Err(stale("the reservation does not name this node's run"));
+        }
+        let hosted = self
+            .types
+            .get(handle.stable_type())
+            .filter(|t| t.kind == handle.kind())
+            .cloned();
+        let Some(hosted) = hosted else {
+            self.cancel(handle).await;
+            return Err(ZLinkError::application(
+                ErrorKind::TypeMismatch,
+                &format!(
+                    "this node has no {} type {:?}",
+                    handle.kind().as_str(),
+                    handle.stable_type().as_str()
+                ),
+            ));
+        };
+        let request = match &handle.record().pending_creation {
+            None => None,
+            Some(p) => match p.verify_request() {
+                Ok(bytes) => Some(Bytes::from(bytes)),
+                Err(e) => {
+                    // The stored request does not verify: the factory must not run.
+                    self.cancel(handle).await;
+                    return Err(ZLinkError::application(
+                        ErrorKind::DataLost,
+                        &format!("the stored creation request does not verify: {e}"),
+                    ));
+                }
+            },
+        };
+        let request_sha256 = zlink_codec::inline_ref::sha256(request.as_deref().unwrap_or(&[]));
+        let ctx = FactoryContext {
+            id: handle.id().as_str().to_owned(),
+            stable_type: handle.stable_type().as_str().to_owned(),
+            generation: handle.object_generation().get(),
+            request: request.clone(),
+        };
+        let creation = CreationContext {
+            id: ctx.id.clone(),
+            stable_type: ctx.stable_type.clone(),
+            generation: ctx.generation,
+            request,
+        };
+        let built = hosted
+            .erased
+            .build(ctx, self.codecs.clone(), self.mailbox.0, self.mailbox.1)
+            .await;
+        // An Actor's creation is decided by the placing node's Entry Spot callback.
+        let built = match (built, &self.entry_callback) {
+            (Built::Approved { live, .. }, Some(cb)) if handle.kind() == ObjectKind::Actor => {
+                match (cb.0)(creation).await {
+                    Ok(CreationDecision::Approve { reply }) => Built::Approved { live, reply },
+                    Ok(CreationDecision::Reject { reason }) => {
+                        live.close().await;
+                        Built::Rejected { reason }
+                    }
+                    Err(e) => {
+                        live.close().await;
+                        Built::Failed {
+                            error: format!("the Entry Spot callback failed: {e}"),
+                        }
+                    }
+                }
+            }
+            (other, _) => other,
+        };
+        let object_ref = terminal_ref(handle, handle.kind());
+        let (outcome, reply, live) = match built {
+            Built::Approved { live, reply } => (CreationOutcome::Created, reply, Some(live)),
+            Built::Rejected { reason } => {
+                (CreationOutcome::Rejected, Some(reason.into_bytes()), None)
+            }
+            Built::Failed { error } => {
+                let mut failure = error;
+                truncate_utf8(&mut failure, zlink_codec::terminal::MAX_FAILURE_BYTES);
+                (CreationOutcome::Failed { failure }, None, None)
+            }
+        };
+        let terminal = CreationTerminal {
+            outcome,
+            object_ref,
+            request_sha256,
+            reply,
+        };
+        let write = match TerminalWrite::new(&order.op, &terminal, order.remaining) {
+            Ok(w) => w,
+            Err(e) => {
+                // The reply does not fit a terminal record: a framework failure.
+                if let Some(l) = live {
+                    l.close().await;
+                }
+                self.cancel(handle).await;
+                return Err(ZLinkError::application(
+                    ErrorKind::InvalidOperation,
+                    &format!("the creation result cannot be stored: {e}"),
+                ));
+            }
+        };
+        match live {
+            Some(live) => match self
+                .location
+                .authority()
+                .commit_also(handle, None, Some(write))
+                .await
+            {
+                Ok(Outcome::Applied(ready)) => {
+                    self.insert_live((ready.kind().authority_kind(), ready.id().clone()), live);
+                    Ok(terminal)
+                }
+                Ok(Outcome::Conflict(c)) => {
+                    live.close().await;
+                    tracing::info!(?c, "creation commit conflicted");
+                    Err(stale("the record changed before the commit"))
+                }
+                Err(e) => {
+                    live.close().await;
+                    Err(store_failure(e))
+                }
+            },
+            None => match self
+                .location
+                .authority()
+                .abort_also(handle, Some(write))
+                .await
+            {
+                Ok(Outcome::Applied(())) => Ok(terminal),
+                Ok(Outcome::Conflict(c)) => {
+                    tracing::info!(?c, "creation abort conflicted");
+                    Err(stale("the record changed before the abort"))
+                }
+                Err(e) => Err(store_failure(e)),
+            },
+        }
+    }
+
+    /// Cancels a reservation without a terminal (a framework failure before the callback).
+    pub(crate) async fn cancel(&self, handle: &AuthorityHandle) {
+        match self.location.authority().abort(handle).await {
+            Ok(Outcome::Applied(())) => {}
+            Ok(Outcome::Conflict(c)) => tracing::debug!(?c, "cancel found the record changed"),
+            Err(e) => tracing::warn!(error = %e, "cancelling a reservation failed"),
+        }
+    }
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary.
+fn truncate_utf8(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}

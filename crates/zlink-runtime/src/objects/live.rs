@@ -1,0 +1,178 @@
+//! Live activations (spec 06 §11, §18): a registered Actor or Spot type builds a live
+//! activation — the factory's state behind the activation core's bounded mailbox — and a live
+//! activation runs one handler at a time on its state. The state type is erased here: the
+//! object host and the managers see only [`ErasedType`] and [`LiveObject`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+use zlink_codec::payload::Registry;
+
+use super::activation::{Activation, ActivationTask, Job, SubmitError};
+use super::registration::{
+    CreationContext, CreationDecision, FactoryContext, ObjectCall, ObjectHandler, ObjectOutput,
+    TypedObject,
+};
+use crate::mesh::messaging::{BoxFuture, ErrorKind, RouteKind, ZLinkError};
+
+/// How building an activation ended.
+pub(crate) enum Built {
+    /// The factory (and the Spot's creation callback, if any) approved: the activation runs.
+    Approved {
+        live: Arc<dyn LiveObject>,
+        reply: Option<Vec<u8>>,
+    },
+    /// The creation callback declined; the state was dropped.
+    Rejected { reason: String },
+    /// The factory or the callback failed; nothing runs.
+    Failed { error: String },
+}
+
+/// An Actor or Spot type with its state type erased.
+pub(crate) trait ErasedType: Send + Sync {
+    /// Runs the factory and, for a Spot with a creation callback, the callback on the new
+    /// state; when approved, starts the activation (mailbox of `jobs` jobs and `bytes` bytes).
+    fn build(
+        &self,
+        ctx: FactoryContext,
+        codecs: Registry,
+        jobs: usize,
+        bytes: usize,
+    ) -> BoxFuture<'static, Built>;
+}
+
+/// A running activation with its state type erased.
+pub(crate) trait LiveObject: Send + Sync {
+    /// Queues one message; a request's result arrives on `reply`. A full mailbox is
+    /// `CapacityExceeded` and changes nothing; an unknown packet is `NoHandler`.
+    fn submit(
+        &self,
+        route: RouteKind,
+        call: ObjectCall,
+        cost: usize,
+        reply: Option<oneshot::Sender<ObjectOutput>>,
+    ) -> Result<(), ZLinkError>;
+
+    /// Stops new messages, finishes accepted ones, drops the state once.
+    fn close(&self) -> BoxFuture<'static, ()>;
+}
+
+impl<T: Send + 'static> ErasedType for TypedObject<T> {
+    fn build(
+        &self,
+        ctx: FactoryContext,
+        codecs: Registry,
+        jobs: usize,
+        bytes: usize,
+    ) -> BoxFuture<'static, Built> {
+        let factory = self.factory.clone();
+        let handlers = Arc::clone(&self.handlers);
+        let callback = self.callback.clone();
+        Box::pin(async move {
+            let Some(factory) = factory else {
+                return Built::Failed {
+                    error: "the type has no factory".into(),
+                };
+            };
+            let creation = CreationContext {
+                id: ctx.id.clone(),
+                stable_type: ctx.stable_type.clone(),
+                generation: ctx.generation,
+                request: ctx.request.clone(),
+            };
+            let mut state = match factory(ctx).await {
+                Ok(s) => s,
+                Err(e) => {
+                    return Built::Failed {
+                        error: format!("the factory failed: {e}"),
+                    };
+                }
+            };
+            let reply = match callback {
+                None => None,
+                Some(cb) => match cb(&mut state, creation).await {
+                    Ok(CreationDecision::Approve { reply }) => reply,
+                    Ok(CreationDecision::Reject { reason }) => return Built::Rejected { reason },
+                    Err(e) => {
+                        return Built::Failed {
+                            error: format!("the creation callback failed: {e}"),
+                        };
+                    }
+                },
+            };
+            let task = Activation::spawn(state, jobs, bytes);
+            let live: Arc<dyn LiveObject> = Arc::new(LiveInstance {
+                activation: task.activation().clone(),
+                task: Mutex::new(Some(task)),
+                handlers,
+                codecs,
+            });
+            Built::Approved { live, reply }
+        })
+    }
+}
+
+struct LiveInstance<T> {
+    activation: Activation<T>,
+    task: Mutex<Option<ActivationTask<T>>>,
+    handlers: Arc<HashMap<(RouteKind, String), ObjectHandler<T>>>,
+    codecs: Registry,
+}
+
+impl<T: Send + 'static> LiveObject for LiveInstance<T> {
+    fn submit(
+        &self,
+        route: RouteKind,
+        call: ObjectCall,
+        cost: usize,
+        reply: Option<oneshot::Sender<ObjectOutput>>,
+    ) -> Result<(), ZLinkError> {
+        let key = (route, call.context.packet.as_str().to_owned());
+        let Some(handler) = self.handlers.get(&key).cloned() else {
+            return Err(ZLinkError::NoHandler {
+                key: format!("object {route} {:?}", key.1),
+            });
+        };
+        let codecs = self.codecs.clone();
+        let job = job(move |state: &mut T| {
+            Box::pin(async move {
+                let out = handler(state, call, &codecs).await;
+                match reply {
+                    Some(tx) => {
+                        let _ = tx.send(out);
+                    }
+                    None => {
+                        if let Err(e) = out {
+                            tracing::warn!(error = %e, "object one-way handler failed");
+                        }
+                    }
+                }
+            })
+        });
+        self.activation.submit(cost, job).map_err(|e| match e {
+            SubmitError::Full => {
+                ZLinkError::application(ErrorKind::CapacityExceeded, "the object's mailbox is full")
+            }
+            _ => ZLinkError::application(ErrorKind::Unavailable, "the activation is closing"),
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'static, ()> {
+        let task = self.task.lock().take();
+        Box::pin(async move {
+            if let Some(t) = task {
+                t.close().await;
+            }
+        })
+    }
+}
+
+/// A job built from a closure (the bound gives the closure its higher-ranked signature).
+fn job<T, F>(f: F) -> Job<T>
+where
+    F: for<'a> FnOnce(&'a mut T) -> BoxFuture<'a, ()> + Send + 'static,
+{
+    Box::new(f)
+}

@@ -1,0 +1,174 @@
+//! The User Spot manager (spec 21 §7, §7.2; 06 §15, §17, §18): Create (the framework issues the
+//! SpotId, a lowercase canonical UUID v4) / GetOrCreate (the caller names the SpotId) placed by
+//! weight and capacity and decided by the Spot type's own creation callback, Find, Close, and
+//! existing-only messaging by global SpotId (a Missing Spot is `NotFound`; nothing is created by
+//! a message here).
+
+use std::time::Duration;
+
+use zlink_codec::ObjectId;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::ObjectKind;
+
+use super::call::{CreateCall, parse};
+use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient, invalid};
+use super::host::ObjectKey;
+use super::manager::request_object;
+use super::refs::SpotRef;
+use crate::mesh::messaging::{Message, Metadata, OutboundMessage, Request, ZLinkError};
+use crate::mesh::node::CallOptions;
+
+/// Creates, finds, closes and messages the User Spots of one object mesh (cheap to clone).
+#[derive(Clone)]
+pub struct SpotManager {
+    pub(crate) client: ObjectClient,
+    deadline: Duration,
+}
+
+impl std::fmt::Debug for SpotManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpotManager")
+            .field("mesh", &self.client.objects.mesh)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `id` has the reserved Entry Spot form `<prefix>-entry-<lowercase uuid v4>`
+/// (spec 06 §15): such an id is never a User or Instance Spot id.
+pub(crate) fn is_entry_spot_id(id: &str) -> bool {
+    let Some(at) = id.rfind("-entry-") else {
+        return false;
+    };
+    let tail = &id[at + "-entry-".len()..];
+    at > 0
+        && tail.len() == 36
+        && tail == tail.to_ascii_lowercase()
+        && uuid::Uuid::parse_str(tail).is_ok_and(|u| u.get_version_num() == 4)
+}
+
+fn key(id: &str) -> Result<ObjectKey, ZLinkError> {
+    let id = ObjectId::new(id).map_err(|e| invalid(&format!("spot id: {e}")))?;
+    Ok((AuthorityKind::Spot, id))
+}
+
+/// A user-named Spot id: valid, and not of the reserved Entry Spot form.
+fn user_spot_id(id: &str) -> Result<(), ZLinkError> {
+    if is_entry_spot_id(id) {
+        return Err(invalid(&format!(
+            "{id:?} has the reserved Entry Spot form <prefix>-entry-<uuid v4>"
+        )));
+    }
+    Ok(())
+}
+
+impl SpotManager {
+    pub(crate) fn new(client: ObjectClient) -> Self {
+        Self {
+            client,
+            deadline: DEFAULT_CREATE_DEADLINE,
+        }
+    }
+
+    /// The same manager with another default creation deadline.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The current Ready Spot `id` (User or Instance), or `None`.
+    pub async fn find(&self, id: &str) -> Result<Option<SpotRef>, ZLinkError> {
+        let (_, id) = key(id)?;
+        let read = self.client.read(ObjectKind::UserSpot, &id).await?;
+        Ok(match read {
+            crate::location::AuthorityRead::Found { handle, .. }
+                if handle.state() == zlink_codec::records::AllocationState::Active =>
+            {
+                Some(SpotRef::of(&handle))
+            }
+            _ => None,
+        })
+    }
+
+    /// Creates a User Spot of `stable_type` under a framework-issued SpotId (a lowercase
+    /// canonical UUID v4), placed by weight and capacity and decided by the type's creation
+    /// callback.
+    pub fn create(&self, stable_type: &str) -> CreateCall<SpotRef> {
+        let id = uuid::Uuid::new_v4().to_string();
+        CreateCall::new(
+            self.client.clone(),
+            ObjectKind::UserSpot,
+            parse(stable_type, &id),
+            true,
+            self.deadline,
+        )
+    }
+
+    /// The User Spot `id` of `stable_type`: the existing Ready one, the result of a creation in
+    /// progress, or a new one (the same result table as the Actor manager; an Instance Spot or
+    /// another type under the id is `TypeMismatch`; the reserved Entry Spot form is
+    /// `InvalidOperation`).
+    pub fn get_or_create(&self, stable_type: &str, id: &str) -> CreateCall<SpotRef> {
+        let target = user_spot_id(id).and_then(|()| parse(stable_type, id));
+        CreateCall::new(
+            self.client.clone(),
+            ObjectKind::UserSpot,
+            target,
+            false,
+            self.deadline,
+        )
+    }
+
+    /// Closes exactly the incarnation `spot` names (spec 21 §7.2): `Ok(false)` when no record
+    /// exists, `InvalidOperation` when another incarnation exists, `Unavailable` when its owner
+    /// cannot be reached or it is not Ready.
+    pub async fn close(&self, spot: &SpotRef) -> Result<bool, ZLinkError> {
+        let key = (AuthorityKind::Spot, spot.id.clone());
+        self.client
+            .end(ObjectKind::UserSpot, &key, spot.generation, self.deadline)
+            .await
+    }
+
+    /// Sends `request` to the Ready Spot `id` and waits for its typed reply: Missing →
+    /// NotFound (nothing is created), owner route not ready → Unavailable.
+    pub async fn request<R: Request>(&self, id: &str, request: &R) -> Result<R::Reply, ZLinkError> {
+        self.request_with(id, request, &CallOptions::default())
+            .await
+    }
+
+    /// [`request`](Self::request) with call options.
+    pub async fn request_with<R: Request>(
+        &self,
+        id: &str,
+        request: &R,
+        options: &CallOptions,
+    ) -> Result<R::Reply, ZLinkError> {
+        let key = key(id)?;
+        request_object(&self.client, &key, request, options).await
+    }
+
+    /// Sends `message` one-way to the Ready Spot `id` (completes once admitted).
+    pub async fn send<M: Message>(&self, id: &str, message: &M) -> Result<(), ZLinkError> {
+        let key = key(id)?;
+        let codecs = self.client.node.inner.codecs().clone();
+        let msg = OutboundMessage::encode(&codecs, message, &Metadata::empty())?;
+        self.client.send(&key, &msg).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_reserved_entry_form_is_an_entry_spot_id() {
+        let u = uuid::Uuid::new_v4().to_string();
+        assert!(is_entry_spot_id(&format!("lobby-entry-{u}")));
+        assert!(!is_entry_spot_id(&format!("-entry-{u}")), "needs a prefix");
+        assert!(!is_entry_spot_id(&format!(
+            "lobby-entry-{}",
+            u.to_uppercase()
+        )));
+        assert!(!is_entry_spot_id("lobby-entry-not-a-uuid"));
+        assert!(!is_entry_spot_id("room-7"));
+    }
+}
