@@ -148,7 +148,7 @@ pub use query::{
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub(crate) use authority::{
-    AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome, TerminalWrite,
+    AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome, TerminalWrite,
 };
 pub(crate) use descriptor::DescriptorPublisher;
 pub(crate) use discovery::{Discovery, DiscoveryStatus, DiscoveryView};

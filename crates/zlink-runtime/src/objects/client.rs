@@ -166,10 +166,18 @@ impl ObjectClient {
         };
         let pending = match &call.request {
             None => None,
-            Some(r) => Some(
-                PendingCreation::for_request(op.operation.to_hex(), r)
-                    .map_err(|e| too_large(&e.to_string()))?,
-            ),
+            Some(r) => {
+                let p = PendingCreation::for_request(op.operation.to_hex(), r)
+                    .map_err(|e| too_large(&e.to_string()))?;
+                crate::location::AuthorityClient::creation_record_fits(
+                    &self.objects.mesh,
+                    call.kind,
+                    &call.stable_type,
+                    &p,
+                )
+                .map_err(|e| too_large(&e.to_string()))?;
+                Some(p)
+            }
         };
         loop {
             if Instant::now() >= deadline {
@@ -230,19 +238,7 @@ impl ObjectClient {
                                 remaining: deadline.saturating_duration_since(Instant::now()),
                             };
                             let t = self.create_on(&handle, &order, deadline).await?;
-                            let done = from_terminal(t)?;
-                            if let Some(AuthorityRead::Found { handle, .. }) =
-                                self.read(call.kind, &call.id).await.ok()
-                            {
-                                if handle.state() == AllocationState::Active
-                                    && handle.object_generation().get()
-                                        == done.object.object_generation.get()
-                                {
-                                    let key = (call.kind.authority_kind(), call.id.clone());
-                                    self.objects.routes.remember(&key, &handle);
-                                }
-                            }
-                            return Ok(done);
+                            return from_terminal(t);
                         }
                         // Someone else's creation won the row: follow it.
                         Ok(Outcome::Conflict(Conflict::Record { .. })) => {}

@@ -111,9 +111,10 @@ impl CreateCommand {
 pub(crate) type CreationResult = Result<CreationTerminal, ZLinkError>;
 
 impl ObjectHost {
-    /// Runs the `zlink.object.create` command from `source`: a result already stored for the
-    /// operation is answered again; otherwise the record is re-read and every field the command
-    /// names must match it and this node's run before the creation runs.
+    /// Runs the `zlink.object.create` command from `source`: the record is re-read and every
+    /// field the command names must match it and this node's run before the creation runs; a
+    /// command for a creation that already ended is answered with the operation's stored
+    /// result.
     pub(crate) async fn create_command(
         &self,
         cmd: CreateCommand,
@@ -121,15 +122,6 @@ impl ObjectHost {
     ) -> CreationResult {
         let kind = cmd.kind()?;
         let op = cmd.operation(source)?;
-        if let Some(t) = self
-            .location
-            .authority()
-            .read_terminal(&op)
-            .await
-            .map_err(store_failure)?
-        {
-            return Ok(t);
-        }
         let id = ObjectId::new(cmd.id.as_str()).map_err(|e| protocol(&e.to_string()))?;
         let read = self
             .location
@@ -137,23 +129,39 @@ impl ObjectHost {
             .read(kind, &id)
             .await
             .map_err(store_failure)?;
-        let AuthorityRead::Found { handle, .. } = read else {
-            return Err(stale("the reserved record is gone"));
-        };
         let run = self.location.host_run();
-        let matches = handle.kind() == kind
-            && handle.stable_type().as_str() == cmd.stable_type
-            && handle.object_generation().get() == decimal(&cmd.object_generation, "generation")?
-            && handle.authority_owner_generation().get()
-                == decimal(&cmd.owner_generation, "ownerGeneration")?
-            && handle.version().as_str() == cmd.first_version
-            && handle.owner().lease_generation.get() == decimal(&cmd.target_run, "targetRun")?
-            && run.as_ref() == Some(handle.owner());
-        if !matches {
-            return Err(stale(
-                "the record, its version or the target run differ from the reservation",
-            ));
-        }
+        let reserved = match read {
+            AuthorityRead::Found { handle, .. } => {
+                let matches = handle.kind() == kind
+                    && handle.stable_type().as_str() == cmd.stable_type
+                    && handle.object_generation().get()
+                        == decimal(&cmd.object_generation, "generation")?
+                    && handle.authority_owner_generation().get()
+                        == decimal(&cmd.owner_generation, "ownerGeneration")?
+                    && handle.version().as_str() == cmd.first_version
+                    && handle.owner().lease_generation.get()
+                        == decimal(&cmd.target_run, "targetRun")?
+                    && run.as_ref() == Some(handle.owner());
+                matches.then_some(handle)
+            }
+            AuthorityRead::Missing { .. } => None,
+        };
+        let Some(handle) = reserved else {
+            // Not the secured record (any more): the same operation's stored result, if this
+            // is a resend of a creation that already ended, else a stale fence.
+            return match self
+                .location
+                .authority()
+                .read_terminal(&op)
+                .await
+                .map_err(store_failure)?
+            {
+                Some(t) => Ok(t),
+                None => Err(stale(
+                    "the record, its version or the target run differ from the reservation",
+                )),
+            };
+        };
         let order = CreationOrder {
             op,
             remaining: Duration::from_millis(cmd.remaining_ms),

@@ -234,6 +234,45 @@ impl AuthorityClient {
         with_handle(self.run_record_op(&request.id, op).await?)
     }
 
+    /// Whether a creation of `kind` / `stable_type` in `mesh` carrying `pending` fits the
+    /// 1 MiB record bound whatever node and run it lands on and whatever generations it is
+    /// issued (spec 21 §7): the record is encoded with every value the request does not fix at
+    /// its largest — 63-bit generations, a 255-byte RID, a 255-byte owner id of characters
+    /// JSON escapes at six bytes each. Decided before any Store request.
+    pub(crate) fn creation_record_fits(
+        mesh: &zlink_codec::MeshName,
+        kind: ObjectKind,
+        stable_type: &StableType,
+        pending: &PendingCreation,
+    ) -> Result<(), LocationError> {
+        let g = Generation::new(zlink_codec::MAX_U63)
+            .map_err(|_| LocationError::corrupt(RecordName::Authority))?;
+        let owner = super::identity::OwnerId::new("\u{1}".repeat(255))
+            .map_err(|_| LocationError::corrupt(RecordName::Authority))?;
+        let rid = zlink_codec::RoutingId::new(vec![0xff; 255])
+            .map_err(|_| LocationError::corrupt(RecordName::Authority))?;
+        let record = AuthorityRecord {
+            payload: Vec::new(),
+            object_generation: g,
+            authority_owner_generation: g,
+            owner_id: owner,
+            owner_lease_generation: g,
+            allocation: Allocation {
+                state: AllocationState::Reserved,
+                object_kind: kind,
+                stable_type: stable_type.clone(),
+                descriptor: zlink_codec::records::DescriptorRef {
+                    mesh_name: mesh.clone(),
+                    routing_id: rid,
+                },
+                descriptor_lifecycle_generation: g,
+                capacity: CapacityBundle::for_object(kind, stable_type).to_record(),
+            },
+            pending_creation: Some(pending.clone()),
+        };
+        encode(&record).map(|_| ())
+    }
+
     fn require(handle: &AuthorityHandle, state: AllocationState) -> Option<Conflict> {
         (handle.state() != state).then(|| Conflict::State {
             state: handle.state(),

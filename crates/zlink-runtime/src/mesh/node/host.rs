@@ -55,6 +55,28 @@ pub struct ZLinkHost {
     inner: Arc<HostInner>,
 }
 
+#[cfg(test)]
+impl ZLinkHost {
+    /// The object host of this root's `i`-th MeshNode (tests reach the internals through it).
+    pub(crate) fn object_host(&self, i: usize) -> Arc<crate::objects::host::ObjectHost> {
+        match &self.inner.objects[i] {
+            Some(o) => Arc::clone(&o.host),
+            None => panic!("MeshNode {i} has no object role"),
+        }
+    }
+
+    /// The discovery of this root's `i`-th MeshNode.
+    pub(crate) fn object_discovery(&self, i: usize) -> Arc<crate::location::Discovery> {
+        match self.inner.objects[i]
+            .as_ref()
+            .and_then(|o| o.discovery.clone())
+        {
+            Some(d) => d,
+            None => panic!("MeshNode {i} has no discovery"),
+        }
+    }
+}
+
 impl fmt::Debug for ZLinkHost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZLinkHost")
