@@ -285,6 +285,55 @@ impl ZLinkHost {
         Ok(out)
     }
 
+    /// The location runtime of this root, or `NotConfigured` without a Location Store.
+    async fn location_runtime(&self) -> Result<Arc<LocationRuntime>, ZLinkError> {
+        match self.inner.location.lock().await.as_ref() {
+            Some(rt) => Ok(Arc::clone(rt)),
+            None => Err(ZLinkError::application(
+                crate::mesh::messaging::ErrorKind::NotConfigured,
+                "this root has no Location Store (or it has stopped)",
+            )),
+        }
+    }
+
+    /// Where the Actor or Spot `id` lives, for operational tools (spec 21 §7.4): `None` when no
+    /// record exists (nothing is created); `Creating`, `Ready`, or `Unavailable` when its
+    /// owner's lease is gone. A Store failure is an error, never an absent object.
+    pub async fn locate(
+        &self,
+        kind: crate::location::LookupKind,
+        id: &zlink_codec::ObjectId,
+    ) -> Result<Option<crate::location::LocationEntry>, ZLinkError> {
+        self.location_runtime()
+            .await?
+            .lookup(kind, id)
+            .await
+            .map_err(crate::objects::host::store_failure)
+    }
+
+    /// One page (1..=1000 entries, at most 4 MiB encoded) of the location list of `filter`
+    /// (object kind, optional stable type and MeshName), for operational tools (spec 21 §7.4):
+    /// pass `None` to start a cycle and each page's `next` token to go on. A Store failure
+    /// fails the whole page.
+    pub async fn list_locations(
+        &self,
+        filter: crate::location::ListFilter,
+        page_size: u32,
+        token: Option<&crate::location::PageToken>,
+    ) -> Result<crate::location::Page, ZLinkError> {
+        self.location_runtime()
+            .await?
+            .list(filter, page_size, token)
+            .await
+            .map_err(|e| match e {
+                crate::location::LocationError::InvalidOperation(i) => ZLinkError::application(
+                    crate::mesh::messaging::ErrorKind::InvalidOperation,
+                    &i.to_string(),
+                ),
+                other => crate::objects::host::store_failure(other),
+            })
+    }
+
     /// A caller-owned snapshot of the host and every MeshNode (spec 06 §24).
     pub fn status(&self) -> HostStatus {
         HostStatus {

@@ -89,7 +89,76 @@ on_every_store!(
     user_spots_are_created_found_messaged_and_closed,
     concurrent_get_or_create_of_one_user_spot_runs_one_factory,
     a_read_showing_another_incarnation_drops_the_cached_route,
+    operators_locate_and_list_objects_through_the_host,
 );
+
+async fn operators_locate_and_list_objects_through_the_host(h: &Harness) {
+    use crate::location::{EntryState, ListFilter, LookupKind};
+    use zlink_codec::records::ObjectKind;
+    let factories = Arc::new(AtomicUsize::new(0));
+    let (ha, _a) = start(h, server(&factories)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let actors = ha.actors().expect("actors");
+    for i in 0..3 {
+        actors
+            .get_or_create("unit", &format!("u{i}"))
+            .await
+            .expect("unit");
+    }
+    let spot = ha
+        .spots()
+        .expect("spots")
+        .get_or_create("room", "u0")
+        .await
+        .expect("room");
+    let id = zlink_codec::ObjectId::new("u0").expect("id");
+    let actor = ha
+        .locate(LookupKind::Actor, &id)
+        .await
+        .expect("lookup")
+        .expect("an entry");
+    assert_eq!(
+        (actor.kind, actor.state),
+        (ObjectKind::Actor, EntryState::Ready)
+    );
+    let s = ha
+        .locate(LookupKind::Spot, &id)
+        .await
+        .expect("lookup")
+        .expect("an entry");
+    assert_eq!(s.object_generation.get(), spot.generation);
+    assert_eq!(s.routing_id, spot.node);
+    let none = zlink_codec::ObjectId::new("nobody").expect("id");
+    assert_eq!(
+        ha.locate(LookupKind::Actor, &none).await.expect("lookup"),
+        None
+    );
+    // Two pages of at most two Actors, every id once.
+    let first = ha
+        .list_locations(ListFilter::new(ObjectKind::Actor), 2, None)
+        .await
+        .expect("page 1");
+    assert_eq!(first.entries.len(), 2);
+    let token = first.next.clone().expect("more");
+    let second = ha
+        .list_locations(ListFilter::new(ObjectKind::Actor), 2, Some(&token))
+        .await
+        .expect("page 2");
+    let mut ids: Vec<_> = first
+        .entries
+        .iter()
+        .chain(&second.entries)
+        .map(|e| e.id.as_str().to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["u0", "u1", "u2"]);
+    let err = ha
+        .list_locations(ListFilter::new(ObjectKind::Actor), 0, None)
+        .await
+        .expect_err("page size 0");
+    assert_eq!(err.kind(), ErrorKind::InvalidOperation);
+    ha.shutdown().await;
+}
 
 async fn user_spots_are_created_found_messaged_and_closed(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
