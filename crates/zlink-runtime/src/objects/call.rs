@@ -63,6 +63,7 @@ pub struct CreateCall<R> {
     request: Option<Bytes>,
     deadline: Duration,
     deadline_set: bool,
+    spot: Option<SpotRef>,
     twice: Option<&'static str>,
     _ref: PhantomData<fn() -> R>,
 }
@@ -93,6 +94,7 @@ impl<R: CreatedRef> CreateCall<R> {
             request: None,
             deadline,
             deadline_set: false,
+            spot: None,
             twice: None,
             _ref: PhantomData,
         }
@@ -138,6 +140,7 @@ impl<R: CreatedRef> CreateCall<R> {
                 request: self.request,
                 exclusive: self.exclusive,
                 deadline: self.deadline,
+                spot: self.spot,
             })
             .await?;
         Ok(Created {
@@ -145,6 +148,21 @@ impl<R: CreatedRef> CreateCall<R> {
             created: done.created,
             reply: done.reply,
         })
+    }
+}
+
+impl CreateCall<ActorRef> {
+    /// Creates the Actor into the User Spot `spot` (that incarnation): it is placed on the
+    /// Spot's node, becomes its member, and — for a `SpotWide` Spot — runs under the Spot's
+    /// turn and resolves its owner through the Spot. Without it the Actor joins the placing
+    /// node's Entry Spot. A missing Spot is `NotFound`, another incarnation
+    /// `InvalidOperation`, a Spot not Ready `Unavailable`.
+    pub fn in_spot(mut self, spot: &SpotRef) -> Self {
+        if self.spot.is_some() {
+            self.twice.get_or_insert("spot");
+        }
+        self.spot = Some(spot.clone());
+        self
     }
 }
 

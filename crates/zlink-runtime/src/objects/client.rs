@@ -23,6 +23,7 @@ use zlink_codec::{ObjectId, OperationId, RoutingId, StableType};
 
 use super::create::{CREATE_OBJECT, CreateCommand, CreationOrder};
 use super::host::{ObjectHost, ObjectKey, store_failure, what};
+use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
 use crate::location::{
     AuthorityHandle, AuthorityRead, Conflict, Discovery, InvalidOperation, LocationError,
@@ -60,6 +61,8 @@ pub(crate) struct Obtain {
     pub(crate) request: Option<Bytes>,
     pub(crate) exclusive: bool,
     pub(crate) deadline: Duration,
+    /// The User Spot an Actor is created into (`None`: the placing node's Entry Spot).
+    pub(crate) spot: Option<super::refs::SpotRef>,
 }
 
 /// How a creation call ended well.
@@ -213,11 +216,22 @@ impl ObjectClient {
                     tokio::time::sleep(CREATING_POLL).await;
                 }
                 AuthorityRead::Missing { .. } => {
-                    let candidates = self
+                    let mut candidates = self
                         .discovery
                         .candidates(self.objects.location.authority())
                         .await
                         .map_err(store_failure)?;
+                    let mut payload = Vec::new();
+                    if let Some(spot) = &call.spot {
+                        let node = self.spot_node(spot).await?;
+                        candidates.retain(|c| c.target.node == node);
+                        payload = Membership {
+                            spot: spot.id.as_str().to_owned(),
+                            entry: false,
+                            spot_wide: false,
+                        }
+                        .encode();
+                    }
                     let outcome = self
                         .objects
                         .location
@@ -227,7 +241,7 @@ impl ObjectClient {
                             call.kind,
                             call.id.clone(),
                             call.stable_type.clone(),
-                            Vec::new(),
+                            payload,
                             pending.clone(),
                         )
                         .await;
@@ -334,6 +348,37 @@ impl ObjectClient {
         }
     }
 
+    /// The node of the Ready User Spot incarnation `spot` names: missing → `NotFound`, another
+    /// incarnation → `InvalidOperation`, not Ready → `Unavailable`.
+    async fn spot_node(
+        &self,
+        spot: &super::refs::SpotRef,
+    ) -> Result<crate::location::NodeKey, ZLinkError> {
+        match self.read(ObjectKind::UserSpot, &spot.id).await? {
+            AuthorityRead::Missing { .. } => Err(ZLinkError::NoRoute {
+                target: what(AuthorityKind::Spot, &spot.id),
+            }),
+            AuthorityRead::Found { handle, .. } => {
+                if handle.kind() != ObjectKind::UserSpot
+                    || handle.object_generation().get() != spot.generation
+                {
+                    return Err(invalid(&format!(
+                        "{} is not the User Spot incarnation {}",
+                        what(AuthorityKind::Spot, &spot.id),
+                        spot.generation
+                    )));
+                }
+                if handle.state() != AllocationState::Active {
+                    return Err(ZLinkError::Unavailable {
+                        target: what(AuthorityKind::Spot, &spot.id),
+                        reason: UnavailableReason::NotServing,
+                    });
+                }
+                Ok(handle.node())
+            }
+        }
+    }
+
     /// The node that owns the Ready incarnation of `key`: from the route cache (younger than
     /// `routeCacheMaxAge`), else read (Missing → NotFound, Creating → Unavailable; neither is
     /// cached).
@@ -347,6 +392,22 @@ impl ObjectClient {
         };
         match self.read(kind, &key.1).await? {
             AuthorityRead::Found { handle, .. } if handle.state() == AllocationState::Active => {
+                // A member of a SpotWide Spot resolves through the Spot's aggregate authority.
+                if let Some(m) = Membership::decode(handle.payload()).filter(|m| m.spot_wide) {
+                    let spot = ObjectId::new(m.spot).map_err(|e| invalid(&e.to_string()))?;
+                    if let AuthorityRead::Found { handle: s, .. } =
+                        self.read(ObjectKind::UserSpot, &spot).await?
+                    {
+                        if s.state() == AllocationState::Active {
+                            self.objects.routes.remember(key, &s);
+                            return Ok(s.node().routing_id);
+                        }
+                    }
+                    return Err(ZLinkError::Unavailable {
+                        target: what(AuthorityKind::Spot, &spot),
+                        reason: UnavailableReason::NotServing,
+                    });
+                }
                 self.objects.routes.remember(key, &handle);
                 Ok(handle.node().routing_id)
             }
@@ -485,6 +546,55 @@ impl ObjectClient {
                 crate::mesh::node::DEFAULT_SEND_TIMEOUT,
             )
             .await
+    }
+
+    /// Joins the Actor incarnation `actor` to the User Spot incarnation `spot` on the
+    /// Actor's owner node (see `ObjectHost::join`).
+    pub(crate) async fn join(
+        &self,
+        actor: &super::refs::ActorRef,
+        spot: &super::refs::SpotRef,
+        deadline: Duration,
+    ) -> Result<(), ZLinkError> {
+        let AuthorityRead::Found { handle, .. } = self.read(ObjectKind::Actor, &actor.id).await?
+        else {
+            return Err(ZLinkError::NoRoute {
+                target: what(AuthorityKind::Actor, &actor.id),
+            });
+        };
+        let owner = handle.node().routing_id;
+        if owner == self.objects.rid {
+            return self
+                .objects
+                .join(&actor.id, actor.generation, &spot.id, spot.generation)
+                .await;
+        }
+        let body = serde_json::to_vec(&super::inbound::JoinCommand {
+            actor: actor.id.as_str().to_owned(),
+            generation: actor.generation.to_string(),
+            spot: spot.id.as_str().to_owned(),
+            spot_generation: spot.generation.to_string(),
+        })
+        .map_err(|e| invalid(&e.to_string()))?;
+        let peer = self
+            .node
+            .inner
+            .route_to(&owner)
+            .map_err(owner_unreachable)?;
+        match self
+            .node
+            .inner
+            .control_request(
+                &peer,
+                super::inbound::JOIN_SPOT,
+                Bytes::from(body),
+                deadline,
+            )
+            .await?
+        {
+            ReplyBody::Ok { .. } => Ok(()),
+            ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
+        }
     }
 
     /// Ends exactly the incarnation `generation` of `key` (Destroy / Close, spec 21 §7.2):

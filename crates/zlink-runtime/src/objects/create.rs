@@ -20,12 +20,15 @@ use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::terminal::{CreationOutcome, CreationTerminal};
 use zlink_codec::{Generation, ObjectId, OperationId, RoutingId};
 
-use super::host::{ObjectHost, stale, store_failure};
-use super::live::Built;
+use super::host::{ObjectHost, stale, store_failure, what};
+use super::live::{Built, Turn};
+use super::membership::Membership;
 use super::refs::terminal_ref;
+use super::registration::SpotExecution;
 use super::registration::{CreationContext, CreationDecision, FactoryContext};
 use crate::location::{AuthorityHandle, AuthorityRead, OperationKey, Outcome, TerminalWrite};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use zlink_codec::keys::AuthorityKind;
 
 /// The command-plane name of the remote creation of an Actor or User Spot.
 pub(crate) const CREATE_OBJECT: &str = "zlink.object.create";
@@ -227,9 +230,47 @@ impl ObjectHost {
             generation: ctx.generation,
             request,
         };
+        // The membership the commit records, and the turn the activation runs under.
+        let (membership, turn) = match handle.kind() {
+            ObjectKind::Actor => match Membership::decode(handle.payload()) {
+                Some(m) if !m.entry => {
+                    let spot = (
+                        AuthorityKind::Spot,
+                        ObjectId::new(m.spot.as_str()).map_err(|e| protocol(&e.to_string()))?,
+                    );
+                    let Some(live) = self.live_object(&spot) else {
+                        self.cancel(handle).await;
+                        return Err(ZLinkError::Unavailable {
+                            target: what(spot.0, &spot.1),
+                            reason: crate::mesh::messaging::UnavailableReason::NotServing,
+                        });
+                    };
+                    let turn = live.turn();
+                    let m = Membership {
+                        spot: m.spot,
+                        entry: false,
+                        spot_wide: turn.is_some(),
+                    };
+                    (Some(m), turn)
+                }
+                _ => (
+                    self.entry_spot.as_ref().map(|e| Membership {
+                        spot: e.as_str().to_owned(),
+                        entry: true,
+                        spot_wide: false,
+                    }),
+                    None,
+                ),
+            },
+            _ => {
+                let spot_wide = handle.kind() == ObjectKind::UserSpot
+                    && hosted.execution != Some(SpotExecution::PerActor);
+                (None, spot_wide.then(Turn::default))
+            }
+        };
         let built = hosted
             .erased
-            .build(ctx, self.codecs.clone(), self.mailbox.0, self.mailbox.1)
+            .build(ctx, self.codecs.clone(), self.mailbox, turn)
             .await;
         // An Actor's creation is decided by the placing node's Entry Spot callback.
         let built = match (built, &self.entry_callback) {
@@ -286,7 +327,7 @@ impl ObjectHost {
             Some(live) => match self
                 .location
                 .authority()
-                .commit_also(handle, None, Some(write))
+                .commit_also(handle, membership.map(|m| m.encode()), Some(write))
                 .await
             {
                 Ok(Outcome::Applied(ready)) => {

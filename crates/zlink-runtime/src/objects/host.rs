@@ -29,6 +29,8 @@ pub(crate) type ObjectKey = (AuthorityKind, ObjectId);
 #[derive(Clone)]
 pub(crate) struct HostedType {
     pub(crate) kind: ObjectKind,
+    /// A User Spot's execution mode.
+    pub(crate) execution: Option<super::registration::SpotExecution>,
     pub(crate) erased: Arc<dyn ErasedType>,
 }
 
@@ -44,6 +46,8 @@ pub(crate) struct ObjectHost {
     pub(crate) mailbox: (usize, usize),
     /// The Entry Spot's Actor creation callback (`None`: every creation is approved).
     pub(crate) entry_callback: Option<EntryCallback>,
+    /// This node lifecycle's Entry Spot id (Actors placed here become its members).
+    pub(crate) entry_spot: Option<ObjectId>,
 }
 
 impl std::fmt::Debug for ObjectHost {
@@ -69,7 +73,7 @@ impl ObjectHost {
         codecs: Registry,
         location: Arc<LocationRuntime>,
         route_cache_max_age: std::time::Duration,
-        entry_callback: Option<EntryCallback>,
+        entry: (Option<ObjectId>, Option<EntryCallback>),
     ) -> Self {
         Self {
             mesh,
@@ -80,8 +84,14 @@ impl ObjectHost {
             location,
             routes: super::routes::RouteCache::new(route_cache_max_age),
             mailbox: (DEFAULT_ACTOR_MAILBOX_JOBS, DEFAULT_ACTOR_MAILBOX_BYTES),
-            entry_callback,
+            entry_spot: entry.0,
+            entry_callback: entry.1,
         }
+    }
+
+    /// The live activation of `key` on this node, if any.
+    pub(crate) fn live_object(&self, key: &ObjectKey) -> Option<Arc<dyn LiveObject>> {
+        self.live.lock().get(key).map(Arc::clone)
     }
 
     /// Makes `live` the activation of `key` (the incarnation just committed Ready).
@@ -156,6 +166,73 @@ impl ObjectHost {
             l.close().await;
         }
         Ok(true)
+    }
+
+    /// A same-node join (spec 06 §11): the Actor incarnation `generation` of `actor`, owned
+    /// here, becomes a member of the User Spot incarnation `spot_generation` of `spot`, live
+    /// here. The Actor's record is rewritten with a Preserve CAS (owner, generations and
+    /// capacity kept) and its activation stays: later turns run under the Spot's turn when it
+    /// is `SpotWide`. A Spot on another node is `InvalidOperation` (that join moves the Actor:
+    /// live relocation); missing → `NotFound`; another incarnation → `InvalidOperation`.
+    pub(crate) async fn join(
+        &self,
+        actor: &ObjectId,
+        generation: u64,
+        spot: &ObjectId,
+        spot_generation: u64,
+    ) -> Result<(), ZLinkError> {
+        let authority = self.location.authority();
+        let read = |kind, id| async move { authority.read(kind, id).await.map_err(store_failure) };
+        let AuthorityRead::Found { handle: a, .. } = read(ObjectKind::Actor, actor).await? else {
+            return Err(ZLinkError::NoRoute {
+                target: what(AuthorityKind::Actor, actor),
+            });
+        };
+        let AuthorityRead::Found { handle: s, .. } = read(ObjectKind::UserSpot, spot).await? else {
+            return Err(ZLinkError::NoRoute {
+                target: what(AuthorityKind::Spot, spot),
+            });
+        };
+        if a.object_generation().get() != generation
+            || s.object_generation().get() != spot_generation
+            || s.kind() != ObjectKind::UserSpot
+        {
+            return Err(ZLinkError::application(
+                ErrorKind::InvalidOperation,
+                "the Actor or the User Spot is another incarnation than the refs name",
+            ));
+        }
+        if s.node() != a.node() {
+            return Err(ZLinkError::application(
+                ErrorKind::InvalidOperation,
+                "the User Spot lives on another node: that join moves the Actor (live relocation)",
+            ));
+        }
+        let actor_key = (AuthorityKind::Actor, actor.clone());
+        let (Some(live_actor), Some(live_spot)) = (
+            self.live_object(&actor_key),
+            self.live_object(&(AuthorityKind::Spot, spot.clone())),
+        ) else {
+            return Err(stale("the Actor or the Spot is not live on this node"));
+        };
+        let turn = live_spot.turn();
+        let membership = super::membership::Membership {
+            spot: spot.as_str().to_owned(),
+            entry: false,
+            spot_wide: turn.is_some(),
+        };
+        match authority.preserve(&a, membership.encode()).await {
+            Ok(Outcome::Applied(_)) => {
+                live_actor.set_turn(turn);
+                self.routes.forget(&actor_key);
+                Ok(())
+            }
+            Ok(Outcome::Conflict(c)) => {
+                tracing::info!(?c, "join conflicted");
+                Err(stale("the Actor's record changed"))
+            }
+            Err(e) => Err(store_failure(e)),
+        }
     }
 
     /// Whether `key` has a live activation here.

@@ -168,3 +168,36 @@ pub(crate) async fn end_command(
         b"false"
     })))
 }
+
+/// The command-plane name of a same-node join on the Actor's owner.
+pub(crate) const JOIN_SPOT: &str = "zlink.object.join";
+
+/// The `zlink.object.join` command body.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JoinCommand {
+    pub(crate) actor: String,
+    pub(crate) generation: String,
+    pub(crate) spot: String,
+    pub(crate) spot_generation: String,
+}
+
+/// The `zlink.object.join` command handler: joins on this node and answers empty.
+pub(crate) async fn join_command(
+    host: Arc<ObjectHost>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let bad = |e: String| ZLinkError::application(ErrorKind::ProtocolError, &e);
+    let cmd: JoinCommand = serde_json::from_slice(env.payload()).map_err(|e| bad(e.to_string()))?;
+    let number = |t: &str| t.parse::<u64>().map_err(|_| bad("generation".into()));
+    let actor = zlink_codec::ObjectId::new(cmd.actor).map_err(|e| bad(e.to_string()))?;
+    let spot = zlink_codec::ObjectId::new(cmd.spot).map_err(|e| bad(e.to_string()))?;
+    host.join(
+        &actor,
+        number(&cmd.generation)?,
+        &spot,
+        number(&cmd.spot_generation)?,
+    )
+    .await?;
+    Ok(Some(Bytes::new()))
+}

@@ -30,16 +30,20 @@ pub(crate) enum Built {
     Failed { error: String },
 }
 
+/// A turn shared by a `SpotWide` User Spot and its member Actors: one of them runs at a time.
+pub(crate) type Turn = Arc<tokio::sync::Mutex<()>>;
+
 /// An Actor or Spot type with its state type erased.
 pub(crate) trait ErasedType: Send + Sync {
     /// Runs the factory and, for a Spot with a creation callback, the callback on the new
-    /// state; when approved, starts the activation (mailbox of `jobs` jobs and `bytes` bytes).
+    /// state; when approved, starts the activation (mailbox of `jobs` jobs and `bytes` bytes;
+    /// every turn taken under `turn` when one is given).
     fn build(
         &self,
         ctx: FactoryContext,
         codecs: Registry,
-        jobs: usize,
-        bytes: usize,
+        mailbox: (usize, usize),
+        turn: Option<Turn>,
     ) -> BoxFuture<'static, Built>;
 }
 
@@ -57,6 +61,12 @@ pub(crate) trait LiveObject: Send + Sync {
 
     /// Stops new messages, finishes accepted ones, drops the state once.
     fn close(&self) -> BoxFuture<'static, ()>;
+
+    /// The turn this activation's handlers run under, if shared.
+    fn turn(&self) -> Option<Turn>;
+
+    /// Runs later turns under `turn` (a same-node join of a `SpotWide` Spot).
+    fn set_turn(&self, turn: Option<Turn>);
 }
 
 impl<T: Send + 'static> ErasedType for TypedObject<T> {
@@ -64,8 +74,8 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         &self,
         ctx: FactoryContext,
         codecs: Registry,
-        jobs: usize,
-        bytes: usize,
+        mailbox: (usize, usize),
+        turn: Option<Turn>,
     ) -> BoxFuture<'static, Built> {
         let factory = self.factory.clone();
         let handlers = Arc::clone(&self.handlers);
@@ -102,12 +112,13 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 },
             };
-            let task = Activation::spawn(state, jobs, bytes);
+            let task = Activation::spawn(state, mailbox.0, mailbox.1);
             let live: Arc<dyn LiveObject> = Arc::new(LiveInstance {
                 activation: task.activation().clone(),
                 task: Mutex::new(Some(task)),
                 handlers,
                 codecs,
+                turn: Mutex::new(turn),
             });
             Built::Approved { live, reply }
         })
@@ -119,6 +130,7 @@ struct LiveInstance<T> {
     task: Mutex<Option<ActivationTask<T>>>,
     handlers: Arc<HashMap<(RouteKind, String), ObjectHandler<T>>>,
     codecs: Registry,
+    turn: Mutex<Option<Turn>>,
 }
 
 impl<T: Send + 'static> LiveObject for LiveInstance<T> {
@@ -136,8 +148,13 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
             });
         };
         let codecs = self.codecs.clone();
+        let turn = self.turn.lock().clone();
         let job = job(move |state: &mut T| {
             Box::pin(async move {
+                let _turn = match &turn {
+                    Some(t) => Some(t.lock().await),
+                    None => None,
+                };
                 let out = handler(state, call, &codecs).await;
                 match reply {
                     Some(tx) => {
@@ -166,6 +183,14 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
                 t.close().await;
             }
         })
+    }
+
+    fn turn(&self) -> Option<Turn> {
+        self.turn.lock().clone()
+    }
+
+    fn set_turn(&self, turn: Option<Turn>) {
+        *self.turn.lock() = turn;
     }
 }
 

@@ -73,6 +73,20 @@ impl ActorManager {
             .await
     }
 
+    /// Joins the Actor incarnation `actor` to the User Spot incarnation `spot` when both live
+    /// on the same node (spec 06 §11): the activation stays, the membership in the Location
+    /// Store is rewritten, and for a `SpotWide` Spot later turns run under the Spot's turn. A
+    /// Spot on another node is `InvalidOperation` (that join moves the Actor: live
+    /// relocation); a missing Actor or Spot is `NotFound`; another incarnation
+    /// `InvalidOperation`.
+    pub async fn join(
+        &self,
+        actor: &ActorRef,
+        spot: &crate::objects::SpotRef,
+    ) -> Result<(), ZLinkError> {
+        self.client.join(actor, spot, self.deadline).await
+    }
+
     /// The Actor `id` of `stable_type`: the existing Ready one, the result of a creation in
     /// progress, or a new one placed on an eligible Object Server by weight and capacity and
     /// approved by that node's Entry Spot callback (spec 21 §7). Another type under the id is

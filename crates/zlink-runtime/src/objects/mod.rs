@@ -87,6 +87,7 @@ pub(crate) mod host;
 mod inbound;
 mod live;
 mod manager;
+pub(crate) mod membership;
 mod refs;
 mod registration;
 mod routes;
@@ -95,7 +96,7 @@ mod spots;
 pub use call::{CreateCall, Created, CreatedRef};
 pub use client::DEFAULT_CREATE_DEADLINE;
 pub use host::{DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
-pub(crate) use inbound::{END_OBJECT, create_command, end_command};
+pub(crate) use inbound::{END_OBJECT, JOIN_SPOT, create_command, end_command, join_command};
 pub use manager::ActorManager;
 pub use refs::{ActorRef, SpotRef};
 pub use registration::{

@@ -366,6 +366,7 @@ async fn start_node(
                         t.stable_type().clone(),
                         crate::objects::host::HostedType {
                             kind: t.kind(),
+                            execution: t.execution(),
                             erased: std::sync::Arc::clone(&t.registration.erased),
                         },
                     )
@@ -378,7 +379,7 @@ async fn start_node(
                 dispatcher.codecs().clone(),
                 Arc::clone(rt),
                 n.location_options().route_cache_max_age,
-                n.entry_callback.clone(),
+                (facts.entry_spot_id.clone(), n.entry_callback.clone()),
             ));
             let for_command = Arc::clone(&host);
             control.register(
@@ -388,6 +389,13 @@ async fn start_node(
                         Arc::clone(&for_command),
                         env,
                     ))
+                }),
+            );
+            let for_join = Arc::clone(&host);
+            control.register(
+                crate::objects::JOIN_SPOT,
+                Arc::new(move |_node, env| {
+                    Box::pin(crate::objects::join_command(Arc::clone(&for_join), env))
                 }),
             );
             let for_end = Arc::clone(&host);

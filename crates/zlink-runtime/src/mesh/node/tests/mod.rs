@@ -10,6 +10,7 @@ mod channels;
 mod creation;
 mod forwarding;
 mod lifecycle;
+mod membership;
 mod messaging;
 mod objects;
 mod spots;

@@ -1,0 +1,64 @@
+//! Actor membership (spec 21 §1.2, §7, §8.2; 06 §11): every Actor belongs to exactly one Spot —
+//! the Entry Spot of the node that placed it, or a User Spot it was created into or joined.
+//! The membership is kept in the Location Store, in the framework-internal payload of the
+//! Actor's authority record (written with the Ready commit, rewritten by a same-node join with
+//! a Preserve CAS), so live relocation can build a Spot's relocation target list from the Store.
+//!
+//! A member of a `SpotWide` User Spot runs under the Spot's turn — the Spot and all its members
+//! take one turn at a time — and resolves its owner through the Spot's authority record, the
+//! aggregate that a whole-Spot move rewrites in one CAS (one batch holds at most 2,048 keys,
+//! spec 22 §4, so a move never rewrites every member's record).
+//!
+//! The payload form is `m1` followed by JSON `{"spot": SpotId, "entry": bool, "spotWide":
+//! bool}`; a payload without the tag names no membership.
+
+use serde::{Deserialize, Serialize};
+
+const TAG: &[u8] = b"m1";
+
+/// Which Spot an Actor belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Membership {
+    /// The Spot's global id.
+    pub(crate) spot: String,
+    /// Whether the Spot is the placing node's Entry Spot.
+    pub(crate) entry: bool,
+    /// Whether the Spot is a `SpotWide` User Spot (its members resolve through it).
+    #[serde(default)]
+    pub(crate) spot_wide: bool,
+}
+
+impl Membership {
+    /// The record payload form.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = TAG.to_vec();
+        // A struct of two strings and bools always serialises.
+        out.extend(serde_json::to_vec(self).unwrap_or_default());
+        out
+    }
+
+    /// The membership a record payload names, if any.
+    pub(crate) fn decode(payload: &[u8]) -> Option<Self> {
+        payload
+            .strip_prefix(TAG)
+            .and_then(|json| serde_json::from_slice(json).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership_round_trips_through_the_record_payload() {
+        let m = Membership {
+            spot: "lobby".into(),
+            entry: false,
+            spot_wide: true,
+        };
+        assert_eq!(Membership::decode(&m.encode()), Some(m));
+        assert_eq!(Membership::decode(b""), None);
+        assert_eq!(Membership::decode(b"other"), None);
+    }
+}
