@@ -4,37 +4,51 @@
 //!
 //! - **Registration** ([`ActorType`], [`SpotType`]) on an Object Server's MeshNode builder:
 //!   factories, the one relocation policy each type chooses, User Spot execution and readiness
-//!   modes, typed Actor handlers ([`ActorType::on_request`], [`ActorType::on_send`]); validated
-//!   at startup and published as the descriptor's object capabilities with a per-lifecycle
-//!   Entry Spot id.
-//! - **Activations**: one per Actor on its owner node, built once by the factory, behind a
+//!   modes, typed message handlers (`on_request`, `on_send`) for Actors and Spots, a User
+//!   Spot's creation callback ([`SpotType::on_create`]) and the node's Entry Spot callback for
+//!   Actors (`MeshNodeBuilder::on_actor_create`); validated at startup and published as the
+//!   descriptor's object capabilities with a per-lifecycle Entry Spot id (an id that already
+//!   exists as a Spot ends startup with `AlreadyExists`).
+//! - **Activations**: one per object on its owner node, built once by the factory, behind a
 //!   mailbox bounded on both jobs and bytes (reserved together, returned when the handler
-//!   finishes), running one turn at a time with a bounded slice; closed exactly once at
-//!   shutdown after its accepted turns.
-//! - **The Actor manager** ([`ActorManager`], from `ZLinkHost::actors`):
-//!   [`get_or_create`](ActorManager::get_or_create) / [`create`](ActorManager::create) read
-//!   the authority record, follow an existing or in-progress creation, or reserve on an
-//!   eligible Object Server chosen by weight and capacity (one conditional batch) and run the
-//!   factory there — locally, or over the `zlink.actor.create` command, whose target re-reads
-//!   the record and checks id, type, generation and that it names this host run — then commit
-//!   `Ready`; a failing factory aborts the reservation and returns its capacity.
-//!   [`find`](ActorManager::find) returns only a Ready ref. [`request`](ActorManager::request)
-//!   / [`send`](ActorManager::send) resolve the owner through the node's route cache
-//!   (`routeCacheMaxAge`; Missing and Creating are never cached; an entry is dropped on a
-//!   NotFound/Unavailable result, and every entry of a host run whose owner lease is gone is
-//!   dropped when discovery stops listing it) and deliver to the activation; one sender's
-//!   messages keep their order. An owner that cannot be reached is `Unavailable`; a node that
-//!   no longer holds the activation answers by the record (gone → `NotFound`, else
-//!   `Unavailable`), so a stale cached route never runs a message on a previous incarnation.
-//!   [`destroy`](ActorManager::destroy) ends exactly the ref's incarnation (its owner deletes
-//!   the record, returning its capacity, then closes the activation after its accepted turns;
-//!   over the `zlink.actor.destroy` command when remote): missing → `false`, another
-//!   incarnation → `InvalidOperation`.
+//!   finishes), running one turn at a time with a bounded slice; a `SpotWide` User Spot and its
+//!   member Actors share one turn; closed exactly once after accepted turns.
+//! - **Managers**: [`ActorManager`] (`ZLinkHost::actors` / `actors_in`) and [`SpotManager`]
+//!   (`ZLinkHost::spots` / `spots_in`; none → NotConfigured, several → InvalidOperation,
+//!   unknown MeshName → NotFound). `create` / `get_or_create` return a fluent [`CreateCall`]
+//!   (creation request ≤ 1 MiB stored inline in the `Creating` record and bounded so the record
+//!   fits 1 MiB whatever node it lands on; deadline; `in_spot` for Actors; each option at most
+//!   once). Creation: read → follow an existing or in-progress one (the 21 §7 result table) →
+//!   reserve on an eligible Object Server by weight and capacity (one conditional batch) → the
+//!   target verifies the `zlink.object.create` fence (source and target run generations,
+//!   OperationId, kind, id, type, ObjectGeneration, AuthorityOwnerGeneration, first-secured
+//!   StoreVersion), runs the factory and the deciding callback (Entry Spot for Actors, the
+//!   Spot's own for User Spots), and writes Ready + the Created terminal, or the deletion +
+//!   returned capacity + the Rejected / Failed terminal, in one batch
+//!   (`creation-operation-terminal-v1`, kept until 5 minutes past the original deadline by
+//!   Store time, readable only under the same source RID, run generation and OperationId). A
+//!   lost reply is recovered from the terminal; a target that never answers is cancelled at
+//!   the deadline by the first-secured version (`DeadlineExceeded`, no `Reserved` row left).
+//!   `find` returns only a Ready ref ([`ActorRef`] / [`SpotRef`], ObjectGeneration as a
+//!   decimal string in JSON). `destroy` / `close` end exactly the ref's incarnation (missing →
+//!   false, other incarnation → InvalidOperation, not Ready or unreachable → Unavailable).
+//! - **Membership** (kept in the Actor's authority record): the placing node's Entry Spot, or
+//!   the User Spot an Actor was created into (`in_spot`, placed on the Spot's node) or joined
+//!   on the same node ([`ActorManager::join`], a Preserve CAS; the activation stays). A member
+//!   of a `SpotWide` Spot resolves its owner through the Spot's record.
+//! - **Messaging by global id**: `request` / `send` on either manager resolve the Ready owner
+//!   through the node's route cache (`routeCacheMaxAge`; Missing / Creating / Store errors
+//!   never cached; an entry is dropped when a read shows another StoreVersion, ObjectGeneration
+//!   or AuthorityOwnerGeneration, when a call through it ends NotFound / Unavailable, and with
+//!   every entry of a run whose lease is gone). A node that no longer holds the activation
+//!   answers by the record, so a stale route never runs a message on a previous incarnation.
 //! - **Owner death** (an explicit extension beyond spec 21, which leaves object failover to a
 //!   future contract): when a fresh discovery list no longer names a host run (its owner lease
 //!   is gone), each surviving object node runs the recovery-sweep over that run — delete only,
 //!   rows with relocation progress skipped, nothing while the run's lease is held — after which
 //!   `get_or_create` makes a new incarnation with a higher ObjectGeneration.
+//! - **Operational queries**: `ZLinkHost::locate` / `list_locations` (spec 21 §7.4) and
+//!   `ZLinkHost::object_capacity`.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -71,13 +85,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Not built yet: the Entry Spot creation callback and membership, User Spots and Instance
-//! Spots at runtime (their types register and validate, their factories do not run),
-//! creation terminal records, Spot close, recovery of rows left by runs this node never
-//! saw in its list (for example its own previous run), operational listing of
-//! live objects through the manager (the Store-level lookup/list exist on
-//! `LocationRuntime`), route-cache invalidation by a newer StoreVersion or generation seen on
-//! a read, and `cargo xtask bench objects`. (`cargo xtask demo` runs Actors only.)
+//! Not built yet: live relocation (a cross-node join is refused with `InvalidOperation`
+//! because it moves the Actor), recovery of rows left by runs this node never saw in its list
+//! (for example its own previous run), and `PerActor` member routing beyond the Actor's own
+//! record.
 
 pub(crate) mod activation;
 mod call;

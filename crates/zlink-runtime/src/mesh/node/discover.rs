@@ -296,12 +296,23 @@ pub(crate) fn capabilities(
 
 /// A new Entry Spot id, `<prefix>-entry-<lowercase uuid v4>` (spec 21 §1.2).
 pub(crate) fn entry_spot_id(prefix: &str) -> Option<ObjectId> {
+    #[cfg(test)]
+    if let Some(fixed) = tests::FIXED_ENTRY_UUID.with(|f| f.borrow().clone()) {
+        return ObjectId::new(format!("{prefix}-entry-{fixed}")).ok();
+    }
     ObjectId::new(format!("{prefix}-entry-{}", uuid::Uuid::new_v4())).ok()
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    thread_local! {
+        /// A test's fixed Entry Spot UUID (to provoke a collision), for roots started on this
+        /// thread.
+        pub(crate) static FIXED_ENTRY_UUID: std::cell::RefCell<Option<String>> =
+            const { std::cell::RefCell::new(None) };
+    }
 
     #[test]
     fn only_two_object_clients_without_server_membership_skip_the_connection() {

@@ -67,6 +67,15 @@ pub enum StartError {
     /// A hosted service failed to start; the ones that started were stopped in reverse.
     #[error(transparent)]
     Hosted(#[from] HostedStartError),
+    /// The framework-issued Entry Spot id of an Object Server is already a Spot id in the
+    /// Location Store (spec 06 §15): startup ends at once, no other id is tried.
+    #[error("MeshNode {mesh:?}: the Entry Spot id {id:?} already exists")]
+    EntrySpotExists {
+        /// The MeshName.
+        mesh: String,
+        /// The Entry Spot id.
+        id: String,
+    },
 }
 
 /// What kind of start failure a [`StartError`] is.
@@ -81,6 +90,8 @@ pub enum StartErrorKind {
     Network,
     /// A hosted service failed.
     HostedService,
+    /// Something that must be new already exists (AlreadyExists).
+    AlreadyExists,
 }
 
 impl StartError {
@@ -93,6 +104,7 @@ impl StartError {
             Self::Location(_) => StartErrorKind::Store,
             Self::Bind { .. } => StartErrorKind::Network,
             Self::Hosted(_) => StartErrorKind::HostedService,
+            Self::EntrySpotExists { .. } => StartErrorKind::AlreadyExists,
         }
     }
 }
@@ -303,6 +315,19 @@ async fn start_node(
     location: Option<&Arc<LocationRuntime>>,
 ) -> Result<NodeStart, StartError> {
     let mesh = n.mesh_name().clone();
+    if let (Some(rt), Some(entry)) = (location, &facts.entry_spot_id) {
+        let read = rt
+            .authority()
+            .read(zlink_codec::records::ObjectKind::UserSpot, entry)
+            .await
+            .map_err(StartError::Location)?;
+        if matches!(read, crate::location::AuthorityRead::Found { .. }) {
+            return Err(StartError::EntrySpotExists {
+                mesh: mesh.as_str().to_owned(),
+                id: entry.as_str().to_owned(),
+            });
+        }
+    }
     let rid = n.new_routing_id();
     let generation = next_generation();
     let listen = if n.bind_host().contains(':') {

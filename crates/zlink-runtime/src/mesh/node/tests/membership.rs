@@ -262,3 +262,68 @@ async fn a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused(
     assert_eq!(err.kind(), ErrorKind::InvalidOperation);
     stop_all(&[&ha, &hb]).await;
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_entry_spot_id_that_exists_ends_startup_with_already_exists() {
+    use crate::mesh::node::discover::tests::FIXED_ENTRY_UUID;
+    let h = Harness::memory();
+    let (busy, gate) = (Arc::new(AtomicBool::new(false)), Gate::new());
+    let (ha, _a) = start(
+        &h,
+        server(&busy, &gate, SpotExecution::PerActor, (true, true)),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fixed = uuid::Uuid::new_v4().to_string();
+    // Some node of this mesh holds a Spot under the id the next node's Entry Spot will get.
+    let taken = ObjectId::new(format!("node-entry-{fixed}")).expect("id");
+    let objects = ha.object_host(0);
+    let candidates = ha
+        .object_discovery(0)
+        .candidates(objects.location.authority())
+        .await
+        .expect("candidates");
+    objects
+        .location
+        .authority()
+        .place_and_reserve(
+            candidates,
+            ObjectKind::UserSpot,
+            taken,
+            zlink_codec::StableType::new("hall").expect("type"),
+            Vec::new(),
+            None,
+        )
+        .await
+        .expect("reserved")
+        .applied()
+        .expect("applied");
+    FIXED_ENTRY_UUID.with(|f| *f.borrow_mut() = Some(fixed));
+    let err = crate::mesh::config::ZLink::builder()
+        .location_store(Arc::clone(&h.store))
+        .location_options(fast_options())
+        .route_mesh(mesh(), |b| {
+            b.routing_id_prefix("node")
+                .object_role(ObjectRole::Server)
+                .actor_type::<Guest>("guest", |t| {
+                    t.factory(|_ctx| async {
+                        Ok(Guest {
+                            busy: Arc::new(AtomicBool::new(false)),
+                            n: Arc::new(AtomicU64::new(0)),
+                        })
+                    })
+                    .disable_relocation()
+                })
+        })
+        .build()
+        .start()
+        .await
+        .expect_err("the Entry Spot id exists");
+    FIXED_ENTRY_UUID.with(|f| *f.borrow_mut() = None);
+    assert_eq!(
+        err.kind(),
+        crate::mesh::node::StartErrorKind::AlreadyExists,
+        "{err}"
+    );
+    ha.shutdown().await;
+}
