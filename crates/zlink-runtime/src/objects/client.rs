@@ -620,13 +620,29 @@ impl ObjectClient {
         }
         self.objects.routes.forget(key);
         let owner = handle.node().routing_id;
+        let fence = super::host::EndFence {
+            owner_generation: handle.authority_owner_generation().get(),
+            version: handle.version().as_str().to_owned(),
+            target_run: handle.owner().lease_generation.get(),
+        };
         if owner == self.objects.rid {
-            return self.objects.end(key, generation).await;
+            return self.objects.end(key, generation, Some(&fence)).await;
         }
+        let source_run = self
+            .objects
+            .location
+            .host_run()
+            .map(|r| r.lease_generation.get())
+            .ok_or(ZLinkError::ShuttingDown)?;
         let body = serde_json::to_vec(&super::inbound::EndCommand {
             kind: key.0.as_str().to_owned(),
             id: key.1.as_str().to_owned(),
             generation: generation.to_string(),
+            owner_generation: fence.owner_generation.to_string(),
+            version: fence.version,
+            source_run: source_run.to_string(),
+            target_run: fence.target_run.to_string(),
+            operation: format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
         })
         .map_err(|e| invalid(&e.to_string()))?;
         let peer = self

@@ -25,6 +25,16 @@ pub const DEFAULT_ACTOR_MAILBOX_BYTES: usize = 16 * 1024 * 1024;
 /// Which object a live activation is: its authority kind and global id.
 pub(crate) type ObjectKey = (AuthorityKind, ObjectId);
 
+/// What a remote Destroy / Close (our command for 48) fixes besides the incarnation: the
+/// AuthorityOwnerGeneration, the StoreVersion the source read and the target host run
+/// generation; the owner ends the object only if all of them still hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EndFence {
+    pub(crate) owner_generation: u64,
+    pub(crate) version: String,
+    pub(crate) target_run: u64,
+}
+
 /// One registered type as the host runs it.
 #[derive(Clone)]
 pub(crate) struct HostedType {
@@ -122,7 +132,12 @@ impl ObjectHost {
     /// Close of a Spot; spec 21 §7.2): the record is deleted (its capacity returned), then the
     /// activation closes after its accepted turns. Missing → `false`; another incarnation →
     /// `InvalidOperation`; a record this node does not own, or one not Ready → `Unavailable`.
-    pub(crate) async fn end(&self, key: &ObjectKey, generation: u64) -> Result<bool, ZLinkError> {
+    pub(crate) async fn end(
+        &self,
+        key: &ObjectKey,
+        generation: u64,
+        fence: Option<&EndFence>,
+    ) -> Result<bool, ZLinkError> {
         let kind = match key.0 {
             AuthorityKind::Actor => ObjectKind::Actor,
             AuthorityKind::Spot => ObjectKind::UserSpot,
@@ -152,6 +167,17 @@ impl ObjectHost {
                 target: what(key.0, &key.1),
                 reason: UnavailableReason::NotServing,
             });
+        }
+        if let Some(f) = fence {
+            if handle.authority_owner_generation().get() != f.owner_generation
+                || handle.version().as_str() != f.version
+                || handle.owner().lease_generation.get() != f.target_run
+                || self.location.host_run().as_ref() != Some(handle.owner())
+            {
+                return Err(stale(
+                    "the record or the target run differ from the request",
+                ));
+            }
         }
         match self.location.authority().delete(&handle).await {
             Ok(Outcome::Applied(())) => {}

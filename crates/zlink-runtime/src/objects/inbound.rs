@@ -134,13 +134,21 @@ pub(crate) async fn create_command(
     Ok(Some(Bytes::from(bytes)))
 }
 
-/// The `zlink.object.end` command body.
+/// The `zlink.object.end` command body (our command for 48, Destroy / Close): the
+/// incarnation, its AuthorityOwnerGeneration and the StoreVersion the source read, the source
+/// and target host run generations and an OperationId. The reply is the one result.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct EndCommand {
     /// `actor` or `spot`.
     pub(crate) kind: String,
     pub(crate) id: String,
     pub(crate) generation: String,
+    pub(crate) owner_generation: String,
+    pub(crate) version: String,
+    pub(crate) source_run: String,
+    pub(crate) target_run: String,
+    pub(crate) operation: String,
 }
 
 /// The `zlink.object.end` command handler: ends the named incarnation on this node and
@@ -157,11 +165,15 @@ pub(crate) async fn end_command(
         other => return Err(bad(format!("unknown object kind {other:?}"))),
     };
     let id = zlink_codec::ObjectId::new(cmd.id).map_err(|e| bad(e.to_string()))?;
-    let generation: u64 = cmd
-        .generation
-        .parse()
-        .map_err(|_| bad("generation".into()))?;
-    let ended = host.end(&(kind, id), generation).await?;
+    let number = |t: &str, what: &str| t.parse::<u64>().map_err(|_| bad(what.into()));
+    let generation = number(&cmd.generation, "generation")?;
+    let fence = super::host::EndFence {
+        owner_generation: number(&cmd.owner_generation, "ownerGeneration")?,
+        version: cmd.version,
+        target_run: number(&cmd.target_run, "targetRun")?,
+    };
+    number(&cmd.source_run, "sourceRun")?;
+    let ended = host.end(&(kind, id), generation, Some(&fence)).await?;
     Ok(Some(Bytes::from_static(if ended {
         b"true"
     } else {

@@ -314,3 +314,34 @@ async fn an_option_set_twice_is_invalid_and_writes_nothing() {
     assert_eq!(factories.load(Ordering::SeqCst), 0);
     ha.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_whose_fence_no_longer_holds_changes_nothing() {
+    use crate::objects::host::EndFence;
+    let h = Harness::memory();
+    let factories = Arc::new(AtomicUsize::new(0));
+    let (ha, _a) = start(&h, server(&factories)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let spots = ha.spots().expect("spots");
+    let hall = spots.get_or_create("room", "gallery").await.expect("room");
+    let host = ha.object_host(0);
+    let key = (AuthorityKind::Spot, hall.id.clone());
+    let before = h.snapshot().await;
+    let fence = EndFence {
+        owner_generation: 1,
+        version: "not-the-version".into(),
+        target_run: 1,
+    };
+    let err = host
+        .end(&key, hall.generation, Some(&fence))
+        .await
+        .expect_err("stale fence");
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert_eq!(h.snapshot().await, before, "nothing changed");
+    assert!(
+        spots.request("gallery", &Log).await.is_ok(),
+        "still serving"
+    );
+    assert!(spots.close(&hall).await.expect("the right fence closes it"));
+    ha.shutdown().await;
+}
