@@ -75,6 +75,25 @@
 //! remote owner; missing → false; a stale ref → InvalidOperation and the new incarnation
 //! lives on).
 //!
+//! Spec 21 §12 "Creation" and the 21 §7 / 06 §17 result table (`tests/creation.rs`,
+//! `tests/spots.rs`, `tests/membership.rs`; * = memory, live Redis and live cluster):
+//!
+//! | item | test |
+//! |---|---|
+//! | concurrent requests for one id: one Creating, one factory run | `concurrent_get_or_create_of_one_id_runs_one_factory`*, `concurrent_get_or_create_of_one_user_spot_runs_one_factory`* |
+//! | Ready + capacity + Created terminal together; deletion + returned space + Rejected / Failed terminal together | `the_creation_request_reaches_the_factory_and_the_approving_reply_returns`*, `a_declined_creation_is_rejected_stores_its_terminal_and_returns_the_capacity`*, `a_failing_callback_is_failed_and_returns_the_capacity`* |
+//! | the same request re-reads its stored result until 5 minutes past the original deadline (Store time) | `the_terminal_is_kept_until_five_minutes_past_the_original_deadline`*, `the_create_command_verifies_every_fence_and_answers_the_stored_result_again`* |
+//! | commands 47/49 and 48 verify run generations, OperationId, record, StoreVersion, generations; one result | `the_create_command_verifies_every_fence_and_answers_the_stored_result_again`*, `a_close_whose_fence_no_longer_holds_changes_nothing` |
+//! | the creation request inline in the Creating record, its 1 MiB record bound before any Store write | `a_request_at_the_record_bound_fits_and_one_byte_more_changes_nothing`* |
+//! | deadline → DeadlineExceeded, no Reserved row left; a late factory commits nothing | `a_target_that_never_answers_ends_deadline_exceeded_without_a_reserved_row`* |
+//! | Ready same type → AlreadyExists / existing; other type or kind → TypeMismatch; no eligible node → CapacityExceeded; declined → Rejected | `actors_are_placed_created_once_and_messaged_by_id`*, `user_spots_are_created_found_messaged_and_closed`* |
+//! | User Spot Create issues a UUID v4 SpotId; the reserved Entry Spot form is refused; Close ends one incarnation | `user_spots_are_created_found_messaged_and_closed`* |
+//! | an option set twice / a zero deadline → InvalidOperation before any Store request | `an_option_set_twice_is_invalid_and_writes_nothing` |
+//! | the route cache drops an entry when a read shows another StoreVersion / generation | `a_read_showing_another_incarnation_drops_the_cached_route`* |
+//! | membership: Entry Spot of the placing node, creation into a User Spot, same-node join, one SpotWide turn | `an_actor_joins_the_entry_spot_of_the_node_that_placed_it`*, `an_actor_created_into_a_spot_wide_spot_lands_on_its_node_and_shares_its_turn`*, `a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused`* |
+//! | an Entry Spot id that exists ends startup with AlreadyExists | `an_entry_spot_id_that_exists_ends_startup_with_already_exists` |
+//! | operational lookup and paged list through the host (21 §7.4) | `operators_locate_and_list_objects_through_the_host`* |
+//!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;
 //! proptest), `discover::tests` (the connection rule).
