@@ -268,10 +268,17 @@ impl ObjectHost {
                 (None, spot_wide.then(Turn::default))
             }
         };
+        // One activation concurrency permit while the factory and initialization run.
+        let permit = self
+            .activations
+            .acquire()
+            .await
+            .map_err(|_| ZLinkError::ShuttingDown)?;
         let built = hosted
             .erased
             .build(ctx, self.codecs.clone(), self.mailbox, turn)
             .await;
+        drop(permit);
         // An Actor's creation is decided by the placing node's Entry Spot callback.
         let built = match (built, &self.entry_callback) {
             (Built::Approved { live, .. }, Some(cb)) if handle.kind() == ObjectKind::Actor => {

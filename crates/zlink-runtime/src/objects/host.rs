@@ -22,6 +22,9 @@ pub const DEFAULT_ACTOR_MAILBOX_JOBS: usize = 1024;
 /// The default per-object mailbox: bytes (16 MiB).
 pub const DEFAULT_ACTOR_MAILBOX_BYTES: usize = 16 * 1024 * 1024;
 
+/// The default activation concurrency of a node (spec 06 §4).
+pub(crate) const DEFAULT_ACTIVATION_CONCURRENCY: usize = 128;
+
 /// Which object a live activation is: its authority kind and global id.
 pub(crate) type ObjectKey = (AuthorityKind, ObjectId);
 
@@ -58,6 +61,9 @@ pub(crate) struct ObjectHost {
     pub(crate) entry_callback: Option<EntryCallback>,
     /// This node lifecycle's Entry Spot id (Actors placed here become its members).
     pub(crate) entry_spot: Option<ObjectId>,
+    /// The activation concurrency permits (spec 06 §4): held while a factory and its
+    /// initialization run, returned when they finish.
+    pub(crate) activations: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for ObjectHost {
@@ -96,7 +102,15 @@ impl ObjectHost {
             mailbox: (DEFAULT_ACTOR_MAILBOX_JOBS, DEFAULT_ACTOR_MAILBOX_BYTES),
             entry_spot: entry.0,
             entry_callback: entry.1,
+            activations: Arc::new(tokio::sync::Semaphore::new(DEFAULT_ACTIVATION_CONCURRENCY)),
         }
+    }
+
+    /// The same host with `permits` activation concurrency permits (positive, validated at
+    /// startup).
+    pub(crate) fn with_activation_concurrency(mut self, permits: u32) -> Self {
+        self.activations = Arc::new(tokio::sync::Semaphore::new(permits as usize));
+        self
     }
 
     /// The live activation of `key` on this node, if any.

@@ -91,6 +91,7 @@
 //! | an option set twice / a zero deadline → InvalidOperation before any Store request | `an_option_set_twice_is_invalid_and_writes_nothing` |
 //! | the route cache drops an entry when a read shows another StoreVersion / generation | `a_read_showing_another_incarnation_drops_the_cached_route`* |
 //! | membership: Entry Spot of the placing node, creation into a User Spot, same-node join, one SpotWide turn | `an_actor_joins_the_entry_spot_of_the_node_that_placed_it`*, `an_actor_created_into_a_spot_wide_spot_lands_on_its_node_and_shares_its_turn`*, `a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused`* |
+//! | the activation concurrency permit bounds factories + initialization running at once (06 §4) | `activation_concurrency_bounds_the_factories_running_at_once` |
 //! | an Entry Spot id that exists ends startup with AlreadyExists | `an_entry_spot_id_that_exists_ends_startup_with_already_exists` |
 //! | operational lookup and paged list through the host (21 §7.4) | `operators_locate_and_list_objects_through_the_host`* |
 //!

@@ -397,15 +397,18 @@ async fn start_node(
                     )
                 })
                 .collect();
-            let host = Arc::new(crate::objects::host::ObjectHost::new(
-                mesh.clone(),
-                rid.clone(),
-                types,
-                dispatcher.codecs().clone(),
-                Arc::clone(rt),
-                n.location_options().route_cache_max_age,
-                (facts.entry_spot_id.clone(), n.entry_callback.clone()),
-            ));
+            let host = Arc::new(
+                crate::objects::host::ObjectHost::new(
+                    mesh.clone(),
+                    rid.clone(),
+                    types,
+                    dispatcher.codecs().clone(),
+                    Arc::clone(rt),
+                    n.location_options().route_cache_max_age,
+                    (facts.entry_spot_id.clone(), n.entry_callback.clone()),
+                )
+                .with_activation_concurrency(n.activation_concurrency()),
+            );
             let for_command = Arc::clone(&host);
             control.register(
                 crate::objects::create::CREATE_OBJECT,

@@ -407,3 +407,44 @@ async fn a_target_that_never_answers_ends_deadline_exceeded_without_a_reserved_r
     assert_eq!(m.find("slow").await.expect("find"), None);
     stop_all(&[&ha, &hb]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn activation_concurrency_bounds_the_factories_running_at_once() {
+    let h = Harness::memory();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (r, m) = (Arc::clone(&running), Arc::clone(&most));
+    let (ha, _a) = start(&h, move |b| {
+        b.object_role(ObjectRole::Server)
+            .activation_concurrency(1)
+            .actor_type::<Keeper>("keeper", move |t| {
+                t.factory(move |_ctx| {
+                    let (r, m) = (Arc::clone(&r), Arc::clone(&m));
+                    async move {
+                        let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                        m.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        r.fetch_sub(1, Ordering::SeqCst);
+                        Ok(Keeper {
+                            request: Vec::new(),
+                        })
+                    }
+                })
+                .disable_relocation()
+            })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let actors = ha.actors().expect("actors");
+    let calls: Vec<_> = (0..8)
+        .map(|i| {
+            let a = actors.clone();
+            tokio::spawn(async move { a.create("keeper", &format!("k{i}")).await })
+        })
+        .collect();
+    for c in calls {
+        c.await.expect("task").expect("created");
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 1, "one factory at a time");
+    ha.shutdown().await;
+}
