@@ -4,6 +4,9 @@
 //! ```text
 //! mesh_node --redis redis://127.0.0.1:6379 --prefix demo-1     # automatic topology (Redis)
 //! mesh_node --port 7000 --fixed-rid 0a0b --manual-peer 127.0.0.1:7001   # manual topology
+//! mesh_node --redis redis://127.0.0.1:6379 --objects --lease-ttl-ms 3000 \
+//!     --lease-renew-ms 500 --lease-renew-timeout-ms 500 --lease-fencing-ms 1000 \
+//!     --polling-ms 200                                           # Object Server (Actors)
 //! ```
 //!
 //! The node answers `Echo` (returns its bytes), `Slow` (sleeps `millis`, then replies; prints
@@ -16,6 +19,21 @@
 //! - `SLOW <rid> <millis> [timeout-ms]` → `REPLY slept <millis>` or `ERR <kind>`
 //! - `QUIT` → graceful shutdown, prints `STOPPED <outcome>` and exits 0 (so does end of input)
 //!
+//! With `--objects` (automatic topology only) the node is also an Object Server registering the
+//! Actor type `counter` (`Incr` adds one and returns the count), and these commands drive its
+//! Actor manager:
+//!
+//! - `ACTORS <prefix> <first> <count>` → `get_or_create` of the ids `<prefix>-<i>` for `i` in
+//!   `first..first+count` (32 at a time); per id `ACTOR <id> <generation> <node-rid-hex>` or
+//!   `ACTOR-ERR <id> <kind>`, then `ACTORS-DONE <ok> <failed>` after all of them
+//! - `GET <id>…` → the same for the listed ids
+//! - `INCR <id> [timeout-ms]` → a request to the Actor: `REPLY <count>` or `ERR <kind>`
+//!
+//! `--lease-ttl-ms`, `--lease-renew-ms`, `--lease-renew-timeout-ms`, `--lease-fencing-ms` and
+//! `--polling-ms` set the root's location options (`ownerLeaseTtl`, `ownerLeaseRenewInterval`,
+//! `ownerLeaseRenewTimeout`, `ownerLeaseFencingMargin`, `pollingInterval`; validated at
+//! startup), so tests can let a killed node's lease expire quickly.
+//!
 //! Logs (`RUST_LOG`, default `warn`) go to stderr.
 
 use std::io::{BufRead, Write};
@@ -25,12 +43,14 @@ use std::time::Duration;
 
 use clap::{Arg, ArgAction, Command};
 use serde::{Deserialize, Serialize};
+use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_runtime::location::LocationOptions;
 use zlink_runtime::mesh::config::{Topology, ZLink};
 use zlink_runtime::mesh::messaging::{Message, Request};
 use zlink_runtime::mesh::node::{CallOptions, MeshNode};
+use zlink_runtime::objects::{Actor, ActorManager};
 
 /// Returns its bytes (text: the root's codec is JSON, where a byte array would triple).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -75,6 +95,28 @@ impl Request for Count {
     type Reply = u64;
 }
 
+/// The registered Actor type of `--objects`.
+const COUNTER: &str = "counter";
+
+/// A counter Actor: `Incr` adds one and returns the count.
+struct Counter {
+    n: u64,
+}
+impl Actor for Counter {}
+
+/// Adds one to a counter Actor; replies with the new count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Incr;
+impl Message for Incr {
+    const PACKET: &'static str = "Incr";
+}
+impl Request for Incr {
+    type Reply = u64;
+}
+
+/// How many `get_or_create` calls one `ACTORS` / `GET` command runs at a time.
+const CREATE_CONCURRENCY: usize = 32;
+
 /// Prints one whole line on stdout and flushes it (the driver reads lines).
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -107,6 +149,53 @@ fn cli() -> Command {
                 .value_parser(clap::value_parser!(u16))
                 .default_value("0"),
         )
+        .arg(
+            opt(
+                "objects",
+                "Object Server mode: the `counter` Actor type and the Actor commands",
+            )
+            .action(ArgAction::SetTrue),
+        )
+        .arg(millis(opt("lease-ttl-ms", "ownerLeaseTtl in milliseconds")))
+        .arg(millis(opt(
+            "lease-renew-ms",
+            "ownerLeaseRenewInterval in milliseconds",
+        )))
+        .arg(millis(opt(
+            "lease-renew-timeout-ms",
+            "ownerLeaseRenewTimeout in milliseconds",
+        )))
+        .arg(millis(opt(
+            "lease-fencing-ms",
+            "ownerLeaseFencingMargin in milliseconds",
+        )))
+        .arg(millis(opt("polling-ms", "pollingInterval in milliseconds")).default_value("200"))
+}
+
+fn millis(arg: Arg) -> Arg {
+    arg.value_parser(clap::value_parser!(u64).range(1..))
+}
+
+/// The location options the arguments set (the rest keep their defaults).
+fn location_options(args: &clap::ArgMatches) -> LocationOptions {
+    let ms = |name: &str| args.get_one::<u64>(name).map(|v| Duration::from_millis(*v));
+    let mut o = LocationOptions::default();
+    if let Some(d) = ms("lease-ttl-ms") {
+        o = o.owner_lease_ttl(d);
+    }
+    if let Some(d) = ms("lease-renew-ms") {
+        o = o.owner_lease_renew_interval(d);
+    }
+    if let Some(d) = ms("lease-renew-timeout-ms") {
+        o = o.owner_lease_renew_timeout(d);
+    }
+    if let Some(d) = ms("lease-fencing-ms") {
+        o = o.owner_lease_fencing_margin(d);
+    }
+    if let Some(d) = ms("polling-ms") {
+        o = o.polling_interval(d);
+    }
+    o
 }
 
 fn parse_hex(s: &str) -> Option<Vec<u8>> {
@@ -158,13 +247,17 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
             RedisLocationOptions::from_url(url)?.with_key_prefix(prefix)?,
         )
         .await?;
-        builder = builder.location_store(Arc::new(store)).location_options(
-            LocationOptions::default().polling_interval(Duration::from_millis(200)),
-        );
+        builder = builder
+            .location_store(Arc::new(store))
+            .location_options(location_options(&args));
         fixed.is_none() && peers.is_empty()
     } else {
         false
     };
+    let objects = args.get_flag("objects");
+    if objects && !automatic {
+        return Err("--objects needs automatic topology (--redis without manual peers)".into());
+    }
     let host = builder
         .route_mesh(mesh.clone(), move |mut n| {
             n = n.routing_id_prefix("demo").port(port);
@@ -176,6 +269,20 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
             }
             for p in peers {
                 n = n.manual_peer(p);
+            }
+            if objects {
+                n = n
+                    .object_role(ObjectRole::Server)
+                    .actor_type::<Counter>(COUNTER, |t| {
+                        t.factory(|_ctx| async { Ok(Counter { n: 0 }) })
+                            .disable_relocation()
+                            .on_request::<Incr, _>(|c, _incr, _ctx| {
+                                Box::pin(async move {
+                                    c.n += 1;
+                                    Ok(c.n)
+                                })
+                            })
+                    });
             }
             n.on_request::<Echo, _, _>(|e, _ctx| async move { Ok(e.bytes) })
                 .on_request::<Slow, _, _>(|s, _ctx| async move {
@@ -196,6 +303,7 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         .start()
         .await?;
     let node = host.node(&mesh).ok_or("the demo node is missing")?;
+    let actors = if objects { Some(host.actors()?) } else { None };
     say(&format!("READY {} {}", node.routing_id(), node.endpoint()));
 
     // stdin on a plain thread (lines into a channel); end of input counts as QUIT.
@@ -212,6 +320,13 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
         match words.first().map(String::as_str) {
             Some("QUIT") => break,
+            Some("ACTORS" | "GET" | "INCR") => match &actors {
+                Some(actors) => {
+                    let actors = actors.clone();
+                    tokio::spawn(async move { say(&actor_command(&actors, &words).await) });
+                }
+                None => say(&format!("BAD {} (needs --objects)", words.join(" "))),
+            },
             Some(_) => {
                 let node = node.clone();
                 tokio::spawn(async move { say(&command(&node, &words).await) });
@@ -269,4 +384,73 @@ async fn command(node: &MeshNode, words: &[String]) -> String {
         }
         _ => format!("BAD {}", words.join(" ")),
     }
+}
+
+/// Runs one Actor command line; prints its per-id lines and returns its last line.
+async fn actor_command(actors: &ActorManager, words: &[String]) -> String {
+    let arg = |i: usize| words.get(i).map(String::as_str);
+    match arg(0) {
+        Some("ACTORS") => {
+            let (Some(prefix), Some(first), Some(count)) = (
+                arg(1),
+                arg(2).and_then(|v| v.parse::<usize>().ok()),
+                arg(3).and_then(|v| v.parse::<usize>().ok()),
+            ) else {
+                return "BAD ACTORS <prefix> <first> <count>".into();
+            };
+            let ids = (first..first.saturating_add(count))
+                .map(|i| format!("{prefix}-{i}"))
+                .collect();
+            get_or_create_all(actors, ids).await
+        }
+        Some("GET") if words.len() >= 2 => get_or_create_all(actors, words[1..].to_vec()).await,
+        Some("INCR") if words.len() >= 2 => {
+            let mut options = CallOptions::default();
+            if let Some(ms) = arg(2).and_then(|t| t.parse().ok()) {
+                options = options.reply_timeout(Duration::from_millis(ms));
+            }
+            match actors.request_with(&words[1], &Incr, &options).await {
+                Ok(n) => format!("REPLY {n}"),
+                Err(e) => format!("ERR {}", e.kind()),
+            }
+        }
+        _ => format!("BAD {}", words.join(" ")),
+    }
+}
+
+/// `get_or_create` of every id ([`CREATE_CONCURRENCY`] at a time): one `ACTOR …` or
+/// `ACTOR-ERR …` line per id as each ends, then the returned `ACTORS-DONE <ok> <failed>` (an
+/// id not reported `ACTOR` counts as failed).
+async fn get_or_create_all(actors: &ActorManager, ids: Vec<String>) -> String {
+    let ids = Arc::new(ids);
+    let next = Arc::new(AtomicU64::new(0));
+    let ok = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..CREATE_CONCURRENCY.min(ids.len()) {
+        let (actors, ids, next, ok) = (
+            actors.clone(),
+            Arc::clone(&ids),
+            Arc::clone(&next),
+            Arc::clone(&ok),
+        );
+        tasks.push(tokio::spawn(async move {
+            while let Some(id) = usize::try_from(next.fetch_add(1, Ordering::Relaxed))
+                .ok()
+                .and_then(|i| ids.get(i))
+            {
+                match actors.get_or_create(COUNTER, id).await {
+                    Ok(r) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                        say(&format!("ACTOR {} {} {}", r.id, r.generation, r.node));
+                    }
+                    Err(e) => say(&format!("ACTOR-ERR {id} {}", e.kind())),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let ok = ok.load(Ordering::Relaxed);
+    format!("ACTORS-DONE {ok} {}", ids.len() as u64 - ok)
 }

@@ -17,6 +17,11 @@
 //! Every operation that moves the row carries its expected version and new value in the same
 //! conditional batch as the authority record, so the row always equals the sum of the
 //! allocations recorded in authority records and relocation reservations.
+//!
+//! An absent row counts as zero everywhere. The owner sweeps delete the swept run's rows once
+//! nothing is allocated on them (conditioned on the version read, in the batch that empties
+//! them, or on their own for a row already at zero), so a host run that ended leaves no row
+//! behind; a row that still counts any slot stays.
 
 use std::collections::BTreeMap;
 
@@ -289,6 +294,11 @@ pub struct CapacityRow {
 }
 
 impl CapacityRow {
+    /// Whether nothing is allocated (every category at zero): the same as an absent row.
+    pub fn is_empty(&self) -> bool {
+        self.actors == 0 && self.spots == 0 && self.spot_types.values().all(|n| *n == 0)
+    }
+
     /// Whether adding `bundle` keeps every category within `limits` (0 = unlimited).
     pub fn fits(&self, bundle: &CapacityBundle, limits: &CapacityLimits) -> bool {
         let within = |have: u64, add: u32, limit: u32| {

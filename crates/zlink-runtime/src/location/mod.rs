@@ -85,6 +85,8 @@
 //! | recovery-sweep judges the lease row read directly (another LeaseGeneration is dead) | `recovery_sweep_judges_the_lease_row_read_directly` |
 //! | sweeps release the swept run's reservations; a move a live target can finish is kept (§8.1) | `recovery_sweep_releases_reservations_of_the_dead_run` |
 //! | self-sweep under this run's lease and admission; nothing after the deadline (§5, §11) | `self_sweep_runs_under_this_runs_lease_and_admission` |
+//! | sweeps remove the swept run's allocation rows once empty, conditioned on the version read, in the guarded batches (beyond §11: the rows are runtime-private) | `recovery_sweep_removes_the_dead_runs_emptied_allocation_row`, `self_sweep_removes_this_runs_empty_allocation_rows` |
+//! | a swept run's row that still counts a slot (relocating object, live target's reservation) stays; once empty a later sweep removes it | `recovery_sweep_keeps_a_row_that_still_counts_a_slot` |
 //! | an unknown write outcome is settled by an exact read of the first-read version | `lost_write_reply_is_reconstructed_from_the_store` |
 //! | settling one unknown outcome never stalls batches on other rows | `unknown_outcome_recovery_does_not_stall_other_batches` |
 //! | concurrent reservations of one host coalesce into shared batches (block issuance) | `concurrent_operations_coalesce_into_shared_batches` |

@@ -21,16 +21,28 @@
 //! the reservation is kept and the object's authority row is skipped as *relocating*; the
 //! target releases it if the move fails, and a later sweep reclaims the row. Space is never
 //! returned merely because time passed (§8.1), so without these sweeps nothing would.
+//!
+//! **Allocation rows** (`node-capacity`, runtime-private) of the swept run's nodes — the nodes
+//! its authority rows are placed on, the targets of its released reservations, and the nodes
+//! its MeshNode descriptors name — are removed once nothing is allocated on them: a delete or
+//! release on such a node asks its batch to delete the row instead of storing it at zero, and
+//! a node the sweep releases nothing on gets a batch of its own that deletes the row only if
+//! it is already at zero. Either way the delete is conditioned on the row's version as read,
+//! under the same guards (the dead run's lease row, this run's lease and admission), so a row
+//! that still counts a slot — an object skipped as *relocating*, a reservation of a live
+//! target, anything reserved meanwhile — stays. The sweep reads descriptors but never changes
+//! one.
 
 use std::collections::HashSet;
 
+use zlink_codec::records::{DescriptorRecord, MeshNodeDescriptor};
 use zlink_codec::{KeyParts, LogicalKey};
-use zlink_store_spi::{LocationStore, Mutation, ReadResult, StoreKey};
+use zlink_store_spi::{LocationStore, Mutation, ReadResult, ScanPrefix, StoreKey};
 
 use super::super::admission::AdmissionOp;
 use super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan};
 use super::super::error::{InvalidOperation, LocationError};
-use super::super::identity::{HostRun, ObjectId};
+use super::super::identity::{HostRun, NodeKey, ObjectId};
 use super::super::keys::PrivateFamily;
 use super::super::lease::{LeaseSeen, lease_key};
 use super::AuthorityClient;
@@ -57,6 +69,9 @@ pub struct SweepReport {
     pub reservations_released: usize,
     /// Reservations that changed after the snapshot (left as they are).
     pub reservations_changed: usize,
+    /// Nodes of the swept run the sweep released nothing on, whose allocation row was removed
+    /// if it was already at zero (see the module docs).
+    pub idle_nodes_checked: usize,
 }
 
 /// Which sweep runs.
@@ -68,10 +83,12 @@ enum Sweep {
     Recovery,
 }
 
-/// One pending delete of the sweep.
+/// One pending job of the sweep.
 enum Pending {
     Authority(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
     Reservation(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
+    /// Removes an idle node's allocation row if it is at zero.
+    IdleNode(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
 }
 
 impl AuthorityClient {
@@ -124,6 +141,8 @@ impl AuthorityClient {
     ) -> Result<SweepReport, LocationError> {
         let mut report = SweepReport::default();
         let mut pending = Vec::new();
+        // The swept run's nodes the sweep releases capacity on.
+        let mut released: HashSet<NodeKey> = HashSet::new();
         // Reservations first: their rows decide which objects are still relocating.
         let mut relocating: HashSet<ObjectId> = HashSet::new();
         for item in self
@@ -147,6 +166,13 @@ impl AuthorityClient {
                 }
                 continue;
             }
+            // The target's row goes once empty when the target is the swept run.
+            let drop_empty = if &row.target == swept {
+                released.insert(row.target_node.clone());
+                vec![row.target_node.clone()]
+            } else {
+                Vec::new()
+            };
             let op = Op {
                 plan: Plan {
                     own: vec![(
@@ -159,6 +185,7 @@ impl AuthorityClient {
                         kind: CapMoveKind::Release,
                         bundle: row.bundle.clone(),
                     }],
+                    drop_empty,
                     leases: leases(own, None)?,
                     admission: Some((AdmissionOp::AuthorityChange, own.clone())),
                     size_hint: 512,
@@ -196,19 +223,60 @@ impl AuthorityClient {
                 report.relocating += 1;
                 continue;
             }
-            let op = self.delete_op(
+            let mut op = self.delete_op(
                 &handle,
                 own,
                 Some(AdmissionOp::AuthorityChange),
                 guards.clone(),
             )?;
+            // The swept run's node: its row goes once empty.
+            released.insert(handle.node());
+            op.plan.drop_empty.push(handle.node());
             pending.push(Pending::Authority(self.spawn(op)));
+        }
+        for node in self.descriptor_nodes(swept).await? {
+            if released.contains(&node) {
+                continue;
+            }
+            report.idle_nodes_checked += 1;
+            let op = Op {
+                plan: Plan {
+                    guards: guards.clone(),
+                    drop_empty: vec![node],
+                    leases: leases(own, None)?,
+                    admission: Some((AdmissionOp::AuthorityChange, own.clone())),
+                    size_hint: 256,
+                    ..Plan::default()
+                },
+                write: Write::Rows(Vec::new()),
+            };
+            pending.push(Pending::IdleNode(self.spawn(op)));
         }
         let mut failure = None;
         for p in pending {
             let (task, authority) = match p {
                 Pending::Authority(t) => (t, true),
                 Pending::Reservation(t) => (t, false),
+                Pending::IdleNode(t) => {
+                    match t.await {
+                        // Removed if it was empty, else left; a broken guard changed nothing.
+                        Ok(Ok(
+                            JobResult::Applied { .. }
+                            | JobResult::GuardBroken
+                            | JobResult::RecordConflict { .. },
+                        )) => {}
+                        Ok(Ok(JobResult::LeaseStale { .. })) => {
+                            failure.get_or_insert(LocationError::LeaseLost);
+                        }
+                        Ok(Err(e)) => {
+                            failure.get_or_insert(e);
+                        }
+                        Err(_) => {
+                            failure.get_or_insert(LocationError::Stopped);
+                        }
+                    }
+                    continue;
+                }
             };
             match task.await {
                 Ok(Ok(JobResult::Applied { .. })) if authority => report.removed += 1,
@@ -239,6 +307,32 @@ impl AuthorityClient {
     fn spawn(&self, op: Op) -> tokio::task::JoinHandle<Result<JobResult, LocationError>> {
         let engine = self.engine.clone();
         tokio::spawn(async move { engine.submit(Box::new(op)).await })
+    }
+
+    /// The nodes whose MeshNode descriptor names `run` (read only; one snapshot). A descriptor
+    /// that cannot be decoded is skipped.
+    async fn descriptor_nodes(&self, run: &HostRun) -> Result<Vec<NodeKey>, LocationError> {
+        let prefix = ScanPrefix::new(zlink_codec::keys::prefix::mesh_nodes())
+            .map_err(LocationError::Argument)?;
+        let mut nodes = Vec::new();
+        for item in self.scan_all(&prefix).await? {
+            match DescriptorRecord::<MeshNodeDescriptor>::decode(&item.bytes) {
+                Ok(r)
+                    if r.owner_id == run.owner_id
+                        && r.lease_generation == run.lease_generation.to_codec() =>
+                {
+                    nodes.push(NodeKey {
+                        mesh: r.descriptor.mesh_name,
+                        routing_id: r.descriptor.routing_id,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(key = %item.key, error = %e, "owner sweep skips an undecodable descriptor");
+                }
+            }
+        }
+        Ok(nodes)
     }
 
     /// Whether `run`'s owner lease is held by that run, by a direct read of its row.

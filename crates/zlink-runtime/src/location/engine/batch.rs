@@ -214,8 +214,13 @@ pub(crate) enum ApplyFail {
 pub(crate) struct Working {
     /// Each counter the batch moves: the row as read and its new stored value.
     pub(crate) next: HashMap<GenerationKind, (CounterRow, u64)>,
-    /// Each allocation row the batch moves: the version it was read with and its new counts.
+    /// Each allocation row the batch moves or may remove: the version it was read with and
+    /// its new counts.
     pub(crate) rows: HashMap<NodeKey, (Option<StoreVersion>, CapacityRow)>,
+    /// The rows a capacity move changes (the others in `rows` are only candidates for removal).
+    pub(crate) moved: HashSet<NodeKey>,
+    /// The rows a job asked to remove once empty ([`Plan::drop_empty`](super::plan::Plan)).
+    pub(crate) drop_empty: HashSet<NodeKey>,
 }
 
 /// Applies one job to the working copies (which change only if the job fits).
@@ -258,24 +263,27 @@ pub(crate) fn apply(
         }
     }
     let mut my_rows: HashMap<NodeKey, (Option<StoreVersion>, CapacityRow)> = HashMap::new();
-    for mv in &plan.capacity {
-        let (_, row) = match my_rows.entry(mv.node.clone()) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                let base = working
+    for node in plan.rows() {
+        if my_rows.contains_key(node) {
+            continue;
+        }
+        let base = working
+            .rows
+            .get(node)
+            .cloned()
+            .or_else(|| {
+                cache
                     .rows
-                    .get(&mv.node)
-                    .cloned()
-                    .or_else(|| {
-                        cache
-                            .rows
-                            .get(&mv.node)
-                            .map(|r| (r.version.clone(), r.counts.clone()))
-                    })
-                    .ok_or(ApplyFail::Final(LocationError::Contended))?;
-                v.insert(base)
-            }
-        };
+                    .get(node)
+                    .map(|r| (r.version.clone(), r.counts.clone()))
+            })
+            .ok_or(ApplyFail::Final(LocationError::Contended))?;
+        my_rows.insert(node.clone(), base);
+    }
+    for mv in &plan.capacity {
+        let (_, row) = my_rows
+            .get_mut(&mv.node)
+            .ok_or(ApplyFail::Final(LocationError::Contended))?;
         let moved = match &mv.kind {
             CapMoveKind::Reserve(limits) => row.add_within(&mv.bundle, limits),
             CapMoveKind::Release => row.remove(&mv.bundle),
@@ -285,6 +293,10 @@ pub(crate) fn apply(
     let built = job.op.build(&issued).map_err(ApplyFail::Final)?;
     working.next.extend(my_next);
     working.rows.extend(my_rows);
+    working
+        .moved
+        .extend(plan.capacity.iter().map(|mv| mv.node.clone()));
+    working.drop_empty.extend(plan.drop_empty.iter().cloned());
     Ok(built)
 }
 
@@ -322,12 +334,13 @@ pub(crate) struct CounterMove {
     pub(crate) put: usize,
 }
 
-/// An allocation row a batch moves: its new counts and the index of its put.
+/// An allocation row a batch writes: its new counts and the index of its put (`None`: the
+/// batch deletes the row, which is empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RowMove {
     pub(crate) node: NodeKey,
     pub(crate) counts: CapacityRow,
-    pub(crate) put: usize,
+    pub(crate) put: Option<usize>,
 }
 
 /// One batch as sent: what is needed to handle its result.
@@ -367,7 +380,9 @@ impl Mutations {
 
 /// Assembles one conditional batch: every job's own conditions and mutations and guards, one
 /// version condition per lease, and each moved counter and allocation row under its expected
-/// version. Returns the accepted jobs back if the batch passes the Store's bounds.
+/// version — an empty row a job asked to remove is deleted under it instead, and a row that is
+/// only such a candidate and not empty (or already absent) is not written. Returns the
+/// accepted jobs back if the batch passes the Store's bounds.
 pub(crate) fn assemble(
     accepted: Vec<Accepted>,
     working: Working,
@@ -417,10 +432,26 @@ pub(crate) fn assemble(
     moved.sort_by(|a, b| a.0.cmp(&b.0));
     let mut rows = Vec::with_capacity(moved.len());
     for (node, (version, counts)) in moved {
+        let remove = working.drop_empty.contains(&node) && counts.is_empty();
+        if (remove && version.is_none()) || (!remove && !working.moved.contains(&node)) {
+            // Already absent and left empty, or only a removal candidate that still counts
+            // slots: nothing to write.
+            continue;
+        }
         let key = match keys::node_capacity(&node) {
             Ok(k) => k,
             Err(e) => return Err((AssembleError::Argument(e), accepted)),
         };
+        if let (true, Some(v)) = (remove, &version) {
+            conditions.push(Condition::Version(key.clone(), v.clone()));
+            mutations.push(Mutation::Delete(key));
+            rows.push(RowMove {
+                node,
+                counts,
+                put: None,
+            });
+            continue;
+        }
         let bytes = match counts.encode() {
             Ok(b) => b,
             Err(_) => {
@@ -432,7 +463,11 @@ pub(crate) fn assemble(
             None => Condition::Missing(key.clone()),
         });
         let put = mutations.put(Mutation::put(key, bytes));
-        rows.push(RowMove { node, counts, put });
+        rows.push(RowMove {
+            node,
+            counts,
+            put: Some(put),
+        });
     }
     let request = match WriteRequest::new(conditions, mutations.list) {
         Ok(r) => r,

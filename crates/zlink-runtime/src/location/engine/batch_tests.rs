@@ -218,6 +218,7 @@ fn assemble_records_the_put_index_of_every_job_counter_and_row() {
     row.add_within(&CapacityBundle::actor(), &CapacityLimits::unlimited())
         .expect("fits");
     working.rows.insert(node(1), (None, row.clone()));
+    working.moved.insert(node(1));
     let book = LeaseBook::default();
     let (request, flight) = match assemble(accepted, working, &book) {
         Ok(r) => r,
@@ -225,7 +226,7 @@ fn assemble_records_the_put_index_of_every_job_counter_and_row() {
     };
     assert_eq!(flight.job_puts, vec![0..2, 2..2, 2..3]);
     assert_eq!(flight.counters[0].put, 3);
-    assert_eq!(flight.rows[0].put, 4);
+    assert_eq!(flight.rows[0].put, Some(4));
     assert_eq!(flight.rows[0].counts, row);
     let puts: Vec<&StoreKey> = request
         .mutations()
@@ -284,4 +285,143 @@ fn apply_moves_the_working_rows_only_when_the_job_fits() {
         working.rows, after_first,
         "a job that does not fit moves nothing"
     );
+}
+
+/// A Release of the last slot of a row some job asked to remove when empty.
+fn release_last(own: &str, on: NodeKey, drop_empty: bool) -> Job {
+    job(
+        Plan {
+            own: vec![(key(own), Some(Expect::Version(version("7"))))],
+            capacity: vec![CapMove {
+                node: on.clone(),
+                kind: CapMoveKind::Release,
+                bundle: CapacityBundle::actor(),
+            }],
+            drop_empty: if drop_empty { vec![on] } else { Vec::new() },
+            ..Plan::default()
+        },
+        vec![Mutation::Delete(key(own))],
+    )
+}
+
+/// A job that only asks for `on` to be removed when empty (moves nothing).
+fn drop_only(on: NodeKey) -> Job {
+    job(
+        Plan {
+            drop_empty: vec![on],
+            ..Plan::default()
+        },
+        Vec::new(),
+    )
+}
+
+fn one_actor() -> CapacityRow {
+    let mut row = CapacityRow::default();
+    row.add_within(&CapacityBundle::actor(), &CapacityLimits::unlimited())
+        .expect("fits");
+    row
+}
+
+fn seen(counts: CapacityRow, v: Option<&str>) -> RowSeen {
+    RowSeen {
+        counts,
+        version: v.map(version),
+    }
+}
+
+/// Applies every job to fresh working rows over `cache` and assembles their batch.
+fn batch_of(jobs: Vec<Job>, cache: &Cache) -> (WriteRequest, Flight) {
+    let book = LeaseBook::default();
+    let mut working = Working::default();
+    let accepted = jobs
+        .into_iter()
+        .map(|job| {
+            let built = apply(&job, cache, &book, &mut working)
+                .unwrap_or_else(|_| panic!("the job applies"));
+            Accepted { job, built }
+        })
+        .collect();
+    match assemble(accepted, working, &book) {
+        Ok(r) => r,
+        Err((e, _)) => panic!("assemble: {e:?}"),
+    }
+}
+
+#[test]
+fn a_row_emptied_by_a_batch_that_asks_for_it_is_deleted_under_its_version() {
+    let cache = Cache {
+        counters: Default::default(),
+        rows: [(node(1), seen(one_actor(), Some("5")))].into(),
+    };
+    let row_key = keys::node_capacity(&node(1)).expect("key");
+    let (request, flight) = batch_of(vec![release_last("a", node(1), true)], &cache);
+    assert!(
+        request
+            .mutations()
+            .contains(&Mutation::Delete(row_key.clone()))
+    );
+    assert!(
+        !request
+            .mutations()
+            .iter()
+            .any(|m| matches!(m, Mutation::Put { key, .. } if *key == row_key)),
+        "an emptied row is not stored at zero"
+    );
+    assert!(
+        request
+            .conditions()
+            .contains(&Condition::Version(row_key, version("5")))
+    );
+    assert_eq!(flight.rows.len(), 1);
+    assert_eq!(flight.rows[0].put, None);
+    assert!(flight.rows[0].counts.is_empty());
+
+    // Without the request the emptied row is stored at zero, as before.
+    let (request, flight) = batch_of(vec![release_last("a", node(1), false)], &cache);
+    assert_eq!(flight.rows[0].put, Some(0));
+    assert_eq!(request.mutations().len(), 2);
+}
+
+#[test]
+fn a_removal_candidate_that_still_counts_slots_or_is_absent_is_not_written() {
+    let cache = Cache {
+        counters: Default::default(),
+        rows: [
+            (node(1), seen(one_actor(), Some("5"))),
+            (node(2), seen(CapacityRow::default(), None)),
+            (node(3), seen(CapacityRow::default(), Some("9"))),
+        ]
+        .into(),
+    };
+    let (request, flight) = batch_of(
+        vec![drop_only(node(1)), drop_only(node(2)), drop_only(node(3))],
+        &cache,
+    );
+    // Only the row stored at zero is removed; the others get neither a condition nor a write.
+    let row3 = keys::node_capacity(&node(3)).expect("key");
+    assert_eq!(request.mutations(), &[Mutation::Delete(row3.clone())]);
+    assert_eq!(
+        request.conditions(),
+        &[Condition::Version(row3, version("9"))]
+    );
+    assert_eq!(flight.rows.len(), 1);
+    assert_eq!(flight.rows[0].node, node(3));
+
+    // A Reserve in the same batch as a removal request keeps the row: it counts a slot.
+    let reserve = job(
+        Plan {
+            own: vec![(key("b"), Some(Expect::Missing))],
+            capacity: vec![CapMove {
+                node: node(3),
+                kind: CapMoveKind::Reserve(CapacityLimits::unlimited()),
+                bundle: CapacityBundle::actor(),
+            }],
+            ..Plan::default()
+        },
+        vec![Mutation::put(key("b"), Bytes::from_static(b"v"))],
+    );
+    let (_, flight) = batch_of(vec![drop_only(node(3)), reserve], &cache);
+    assert_eq!(flight.rows.len(), 1);
+    assert!(flight.rows[0].put.is_some());
+    assert_eq!(flight.rows[0].counts, one_actor());
 }

@@ -18,7 +18,9 @@
 //! 3. writes *one* conditional batch: every job's own conditions and mutations, plus each
 //!    touched counter and allocation row with its expected version and new value, and a version
 //!    condition on each lease. So each counter move and capacity move rides in the batch of the
-//!    records it gates.
+//!    records it gates. An allocation row a job of the batch asked to remove once empty
+//!    ([`Plan::drop_empty`], the owner sweeps) is deleted under its expected version instead
+//!    when the batch leaves it at zero.
 //!
 //! **Pipelining.** A batch locks the rows it writes (its jobs' own keys, the counters and
 //! allocation rows it moves) until its result is handled; other batches can be formed and sent
@@ -271,11 +273,12 @@ impl Worker {
             );
         }
         for r in &flight.rows {
+            // A removed row (no put) is cached as absent.
             self.cache.rows.insert(
                 r.node.clone(),
                 RowSeen {
                     counts: r.counts.clone(),
-                    version: version(r.put),
+                    version: r.put.and_then(version),
                 },
             );
         }
@@ -303,10 +306,10 @@ impl Worker {
                     self.cache.counters.insert(kind, row);
                 }
             }
-            for mv in &plan.capacity {
-                if !self.cache.rows.contains_key(&mv.node) {
-                    let seen = read_row(self.store.as_ref(), &mv.node).await?;
-                    self.cache.rows.insert(mv.node.clone(), seen);
+            for node in plan.rows() {
+                if !self.cache.rows.contains_key(node) {
+                    let seen = read_row(self.store.as_ref(), node).await?;
+                    self.cache.rows.insert(node.clone(), seen);
                 }
             }
             for need in &plan.leases {
@@ -406,13 +409,9 @@ impl Worker {
                 self.cache.counters.remove(&kind);
             }
         }
-        for mv in &plan.capacity {
-            if !self
-                .locks
-                .shared
-                .contains(&plan::Shared::Row(mv.node.clone()))
-            {
-                self.cache.rows.remove(&mv.node);
+        for node in plan.rows() {
+            if !self.locks.shared.contains(&plan::Shared::Row(node.clone())) {
+                self.cache.rows.remove(node);
             }
         }
         for need in &plan.leases {

@@ -97,6 +97,12 @@ pub(crate) struct Plan {
     pub(crate) authority_owner_generation: bool,
     /// Capacity moves, applied in order.
     pub(crate) capacity: Vec<CapMove>,
+    /// Allocation rows the job removes when its batch leaves them empty (nothing allocated):
+    /// each is loaded, locked and written like a moved row, but deleted under the version it
+    /// was read with instead of being stored at zero. A row that still counts a slot, or one
+    /// already absent, is left as it is (a row only listed here and not empty is not written
+    /// at all).
+    pub(crate) drop_empty: Vec<NodeKey>,
     /// Leases that must be held.
     pub(crate) leases: Vec<LeaseNeed>,
     /// The admission the job needs, under which host run.
@@ -122,8 +128,16 @@ impl Plan {
     /// The shared rows this job writes.
     pub(crate) fn shared(&self) -> Vec<Shared> {
         let mut v: Vec<Shared> = self.counters().map(Shared::Counter).collect();
-        v.extend(self.capacity.iter().map(|mv| Shared::Row(mv.node.clone())));
+        v.extend(self.rows().map(|node| Shared::Row(node.clone())));
         v
+    }
+
+    /// Every allocation row the job moves or may remove (a node can appear twice).
+    pub(crate) fn rows(&self) -> impl Iterator<Item = &NodeKey> + '_ {
+        self.capacity
+            .iter()
+            .map(|mv| &mv.node)
+            .chain(self.drop_empty.iter())
     }
 }
 

@@ -162,3 +162,141 @@ pub(super) async fn self_sweep_runs_under_this_runs_lease_and_admission(h: &Harn
     assert!(is_admission(&refused), "{refused}");
     assert_eq!(h.snapshot().await, before);
 }
+
+/// Whether `node`'s allocation row is stored at all (an absent row counts as zero).
+async fn row_stored(h: &Harness, node: &crate::location::NodeKey) -> bool {
+    let key = keys::node_capacity(node).expect("key");
+    matches!(
+        h.store.read(&key).await.expect("read"),
+        ReadResult::Found { .. }
+    )
+}
+
+/// The recovery-sweep removes the dead run's allocation row in the batch that empties it; the
+/// rows of live runs stay, and so does nothing else of the dead run's node.
+pub(super) async fn recovery_sweep_removes_the_dead_runs_emptied_allocation_row(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    publish(&a).await;
+    publish(&b).await;
+    for object in ["x", "y", "w"] {
+        active_actor(&a, object).await;
+    }
+    reserve(&a, ObjectKind::UserSpot, "s", "game", &a).await;
+    active_actor(&b, "z").await;
+    assert!(row_stored(h, &a.node()).await);
+    let dead = a.run();
+    a.rt.lease().release().await.expect("A stops renewing");
+    let report = recover(&b, &dead).await;
+    assert_eq!(
+        (report.matched, report.removed, report.idle_nodes_checked),
+        (4, 4, 0)
+    );
+    assert!(
+        !row_stored(h, &a.node()).await,
+        "the dead run's emptied row is gone"
+    );
+    assert_eq!(capacity(&b, &a).await, NodeUsage::default());
+    assert!(row_stored(h, &b.node()).await, "a live run's row stays");
+    assert_eq!(capacity(&b, &b).await.actors.active, 1);
+    // A second sweep finds nothing and the node is left as it is.
+    let again = recover(&b, &dead).await;
+    assert_eq!((again.matched, again.idle_nodes_checked), (0, 1));
+    assert!(!row_stored(h, &a.node()).await);
+    assert_eq!(
+        snapshot_of(h.store.as_ref(), "mesh-node\0").await.len(),
+        2,
+        "descriptors are read, never changed"
+    );
+}
+
+/// A row that still counts a slot stays: the dead source's row keeps the object skipped as
+/// relocating, the live target keeps its reservation. Once the move ends and the dead node's
+/// row is at zero, a later sweep removes it through the node the run's descriptor names, even
+/// though it releases nothing there.
+pub(super) async fn recovery_sweep_keeps_a_row_that_still_counts_a_slot(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    publish(&a).await;
+    let x = active_actor(&a, "x").await;
+    active_actor(&a, "y").await;
+    let to_b = secure(&a, &x, &b).await;
+    let dead = a.run();
+    a.rt.lease().release().await.expect("A stops");
+    let report = recover(&b, &dead).await;
+    assert_eq!((report.removed, report.relocating), (1, 1));
+    assert!(row_stored(h, &a.node()).await, "x is still counted on A");
+    assert_eq!(capacity(&b, &a).await.actors.active, 1);
+    assert!(
+        row_stored(h, &b.node()).await,
+        "the live target keeps its reservation"
+    );
+    assert_eq!(capacity(&b, &b).await.actors.reserved, 1);
+
+    // B finishes the move: A's row is at zero (NewOwner stores it), and the next sweep of the
+    // dead run removes it.
+    b.rt.authority()
+        .new_owner(&x, &to_b)
+        .await
+        .expect("new owner")
+        .applied()
+        .expect("B finishes the move");
+    assert!(row_stored(h, &a.node()).await);
+    assert_eq!(capacity(&b, &a).await, NodeUsage::default());
+    let report = recover(&b, &dead).await;
+    assert_eq!((report.matched, report.idle_nodes_checked), (0, 1));
+    assert!(
+        !row_stored(h, &a.node()).await,
+        "the idle, empty row is gone"
+    );
+    assert!(row_stored(h, &b.node()).await);
+    assert_eq!(capacity(&b, &b).await.actors.active, 1);
+}
+
+/// The self-sweep at shutdown removes this run's allocation rows once empty: one emptied by
+/// the sweep itself, and one already at zero (its only actor was deleted before) found through
+/// the run's descriptor. A row of another run it released capacity on stays while it counts
+/// a slot.
+pub(super) async fn self_sweep_removes_this_runs_empty_allocation_rows(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    let c = host(h, "main", 3).await;
+    publish(&a).await;
+    publish(&c).await;
+    let x = active_actor(&a, "x").await;
+    active_actor(&b, "z").await;
+    secure(&a, &x, &b).await;
+    let gone = active_actor(&c, "gone").await;
+    c.rt.authority()
+        .delete(&gone)
+        .await
+        .expect("delete")
+        .applied()
+        .expect("deleted");
+    assert!(
+        row_stored(h, &c.node()).await,
+        "a delete stores the row at zero"
+    );
+
+    let (a_node, c_node) = (a.node(), c.node());
+    let report = a.rt.shutdown().await.expect("shutdown");
+    assert_eq!(
+        (
+            report.removed,
+            report.reservations_released,
+            report.idle_nodes_checked
+        ),
+        (1, 1, 0)
+    );
+    assert!(!row_stored(h, &a_node).await);
+    assert!(row_stored(h, &b.node()).await, "B still counts z");
+    assert_eq!(capacity(&b, &b).await.actors.active, 1);
+    assert_eq!(capacity(&b, &b).await.actors.reserved, 0);
+
+    let report = c.rt.shutdown().await.expect("shutdown");
+    assert_eq!((report.matched, report.idle_nodes_checked), (0, 1));
+    assert!(
+        !row_stored(h, &c_node).await,
+        "the row already at zero is gone too"
+    );
+}
