@@ -382,12 +382,15 @@ impl NodeInner {
         Ok(())
     }
 
-    /// Sends the control-plane one-way `command` to every Ready peer (best effort).
+    /// Sends the control-plane one-way `command` to every connected peer (best effort).
     pub(crate) fn broadcast_control(&self, command: &str, payload: Bytes) {
+        // Every connection that is up, confirmed by discovery or not yet: a peer this node's
+        // list does not name yet may already select this node (its own list names it), so
+        // it must not miss a weight change.
         let peers: Vec<PeerHandle> = self
             .peers
             .read()
-            .all_ready()
+            .connected()
             .map(|p| p.handle.clone())
             .collect();
         for p in peers {
