@@ -576,23 +576,28 @@ impl ObjectClient {
             spot_generation: spot.generation.to_string(),
         })
         .map_err(|e| invalid(&e.to_string()))?;
-        let peer = self
-            .node
-            .inner
-            .route_to(&owner)
-            .map_err(owner_unreachable)?;
+        self.command(&owner, super::inbound::JOIN_SPOT, body, deadline)
+            .await
+            .map(|_| ())
+    }
+
+    /// Runs the object command `name` on the owner node `owner` and returns its reply bytes
+    /// (an error reply is the error; an unreachable owner is `Unavailable`).
+    async fn command(
+        &self,
+        owner: &RoutingId,
+        name: &str,
+        body: Vec<u8>,
+        deadline: Duration,
+    ) -> Result<Bytes, ZLinkError> {
+        let peer = self.node.inner.route_to(owner).map_err(owner_unreachable)?;
         match self
             .node
             .inner
-            .control_request(
-                &peer,
-                super::inbound::JOIN_SPOT,
-                Bytes::from(body),
-                deadline,
-            )
+            .control_request(&peer, name, Bytes::from(body), deadline)
             .await?
         {
-            ReplyBody::Ok { .. } => Ok(()),
+            ReplyBody::Ok { payload, .. } => Ok(payload),
             ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
         }
     }
@@ -645,25 +650,10 @@ impl ObjectClient {
             operation: format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
         })
         .map_err(|e| invalid(&e.to_string()))?;
-        let peer = self
-            .node
-            .inner
-            .route_to(&owner)
-            .map_err(owner_unreachable)?;
-        match self
-            .node
-            .inner
-            .control_request(
-                &peer,
-                super::inbound::END_OBJECT,
-                Bytes::from(body),
-                deadline,
-            )
-            .await?
-        {
-            ReplyBody::Ok { payload, .. } => Ok(&payload[..] == b"true"),
-            ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
-        }
+        let reply = self
+            .command(&owner, super::inbound::END_OBJECT, body, deadline)
+            .await?;
+        Ok(&reply[..] == b"true")
     }
 }
 

@@ -135,11 +135,19 @@ impl ActorManager {
 
     /// Sends `message` one-way to the Ready Actor `id` (completes once admitted).
     pub async fn send<M: Message>(&self, id: &str, message: &M) -> Result<(), ZLinkError> {
-        let key = key(id)?;
-        let codecs = self.client.node.inner.codecs().clone();
-        let msg = OutboundMessage::encode(&codecs, message, &Metadata::empty())?;
-        self.client.send(&key, &msg).await
+        send_object(&self.client, &key(id)?, message).await
     }
+}
+
+/// A typed one-way message to the Ready object `key` (shared by the Actor and Spot managers).
+pub(crate) async fn send_object<M: Message>(
+    client: &ObjectClient,
+    key: &ObjectKey,
+    message: &M,
+) -> Result<(), ZLinkError> {
+    let codecs = client.node.inner.codecs().clone();
+    let msg = OutboundMessage::encode(&codecs, message, &Metadata::empty())?;
+    client.send(key, &msg).await
 }
 
 /// A typed request to the Ready object `key` (shared by the Actor and Spot managers).

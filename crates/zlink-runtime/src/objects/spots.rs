@@ -13,9 +13,9 @@ use zlink_codec::records::ObjectKind;
 use super::call::{CreateCall, parse};
 use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient, invalid};
 use super::host::ObjectKey;
-use super::manager::request_object;
+use super::manager::{request_object, send_object};
 use super::refs::SpotRef;
-use crate::mesh::messaging::{Message, Metadata, OutboundMessage, Request, ZLinkError};
+use crate::mesh::messaging::{Message, Request, ZLinkError};
 use crate::mesh::node::CallOptions;
 
 /// Creates, finds, closes and messages the User Spots of one object mesh (cheap to clone).
@@ -148,10 +148,7 @@ impl SpotManager {
 
     /// Sends `message` one-way to the Ready Spot `id` (completes once admitted).
     pub async fn send<M: Message>(&self, id: &str, message: &M) -> Result<(), ZLinkError> {
-        let key = key(id)?;
-        let codecs = self.client.node.inner.codecs().clone();
-        let msg = OutboundMessage::encode(&codecs, message, &Metadata::empty())?;
-        self.client.send(&key, &msg).await
+        send_object(&self.client, &key(id)?, message).await
     }
 }
 
