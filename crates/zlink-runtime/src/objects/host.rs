@@ -44,6 +44,8 @@ pub(crate) struct ObjectHost {
     pub(crate) mailbox: (usize, usize),
     /// The Entry Spot's Actor creation callback (`None`: every creation is approved).
     pub(crate) entry_callback: Option<EntryCallback>,
+    /// Instance Spot cold activation on this node (`instance/`).
+    pub(crate) instances: super::instance::Instances,
 }
 
 impl std::fmt::Debug for ObjectHost {
@@ -81,6 +83,7 @@ impl ObjectHost {
             routes: super::routes::RouteCache::new(route_cache_max_age),
             mailbox: (DEFAULT_ACTOR_MAILBOX_JOBS, DEFAULT_ACTOR_MAILBOX_BYTES),
             entry_callback,
+            instances: super::instance::Instances::new(),
         }
     }
 

@@ -85,6 +85,7 @@ pub(crate) mod client;
 pub(crate) mod create;
 pub(crate) mod host;
 mod inbound;
+pub(crate) mod instance;
 mod live;
 mod manager;
 mod refs;
@@ -96,6 +97,7 @@ pub use call::{CreateCall, Created, CreatedRef};
 pub use client::DEFAULT_CREATE_DEADLINE;
 pub use host::{DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
 pub(crate) use inbound::{END_OBJECT, create_command, end_command};
+pub use instance::InstanceCall;
 pub use manager::ActorManager;
 pub use refs::{ActorRef, SpotRef};
 pub use registration::{

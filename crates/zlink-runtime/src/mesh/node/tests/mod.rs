@@ -8,6 +8,7 @@ mod actors;
 mod basics;
 mod channels;
 mod forwarding;
+mod instances;
 mod lifecycle;
 mod messaging;
 mod objects;
