@@ -31,12 +31,9 @@ impl ObjectSink for ObjectHost {
         let host = self.instances.host();
         tokio::spawn(async move {
             // The run's Ready Instance Spots whose first message had not completed are restored
-            // first (spec 21 §7.1); while one this node cannot restore remains, the sweep is
-            // left to a node that can.
+            // before the sweep removes their rows (spec 21 §7.1).
             if let Some(host) = host {
-                let blocked = super::instance::restore_dead_run(&host, &run).await;
-                if blocked > 0 {
-                    tracing::info!(owner = %run.owner_id, blocked, "recovery-sweep left to a node that can restore the run's Instance Spots");
+                if !super::instance::before_sweep(&host, &run).await {
                     return;
                 }
             }

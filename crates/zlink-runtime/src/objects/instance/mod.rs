@@ -48,7 +48,10 @@
 //!   (`take_over_instance`), rebuilds the Spot with the factory, runs the stored first message
 //!   first, then removes the root and deletes the envelope as above. The first message's reply
 //!   has no route any more (the original request ended when its owner died). A node that
-//!   cannot serve such a record leaves the recovery-sweep of that run to a node that can.
+//!   cannot serve such a record gives the nodes that can one owner-lease TTL before its own
+//!   recovery-sweep of the run (which removes whatever is left, the first message lost and
+//!   reported). If the owner died after its first handler ended but before the Preserve, the
+//!   restored first message runs a second time (at-least-once, like a factory after a crash).
 
 mod call;
 mod envelope;
@@ -69,7 +72,7 @@ use crate::location::{CapacityBundle, Discovery, LocationError, PlacementRng, Ta
 use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 
 pub use call::InstanceCall;
-pub(crate) use recover::restore_dead_run;
+pub(crate) use recover::before_sweep;
 pub(crate) use target::{ACTIVATE_SPOT, activate_command};
 
 /// What the node's start gives the Instance Spot layer.

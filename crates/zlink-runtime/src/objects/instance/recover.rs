@@ -31,18 +31,44 @@ enum Restore {
     RunAlive,
 }
 
+/// Runs before this node's recovery-sweep of the dead run `dead` (the sweep deletes every row
+/// of the run, a Ready Instance Spot's recovery root included): restores every such Spot this
+/// node can (see [`restore_dead_run`]). When some remain that it cannot restore, it gives the
+/// nodes that can one owner-lease TTL to take them over, tries once more, then sweeps anyway —
+/// a node that joins later never sees the run leave its list, so nobody else would restore
+/// them; their first messages are then lost, and reported. `false`: the run's lease is held
+/// again, no sweep.
+pub(crate) async fn before_sweep(host: &Arc<ObjectHost>, dead: &HostRun) -> bool {
+    match restore_dead_run(host, dead).await {
+        None => return false,
+        Some(0) => return true,
+        Some(blocked) => {
+            tracing::info!(owner = %dead.owner_id, blocked, "Ready Instance Spots of a dead run this node cannot restore: waiting for a node that can");
+        }
+    }
+    tokio::time::sleep(host.location.options().owner_lease_ttl).await;
+    match restore_dead_run(host, dead).await {
+        None => false,
+        Some(0) => true,
+        Some(lost) => {
+            tracing::error!(owner = %dead.owner_id, lost, "no live node restored these Ready Instance Spots of a dead run: the recovery-sweep removes them and their first messages are lost");
+            true
+        }
+    }
+}
+
 /// Restores every Ready Instance Spot of the dead run `dead` that still points at its stored
 /// first message and whose type this node serves: takes the record over (conditioned on the
 /// dead run's lease row read directly), rebuilds the Spot, runs the stored first message
 /// first, then removes the recovery root and deletes the envelope. Returns how many such
-/// records remain that this node could not restore (`usize::MAX` when the run turned out
-/// alive): while any remain, this node must not run the recovery-sweep of the run.
-pub(crate) async fn restore_dead_run(host: &Arc<ObjectHost>, dead: &HostRun) -> usize {
+/// records remain that this node could not restore, or `None` when the run's lease turned out
+/// held (nothing of it may be touched).
+pub(crate) async fn restore_dead_run(host: &Arc<ObjectHost>, dead: &HostRun) -> Option<usize> {
     let rows = match host.location.authority().instance_rows_of(dead).await {
         Ok(rows) => rows,
         Err(e) => {
             tracing::warn!(owner = %dead.owner_id, error = %e, "Instance Spot restore could not list the dead run's records");
-            return 1;
+            return Some(1);
         }
     };
     let mut blocked = 0;
@@ -53,10 +79,10 @@ pub(crate) async fn restore_dead_run(host: &Arc<ObjectHost>, dead: &HostRun) -> 
         match restore_one(host, &handle, &root).await {
             Restore::Done => {}
             Restore::Blocked => blocked += 1,
-            Restore::RunAlive => return usize::MAX,
+            Restore::RunAlive => return None,
         }
     }
-    blocked
+    Some(blocked)
 }
 
 async fn restore_one(
