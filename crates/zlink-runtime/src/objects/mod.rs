@@ -34,7 +34,22 @@
 //!   future contract): when a fresh discovery list no longer names a host run (its owner lease
 //!   is gone), each surviving object node runs the recovery-sweep over that run — delete only,
 //!   rows with relocation progress skipped, nothing while the run's lease is held — after which
-//!   `get_or_create` makes a new incarnation with a higher ObjectGeneration.
+//!   `get_or_create` makes a new incarnation with a higher ObjectGeneration. A Ready Instance
+//!   Spot of that run whose first message had not completed is restored first (below).
+//! - **Instance Spots** (spec 06 §15–§16, §18; 21 §7.1; `instance/`): no create call.
+//!   [`SpotManager::instance`] returns an [`InstanceCall`] (options: stable type, deadline,
+//!   metadata, each at most once) whose `request` / `send` reaches the Ready Instance Spot, or
+//!   — when its record is Missing — creates it from that first message (cold activation): the
+//!   source picks an eligible node (no reservation of its own) and sends it the activation
+//!   envelope over `zlink.spot.activate`; the target stores the envelope in the Relocation
+//!   Store and verifies it, reserves `Creating` + capacity + the recovery root in one batch,
+//!   runs the factory, commits `Ready`, runs the first message before any other, then removes
+//!   the root (Preserve) and deletes the envelope, and answers. Racing first messages run one
+//!   factory: the losers forward to the winner, every message runs once. The stable type,
+//!   when omitted, is the only Instance Spot type the mesh serves. A dead owner's Ready
+//!   Instance Spot is restored from its stored first message by a survivor (a takeover
+//!   conditioned on the dead run's lease); one that never reached Ready is cancelled by the
+//!   recovery-sweep; an envelope no record points at expires (`coldActivationRetention`).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -71,13 +86,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Not built yet: the Entry Spot creation callback and membership, User Spots and Instance
-//! Spots at runtime (their types register and validate, their factories do not run),
+//! Not built yet: the Entry Spot creation callback and membership, User Spots at runtime,
 //! creation terminal records, Spot close, recovery of rows left by runs this node never
 //! saw in its list (for example its own previous run), operational listing of
 //! live objects through the manager (the Store-level lookup/list exist on
 //! `LocationRuntime`), route-cache invalidation by a newer StoreVersion or generation seen on
-//! a read, and `cargo xtask bench objects`. (`cargo xtask demo` runs Actors only.)
+//! a read, `cargo xtask bench objects`, Instance Spot activation by Logical Multicast, the
+//! durable activation inbox beyond the first message, and the descriptor's live
+//! `activationConcurrency.active` count (the permits are enforced, the count is not
+//! published). (`cargo xtask demo` runs Actors and Instance Spots.)
 
 pub(crate) mod activation;
 mod call;
