@@ -142,7 +142,9 @@ impl InstanceCall {
                 StableType::new(t.as_str()).map_err(|e| invalid(&format!("stable type: {e}")))?,
             ),
         };
-        let deadline = Instant::now() + self.deadline;
+        let deadline = Instant::now()
+            .checked_add(self.deadline)
+            .ok_or_else(|| invalid("the deadline is too far away"))?;
         let objects = &self.client.objects;
         let run = objects
             .location

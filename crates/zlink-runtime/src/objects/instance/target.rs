@@ -28,6 +28,9 @@ use crate::objects::registration::{FactoryContext, MessageContext, ObjectCall, O
 /// The command-plane name of an Instance Spot activation envelope.
 pub(crate) const ACTIVATE_SPOT: &str = "zlink.spot.activate";
 
+/// The longest time left an envelope may claim (a day): a larger value is cut to it.
+const MAX_REMAINING: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
 /// The `zlink.spot.activate` handler: decodes the envelope, delivers or activates, and answers
 /// the first message's reply (or the send's acceptance).
 pub(crate) async fn activate_command(
@@ -81,7 +84,7 @@ pub(super) async fn activate(
         return Err(stale("the activation names another node or lifecycle"));
     }
     let _work = node.life.admit()?;
-    let deadline = Instant::now() + envelope.remaining;
+    let deadline = Instant::now() + envelope.remaining.min(MAX_REMAINING);
     let key: ObjectKey = (AuthorityKind::Spot, envelope.id.clone());
     loop {
         if Instant::now() >= deadline {
@@ -369,7 +372,8 @@ pub(super) async fn build(
 /// Queues the first message at the head of the new activation's mailbox, then makes the
 /// activation reachable and ends the in-progress mark (so every other message queues behind
 /// it). Resolves to the first message's terminal output once its handler ran (a send's is
-/// `None`); a message the activation refused is its own terminal output.
+/// `None`, whatever its handler returned: a one-way send ends at its admission, spec 06 §20);
+/// a message the activation refused is its own terminal output.
 pub(super) async fn open_with_first(
     host: &ObjectHost,
     live: Arc<dyn LiveObject>,
@@ -383,9 +387,15 @@ pub(super) async fn open_with_first(
     };
     host.insert_live((AuthorityKind::Spot, envelope.id.clone()), live);
     drop(mark);
-    match refused {
-        Some(e) => Ok(Err(e)),
-        None => rx.await,
+    match (refused, envelope.route) {
+        (Some(e), _) => Ok(Err(e)),
+        (None, RouteKind::Request) => rx.await,
+        (None, RouteKind::Send) => rx.await.map(|out| {
+            if let Err(e) = out {
+                tracing::warn!(id = %envelope.id, error = %e, "an Instance Spot's first one-way handler failed");
+            }
+            Ok(None)
+        }),
     }
 }
 
