@@ -1,14 +1,19 @@
-//! `cargo xtask demo [--redis URL] [--actors N] [--requests N] [--concurrency N]`: three ZLink
-//! roots in one process, each with one Object Server MeshNode on mesh `demo` (placement weights
-//! 100, 200 and 300), sharing one Location Store: the embedded in-memory store by default, or
-//! the Redis Location Store at `URL` under a fresh key prefix deleted at the end.
+//! `cargo xtask demo [--redis URL] [--actors N] [--requests N] [--instances N] [--concurrency N]`:
+//! three ZLink roots in one process, each with one Object Server MeshNode on mesh `demo`
+//! (placement weights 100, 200 and 300), sharing one Location Store and one Relocation Store:
+//! the embedded in-memory stores by default, or the Redis Location and Relocation Stores at
+//! `URL` under a fresh key prefix deleted at the end.
 //!
 //! The demo waits (bounded) until every node has its two peers, creates `N` Counter Actors by
 //! `get_or_create` spread over the three roots' Actor managers, sends the requests by global id
 //! (`Incr`, which returns the new count) spread over every manager and every Actor, then reads
 //! every counter once more (`Get`) and fails unless each holds exactly the requests sent to it
-//! (so their sum is the number of requests). It prints where the Actors were placed against
-//! the weights, creation and request throughput, request latency, and each root's shutdown.
+//! (so their sum is the number of requests). Then it creates `--instances` Room Instance Spots
+//! (default 100) by cold activation: a first `Join` by global id with Instance intent, spread
+//! over the three roots' Spot managers, each of which must be answered by the new Spot (1
+//! member); a second `Join` from another root must reach the same Spot (2 members). It prints
+//! where the Actors and Instance Spots were placed against the weights, creation, activation
+//! and request throughput, request latency, and each root's shutdown.
 //!
 //! `--release` runs the demo from an optimised build of xtask (built on first use); without
 //! it the demo runs from the debug build `cargo xtask` uses.
@@ -25,12 +30,15 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_runtime::location::LocationOptions;
 use zlink_runtime::mesh::config::ZLink;
 use zlink_runtime::mesh::messaging::{Message, Request};
 use zlink_runtime::mesh::node::ZLinkHost;
-use zlink_runtime::objects::{Actor, ActorManager};
-use zlink_store_spi::{DynLocationStore, MemoryLocationStore};
+use zlink_runtime::objects::{Actor, ActorManager, Spot, SpotManager};
+use zlink_store_spi::{
+    DynLocationStore, DynRelocationStore, MemoryLocationStore, MemoryRelocationStore,
+};
 
 /// The placement weights of the three roots' Object Server nodes.
 const WEIGHTS: [i64; 3] = [100, 200, 300];
@@ -40,6 +48,8 @@ const POLLING: Duration = Duration::from_millis(200);
 const SETUP: Duration = Duration::from_secs(20);
 /// The registered Actor type.
 const COUNTER: &str = "counter";
+/// The registered Instance Spot type.
+const ROOM: &str = "room";
 
 /// A counter Actor: `Incr` adds one and returns the count, `Get` returns it.
 struct Counter {
@@ -67,12 +77,30 @@ impl Request for Get {
     type Reply = u64;
 }
 
+/// A room Instance Spot, created by its first message: `Join` adds a member.
+struct Room {
+    members: u64,
+}
+impl Spot for Room {}
+
+/// Joins the room; replies with the number of members.
+#[derive(Debug, Serialize, Deserialize)]
+struct Join;
+impl Message for Join {
+    const PACKET: &'static str = "Join";
+}
+impl Request for Join {
+    type Reply = u64;
+}
+
 /// What the demo is asked to do.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) redis: Option<String>,
     pub(crate) actors: usize,
     pub(crate) requests: usize,
+    /// Instance Spots created by cold activation.
+    pub(crate) instances: usize,
     pub(crate) concurrency: usize,
     /// Whether to draw progress bars (on a terminal only).
     pub(crate) progress: bool,
@@ -84,6 +112,7 @@ impl Default for Config {
             redis: None,
             actors: 10_000,
             requests: 100_000,
+            instances: 100,
             concurrency: 64,
             progress: true,
         }
@@ -103,10 +132,11 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--redis" => cfg.redis = Some(it.next().ok_or("demo: --redis needs a URL")?.clone()),
             "--actors" => cfg.actors = number(it.next(), "--actors", 1_000_000)?,
             "--requests" => cfg.requests = number(it.next(), "--requests", 100_000_000)?,
+            "--instances" => cfg.instances = number(it.next(), "--instances", 1_000_000)?,
             "--concurrency" => cfg.concurrency = number(it.next(), "--concurrency", 10_000)?,
             other => {
                 return Err(format!(
-                    "demo: unknown option `{other}` (known: --redis URL, --actors N, --requests N, --concurrency N, --release)"
+                    "demo: unknown option `{other}` (known: --redis URL, --actors N, --requests N, --instances N, --concurrency N, --release)"
                 ));
             }
         }
@@ -119,6 +149,8 @@ fn parse(args: &[String]) -> Result<Config, String> {
 pub(crate) struct Summary {
     /// Actors owned by each node, in root order.
     pub(crate) owned: Vec<usize>,
+    /// Instance Spots owned by each node, in root order.
+    pub(crate) spots_owned: Vec<usize>,
     /// The sum of every counter read at the end.
     pub(crate) counted: u64,
     /// Requests answered.
@@ -143,10 +175,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let summary = rt.block_on(demo(&cfg))?;
     println!(
-        "demo passed: {} of {} requests answered and counted by {} actors",
+        "demo passed: {} of {} requests answered and counted by {} actors; {} instance spots activated by their first message",
         summary.counted,
         summary.requests,
-        summary.owned.iter().sum::<usize>()
+        summary.owned.iter().sum::<usize>(),
+        summary.spots_owned.iter().sum::<usize>()
     );
     Ok(())
 }
@@ -155,30 +188,42 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 pub(crate) async fn demo(cfg: &Config) -> Result<Summary, String> {
     let started = Instant::now();
     let prefix = format!("zlink-demo-{}", uuid::Uuid::new_v4().simple());
-    let stores = match &cfg.redis {
+    let stores: Vec<Stores> = match &cfg.redis {
         None => {
-            println!("zlink demo: 3 roots, embedded in-memory Location Store");
-            let store: Arc<dyn DynLocationStore> = Arc::new(MemoryLocationStore::new());
-            vec![store; WEIGHTS.len()]
+            println!("zlink demo: 3 roots, embedded in-memory Location and Relocation Stores");
+            let location: Arc<dyn DynLocationStore> = Arc::new(MemoryLocationStore::new());
+            let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
+            vec![(location, relocation); WEIGHTS.len()]
         }
         Some(url) => {
-            println!("zlink demo: 3 roots, Redis Location Store at {url}, key prefix {prefix}");
+            println!(
+                "zlink demo: 3 roots, Redis Location and Relocation Stores at {url}, key prefix {prefix}"
+            );
             let mut stores = Vec::new();
             for _ in WEIGHTS {
                 let options = RedisLocationOptions::from_url(url)
                     .and_then(|o| o.with_key_prefix(prefix.clone()))
                     .map_err(|e| e.to_string())?;
-                let store = RedisLocationStore::connect(options)
+                let location = RedisLocationStore::connect(options)
                     .await
                     .map_err(|e| format!("cannot connect to {url}: {e}"))?;
-                stores.push(Arc::new(store) as Arc<dyn DynLocationStore>);
+                let options = RedisRelocationOptions::from_url(url)
+                    .and_then(|o| o.with_key_prefix(prefix.clone()))
+                    .map_err(|e| e.to_string())?;
+                let relocation = RedisRelocationStore::connect(options)
+                    .await
+                    .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+                stores.push((
+                    Arc::new(location) as Arc<dyn DynLocationStore>,
+                    Arc::new(relocation) as Arc<dyn DynRelocationStore>,
+                ));
             }
             stores
         }
     };
     println!(
-        "{} actors, {} requests, concurrency {}",
-        cfg.actors, cfg.requests, cfg.concurrency
+        "{} actors, {} requests, {} instance spots, concurrency {}",
+        cfg.actors, cfg.requests, cfg.instances, cfg.concurrency
     );
     let result = match start_roots(&stores).await {
         Ok(hosts) => {
@@ -199,17 +244,21 @@ pub(crate) async fn demo(cfg: &Config) -> Result<Summary, String> {
     result
 }
 
+/// One root's Location Store and Relocation Store.
+type Stores = (Arc<dyn DynLocationStore>, Arc<dyn DynRelocationStore>);
+
 fn mesh() -> Result<MeshName, String> {
     MeshName::new("demo").map_err(|e| e.to_string())
 }
 
-/// Starts one root per weight, each over its store; stops the ones started if one fails.
-async fn start_roots(stores: &[Arc<dyn DynLocationStore>]) -> Result<Vec<ZLinkHost>, String> {
+/// Starts one root per weight, each over its stores; stops the ones started if one fails.
+async fn start_roots(stores: &[Stores]) -> Result<Vec<ZLinkHost>, String> {
     let mesh = mesh()?;
     let mut hosts = Vec::new();
-    for (store, weight) in stores.iter().zip(WEIGHTS) {
+    for ((store, relocation), weight) in stores.iter().zip(WEIGHTS) {
         let started = ZLink::builder()
             .location_store(Arc::clone(store))
+            .relocation_store(Arc::clone(relocation))
             .location_options(LocationOptions::default().polling_interval(POLLING))
             .route_mesh(mesh.clone(), |n| {
                 n.object_role(ObjectRole::Server)
@@ -224,6 +273,16 @@ async fn start_roots(stores: &[Arc<dyn DynLocationStore>]) -> Result<Vec<ZLinkHo
                                 })
                             })
                             .on_request::<Get, _>(|c, _get, _ctx| Box::pin(async move { Ok(c.n) }))
+                    })
+                    .instance_spot_type::<Room>(ROOM, |t| {
+                        t.factory(|_ctx| async { Ok(Room { members: 0 }) })
+                            .disable_relocation()
+                            .on_request::<Join, _>(|r, _join, _ctx| {
+                                Box::pin(async move {
+                                    r.members += 1;
+                                    Ok(r.members)
+                                })
+                            })
                     })
             })
             .build()
@@ -287,6 +346,10 @@ fn bar(cfg: &Config, len: usize, what: &str) -> ProgressBar {
 
 fn actor_id(i: usize) -> String {
     format!("counter-{i}")
+}
+
+fn room_id(i: usize) -> String {
+    format!("room-{i}")
 }
 
 /// Runs `total` jobs on `concurrency` tasks; `job(i)` is the i-th one.
@@ -455,7 +518,56 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         }
     }
 
-    // Where the Actors went.
+    // Instance Spots by cold activation: the first Join by global id with Instance intent
+    // creates the room on a node chosen by weight and is answered by it (1 member); a second
+    // Join from another root reaches the same room (2 members).
+    let spot_managers: Arc<Vec<SpotManager>> = Arc::new(
+        hosts
+            .iter()
+            .map(|h| h.spots().map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?,
+    );
+    let bar_spots = bar(cfg, cfg.instances, "activate");
+    let t = Instant::now();
+    let spot_nodes = {
+        let (managers, pb) = (Arc::clone(&spot_managers), bar_spots.clone());
+        parallel(cfg.concurrency, cfg.instances, move |i| {
+            let (m, pb) = (managers.clone(), pb.clone());
+            async move {
+                let id = room_id(i);
+                let first = m[i % m.len()]
+                    .instance(&id)
+                    .stable_type(ROOM)
+                    .request(&Join)
+                    .await
+                    .map_err(|e| format!("first Join {id}: {e}"))?;
+                let second = m[(i + 1) % m.len()]
+                    .instance(&id)
+                    .request(&Join)
+                    .await
+                    .map_err(|e| format!("second Join {id}: {e}"))?;
+                if (first, second) != (1, 2) {
+                    return Err(format!("{id}: Joins answered {first} then {second}"));
+                }
+                let found = m[(i + 2) % m.len()]
+                    .find(&id)
+                    .await
+                    .map_err(|e| format!("find {id}: {e}"))?
+                    .ok_or(format!("{id} is not Ready"))?;
+                pb.inc(1);
+                Ok(found.node)
+            }
+        })
+        .await?
+    };
+    let spot_secs = t.elapsed().as_secs_f64();
+    bar_spots.finish_and_clear();
+    println!(
+        "activated {} instance spots by their first message in {spot_secs:.2} s",
+        spot_nodes.len()
+    );
+
+    // Where the Actors and Instance Spots went.
     let rids: Vec<RoutingId> = hosts
         .iter()
         .map(|h| {
@@ -475,25 +587,42 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         .map(|rid| by_node.get(rid).copied().unwrap_or(0))
         .collect();
     let elsewhere = refs.len() - owned.iter().sum::<usize>();
+    let spots_owned: Vec<usize> = rids
+        .iter()
+        .map(|rid| spot_nodes.iter().filter(|(_, n)| n == rid).count())
+        .collect();
+    let spots_elsewhere = spot_nodes.len() - spots_owned.iter().sum::<usize>();
     let weight_total: i64 = WEIGHTS.iter().sum();
     println!();
     println!(
-        "{:<4} {:<16} {:>6} {:>8} {:>12} {:>12}",
-        "root", "node RID", "weight", "actors", "actor share", "weight share"
+        "{:<4} {:<16} {:>6} {:>8} {:>12} {:>8} {:>11} {:>12}",
+        "root",
+        "node RID",
+        "weight",
+        "actors",
+        "actor share",
+        "spots",
+        "spot share",
+        "weight share"
     );
     for (k, rid) in rids.iter().enumerate() {
         println!(
-            "{:<4} {:<16} {:>6} {:>8} {:>11.1}% {:>11.1}%",
+            "{:<4} {:<16} {:>6} {:>8} {:>11.1}% {:>8} {:>10.1}% {:>11.1}%",
             k + 1,
             short(rid),
             WEIGHTS[k],
             owned[k],
             100.0 * owned[k] as f64 / refs.len().max(1) as f64,
+            spots_owned[k],
+            100.0 * spots_owned[k] as f64 / spot_nodes.len().max(1) as f64,
             100.0 * WEIGHTS[k] as f64 / weight_total as f64
         );
     }
     if elsewhere > 0 {
         println!("{elsewhere} actor(s) on a node that is none of the three");
+    }
+    if spots_elsewhere > 0 {
+        println!("{spots_elsewhere} instance spot(s) on a node that is none of the three");
     }
     let mut sorted: Vec<Duration> = latencies.into_iter().map(|(_, d)| d).collect();
     sorted.sort_unstable();
@@ -502,6 +631,10 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
     println!(
         "creation   {:>10.0} actors/s",
         refs.len() as f64 / create_secs
+    );
+    println!(
+        "activation {:>10.0} instance spots/s (first Join, second Join, find)",
+        spot_nodes.len() as f64 / spot_secs
     );
     println!(
         "requests   {:>10.0} req/s   p50 {:.3} ms   p99 {:.3} ms",
@@ -519,9 +652,6 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         },
         counts.len()
     );
-    println!(
-        "note: Instance Spots (cold activation) are not part of the demo yet: the runtime does not run Spots yet"
-    );
     if !wrong.is_empty() || counted != cfg.requests as u64 {
         wrong.truncate(10);
         return Err(format!(
@@ -530,13 +660,14 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
             wrong.join(", ")
         ));
     }
-    if elsewhere > 0 {
+    if elsewhere > 0 || spots_elsewhere > 0 {
         return Err(format!(
-            "{elsewhere} actor(s) placed outside the demo's roots"
+            "{elsewhere} actor(s) and {spots_elsewhere} instance spot(s) placed outside the demo's roots"
         ));
     }
     Ok(Summary {
         owned,
+        spots_owned,
         counted,
         requests: sorted.len(),
     })
@@ -610,6 +741,12 @@ mod tests {
         assert_eq!(summary.counted, 300);
         assert_eq!(summary.requests, 300);
         assert_eq!(summary.owned.iter().sum::<usize>(), 60);
+        assert_eq!(summary.spots_owned.iter().sum::<usize>(), 100);
+        assert!(
+            summary.spots_owned.iter().filter(|n| **n > 0).count() >= 2,
+            "instance spots spread over the nodes: {:?}",
+            summary.spots_owned
+        );
         assert!(
             summary.owned.iter().filter(|n| **n > 0).count() >= 2,
             "actors spread over the nodes: {:?}",
@@ -619,14 +756,27 @@ mod tests {
 
     #[test]
     fn options_are_parsed_and_checked() {
-        let args: Vec<String> = ["--actors", "5", "--requests", "7", "--concurrency", "3"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args: Vec<String> = [
+            "--actors",
+            "5",
+            "--requests",
+            "7",
+            "--instances",
+            "9",
+            "--concurrency",
+            "3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let cfg = parse(&args).expect("valid");
-        assert_eq!((cfg.actors, cfg.requests, cfg.concurrency), (5, 7, 3));
+        assert_eq!(
+            (cfg.actors, cfg.requests, cfg.instances, cfg.concurrency),
+            (5, 7, 9, 3)
+        );
         assert!(cfg.redis.is_none());
         assert!(parse(&["--actors".to_string(), "0".to_string()]).is_err());
         assert!(parse(&["--bogus".to_string()]).is_err());
+        assert!(parse(&["--instances".to_string(), "0".to_string()]).is_err());
     }
 }

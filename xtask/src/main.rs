@@ -37,9 +37,10 @@ commands:
   services                    start (or reuse) the Redis services and print their env exports
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
   bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority | transport | mesh
-  demo [options]              3 roots create Counter Actors and message them by id; checks the counts
-                              (--redis URL, --actors N (10000), --requests N (100000), --concurrency N (64),
-                              --release: run it from an optimised build)
+  demo [options]              3 roots create Counter Actors and message them by id; checks the counts;
+                              then create Instance Spots by their first message (cold activation)
+                              (--redis URL, --actors N (10000), --requests N (100000), --instances N (100),
+                              --concurrency N (64), --release: run it from an optimised build)
 ";
 
 /// The workspace root (the parent of the xtask crate).

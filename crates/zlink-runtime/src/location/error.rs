@@ -165,6 +165,10 @@ pub enum InvalidOperation {
     /// The recovery sweep was asked to sweep this host's own run (use the self-sweep).
     #[error("the recovery sweep reclaims another run's rows, not this host's own")]
     RecoveryOfOwnRun,
+    /// A takeover of a dead run's Instance Spot names a target that is not the host run
+    /// running it, or names this host's own run as the dead one (spec 21 §7.1).
+    #[error("a takeover moves a dead run's record to the run performing it")]
+    TakeoverNotByThisRun,
     /// A record to write is outside the record bounds (spec 21 §3.4).
     #[error("record out of bounds: {0}")]
     RecordOutOfBounds(#[source] zlink_codec::CodecError),

@@ -141,8 +141,11 @@ pub use generation::{
 pub use identity::{
     HostRun, MeshName, NodeKey, ObjectId, ObjectKind, OwnerId, RoutingId, StableType,
 };
-pub use options::{ConfigError, LocationOptions, ROUTE_CACHE_FOLLOW_GAP};
+pub use options::{
+    ConfigError, DEFAULT_COLD_ACTIVATION_RETENTION, LocationOptions, ROUTE_CACHE_FOLLOW_GAP,
+};
 pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
+pub(crate) use placement::{PlacementRng, TargetNode, choose};
 pub use query::{
     EntryState, ListFilter, LocationEntry, LookupKind, MAX_ENTRY_LEN, MAX_PAGE_SIZE, Page,
     PageToken,
@@ -150,8 +153,10 @@ pub use query::{
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub(crate) use authority::{
-    AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome, TerminalWrite,
+    AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome,
+    ReserveRequest, TerminalWrite,
 };
+pub(crate) use capacity::CapacityBundle;
 pub(crate) use descriptor::DescriptorPublisher;
 pub(crate) use discovery::{Discovery, DiscoveryStatus, DiscoveryView};
 

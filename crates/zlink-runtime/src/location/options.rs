@@ -8,6 +8,9 @@ use zlink_store_spi::Retention;
 /// positive (spec 21 §7.3, 06 §4).
 pub const ROUTE_CACHE_FOLLOW_GAP: Duration = Duration::from_secs(5);
 
+/// The default retention of a stored cold-activation envelope (spec 23: 24 h).
+pub const DEFAULT_COLD_ACTIVATION_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// A location configuration error, reported at startup before any Store request or socket.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -48,6 +51,12 @@ pub enum ConfigError {
     /// The owner lease TTL is longer than a Store retention can express.
     #[error("ownerLeaseTtl is longer than the longest Store retention")]
     TtlTooLong,
+    /// A Relocation Store retention is longer than a retention can express.
+    #[error("location option `{option}` is longer than the longest Store retention")]
+    RetentionTooLong {
+        /// The option's name.
+        option: &'static str,
+    },
     /// A descriptor is over its size or list bounds (spec 21 §4); nothing was published.
     #[error("descriptor rejected at startup: {0}")]
     Descriptor(String),
@@ -95,6 +104,12 @@ pub struct LocationOptions {
     pub route_cache_max_age: Duration,
     /// `messageFollowDuration` (default 30 s; 0 disables Message Follow).
     pub message_follow_duration: Duration,
+    /// How long the Relocation Store keeps a stored Instance Spot cold-activation envelope
+    /// (default 24 h, spec 23's default retention). The runtime deletes it once the first
+    /// message's handler has completed and the record no longer points at it; an envelope no
+    /// record points at (a lost reservation race, a creation that never reached the Location
+    /// Store) is gone when this retention ends (spec 21 §7.1, §10).
+    pub cold_activation_retention: Duration,
 }
 
 impl Default for LocationOptions {
@@ -108,6 +123,7 @@ impl Default for LocationOptions {
             store_failure_grace: Duration::from_secs(30),
             route_cache_max_age: Duration::from_secs(15),
             message_follow_duration: Duration::from_secs(30),
+            cold_activation_retention: DEFAULT_COLD_ACTIVATION_RETENTION,
         }
     }
 }
@@ -161,13 +177,20 @@ impl LocationOptions {
         self
     }
 
+    /// Sets the retention of stored cold-activation envelopes (positive).
+    pub fn cold_activation_retention(mut self, d: Duration) -> Self {
+        self.cold_activation_retention = d;
+        self
+    }
+
     /// Checks every rule of spec 21 §5 / §7.3 and guide 10 §3:
     ///
     /// - the four lease values, `pollingInterval` and `storeFailureGrace` are positive;
     /// - `renewInterval + renewTimeout < ttl − fencingMargin`;
     /// - the TTL fits a Store retention;
     /// - when `routeCacheMaxAge` and `messageFollowDuration` are both positive,
-    ///   `routeCacheMaxAge + 5 s <= messageFollowDuration` (0 disables either feature).
+    ///   `routeCacheMaxAge + 5 s <= messageFollowDuration` (0 disables either feature);
+    /// - the cold-activation retention is positive and fits a Store retention.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = [
             ("ownerLeaseRenewInterval", self.owner_lease_renew_interval),
@@ -176,6 +199,7 @@ impl LocationOptions {
             ("ownerLeaseFencingMargin", self.owner_lease_fencing_margin),
             ("pollingInterval", self.polling_interval),
             ("storeFailureGrace", self.store_failure_grace),
+            ("coldActivationRetention", self.cold_activation_retention),
         ];
         for (option, value) in positive {
             if value.is_zero() {
@@ -200,6 +224,11 @@ impl LocationOptions {
         if Retention::new(self.owner_lease_ttl).is_err() {
             return Err(ConfigError::TtlTooLong);
         }
+        if Retention::new(self.cold_activation_retention).is_err() {
+            return Err(ConfigError::RetentionTooLong {
+                option: "coldActivationRetention",
+            });
+        }
         let cache = self.route_cache_max_age;
         let follow = self.message_follow_duration;
         if !cache.is_zero()
@@ -212,6 +241,13 @@ impl LocationOptions {
             });
         }
         Ok(())
+    }
+
+    /// The cold-activation envelope retention as a Store retention (validated options only).
+    pub(crate) fn cold_activation_retention_value(&self) -> Result<Retention, ConfigError> {
+        Retention::new(self.cold_activation_retention).map_err(|_| ConfigError::RetentionTooLong {
+            option: "coldActivationRetention",
+        })
     }
 
     /// The owner lease TTL as a Store retention (validated options only).
@@ -341,5 +377,31 @@ mod tests {
         assert_eq!(at.validate(), Ok(()));
         let past = LocationOptions::default().owner_lease_ttl(max + ms(1));
         assert_eq!(past.validate(), Err(ConfigError::TtlTooLong));
+    }
+
+    #[test]
+    fn cold_activation_retention_is_positive_and_fits_a_store_retention() {
+        let max = Retention::MAX.as_duration();
+        let at = LocationOptions::default().cold_activation_retention(max);
+        assert_eq!(at.validate(), Ok(()));
+        assert_eq!(
+            at.cold_activation_retention_value()
+                .map(Retention::as_millis),
+            Ok(Retention::MAX_MILLIS)
+        );
+        let past = LocationOptions::default().cold_activation_retention(max + ms(1));
+        assert_eq!(
+            past.validate(),
+            Err(ConfigError::RetentionTooLong {
+                option: "coldActivationRetention"
+            })
+        );
+        let zero = LocationOptions::default().cold_activation_retention(Duration::ZERO);
+        assert_eq!(
+            zero.validate(),
+            Err(ConfigError::NotPositive {
+                option: "coldActivationRetention"
+            })
+        );
     }
 }

@@ -64,6 +64,8 @@ pub(crate) struct ObjectHost {
     /// The activation concurrency permits (spec 06 §4): held while a factory and its
     /// initialization run, returned when they finish.
     pub(crate) activations: Arc<tokio::sync::Semaphore>,
+    /// Instance Spot cold activation on this node (`instance/`).
+    pub(crate) instances: super::instance::Instances,
 }
 
 impl std::fmt::Debug for ObjectHost {
@@ -103,6 +105,7 @@ impl ObjectHost {
             entry_spot: entry.0,
             entry_callback: entry.1,
             activations: Arc::new(tokio::sync::Semaphore::new(DEFAULT_ACTIVATION_CONCURRENCY)),
+            instances: super::instance::Instances::new(),
         }
     }
 

@@ -1,5 +1,5 @@
 //! Object messages arriving from other nodes, and the object commands of the command plane
-//! (`zlink.object.create`, `zlink.object.end`).
+//! (`zlink.object.create`, `zlink.object.end`; `zlink.spot.activate` is in `instance/`).
 
 use std::sync::Arc;
 
@@ -28,7 +28,15 @@ impl ObjectSink for ObjectHost {
             tracing::debug!(owner = %run.owner_id, dropped, "route cache entries of a dead run dropped");
         }
         let location = Arc::clone(&self.location);
+        let host = self.instances.host();
         tokio::spawn(async move {
+            // The run's Ready Instance Spots whose first message had not completed are restored
+            // before the sweep removes their rows (spec 21 §7.1).
+            if let Some(host) = host {
+                if !super::instance::before_sweep(&host, &run).await {
+                    return;
+                }
+            }
             match location.authority().recovery_sweep(&run).await {
                 Ok(crate::location::Outcome::Applied(report)) => {
                     tracing::info!(owner = %run.owner_id, ?report, "recovery-sweep of a dead run");

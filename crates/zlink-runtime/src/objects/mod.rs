@@ -46,7 +46,22 @@
 //!   future contract): when a fresh discovery list no longer names a host run (its owner lease
 //!   is gone), each surviving object node runs the recovery-sweep over that run — delete only,
 //!   rows with relocation progress skipped, nothing while the run's lease is held — after which
-//!   `get_or_create` makes a new incarnation with a higher ObjectGeneration.
+//!   `get_or_create` makes a new incarnation with a higher ObjectGeneration. A Ready Instance
+//!   Spot of that run whose first message had not completed is restored first (below).
+//! - **Instance Spots** (spec 06 §15–§16, §18; 21 §7.1; `instance/`): no create call.
+//!   [`SpotManager::instance`] returns an [`InstanceCall`] (options: stable type, deadline,
+//!   metadata, each at most once) whose `request` / `send` reaches the Ready Instance Spot, or
+//!   — when its record is Missing — creates it from that first message (cold activation): the
+//!   source picks an eligible node (no reservation of its own) and sends it the activation
+//!   envelope over `zlink.spot.activate`; the target stores the envelope in the Relocation
+//!   Store and verifies it, reserves `Creating` + capacity + the recovery root in one batch,
+//!   runs the factory, commits `Ready`, runs the first message before any other, then removes
+//!   the root (Preserve) and deletes the envelope, and answers. Racing first messages run one
+//!   factory: the losers forward to the winner, every message runs once. The stable type,
+//!   when omitted, is the only Instance Spot type the mesh serves. A dead owner's Ready
+//!   Instance Spot is restored from its stored first message by a survivor (a takeover
+//!   conditioned on the dead run's lease); one that never reached Ready is cancelled by the
+//!   recovery-sweep; an envelope no record points at expires (`coldActivationRetention`).
 //! - **Operational queries**: `ZLinkHost::locate` / `list_locations` (spec 21 §7.4) and
 //!   `ZLinkHost::object_capacity`.
 //!
@@ -87,8 +102,10 @@
 //!
 //! Not built yet: live relocation (a cross-node join is refused with `InvalidOperation`
 //! because it moves the Actor), recovery of rows left by runs this node never saw in its list
-//! (for example its own previous run), and `PerActor` member routing beyond the Actor's own
-//! record.
+//! (for example its own previous run), Instance Spot activation by Logical Multicast, the
+//! durable activation inbox beyond the first message, and the descriptor's live
+//! `activationConcurrency.active` count (the permits are enforced, the count is not
+//! published).
 
 pub(crate) mod activation;
 mod call;
@@ -96,6 +113,7 @@ pub(crate) mod client;
 pub(crate) mod create;
 pub(crate) mod host;
 mod inbound;
+pub(crate) mod instance;
 mod live;
 mod manager;
 pub(crate) mod membership;
@@ -108,6 +126,7 @@ pub use call::{CreateCall, Created, CreatedRef};
 pub use client::DEFAULT_CREATE_DEADLINE;
 pub use host::{DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
 pub(crate) use inbound::{END_OBJECT, JOIN_SPOT, create_command, end_command, join_command};
+pub use instance::InstanceCall;
 pub use manager::ActorManager;
 pub use refs::{ActorRef, SpotRef};
 pub use registration::{

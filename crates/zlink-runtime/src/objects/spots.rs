@@ -2,7 +2,8 @@
 //! SpotId, a lowercase canonical UUID v4) / GetOrCreate (the caller names the SpotId) placed by
 //! weight and capacity and decided by the Spot type's own creation callback, Find, Close, and
 //! existing-only messaging by global SpotId (a Missing Spot is `NotFound`; nothing is created by
-//! a message here).
+//! a message here; [`SpotManager::instance`] is the call with Instance intent, which creates a
+//! Missing Instance Spot from its first message).
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use zlink_codec::records::ObjectKind;
 use super::call::{CreateCall, parse};
 use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient, invalid};
 use super::host::ObjectKey;
+use super::instance::InstanceCall;
 use super::manager::{request_object, send_object};
 use super::refs::SpotRef;
 use crate::mesh::messaging::{Message, Request, ZLinkError};
@@ -149,6 +151,25 @@ impl SpotManager {
     /// Sends `message` one-way to the Ready Spot `id` (completes once admitted).
     pub async fn send<M: Message>(&self, id: &str, message: &M) -> Result<(), ZLinkError> {
         send_object(&self.client, &key(id)?, message).await
+    }
+
+    /// A Spot direct call with Instance intent (spec 06 §15, §16, §18; 21 §7.1): its
+    /// [`request`](InstanceCall::request) / [`send`](InstanceCall::send) reaches the Ready
+    /// Instance Spot `id`, or creates it from that first message when no record exists (cold
+    /// activation). Options: [`stable_type`](InstanceCall::stable_type) (default: the only
+    /// Instance Spot type served in the mesh), [`deadline`](InstanceCall::deadline) (default:
+    /// this manager's), [`metadata`](InstanceCall::metadata).
+    ///
+    /// ```no_run
+    /// # async fn f(spots: zlink_runtime::objects::SpotManager) -> Result<(), zlink_runtime::mesh::messaging::ZLinkError> {
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct Join;
+    /// # impl zlink_runtime::mesh::messaging::Message for Join { const PACKET: &'static str = "Join"; }
+    /// # impl zlink_runtime::mesh::messaging::Request for Join { type Reply = u32; }
+    /// let members = spots.instance("room-1").stable_type("room").request(&Join).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn instance(&self, id: &str) -> InstanceCall {
+        InstanceCall::new(self.client.clone(), id, self.deadline)
     }
 }
 

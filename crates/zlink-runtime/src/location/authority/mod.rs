@@ -1,6 +1,7 @@
 //! Authority operations (spec 21 §6.1, §3.3): Reserve, Commit, Abort, Preserve, NewOwner and
-//! Delete, relocation target capacity ([`relocation`]), the owner sweeps ([`sweep`]) and
-//! placement-driven Reserve (§4, §7).
+//! Delete, relocation target capacity ([`relocation`]), the owner sweeps ([`sweep`]),
+//! placement-driven Reserve (§4, §7) and the takeover of a dead run's Ready Instance Spot for
+//! its restore ([`instance`], §7.1).
 //!
 //! Each operation is one conditional batch (run by the engine, which may coalesce concurrent
 //! operations of this host into one batch) carrying the expected versions, the counter moves,
@@ -29,6 +30,7 @@ use super::keys::{self, PrivateFamily};
 use super::placement::{self, Candidate, PlacementRng, TargetNode};
 
 mod handle;
+mod instance;
 mod op;
 mod outcome;
 mod relocation;

@@ -95,9 +95,26 @@
 //! | an Entry Spot id that exists ends startup with AlreadyExists | `an_entry_spot_id_that_exists_ends_startup_with_already_exists` |
 //! | operational lookup and paged list through the host (21 §7.4) | `operators_locate_and_list_objects_through_the_host`* |
 //!
+//! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
+//! `tests/instances.rs`, over a Relocation Store of the same kind — memory on the store's
+//! clock, or the Redis provider on the same live Redis):
+//!
+//! | behaviour (spec) | test |
+//! |---|---|
+//! | a first message with Instance intent creates the Spot, which answers it; a send creates one too; Instance intent on a Ready Spot delivers once to its owner; existing-only calls stay NotFound on Missing (06 §16, §18) | `first_message_creates_the_instance_spot_and_is_answered_by_it`* |
+//! | the envelope is stored and read back before the record points at it; after the first handler the root is removed (Preserve), then the envelope deleted — never while a record points at it (21 §7.1, §10) | `first_message_creates_the_instance_spot_and_is_answered_by_it`*, `racing_first_messages_run_one_factory_and_every_message_is_answered_once`* |
+//! | stable type omitted: 0 served types → NotFound, 1 → chosen, 2 → InvalidOperation; an existing record decides the type (06 §15, 21 §7.1) | `omitted_stable_type_is_chosen_only_when_exactly_one_instance_type_is_served`* |
+//! | a User Spot or another Instance type under the id → TypeMismatch, nothing stored (21 §7.1) | `instance_intent_on_a_user_spot_or_another_type_is_a_type_mismatch`* |
+//! | an option set twice, a zero deadline, the reserved Entry Spot form → InvalidOperation before any Store request (06 §15) | `an_option_set_twice_or_a_reserved_id_fails_before_anything_is_stored` |
+//! | 64 racing first messages for one id from 3 nodes: one factory run, every message answered exactly once; the source creates no reservation (21 §12) | `racing_first_messages_run_one_factory_and_every_message_is_answered_once`* |
+//! | restart row 1: stored, never reserved → gone after `coldActivationRetention`, nobody deletes it | `envelope_no_record_points_to_is_gone_after_its_retention`* |
+//! | restart row 2: Creating, owner gone before Ready → the survivors' recovery cancels the record; a new incarnation follows; the late factory result changes nothing | `creation_whose_owner_died_before_ready_is_cancelled`* |
+//! | restart row 3: Ready, first message not completed, owner gone → a survivor takes the record over (conditioned on the dead lease), runs the stored first message first, removes the root, deletes the envelope | `ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message`* |
+//!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;
-//! proptest), `discover::tests` (the connection rule).
+//! proptest), `discover::tests` (the connection rule), `objects::instance::envelope::tests`
+//! (the activation envelope, the recovery root and the reply: round trips, damage refused).
 
 mod control;
 mod core;

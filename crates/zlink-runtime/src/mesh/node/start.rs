@@ -176,6 +176,12 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
             .flatten(),
     };
 
+    // Validated (startup) with the root's location options.
+    let cold_activation_retention = plan
+        .location_options()
+        .cold_activation_retention_value()
+        .map_err(|e| StartError::Location(LocationError::Config(e)))?;
+
     // The owner lease, after checking every descriptor against its bounds.
     let location = match plan.location_store.clone() {
         Some(store) => {
@@ -218,6 +224,13 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
     for n in plan.nodes() {
         match start_node(n, &facts(n), &dispatcher, &life, location.as_ref()).await {
             Ok((node, descriptor, objects, tasks)) => {
+                if let Some(o) = &objects {
+                    o.host.instances.configure(
+                        &o.host,
+                        plan.relocation_store().cloned(),
+                        cold_activation_retention,
+                    );
+                }
                 started.nodes.push(node);
                 started.descriptors.push(descriptor);
                 started.objects.push(objects);
@@ -253,6 +266,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
                 Ok(discovery) => {
                     let discovery = Arc::new(discovery);
                     if let Some(o) = started.objects[i].as_mut() {
+                        o.host.instances.set_discovery(Arc::clone(&discovery));
                         o.discovery = Some(Arc::clone(&discovery));
                     }
                     started.tasks.push(tokio::spawn(discover::run(
@@ -431,6 +445,17 @@ async fn start_node(
                 crate::objects::END_OBJECT,
                 Arc::new(move |_node, env| {
                     Box::pin(crate::objects::end_command(Arc::clone(&for_end), env))
+                }),
+            );
+            let for_activate = Arc::clone(&host);
+            control.register(
+                crate::objects::instance::ACTIVATE_SPOT,
+                Arc::new(move |node, env| {
+                    Box::pin(crate::objects::instance::activate_command(
+                        Arc::clone(&for_activate),
+                        node,
+                        env,
+                    ))
                 }),
             );
             Some(NodeObjects {

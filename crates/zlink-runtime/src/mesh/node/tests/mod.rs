@@ -9,6 +9,7 @@ mod basics;
 mod channels;
 mod creation;
 mod forwarding;
+mod instances;
 mod lifecycle;
 mod membership;
 mod messaging;

@@ -1,0 +1,456 @@
+//! The target side of cold activation (see the module docs of `instance`): the
+//! `zlink.spot.activate` command, delivery to a live Instance Spot, forwarding to the node a
+//! record names, and the creation from the first message.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_store_spi::{BlobReadResult, PutResult, RelocationStore};
+use zlink_transport::{Envelope, PeerHandle};
+
+use super::envelope::{ActivationEnvelope, MAX_HOPS, RecoveryRoot, decode_output, encode_output};
+use super::{Activating, deadline_exceeded, settled, type_mismatch};
+use crate::location::{AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome};
+use crate::location::{InvalidOperation, ReserveRequest};
+use crate::mesh::messaging::{
+    ErrorKind, ErrorReply, Metadata, RouteKind, UnavailableReason, ZLinkError,
+};
+use crate::mesh::node::{NodeInner, ReplyBody, job_cost};
+use crate::objects::client::owner_unreachable;
+use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
+use crate::objects::live::{Built, LiveObject};
+use crate::objects::registration::{FactoryContext, MessageContext, ObjectCall, ObjectOutput};
+
+/// The command-plane name of an Instance Spot activation envelope.
+pub(crate) const ACTIVATE_SPOT: &str = "zlink.spot.activate";
+
+/// The longest time left an envelope may claim (a day): a larger value is cut to it.
+const MAX_REMAINING: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// The `zlink.spot.activate` handler: decodes the envelope, delivers or activates, and answers
+/// the first message's reply (or the send's acceptance).
+pub(crate) async fn activate_command(
+    host: Arc<ObjectHost>,
+    node: Arc<NodeInner>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let envelope = ActivationEnvelope::decode(env.payload())?;
+    let out = activate(&host, &node, envelope).await?;
+    Ok(Some(encode_output(out)?))
+}
+
+/// Sends `envelope` to `peer` over the command plane and decodes the answer (a lost answer is
+/// an error of the call; nothing is sent again).
+pub(super) async fn send_envelope(
+    node: &NodeInner,
+    peer: &PeerHandle,
+    envelope: &ActivationEnvelope,
+    deadline: Instant,
+) -> ObjectOutput {
+    let body = envelope.encode()?;
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    match node
+        .control_request(peer, ACTIVATE_SPOT, body, timeout)
+        .await?
+    {
+        ReplyBody::Ok { payload, .. } => {
+            let (ct, payload) = decode_output(&payload)?;
+            if ct.is_empty() && envelope.route == RouteKind::Send {
+                return Ok(None);
+            }
+            let ct = String::from_utf8(ct.to_vec()).map_err(|_| {
+                ZLinkError::application(ErrorKind::ProtocolError, "reply content type")
+            })?;
+            Ok(Some((ct, payload.to_vec())))
+        }
+        ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
+    }
+}
+
+/// Runs one activation envelope on this node (see the module docs of `instance`).
+pub(super) async fn activate(
+    host: &Arc<ObjectHost>,
+    node: &Arc<NodeInner>,
+    envelope: ActivationEnvelope,
+) -> ObjectOutput {
+    if envelope.target != host.rid
+        || envelope.target_lifecycle != node.generation.get()
+        || envelope.mesh != host.mesh
+    {
+        return Err(stale("the activation names another node or lifecycle"));
+    }
+    let _work = node.life.admit()?;
+    let deadline = Instant::now() + envelope.remaining.min(MAX_REMAINING);
+    let key: ObjectKey = (AuthorityKind::Spot, envelope.id.clone());
+    loop {
+        if Instant::now() >= deadline {
+            return Err(deadline_exceeded());
+        }
+        if host.is_live(&key) {
+            return deliver_here(host, &key, &envelope).await;
+        }
+        if let Some(rx) = host.instances.activating(&envelope.id) {
+            settled(rx, deadline).await;
+            continue;
+        }
+        let read = host
+            .location
+            .authority()
+            .read(ObjectKind::InstanceSpot, &envelope.id)
+            .await
+            .map_err(store_failure)?;
+        match read {
+            AuthorityRead::Found { handle, .. } => {
+                if handle.kind() != ObjectKind::InstanceSpot
+                    || handle.stable_type() != &envelope.stable_type
+                {
+                    return Err(type_mismatch(
+                        &envelope.id,
+                        handle.kind(),
+                        handle.stable_type(),
+                    ));
+                }
+                if handle.node().routing_id != host.rid {
+                    return forward(node, &envelope, &handle, deadline).await;
+                }
+                // Owned by this node: an activation that began or opened since the checks
+                // above is looked at again.
+                if host.is_live(&key) || host.instances.activating(&envelope.id).is_some() {
+                    continue;
+                }
+                // Neither live nor being activated here: the activation ended (closed), or a
+                // creation's cancel did not land.
+                return Err(ZLinkError::Unavailable {
+                    target: format!("spot {:?}", envelope.id.as_str()),
+                    reason: if handle.state() == AllocationState::Reserved {
+                        UnavailableReason::NotServing
+                    } else {
+                        UnavailableReason::NotConnected
+                    },
+                });
+            }
+            AuthorityRead::Missing { .. } => {
+                if let Some(out) = create(host, &envelope, deadline).await? {
+                    return out;
+                }
+            }
+        }
+    }
+}
+
+/// The message as the activation runs it.
+fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLinkError> {
+    let metadata = Metadata::from_bytes(&envelope.metadata)?;
+    let cost = job_cost(envelope.payload.len(), envelope.metadata.len());
+    Ok((
+        ObjectCall {
+            content_type: Bytes::copy_from_slice(envelope.content_type.as_bytes()),
+            payload: envelope.payload.clone(),
+            context: MessageContext {
+                id: envelope.id.as_str().to_owned(),
+                packet: envelope.packet.clone(),
+                metadata,
+            },
+        },
+        cost,
+    ))
+}
+
+/// Delivers to the live activation here: a request's reply, a send's admission.
+async fn deliver_here(
+    host: &ObjectHost,
+    key: &ObjectKey,
+    envelope: &ActivationEnvelope,
+) -> ObjectOutput {
+    let (call, cost) = object_call(envelope)?;
+    match envelope.route {
+        RouteKind::Send => {
+            host.deliver(key, RouteKind::Send, call, cost, None)?;
+            Ok(None)
+        }
+        RouteKind::Request => {
+            let (tx, rx) = oneshot::channel();
+            host.deliver(key, RouteKind::Request, call, cost, Some(tx))?;
+            rx.await.unwrap_or(Err(ZLinkError::ShuttingDown))
+        }
+    }
+}
+
+/// Forwards the envelope to the node `handle` names (the winner of a race, or the current
+/// owner), one hop further; its answer is ours.
+async fn forward(
+    node: &NodeInner,
+    envelope: &ActivationEnvelope,
+    handle: &AuthorityHandle,
+    deadline: Instant,
+) -> ObjectOutput {
+    if envelope.hops >= MAX_HOPS {
+        return Err(ZLinkError::Unavailable {
+            target: format!(
+                "spot {:?} (forwarded {MAX_HOPS} times)",
+                envelope.id.as_str()
+            ),
+            reason: UnavailableReason::NotConnected,
+        });
+    }
+    let owner = handle.node().routing_id;
+    let next = envelope.retarget(
+        owner.clone(),
+        handle
+            .record()
+            .allocation
+            .descriptor_lifecycle_generation
+            .get(),
+        deadline.saturating_duration_since(Instant::now()),
+    );
+    let peer = node.route_to(&owner).map_err(owner_unreachable)?;
+    send_envelope(node, &peer, &next, deadline).await
+}
+
+/// Stores the envelope in the Relocation Store, reads it back and checks it (spec 21 §10:
+/// stored and verified before any record points at it). A put whose result was lost is
+/// settled by the read.
+async fn store_envelope(
+    host: &ObjectHost,
+    envelope: &ActivationEnvelope,
+) -> Result<RecoveryRoot, ZLinkError> {
+    let (store, retention) = host.instances.store()?;
+    let bytes = envelope.encode()?;
+    let reference = envelope.reference()?;
+    let failure = |what: &str| {
+        ZLinkError::application(
+            ErrorKind::InternalFailure,
+            &format!("relocation store: {what}"),
+        )
+    };
+    match store.put(&reference, &bytes, retention).await {
+        Ok(PutResult::Stored { .. } | PutResult::AlreadyStored { .. }) => {}
+        Ok(PutResult::Conflict { .. }) => {
+            return Err(failure(
+                "other bytes are stored under the envelope's reference",
+            ));
+        }
+        Err(e) => tracing::debug!(error = %e, "envelope put failed; reading it back"),
+    }
+    let root = RecoveryRoot::of(&reference, &bytes);
+    match store.read(&reference).await {
+        Ok(BlobReadResult::Found { bytes: read, .. }) if root.verifies(&read) => Ok(root),
+        Ok(BlobReadResult::Found { .. }) => Err(failure("the stored envelope does not verify")),
+        Ok(BlobReadResult::Missing { .. }) => Err(failure("the envelope was not stored")),
+        Err(e) => Err(failure(&e.to_string())),
+    }
+}
+
+/// Creates the Spot from its first message (see the module docs of `instance`): `Ok(None)`
+/// when another activation of it began here or won the record (the caller looks again).
+async fn create(
+    host: &Arc<ObjectHost>,
+    envelope: &ActivationEnvelope,
+    deadline: Instant,
+) -> Result<Option<ObjectOutput>, ZLinkError> {
+    let Some(mark) = host.instances.begin(&envelope.id) else {
+        return Ok(None);
+    };
+    let hosted = host
+        .types
+        .get(&envelope.stable_type)
+        .filter(|t| t.kind == ObjectKind::InstanceSpot)
+        .cloned()
+        .ok_or_else(|| {
+            stale(&format!(
+                "this node serves no Instance Spot type {:?}",
+                envelope.stable_type.as_str()
+            ))
+        })?;
+    let target = host.instances.own_target(host)?;
+    let root = store_envelope(host, envelope).await?;
+    let reserved = host
+        .location
+        .authority()
+        .reserve(ReserveRequest {
+            kind: ObjectKind::InstanceSpot,
+            id: envelope.id.clone(),
+            stable_type: envelope.stable_type.clone(),
+            target,
+            payload: root.encode()?,
+            pending_creation: None,
+        })
+        .await;
+    let handle = match reserved {
+        Ok(Outcome::Applied(h)) => h,
+        Ok(Outcome::Conflict(Conflict::LeaseStale { .. })) => {
+            return Err(ZLinkError::Unavailable {
+                target: "this node (its owner lease is not held)".into(),
+                reason: UnavailableReason::NotServing,
+            });
+        }
+        // The record exists (a race lost): nothing is created or deleted here; the envelope
+        // expires with its retention.
+        Ok(Outcome::Conflict(c)) => {
+            tracing::debug!(id = %envelope.id, ?c, "cold activation lost the reservation");
+            return Ok(None);
+        }
+        Err(LocationError::CapacityExceeded) => {
+            return Err(super::capacity_exceeded(&envelope.stable_type));
+        }
+        Err(LocationError::InvalidOperation(InvalidOperation::TargetDoesNotOffer { .. })) => {
+            return Err(stale("this node's descriptor does not offer the type"));
+        }
+        Err(e) => return Err(store_failure(e)),
+    };
+    let live = match build(host, &hosted, &handle, deadline).await {
+        Ok(live) => live,
+        Err(e) => {
+            host.cancel(&handle).await;
+            return Err(e);
+        }
+    };
+    let ready = match host.location.authority().commit(&handle, None).await {
+        Ok(Outcome::Applied(ready)) => ready,
+        Ok(Outcome::Conflict(c)) => {
+            live.close().await;
+            tracing::info!(?c, "cold activation commit conflicted");
+            return Err(stale("the record changed before the commit"));
+        }
+        Err(e) => {
+            live.close().await;
+            return Err(store_failure(e));
+        }
+    };
+    let out = match open_with_first(host, live, envelope, mark).await {
+        Ok(out) => {
+            end_of_use(host, &ready, &root).await;
+            out
+        }
+        // The activation closed before its first message ran (shutdown): the root stays.
+        Err(_) => Err(ZLinkError::ShuttingDown),
+    };
+    Ok(Some(out))
+}
+
+/// Runs the type's factory for the reserved incarnation `handle`, under an
+/// activation-concurrency permit.
+pub(super) async fn build(
+    host: &ObjectHost,
+    hosted: &crate::objects::host::HostedType,
+    handle: &AuthorityHandle,
+    deadline: Instant,
+) -> Result<Arc<dyn LiveObject>, ZLinkError> {
+    let permits = Arc::clone(&host.activations);
+    let permit = tokio::time::timeout_at(deadline, permits.acquire_owned())
+        .await
+        .map_err(|_| deadline_exceeded())?
+        .map_err(|_| ZLinkError::ShuttingDown)?;
+    let ctx = FactoryContext {
+        id: handle.id().as_str().to_owned(),
+        stable_type: handle.stable_type().as_str().to_owned(),
+        generation: handle.object_generation().get(),
+        request: None,
+    };
+    let built = hosted
+        .erased
+        .build(ctx, host.codecs.clone(), host.mailbox, None)
+        .await;
+    drop(permit);
+    match built {
+        Built::Approved { live, .. } => Ok(live),
+        Built::Rejected { reason } => Err(ZLinkError::application(
+            ErrorKind::Rejected,
+            &format!("the Instance Spot creation was declined: {reason}"),
+        )),
+        Built::Failed { error } => Err(ZLinkError::application(
+            ErrorKind::InternalFailure,
+            &format!("the Instance Spot creation failed: {error}"),
+        )),
+    }
+}
+
+/// Queues the first message at the head of the new activation's mailbox, then makes the
+/// activation reachable and ends the in-progress mark (so every other message queues behind
+/// it). Resolves to the first message's terminal output once its handler ran (a send's is
+/// `None`, whatever its handler returned: a one-way send ends at its admission, spec 06 §20);
+/// a message the activation refused is its own terminal output.
+pub(super) async fn open_with_first(
+    host: &ObjectHost,
+    live: Arc<dyn LiveObject>,
+    envelope: &ActivationEnvelope,
+    mark: Activating,
+) -> Result<ObjectOutput, oneshot::error::RecvError> {
+    let (tx, rx) = oneshot::channel();
+    let refused = match object_call(envelope) {
+        Ok((call, cost)) => live.submit(envelope.route, call, cost, Some(tx)).err(),
+        Err(e) => Some(e),
+    };
+    host.insert_live((AuthorityKind::Spot, envelope.id.clone()), live);
+    drop(mark);
+    match (refused, envelope.route) {
+        (Some(e), _) => Ok(Err(e)),
+        (None, RouteKind::Request) => rx.await,
+        (None, RouteKind::Send) => rx.await.map(|out| {
+            if let Err(e) = out {
+                tracing::warn!(id = %envelope.id, error = %e, "an Instance Spot's first one-way handler failed");
+            }
+            Ok(None)
+        }),
+    }
+}
+
+/// After the first handler's terminal completion: a Preserve CAS removes the recovery root
+/// from the record, then the envelope is deleted from the Relocation Store (spec 21 §7.1,
+/// §10: end of use first, deletion second). If the record no longer carries this root under
+/// this node's ownership (taken over, or changed otherwise), nothing is deleted here; a record
+/// that is gone ended the use, so the envelope is deleted.
+pub(super) async fn end_of_use(host: &ObjectHost, ready: &AuthorityHandle, root: &RecoveryRoot) {
+    let mut handle = ready.clone();
+    let mut ended = false;
+    for _ in 0..4 {
+        match host
+            .location
+            .authority()
+            .preserve(&handle, Vec::new())
+            .await
+        {
+            Ok(Outcome::Applied(_)) => {
+                ended = true;
+                break;
+            }
+            Ok(Outcome::Conflict(Conflict::Record { current: None })) => {
+                ended = true;
+                break;
+            }
+            Ok(Outcome::Conflict(Conflict::Record { current: Some(now) }))
+                if now.owner() == handle.owner()
+                    && now.object_generation() == handle.object_generation()
+                    && RecoveryRoot::decode(now.payload()).as_ref() == Some(root) =>
+            {
+                handle = now;
+            }
+            Ok(Outcome::Conflict(c)) => {
+                tracing::info!(id = %handle.id(), ?c, "the record no longer carries this recovery root; the envelope is left to its retention");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(id = %handle.id(), error = %e, "the recovery root could not be removed; the envelope is left to its retention");
+                return;
+            }
+        }
+    }
+    if !ended {
+        return;
+    }
+    let deleted = match (host.instances.store(), root.blob()) {
+        (Ok((store, _)), Ok(blob)) => store
+            .delete(&blob)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+    };
+    if let Err(e) = deleted {
+        tracing::warn!(id = %handle.id(), error = %e, "the cold-activation envelope was not deleted; it expires with its retention");
+    }
+}
