@@ -86,6 +86,8 @@ mod inbound;
 pub(crate) mod manager;
 mod registration;
 mod routes;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use host::{ActorRef, DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
 pub(crate) use inbound::{create_command, destroy_command};
