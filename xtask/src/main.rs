@@ -36,7 +36,8 @@ commands:
   conformance [--redis URL]   check the golden fixture (and, with --redis, the live provider bytes)
   services                    start (or reuse) the Redis services and print their env exports
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
-  bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority | transport | mesh
+  bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority |
+                              transport | mesh | objects (Actor create, request and route cache; --redis URL)
   demo [options]              3 roots create Counter Actors and message them by id; checks the counts;
                               then create Instance Spots by their first message (cold activation)
                               (--redis URL, --actors N (10000), --requests N (100000), --instances N (100),

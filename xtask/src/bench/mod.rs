@@ -5,6 +5,7 @@ use fred::interfaces::ClientLike;
 
 mod authority;
 mod mesh;
+mod objects;
 mod redis_location;
 mod relocation_store;
 mod store_memory;
@@ -19,7 +20,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh | objects"
                 .into(),
         );
     };
@@ -30,6 +31,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "authority" => authority::run(rest),
         "transport" => transport::run(rest),
         "mesh" => mesh::run(rest),
+        "objects" => objects::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),
     }
 }

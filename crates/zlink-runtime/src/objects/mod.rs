@@ -121,6 +121,8 @@ mod refs;
 mod registration;
 mod routes;
 mod spots;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use call::{CreateCall, Created, CreatedRef};
 pub use client::DEFAULT_CREATE_DEADLINE;

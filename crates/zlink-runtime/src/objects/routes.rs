@@ -28,6 +28,16 @@ struct Route {
     at: Instant,
 }
 
+/// What a Ready read showed of an object's owner.
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub(crate) node: RoutingId,
+    pub(crate) run: HostRun,
+    pub(crate) object_generation: u64,
+    pub(crate) owner_generation: u64,
+    pub(crate) version: StoreVersion,
+}
+
 /// Cached routes by authority kind and global id.
 #[derive(Debug)]
 pub(crate) struct RouteCache {
@@ -58,17 +68,31 @@ impl RouteCache {
 
     /// Remembers the owner of the Ready record `handle` (nothing when the cache is disabled).
     pub(crate) fn remember(&self, key: &ObjectKey, handle: &AuthorityHandle) {
+        self.insert(
+            key,
+            Seen {
+                node: handle.node().routing_id,
+                run: handle.owner().clone(),
+                object_generation: handle.object_generation().get(),
+                owner_generation: handle.authority_owner_generation().get(),
+                version: handle.version().clone(),
+            },
+        );
+    }
+
+    /// Remembers what a read of `key` showed (nothing when the cache is disabled).
+    pub(crate) fn insert(&self, key: &ObjectKey, seen: Seen) {
         if self.max_age.is_zero() {
             return;
         }
         self.by_id.lock().insert(
             key.clone(),
             Route {
-                node: handle.node().routing_id,
-                run: handle.owner().clone(),
-                object_generation: handle.object_generation().get(),
-                owner_generation: handle.authority_owner_generation().get(),
-                version: handle.version().clone(),
+                node: seen.node,
+                run: seen.run,
+                object_generation: seen.object_generation,
+                owner_generation: seen.owner_generation,
+                version: seen.version,
                 at: Instant::now(),
             },
         );

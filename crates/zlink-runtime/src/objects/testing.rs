@@ -1,0 +1,71 @@
+//! Object-layer internals for benchmarks outside this crate, behind the non-default `testing`
+//! cargo feature. Applications never enable it: nothing here is part of the public API.
+
+use std::time::Duration;
+
+use zlink_codec::{ObjectId, RoutingId};
+
+use zlink_codec::keys::AuthorityKind;
+use zlink_store_spi::StoreVersion;
+
+use super::routes::{RouteCache, Seen};
+use crate::location::{HostRun, OwnerLeaseGeneration};
+
+/// A node's route cache on its own (`cargo xtask bench objects` measures its hit resolve):
+/// every entry belongs to one made-up host run, so entries leave only by age.
+#[derive(Debug)]
+pub struct RouteCacheBench {
+    cache: RouteCache,
+    run: HostRun,
+    version: StoreVersion,
+}
+
+impl RouteCacheBench {
+    /// An empty cache whose entries live `max_age` (0 disables it, as `routeCacheMaxAge`).
+    pub fn new(max_age: Duration) -> Self {
+        Self {
+            cache: RouteCache::new(max_age),
+            run: HostRun {
+                owner_id: crate::location::testing::new_owner_id(),
+                lease_generation: OwnerLeaseGeneration::MIN,
+            },
+            version: StoreVersion::new("1").unwrap_or_else(|_| unreachable!("a valid version")),
+        }
+    }
+
+    /// Remembers `node` as the owner of the Actor `id` (what a Ready read does).
+    pub fn insert(&self, id: &ObjectId, node: &RoutingId) {
+        let seen = Seen {
+            node: node.clone(),
+            run: self.run.clone(),
+            object_generation: 1,
+            owner_generation: 1,
+            version: self.version.clone(),
+        };
+        self.cache.insert(&(AuthorityKind::Actor, id.clone()), seen);
+    }
+
+    /// The cached owner of the Actor `id`, if its entry is younger than the maximum age (what a
+    /// manager call resolves before it reads the Store).
+    pub fn get(&self, id: &ObjectId) -> Option<RoutingId> {
+        self.cache.get(&(AuthorityKind::Actor, id.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bench_cache_resolves_what_it_was_given_until_it_is_disabled() {
+        let id = ObjectId::new("a").unwrap();
+        let node = RoutingId::new(vec![7]).unwrap();
+        let cache = RouteCacheBench::new(Duration::from_secs(60));
+        assert_eq!(cache.get(&id), None);
+        cache.insert(&id, &node);
+        assert_eq!(cache.get(&id), Some(node.clone()));
+        let disabled = RouteCacheBench::new(Duration::ZERO);
+        disabled.insert(&id, &node);
+        assert_eq!(disabled.get(&id), None);
+    }
+}

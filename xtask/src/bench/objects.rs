@@ -1,0 +1,1001 @@
+//! `cargo xtask bench objects [--redis URL] [--seconds S] [--case NAME]`: the Actor layer over
+//! the Redis Location Store, each figure beside a baseline measured in the same run, as a
+//! ratio (`--case create|cross-node|same-node|route-cache` runs one figure).
+//!
+//! Two ZLink roots run in this process on one tokio multi-thread runtime (2 workers), each
+//! with one Object Server MeshNode (A and B) on mesh `bench`, each over its own connection to
+//! the Redis Location Store at `URL` (default `redis://127.0.0.1:6379`) under a fresh key
+//! prefix, purged at the end. Actor type `bench.local` is registered on A only and
+//! `bench.remote` on B only, so placement decides nothing: every creation below is made
+//! through A's Actor manager and lands where its type lives. Both nodes also answer the
+//! node-direct `Echo`. Payloads are 64 bytes of text (the roots' codec is JSON).
+//!
+//! 1. **Create latency** (c=1, fresh ids, `ActorManager::create`): landing on B (remote: the
+//!    creation runs over `zlink.actor.create`) and on A (local), p50 against the sum of the
+//!    Store and mesh work a remote creation needs, each part measured alone in the same run:
+//!    a reserve-shaped and a commit-shaped conditional batch and three exact reads through
+//!    `DynLocationStore` on a third connection to the same Redis, and one node-direct `Echo`
+//!    round trip A→B. Target: create p50 ≤ 1.5× that sum.
+//! 2. **Cross-node request throughput** at c=64 with a warm route cache (A requests Actors
+//!    owned by B), against node-direct `Echo` requests A→B at c=64. Target: ≥ 0.8×.
+//! 3. **Same-node request/reply latency** at c=1 (A requests Actors owned by A), against a
+//!    bare tokio `mpsc` + `oneshot` round trip with a task that answers.
+//! 4. **Route-cache hit resolve** (`RouteCache::get` through the `testing` facade) against a
+//!    plain `HashMap::get` of the same keys in the same order, on one thread with no root
+//!    running, at 1,000 keys (the tables stay in the CPU caches) and 10,000 (they do not).
+//!    Target: ≥ 0.3×.
+//!
+//! Every figure alternates its two sides over 8 rounds (S/8 seconds each, default S = 3), so
+//! load elsewhere on the machine falls on both alike; ratios are printed over all rounds and
+//! as the median of the per-round pairs.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use zlink_codec::records::ObjectRole;
+use zlink_codec::{MeshName, ObjectId, RoutingId};
+use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_runtime::mesh::config::ZLink;
+use zlink_runtime::mesh::messaging::{Message, Request};
+use zlink_runtime::mesh::node::{MeshNode, ZLinkHost};
+use zlink_runtime::objects::testing::RouteCacheBench;
+use zlink_runtime::objects::{Actor, ActorManager};
+use zlink_store_spi::{
+    Condition, DynLocationStore, Mutation, ReadResult, Retention, StoreKey, StoreVersion,
+    WriteRequest, WriteResult,
+};
+
+use super::transport::{Latency, ROUNDS, Samples};
+
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+const PAYLOAD: usize = 64;
+/// The concurrency of the throughput figure.
+const C: usize = 64;
+/// Worker threads of the runtime both roots run on.
+const WORKERS: usize = 2;
+const LOCAL_TYPE: &str = "bench.local";
+const REMOTE_TYPE: &str = "bench.remote";
+/// How long the roots may take to see each other.
+const SETUP: Duration = Duration::from_secs(30);
+/// How many of B's Actors the throughput figure spreads its requests over.
+const THROUGHPUT_ACTORS: usize = 1024;
+/// Key counts of the route-cache figure: one whose table stays in the CPU caches, one
+/// (the demo's Actor count) whose does not.
+const CACHE_KEYS: [usize; 2] = [1_000, 10_000];
+/// Bytes of the baseline's authority record, lookup index, generation counters, allocation
+/// row and leases: about what the runtime writes for one Actor (read off a live run).
+const RECORD_LEN: usize = 480;
+const INDEX_LEN: usize = 45;
+const COUNTER_LEN: usize = 3;
+const ROW_LEN: usize = 56;
+const LEASE_LEN: usize = 100;
+
+/// Returns its bytes: the node-direct request and the Actor request alike.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Echo {
+    bytes: String,
+}
+impl Message for Echo {
+    const PACKET: &'static str = "Echo";
+}
+impl Request for Echo {
+    type Reply = String;
+}
+
+/// The Actor of both types: answers `Echo`.
+struct EchoActor;
+impl Actor for EchoActor {}
+
+struct Args {
+    url: String,
+    seconds: f64,
+    /// Only this figure (`create`, `cross-node`, `same-node`, `route-cache`), or all.
+    case: Option<String>,
+}
+
+const CASES: [&str; 4] = ["create", "cross-node", "same-node", "route-cache"];
+
+impl Args {
+    fn runs(&self, case: &str) -> bool {
+        self.case.as_deref().is_none_or(|c| c == case)
+    }
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut parsed = Args {
+        url: DEFAULT_URL.to_owned(),
+        seconds: 3.0,
+        case: None,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--redis" => {
+                parsed.url = it
+                    .next()
+                    .ok_or("bench objects: --redis needs a URL")?
+                    .clone();
+            }
+            "--seconds" => {
+                parsed.seconds = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|n: &f64| *n > 0.0 && *n <= 60.0)
+                    .ok_or("bench objects: --seconds needs a number in (0, 60]")?;
+            }
+            "--case" => {
+                let case = it.next().filter(|c| CASES.contains(&c.as_str())).ok_or(
+                    "bench objects: --case needs create, cross-node, same-node or route-cache",
+                )?;
+                parsed.case = Some(case.clone());
+            }
+            other => {
+                return Err(format!(
+                    "bench objects: unknown option `{other}` (known: --redis URL, --seconds S, \
+                     --case create|cross-node|same-node|route-cache)"
+                ));
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+fn to_string(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let args = parse(args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .map_err(to_string)?;
+    rt.block_on(bench(&args))
+}
+
+async fn connect(url: &str, prefix: &str) -> Result<RedisLocationStore, String> {
+    let options = RedisLocationOptions::from_url(url)
+        .and_then(|o| o.with_key_prefix(prefix.to_owned()))
+        .map_err(|e| format!("--redis {url}: {e}"))?;
+    RedisLocationStore::connect(options)
+        .await
+        .map_err(|e| format!("connecting to {url}: {e}"))
+}
+
+async fn bench(args: &Args) -> Result<(), String> {
+    let prefix = format!("zlink-bench-objects-{}", uuid::Uuid::new_v4().simple());
+    let mode = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    println!(
+        "objects bench ({mode} build, in-process): each figure alternates its two sides over \
+         {ROUNDS} rounds, {:.1} s per side; {PAYLOAD} B payloads",
+        args.seconds
+    );
+    let d = Duration::from_secs_f64(args.seconds);
+    if ["create", "cross-node", "same-node"]
+        .iter()
+        .any(|c| args.runs(c))
+    {
+        on_redis(args, &prefix, d).await?;
+    }
+    if args.runs("route-cache") {
+        for keys in CACHE_KEYS {
+            route_cache(keys, d)?;
+        }
+    }
+    Ok(())
+}
+
+/// Figures 1–3: the two roots on Redis under `prefix`, purged at the end.
+async fn on_redis(args: &Args, prefix: &str, d: Duration) -> Result<(), String> {
+    println!(
+        "Object Server nodes A and B in two ZLink roots of this process on one tokio \
+         multi-thread runtime ({WORKERS} workers), Redis Location Store at {} (key prefix \
+         {prefix})",
+        args.url
+    );
+    let mut stores = Vec::new();
+    for _ in 0..3 {
+        stores.push(connect(&args.url, prefix).await?);
+    }
+    let result = match start_roots(&stores[..2]).await {
+        Ok(hosts) => {
+            let spi: Arc<dyn DynLocationStore> = Arc::new(stores[2].clone());
+            let measured = measure(args, &hosts, spi, d).await;
+            let stopped = shut_down(&hosts).await;
+            measured.and(stopped)
+        }
+        Err(e) => Err(e),
+    };
+    for s in &stores {
+        s.close().await;
+    }
+    drop(stores);
+    match super::purge_prefix(&args.url, prefix).await {
+        Ok(n) => println!("purged {n} Redis key(s) under {prefix}"),
+        Err(e) => println!("could not purge {prefix}: {e}"),
+    }
+    println!();
+    result
+}
+
+fn mesh() -> Result<MeshName, String> {
+    MeshName::new("bench").map_err(to_string)
+}
+
+/// Starts root A (type `bench.local`) over `stores[0]` and root B (type `bench.remote`) over
+/// `stores[1]`; stops the first if the second fails.
+async fn start_roots(stores: &[RedisLocationStore]) -> Result<Vec<ZLinkHost>, String> {
+    let mesh = mesh()?;
+    let mut hosts = Vec::new();
+    for (store, stable_type) in stores.iter().zip([LOCAL_TYPE, REMOTE_TYPE]) {
+        let store: Arc<dyn DynLocationStore> = Arc::new(store.clone());
+        let started = ZLink::builder()
+            .location_store(store)
+            .route_mesh(mesh.clone(), |n| {
+                n.object_role(ObjectRole::Server)
+                    .actor_type::<EchoActor>(stable_type, |t| {
+                        t.factory(|_ctx| async { Ok(EchoActor) })
+                            .disable_relocation()
+                            .on_request::<Echo, _>(|_a, e, _ctx| {
+                                Box::pin(async move { Ok(e.bytes) })
+                            })
+                    })
+                    .on_request::<Echo, _, _>(|e, _ctx| async move { Ok(e.bytes) })
+            })
+            .build()
+            .start()
+            .await;
+        match started {
+            Ok(host) => hosts.push(host),
+            Err(e) => {
+                let _ = shut_down(&hosts).await;
+                return Err(format!("a root did not start: {e}"));
+            }
+        }
+    }
+    Ok(hosts)
+}
+
+async fn shut_down(hosts: &[ZLinkHost]) -> Result<(), String> {
+    let mut failures = Vec::new();
+    for h in hosts {
+        let report = h.shutdown().await;
+        if !report.failures.is_empty() {
+            failures.push(format!("{:?}", report.failures));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("shutdown: {}", failures.join("; ")))
+    }
+}
+
+/// Waits (bounded) until A and B are Ready peers and A's placement finds each type's node
+/// (one probe creation per type, retried while discovery has not listed the node yet).
+async fn wait_for_mesh(a: &MeshNode, b: &MeshNode, actors: &ActorManager) -> Result<(), String> {
+    let deadline = Instant::now() + SETUP;
+    for node in [a, b] {
+        while !node.status().peers.iter().any(|p| p.weights.is_some()) {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "node {} has no Ready peer after {SETUP:?}",
+                    node.routing_id()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    for (stable_type, owner) in [(LOCAL_TYPE, a), (REMOTE_TYPE, b)] {
+        let id = format!("probe-{stable_type}");
+        loop {
+            match actors.get_or_create(stable_type, &id).await {
+                Ok(r) if &r.node == owner.routing_id() => break,
+                Ok(r) => {
+                    return Err(format!(
+                        "{stable_type} landed on {}, not {}",
+                        r.node,
+                        owner.routing_id()
+                    ));
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(format!("{stable_type} cannot be created: {e}"));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn echo() -> Echo {
+    Echo {
+        bytes: "x".repeat(PAYLOAD),
+    }
+}
+
+/// Runs figures 1–3 (those `args` selects).
+async fn measure(
+    args: &Args,
+    hosts: &[ZLinkHost],
+    spi: Arc<dyn DynLocationStore>,
+    d: Duration,
+) -> Result<(), String> {
+    let mesh = mesh()?;
+    let a = hosts[0].node(&mesh).ok_or("root A has no node")?;
+    let b = hosts[1].node(&mesh).ok_or("root B has no node")?;
+    let actors = hosts[0].actors().map_err(to_string)?;
+    let t = Instant::now();
+    wait_for_mesh(&a, &b, &actors).await?;
+    println!(
+        "nodes: A {} (type {LOCAL_TYPE}), B {} (type {REMOTE_TYPE}); ready in {:.2} s",
+        short(a.routing_id()),
+        short(b.routing_id()),
+        t.elapsed().as_secs_f64()
+    );
+    let slice = d / ROUNDS;
+    if args.runs("create") {
+        create_latency(&a, &b, &actors, spi, slice).await?;
+    }
+    if args.runs("cross-node") {
+        let targets = populate(&actors, "cross", REMOTE_TYPE, THROUGHPUT_ACTORS).await?;
+        cross_node(&a, &b, &actors, &targets, slice).await?;
+    }
+    if args.runs("same-node") {
+        let targets = populate(&actors, "same", LOCAL_TYPE, C).await?;
+        same_node(&actors, &targets, slice).await?;
+    }
+    Ok(())
+}
+
+/// A RoutingId to print: its text when it is printable ASCII (the default `node-…` form), else
+/// its hex; at most 16 characters.
+fn short(rid: &RoutingId) -> String {
+    let bytes = rid.as_bytes();
+    let text = if bytes.iter().all(|b| b.is_ascii_graphic()) {
+        String::from_utf8_lossy(bytes).into_owned()
+    } else {
+        rid.to_hex()
+    };
+    text.chars().take(16).collect()
+}
+
+/// Figure 1: creations landing on B and on A beside the Store and mesh work they need.
+async fn create_latency(
+    a: &MeshNode,
+    b: &MeshNode,
+    actors: &ActorManager,
+    spi: Arc<dyn DynLocationStore>,
+    slice: Duration,
+) -> Result<(), String> {
+    let mut spi = SpiBaseline::seed(spi).await?;
+    let mut next = 0u64;
+    let (mut remote, mut local) = (Samples::default(), Samples::default());
+    let (mut reserve, mut commit, mut read, mut rtt) = (
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+    );
+    let mut paired = Vec::new();
+    for _ in 0..ROUNDS {
+        let remote_round = creations(actors, REMOTE_TYPE, b.routing_id(), &mut next, slice).await?;
+        local.add(creations(actors, LOCAL_TYPE, a.routing_id(), &mut next, slice).await?);
+        let (r, c) = spi.batches(slice).await?;
+        let read_round = spi.reads(slice).await?;
+        let rtt_round = node_load(a, b.routing_id(), 1, slice).await?;
+        let round_sum = p50(&r) + p50(&c) + 3 * p50(&read_round) + p50(&rtt_round);
+        paired.push(ratio(p50(&remote_round), round_sum));
+        remote.add(remote_round);
+        reserve.add(r);
+        commit.add(c);
+        read.add(read_round);
+        rtt.add(rtt_round);
+    }
+    let (remote, local) = (remote.latency(), local.latency());
+    let (reserve, commit, read, rtt) = (
+        reserve.latency(),
+        commit.latency(),
+        read.latency(),
+        rtt.latency(),
+    );
+    let store_sum = reserve.p50 + commit.p50 + 3 * read.p50;
+    let sum = store_sum + rtt.p50;
+    println!();
+    println!("1. actor create latency, c=1, fresh ids, created through A's manager:");
+    print_lat("create landing on B (remote)", &remote);
+    print_lat("create landing on A (local)", &local);
+    println!("   baseline parts, each measured alone in the same run:");
+    print_lat("  reserve-shaped batch", &reserve);
+    print_lat("  commit-shaped batch", &commit);
+    print_lat("  exact read", &read);
+    print_lat("  node-direct request A->B", &rtt);
+    println!(
+        "   spec sum = reserve + commit + 3 x read + node-direct request = {:.1} us \
+         (Store part {:.1} us)",
+        us(sum),
+        us(store_sum)
+    );
+    println!(
+        "   remote create p50 / spec sum = {:.2}x over all rounds, {:.2}x median of the \
+         {ROUNDS} paired rounds (target <= 1.5x)",
+        ratio(remote.p50, sum),
+        median(paired)
+    );
+    println!(
+        "   local create p50 / spec sum = {:.2}x, / its Store part = {:.2}x (a local creation \
+         needs no mesh round trip)",
+        ratio(local.p50, sum),
+        ratio(local.p50, store_sum)
+    );
+    Ok(())
+}
+
+/// Figure 2: A requests Actors owned by B at c=64 (route cache warm) beside node-direct
+/// requests A→B at c=64.
+async fn cross_node(
+    a: &MeshNode,
+    b: &MeshNode,
+    actors: &ActorManager,
+    targets: &Arc<Vec<String>>,
+    slice: Duration,
+) -> Result<(), String> {
+    let (mut z, mut n) = (Samples::default(), Samples::default());
+    let mut paired = Vec::new();
+    for _ in 0..ROUNDS {
+        warm(actors, targets).await?;
+        let actor = actor_load(actors, targets, C, slice).await?;
+        let node = node_load(a, b.routing_id(), C, slice).await?;
+        paired.push(per_sec(&actor) / per_sec(&node));
+        z.add(actor);
+        n.add(node);
+    }
+    let (z, n) = (z.latency(), n.latency());
+    println!();
+    println!(
+        "2. cross-node request/reply, c={C}, A -> {} Actors owned by B, route cache warm:",
+        targets.len()
+    );
+    print_lat("actor request A->B", &z);
+    print_lat("node-direct request A->B", &n);
+    println!(
+        "   actor / node-direct throughput = {:.2}x over all rounds, {:.2}x median of the {ROUNDS} \
+         paired rounds (target >= 0.8x)",
+        z.per_sec / n.per_sec,
+        median(paired)
+    );
+    Ok(())
+}
+
+/// Figure 3: A requests Actors owned by A at c=1 beside a tokio channel round trip.
+async fn same_node(
+    actors: &ActorManager,
+    targets: &Arc<Vec<String>>,
+    slice: Duration,
+) -> Result<(), String> {
+    let (mut z, mut m) = (Samples::default(), Samples::default());
+    for _ in 0..ROUNDS {
+        z.add(actor_load(actors, targets, 1, slice).await?);
+        m.add(mpsc_load(slice).await?);
+    }
+    let (z, m) = (z.latency(), m.latency());
+    println!();
+    println!(
+        "3. same-node request/reply, c=1, A -> {} Actors owned by A:",
+        targets.len()
+    );
+    print_lat("actor request A->A", &z);
+    print_lat("tokio mpsc + oneshot", &m);
+    println!(
+        "   actor p50 / mpsc p50 = {:.2}x, p99 / p99 = {:.2}x, throughput actor / mpsc = {:.2}x",
+        ratio(z.p50, m.p50),
+        ratio(z.p99, m.p99),
+        z.per_sec / m.per_sec
+    );
+    println!();
+    Ok(())
+}
+
+/// Creates `n` Actors `{tag}-{i}` of `stable_type` through A's manager, c=64; returns their ids.
+async fn populate(
+    actors: &ActorManager,
+    tag: &str,
+    stable_type: &'static str,
+    n: usize,
+) -> Result<Arc<Vec<String>>, String> {
+    let ids: Arc<Vec<String>> = Arc::new((0..n).map(|i| format!("{tag}-{i}")).collect());
+    let mut tasks = Vec::new();
+    for j in 0..C {
+        let (actors, ids) = (actors.clone(), Arc::clone(&ids));
+        tasks.push(tokio::spawn(async move {
+            for id in ids.iter().skip(j).step_by(C) {
+                actors
+                    .get_or_create(stable_type, id)
+                    .await
+                    .map_err(|e| format!("creating {id}: {e}"))?;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(to_string)??;
+    }
+    Ok(ids)
+}
+
+/// The median latency of one round.
+fn p50((samples, _): &(Vec<Duration>, Duration)) -> Duration {
+    let mut sorted = samples.clone();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+/// Requests per second of one round.
+fn per_sec((samples, elapsed): &(Vec<Duration>, Duration)) -> f64 {
+    samples.len() as f64 / elapsed.as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
+
+fn print_lat(case: &str, l: &Latency) {
+    println!(
+        "   {case:<34} {:>9.0} /s   p50 {:>8.1} us   p99 {:>8.1} us",
+        l.per_sec,
+        us(l.p50),
+        us(l.p99)
+    );
+}
+
+/// Creates fresh Actors of `stable_type` one after another for `d`; each must land on `owner`.
+async fn creations(
+    actors: &ActorManager,
+    stable_type: &'static str,
+    owner: &RoutingId,
+    next: &mut u64,
+    d: Duration,
+) -> Result<(Vec<Duration>, Duration), String> {
+    let (actors, owner, first) = (actors.clone(), owner.clone(), *next);
+    let task = tokio::spawn(async move {
+        let mut samples = Vec::new();
+        let started = Instant::now();
+        let mut n = first;
+        while started.elapsed() < d {
+            n += 1;
+            let id = format!("{stable_type}-{n}");
+            let t = Instant::now();
+            let r = actors
+                .create(stable_type, &id)
+                .await
+                .map_err(|e| format!("create {id}: {e}"))?;
+            samples.push(t.elapsed());
+            if r.node != owner {
+                return Err(format!("{id} landed on {}, not {owner}", r.node));
+            }
+        }
+        Ok::<_, String>((samples, started.elapsed(), n))
+    });
+    let (samples, elapsed, n) = task.await.map_err(to_string)??;
+    *next = n;
+    Ok((samples, elapsed))
+}
+
+/// One request to every target (fills the route cache).
+async fn warm(actors: &ActorManager, targets: &Arc<Vec<String>>) -> Result<(), String> {
+    let mut tasks = Vec::new();
+    for j in 0..C {
+        let (actors, targets) = (actors.clone(), Arc::clone(targets));
+        tasks.push(tokio::spawn(async move {
+            let echo = echo();
+            for id in targets.iter().skip(j).step_by(C) {
+                actors
+                    .request(id, &echo)
+                    .await
+                    .map_err(|e| format!("warming {id}: {e}"))?;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(to_string)??;
+    }
+    Ok(())
+}
+
+/// `c` tasks request `Echo` of the Actors in `targets` (task j: targets j, j+c, …, wrapping)
+/// for `d`; every request's latency.
+async fn actor_load(
+    actors: &ActorManager,
+    targets: &Arc<Vec<String>>,
+    c: usize,
+    d: Duration,
+) -> Result<(Vec<Duration>, Duration), String> {
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(c);
+    for j in 0..c {
+        let (actors, targets) = (actors.clone(), Arc::clone(targets));
+        tasks.push(tokio::spawn(async move {
+            let echo = echo();
+            let mut samples = Vec::new();
+            let mut k = j % targets.len();
+            while started.elapsed() < d {
+                let id = &targets[k];
+                let t = Instant::now();
+                let reply = actors
+                    .request(id, &echo)
+                    .await
+                    .map_err(|e| format!("request {id}: {e}"))?;
+                samples.push(t.elapsed());
+                if reply.len() != PAYLOAD {
+                    return Err("wrong echo".to_owned());
+                }
+                k = (k + c) % targets.len();
+            }
+            Ok::<_, String>(samples)
+        }));
+    }
+    collect(tasks, started).await
+}
+
+/// `c` tasks request the node-direct `Echo` of `target` for `d`.
+async fn node_load(
+    node: &MeshNode,
+    target: &RoutingId,
+    c: usize,
+    d: Duration,
+) -> Result<(Vec<Duration>, Duration), String> {
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(c);
+    for _ in 0..c {
+        let (node, target) = (node.clone(), target.clone());
+        tasks.push(tokio::spawn(async move {
+            let echo = echo();
+            let mut samples = Vec::new();
+            while started.elapsed() < d {
+                let t = Instant::now();
+                let reply = node.request(&target, &echo).await.map_err(to_string)?;
+                samples.push(t.elapsed());
+                if reply.len() != PAYLOAD {
+                    return Err("wrong echo".to_owned());
+                }
+            }
+            Ok::<_, String>(samples)
+        }));
+    }
+    collect(tasks, started).await
+}
+
+/// One task sends `Echo` over a tokio `mpsc` channel with a `oneshot` for the reply to a task
+/// that answers with its bytes, one at a time, for `d`.
+async fn mpsc_load(d: Duration) -> Result<(Vec<Duration>, Duration), String> {
+    type Job = (Echo, tokio::sync::oneshot::Sender<String>);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(1024);
+    let answering = tokio::spawn(async move {
+        while let Some((e, reply)) = rx.recv().await {
+            let _ = reply.send(e.bytes);
+        }
+    });
+    let started = Instant::now();
+    let task = tokio::spawn(async move {
+        let echo = echo();
+        let mut samples = Vec::new();
+        while started.elapsed() < d {
+            let t = Instant::now();
+            let (reply_tx, reply_rx) = tokio::sync::oneshot::channel();
+            tx.send((echo.clone(), reply_tx))
+                .await
+                .map_err(|_| "the answering task is gone")?;
+            let reply = reply_rx.await.map_err(|_| "no answer")?;
+            samples.push(t.elapsed());
+            if reply.len() != PAYLOAD {
+                return Err("wrong echo".to_owned());
+            }
+        }
+        Ok::<_, String>(samples)
+    });
+    let out = collect(vec![task], started).await;
+    answering.await.map_err(to_string)?;
+    out
+}
+
+async fn collect(
+    tasks: Vec<tokio::task::JoinHandle<Result<Vec<Duration>, String>>>,
+    started: Instant,
+) -> Result<(Vec<Duration>, Duration), String> {
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.map_err(to_string)??);
+    }
+    Ok((all, started.elapsed()))
+}
+
+/// The Store work of one creation, shaped like the runtime's batches, through the SPI: a
+/// reserve (a Missing condition on a fresh record key, version conditions on two leases, two
+/// generation counters and an allocation row; puts of the record, its lookup index, the
+/// counters and the row) and a commit (version conditions on the record and a lease; a put of
+/// the record), and exact reads of a record.
+struct SpiBaseline {
+    store: Arc<dyn DynLocationStore>,
+    leases: [StoreKey; 2],
+    /// Two counters and the allocation row, with their current versions.
+    shared: Vec<(StoreKey, StoreVersion)>,
+    lease_versions: [StoreVersion; 2],
+    fresh: u64,
+    read_key: StoreKey,
+}
+
+fn key(s: &str) -> Result<StoreKey, String> {
+    StoreKey::new(s).map_err(to_string)
+}
+
+fn bytes(n: usize) -> Bytes {
+    Bytes::from(vec![b'7'; n])
+}
+
+fn applied(result: WriteResult, what: &str) -> Result<Vec<StoreVersion>, String> {
+    match result {
+        WriteResult::Applied { put_versions, .. } => Ok(put_versions),
+        WriteResult::Conflict { .. } => Err(format!("the baseline {what} conflicted")),
+    }
+}
+
+impl SpiBaseline {
+    async fn seed(store: Arc<dyn DynLocationStore>) -> Result<Self, String> {
+        let leases = [key("bench/lease/a")?, key("bench/lease/b")?];
+        let shared_keys = [
+            key("bench/counter/object")?,
+            key("bench/counter/owner")?,
+            key("bench/row/b")?,
+        ];
+        let read_key = key("bench/read")?;
+        let retention = Retention::new(Duration::from_secs(600)).map_err(to_string)?;
+        let mut muts: Vec<Mutation> = leases
+            .iter()
+            .map(|k| Mutation::put_expiring(k.clone(), bytes(LEASE_LEN), retention))
+            .collect();
+        muts.extend(
+            shared_keys
+                .iter()
+                .zip([COUNTER_LEN, COUNTER_LEN, ROW_LEN])
+                .map(|(k, n)| Mutation::put(k.clone(), bytes(n))),
+        );
+        muts.push(Mutation::put(read_key.clone(), bytes(RECORD_LEN)));
+        let request = WriteRequest::new(vec![], muts).map_err(to_string)?;
+        let versions = applied(store.write_dyn(&request).await.map_err(to_string)?, "seed")?;
+        let [l0, l1, c0, c1, row, _read] = <[StoreVersion; 6]>::try_from(versions)
+            .map_err(|_| "the seed batch returned the wrong number of versions")?;
+        let shared = shared_keys.into_iter().zip([c0, c1, row]).collect();
+        Ok(Self {
+            store,
+            leases,
+            shared,
+            lease_versions: [l0, l1],
+            fresh: 0,
+            read_key,
+        })
+    }
+
+    /// Reserve then commit of fresh records, one after another, for `d`: each batch's latency.
+    async fn batches(
+        &mut self,
+        d: Duration,
+    ) -> Result<((Vec<Duration>, Duration), (Vec<Duration>, Duration)), String> {
+        let (mut reserve, mut commit) = (Vec::new(), Vec::new());
+        let started = Instant::now();
+        let shared = &mut self.shared;
+        while started.elapsed() < d {
+            self.fresh += 1;
+            let n = self.fresh;
+            let record = key(&format!("bench/record/{n:012}"))?;
+            let index = key(&format!("bench/index/{n:012}"))?;
+            let mut conditions = vec![Condition::Missing(record.clone())];
+            conditions.extend(
+                self.leases
+                    .iter()
+                    .zip(&self.lease_versions)
+                    .map(|(k, v)| Condition::Version(k.clone(), v.clone())),
+            );
+            conditions.extend(
+                shared
+                    .iter()
+                    .map(|(k, v)| Condition::Version(k.clone(), v.clone())),
+            );
+            let mut muts = vec![
+                Mutation::put(record.clone(), bytes(RECORD_LEN)),
+                Mutation::put(index, bytes(INDEX_LEN)),
+            ];
+            muts.extend(
+                shared
+                    .iter()
+                    .zip([COUNTER_LEN, COUNTER_LEN, ROW_LEN])
+                    .map(|((k, _), len)| Mutation::put(k.clone(), bytes(len))),
+            );
+            let request = WriteRequest::new(conditions, muts).map_err(to_string)?;
+            let t = Instant::now();
+            let result = self.store.write_dyn(&request).await.map_err(to_string)?;
+            reserve.push(t.elapsed());
+            let versions = applied(result, "reserve")?;
+            let [record_version, _index, c0, c1, row] = <[StoreVersion; 5]>::try_from(versions)
+                .map_err(|_| "the reserve batch returned the wrong number of versions")?;
+            for ((_, v), new) in shared.iter_mut().zip([c0, c1, row]) {
+                *v = new;
+            }
+            let request = WriteRequest::new(
+                vec![
+                    Condition::Version(record.clone(), record_version),
+                    Condition::Version(self.leases[1].clone(), self.lease_versions[1].clone()),
+                ],
+                vec![Mutation::put(record, bytes(RECORD_LEN))],
+            )
+            .map_err(to_string)?;
+            let t = Instant::now();
+            let result = self.store.write_dyn(&request).await.map_err(to_string)?;
+            commit.push(t.elapsed());
+            applied(result, "commit")?;
+        }
+        let elapsed = started.elapsed();
+        Ok(((reserve, elapsed), (commit, elapsed)))
+    }
+
+    /// Exact reads of a record for `d`.
+    async fn reads(&self, d: Duration) -> Result<(Vec<Duration>, Duration), String> {
+        let mut samples = Vec::new();
+        let started = Instant::now();
+        while started.elapsed() < d {
+            let t = Instant::now();
+            let read = self
+                .store
+                .read_dyn(&self.read_key)
+                .await
+                .map_err(to_string)?;
+            samples.push(t.elapsed());
+            if let ReadResult::Missing { .. } = read {
+                return Err("the baseline record is missing".into());
+            }
+        }
+        Ok((samples, started.elapsed()))
+    }
+}
+
+/// Figure 4: route-cache hits against a plain `HashMap` of the same `keys` entries, same keys
+/// in the same order, on this thread. The value is a RoutingId of the default form
+/// (`node-` and a UUID).
+fn route_cache(keys: usize, d: Duration) -> Result<(), String> {
+    let node =
+        RoutingId::new(format!("node-{}", uuid::Uuid::new_v4()).into_bytes()).map_err(to_string)?;
+    let node = &node;
+    let ids: Vec<ObjectId> = (0..keys)
+        .map(|i| ObjectId::new(format!("bench.remote-{i}")).map_err(to_string))
+        .collect::<Result<_, _>>()?;
+    let cache = RouteCacheBench::new(Duration::from_secs(3600));
+    let mut map: HashMap<ObjectId, RoutingId> = HashMap::new();
+    for id in &ids {
+        cache.insert(id, node);
+        map.insert(id.clone(), node.clone());
+    }
+    // One pseudo-random visiting order, shared by both sides.
+    let mut order = Vec::with_capacity(ids.len());
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..ids.len() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.push(&ids[(x % ids.len() as u64) as usize]);
+    }
+    let slice = d / ROUNDS;
+    let (mut hits_cache, mut t_cache, mut hits_map, mut t_map) =
+        (0u64, Duration::ZERO, 0u64, Duration::ZERO);
+    let mut paired = Vec::new();
+    for _ in 0..ROUNDS {
+        let (mut n_cache, mut n_map) = (0u64, 0u64);
+        let started = Instant::now();
+        while started.elapsed() < slice {
+            for id in &order {
+                if black_box(cache.get(black_box(id))).is_some() {
+                    n_cache += 1;
+                }
+            }
+        }
+        let e_cache = started.elapsed();
+        let started = Instant::now();
+        while started.elapsed() < slice {
+            for id in &order {
+                if black_box(map.get(black_box(*id))).is_some() {
+                    n_map += 1;
+                }
+            }
+        }
+        let e_map = started.elapsed();
+        paired
+            .push((n_cache as f64 / e_cache.as_secs_f64()) / (n_map as f64 / e_map.as_secs_f64()));
+        (hits_cache, t_cache, hits_map, t_map) = (
+            hits_cache + n_cache,
+            t_cache + e_cache,
+            hits_map + n_map,
+            t_map + e_map,
+        );
+    }
+    let per_sec = |n: u64, t: Duration| n as f64 / t.as_secs_f64();
+    let (c, m) = (per_sec(hits_cache, t_cache), per_sec(hits_map, t_map));
+    println!(
+        "4. route-cache hit resolve, one thread, {keys} keys in a shuffled order (no root running):"
+    );
+    println!(
+        "   {:<34} {c:>12.0} /s   {:>6.1} ns each",
+        "RouteCache::get (hit)",
+        1e9 / c
+    );
+    println!(
+        "   {:<34} {m:>12.0} /s   {:>6.1} ns each",
+        "HashMap::get",
+        1e9 / m
+    );
+    println!(
+        "   route cache / HashMap throughput = {:.2}x over all rounds, {:.2}x median of the \
+         {ROUNDS} paired rounds (target >= 0.3x)",
+        c / m,
+        median(paired)
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn options_parse_and_unknown_ones_are_refused() {
+        let a = parse(&args(&[
+            "--redis",
+            "redis://127.0.0.1:6390",
+            "--seconds",
+            "1.5",
+            "--case",
+            "cross-node",
+        ]))
+        .unwrap();
+        assert_eq!(a.url, "redis://127.0.0.1:6390");
+        assert_eq!(a.seconds, 1.5);
+        assert!(a.runs("cross-node") && !a.runs("create"));
+        let all = parse(&[]).unwrap();
+        assert_eq!(all.url, DEFAULT_URL);
+        assert!(CASES.iter().all(|c| all.runs(c)));
+        assert!(parse(&args(&["--seconds", "0"])).is_err());
+        assert!(parse(&args(&["--case", "everything"])).is_err());
+        assert!(parse(&args(&["--fast"])).is_err());
+    }
+
+    #[test]
+    fn the_median_of_paired_rounds_is_the_middle_value() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
+    }
+}
