@@ -477,7 +477,7 @@ impl ObjectClient {
             );
         }
         self.objects
-            .deliver(key, RouteKind::Request, call, cost, Some(tx))?;
+            .deliver(key, RouteKind::Request, call, cost, Some(tx.into()))?;
         let out = match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(out)) => out,
             Ok(Err(_)) => Err(ZLinkError::ShuttingDown),

@@ -13,7 +13,7 @@ use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 
 use super::live::{ErasedType, LiveObject};
-use super::registration::{EntryCallback, ObjectCall, ObjectOutput};
+use super::registration::{EntryCallback, ObjectCall};
 use crate::location::{AuthorityRead, LocationRuntime, Outcome};
 use crate::mesh::messaging::{ErrorKind, RouteKind, UnavailableReason, ZLinkError};
 
@@ -133,7 +133,7 @@ impl ObjectHost {
         route: RouteKind,
         call: ObjectCall,
         cost: usize,
-        reply: Option<tokio::sync::oneshot::Sender<ObjectOutput>>,
+        reply: Option<super::live::Completion>,
     ) -> Result<(), ZLinkError> {
         let live = self.live.lock().get(key).map(Arc::clone);
         match live {

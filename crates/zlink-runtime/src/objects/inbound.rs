@@ -11,6 +11,7 @@ use zlink_transport::Envelope;
 use super::client::unframe_object_payload;
 use super::create::CreateCommand;
 use super::host::{ObjectHost, ObjectKey};
+use super::live::Completion;
 use super::registration::{MessageContext, ObjectCall};
 use crate::mesh::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
 use crate::mesh::node::{NodeInner, ObjectSink, SPOT_ADDRESS, answer_request, job_cost};
@@ -56,56 +57,55 @@ impl ObjectSink for ObjectHost {
         node: Arc<NodeInner>,
         peer: RoutingId,
         env: Envelope,
-    ) -> BoxFuture<'static, ()> {
+        guard: Box<dyn Send>,
+    ) -> Option<BoxFuture<'static, ()>> {
         let kind = if env.address() == SPOT_ADDRESS {
             AuthorityKind::Spot
         } else {
             AuthorityKind::Actor
         };
-        let prepared = prepare(&env);
-        let route = if env.reply_route().is_some() {
-            RouteKind::Request
-        } else {
-            RouteKind::Send
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        // A message for an object with no live activation here is answered by the record (the
-        // sender's route cache may be stale): NotFound when it is gone, else Unavailable.
-        let mut missing = None;
-        let submitted = prepared.and_then(|(id, call, cost)| {
-            let key: ObjectKey = (kind, id);
-            if !self.is_live(&key) {
-                missing = Some(key);
-                return Ok(());
-            }
-            let reply = (route == RouteKind::Request).then_some(tx);
-            self.deliver(&key, route, call, cost, reply)
-        });
-        let location = Arc::clone(&self.location);
-        Box::pin(async move {
-            if let Err(e) = submitted {
+        let (id, call, cost) = match prepare(&env) {
+            Ok(p) => p,
+            Err(e) => {
                 answer_request(&node, &peer, &env, Err(e));
-                return;
+                return None;
             }
-            if let Some(key) = missing {
+        };
+        let key: ObjectKey = (kind, id);
+        let Some(live) = self.live_object(&key) else {
+            // No live activation here: answered by the record (the sender's route cache may be
+            // stale) — NotFound when it is gone, else Unavailable.
+            let location = Arc::clone(&self.location);
+            return Some(Box::pin(async move {
+                let _guard = guard;
                 let e = ObjectHost::not_live(location, key).await;
                 answer_request(&node, &peer, &env, Err(e));
-                return;
+            }));
+        };
+        if env.reply_route().is_none() {
+            if let Err(e) = live.submit(RouteKind::Send, call, cost, None) {
+                answer_request(&node, &peer, &env, Err(e));
             }
-            if route == RouteKind::Send {
-                return;
-            }
-            let out = match rx.await {
-                Ok(Ok(Some(reply))) => Ok(reply),
-                Ok(Ok(None)) => Err(ZLinkError::application(
+            drop(guard);
+            return None;
+        }
+        // The turn answers the request itself when it ends: no task waits for it.
+        let (n, p, e) = (Arc::clone(&node), peer.clone(), env.clone());
+        let done = Completion::new(move |out| {
+            let _guard = guard;
+            let out = match out {
+                Ok(Some(reply)) => Ok(reply),
+                Ok(None) => Err(ZLinkError::application(
                     ErrorKind::InternalFailure,
                     "the handler produced no reply",
                 )),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(ZLinkError::ShuttingDown),
+                Err(e) => Err(e),
             };
-            answer_request(&node, &peer, &env, out);
-        })
+            answer_request(&n, &p, &e, out);
+        });
+        // A refusal is answered through `done`.
+        let _ = live.submit(RouteKind::Request, call, cost, Some(done));
+        None
     }
 }
 

@@ -30,6 +30,41 @@ pub(crate) enum Built {
     Failed { error: String },
 }
 
+/// Where one object request's result goes: completed once with the handler's output. Dropped
+/// unused — the activation closed before the job ran — it completes with `ShuttingDown`, so
+/// every request gets exactly one terminal.
+pub(crate) struct Completion(Option<Box<dyn FnOnce(ObjectOutput) + Send>>);
+
+impl Completion {
+    /// A completion that runs `f` with the output.
+    pub(crate) fn new(f: impl FnOnce(ObjectOutput) + Send + 'static) -> Self {
+        Self(Some(Box::new(f)))
+    }
+
+    /// Delivers the output.
+    pub(crate) fn complete(mut self, out: ObjectOutput) {
+        if let Some(f) = self.0.take() {
+            f(out);
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f(Err(ZLinkError::ShuttingDown));
+        }
+    }
+}
+
+impl From<oneshot::Sender<ObjectOutput>> for Completion {
+    fn from(tx: oneshot::Sender<ObjectOutput>) -> Self {
+        Self::new(move |out| {
+            let _ = tx.send(out);
+        })
+    }
+}
+
 /// A turn shared by a `SpotWide` User Spot and its member Actors: one of them runs at a time.
 pub(crate) type Turn = Arc<tokio::sync::Mutex<()>>;
 
@@ -49,14 +84,15 @@ pub(crate) trait ErasedType: Send + Sync {
 
 /// A running activation with its state type erased.
 pub(crate) trait LiveObject: Send + Sync {
-    /// Queues one message; a request's result arrives on `reply`. A full mailbox is
-    /// `CapacityExceeded` and changes nothing; an unknown packet is `NoHandler`.
+    /// Queues one message; a request's result arrives on `reply`, exactly once. A full mailbox
+    /// is `CapacityExceeded` and changes nothing; an unknown packet is `NoHandler`; a refusal
+    /// is both returned and given to `reply`.
     fn submit(
         &self,
         route: RouteKind,
         call: ObjectCall,
         cost: usize,
-        reply: Option<oneshot::Sender<ObjectOutput>>,
+        reply: Option<Completion>,
     ) -> Result<(), ZLinkError>;
 
     /// Stops new messages, finishes accepted ones, drops the state once.
@@ -139,16 +175,24 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
         route: RouteKind,
         call: ObjectCall,
         cost: usize,
-        reply: Option<oneshot::Sender<ObjectOutput>>,
+        reply: Option<Completion>,
     ) -> Result<(), ZLinkError> {
         let key = (route, call.context.packet.as_str().to_owned());
         let Some(handler) = self.handlers.get(&key).cloned() else {
-            return Err(ZLinkError::NoHandler {
+            let e = ZLinkError::NoHandler {
                 key: format!("object {route} {:?}", key.1),
-            });
+            };
+            if let Some(done) = reply {
+                done.complete(Err(e.clone()));
+            }
+            return Err(e);
         };
         let codecs = self.codecs.clone();
         let turn = self.turn.lock().clone();
+        // The completion waits in a slot the job takes it from: a refused job gives it back
+        // here, completed with the refusal (never with ShuttingDown as well).
+        let slot = Arc::new(Mutex::new(reply));
+        let for_job = Arc::clone(&slot);
         let job = job(move |state: &mut T| {
             Box::pin(async move {
                 let _turn = match &turn {
@@ -156,10 +200,9 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
                     None => None,
                 };
                 let out = handler(state, call, &codecs).await;
+                let reply = for_job.lock().take();
                 match reply {
-                    Some(tx) => {
-                        let _ = tx.send(out);
-                    }
+                    Some(done) => done.complete(out),
                     None => {
                         if let Err(e) = out {
                             tracing::warn!(error = %e, "object one-way handler failed");
@@ -168,11 +211,18 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
                 }
             })
         });
-        self.activation.submit(cost, job).map_err(|e| match e {
-            SubmitError::Full => {
-                ZLinkError::application(ErrorKind::CapacityExceeded, "the object's mailbox is full")
+        self.activation.submit(cost, job).map_err(|e| {
+            let e = match e {
+                SubmitError::Full => ZLinkError::application(
+                    ErrorKind::CapacityExceeded,
+                    "the object's mailbox is full",
+                ),
+                _ => ZLinkError::application(ErrorKind::Unavailable, "the activation is closing"),
+            };
+            if let Some(done) = slot.lock().take() {
+                done.complete(Err(e.clone()));
             }
-            _ => ZLinkError::application(ErrorKind::Unavailable, "the activation is closing"),
+            e
         })
     }
 
@@ -200,4 +250,21 @@ where
     F: for<'a> FnOnce(&'a mut T) -> BoxFuture<'a, ()> + Send + 'static,
 {
     Box::new(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completion_delivers_exactly_once_and_shutting_down_when_dropped_unused() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = Arc::clone(&seen);
+        Completion::new(move |out| s.lock().push(out.is_ok())).complete(Ok(None));
+        let s = Arc::clone(&seen);
+        drop(Completion::new(move |out| {
+            s.lock().push(matches!(out, Err(ZLinkError::ShuttingDown)))
+        }));
+        assert_eq!(*seen.lock(), vec![true, true]);
+    }
 }

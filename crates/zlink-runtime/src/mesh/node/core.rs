@@ -166,13 +166,17 @@ pub(crate) struct NodeInner {
 /// Where the object layer plugs into a node: inbound Actor messages arriving on the
 /// application lane (after the node mailbox, never through filters).
 pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
-    /// Runs one inbound Actor message and answers it (a request) on the completion path.
+    /// Runs one inbound object message and answers it (a request) on the completion path.
+    /// `guard` (the node mailbox permit and the admission) is held until the message's work
+    /// ends; work that must wait on something other than the object's turn is returned as a
+    /// future for the caller to spawn.
     fn deliver(
         &self,
         node: Arc<NodeInner>,
         peer: RoutingId,
         envelope: Envelope,
-    ) -> crate::mesh::messaging::BoxFuture<'static, ()>;
+        guard: Box<dyn Send>,
+    ) -> Option<crate::mesh::messaging::BoxFuture<'static, ()>>;
 
     /// A host run's owner lease is gone (discovery no longer lists it): reclaim what it owned.
     fn owner_gone(&self, run: crate::location::HostRun);

@@ -133,12 +133,14 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
                 answer(&node, peer_rid, &env, Err(err));
                 continue;
             };
-            let reply = objects.deliver(Arc::clone(&node), peer_rid.clone(), env);
-            tokio::spawn(async move {
-                let _permit = permit;
-                let _work = work;
-                reply.await;
-            });
+            if let Some(rest) = objects.deliver(
+                Arc::clone(&node),
+                peer_rid.clone(),
+                env,
+                Box::new((permit, work)),
+            ) {
+                tokio::spawn(rest);
+            }
             continue;
         }
         let node = Arc::clone(&node);

@@ -174,7 +174,7 @@ async fn deliver_here(
         }
         RouteKind::Request => {
             let (tx, rx) = oneshot::channel();
-            host.deliver(key, RouteKind::Request, call, cost, Some(tx))?;
+            host.deliver(key, RouteKind::Request, call, cost, Some(tx.into()))?;
             rx.await.unwrap_or(Err(ZLinkError::ShuttingDown))
         }
     }
@@ -382,7 +382,9 @@ pub(super) async fn open_with_first(
 ) -> Result<ObjectOutput, oneshot::error::RecvError> {
     let (tx, rx) = oneshot::channel();
     let refused = match object_call(envelope) {
-        Ok((call, cost)) => live.submit(envelope.route, call, cost, Some(tx)).err(),
+        Ok((call, cost)) => live
+            .submit(envelope.route, call, cost, Some(tx.into()))
+            .err(),
         Err(e) => Some(e),
     };
     host.insert_live((AuthorityKind::Spot, envelope.id.clone()), live);
