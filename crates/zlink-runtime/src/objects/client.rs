@@ -1,6 +1,6 @@
-//! What the Actor and Spot managers share (spec 21 §7, §7.2, §7.3; 06 §15–§17, §20): the
-//! creation flow on the source side, owner resolution through the route cache, and delivery
-//! of a message to the current Ready owner, here or over the mesh.
+//! What the Actor and Spot managers share (spec 21 §7, §7.2; 06 §15–§17, §20): the creation
+//! flow on the source side, find, join and the end of an incarnation (messages to objects are
+//! in `messages.rs`).
 //!
 //! Creation: read the record → follow an existing or in-progress creation (or fail with the
 //! result table) → place by weight and capacity and reserve `Creating` + capacity + the inline
@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::time::Instant;
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{AllocationState, ObjectKind, PendingCreation};
@@ -24,15 +24,14 @@ use zlink_codec::{ObjectId, OperationId, RoutingId, StableType};
 use super::create::{CREATE_OBJECT, CreateCommand, CreationOrder};
 use super::host::{ObjectHost, ObjectKey, store_failure, what};
 use super::membership::Membership;
-use super::registration::{MessageContext, ObjectCall};
 use crate::location::{
     AuthorityHandle, AuthorityRead, Conflict, Discovery, InvalidOperation, LocationError,
     OperationKey, Outcome,
 };
-use crate::mesh::messaging::{
-    ErrorKind, ErrorReply, Metadata, OutboundMessage, RouteKind, UnavailableReason, ZLinkError,
-};
-use crate::mesh::node::{Address, MeshNode, ReplyBody};
+use crate::mesh::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
+use crate::mesh::node::{MeshNode, ReplyBody};
+
+use super::messages::owner_unreachable;
 
 /// How long a manager call waits for a creation (its deadline) unless told otherwise.
 pub const DEFAULT_CREATE_DEADLINE: Duration = Duration::from_secs(30);
@@ -78,18 +77,6 @@ fn deadline_exceeded() -> ZLinkError {
         ErrorKind::DeadlineExceeded,
         "the creation did not finish before the deadline",
     )
-}
-
-/// The record names an owner this node cannot reach (its route is not ready, or its lease
-/// is gone and discovery dropped it): `Unavailable`, never `NotFound` (spec 06 §20).
-pub(crate) fn owner_unreachable(e: ZLinkError) -> ZLinkError {
-    match e {
-        ZLinkError::NoRoute { target } => ZLinkError::Unavailable {
-            target,
-            reason: UnavailableReason::NotConnected,
-        },
-        other => other,
-    }
 }
 
 /// The result a terminal stands for: Created / Existing → the ref; Rejected → a typed
@@ -379,175 +366,6 @@ impl ObjectClient {
         }
     }
 
-    /// The node that owns the Ready incarnation of `key`: from the route cache (younger than
-    /// `routeCacheMaxAge`), else read (Missing → NotFound, Creating → Unavailable; neither is
-    /// cached).
-    pub(crate) async fn owner(&self, key: &ObjectKey) -> Result<RoutingId, ZLinkError> {
-        if let Some(node) = self.objects.routes.get(key) {
-            return Ok(node);
-        }
-        let kind = match key.0 {
-            AuthorityKind::Actor => ObjectKind::Actor,
-            AuthorityKind::Spot => ObjectKind::UserSpot,
-        };
-        match self.read(kind, &key.1).await? {
-            AuthorityRead::Found { handle, .. } if handle.state() == AllocationState::Active => {
-                // A member of a SpotWide Spot resolves through the Spot's aggregate authority.
-                if let Some(m) = Membership::decode(handle.payload()).filter(|m| m.spot_wide) {
-                    let spot = ObjectId::new(m.spot).map_err(|e| invalid(&e.to_string()))?;
-                    if let AuthorityRead::Found { handle: s, .. } =
-                        self.read(ObjectKind::UserSpot, &spot).await?
-                    {
-                        if s.state() == AllocationState::Active {
-                            self.objects.routes.remember(key, &s);
-                            return Ok(s.node().routing_id);
-                        }
-                    }
-                    return Err(ZLinkError::Unavailable {
-                        target: what(AuthorityKind::Spot, &spot),
-                        reason: UnavailableReason::NotServing,
-                    });
-                }
-                self.objects.routes.remember(key, &handle);
-                Ok(handle.node().routing_id)
-            }
-            AuthorityRead::Found { .. } => Err(ZLinkError::Unavailable {
-                target: what(key.0, &key.1),
-                reason: UnavailableReason::NotServing,
-            }),
-            AuthorityRead::Missing { .. } => Err(ZLinkError::NoRoute {
-                target: what(key.0, &key.1),
-            }),
-        }
-    }
-
-    /// Sends `msg` as a request to the Ready object `key` and waits for the encoded reply
-    /// (exactly one terminal; a NotFound/Unavailable result drops the cached route).
-    pub(crate) async fn request(
-        &self,
-        key: &ObjectKey,
-        msg: &OutboundMessage,
-        timeout: Duration,
-    ) -> Result<ReplyBody, ZLinkError> {
-        let owner = self.owner(key).await?;
-        let result = if owner == self.objects.rid {
-            self.local_request(key, msg, timeout).await
-        } else {
-            self.remote_request(&owner, key, msg, timeout).await
-        };
-        if let Err(e) = &result {
-            if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) {
-                self.objects.routes.forget(key);
-            }
-        }
-        result
-    }
-
-    /// Drops the cached route of `key` when a decoded reply says it is stale.
-    pub(crate) fn reply_seen(&self, key: &ObjectKey, e: &ZLinkError) {
-        if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) {
-            self.objects.routes.forget(key);
-        }
-    }
-
-    fn call(key: &ObjectKey, msg: &OutboundMessage, metadata: Metadata) -> ObjectCall {
-        ObjectCall {
-            content_type: Bytes::copy_from_slice(msg.content_type.as_bytes()),
-            payload: Bytes::from(msg.payload.clone()),
-            context: MessageContext {
-                id: key.1.as_str().to_owned(),
-                packet: msg.packet.clone(),
-                metadata,
-            },
-        }
-    }
-
-    async fn local_request(
-        &self,
-        key: &ObjectKey,
-        msg: &OutboundMessage,
-        timeout: Duration,
-    ) -> Result<ReplyBody, ZLinkError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
-        let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
-        if !self.objects.is_live(key) {
-            return Err(
-                ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
-            );
-        }
-        self.objects
-            .deliver(key, RouteKind::Request, call, cost, Some(tx.into()))?;
-        let out = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(out)) => out,
-            Ok(Err(_)) => Err(ZLinkError::ShuttingDown),
-            Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
-        };
-        match out {
-            Ok(Some((ct, bytes))) => Ok(ReplyBody::Ok {
-                content_type: Bytes::from(ct.into_bytes()),
-                payload: Bytes::from(bytes),
-            }),
-            Ok(None) => Err(ZLinkError::application(
-                ErrorKind::InternalFailure,
-                "the handler produced no reply",
-            )),
-            Err(e) => Ok(ReplyBody::Error(Bytes::from(
-                ErrorReply::from_error(&e).encode(),
-            ))),
-        }
-    }
-
-    async fn remote_request(
-        &self,
-        owner: &RoutingId,
-        key: &ObjectKey,
-        msg: &OutboundMessage,
-        timeout: Duration,
-    ) -> Result<ReplyBody, ZLinkError> {
-        let peer = self.node.inner.route_to(owner).map_err(owner_unreachable)?;
-        let framed = frame_object_payload(&key.1, msg);
-        self.node
-            .inner
-            .remote_request(&peer, &address(key.0), &framed, timeout)
-            .await
-    }
-
-    /// Sends `msg` one-way to the Ready object `key` (completes once admitted).
-    pub(crate) async fn send(
-        &self,
-        key: &ObjectKey,
-        msg: &OutboundMessage,
-    ) -> Result<(), ZLinkError> {
-        let owner = self.owner(key).await?;
-        if owner == self.objects.rid {
-            let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
-            let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
-            if !self.objects.is_live(key) {
-                self.objects.routes.forget(key);
-                return Err(
-                    ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
-                );
-            }
-            return self.objects.deliver(key, RouteKind::Send, call, cost, None);
-        }
-        let peer = self
-            .node
-            .inner
-            .route_to(&owner)
-            .map_err(owner_unreachable)?;
-        let framed = frame_object_payload(&key.1, msg);
-        self.node
-            .inner
-            .remote_send(
-                &peer,
-                &address(key.0),
-                &framed,
-                crate::mesh::node::DEFAULT_SEND_TIMEOUT,
-            )
-            .await
-    }
-
     /// Joins the Actor incarnation `actor` to the User Spot incarnation `spot` on the
     /// Actor's owner node (see `ObjectHost::join`).
     pub(crate) async fn join(
@@ -662,39 +480,4 @@ fn too_large(why: &str) -> ZLinkError {
         ErrorKind::InvalidOperation,
         &format!("the creation request does not fit the 1 MiB record bound: {why}"),
     )
-}
-
-/// The envelope address of messages for objects of `kind`.
-fn address(kind: AuthorityKind) -> Address {
-    match kind {
-        AuthorityKind::Actor => Address::Actor,
-        AuthorityKind::Spot => Address::Spot,
-    }
-}
-
-/// An object message's payload on the wire: `u8` id length, the id, then the message payload.
-fn frame_object_payload(id: &ObjectId, msg: &OutboundMessage) -> OutboundMessage {
-    let idb = id.as_str().as_bytes();
-    let mut buf = BytesMut::with_capacity(1 + idb.len() + msg.payload.len());
-    buf.put_u8(idb.len() as u8);
-    buf.put_slice(idb);
-    buf.put_slice(&msg.payload);
-    OutboundMessage {
-        packet: msg.packet.clone(),
-        content_type: msg.content_type.clone(),
-        payload: buf.to_vec(),
-        metadata: msg.metadata.clone(),
-    }
-}
-
-/// Splits an object message's payload into the id and the message payload.
-pub(crate) fn unframe_object_payload(payload: &Bytes) -> Result<(ObjectId, Bytes), ZLinkError> {
-    let bad = || ZLinkError::application(ErrorKind::ProtocolError, "malformed object message");
-    let len = usize::from(*payload.first().ok_or_else(bad)?);
-    if payload.len() < 1 + len {
-        return Err(bad());
-    }
-    let id = std::str::from_utf8(&payload[1..1 + len]).map_err(|_| bad())?;
-    let id = ObjectId::new(id).map_err(|_| bad())?;
-    Ok((id, payload.slice(1 + len..)))
 }

@@ -8,10 +8,10 @@ use zlink_codec::RoutingId;
 use zlink_codec::keys::AuthorityKind;
 use zlink_transport::Envelope;
 
-use super::client::unframe_object_payload;
 use super::create::CreateCommand;
 use super::host::{ObjectHost, ObjectKey};
 use super::live::Completion;
+use super::messages::unframe_object_payload;
 use super::registration::{MessageContext, ObjectCall};
 use crate::mesh::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
 use crate::mesh::node::{NodeInner, ObjectSink, SPOT_ADDRESS, answer_request, job_cost};

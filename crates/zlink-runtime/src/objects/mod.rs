@@ -117,6 +117,7 @@ pub(crate) mod instance;
 mod live;
 mod manager;
 pub(crate) mod membership;
+pub(crate) mod messages;
 mod refs;
 mod registration;
 mod routes;

@@ -14,7 +14,8 @@ use crate::mesh::messaging::{
     ErrorKind, Message, Metadata, OutboundMessage, Request, RouteKind, ZLinkError, decode_reply,
 };
 use crate::mesh::node::ReplyBody;
-use crate::objects::client::{ObjectClient, invalid, owner_unreachable};
+use crate::objects::client::{ObjectClient, invalid};
+use crate::objects::messages::owner_unreachable;
 use crate::objects::spots::is_entry_spot_id;
 
 /// One Spot direct call with Instance intent (from

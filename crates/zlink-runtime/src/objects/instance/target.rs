@@ -20,9 +20,9 @@ use crate::mesh::messaging::{
     ErrorKind, ErrorReply, Metadata, RouteKind, UnavailableReason, ZLinkError,
 };
 use crate::mesh::node::{NodeInner, ReplyBody, job_cost};
-use crate::objects::client::owner_unreachable;
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::live::{Built, LiveObject};
+use crate::objects::messages::owner_unreachable;
 use crate::objects::registration::{FactoryContext, MessageContext, ObjectCall, ObjectOutput};
 
 /// The command-plane name of an Instance Spot activation envelope.
