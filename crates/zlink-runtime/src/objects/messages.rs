@@ -37,7 +37,7 @@ impl ObjectClient {
     /// The node that owns the Ready incarnation of `key`: from the route cache (younger than
     /// `routeCacheMaxAge`), else read (Missing → NotFound, Creating → Unavailable; neither is
     /// cached).
-    pub(crate) async fn owner(&self, key: &ObjectKey) -> Result<RoutingId, ZLinkError> {
+    pub(crate) async fn owner(&self, key: &ObjectKey) -> Result<Arc<RoutingId>, ZLinkError> {
         if let Some(node) = self.objects.routes.get(key) {
             return Ok(node);
         }
@@ -55,7 +55,7 @@ impl ObjectClient {
                     {
                         if s.state() == AllocationState::Active {
                             self.objects.routes.remember(key, &s);
-                            return Ok(s.node().routing_id);
+                            return Ok(Arc::new(s.node().routing_id));
                         }
                     }
                     return Err(ZLinkError::Unavailable {
@@ -64,7 +64,7 @@ impl ObjectClient {
                     });
                 }
                 self.objects.routes.remember(key, &handle);
-                Ok(handle.node().routing_id)
+                Ok(Arc::new(handle.node().routing_id))
             }
             AuthorityRead::Found { .. } => Err(ZLinkError::Unavailable {
                 target: what(key.0, &key.1),
@@ -85,7 +85,7 @@ impl ObjectClient {
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
         let owner = self.owner(key).await?;
-        let result = if owner == self.objects.rid {
+        let result = if *owner == self.objects.rid {
             self.local_request(key, msg, timeout).await
         } else {
             self.remote_request(&owner, key, msg, timeout).await
@@ -175,7 +175,7 @@ impl ObjectClient {
         msg: &OutboundMessage,
     ) -> Result<(), ZLinkError> {
         let owner = self.owner(key).await?;
-        if owner == self.objects.rid {
+        if *owner == self.objects.rid {
             let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
             if !self.objects.is_live(key) {

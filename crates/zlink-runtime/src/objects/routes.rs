@@ -8,24 +8,33 @@
 //! owner lease is gone (discovery no longer lists it). Shared by every manager of the node.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
-use zlink_codec::RoutingId;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::{ObjectId, RoutingId};
 use zlink_store_spi::StoreVersion;
 
 use super::host::ObjectKey;
 use crate::location::{AuthorityHandle, HostRun};
 
+/// One entry: what a hit needs inline (the node, shared; when it was seen), the fence a later
+/// read is compared with boxed, so the map stays compact.
 #[derive(Debug, Clone)]
 struct Route {
-    node: RoutingId,
+    node: Arc<RoutingId>,
+    at: Instant,
+    fence: Box<Fence>,
+}
+
+#[derive(Debug, Clone)]
+struct Fence {
     run: HostRun,
     object_generation: u64,
     owner_generation: u64,
     version: StoreVersion,
-    at: Instant,
 }
 
 /// What a Ready read showed of an object's owner.
@@ -42,24 +51,37 @@ pub(crate) struct Seen {
 #[derive(Debug)]
 pub(crate) struct RouteCache {
     max_age: Duration,
-    by_id: Mutex<HashMap<ObjectKey, Route>>,
+    /// Actors, then Spots: a lookup borrows the id (no key is built per hit).
+    by_id: [Mutex<HashMap<ObjectId, Route>>; 2],
+}
+
+fn slot(kind: AuthorityKind) -> usize {
+    match kind {
+        AuthorityKind::Actor => 0,
+        AuthorityKind::Spot => 1,
+    }
 }
 
 impl RouteCache {
     pub(crate) fn new(max_age: Duration) -> Self {
         Self {
             max_age,
-            by_id: Mutex::new(HashMap::new()),
+            by_id: [Mutex::new(HashMap::new()), Mutex::new(HashMap::new())],
         }
     }
 
     /// The cached owner node of `key`, if the entry is younger than the maximum age.
-    pub(crate) fn get(&self, key: &ObjectKey) -> Option<RoutingId> {
-        let mut map = self.by_id.lock();
-        match map.get(key) {
-            Some(r) if r.at.elapsed() < self.max_age => Some(r.node.clone()),
+    pub(crate) fn get(&self, key: &ObjectKey) -> Option<Arc<RoutingId>> {
+        self.get_by(key.0, &key.1)
+    }
+
+    /// [`get`](Self::get) by kind and borrowed id.
+    pub(crate) fn get_by(&self, kind: AuthorityKind, id: &ObjectId) -> Option<Arc<RoutingId>> {
+        let mut map = self.by_id[slot(kind)].lock();
+        match map.get(id) {
+            Some(r) if r.at.elapsed() < self.max_age => Some(Arc::clone(&r.node)),
             Some(_) => {
-                map.remove(key);
+                map.remove(id);
                 None
             }
             None => None,
@@ -85,15 +107,17 @@ impl RouteCache {
         if self.max_age.is_zero() {
             return;
         }
-        self.by_id.lock().insert(
-            key.clone(),
+        self.by_id[slot(key.0)].lock().insert(
+            key.1.clone(),
             Route {
-                node: seen.node,
-                run: seen.run,
-                object_generation: seen.object_generation,
-                owner_generation: seen.owner_generation,
-                version: seen.version,
+                node: Arc::new(seen.node),
                 at: Instant::now(),
+                fence: Box::new(Fence {
+                    run: seen.run,
+                    object_generation: seen.object_generation,
+                    owner_generation: seen.owner_generation,
+                    version: seen.version,
+                }),
             },
         );
     }
@@ -102,31 +126,35 @@ impl RouteCache {
     /// read shows — another StoreVersion, ObjectGeneration or AuthorityOwnerGeneration, or a
     /// missing record — is dropped.
     pub(crate) fn observe(&self, key: &ObjectKey, handle: Option<&AuthorityHandle>) {
-        let mut map = self.by_id.lock();
-        let stale = match (map.get(key), handle) {
+        let mut map = self.by_id[slot(key.0)].lock();
+        let stale = match (map.get(&key.1), handle) {
             (None, _) => false,
             (Some(_), None) => true,
             (Some(r), Some(h)) => {
-                r.version != *h.version()
-                    || r.object_generation != h.object_generation().get()
-                    || r.owner_generation != h.authority_owner_generation().get()
+                r.fence.version != *h.version()
+                    || r.fence.object_generation != h.object_generation().get()
+                    || r.fence.owner_generation != h.authority_owner_generation().get()
             }
         };
         if stale {
-            map.remove(key);
+            map.remove(&key.1);
         }
     }
 
     /// Drops the entry of `key`.
     pub(crate) fn forget(&self, key: &ObjectKey) {
-        self.by_id.lock().remove(key);
+        self.by_id[slot(key.0)].lock().remove(&key.1);
     }
 
     /// Drops every entry owned by `run` (its owner lease is gone). Returns how many.
     pub(crate) fn forget_run(&self, run: &HostRun) -> usize {
-        let mut map = self.by_id.lock();
-        let before = map.len();
-        map.retain(|_, r| &r.run != run);
-        before - map.len()
+        let mut dropped = 0;
+        for m in &self.by_id {
+            let mut map = m.lock();
+            let before = map.len();
+            map.retain(|_, r| &r.fence.run != run);
+            dropped += before - map.len();
+        }
+        dropped
     }
 }

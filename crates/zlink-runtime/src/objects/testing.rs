@@ -1,6 +1,7 @@
 //! Object-layer internals for benchmarks outside this crate, behind the non-default `testing`
 //! cargo feature. Applications never enable it: nothing here is part of the public API.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use zlink_codec::{ObjectId, RoutingId};
@@ -47,8 +48,8 @@ impl RouteCacheBench {
 
     /// The cached owner of the Actor `id`, if its entry is younger than the maximum age (what a
     /// manager call resolves before it reads the Store).
-    pub fn get(&self, id: &ObjectId) -> Option<RoutingId> {
-        self.cache.get(&(AuthorityKind::Actor, id.clone()))
+    pub fn get(&self, id: &ObjectId) -> Option<Arc<RoutingId>> {
+        self.cache.get_by(AuthorityKind::Actor, id)
     }
 }
 
@@ -63,7 +64,7 @@ mod tests {
         let cache = RouteCacheBench::new(Duration::from_secs(60));
         assert_eq!(cache.get(&id), None);
         cache.insert(&id, &node);
-        assert_eq!(cache.get(&id), Some(node.clone()));
+        assert_eq!(cache.get(&id).as_deref(), Some(&node));
         let disabled = RouteCacheBench::new(Duration::ZERO);
         disabled.insert(&id, &node);
         assert_eq!(disabled.get(&id), None);
