@@ -96,7 +96,7 @@
 //! | operational lookup and paged list through the host (21 §7.4) | `operators_locate_and_list_objects_through_the_host`* |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
-//! `tests/instances.rs`, over a Relocation Store of the same kind — memory on the store's
+//! `tests/instances/` (restart rows in `restarts.rs`), over a Relocation Store of the same kind — memory on the store's
 //! clock, or the Redis provider on the same live Redis):
 //!
 //! | behaviour (spec) | test |
