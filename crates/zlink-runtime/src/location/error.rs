@@ -162,8 +162,8 @@ pub enum InvalidOperation {
     /// The descriptor key is held by another live host.
     #[error("the descriptor key is held by another live host")]
     DescriptorHeldByLiveHost,
-    /// The recovery sweep was asked to sweep this host's own run (use the self-sweep).
-    #[error("the recovery sweep reclaims another run's rows, not this host's own")]
+    /// The recovery sweep was asked to sweep this host's current run (use the self-sweep).
+    #[error("the recovery sweep reclaims another run's rows, not this host's current run")]
     RecoveryOfOwnRun,
     /// A takeover of a dead run's Instance Spot names a target that is not the host run
     /// running it, or names this host's own run as the dead one (spec 21 §7.1).

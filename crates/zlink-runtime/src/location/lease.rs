@@ -140,6 +140,8 @@ pub struct OwnerLease {
     key: StoreKey,
     retention: Retention,
     held: Mutex<Option<Held>>,
+    /// The run held (`None` while lost): a takeover under a new generation is seen here.
+    runs: tokio::sync::watch::Sender<Option<HostRun>>,
 }
 
 impl OwnerLease {
@@ -159,6 +161,7 @@ impl OwnerLease {
             key,
             retention,
             held: Mutex::new(None),
+            runs: tokio::sync::watch::Sender::new(None),
         })
     }
 
@@ -172,6 +175,22 @@ impl OwnerLease {
         self.held.lock().as_ref().map(|h| h.run.clone())
     }
 
+    /// Follows the run held: `None` while the lease is lost, then the run of a takeover (a new
+    /// LeaseGeneration). Only changes are sent.
+    pub(crate) fn watch_runs(&self) -> tokio::sync::watch::Receiver<Option<HostRun>> {
+        self.runs.subscribe()
+    }
+
+    fn announce(&self, run: Option<HostRun>) {
+        self.runs.send_if_modified(|current| {
+            if *current == run {
+                return false;
+            }
+            *current = run;
+            true
+        });
+    }
+
     fn adopt(&self, run: HostRun, version: StoreVersion, bytes: Vec<u8>) {
         self.book.set(
             self.key.clone(),
@@ -181,15 +200,17 @@ impl OwnerLease {
             },
         );
         *self.held.lock() = Some(Held {
-            run,
+            run: run.clone(),
             version,
             bytes,
         });
+        self.announce(Some(run));
     }
 
     fn lose(&self) {
         self.gate.close();
         *self.held.lock() = None;
+        self.announce(None);
         self.book.set(
             self.key.clone(),
             LeaseSeen {
@@ -364,6 +385,7 @@ impl OwnerLease {
         )?;
         let result = self.store.write(&request).await;
         *self.held.lock() = None;
+        self.announce(None);
         self.book.forget(&self.key);
         match result {
             Ok(_) => Ok(()),

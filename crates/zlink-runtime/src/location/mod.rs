@@ -83,6 +83,7 @@
 //! | weight 0 never cancels existing objects or reservations | `weight_zero_keeps_existing_objects_and_reservations` |
 //! | recovery-sweep: only the dead run's rows, never descriptors, nothing while its lease is held (§3.1, §11) | `recovery_sweep_reclaims_only_a_dead_run_and_never_descriptors` |
 //! | recovery-sweep judges the lease row read directly (another LeaseGeneration is dead) | `recovery_sweep_judges_the_lease_row_read_directly` |
+//! | a host sweeps its own earlier run (lease taken over under a new generation), never its current one | `recovery_sweep_of_this_hosts_earlier_run_keeps_the_current_one` |
 //! | sweeps release the swept run's reservations; a move a live target can finish is kept (§8.1) | `recovery_sweep_releases_reservations_of_the_dead_run` |
 //! | self-sweep under this run's lease and admission; nothing after the deadline (§5, §11) | `self_sweep_runs_under_this_runs_lease_and_admission` |
 //! | sweeps remove the swept run's allocation rows once empty, conditioned on the version read, in the guarded batches (beyond §11: the rows are runtime-private) | `recovery_sweep_removes_the_dead_runs_emptied_allocation_row`, `self_sweep_removes_this_runs_empty_allocation_rows` |

@@ -168,6 +168,13 @@ impl LocationRuntime {
         self.lease.run()
     }
 
+    /// Follows the run this host holds: `None` while its lease is lost, then the run of the
+    /// takeover under a new LeaseGeneration (the runtime republishes descriptors and
+    /// reclaims the earlier run's rows when it changes).
+    pub(crate) fn watch_runs(&self) -> tokio::sync::watch::Receiver<Option<HostRun>> {
+        self.lease.watch_runs()
+    }
+
     /// The authority operations (crate-internal: applications never see records or
     /// versions, spec 21 §2.1).
     pub(crate) fn authority(&self) -> &AuthorityClient {

@@ -338,7 +338,11 @@ impl ObjectHost {
                 .await
             {
                 Ok(Outcome::Applied(ready)) => {
-                    self.insert_live((ready.kind().authority_kind(), ready.id().clone()), live);
+                    self.insert_live(
+                        (ready.kind().authority_kind(), ready.id().clone()),
+                        live,
+                        ready.owner().clone(),
+                    );
                     Ok(terminal)
                 }
                 Ok(Outcome::Conflict(c)) => {

@@ -14,7 +14,7 @@ use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 
 use super::live::{ErasedType, LiveObject};
 use super::registration::{EntryCallback, ObjectCall};
-use crate::location::{AuthorityRead, LocationRuntime, Outcome};
+use crate::location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 use crate::mesh::messaging::{ErrorKind, RouteKind, UnavailableReason, ZLinkError};
 
 /// The default per-object mailbox: jobs.
@@ -52,7 +52,8 @@ pub(crate) struct ObjectHost {
     pub(crate) mesh: MeshName,
     pub(crate) rid: RoutingId,
     pub(crate) types: HashMap<StableType, HostedType>,
-    live: Mutex<HashMap<ObjectKey, Arc<dyn LiveObject>>>,
+    /// The live activations, each with the host run its record names as owner.
+    live: Mutex<HashMap<ObjectKey, LiveEntry>>,
     pub(crate) codecs: Registry,
     pub(crate) location: Arc<LocationRuntime>,
     pub(crate) routes: super::routes::RouteCache,
@@ -77,6 +78,9 @@ impl std::fmt::Debug for ObjectHost {
             .finish_non_exhaustive()
     }
 }
+
+/// A live activation and the host run its record names as owner.
+type LiveEntry = (HostRun, Arc<dyn LiveObject>);
 
 /// What a message names: an Actor or a Spot by global id.
 pub(crate) fn what(kind: AuthorityKind, id: &ObjectId) -> String {
@@ -118,12 +122,35 @@ impl ObjectHost {
 
     /// The live activation of `key` on this node, if any.
     pub(crate) fn live_object(&self, key: &ObjectKey) -> Option<Arc<dyn LiveObject>> {
-        self.live.lock().get(key).map(Arc::clone)
+        self.live.lock().get(key).map(|(_, l)| Arc::clone(l))
     }
 
-    /// Makes `live` the activation of `key` (the incarnation just committed Ready).
-    pub(crate) fn insert_live(&self, key: ObjectKey, live: Arc<dyn LiveObject>) {
-        self.live.lock().insert(key, live);
+    /// Makes `live` the activation of `key` (the incarnation just committed Ready, its record
+    /// owned by `run`).
+    pub(crate) fn insert_live(&self, key: ObjectKey, live: Arc<dyn LiveObject>, run: HostRun) {
+        self.live.lock().insert(key, (run, live));
+    }
+
+    /// Closes every activation whose record names `run` (an earlier run of this host whose
+    /// lease was lost: its records are about to be reclaimed, so no message may run on them).
+    /// Returns how many closed.
+    pub(crate) async fn close_run(&self, run: &HostRun) -> usize {
+        let closing: Vec<Arc<dyn LiveObject>> = {
+            let mut live = self.live.lock();
+            let keys: Vec<ObjectKey> = live
+                .iter()
+                .filter(|(_, (r, _))| r == run)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter()
+                .filter_map(|k| live.remove(k).map(|(_, l)| l))
+                .collect()
+        };
+        let n = closing.len();
+        for l in closing {
+            l.close().await;
+        }
+        n
     }
 
     /// Delivers one message to a live activation of this node.
@@ -135,7 +162,7 @@ impl ObjectHost {
         cost: usize,
         reply: Option<super::live::Completion>,
     ) -> Result<(), ZLinkError> {
-        let live = self.live.lock().get(key).map(Arc::clone);
+        let live = self.live_object(key);
         match live {
             Some(l) => l.submit(route, call, cost, reply),
             None => Err(ZLinkError::Unavailable {
@@ -205,7 +232,7 @@ impl ObjectHost {
             Err(e) => return Err(store_failure(e)),
         }
         let live = self.live.lock().remove(key);
-        if let Some(l) = live {
+        if let Some((_, l)) = live {
             l.close().await;
         }
         Ok(true)
@@ -305,7 +332,7 @@ impl ObjectHost {
 
     /// Closes every activation (shutdown): accepted messages finish first.
     pub(crate) async fn close_all(&self) {
-        let all: Vec<Arc<dyn LiveObject>> = self.live.lock().drain().map(|(_, l)| l).collect();
+        let all: Vec<Arc<dyn LiveObject>> = self.live.lock().drain().map(|(_, (_, l))| l).collect();
         for l in all {
             l.close().await;
         }

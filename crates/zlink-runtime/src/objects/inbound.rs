@@ -30,7 +30,17 @@ impl ObjectSink for ObjectHost {
         }
         let location = Arc::clone(&self.location);
         let host = self.instances.host();
+        let own_earlier = location
+            .host_run()
+            .is_some_and(|now| now.owner_id == run.owner_id);
         tokio::spawn(async move {
+            if let (true, Some(host)) = (own_earlier, &host) {
+                // An earlier run of this host (its lease was lost, then taken over under a
+                // new generation): its activations close before its rows are reclaimed, so
+                // no message runs on an incarnation whose record is gone.
+                let closed = host.close_run(&run).await;
+                tracing::warn!(owner = %run.owner_id, generation = %run.lease_generation, closed, "activations of this host's earlier run closed");
+            }
             // The run's Ready Instance Spots whose first message had not completed are restored
             // before the sweep removes their rows (spec 21 §7.1).
             if let Some(host) = host {
@@ -116,7 +126,7 @@ fn prepare(env: &Envelope) -> Result<(zlink_codec::ObjectId, ObjectCall, usize),
     let metadata = Metadata::from_bytes(env.metadata())?;
     let cost = job_cost(payload.len(), env.metadata().len());
     let call = ObjectCall {
-        content_type: Bytes::copy_from_slice(env.content_type().as_bytes()),
+        content_type: env.content_type_bytes().clone(),
         payload,
         context: MessageContext {
             id: id.as_str().to_owned(),

@@ -62,6 +62,11 @@
 //!   Instance Spot is restored from its stored first message by a survivor (a takeover
 //!   conditioned on the dead run's lease); one that never reached Ready is cancelled by the
 //!   recovery-sweep; an envelope no record points at expires (`coldActivationRetention`).
+//! - **Owner death** (an extension beyond spec 21, delete only): when discovery sees an owner
+//!   run leave the list, the recovery-sweep deletes its rows (capacity returned) and
+//!   `get_or_create` makes a new incarnation. A host whose own lease was lost and taken over
+//!   under a new generation republishes its descriptors, closes its earlier run's activations
+//!   and sweeps that run the same way.
 //! - **Operational queries**: `ZLinkHost::locate` / `list_locations` (spec 21 §7.4) and
 //!   `ZLinkHost::object_capacity`.
 //!

@@ -8,7 +8,10 @@
 //! - **Recovery-sweep** (another run died): that run's rows, each batch also conditioned on its
 //!   owner-lease row *as read directly* (Missing, expired by StoreNow, or held at another
 //!   LeaseGeneration); never judged by enumerating leases (§3.1). If the lease is held by that
-//!   run again, nothing is reclaimed.
+//!   run again, nothing is reclaimed. An earlier run of this host itself (same OwnerId, its
+//!   lease lost and taken over under a new generation) is swept the same way; there the
+//!   batches' condition on this run's own lease row — the row both runs share — is the proof
+//!   that the earlier run is dead.
 //!
 //! Both read one same-point-in-time snapshot of the authority rows and of the reservation rows
 //! and treat every row found only as a candidate: each change is conditioned on the version
@@ -100,14 +103,25 @@ impl AuthorityClient {
     }
 
     /// The recovery-sweep (spec 21 §3.1, §11) of another host run `dead`: see the module
-    /// docs. `Conflict::RunStillLive` if `dead`'s owner lease is held by that run.
+    /// docs. `Conflict::RunStillLive` if `dead`'s owner lease is held by that run; `dead` may be
+    /// an earlier run of this host (a lease taken over under a new generation), but not the
+    /// current one (`InvalidOperation::RecoveryOfOwnRun`).
     pub async fn recovery_sweep(
         &self,
         dead: &HostRun,
     ) -> Result<Outcome<SweepReport>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::AuthorityChange)?;
-        if dead.owner_id == admission.run.owner_id {
+        if dead == &admission.run {
             return Err(InvalidOperation::RecoveryOfOwnRun.into());
+        }
+        if dead.owner_id == admission.run.owner_id {
+            // An earlier run of this host (its lease was lost and taken over under a new
+            // generation): every batch is conditioned on this run's lease, which is the one
+            // row both runs share, so while it is held the earlier run is dead.
+            let report = self
+                .sweep(&admission.run, dead, Vec::new(), Sweep::Recovery)
+                .await?;
+            return Ok(Outcome::Applied(report));
         }
         let key = lease_key(&dead.owner_id)?;
         let read = self.store.read(&key).await?;

@@ -88,6 +88,7 @@ on_every_store!(
     authority::weight_zero_keeps_existing_objects_and_reservations,
     sweep::recovery_sweep_reclaims_only_a_dead_run_and_never_descriptors,
     sweep::recovery_sweep_judges_the_lease_row_read_directly,
+    sweep::recovery_sweep_of_this_hosts_earlier_run_keeps_the_current_one,
     sweep::recovery_sweep_releases_reservations_of_the_dead_run,
     sweep::self_sweep_runs_under_this_runs_lease_and_admission,
     sweep::recovery_sweep_removes_the_dead_runs_emptied_allocation_row,

@@ -80,6 +80,47 @@ pub(super) async fn recovery_sweep_judges_the_lease_row_read_directly(h: &Harnes
     );
 }
 
+/// A host whose lease was taken over under a new generation sweeps its own earlier run: the
+/// earlier run's rows go with their capacity, the new run's stay; the current run itself is
+/// refused.
+pub(super) async fn recovery_sweep_of_this_hosts_earlier_run_keeps_the_current_one(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    active_actor(&a, "old").await;
+    let old_run = a.run();
+    a.rt.lease().release().await.expect("release");
+    let new_run = a.rt.lease().acquire().await.expect("takeover");
+    active_actor(&a, "new").await;
+    let report = recover(&a, &old_run).await;
+    assert_eq!((report.matched, report.removed), (1, 1));
+    assert!(matches!(
+        a.rt.authority()
+            .read(ObjectKind::Actor, &id("old"))
+            .await
+            .expect("read"),
+        AuthorityRead::Missing { .. }
+    ));
+    assert!(matches!(
+        a.rt.authority()
+            .read(ObjectKind::Actor, &id("new"))
+            .await
+            .expect("read"),
+        AuthorityRead::Found { .. }
+    ));
+    assert_eq!(capacity(&a, &a).await.actors.active, 1);
+    let before = h.snapshot().await;
+    assert!(matches!(
+        a.rt.authority().recovery_sweep(&new_run).await,
+        Err(LocationError::InvalidOperation(
+            crate::location::InvalidOperation::RecoveryOfOwnRun
+        ))
+    ));
+    assert_eq!(
+        h.snapshot().await,
+        before,
+        "a refused sweep changes nothing"
+    );
+}
+
 /// Reservations: the sweep of a dead *target* releases the capacity secured on it; the sweep
 /// of a dead *source* keeps a reservation whose target is alive (the target may still finish
 /// the move with NewOwner) and skips the object as relocating.

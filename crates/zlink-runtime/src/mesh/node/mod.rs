@@ -71,7 +71,10 @@
 //! `actor_manager_needs_an_object_role`, `actors_of_a_dead_owner_are_recreated_with_a_higher_generation`*
 //! (an owner whose lease runs out leaves the list; survivors reclaim its rows with the
 //! recovery-sweep — delete only — and get_or_create makes a new incarnation with a higher
-//! ObjectGeneration on a live node), `destroy_ends_only_the_named_incarnation`* (local and
+//! ObjectGeneration on a live node), `an_earlier_run_of_this_host_is_reclaimed_after_a_lease_takeover`*
+//! (a host whose lease ran out and was taken over under a new generation republishes its
+//! descriptors, closes the earlier run's activations and reclaims that run's rows and
+//! capacity itself), `destroy_ends_only_the_named_incarnation`* (local and
 //! remote owner; missing → false; a stale ref → InvalidOperation and the new incarnation
 //! lives on).
 //!
@@ -129,6 +132,7 @@ mod peers;
 mod pending;
 mod start;
 mod status;
+mod takeover;
 
 #[cfg(test)]
 mod tests;

@@ -282,6 +282,13 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
         }
     }
 
+    if let Some(rt) = &location {
+        let nodes = started.nodes.iter().map(|n| Arc::clone(&n.inner)).collect();
+        started
+            .tasks
+            .push(tokio::spawn(super::takeover::follow(Arc::clone(rt), nodes)));
+    }
+
     let channel_index = plan
         .channel_index()
         .iter()

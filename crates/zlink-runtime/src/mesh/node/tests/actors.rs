@@ -94,6 +94,7 @@ on_every_store!(
     actors_are_placed_created_once_and_messaged_by_id,
     concurrent_get_or_create_of_one_id_runs_one_factory,
     actors_of_a_dead_owner_are_recreated_with_a_higher_generation,
+    an_earlier_run_of_this_host_is_reclaimed_after_a_lease_takeover,
     destroy_ends_only_the_named_incarnation,
 );
 
@@ -303,6 +304,120 @@ async fn actors_of_a_dead_owner_are_recreated_with_a_higher_generation(h: &Harne
         );
     }
     faulty.heal();
+    stop_all(&[&ha, &hd]).await;
+}
+
+/// A host whose lease ran out (its Store writes failed) and which then took it over under a
+/// new LeaseGeneration: its descriptor is republished under the new run (a new peer finds
+/// it), the earlier run's activations close and their rows are reclaimed by the host itself
+/// with their capacity, and `get_or_create` makes new incarnations with a higher
+/// ObjectGeneration.
+async fn an_earlier_run_of_this_host_is_reclaimed_after_a_lease_takeover(h: &Harness) {
+    use crate::location::tests::support::{short_lease, snapshot_of};
+    use std::time::Duration;
+    use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
+    let factories = Arc::new(AtomicUsize::new(0));
+    let options = short_lease().polling_interval(Duration::from_millis(100));
+    let start_with = |store: Arc<dyn zlink_store_spi::DynLocationStore>| {
+        let options = options.clone();
+        let configure = server(&factories);
+        async move {
+            let host = crate::mesh::config::ZLink::builder()
+                .location_store(store)
+                .location_options(options)
+                .route_mesh(mesh(), configure)
+                .build()
+                .start()
+                .await
+                .expect("the host starts");
+            let node = host.node(&mesh()).expect("node");
+            (host, node)
+        }
+    };
+    let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let (hd, d) = start_with(faulty.clone()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let m = hd.actors().expect("manager");
+    let mut old = Vec::new();
+    for i in 0..10 {
+        let r = m
+            .get_or_create("counter", &format!("t-{i}"))
+            .await
+            .expect("created");
+        assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
+        old.push(r);
+    }
+    let location = Arc::clone(&hd.object_host(0).location);
+    let first = location.host_run().expect("the first run");
+
+    // The host's writes fail until its lease row has expired by Store time; then the Store
+    // heals and the renew loop takes the lease over under a new generation.
+    faulty.set_fault([LocationOp::Write], Fault::UNAVAILABLE);
+    for _ in 0..25 {
+        h.advance_store_time(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    faulty.heal();
+    wait_until("the lease is taken over under a new generation", || {
+        location.host_run().is_some_and(|r| r != first)
+    })
+    .await;
+    let second = location.host_run().expect("the second run");
+    assert_eq!(second.owner_id, first.owner_id);
+    assert!(second.lease_generation > first.lease_generation);
+
+    // The earlier run's records go, reclaimed by this host itself (no other host runs).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for r in &old {
+        while m.find(r.id.as_str()).await.expect("find").is_some() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{r:?} not reclaimed"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // No capacity leaks: no allocation row counts an actor.
+    let counted: u64 = snapshot_of(h.store.as_ref(), "node-capacity\0")
+        .await
+        .values()
+        .map(|(bytes, _)| {
+            crate::location::testing::CapacityRow::decode(bytes)
+                .expect("allocation row")
+                .actors
+        })
+        .sum();
+    assert_eq!(counted, 0, "the earlier run's capacity was returned");
+    // The descriptor is republished under the new run: the node is listed again.
+    let discovery = hd.object_discovery(0);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !discovery
+        .refresh()
+        .await
+        .is_ok_and(|v| v.nodes.iter().any(|n| n.run == second))
+    {
+        assert!(tokio::time::Instant::now() < deadline, "not listed again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // New incarnations, on this host (a placement candidate again).
+    for r in &old {
+        let again = m
+            .get_or_create("counter", r.id.as_str())
+            .await
+            .expect("recreated");
+        assert_eq!(&again.node, d.routing_id());
+        assert!(again.generation > r.generation, "{again:?} after {r:?}");
+        assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
+    }
+    assert_eq!(factories.load(Ordering::SeqCst), 20);
+    // A host started now finds this one through its republished descriptor.
+    let (ha, a) = start_with(h.store.clone()).await;
+    wait_peers(&a, 1).await;
+    let ma = ha.actors().expect("manager");
+    assert_eq!(
+        ma.request(old[0].id.as_str(), &Incr).await.expect("incr"),
+        2
+    );
     stop_all(&[&ha, &hd]).await;
 }
 
