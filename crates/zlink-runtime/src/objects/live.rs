@@ -3,7 +3,6 @@
 //! activation runs one handler at a time on its state. The state type is erased here: the
 //! object host and the managers see only [`ErasedType`] and [`LiveObject`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -12,7 +11,7 @@ use zlink_codec::payload::Registry;
 
 use super::activation::{Activation, ActivationTask, Job, SubmitError};
 use super::registration::{
-    CreationContext, CreationDecision, FactoryContext, ObjectCall, ObjectHandler, ObjectOutput,
+    CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall, ObjectOutput,
     TypedObject,
 };
 use crate::mesh::messaging::{BoxFuture, ErrorKind, RouteKind, ZLinkError};
@@ -164,7 +163,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
 struct LiveInstance<T> {
     activation: Activation<T>,
     task: Mutex<Option<ActivationTask<T>>>,
-    handlers: Arc<HashMap<(RouteKind, String), ObjectHandler<T>>>,
+    handlers: Arc<HandlerTable<T>>,
     codecs: Registry,
     turn: Mutex<Option<Turn>>,
 }
@@ -177,10 +176,13 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
         cost: usize,
         reply: Option<Completion>,
     ) -> Result<(), ZLinkError> {
-        let key = (route, call.context.packet.as_str().to_owned());
-        let Some(handler) = self.handlers.get(&key).cloned() else {
+        let Some(handler) = self
+            .handlers
+            .get(route, call.context.packet.as_str())
+            .cloned()
+        else {
             let e = ZLinkError::NoHandler {
-                key: format!("object {route} {:?}", key.1),
+                key: format!("object {route} {:?}", call.context.packet.as_str()),
             };
             if let Some(done) = reply {
                 done.complete(Err(e.clone()));

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{ObjectId, RoutingId};
@@ -161,10 +161,10 @@ impl ObjectClient {
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
         let peer = self.node.inner.route_to(owner).map_err(owner_unreachable)?;
-        let framed = frame_object_payload(&key.1, msg);
+        let head = ObjectHead::new(&key.1);
         self.node
             .inner
-            .remote_request(&peer, &address(key.0), &framed, timeout)
+            .remote_request(&peer, &address(key.0), (msg, head.bytes()), timeout)
             .await
     }
 
@@ -191,13 +191,13 @@ impl ObjectClient {
             .inner
             .route_to(&owner)
             .map_err(owner_unreachable)?;
-        let framed = frame_object_payload(&key.1, msg);
+        let head = ObjectHead::new(&key.1);
         self.node
             .inner
             .remote_send(
                 &peer,
                 &address(key.0),
-                &framed,
+                (msg, head.bytes()),
                 crate::mesh::node::DEFAULT_SEND_TIMEOUT,
             )
             .await
@@ -212,18 +212,27 @@ fn address(kind: AuthorityKind) -> Address {
     }
 }
 
-/// An object message's payload on the wire: `u8` id length, the id, then the message payload.
-fn frame_object_payload(id: &ObjectId, msg: &OutboundMessage) -> OutboundMessage {
-    let idb = id.as_str().as_bytes();
-    let mut buf = BytesMut::with_capacity(1 + idb.len() + msg.payload.len());
-    buf.put_u8(idb.len() as u8);
-    buf.put_slice(idb);
-    buf.put_slice(&msg.payload);
-    OutboundMessage {
-        packet: msg.packet.clone(),
-        content_type: msg.content_type.clone(),
-        payload: buf.to_vec(),
-        metadata: msg.metadata.clone(),
+/// The head of an object message's payload on the wire: `u8` id length, then the id (at most
+/// 255 bytes, an ObjectId bound); the message payload follows it. Kept on the stack: the
+/// envelope copies it and the payload into the frame in one step.
+struct ObjectHead {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl ObjectHead {
+    fn new(id: &ObjectId) -> Self {
+        let idb = id.as_str().as_bytes();
+        // ObjectId guarantees 1..=255 bytes; a longer one could not be framed.
+        let n = idb.len().min(255);
+        let mut buf = [0u8; 256];
+        buf[0] = n as u8;
+        buf[1..=n].copy_from_slice(&idb[..n]);
+        Self { buf, len: 1 + n }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 

@@ -152,6 +152,46 @@ pub(crate) type ObjectHandler<T> = Arc<
         + Sync,
 >;
 
+/// One object type's message handlers, keyed by route and packet name, looked up by the
+/// borrowed packet name (no key is built per message).
+pub(crate) struct HandlerTable<T> {
+    request: HashMap<String, ObjectHandler<T>>,
+    send: HashMap<String, ObjectHandler<T>>,
+}
+
+impl<T> Default for HandlerTable<T> {
+    fn default() -> Self {
+        Self {
+            request: HashMap::new(),
+            send: HashMap::new(),
+        }
+    }
+}
+
+impl<T> HandlerTable<T> {
+    fn side(&mut self, route: RouteKind) -> &mut HashMap<String, ObjectHandler<T>> {
+        match route {
+            RouteKind::Send => &mut self.send,
+            RouteKind::Request => &mut self.request,
+        }
+    }
+
+    /// Adds `handler`; `false` if `(route, packet)` already had one (it is replaced).
+    fn insert(&mut self, route: RouteKind, packet: &str, handler: ObjectHandler<T>) -> bool {
+        self.side(route)
+            .insert(packet.to_owned(), handler)
+            .is_none()
+    }
+
+    /// The handler of `(route, packet)`.
+    pub(crate) fn get(&self, route: RouteKind, packet: &str) -> Option<&ObjectHandler<T>> {
+        match route {
+            RouteKind::Send => self.send.get(packet),
+            RouteKind::Request => self.request.get(packet),
+        }
+    }
+}
+
 /// What a creation callback decides (spec 21 §7, 06 §17).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -225,7 +265,7 @@ pub struct ActorType<A: Actor> {
     factory: Option<Factory<A>>,
     choices: Vec<RelocationChoice>,
     adapter: Option<Arc<dyn ActorStateAdapter<A>>>,
-    handlers: HashMap<(RouteKind, String), ObjectHandler<A>>,
+    handlers: HandlerTable<A>,
     duplicate: Option<String>,
 }
 
@@ -235,7 +275,7 @@ impl<A: Actor> Default for ActorType<A> {
             factory: None,
             choices: Vec::new(),
             adapter: None,
-            handlers: HashMap::new(),
+            handlers: HandlerTable::default(),
             duplicate: None,
         }
     }
@@ -246,11 +286,7 @@ macro_rules! message_handlers {
     ($ty:ident, $bound:ident, $what:literal) => {
         impl<T: $bound> $ty<T> {
             fn add(&mut self, route: RouteKind, packet: &str, handler: ObjectHandler<T>) {
-                if self
-                    .handlers
-                    .insert((route, packet.to_owned()), handler)
-                    .is_some()
-                {
+                if !self.handlers.insert(route, packet, handler) {
                     self.duplicate
                         .get_or_insert_with(|| format!("{route} {packet:?}"));
                 }
@@ -368,7 +404,7 @@ pub struct SpotType<S: Spot> {
     adapter: Option<Arc<dyn SpotStateAdapter<S>>>,
     execution: Option<SpotExecution>,
     readiness: Option<ReadinessMode>,
-    handlers: HashMap<(RouteKind, String), ObjectHandler<S>>,
+    handlers: HandlerTable<S>,
     duplicate: Option<String>,
     callback: Option<SpotCallback<S>>,
 }
@@ -381,7 +417,7 @@ impl<S: Spot> Default for SpotType<S> {
             adapter: None,
             execution: None,
             readiness: None,
-            handlers: HashMap::new(),
+            handlers: HandlerTable::default(),
             duplicate: None,
             callback: None,
         }
@@ -457,7 +493,7 @@ pub(crate) struct TypedObject<T: Send + 'static> {
     /// The capture/restore adapter (used by live relocation, spec 28; not built yet).
     #[allow(dead_code)]
     pub(crate) adapter: Option<Arc<dyn Any + Send + Sync>>,
-    pub(crate) handlers: Arc<HashMap<(RouteKind, String), ObjectHandler<T>>>,
+    pub(crate) handlers: Arc<HandlerTable<T>>,
     pub(crate) callback: Option<SpotCallback<T>>,
 }
 

@@ -218,15 +218,21 @@ impl NodeInner {
         }
     }
 
+    /// The envelope of `msg` for `address`; its payload is `prefix` followed by the message
+    /// payload (an object message's id framing; empty for others), built in one copy.
     fn envelope(
         &self,
         address: &Address,
         msg: &OutboundMessage,
+        prefix: &[u8],
         route: Option<zlink_transport::ReplyRouteId>,
     ) -> Result<Envelope, ZLinkError> {
         let ids = self.transport.ids();
         let op = ids.next_operation_id().map_err(transport_error)?;
-        let payload = Bytes::from(msg.payload.clone());
+        let mut payload = Vec::with_capacity(prefix.len() + msg.payload.len());
+        payload.extend_from_slice(prefix);
+        payload.extend_from_slice(&msg.payload);
+        let payload = Bytes::from(payload);
         let env = match route {
             Some(r) => Envelope::request(op, r, &self.rid, self.generation, payload),
             None => Envelope::one_way(op, &self.rid, self.generation, payload),
@@ -239,12 +245,13 @@ impl NodeInner {
     }
 
     /// Sends a request to a Ready peer and waits for its reply, its timeout, the connection
-    /// going down or a forced shutdown — exactly one of them.
+    /// going down or a forced shutdown — exactly one of them. `prefix` goes before the
+    /// payload on the wire (see [`envelope`](Self::envelope)).
     pub(crate) async fn remote_request(
         &self,
         peer: &PeerHandle,
         address: &Address,
-        msg: &OutboundMessage,
+        (msg, prefix): (&OutboundMessage, &[u8]),
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
         let route = self
@@ -252,7 +259,7 @@ impl NodeInner {
             .ids()
             .next_reply_route_id()
             .map_err(transport_error)?;
-        let env = self.envelope(address, msg, Some(route))?;
+        let env = self.envelope(address, msg, prefix, Some(route))?;
         let (_guard, rx) = self
             .pending
             .register(route, env.operation_id(), peer.info());
@@ -274,14 +281,15 @@ impl NodeInner {
     }
 
     /// Queues a one-way send to a Ready peer, waiting up to `timeout` for admission.
+    /// `prefix` goes before the payload on the wire.
     pub(crate) async fn remote_send(
         &self,
         peer: &PeerHandle,
         address: &Address,
-        msg: &OutboundMessage,
+        (msg, prefix): (&OutboundMessage, &[u8]),
         timeout: Duration,
     ) -> Result<(), ZLinkError> {
-        let env = self.envelope(address, msg, None)?;
+        let env = self.envelope(address, msg, prefix, None)?;
         match peer.try_send_app(&env) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() != TransportErrorKind::Full => return Err(transport_error(e)),

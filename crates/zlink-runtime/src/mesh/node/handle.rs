@@ -82,7 +82,7 @@ impl MeshNode {
         }
         let peer = self.inner.route_to(target)?;
         self.inner
-            .remote_send(&peer, &Address::Node, &msg, options.send_timeout)
+            .remote_send(&peer, &Address::Node, (&msg, &[]), options.send_timeout)
             .await
     }
 
@@ -115,7 +115,7 @@ impl MeshNode {
         } else {
             let peer = self.inner.route_to(target)?;
             self.inner
-                .remote_request(&peer, &Address::Node, &msg, timeout)
+                .remote_request(&peer, &Address::Node, (&msg, &[]), timeout)
                 .await?
         };
         decode_reply::<R>(self.inner.codecs(), body.as_inbound())
@@ -141,7 +141,7 @@ impl MeshNode {
             }
             super::peers::Member::Remote(peer) => {
                 self.inner
-                    .remote_send(&peer, &address, &msg, options.send_timeout)
+                    .remote_send(&peer, &address, (&msg, &[]), options.send_timeout)
                     .await
             }
         }
@@ -165,7 +165,7 @@ impl MeshNode {
             }
             super::peers::Member::Remote(peer) => {
                 self.inner
-                    .remote_request(&peer, &address, &msg, timeout)
+                    .remote_request(&peer, &address, (&msg, &[]), timeout)
                     .await?
             }
         };
