@@ -341,7 +341,7 @@ impl ObjectHost {
                     self.insert_live(
                         (ready.kind().authority_kind(), ready.id().clone()),
                         live,
-                        ready.owner().clone(),
+                        &ready,
                     );
                     Ok(terminal)
                 }

@@ -3,7 +3,7 @@
 //! on this node lives in `create.rs`; this file holds the live set, delivery, and the end of an
 //! incarnation (Destroy / Close, spec 21 §7.2).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -65,6 +65,10 @@ pub(crate) struct ObjectHost {
     /// The activation concurrency permits (spec 06 §4): held while a factory and its
     /// initialization run, returned when they finish.
     pub(crate) activations: Arc<tokio::sync::Semaphore>,
+    /// The permits `activations` started with.
+    pub(crate) activation_limit: u32,
+    /// The node's capacity limits (the descriptor projects them beside the usage).
+    pub(crate) limits: crate::location::CapacityLimits,
     /// Instance Spot cold activation on this node (`instance/`).
     pub(crate) instances: super::instance::Instances,
 }
@@ -79,8 +83,15 @@ impl std::fmt::Debug for ObjectHost {
     }
 }
 
-/// A live activation and the host run its record names as owner.
-type LiveEntry = (HostRun, Arc<dyn LiveObject>);
+/// A live activation with what its record says of it.
+struct LiveEntry {
+    /// The host run the record names as owner.
+    run: HostRun,
+    /// The object kind and stable type (the descriptor's usage projection counts them).
+    kind: ObjectKind,
+    stable_type: StableType,
+    object: Arc<dyn LiveObject>,
+}
 
 /// What a message names: an Actor or a Spot by global id.
 pub(crate) fn what(kind: AuthorityKind, id: &ObjectId) -> String {
@@ -109,6 +120,8 @@ impl ObjectHost {
             entry_spot: entry.0,
             entry_callback: entry.1,
             activations: Arc::new(tokio::sync::Semaphore::new(DEFAULT_ACTIVATION_CONCURRENCY)),
+            activation_limit: DEFAULT_ACTIVATION_CONCURRENCY as u32,
+            limits: crate::location::CapacityLimits::default(),
             instances: super::instance::Instances::new(),
         }
     }
@@ -117,18 +130,50 @@ impl ObjectHost {
     /// startup).
     pub(crate) fn with_activation_concurrency(mut self, permits: u32) -> Self {
         self.activations = Arc::new(tokio::sync::Semaphore::new(permits as usize));
+        self.activation_limit = permits;
         self
+    }
+
+    /// The same host with the node's capacity limits.
+    pub(crate) fn with_limits(mut self, limits: crate::location::CapacityLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Live activations here: Actors, Spots, and Spots per (kind, stable type).
+    pub(crate) fn live_counts(&self) -> (u64, u64, BTreeMap<(ObjectKind, StableType), u64>) {
+        let (mut actors, mut spots) = (0, 0);
+        let mut types = BTreeMap::new();
+        for e in self.live.lock().values() {
+            if e.kind.is_spot() {
+                spots += 1;
+                *types.entry((e.kind, e.stable_type.clone())).or_insert(0) += 1;
+            } else {
+                actors += 1;
+            }
+        }
+        (actors, spots, types)
     }
 
     /// The live activation of `key` on this node, if any.
     pub(crate) fn live_object(&self, key: &ObjectKey) -> Option<Arc<dyn LiveObject>> {
-        self.live.lock().get(key).map(|(_, l)| Arc::clone(l))
+        self.live.lock().get(key).map(|e| Arc::clone(&e.object))
     }
 
-    /// Makes `live` the activation of `key` (the incarnation just committed Ready, its record
-    /// owned by `run`).
-    pub(crate) fn insert_live(&self, key: ObjectKey, live: Arc<dyn LiveObject>, run: HostRun) {
-        self.live.lock().insert(key, (run, live));
+    /// Makes `live` the activation of `key`, the incarnation `record` just committed Ready.
+    pub(crate) fn insert_live(
+        &self,
+        key: ObjectKey,
+        live: Arc<dyn LiveObject>,
+        record: &crate::location::AuthorityHandle,
+    ) {
+        let entry = LiveEntry {
+            run: record.owner().clone(),
+            kind: record.kind(),
+            stable_type: record.stable_type().clone(),
+            object: live,
+        };
+        self.live.lock().insert(key, entry);
     }
 
     /// Closes every activation whose record names `run` (an earlier run of this host whose
@@ -139,11 +184,11 @@ impl ObjectHost {
             let mut live = self.live.lock();
             let keys: Vec<ObjectKey> = live
                 .iter()
-                .filter(|(_, (r, _))| r == run)
+                .filter(|(_, e)| &e.run == run)
                 .map(|(k, _)| k.clone())
                 .collect();
             keys.iter()
-                .filter_map(|k| live.remove(k).map(|(_, l)| l))
+                .filter_map(|k| live.remove(k).map(|e| e.object))
                 .collect()
         };
         let n = closing.len();
@@ -232,7 +277,7 @@ impl ObjectHost {
             Err(e) => return Err(store_failure(e)),
         }
         let live = self.live.lock().remove(key);
-        if let Some((_, l)) = live {
+        if let Some(LiveEntry { object: l, .. }) = live {
             l.close().await;
         }
         Ok(true)
@@ -332,7 +377,8 @@ impl ObjectHost {
 
     /// Closes every activation (shutdown): accepted messages finish first.
     pub(crate) async fn close_all(&self) {
-        let all: Vec<Arc<dyn LiveObject>> = self.live.lock().drain().map(|(_, (_, l))| l).collect();
+        let all: Vec<Arc<dyn LiveObject>> =
+            self.live.lock().drain().map(|(_, e)| e.object).collect();
         for l in all {
             l.close().await;
         }

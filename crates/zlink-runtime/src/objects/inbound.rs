@@ -62,6 +62,18 @@ impl ObjectSink for ObjectHost {
         });
     }
 
+    fn projection(&self) -> BoxFuture<'_, Option<super::projection::Projection>> {
+        Box::pin(async move {
+            match ObjectHost::projection(self).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::debug!(error = %e, "usage projection not read");
+                    None
+                }
+            }
+        })
+    }
+
     fn deliver(
         &self,
         node: Arc<NodeInner>,

@@ -123,6 +123,7 @@ mod live;
 mod manager;
 pub(crate) mod membership;
 pub(crate) mod messages;
+mod projection;
 mod refs;
 mod registration;
 mod routes;

@@ -180,6 +180,17 @@ pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
 
     /// A host run's owner lease is gone (discovery no longer lists it): reclaim what it owned.
     fn owner_gone(&self, run: crate::location::HostRun);
+
+    /// The usage this node's descriptor projects now (`None` when it cannot be read).
+    fn projection(
+        &self,
+    ) -> crate::mesh::messaging::BoxFuture<
+        '_,
+        Option<(
+            zlink_codec::records::DescriptorCapacity,
+            zlink_codec::records::ActivationConcurrency,
+        )>,
+    >;
 }
 
 impl NodeInner {

@@ -137,6 +137,20 @@ impl NodeDescriptor {
         }
     }
 
+    /// Sets the usage the descriptor projects; `true` if it changed (then republish).
+    pub(crate) fn set_projection(
+        &self,
+        (capacity, activation): (DescriptorCapacity, ActivationConcurrency),
+    ) -> bool {
+        let mut d = self.current.lock();
+        if d.capacity == capacity && d.activation_concurrency == activation {
+            return false;
+        }
+        d.capacity = capacity;
+        d.activation_concurrency = activation;
+        true
+    }
+
     /// Removes the descriptor (shutdown).
     pub(crate) async fn withdraw(&self, run: &HostRun) -> Result<bool, LocationError> {
         self.publisher.withdraw(run).await
@@ -165,12 +179,30 @@ pub(crate) async fn run(node: Arc<NodeInner>, discovery: Arc<Discovery>, interva
             Ok(view) => {
                 apply(&node, &view, &mut current);
                 owners_gone(&node, &view, &mut runs);
+                project_usage(&node).await;
             }
             Err(e) => tracing::warn!(mesh = %node.mesh, error = %e, "discovery read failed"),
         }
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
             () = node.discovery_wake.notified() => {}
+        }
+    }
+}
+
+/// Republishes the descriptor when the usage it projects changed (at most once per polling
+/// interval; a copy for operators, spec 21 §4). Only while `Serving`: shutdown publishes and
+/// then withdraws the descriptors itself.
+async fn project_usage(node: &NodeInner) {
+    let (Some(objects), Some(d)) = (node.objects.get(), &node.descriptor) else {
+        return;
+    };
+    if node.life.state() != HostState::Serving {
+        return;
+    }
+    if let Some(p) = objects.projection().await {
+        if d.set_projection(p) {
+            d.republish(node).await;
         }
     }
 }

@@ -97,6 +97,8 @@
 //! | the activation concurrency permit bounds factories + initialization running at once (06 §4) | `activation_concurrency_bounds_the_factories_running_at_once` |
 //! | an Entry Spot id that exists ends startup with AlreadyExists | `an_entry_spot_id_that_exists_ends_startup_with_already_exists` |
 //! | operational lookup and paged list through the host (21 §7.4) | `operators_locate_and_list_objects_through_the_host`* |
+//! | an Object Server's descriptor lists its types and Entry Spot id (21 §4) | `object_server_descriptor_lists_its_types_and_entry_spot`* |
+//! | the descriptor projects active/reserved usage per category and the activation permits in use, refreshed within a polling interval (21 §4) | `the_descriptor_projects_the_nodes_usage`* |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
 //! `tests/instances/` (restart rows in `restarts.rs`), over a Relocation Store of the same kind — memory on the store's

@@ -428,7 +428,8 @@ async fn start_node(
                     n.location_options().route_cache_max_age,
                     (facts.entry_spot_id.clone(), n.entry_callback.clone()),
                 )
-                .with_activation_concurrency(n.activation_concurrency()),
+                .with_activation_concurrency(n.activation_concurrency())
+                .with_limits(n.capacity_limits().clone()),
             );
             let for_command = Arc::clone(&host);
             control.register(

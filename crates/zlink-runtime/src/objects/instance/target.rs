@@ -14,7 +14,7 @@ use zlink_transport::{Envelope, PeerHandle};
 
 use super::envelope::{ActivationEnvelope, MAX_HOPS, RecoveryRoot, decode_output, encode_output};
 use super::{Activating, deadline_exceeded, settled, type_mismatch};
-use crate::location::{AuthorityHandle, AuthorityRead, Conflict, HostRun, LocationError, Outcome};
+use crate::location::{AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome};
 use crate::location::{InvalidOperation, ReserveRequest};
 use crate::mesh::messaging::{
     ErrorKind, ErrorReply, Metadata, RouteKind, UnavailableReason, ZLinkError,
@@ -321,7 +321,7 @@ async fn create(
             return Err(store_failure(e));
         }
     };
-    let out = match open_with_first(host, live, envelope, mark, ready.owner().clone()).await {
+    let out = match open_with_first(host, live, envelope, mark, &ready).await {
         Ok(out) => {
             end_of_use(host, &ready, &root).await;
             out
@@ -379,7 +379,7 @@ pub(super) async fn open_with_first(
     live: Arc<dyn LiveObject>,
     envelope: &ActivationEnvelope,
     mark: Activating,
-    run: HostRun,
+    record: &AuthorityHandle,
 ) -> Result<ObjectOutput, oneshot::error::RecvError> {
     let (tx, rx) = oneshot::channel();
     let refused = match object_call(envelope) {
@@ -388,7 +388,7 @@ pub(super) async fn open_with_first(
             .err(),
         Err(e) => Some(e),
     };
-    host.insert_live((AuthorityKind::Spot, envelope.id.clone()), live, run);
+    host.insert_live((AuthorityKind::Spot, envelope.id.clone()), live, record);
     drop(mark);
     match (refused, envelope.route) {
         (Some(e), _) => Ok(Err(e)),

@@ -12,7 +12,10 @@ impl Actor for Counter {}
 struct Room;
 impl Spot for Room {}
 
-on_every_store!(object_server_descriptor_lists_its_types_and_entry_spot);
+on_every_store!(
+    object_server_descriptor_lists_its_types_and_entry_spot,
+    the_descriptor_projects_the_nodes_usage,
+);
 
 async fn object_server_descriptor_lists_its_types_and_entry_spot(h: &Harness) {
     let (host, node) = start(h, |n| {
@@ -59,5 +62,87 @@ async fn object_server_descriptor_lists_its_types_and_entry_spot(h: &Harness) {
             (ObjectKind::UserSpot, "room", RelocationPolicy::Disabled, 7),
         ]
     );
+    host.shutdown().await;
+}
+
+/// The descriptor of this node, as stored.
+async fn stored_descriptor(
+    h: &Harness,
+    node: &crate::mesh::node::MeshNode,
+) -> zlink_codec::records::MeshNodeDescriptor {
+    let rows = snapshot_of(h.store.as_ref(), "mesh-node\0game\0").await;
+    rows.values()
+        .map(|(bytes, _)| MeshNodeRecord::decode(bytes).expect("a MeshNode record"))
+        .find(|r| &r.descriptor.routing_id == node.routing_id())
+        .expect("the node's descriptor")
+        .descriptor
+}
+
+/// The descriptor projects the node's usage (spec 21 §4: a copy for operators): live Actors
+/// and Spots as `active` beside their limits, per Spot type too, and the activation permits;
+/// a destroy shows within a polling interval.
+async fn the_descriptor_projects_the_nodes_usage(h: &Harness) {
+    let (host, node) = start(h, |n| {
+        n.object_role(ObjectRole::Server)
+            .actor_limit(10)
+            .actor_type::<Counter>("counter", |t| {
+                t.factory(|_| async { Ok(Counter) }).disable_relocation()
+            })
+            .user_spot_type::<Room>("room", |t| {
+                t.factory(|_| async { Ok(Room) }).disable_relocation()
+            })
+            .spot_type_limit(
+                ObjectKind::UserSpot,
+                zlink_codec::StableType::new("room").expect("type"),
+                7,
+            )
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let actors = host.actors().expect("actors");
+    let mut refs = Vec::new();
+    for i in 0..3 {
+        refs.push(
+            actors
+                .get_or_create("counter", &format!("p-{i}"))
+                .await
+                .expect("created"),
+        );
+    }
+    host.spots()
+        .expect("spots")
+        .get_or_create("room", "lobby")
+        .await
+        .expect("room");
+    let want = |actors: u32| {
+        move |d: &zlink_codec::records::MeshNodeDescriptor| {
+            d.capacity.actors.active == actors
+                && d.capacity.actors.reserved == 0
+                && d.capacity.actors.limit == 10
+                && d.capacity.spots.active == 1
+                && d.capacity.spot_types.len() == 1
+                && d.capacity.spot_types[0].stable_type.as_str() == "room"
+                && d.capacity.spot_types[0].active == 1
+                && d.capacity.spot_types[0].limit == 7
+                && d.activation_concurrency.active == 0
+                && d.activation_concurrency.limit == 128
+        }
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut d = stored_descriptor(h, &node).await;
+    while !want(3)(&d) {
+        assert!(tokio::time::Instant::now() < deadline, "projection: {d:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        d = stored_descriptor(h, &node).await;
+    }
+    assert!(actors.destroy(&refs[0]).await.expect("destroy"));
+    while !want(2)(&d) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after destroy: {d:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        d = stored_descriptor(h, &node).await;
+    }
     host.shutdown().await;
 }
