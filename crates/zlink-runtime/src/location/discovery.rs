@@ -250,24 +250,27 @@ impl Discovery {
         &self,
         authority: &AuthorityClient,
     ) -> Result<Vec<Candidate>, LocationError> {
-        let nodes = self.last_list().unwrap_or_default();
-        let mut out = Vec::new();
-        for n in nodes {
-            let d = &n.record.descriptor;
-            if d.object_role != ObjectRole::Server {
-                continue;
-            }
-            let target = n.target();
-            let usage = authority.node_capacity(&target.node).await?;
-            out.push(Candidate {
+        let servers: Vec<_> = self
+            .last_list()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n.record.descriptor.object_role == ObjectRole::Server)
+            .collect();
+        let targets: Vec<_> = servers.iter().map(|n| n.target()).collect();
+        let keys: Vec<_> = targets.iter().map(|t| t.node.clone()).collect();
+        let usages = authority.node_capacities(&keys).await?;
+        Ok(servers
+            .iter()
+            .zip(targets)
+            .zip(usages)
+            .map(|((n, target), usage)| Candidate {
                 lease_valid: true,
-                serving: d.state == HostState::Serving,
-                weight: d.placement_weight,
+                serving: n.record.descriptor.state == HostState::Serving,
+                weight: n.record.descriptor.placement_weight,
                 usage,
                 target,
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     async fn change_number(&self) -> Result<Option<StoreVersion>, LocationError> {

@@ -133,6 +133,27 @@ impl AuthorityClient {
         )
     }
 
+    /// Reads several nodes' allocation rows at once (concurrent exact reads; placement needs
+    /// every candidate's row for each creation), in the order of `nodes`.
+    pub async fn node_capacities(
+        &self,
+        nodes: &[NodeKey],
+    ) -> Result<Vec<CapacityRow>, LocationError> {
+        let mut reads = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let key = keys::node_capacity(node)?;
+            let store = Arc::clone(&self.store);
+            reads.push(tokio::spawn(async move {
+                read_counts(store.as_ref(), &key).await.map(|(row, ..)| row)
+            }));
+        }
+        let mut rows = Vec::with_capacity(reads.len());
+        for r in reads {
+            rows.push(r.await.map_err(|_| LocationError::Stopped)??);
+        }
+        Ok(rows)
+    }
+
     async fn scan_all(&self, prefix: &ScanPrefix) -> Result<Vec<ScanItem>, LocationError> {
         self.store
             .scan_all(prefix, PageLimit::LARGEST, SCAN_RESTARTS)
