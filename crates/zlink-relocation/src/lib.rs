@@ -1,8 +1,13 @@
 #![doc = include_str!("../README.md")]
 
 pub mod blob;
+pub mod unit;
 
 pub use blob::{
     BlobArgumentError, BlobError, BlobLayer, BlobLayerConfig, DataLost, DeletedUnit, RenewedUnit,
     RestoredUnit, StoredUnit, TransferBudget,
+};
+pub use unit::{
+    Effect, Event, MovePlan, Policy, RelocationId, ReservationId, Stage, TargetAttemptGeneration,
+    TransitionError, Unit, UnitKind,
 };
