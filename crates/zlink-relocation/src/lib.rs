@@ -1,11 +1,16 @@
 #![doc = include_str!("../README.md")]
 
 pub mod blob;
+pub mod transfer;
 pub mod unit;
 
 pub use blob::{
     BlobArgumentError, BlobError, BlobLayer, BlobLayerConfig, DataLost, DeletedUnit, RenewedUnit,
     RestoredUnit, StoredUnit, TransferBudget,
+};
+pub use transfer::{
+    Assembly, ChunkLimit, InFlightBudget, PayloadChunk, PayloadMemory, RestoreHeader, SourceFence,
+    TransferBinding, TransferSettings, chunk_payload,
 };
 pub use unit::{
     Effect, Event, MovePlan, Policy, RelocationId, ReservationId, Stage, TargetAttemptGeneration,
