@@ -12,23 +12,10 @@ use super::event::PayloadSummary;
 use super::ids::{RelocationId, ReservationId, TargetAttemptGeneration};
 use super::stage::{FailureReason, RecordedStage, Side};
 
-/// The content checksum of the move's relocation target list, as the Location Store holds
-/// it (21 §1.2). Opaque to the machine: it is recorded with `Preparing` and `Captured` and
+/// The content checksum of the move's relocation target list (21 §1.2): the inventory's own
+/// checksum type. Opaque to the machine: it is recorded with `Preparing` and `Captured` and
 /// sent with the Restore request for the target to verify.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TargetListChecksum([u8; 32]);
-
-impl TargetListChecksum {
-    /// Wraps the checksum bytes.
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-
-    /// The checksum bytes.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-}
+pub use crate::inventory::TargetListChecksum;
 
 /// The values binding a Restore request, each chunk and the target's owner CAS to one move
 /// and one target attempt (21 §8.1, §9.1).
