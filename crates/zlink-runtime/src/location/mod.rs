@@ -93,7 +93,9 @@
 //! | concurrent reservations of one host coalesce into shared batches (block issuance) | `concurrent_operations_coalesce_into_shared_batches` |
 //!
 //! Bounds (at the bound and one past it) are unit tests next to their types:
-//! `options::tests` (lease inequality, positivity, route cache gap, TTL), `capacity::tests`
+//! `options::tests` (lease inequality, positivity, route cache gap, TTL),
+//! `relocation_options::tests` (06 §3 / 28 §5 relocation settings: chunk limit at and past the
+//! frame bound, budgets 0 = off, cutover wait and caps positive), `capacity::tests`
 //! (slot counts and limits 0..=2^31-1), `placement::tests` (weights 0..=10000),
 //! `generation::tests` and `counters::tests` (issued range 1..=2^63-2), `keys::tests` (key
 //! length ≤ 1,024 bytes). The batch formation is unit-tested without a runtime in
@@ -126,6 +128,7 @@ mod options;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod placement;
 mod query;
+mod relocation_options;
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 mod runtime;
 
@@ -151,6 +154,7 @@ pub use query::{
     EntryState, ListFilter, LocationEntry, LookupKind, MAX_ENTRY_LEN, MAX_PAGE_SIZE, Page,
     PageToken,
 };
+pub use relocation_options::RelocationOptions;
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub(crate) use authority::{

@@ -60,6 +60,11 @@ pub enum ConfigError {
     /// A descriptor is over its size or list bounds (spec 21 §4); nothing was published.
     #[error("descriptor rejected at startup: {0}")]
     Descriptor(String),
+    /// A relocation transfer setting outside its range (spec 06 §3, 28 §5): the chunk limit
+    /// above the transport frame limit (less the envelope allowance) or below one data byte,
+    /// or a zero payload memory cap.
+    #[error("relocation transfer setting: {0}")]
+    RelocationTransfer(zlink_relocation::transfer::SettingsError),
     /// A capacity limit or weight outside its range (spec 21 §4, 06 §4).
     #[error("`{option}` = {value} is outside {min}..={max}")]
     OutOfRange {
@@ -110,6 +115,8 @@ pub struct LocationOptions {
     /// record points at (a lost reservation race, a creation that never reached the Location
     /// Store) is gone when this retention ends (spec 21 §7.1, §10).
     pub cold_activation_retention: Duration,
+    /// The relocation settings (spec 06 §3, 28 §5).
+    pub relocation: super::RelocationOptions,
 }
 
 impl Default for LocationOptions {
@@ -124,6 +131,7 @@ impl Default for LocationOptions {
             route_cache_max_age: Duration::from_secs(15),
             message_follow_duration: Duration::from_secs(30),
             cold_activation_retention: DEFAULT_COLD_ACTIVATION_RETENTION,
+            relocation: super::RelocationOptions::default(),
         }
     }
 }
@@ -177,6 +185,12 @@ impl LocationOptions {
         self
     }
 
+    /// Sets the relocation settings.
+    pub fn relocation(mut self, r: super::RelocationOptions) -> Self {
+        self.relocation = r;
+        self
+    }
+
     /// Sets the retention of stored cold-activation envelopes (positive).
     pub fn cold_activation_retention(mut self, d: Duration) -> Self {
         self.cold_activation_retention = d;
@@ -190,8 +204,10 @@ impl LocationOptions {
     /// - the TTL fits a Store retention;
     /// - when `routeCacheMaxAge` and `messageFollowDuration` are both positive,
     ///   `routeCacheMaxAge + 5 s <= messageFollowDuration` (0 disables either feature);
-    /// - the cold-activation retention is positive and fits a Store retention.
+    /// - the cold-activation retention is positive and fits a Store retention;
+    /// - the relocation settings ([`RelocationOptions::validate`](super::RelocationOptions::validate)).
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.relocation.validate()?;
         let positive = [
             ("ownerLeaseRenewInterval", self.owner_lease_renew_interval),
             ("ownerLeaseTtl", self.owner_lease_ttl),

@@ -197,6 +197,28 @@ fn route_cache_and_follow_gap_bounds() {
 }
 
 #[test]
+fn relocation_chunk_limit_above_the_frame_bound_fails_startup() {
+    use zlink_relocation::transfer::MAX_CHUNK_LIMIT;
+    let with = |limit: usize| {
+        start(root().location_options(
+            LocationOptions::default().relocation(
+                crate::location::RelocationOptions::default().payload_chunk_limit(limit),
+            ),
+        ))
+    };
+    assert!(with(MAX_CHUNK_LIMIT).is_ok());
+    let err = with(MAX_CHUNK_LIMIT + 1).unwrap_err();
+    assert!(matches!(
+        err,
+        StartupError::LocationOptions {
+            mesh: None,
+            source: ConfigError::RelocationTransfer(_)
+        }
+    ));
+    assert_eq!(err.kind(), StartupErrorKind::InvalidOptions);
+}
+
+#[test]
 fn node_override_breaking_the_gap_fails_startup() {
     assert!(start_node(|n| n.route_cache_max_age(Duration::from_secs(25))).is_ok());
     let err = start_node(|n| n.route_cache_max_age(Duration::from_millis(25_001))).unwrap_err();
