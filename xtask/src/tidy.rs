@@ -98,7 +98,13 @@ mod tests {
             .into_iter()
             .filter(|d| d.starts_with("zlink-"))
             .filter(|d| {
-                !["zlink-store-spi", "zlink-codec", "zlink-transport"].contains(&d.as_str())
+                ![
+                    "zlink-store-spi",
+                    "zlink-codec",
+                    "zlink-transport",
+                    "zlink-relocation",
+                ]
+                .contains(&d.as_str())
             })
             .collect();
         assert!(
