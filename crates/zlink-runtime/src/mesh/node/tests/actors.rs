@@ -237,26 +237,31 @@ async fn actor_manager_needs_an_object_role() {
     ha.shutdown().await;
 }
 
+/// A counter-type Object Server over `store` with `options` (short leases in these tests).
+async fn short_lease_server(
+    store: Arc<dyn zlink_store_spi::DynLocationStore>,
+    options: crate::location::LocationOptions,
+    factories: &Arc<AtomicUsize>,
+) -> (crate::mesh::node::ZLinkHost, crate::mesh::node::MeshNode) {
+    let host = crate::mesh::config::ZLink::builder()
+        .location_store(store)
+        .location_options(options)
+        .route_mesh(mesh(), server(factories))
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    let node = host.node(&mesh()).expect("node");
+    (host, node)
+}
+
 async fn actors_of_a_dead_owner_are_recreated_with_a_higher_generation(h: &Harness) {
     use crate::location::tests::support::short_lease;
     use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
     let factories = Arc::new(AtomicUsize::new(0));
     let options = short_lease().polling_interval(std::time::Duration::from_millis(100));
     let start_with = |store: Arc<dyn zlink_store_spi::DynLocationStore>| {
-        let options = options.clone();
-        let configure = server(&factories);
-        async move {
-            let host = crate::mesh::config::ZLink::builder()
-                .location_store(store)
-                .location_options(options)
-                .route_mesh(mesh(), configure)
-                .build()
-                .start()
-                .await
-                .expect("the host starts");
-            let node = host.node(&mesh()).expect("node");
-            (host, node)
-        }
+        short_lease_server(store, options.clone(), &factories)
     };
     let (ha, a) = start_with(h.store.clone()).await;
     let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
@@ -319,20 +324,7 @@ async fn an_earlier_run_of_this_host_is_reclaimed_after_a_lease_takeover(h: &Har
     let factories = Arc::new(AtomicUsize::new(0));
     let options = short_lease().polling_interval(Duration::from_millis(100));
     let start_with = |store: Arc<dyn zlink_store_spi::DynLocationStore>| {
-        let options = options.clone();
-        let configure = server(&factories);
-        async move {
-            let host = crate::mesh::config::ZLink::builder()
-                .location_store(store)
-                .location_options(options)
-                .route_mesh(mesh(), configure)
-                .build()
-                .start()
-                .await
-                .expect("the host starts");
-            let node = host.node(&mesh()).expect("node");
-            (host, node)
-        }
+        short_lease_server(store, options.clone(), &factories)
     };
     let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let (hd, d) = start_with(faulty.clone()).await;

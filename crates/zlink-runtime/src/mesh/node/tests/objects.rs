@@ -12,28 +12,31 @@ impl Actor for Counter {}
 struct Room;
 impl Spot for Room {}
 
+/// An Object Server of the counter Actor type and the room User Spot type (at most 7 rooms).
+fn counter_and_room(
+    n: crate::mesh::config::MeshNodeBuilder<crate::mesh::messaging::NodeHandler>,
+) -> crate::mesh::config::MeshNodeBuilder<crate::mesh::messaging::NodeHandler> {
+    n.object_role(ObjectRole::Server)
+        .actor_type::<Counter>("counter", |t| {
+            t.factory(|_| async { Ok(Counter) }).disable_relocation()
+        })
+        .user_spot_type::<Room>("room", |t| {
+            t.factory(|_| async { Ok(Room) }).disable_relocation()
+        })
+        .spot_type_limit(
+            ObjectKind::UserSpot,
+            zlink_codec::StableType::new("room").expect("type"),
+            7,
+        )
+}
+
 on_every_store!(
     object_server_descriptor_lists_its_types_and_entry_spot,
     the_descriptor_projects_the_nodes_usage,
 );
 
 async fn object_server_descriptor_lists_its_types_and_entry_spot(h: &Harness) {
-    let (host, node) = start(h, |n| {
-        n.object_role(ObjectRole::Server)
-            .routing_id_prefix("lobby")
-            .actor_type::<Counter>("counter", |t| {
-                t.factory(|_| async { Ok(Counter) }).disable_relocation()
-            })
-            .user_spot_type::<Room>("room", |t| {
-                t.factory(|_| async { Ok(Room) }).disable_relocation()
-            })
-            .spot_type_limit(
-                ObjectKind::UserSpot,
-                zlink_codec::StableType::new("room").expect("type"),
-                7,
-            )
-    })
-    .await;
+    let (host, node) = start(h, |n| counter_and_room(n.routing_id_prefix("lobby"))).await;
     let rows = snapshot_of(h.store.as_ref(), "mesh-node\0game\0").await;
     let records: Vec<MeshNodeRecord> = rows
         .values()
@@ -82,22 +85,7 @@ async fn stored_descriptor(
 /// and Spots as `active` beside their limits, per Spot type too, and the activation permits;
 /// a destroy shows within a polling interval.
 async fn the_descriptor_projects_the_nodes_usage(h: &Harness) {
-    let (host, node) = start(h, |n| {
-        n.object_role(ObjectRole::Server)
-            .actor_limit(10)
-            .actor_type::<Counter>("counter", |t| {
-                t.factory(|_| async { Ok(Counter) }).disable_relocation()
-            })
-            .user_spot_type::<Room>("room", |t| {
-                t.factory(|_| async { Ok(Room) }).disable_relocation()
-            })
-            .spot_type_limit(
-                ObjectKind::UserSpot,
-                zlink_codec::StableType::new("room").expect("type"),
-                7,
-            )
-    })
-    .await;
+    let (host, node) = start(h, |n| counter_and_room(n.actor_limit(10))).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let actors = host.actors().expect("actors");
     let mut refs = Vec::new();
