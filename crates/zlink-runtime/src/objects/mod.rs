@@ -119,13 +119,13 @@ pub(crate) mod create;
 pub(crate) mod host;
 mod inbound;
 pub(crate) mod instance;
-mod live;
+pub(crate) mod live;
 mod manager;
 pub(crate) mod membership;
 pub(crate) mod messages;
 mod projection;
 mod refs;
-mod registration;
+pub(crate) mod registration;
 mod routes;
 mod spots;
 #[cfg(feature = "testing")]
