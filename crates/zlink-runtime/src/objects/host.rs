@@ -222,12 +222,14 @@ impl ObjectHost {
             call,
             cost,
             reply,
+            origin: None,
         };
         let Some(crate::relocation::Held {
             route,
             call,
             cost,
             reply,
+            ..
         }) = self.relocations.intercept(key, held)
         else {
             return Ok(());

@@ -120,6 +120,7 @@ impl ObjectSink for ObjectHost {
             call,
             cost,
             reply,
+            origin: Some(env.clone()),
         };
         // A relocation holds, follows or queues the message (spec 21 §1.3, §7.3).
         let held = self.relocations.intercept(&key, held)?;

@@ -46,6 +46,12 @@ impl Completion {
             f(out);
         }
     }
+
+    /// Ends without an output: another node answers the request (it was forwarded as
+    /// received, reply route included).
+    pub(crate) fn handed_over(mut self) {
+        self.0.take();
+    }
 }
 
 impl Drop for Completion {

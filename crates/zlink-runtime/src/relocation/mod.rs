@@ -67,6 +67,10 @@ pub(crate) struct Held {
     pub(crate) call: ObjectCall,
     pub(crate) cost: usize,
     pub(crate) reply: Option<Completion>,
+    /// The envelope it arrived in from another node (`None`: sent on this node). A followed
+    /// message that has one is forwarded as received — OperationId, payload, original source
+    /// and reply route kept — so the new owner answers the original source directly.
+    pub(crate) origin: Option<zlink_transport::Envelope>,
 }
 
 /// Held messages in arrival order, bounded on records and bytes.
@@ -293,6 +297,7 @@ mod tests {
             },
             cost,
             reply,
+            origin: None,
         }
     }
 

@@ -24,6 +24,7 @@ use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure, what};
 use crate::objects::live::LiveObject;
 use crate::objects::membership::Membership;
+use crate::objects::messages::owner_unreachable;
 use crate::objects::registration::RelocationChoice;
 
 /// How long the source waits for the target's relay-ready and cutover answers.
@@ -334,6 +335,21 @@ async fn forward(
             rx.recv().await
         };
         let Some(m) = next else { break };
+        if let Some(env) = m.origin {
+            // Forwarded as received: the new owner answers the original source itself.
+            let inner = &client.node.inner;
+            let sent = match inner.route_to(&to) {
+                Ok(peer) => inner.forward_app(&env, &peer).await,
+                Err(e) => Err(owner_unreachable(e)),
+            };
+            match (sent, m.reply) {
+                (Ok(()), Some(done)) => done.handed_over(),
+                (Err(e), Some(done)) => done.complete(Err(e)),
+                (Ok(()), None) => {}
+                (Err(e), None) => tracing::debug!(error = %e, "followed one-way not forwarded"),
+            }
+            continue;
+        }
         let out = client.forward_held(&to, &key, m.route, m.call).await;
         match m.reply {
             Some(done) => done.complete(out),

@@ -76,6 +76,16 @@ impl Request for Step {
     type Reply = u64;
 }
 
+/// The one-way form of [`Step`].
+#[derive(Debug, Serialize, Deserialize)]
+struct StepSend {
+    stream: u32,
+    seq: u64,
+}
+impl Message for StepSend {
+    const PACKET: &'static str = "StepSend";
+}
+
 /// (total, applied, out-of-order) of the counter.
 #[derive(Debug, Serialize, Deserialize)]
 struct Totals;
@@ -152,6 +162,18 @@ fn counter_type(
                     c.total += step.seq;
                     c.applied += 1;
                     Ok(step.seq)
+                })
+            })
+            .on_send::<StepSend, _>(|c, step, _ctx| {
+                Box::pin(async move {
+                    let last = c.last.entry(step.stream).or_insert(0);
+                    if step.seq != *last + 1 {
+                        c.out_of_order += 1;
+                    }
+                    *last = step.seq;
+                    c.total += step.seq;
+                    c.applied += 1;
+                    Ok(())
                 })
             })
             .on_request::<Totals, _>(|c, _req, _ctx| {
@@ -358,6 +380,8 @@ async fn disabled_actor_is_rejected_before_capture_and_keeps_serving(h: &Harness
 }
 
 async fn messages_sent_during_a_move_run_once_in_order(h: &Harness) {
+    // Three request streams, each waiting for every answer, and one pipelined one-way stream,
+    // all from the client node while the Actor moves.
     const STREAMS: u32 = 3;
     const STEPS: u64 = 150;
     let m = mesh_of(h, Policy::Preserve).await;
@@ -379,6 +403,20 @@ async fn messages_sent_during_a_move_run_once_in_order(h: &Harness) {
             }
         }));
     }
+    let sender = m.client.0.actors().expect("manager");
+    streams.push(tokio::spawn(async move {
+        for seq in 1..=STEPS {
+            let step = StepSend {
+                stream: STREAMS,
+                seq,
+            };
+            sender
+                .send("s1", &step)
+                .await
+                .expect("every one-way is admitted");
+            tokio::task::yield_now().await;
+        }
+    }));
     wait_until("the streams are running", || {
         started.load(Ordering::SeqCst) >= 20
     })
@@ -390,13 +428,19 @@ async fn messages_sent_during_a_move_run_once_in_order(h: &Harness) {
         s.await.expect("stream");
     }
     let per_stream: u64 = STEPS * (STEPS + 1) / 2;
+    let all = u64::from(STREAMS + 1);
+    // The last one-ways may still be on their way: read until every step is applied.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let totals = loop {
+        let t = caller.request("s1", &Totals).await.expect("totals");
+        if t.1 >= STEPS * all || tokio::time::Instant::now() > deadline {
+            break t;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
     assert_eq!(
-        caller.request("s1", &Totals).await.expect("totals"),
-        (
-            per_stream * u64::from(STREAMS),
-            STEPS * u64::from(STREAMS),
-            0
-        ),
+        totals,
+        (per_stream * all, STEPS * all, 0),
         "every step applied once, in order"
     );
     assert_eq!(record(source, "s1").await.0, rid_of(target));
