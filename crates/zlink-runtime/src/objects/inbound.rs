@@ -100,19 +100,7 @@ impl ObjectSink for ObjectHost {
             drop(guard);
             (RouteKind::Send, None)
         } else {
-            let (n, p, e) = (Arc::clone(&node), peer.clone(), env.clone());
-            let done = Completion::new(move |out| {
-                let _guard = guard;
-                let out = match out {
-                    Ok(Some(reply)) => Ok(reply),
-                    Ok(None) => Err(ZLinkError::application(
-                        ErrorKind::InternalFailure,
-                        "the handler produced no reply",
-                    )),
-                    Err(e) => Err(e),
-                };
-                answer_request(&n, &p, &e, out);
-            });
+            let done = answering(Arc::clone(&node), peer.clone(), env.clone(), guard);
             (RouteKind::Request, Some(done))
         };
         let held = Held {
@@ -146,7 +134,32 @@ impl ObjectSink for ObjectHost {
     }
 }
 
-fn prepare(env: &Envelope) -> Result<(zlink_codec::ObjectId, ObjectCall, usize), ZLinkError> {
+/// The completion of a request that arrived from `peer` in `env`: answers it (to its original
+/// source when that is a Ready peer) when the turn ends, releasing `guard` then.
+pub(crate) fn answering(
+    node: Arc<NodeInner>,
+    peer: RoutingId,
+    env: Envelope,
+    guard: Box<dyn Send>,
+) -> Completion {
+    Completion::new(move |out| {
+        let _guard = guard;
+        let out = match out {
+            Ok(Some(reply)) => Ok(reply),
+            Ok(None) => Err(ZLinkError::application(
+                ErrorKind::InternalFailure,
+                "the handler produced no reply",
+            )),
+            Err(e) => Err(e),
+        };
+        answer_request(&node, &peer, &env, out);
+    })
+}
+
+/// Splits an object message envelope into the object id, the call and its job cost.
+pub(crate) fn prepare(
+    env: &Envelope,
+) -> Result<(zlink_codec::ObjectId, ObjectCall, usize), ZLinkError> {
     let (id, payload) = unframe_object_payload(env.payload())?;
     let packet = PacketName::new(env.packet_name())
         .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;

@@ -14,27 +14,35 @@
 //! 3. **capture** (RecreateOnRelocation: no payload; PreserveStateWith: the adapter's bytes,
 //!    at most 64 MiB) and send the Restore header and its chunks over the command plane, in
 //!    order on the one peer connection, then ask the target to prepare;
-//! 4. the **target** assembles (binding-checked, CRC-32C verified), builds the instance (the
-//!    factory; then the adapter's restore for PreserveStateWith), keeps a temporary queue for
-//!    messages that reach it before it is Ready, and answers relay-ready;
-//! 5. **cutover**: the target runs NewOwner (the CAS conditioned on the reservation and the
-//!    record version it expects); on success it inserts the activation, runs its temporary
-//!    queue in order and opens dispatch; on a conflict it drops the prepared instance. A target
-//!    that hears no cutover within the cutover wait attempts NewOwner itself;
-//! 6. the source closes its old activation (the handler state is dropped exactly once) and
-//!    **follows**: its held messages, then every message arriving for the Actor within
-//!    `messageFollowDuration`, are forwarded in order to the new owner; its route-cache entry
-//!    is dropped. After the follow window this node answers by the record (`Unavailable`), so
-//!    callers re-read and reach the new owner;
-//! 7. a failure before the cutover **cancels**: the target capacity is released
-//!    (`release_target`), so no later NewOwner can succeed, and the held messages run here in
-//!    their original order; the record is untouched.
+//! 4. the **target** registers a temporary queue when the Restore arrives, assembles
+//!    (binding-checked, CRC-32C verified), builds the instance (the factory; then the
+//!    adapter's restore for PreserveStateWith) without exposing it, and answers relay-ready;
+//! 5. the source **relays** its held messages that came from other nodes, in hold order, on
+//!    the command plane the cutover follows (each keeps its OperationId, payload, original
+//!    source and reply route, and enters the temporary queue), then sends the **cutover**;
+//! 6. on the cutover — or, when none came, once `RelocationCutoverWaitTimeout` has passed
+//!    after relay-ready — the target runs NewOwner (the CAS conditioned on the reservation and
+//!    the record version it expects). Committed: the activation joins the live set, the
+//!    temporary queue runs in order and dispatch opens. A conflict: the prepared instance and
+//!    its queue are removed (queued requests get `Unavailable`) and nothing ran on it;
+//! 7. the source closes its old activation (the handler state is dropped exactly once) and
+//!    **follows** (spec 21 §7.3): every message held since the relay, then every message
+//!    arriving for the Actor within `messageFollowDuration`, is forwarded in order to the new
+//!    owner — one from another node as received, so the new owner answers its original
+//!    source — and its route-cache entry is dropped. After the window this node answers by the
+//!    record (`Unavailable`), so callers drop their entry, re-read and reach the new owner;
+//! 8. a failure before the cutover committed **cancels**: the target capacity is released
+//!    (`release_target`; a release that conflicts means the target already owns the Actor, and
+//!    the move completes), so no later NewOwner can succeed, and the messages still held run
+//!    here in their original order; the record is untouched.
 //!
-//! Deviations, kept small and explicit: the held messages are forwarded right after the
-//! cutover (through the follow path, in order) instead of being relayed into the target's
-//! temporary queue before it; a forwarded request's reply comes back through this node. The
-//! `zlink-relocation` unit machine and its stage records (`preserve_carrying`) are not driven
-//! yet: this is the single-Actor, happy-and-cancel path only.
+//! Deviations, kept small and explicit: the cutover is a request whose answer tells the
+//! source the CAS committed (the spec sends it one-way and lets the source follow at once);
+//! the source reopens on a failed cutover only once `release_target` fenced the target. A
+//! message sent on the source node itself is not relayed before the cutover: it follows right
+//! after it, in its order. The `zlink-relocation` unit machine and its stage records
+//! (`preserve_carrying`) are not driven yet, nor Sessions, SpotWide aggregates, retries of a
+//! Restore, in-flight budgets or payload memory accounting.
 
 mod source;
 mod target;
@@ -187,6 +195,22 @@ impl Relocations {
                 let _ = live.submit(m.route, m.call, m.cost, m.reply);
             }
         }
+    }
+
+    /// After relay-ready: takes the held messages that came from other nodes, in hold order,
+    /// to relay them to the target; those sent on this node stay held (they follow after the
+    /// cutover, still in their order).
+    fn take_relayable(&self, key: &ObjectKey) -> Vec<Held> {
+        let mut gates = self.gates.lock();
+        let Some(Gate::Holding(h)) = gates.get_mut(key) else {
+            return Vec::new();
+        };
+        let (relay, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut h.held)
+            .into_iter()
+            .partition(|m| m.origin.is_some());
+        h.bytes = keep.iter().map(|m| m.cost).sum();
+        h.held = keep;
+        relay.into()
     }
 
     /// Turns the seal of `key` into a follow until `until`: the held messages go to `tx`

@@ -110,7 +110,10 @@ pub(crate) async fn relocate_actor(
     let to = target.node.routing_id.clone();
     let moved = transfer(client, &handle, &reservation, live.as_ref(), rebuild, &to).await;
     let committed = match moved {
-        Ok(relocation) => cutover(client, &to, relocation).await,
+        Ok(relocation) => match relay(client, &key, &to, relocation) {
+            Ok(()) => cutover(client, &to, relocation).await,
+            Err(e) => Err(e),
+        },
         Err(e) => {
             tracing::info!(error = %e, "relocation cancelled before relay-ready");
             Err(e)
@@ -238,6 +241,44 @@ fn answered(r: Result<ReplyBody, ZLinkError>) -> Result<(), ZLinkError> {
     match r? {
         ReplyBody::Ok { .. } => Ok(()),
         ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
+    }
+}
+
+/// After relay-ready: relays the held messages that came from other nodes, in hold order, on
+/// the command plane the cutover follows (they enter the target's temporary queue and the
+/// target answers their sources).
+fn relay(
+    client: &ObjectClient,
+    key: &ObjectKey,
+    to: &RoutingId,
+    relocation: u128,
+) -> Result<(), ZLinkError> {
+    let inner = &client.node.inner;
+    let peer = inner.route_to(to)?;
+    let relayable = client.objects.relocations.take_relayable(key);
+    let mut failed = None;
+    for m in relayable {
+        let Some(env) = &m.origin else { continue };
+        let sent = match &failed {
+            Some(e) => Err(ZLinkError::clone(e)),
+            None => wire::encode_relay(relocation, env)
+                .and_then(|body| inner.send_control(&peer, wire::RELAY, body)),
+        };
+        match (sent, m.reply) {
+            (Ok(()), Some(done)) => done.handed_over(),
+            (Ok(()), None) => {}
+            (Err(e), reply) => {
+                // Not relayed: the sender hears it (a request) and the move is cancelled.
+                if let Some(done) = reply {
+                    done.complete(Err(e.clone()));
+                }
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    match failed {
+        None => Ok(()),
+        Some(e) => Err(e),
     }
 }
 

@@ -14,10 +14,14 @@ use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::Envelope;
 
+use super::Held;
 use super::wire::{self, MoveRef, Rebuild, RestoreCommand};
 use crate::location::{AuthorityRead, Outcome, TargetReservation};
+use crate::mesh::messaging::RouteKind;
 use crate::mesh::messaging::{BoxFuture, ErrorKind, ZLinkError};
+use crate::mesh::node::NodeInner;
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
+use crate::objects::inbound;
 use crate::objects::live::{Built, LiveObject};
 use crate::objects::registration::FactoryContext;
 
@@ -26,17 +30,72 @@ use crate::objects::registration::FactoryContext;
 const ABANDONED_RESTORE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A relocation command handler.
-pub(crate) type Command =
-    fn(Arc<ObjectHost>, Envelope) -> BoxFuture<'static, Result<Option<Bytes>, ZLinkError>>;
+pub(crate) type Command = fn(
+    Arc<ObjectHost>,
+    Arc<NodeInner>,
+    Envelope,
+) -> BoxFuture<'static, Result<Option<Bytes>, ZLinkError>>;
 
 /// The relocation commands every Object Server node registers.
 pub(crate) fn commands() -> Vec<(&'static str, Command)> {
     vec![
-        (wire::RESTORE, |h, e| Box::pin(restore(h, e))),
-        (wire::CHUNK, |h, e| Box::pin(chunk(h, e))),
-        (wire::PREPARE, |h, e| Box::pin(prepare(h, e))),
-        (wire::CUTOVER, |h, e| Box::pin(cutover(h, e))),
+        (wire::RESTORE, |h, _, e| Box::pin(restore(h, e))),
+        (wire::CHUNK, |h, _, e| Box::pin(chunk(h, e))),
+        (wire::PREPARE, |h, _, e| Box::pin(prepare(h, e))),
+        (wire::RELAY, |h, n, e| Box::pin(relay(h, n, e))),
+        (wire::CUTOVER, |h, _, e| Box::pin(cutover(h, e))),
     ]
+}
+
+/// A held message the source relays after relay-ready: it enters the temporary queue of the
+/// prepared instance (behind everything already there) and is answered to its original
+/// source when it runs. A relay for no prepared move here is answered `Unavailable`.
+async fn relay(
+    host: Arc<ObjectHost>,
+    node: Arc<NodeInner>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let (relocation, message) = wire::decode_relay(env.payload())?;
+    let from = env.source_rid().clone();
+    let key = host
+        .relocations
+        .incoming
+        .lock()
+        .get(&relocation)
+        .map(|i| i.key.clone());
+    let (id, call, cost) = inbound::prepare(&message)?;
+    let reply = message.reply_route().is_some().then(|| {
+        inbound::answering(
+            Arc::clone(&node),
+            from.clone(),
+            message.clone(),
+            Box::new(()),
+        )
+    });
+    let held = Held {
+        route: if reply.is_some() {
+            RouteKind::Request
+        } else {
+            RouteKind::Send
+        },
+        call,
+        cost,
+        reply,
+        origin: Some(message),
+    };
+    let leftover = match key {
+        Some(key) if key.1 == id => host.relocations.intercept(&key, held),
+        _ => Some(held),
+    };
+    if let Some(m) = leftover {
+        if let Some(done) = m.reply {
+            done.complete(Err(ZLinkError::Unavailable {
+                target: format!("relocation {relocation}"),
+                reason: crate::mesh::messaging::UnavailableReason::NotServing,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// A prepared instance waiting for its cutover.

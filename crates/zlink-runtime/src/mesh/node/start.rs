@@ -460,7 +460,7 @@ async fn start_node(
                 let for_relocation = Arc::clone(&host);
                 control.register(
                     name,
-                    Arc::new(move |_node, env| command(Arc::clone(&for_relocation), env)),
+                    Arc::new(move |node, env| command(Arc::clone(&for_relocation), node, env)),
                 );
             }
             let for_activate = Arc::clone(&host);
