@@ -199,13 +199,14 @@ async fn root(
     role: ObjectRole,
     policy: Policy,
     seen: &Arc<Seen>,
+    options: &crate::location::LocationOptions,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let seen = Arc::clone(seen);
     let host = ZLink::builder()
         .location_store(Arc::clone(&h.store))
         .relocation_store(relocation)
-        .location_options(fast_options())
+        .location_options(options.clone())
         .route_mesh(mesh(), move |n| {
             let n = n.object_role(role);
             if role == ObjectRole::Server {
@@ -223,10 +224,14 @@ async fn root(
 }
 
 async fn mesh_of(h: &Harness, policy: Policy) -> Mesh {
+    mesh_with(h, policy, fast_options()).await
+}
+
+async fn mesh_with(h: &Harness, policy: Policy, options: crate::location::LocationOptions) -> Mesh {
     let seen = Arc::new(Seen::default());
-    let a = root(h, ObjectRole::Server, policy, &seen).await;
-    let b = root(h, ObjectRole::Server, policy, &seen).await;
-    let c = root(h, ObjectRole::Client, policy, &seen).await;
+    let a = root(h, ObjectRole::Server, policy, &seen, &options).await;
+    let b = root(h, ObjectRole::Server, policy, &seen, &options).await;
+    let c = root(h, ObjectRole::Client, policy, &seen, &options).await;
     for (_, n) in [&a, &b, &c] {
         wait_peers(n, 2).await;
     }
@@ -291,6 +296,8 @@ on_every_store!(
     messages_sent_during_a_move_run_once_in_order,
     a_stale_caller_is_followed_to_the_new_owner,
     a_failed_restore_cancels_and_the_source_serves_again,
+    without_message_follow_a_stale_caller_rereads_and_reaches_the_new_owner,
+    a_target_that_does_not_offer_the_type_is_refused_and_the_actor_stays,
 );
 
 async fn preserved_actor_moves_with_its_state_and_keeps_serving(h: &Harness) {
@@ -512,5 +519,62 @@ async fn a_failed_restore_cancels_and_the_source_serves_again(h: &Harness) {
     let moved = relocate(source, &r).await.expect("moved");
     assert_eq!(moved.node, rid_of(target));
     assert_eq!(caller.request("c1", &Incr).await.expect("incr"), 3);
+    m.shutdown().await;
+}
+
+async fn without_message_follow_a_stale_caller_rereads_and_reaches_the_new_owner(h: &Harness) {
+    let options = fast_options().message_follow_duration(std::time::Duration::ZERO);
+    let m = mesh_with(h, Policy::Preserve, options).await;
+    let caller = m.client.0.actors().expect("manager");
+    let r = caller
+        .get_or_create("counter", "n1")
+        .await
+        .expect("created");
+    assert_eq!(caller.request("n1", &Incr).await.expect("incr"), 1);
+    let (source, target) = m.owner_and_other(&r);
+    relocate(source, &r).await.expect("moved");
+    // The old owner no longer takes it: the stale caller hears Unavailable and drops its
+    // entry; its next call reads the record and reaches the new owner, state intact.
+    let err = caller.request("n1", &Incr).await.expect_err("stale");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(caller.request("n1", &Incr).await.expect("re-read"), 2);
+    let key = (
+        AuthorityKind::Actor,
+        zlink_codec::ObjectId::new("n1").expect("id"),
+    );
+    assert_eq!(
+        caller.client.objects.routes.get(&key).as_deref(),
+        Some(&rid_of(target))
+    );
+    m.shutdown().await;
+}
+
+async fn a_target_that_does_not_offer_the_type_is_refused_and_the_actor_stays(h: &Harness) {
+    let m = mesh_of(h, Policy::Preserve).await;
+    let caller = m.client.0.actors().expect("manager");
+    let r = caller
+        .get_or_create("counter", "t1")
+        .await
+        .expect("created");
+    assert_eq!(caller.request("t1", &Incr).await.expect("incr"), 1);
+    let (source, _) = m.owner_and_other(&r);
+    let before = record(source, "t1").await;
+    let client_rid = m.client.1.routing_id().clone();
+    let manager = source.actors().expect("manager").client;
+    let err = crate::relocation::relocate_actor(&manager, &r, Some(&client_rid))
+        .await
+        .expect_err("no such target");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(
+        record(source, "t1").await,
+        before,
+        "the record is untouched"
+    );
+    assert_eq!(
+        m.seen.captures.load(Ordering::SeqCst),
+        0,
+        "nothing captured"
+    );
+    assert_eq!(caller.request("t1", &Incr).await.expect("incr"), 2);
     m.shutdown().await;
 }
