@@ -3,3 +3,4 @@
 pub mod location;
 pub mod mesh;
 pub mod objects;
+pub(crate) mod relocation;

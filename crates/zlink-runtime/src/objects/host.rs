@@ -44,6 +44,8 @@ pub(crate) struct HostedType {
     pub(crate) kind: ObjectKind,
     /// A User Spot's execution mode.
     pub(crate) execution: Option<super::registration::SpotExecution>,
+    /// The type's one relocation choice (validated at startup).
+    pub(crate) relocation: Option<super::registration::RelocationChoice>,
     pub(crate) erased: Arc<dyn ErasedType>,
 }
 
@@ -71,6 +73,8 @@ pub(crate) struct ObjectHost {
     pub(crate) limits: crate::location::CapacityLimits,
     /// Instance Spot cold activation on this node (`instance/`).
     pub(crate) instances: super::instance::Instances,
+    /// Live relocations through this node: held, followed and prepared objects.
+    pub(crate) relocations: crate::relocation::Relocations,
 }
 
 impl std::fmt::Debug for ObjectHost {
@@ -123,6 +127,7 @@ impl ObjectHost {
             activation_limit: DEFAULT_ACTIVATION_CONCURRENCY as u32,
             limits: crate::location::CapacityLimits::default(),
             instances: super::instance::Instances::new(),
+            relocations: crate::relocation::Relocations::default(),
         }
     }
 
@@ -176,6 +181,11 @@ impl ObjectHost {
         self.live.lock().insert(key, entry);
     }
 
+    /// Takes the activation of `key` out of the live set (its incarnation moved away).
+    pub(crate) fn remove_live(&self, key: &ObjectKey) -> Option<Arc<dyn LiveObject>> {
+        self.live.lock().remove(key).map(|e| e.object)
+    }
+
     /// Closes every activation whose record names `run` (an earlier run of this host whose
     /// lease was lost: its records are about to be reclaimed, so no message may run on them).
     /// Returns how many closed.
@@ -207,6 +217,23 @@ impl ObjectHost {
         cost: usize,
         reply: Option<super::live::Completion>,
     ) -> Result<(), ZLinkError> {
+        let held = crate::relocation::Held {
+            route,
+            call,
+            cost,
+            reply,
+            origin: None,
+        };
+        let Some(crate::relocation::Held {
+            route,
+            call,
+            cost,
+            reply,
+            ..
+        }) = self.relocations.intercept(key, held)
+        else {
+            return Ok(());
+        };
         let live = self.live_object(key);
         match live {
             Some(l) => l.submit(route, call, cost, reply),

@@ -15,6 +15,7 @@ use super::messages::unframe_object_payload;
 use super::registration::{MessageContext, ObjectCall};
 use crate::mesh::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
 use crate::mesh::node::{NodeInner, ObjectSink, SPOT_ADDRESS, answer_request, job_cost};
+use crate::relocation::Held;
 
 /// The command-plane name of Destroy (Actor) / Close (Spot) on the owner node.
 pub(crate) const END_OBJECT: &str = "zlink.object.end";
@@ -94,44 +95,71 @@ impl ObjectSink for ObjectHost {
             }
         };
         let key: ObjectKey = (kind, id);
+        // A request's turn answers it itself when it ends: no task waits for it.
+        let (route, reply) = if env.reply_route().is_none() {
+            drop(guard);
+            (RouteKind::Send, None)
+        } else {
+            let done = answering(Arc::clone(&node), peer.clone(), env.clone(), guard);
+            (RouteKind::Request, Some(done))
+        };
+        let held = Held {
+            route,
+            call,
+            cost,
+            reply,
+            origin: Some(env.clone()),
+        };
+        // A relocation holds, follows or queues the message (spec 21 §1.3, §7.3).
+        let held = self.relocations.intercept(&key, held)?;
         let Some(live) = self.live_object(&key) else {
             // No live activation here: answered by the record (the sender's route cache may be
             // stale) — NotFound when it is gone, else Unavailable.
             let location = Arc::clone(&self.location);
             return Some(Box::pin(async move {
-                let _guard = guard;
                 let e = ObjectHost::not_live(location, key).await;
-                answer_request(&node, &peer, &env, Err(e));
+                match held.reply {
+                    Some(done) => done.complete(Err(e)),
+                    None => answer_request(&node, &peer, &env, Err(e)),
+                }
             }));
         };
-        if env.reply_route().is_none() {
-            if let Err(e) = live.submit(RouteKind::Send, call, cost, None) {
+        // A refusal of a request is answered through its completion.
+        if let Err(e) = live.submit(held.route, held.call, held.cost, held.reply) {
+            if held.route == RouteKind::Send {
                 answer_request(&node, &peer, &env, Err(e));
             }
-            drop(guard);
-            return None;
         }
-        // The turn answers the request itself when it ends: no task waits for it.
-        let (n, p, e) = (Arc::clone(&node), peer.clone(), env.clone());
-        let done = Completion::new(move |out| {
-            let _guard = guard;
-            let out = match out {
-                Ok(Some(reply)) => Ok(reply),
-                Ok(None) => Err(ZLinkError::application(
-                    ErrorKind::InternalFailure,
-                    "the handler produced no reply",
-                )),
-                Err(e) => Err(e),
-            };
-            answer_request(&n, &p, &e, out);
-        });
-        // A refusal is answered through `done`.
-        let _ = live.submit(RouteKind::Request, call, cost, Some(done));
         None
     }
 }
 
-fn prepare(env: &Envelope) -> Result<(zlink_codec::ObjectId, ObjectCall, usize), ZLinkError> {
+/// The completion of a request that arrived from `peer` in `env`: answers it (to its original
+/// source when that is a Ready peer) when the turn ends, releasing `guard` then.
+pub(crate) fn answering(
+    node: Arc<NodeInner>,
+    peer: RoutingId,
+    env: Envelope,
+    guard: Box<dyn Send>,
+) -> Completion {
+    Completion::new(move |out| {
+        let _guard = guard;
+        let out = match out {
+            Ok(Some(reply)) => Ok(reply),
+            Ok(None) => Err(ZLinkError::application(
+                ErrorKind::InternalFailure,
+                "the handler produced no reply",
+            )),
+            Err(e) => Err(e),
+        };
+        answer_request(&node, &peer, &env, out);
+    })
+}
+
+/// Splits an object message envelope into the object id, the call and its job cost.
+pub(crate) fn prepare(
+    env: &Envelope,
+) -> Result<(zlink_codec::ObjectId, ObjectCall, usize), ZLinkError> {
     let (id, payload) = unframe_object_payload(env.payload())?;
     let packet = PacketName::new(env.packet_name())
         .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;

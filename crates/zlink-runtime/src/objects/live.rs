@@ -11,8 +11,8 @@ use zlink_codec::payload::Registry;
 
 use super::activation::{Activation, ActivationTask, Job, SubmitError};
 use super::registration::{
-    CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall, ObjectOutput,
-    TypedObject,
+    CaptureFn, CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall,
+    ObjectOutput, TypedObject,
 };
 use crate::mesh::messaging::{BoxFuture, ErrorKind, RouteKind, ZLinkError};
 
@@ -45,6 +45,12 @@ impl Completion {
         if let Some(f) = self.0.take() {
             f(out);
         }
+    }
+
+    /// Ends without an output: another node answers the request (it was forwarded as
+    /// received, reply route included).
+    pub(crate) fn handed_over(mut self) {
+        self.0.take();
     }
 }
 
@@ -79,6 +85,18 @@ pub(crate) trait ErasedType: Send + Sync {
         mailbox: (usize, usize),
         turn: Option<Turn>,
     ) -> BoxFuture<'static, Built>;
+
+    /// Builds the target activation of a live relocation (spec 06 §17): `state` is `None` for
+    /// RecreateOnRelocation (the factory runs, no creation callback) and the captured bytes
+    /// for PreserveStateWith (the factory runs, then the adapter restores the state, which
+    /// replaces the factory's). A restore the type cannot do (no adapter) is `Failed`.
+    fn rebuild(
+        &self,
+        ctx: FactoryContext,
+        state: Option<bytes::Bytes>,
+        codecs: Registry,
+        mailbox: (usize, usize),
+    ) -> BoxFuture<'static, Built>;
 }
 
 /// A running activation with its state type erased.
@@ -102,6 +120,11 @@ pub(crate) trait LiveObject: Send + Sync {
 
     /// Runs later turns under `turn` (a same-node join of a `SpotWide` Spot).
     fn set_turn(&self, turn: Option<Turn>);
+
+    /// Captures the state with the type's adapter after every job already accepted has run
+    /// (a job of its own, queued last): `Ok(None)` when the type has no adapter. The
+    /// activation keeps running.
+    fn capture(&self) -> BoxFuture<'static, Result<Option<Vec<u8>>, ZLinkError>>;
 }
 
 impl<T: Send + 'static> ErasedType for TypedObject<T> {
@@ -115,6 +138,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let factory = self.factory.clone();
         let handlers = Arc::clone(&self.handlers);
         let callback = self.callback.clone();
+        let capture = self.capture.clone();
         Box::pin(async move {
             let Some(factory) = factory else {
                 return Built::Failed {
@@ -147,15 +171,74 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 },
             };
-            let task = Activation::spawn(state, mailbox.0, mailbox.1);
-            let live: Arc<dyn LiveObject> = Arc::new(LiveInstance {
-                activation: task.activation().clone(),
-                task: Mutex::new(Some(task)),
-                handlers,
-                codecs,
-                turn: Mutex::new(turn),
-            });
+            let live = LiveInstance::start(state, mailbox, handlers, codecs, turn, capture);
             Built::Approved { live, reply }
+        })
+    }
+
+    fn rebuild(
+        &self,
+        ctx: FactoryContext,
+        bytes: Option<bytes::Bytes>,
+        codecs: Registry,
+        mailbox: (usize, usize),
+    ) -> BoxFuture<'static, Built> {
+        let factory = self.factory.clone();
+        let handlers = Arc::clone(&self.handlers);
+        let capture = self.capture.clone();
+        let restore = self.restore.clone();
+        Box::pin(async move {
+            let Some(factory) = factory else {
+                return Built::Failed {
+                    error: "the type has no factory".into(),
+                };
+            };
+            let mut state = match factory(ctx).await {
+                Ok(s) => s,
+                Err(e) => {
+                    return Built::Failed {
+                        error: format!("the factory failed: {e}"),
+                    };
+                }
+            };
+            if let Some(bytes) = bytes {
+                let Some(restore) = restore else {
+                    return Built::Failed {
+                        error: "the type has no state adapter to restore with".into(),
+                    };
+                };
+                state = match restore(&bytes) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return Built::Failed {
+                            error: format!("the adapter's restore failed: {e}"),
+                        };
+                    }
+                };
+            }
+            let live = LiveInstance::start(state, mailbox, handlers, codecs, None, capture);
+            Built::Approved { live, reply: None }
+        })
+    }
+}
+
+impl<T: Send + 'static> LiveInstance<T> {
+    fn start(
+        state: T,
+        mailbox: (usize, usize),
+        handlers: Arc<HandlerTable<T>>,
+        codecs: Registry,
+        turn: Option<Turn>,
+        capture: Option<CaptureFn<T>>,
+    ) -> Arc<dyn LiveObject> {
+        let task = Activation::spawn(state, mailbox.0, mailbox.1);
+        Arc::new(LiveInstance {
+            activation: task.activation().clone(),
+            task: Mutex::new(Some(task)),
+            handlers,
+            codecs,
+            turn: Mutex::new(turn),
+            capture,
         })
     }
 }
@@ -166,6 +249,7 @@ struct LiveInstance<T> {
     handlers: Arc<HandlerTable<T>>,
     codecs: Registry,
     turn: Mutex<Option<Turn>>,
+    capture: Option<CaptureFn<T>>,
 }
 
 impl<T: Send + 'static> LiveObject for LiveInstance<T> {
@@ -243,6 +327,35 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
 
     fn set_turn(&self, turn: Option<Turn>) {
         *self.turn.lock() = turn;
+    }
+
+    fn capture(&self) -> BoxFuture<'static, Result<Option<Vec<u8>>, ZLinkError>> {
+        let capture = self.capture.clone();
+        let (tx, rx) = oneshot::channel();
+        let job = job(move |state: &mut T| {
+            Box::pin(async move {
+                let out = match capture {
+                    None => Ok(None),
+                    Some(c) => c(state).map(Some).map_err(|e| {
+                        ZLinkError::application(
+                            ErrorKind::InternalFailure,
+                            &format!("the adapter's capture failed: {e}"),
+                        )
+                    }),
+                };
+                let _ = tx.send(out);
+            })
+        });
+        let submitted = self.activation.submit(0, job);
+        Box::pin(async move {
+            if submitted.is_err() {
+                return Err(ZLinkError::application(
+                    ErrorKind::Unavailable,
+                    "the activation refused the capture",
+                ));
+            }
+            rx.await.unwrap_or(Err(ZLinkError::ShuttingDown))
+        })
     }
 }
 

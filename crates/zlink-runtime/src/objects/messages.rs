@@ -126,7 +126,7 @@ impl ObjectClient {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
         let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
-        if !self.objects.is_live(key) {
+        if !self.objects.is_live(key) && !self.objects.relocations.covers(key) {
             return Err(
                 ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
             );
@@ -178,7 +178,7 @@ impl ObjectClient {
         if *owner == self.objects.rid {
             let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
-            if !self.objects.is_live(key) {
+            if !self.objects.is_live(key) && !self.objects.relocations.covers(key) {
                 self.objects.routes.forget(key);
                 return Err(
                     ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
@@ -201,6 +201,57 @@ impl ObjectClient {
                 crate::mesh::node::DEFAULT_SEND_TIMEOUT,
             )
             .await
+    }
+}
+
+impl ObjectClient {
+    /// Forwards one message a live relocation held or followed to the object's new owner
+    /// (spec 21 §7.3), unchanged: a request's output is the remote handler's.
+    pub(crate) async fn forward_held(
+        &self,
+        owner: &RoutingId,
+        key: &ObjectKey,
+        route: RouteKind,
+        call: ObjectCall,
+    ) -> super::registration::ObjectOutput {
+        let msg = OutboundMessage {
+            packet: call.context.packet.clone(),
+            content_type: String::from_utf8_lossy(&call.content_type).into_owned(),
+            payload: call.payload.to_vec(),
+            metadata: call.context.metadata.to_bytes(),
+        };
+        let peer = self.node.inner.route_to(owner).map_err(owner_unreachable)?;
+        let head = ObjectHead::new(&key.1);
+        let inner = &self.node.inner;
+        match route {
+            RouteKind::Send => inner
+                .remote_send(
+                    &peer,
+                    &address(key.0),
+                    (&msg, head.bytes()),
+                    crate::mesh::node::DEFAULT_SEND_TIMEOUT,
+                )
+                .await
+                .map(|()| None),
+            RouteKind::Request => match inner
+                .remote_request(
+                    &peer,
+                    &address(key.0),
+                    (&msg, head.bytes()),
+                    crate::mesh::node::DEFAULT_REPLY_TIMEOUT,
+                )
+                .await?
+            {
+                ReplyBody::Ok {
+                    content_type,
+                    payload,
+                } => Ok(Some((
+                    String::from_utf8_lossy(&content_type).into_owned(),
+                    payload.to_vec(),
+                ))),
+                ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
+            },
+        }
     }
 }
 

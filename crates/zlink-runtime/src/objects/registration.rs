@@ -13,7 +13,6 @@
 //! An adapter of the wrong kind cannot be registered: [`ActorType`] takes only an
 //! [`ActorStateAdapter`] of its own state type and [`SpotType`] only a [`SpotStateAdapter`].
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -487,24 +486,37 @@ impl fmt::Debug for Registration {
     }
 }
 
+/// An adapter's capture with the state type known (live relocation, spec 06 §17).
+pub(crate) type CaptureFn<T> = Arc<dyn Fn(&T) -> Result<Vec<u8>, BoxError> + Send + Sync>;
+/// An adapter's restore with the state type known.
+pub(crate) type RestoreFn<T> = Arc<dyn Fn(&[u8]) -> Result<T, BoxError> + Send + Sync>;
+
 /// The typed side of one registered Actor or Spot type.
 pub(crate) struct TypedObject<T: Send + 'static> {
     pub(crate) factory: Option<Factory<T>>,
-    /// The capture/restore adapter (used by live relocation, spec 28; not built yet).
-    #[allow(dead_code)]
-    pub(crate) adapter: Option<Arc<dyn Any + Send + Sync>>,
+    /// The PreserveStateWith adapter's capture (live relocation), if the type has one.
+    pub(crate) capture: Option<CaptureFn<T>>,
+    /// The PreserveStateWith adapter's restore, if the type has one.
+    pub(crate) restore: Option<RestoreFn<T>>,
     pub(crate) handlers: Arc<HandlerTable<T>>,
     pub(crate) callback: Option<SpotCallback<T>>,
 }
 
 impl Registration {
     pub(crate) fn actor<A: Actor>(stable_type: String, t: ActorType<A>) -> Self {
+        let (capture, restore) = match t.adapter.clone() {
+            Some(a) => {
+                let r = Arc::clone(&a);
+                let capture: CaptureFn<A> = Arc::new(move |s: &A| a.capture(s));
+                let restore: RestoreFn<A> = Arc::new(move |b: &[u8]| r.restore(b));
+                (Some(capture), Some(restore))
+            }
+            None => (None, None),
+        };
         let erased = Arc::new(TypedObject {
             factory: t.factory.clone(),
-            adapter: t
-                .adapter
-                .clone()
-                .map(|a| Arc::new(a) as Arc<dyn Any + Send + Sync>),
+            capture,
+            restore,
             handlers: Arc::new(t.handlers),
             callback: None,
         });
@@ -522,12 +534,19 @@ impl Registration {
     }
 
     pub(crate) fn spot<S: Spot>(kind: ObjectKind, stable_type: String, t: SpotType<S>) -> Self {
+        let (capture, restore) = match t.adapter.clone() {
+            Some(a) => {
+                let r = Arc::clone(&a);
+                let capture: CaptureFn<S> = Arc::new(move |s: &S| a.capture(s));
+                let restore: RestoreFn<S> = Arc::new(move |b: &[u8]| r.restore(b));
+                (Some(capture), Some(restore))
+            }
+            None => (None, None),
+        };
         let erased = Arc::new(TypedObject {
             factory: t.factory.clone(),
-            adapter: t
-                .adapter
-                .clone()
-                .map(|a| Arc::new(a) as Arc<dyn Any + Send + Sync>),
+            capture,
+            restore,
             handlers: Arc::new(t.handlers),
             callback: t.callback,
         });

@@ -40,6 +40,7 @@ mod terminal;
 
 pub use handle::{AuthorityHandle, AuthorityRead};
 pub use outcome::{Conflict, Outcome};
+pub(crate) use relocation::ReservationWire;
 #[cfg_attr(not(any(test, feature = "testing")), allow(unused_imports))]
 pub use relocation::TargetReservation;
 pub use sweep::SweepReport;

@@ -43,7 +43,45 @@ pub struct TargetReservation {
     target: TargetNode,
 }
 
+/// What a relocation target needs to rebuild the reservation the source secured (the row as
+/// stored, its version and the record version it expects), carried on the command plane.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ReservationWire {
+    pub(crate) row: Vec<u8>,
+    pub(crate) version: String,
+    pub(crate) expects: String,
+}
+
 impl TargetReservation {
+    /// The form sent to the target.
+    pub(crate) fn to_wire(&self) -> Result<ReservationWire, LocationError> {
+        Ok(ReservationWire {
+            row: self.row.encode()?,
+            version: self.version.as_str().to_owned(),
+            expects: self.expects.as_str().to_owned(),
+        })
+    }
+
+    /// The reservation rebuilt on its target, which names itself as `target` (a reservation
+    /// for another run or node is an invalid operation).
+    pub(crate) fn from_wire(
+        wire: &ReservationWire,
+        target: TargetNode,
+    ) -> Result<Self, LocationError> {
+        let row = ReservationRow::decode(&wire.row)?;
+        if row.target != target.run || row.target_node != target.node {
+            return Err(InvalidOperation::NotTheReservationTarget.into());
+        }
+        Ok(Self {
+            key: keys::capacity_reservation(row.reservation_id)?,
+            version: StoreVersion::new(wire.version.clone())?,
+            expects: StoreVersion::new(wire.expects.clone())?,
+            row,
+            target,
+        })
+    }
+
     /// The non-zero 128-bit ReservationId.
     pub fn reservation_id(&self) -> u128 {
         self.row.reservation_id

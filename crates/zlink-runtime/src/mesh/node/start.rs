@@ -413,6 +413,7 @@ async fn start_node(
                         crate::objects::host::HostedType {
                             kind: t.kind(),
                             execution: t.execution(),
+                            relocation: t.registration.choices.first().copied(),
                             erased: std::sync::Arc::clone(&t.registration.erased),
                         },
                     )
@@ -455,6 +456,13 @@ async fn start_node(
                     Box::pin(crate::objects::end_command(Arc::clone(&for_end), env))
                 }),
             );
+            for (name, command) in crate::relocation::commands() {
+                let for_relocation = Arc::clone(&host);
+                control.register(
+                    name,
+                    Arc::new(move |node, env| command(Arc::clone(&for_relocation), node, env)),
+                );
+            }
             let for_activate = Arc::clone(&host);
             control.register(
                 crate::objects::instance::ACTIVATE_SPOT,

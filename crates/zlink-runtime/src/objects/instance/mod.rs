@@ -190,7 +190,7 @@ impl Instances {
 
     /// This node as a placement target, from its own entry in its discovery list (its limits
     /// and offered types as published). `Unavailable` until the list names this run.
-    fn own_target(&self, host: &ObjectHost) -> Result<TargetNode, ZLinkError> {
+    pub(crate) fn own_target(&self, host: &ObjectHost) -> Result<TargetNode, ZLinkError> {
         let run = host.location.host_run().ok_or(ZLinkError::ShuttingDown)?;
         self.discovery
             .get()

@@ -14,5 +14,6 @@ mod lifecycle;
 mod membership;
 mod messaging;
 mod objects;
+mod relocation;
 mod spots;
 mod topology;

@@ -1,0 +1,458 @@
+//! Live relocation of one Entry Spot member Actor (spec 21 §1.3, §7.3, §8, §9; 06 §11, §17).
+//!
+//! The move follows the normal order of spec 21 §1.3, driven by the source owner:
+//!
+//! 1. read the record, refuse a `DisableRelocation` type before anything is captured, choose an
+//!    eligible Server target through the node's Discovery candidates and secure target
+//!    capacity (`secure_target`);
+//! 2. **seal** the Actor: new messages for it arriving here are held, in arrival order, in a
+//!    bounded hold ([`HOLD_MAX_RECORDS`] records, [`HOLD_MAX_BYTES`] bytes; past it a request
+//!    gets `Unavailable`, a one-way send is dropped and counted). Jobs the mailbox had already
+//!    accepted run to completion here first: the capture is a job of its own queued after
+//!    them, so their work is part of the captured state — nothing is lost or duplicated, it
+//!    simply runs before the move;
+//! 3. **capture** (RecreateOnRelocation: no payload; PreserveStateWith: the adapter's bytes,
+//!    at most 64 MiB) and send the Restore header and its chunks over the command plane, in
+//!    order on the one peer connection, then ask the target to prepare;
+//! 4. the **target** registers a temporary queue when the Restore arrives, assembles
+//!    (binding-checked, CRC-32C verified), builds the instance (the factory; then the
+//!    adapter's restore for PreserveStateWith) without exposing it, and answers relay-ready;
+//! 5. the source **relays** its held messages that came from other nodes, in hold order, on
+//!    the command plane the cutover follows (each keeps its OperationId, payload, original
+//!    source and reply route, and enters the temporary queue), then sends the **cutover**;
+//! 6. on the cutover — or, when none came, once `RelocationCutoverWaitTimeout` has passed
+//!    after relay-ready — the target runs NewOwner (the CAS conditioned on the reservation and
+//!    the record version it expects). Committed: the activation joins the live set, the
+//!    temporary queue runs in order and dispatch opens. A conflict: the prepared instance and
+//!    its queue are removed (queued requests get `Unavailable`) and nothing ran on it;
+//! 7. the source closes its old activation (the handler state is dropped exactly once) and
+//!    **follows** (spec 21 §7.3): every message held since the relay, then every message
+//!    arriving for the Actor within `messageFollowDuration`, is forwarded in order to the new
+//!    owner — one from another node as received, so the new owner answers its original
+//!    source — and its route-cache entry is dropped. After the window this node answers by the
+//!    record (`Unavailable`), so callers drop their entry, re-read and reach the new owner;
+//! 8. a failure before the cutover committed **cancels**: the target capacity is released
+//!    (`release_target`; a release that conflicts means the target already owns the Actor, and
+//!    the move completes), so no later NewOwner can succeed, and the messages still held run
+//!    here in their original order; the record is untouched.
+//!
+//! Deviations, kept small and explicit: the cutover is a request whose answer tells the
+//! source the CAS committed (the spec sends it one-way and lets the source follow at once);
+//! the source reopens on a failed cutover only once `release_target` fenced the target. A
+//! message sent on the source node itself is not relayed before the cutover: it follows right
+//! after it, in its order. The `zlink-relocation` unit machine and its stage records
+//! (`preserve_carrying`) are not driven yet, nor Sessions, SpotWide aggregates, retries of a
+//! Restore, in-flight budgets or payload memory accounting.
+
+mod source;
+mod target;
+mod wire;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::mesh::messaging::{RouteKind, UnavailableReason, ZLinkError};
+use crate::objects::host::{ObjectKey, what};
+use crate::objects::live::{Completion, LiveObject};
+use crate::objects::registration::ObjectCall;
+
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use source::relocate_actor;
+pub(crate) use target::commands;
+
+/// The most messages one sealed Actor holds.
+pub(crate) const HOLD_MAX_RECORDS: usize = 1024;
+/// The most bytes (job cost) one sealed Actor holds: 16 MiB.
+pub(crate) const HOLD_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// One message for an object, held by a relocation.
+pub(crate) struct Held {
+    pub(crate) route: RouteKind,
+    pub(crate) call: ObjectCall,
+    pub(crate) cost: usize,
+    pub(crate) reply: Option<Completion>,
+    /// The envelope it arrived in from another node (`None`: sent on this node). A followed
+    /// message that has one is forwarded as received — OperationId, payload, original source
+    /// and reply route kept — so the new owner answers the original source directly.
+    pub(crate) origin: Option<zlink_transport::Envelope>,
+}
+
+/// Held messages in arrival order, bounded on records and bytes.
+#[derive(Default)]
+struct Hold {
+    held: VecDeque<Held>,
+    bytes: usize,
+}
+
+impl Hold {
+    /// Adds `m`, or refuses it past a bound: a request gets `Unavailable`, a one-way is
+    /// dropped (`false`).
+    fn push(&mut self, key: &ObjectKey, m: Held) -> bool {
+        if self.held.len() >= HOLD_MAX_RECORDS || self.bytes + m.cost > HOLD_MAX_BYTES {
+            if let Some(done) = m.reply {
+                done.complete(Err(ZLinkError::Unavailable {
+                    target: what(key.0, &key.1),
+                    reason: UnavailableReason::NotServing,
+                }));
+            }
+            return false;
+        }
+        self.bytes += m.cost;
+        self.held.push_back(m);
+        true
+    }
+}
+
+enum Gate {
+    /// Source: sealed for a move, messages held.
+    Holding(Hold),
+    /// Target: prepared, messages that arrived before it is Ready.
+    Queueing(Hold),
+    /// Source after the cutover: messages forwarded to the new owner until `until`.
+    Following {
+        until: Instant,
+        tx: mpsc::UnboundedSender<Held>,
+    },
+}
+
+/// The relocations of one object node: which objects are held, queued or followed.
+#[derive(Default)]
+pub(crate) struct Relocations {
+    gates: Mutex<HashMap<ObjectKey, Gate>>,
+    /// Target side: Restores in progress and prepared instances, by RelocationId.
+    incoming: Mutex<HashMap<u128, target::Incoming>>,
+    /// One-way messages dropped past a hold's bound.
+    dropped: AtomicU64,
+}
+
+impl std::fmt::Debug for Relocations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relocations")
+            .field("gates", &self.gates.lock().len())
+            .field("dropped", &self.dropped.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Relocations {
+    /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
+    /// otherwise. A follow window that has passed ends here.
+    pub(crate) fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
+        let mut gates = self.gates.lock();
+        let Some(gate) = gates.get_mut(key) else {
+            return Some(m);
+        };
+        match gate {
+            Gate::Holding(h) | Gate::Queueing(h) => {
+                if !h.push(key, m) {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(object = %what(key.0, &key.1), "message refused: the relocation hold is full");
+                }
+                None
+            }
+            Gate::Following { until, tx } => {
+                if Instant::now() < *until {
+                    match tx.send(m) {
+                        Ok(()) => return None,
+                        Err(mpsc::error::SendError(m)) => {
+                            gates.remove(key);
+                            return Some(m);
+                        }
+                    }
+                }
+                gates.remove(key);
+                Some(m)
+            }
+        }
+    }
+
+    /// Whether a relocation currently takes messages for `key`.
+    pub(crate) fn covers(&self, key: &ObjectKey) -> bool {
+        self.gates.lock().contains_key(key)
+    }
+
+    /// Seals `key` for a move; `false` if a relocation already covers it.
+    fn seal(&self, key: &ObjectKey) -> bool {
+        let mut gates = self.gates.lock();
+        if gates.contains_key(key) {
+            return false;
+        }
+        gates.insert(key.clone(), Gate::Holding(Hold::default()));
+        true
+    }
+
+    /// Cancels the seal of `key`: its held messages run on `live` in their original order,
+    /// under the lock, so nothing arriving meanwhile overtakes them.
+    fn reopen(&self, key: &ObjectKey, live: &dyn LiveObject) {
+        let mut gates = self.gates.lock();
+        if let Some(Gate::Holding(h)) = gates.remove(key) {
+            for m in h.held {
+                // A refused request is answered through its completion.
+                let _ = live.submit(m.route, m.call, m.cost, m.reply);
+            }
+        }
+    }
+
+    /// After relay-ready: takes the held messages that came from other nodes, in hold order,
+    /// to relay them to the target; those sent on this node stay held (they follow after the
+    /// cutover, still in their order).
+    fn take_relayable(&self, key: &ObjectKey) -> Vec<Held> {
+        let mut gates = self.gates.lock();
+        let Some(Gate::Holding(h)) = gates.get_mut(key) else {
+            return Vec::new();
+        };
+        let (relay, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut h.held)
+            .into_iter()
+            .partition(|m| m.origin.is_some());
+        h.bytes = keep.iter().map(|m| m.cost).sum();
+        h.held = keep;
+        relay.into()
+    }
+
+    /// Turns the seal of `key` into a follow until `until`: the held messages go to `tx`
+    /// first, in order, then every later one.
+    fn follow(&self, key: &ObjectKey, until: Instant, tx: mpsc::UnboundedSender<Held>) {
+        let mut gates = self.gates.lock();
+        if let Some(Gate::Holding(h)) = gates.remove(key) {
+            for m in h.held {
+                let _ = tx.send(m);
+            }
+        }
+        gates.insert(key.clone(), Gate::Following { until, tx });
+    }
+
+    /// Ends the follow window of `key` (messages then find no activation here and are
+    /// answered by the record).
+    fn unfollow(&self, key: &ObjectKey) {
+        let mut gates = self.gates.lock();
+        if matches!(gates.get(key), Some(Gate::Following { .. })) {
+            gates.remove(key);
+        }
+    }
+
+    /// Target: starts the temporary queue of `key` (messages that reach it before Ready).
+    fn queue(&self, key: &ObjectKey) -> bool {
+        let mut gates = self.gates.lock();
+        if gates.contains_key(key) {
+            return false;
+        }
+        gates.insert(key.clone(), Gate::Queueing(Hold::default()));
+        true
+    }
+
+    /// Target: the move committed and `live` is in the live set: the queued messages run on it
+    /// in order, and dispatch opens.
+    fn open(&self, key: &ObjectKey, live: &dyn LiveObject) {
+        let mut gates = self.gates.lock();
+        if let Some(Gate::Queueing(h)) = gates.remove(key) {
+            for m in h.held {
+                let _ = live.submit(m.route, m.call, m.cost, m.reply);
+            }
+        }
+    }
+
+    /// Target: the move did not commit here: queued requests get `Unavailable` (the callers
+    /// re-read the record), one-ways are dropped.
+    fn abandon(&self, key: &ObjectKey) {
+        let removed = {
+            let mut gates = self.gates.lock();
+            match gates.get(key) {
+                Some(Gate::Queueing(_)) => gates.remove(key),
+                _ => None,
+            }
+        };
+        if let Some(Gate::Queueing(h)) = removed {
+            for m in h.held {
+                if let Some(done) = m.reply {
+                    done.complete(Err(ZLinkError::Unavailable {
+                        target: what(key.0, &key.1),
+                        reason: UnavailableReason::NotServing,
+                    }));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use zlink_codec::ObjectId;
+    use zlink_codec::keys::AuthorityKind;
+
+    use super::*;
+    use crate::mesh::messaging::{ErrorKind, Metadata, PacketName};
+    use crate::objects::registration::MessageContext;
+
+    fn key() -> ObjectKey {
+        (AuthorityKind::Actor, ObjectId::new("a").expect("id"))
+    }
+
+    /// A message of job cost `cost`; a request reports its outcome into `seen`.
+    fn message(cost: usize, seen: Option<&Arc<Mutex<Vec<ErrorKind>>>>) -> Held {
+        let reply = seen.map(|s| {
+            let s = Arc::clone(s);
+            Completion::new(move |out| {
+                if let Err(e) = out {
+                    s.lock().push(e.kind());
+                }
+            })
+        });
+        Held {
+            route: if reply.is_some() {
+                RouteKind::Request
+            } else {
+                RouteKind::Send
+            },
+            call: ObjectCall {
+                content_type: Bytes::new(),
+                payload: Bytes::new(),
+                context: MessageContext {
+                    id: "a".into(),
+                    packet: PacketName::new("P").expect("packet"),
+                    metadata: Metadata::empty(),
+                },
+            },
+            cost,
+            reply,
+            origin: None,
+        }
+    }
+
+    /// A message numbered `n` (in its packet name) from another node (`remote`) or this one.
+    fn numbered(n: usize, remote: bool) -> Held {
+        let mut m = message(1, None);
+        m.call.context.packet = PacketName::new(format!("P{n}")).expect("packet");
+        if remote {
+            let source =
+                zlink_codec::RoutingId::from_hex("0a0b0c0d0e0f10111213141516171819").expect("rid");
+            let op = zlink_transport::OperationId::new(1).expect("op");
+            let generation = zlink_codec::Generation::new(1).expect("generation");
+            m.origin = Some(zlink_transport::Envelope::one_way(
+                op,
+                &source,
+                generation,
+                Bytes::new(),
+            ));
+        }
+        m
+    }
+
+    fn number(m: &Held) -> usize {
+        m.call.context.packet.as_str()[1..].parse().expect("number")
+    }
+
+    proptest::proptest! {
+        /// Whatever mix of messages from other nodes and this one is held, the relay takes the
+        /// remote ones in arrival order, and the follow then delivers the rest in arrival
+        /// order followed by every later message: nothing lost, nothing twice, order kept.
+        #[test]
+        fn held_messages_leave_once_and_in_order(
+            before in proptest::collection::vec(proptest::bool::ANY, 0..40),
+            between in proptest::collection::vec(proptest::bool::ANY, 0..20),
+            after in 0usize..10,
+        ) {
+            let r = Relocations::default();
+            proptest::prop_assert!(r.seal(&key()));
+            let mut n = 0;
+            for remote in &before {
+                proptest::prop_assert!(r.intercept(&key(), numbered(n, *remote)).is_none());
+                n += 1;
+            }
+            let relayed: Vec<usize> = r.take_relayable(&key()).iter().map(number).collect();
+            let want_relayed: Vec<usize> =
+                (0..before.len()).filter(|&i| before[i]).collect();
+            proptest::prop_assert_eq!(relayed, want_relayed);
+            for remote in &between {
+                proptest::prop_assert!(r.intercept(&key(), numbered(n, *remote)).is_none());
+                n += 1;
+            }
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            r.follow(&key(), Instant::now() + std::time::Duration::from_secs(60), tx);
+            for _ in 0..after {
+                proptest::prop_assert!(r.intercept(&key(), numbered(n, false)).is_none());
+                n += 1;
+            }
+            let mut followed = Vec::new();
+            while let Ok(m) = rx.try_recv() {
+                followed.push(number(&m));
+            }
+            let want: Vec<usize> = (0..before.len())
+                .filter(|&i| !before[i])
+                .chain(before.len()..n)
+                .collect();
+            proptest::prop_assert_eq!(followed, want);
+        }
+    }
+
+    fn held(r: &Relocations) -> usize {
+        match r.gates.lock().get(&key()) {
+            Some(Gate::Holding(h)) => h.held.len(),
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn a_sealed_actor_holds_up_to_1024_messages_and_refuses_the_next() {
+        let r = Relocations::default();
+        assert!(r.seal(&key()));
+        assert!(!r.seal(&key()), "one move at a time");
+        for _ in 0..HOLD_MAX_RECORDS {
+            assert!(r.intercept(&key(), message(1, None)).is_none());
+        }
+        assert_eq!(held(&r), HOLD_MAX_RECORDS);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        assert!(r.intercept(&key(), message(1, Some(&seen))).is_none());
+        assert_eq!(
+            *seen.lock(),
+            vec![ErrorKind::Unavailable],
+            "a request past it"
+        );
+        assert!(r.intercept(&key(), message(1, None)).is_none());
+        assert_eq!(r.dropped.load(Ordering::Relaxed), 2, "both counted");
+        assert_eq!(held(&r), HOLD_MAX_RECORDS, "nothing else changed");
+    }
+
+    #[test]
+    fn a_sealed_actor_holds_up_to_16_mib_and_refuses_past_it() {
+        let r = Relocations::default();
+        assert!(r.seal(&key()));
+        assert!(
+            r.intercept(&key(), message(HOLD_MAX_BYTES - 1, None))
+                .is_none()
+        );
+        assert!(r.intercept(&key(), message(1, None)).is_none());
+        assert_eq!(held(&r), 2, "exactly at the bound");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        assert!(r.intercept(&key(), message(1, Some(&seen))).is_none());
+        assert_eq!(*seen.lock(), vec![ErrorKind::Unavailable]);
+        assert_eq!(held(&r), 2);
+    }
+
+    #[test]
+    fn an_unsealed_actor_gets_its_messages_back_and_a_passed_follow_window_ends() {
+        let r = Relocations::default();
+        assert!(r.intercept(&key(), message(1, None)).is_some());
+        assert!(!r.covers(&key()));
+        assert!(r.seal(&key()));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        assert!(r.intercept(&key(), message(1, None)).is_none());
+        r.follow(
+            &key(),
+            Instant::now() + std::time::Duration::from_secs(60),
+            tx,
+        );
+        assert!(rx.try_recv().is_ok(), "the held message is forwarded first");
+        assert!(r.intercept(&key(), message(1, None)).is_none());
+        assert!(rx.try_recv().is_ok(), "a later one follows it");
+        r.unfollow(&key());
+        assert!(r.intercept(&key(), message(1, None)).is_some());
+        assert!(!r.covers(&key()));
+    }
+}

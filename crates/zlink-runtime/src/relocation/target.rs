@@ -1,0 +1,371 @@
+//! The target side of a live relocation (spec 21 §1.3 steps 5–6, §8.2, §9.1, §9.2): the
+//! Restore is assembled and verified before anything is built, the instance is prepared with a
+//! temporary queue for early messages, and the cutover commits NewOwner before dispatch opens.
+//! A target that hears no cutover within `RelocationCutoverWaitTimeout` attempts NewOwner
+//! itself; a move the source cancelled (its reservation released) then conflicts, and the
+//! prepared instance is dropped without ever running a message.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use zlink_codec::ObjectId;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
+use zlink_transport::Envelope;
+
+use super::Held;
+use super::wire::{self, MoveRef, Rebuild, RestoreCommand};
+use crate::location::{AuthorityRead, Outcome, TargetReservation};
+use crate::mesh::messaging::RouteKind;
+use crate::mesh::messaging::{BoxFuture, ErrorKind, ZLinkError};
+use crate::mesh::node::NodeInner;
+use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
+use crate::objects::inbound;
+use crate::objects::live::{Built, LiveObject};
+use crate::objects::registration::FactoryContext;
+
+/// How long a Restore waits for its prepare request before it is forgotten (longer than the
+/// source waits for relay-ready).
+const ABANDONED_RESTORE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A relocation command handler.
+pub(crate) type Command = fn(
+    Arc<ObjectHost>,
+    Arc<NodeInner>,
+    Envelope,
+) -> BoxFuture<'static, Result<Option<Bytes>, ZLinkError>>;
+
+/// The relocation commands every Object Server node registers.
+pub(crate) fn commands() -> Vec<(&'static str, Command)> {
+    vec![
+        (wire::RESTORE, |h, _, e| Box::pin(restore(h, e))),
+        (wire::CHUNK, |h, _, e| Box::pin(chunk(h, e))),
+        (wire::PREPARE, |h, _, e| Box::pin(prepare(h, e))),
+        (wire::RELAY, |h, n, e| Box::pin(relay(h, n, e))),
+        (wire::CUTOVER, |h, _, e| Box::pin(cutover(h, e))),
+    ]
+}
+
+/// A held message the source relays after relay-ready: it enters the temporary queue of the
+/// prepared instance (behind everything already there) and is answered to its original
+/// source when it runs. A relay for no prepared move here is answered `Unavailable`.
+async fn relay(
+    host: Arc<ObjectHost>,
+    node: Arc<NodeInner>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let (relocation, message) = wire::decode_relay(env.payload())?;
+    let from = env.source_rid().clone();
+    let key = host
+        .relocations
+        .incoming
+        .lock()
+        .get(&relocation)
+        .map(|i| i.key.clone());
+    let (id, call, cost) = inbound::prepare(&message)?;
+    let reply = message.reply_route().is_some().then(|| {
+        inbound::answering(
+            Arc::clone(&node),
+            from.clone(),
+            message.clone(),
+            Box::new(()),
+        )
+    });
+    let held = Held {
+        route: if reply.is_some() {
+            RouteKind::Request
+        } else {
+            RouteKind::Send
+        },
+        call,
+        cost,
+        reply,
+        origin: Some(message),
+    };
+    let leftover = match key {
+        Some(key) if key.1 == id => host.relocations.intercept(&key, held),
+        _ => Some(held),
+    };
+    if let Some(m) = leftover {
+        if let Some(done) = m.reply {
+            done.complete(Err(ZLinkError::Unavailable {
+                target: format!("relocation {relocation}"),
+                reason: crate::mesh::messaging::UnavailableReason::NotServing,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// A prepared instance waiting for its cutover.
+struct Prepared {
+    live: Arc<dyn LiveObject>,
+    reservation: TargetReservation,
+}
+
+enum Stage {
+    /// Chunks arriving (or a failed assembly, with why).
+    Receiving(Result<Assembly, String>),
+    /// Built, not yet dispatching.
+    Prepared(Box<Prepared>),
+    /// The cutover ran: committed or not.
+    Done(bool),
+}
+
+/// One Restore on this node.
+pub(crate) struct Incoming {
+    key: ObjectKey,
+    cmd: RestoreCommand,
+    stage: Arc<tokio::sync::Mutex<Stage>>,
+}
+
+async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
+    let cmd: RestoreCommand = wire::decode(env.payload())?;
+    let header = RestoreHeader::decode(&cmd.header).map_err(|e| wire::protocol(&e.to_string()))?;
+    let id = ObjectId::new(cmd.id.clone()).map_err(|e| wire::protocol(&e.to_string()))?;
+    let key: ObjectKey = (AuthorityKind::Actor, id);
+    let relocation = header.binding().relocation_id().get();
+    let mut incoming = host.relocations.incoming.lock();
+    if let Some(i) = incoming.get(&relocation) {
+        tracing::debug!(relocation, "relocation Restore repeated");
+        if let Ok(mut stage) = i.stage.try_lock() {
+            if let Stage::Receiving(Ok(a)) = &mut *stage {
+                if let Err(e) = a.accept_restore(&header) {
+                    *stage = Stage::Receiving(Err(e.to_string()));
+                }
+            }
+        }
+        return Ok(None);
+    }
+    let mut assembly = Ok(Assembly::new(header));
+    match host.types.get(cmd.stable_type.as_str()) {
+        Some(t) if t.kind == ObjectKind::Actor => {}
+        _ => {
+            assembly = Err(format!(
+                "this node does not offer Actor type {:?}",
+                cmd.stable_type
+            ))
+        }
+    }
+    if assembly.is_ok() && !host.relocations.queue(&key) {
+        assembly = Err("the Actor is live or already moving on this node".into());
+    }
+    let queued = assembly.is_ok();
+    incoming.insert(
+        relocation,
+        Incoming {
+            key: key.clone(),
+            cmd,
+            stage: Arc::new(tokio::sync::Mutex::new(Stage::Receiving(assembly))),
+        },
+    );
+    drop(incoming);
+    // A Restore whose prepare never comes (the source gave up or went away) is forgotten,
+    // with its temporary queue, once the source could no longer be waiting for it.
+    let h = Arc::clone(&host);
+    tokio::spawn(async move {
+        tokio::time::sleep(ABANDONED_RESTORE).await;
+        let stage = h
+            .relocations
+            .incoming
+            .lock()
+            .get(&relocation)
+            .map(|i| Arc::clone(&i.stage));
+        if let Some(stage) = stage {
+            if matches!(&*stage.lock().await, Stage::Receiving(_)) {
+                h.relocations.incoming.lock().remove(&relocation);
+                if queued {
+                    h.relocations.abandon(&key);
+                }
+                tracing::info!(relocation, "relocation Restore never prepared: forgotten");
+            }
+        }
+    });
+    Ok(None)
+}
+
+async fn chunk(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
+    let chunk =
+        PayloadChunk::decode(env.payload().clone()).map_err(|e| wire::protocol(&e.to_string()))?;
+    let relocation = chunk.binding().relocation_id().get();
+    let stage = host
+        .relocations
+        .incoming
+        .lock()
+        .get(&relocation)
+        .map(|i| Arc::clone(&i.stage));
+    let Some(stage) = stage else {
+        tracing::debug!(relocation, "relocation chunk of no Restore here discarded");
+        return Ok(None);
+    };
+    let mut stage = stage.lock().await;
+    if let Stage::Receiving(Ok(a)) = &mut *stage {
+        if let Err(e) = a.accept(chunk) {
+            *stage = Stage::Receiving(Err(e.to_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// Removes the Restore `relocation` and its temporary queue (the move will not commit here).
+fn forget(host: &ObjectHost, relocation: u128, key: &ObjectKey) {
+    host.relocations.incoming.lock().remove(&relocation);
+    host.relocations.abandon(key);
+}
+
+fn failed(why: &str) -> ZLinkError {
+    ZLinkError::application(
+        ErrorKind::InternalFailure,
+        &format!("the relocation target refused: {why}"),
+    )
+}
+
+async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
+    let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
+    let found = host
+        .relocations
+        .incoming
+        .lock()
+        .get(&relocation)
+        .map(|i| (i.key.clone(), i.cmd.clone(), Arc::clone(&i.stage)));
+    let Some((key, cmd, stage)) = found else {
+        return Err(failed("no Restore arrived for this relocation"));
+    };
+    let mut stage = stage.lock().await;
+    let payload = match &*stage {
+        Stage::Receiving(Ok(a)) => a.payload().map_err(|e| e.to_string()),
+        Stage::Receiving(Err(e)) => Err(e.clone()),
+        Stage::Prepared(_) => return Ok(Some(Bytes::new())),
+        Stage::Done(_) => return Err(failed("the relocation already ended")),
+    };
+    match build(&host, &key, &cmd, payload).await {
+        Ok(prepared) => {
+            *stage = Stage::Prepared(Box::new(prepared));
+            drop(stage);
+            let wait = host.location.options().relocation.cutover_wait_timeout;
+            let h = Arc::clone(&host);
+            tokio::spawn(async move {
+                tokio::time::sleep(wait).await;
+                if commit(&h, relocation).await.is_some() {
+                    tracing::info!(
+                        relocation,
+                        "no cutover within the wait: NewOwner attempted here"
+                    );
+                }
+            });
+            Ok(Some(Bytes::new()))
+        }
+        Err(why) => {
+            *stage = Stage::Done(false);
+            drop(stage);
+            forget(&host, relocation, &key);
+            tracing::info!(relocation, %why, "relocation target refused");
+            Err(failed(&why))
+        }
+    }
+}
+
+/// Assembles and builds the instance (not yet dispatching).
+async fn build(
+    host: &ObjectHost,
+    key: &ObjectKey,
+    cmd: &RestoreCommand,
+    payload: Result<Bytes, String>,
+) -> Result<Prepared, String> {
+    let payload = payload?;
+    let hosted = host
+        .types
+        .get(cmd.stable_type.as_str())
+        .ok_or("the type is not offered here")?;
+    let target = host.instances.own_target(host).map_err(|e| e.to_string())?;
+    let reservation =
+        TargetReservation::from_wire(&cmd.reservation, target).map_err(|e| e.to_string())?;
+    let generation: u64 = cmd.generation.parse().map_err(|_| "bad generation")?;
+    let ctx = FactoryContext {
+        id: key.1.as_str().to_owned(),
+        stable_type: cmd.stable_type.clone(),
+        generation,
+        request: None,
+    };
+    let state = (cmd.rebuild == Rebuild::Preserve).then_some(payload);
+    match hosted
+        .erased
+        .rebuild(ctx, state, host.codecs.clone(), host.mailbox)
+        .await
+    {
+        Built::Approved { live, .. } => Ok(Prepared { live, reservation }),
+        Built::Rejected { reason } => Err(reason),
+        Built::Failed { error } => Err(error),
+    }
+}
+
+async fn cutover(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
+    let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
+    match commit(&host, relocation).await {
+        Some(true) => Ok(Some(Bytes::new())),
+        Some(false) => Err(stale("the move did not commit on the target")),
+        None => Err(failed("no prepared instance for this relocation")),
+    }
+}
+
+/// Runs NewOwner for the prepared `relocation` once (the cutover, or the cutover wait ran
+/// out): committed → the activation joins the live set, its temporary queue runs in order and
+/// dispatch opens; a conflict → the prepared instance closes without running a message.
+/// `None` when nothing is prepared under that id.
+async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<bool> {
+    let (key, stage) = {
+        let incoming = host.relocations.incoming.lock();
+        let i = incoming.get(&relocation)?;
+        (i.key.clone(), Arc::clone(&i.stage))
+    };
+    let mut stage = stage.lock().await;
+    let prepared = match std::mem::replace(&mut *stage, Stage::Done(false)) {
+        Stage::Prepared(p) => *p,
+        Stage::Done(ok) => {
+            *stage = Stage::Done(ok);
+            return Some(ok);
+        }
+        other => {
+            *stage = other;
+            return None;
+        }
+    };
+    let authority = host.location.authority();
+    let outcome = match authority.read(ObjectKind::Actor, &key.1).await {
+        Ok(AuthorityRead::Found { handle, .. }) if handle.state() == AllocationState::Active => {
+            authority.new_owner(&handle, &prepared.reservation).await
+        }
+        Ok(_) => Ok(Outcome::Conflict(crate::location::Conflict::Reservation)),
+        Err(e) => Err(e),
+    };
+    let ok = match outcome {
+        Ok(Outcome::Applied(handle)) => {
+            host.insert_live(key.clone(), Arc::clone(&prepared.live), &handle);
+            host.relocations.open(&key, prepared.live.as_ref());
+            host.routes.forget(&key);
+            tracing::info!(relocation, object = %key.1.as_str(), "relocation committed: this node owns the Actor");
+            true
+        }
+        Ok(Outcome::Conflict(c)) => {
+            tracing::info!(
+                relocation,
+                ?c,
+                "relocation NewOwner conflicted: prepared instance dropped"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!(relocation, error = %store_failure(e), "relocation NewOwner failed");
+            false
+        }
+    };
+    *stage = Stage::Done(ok);
+    drop(stage);
+    host.relocations.incoming.lock().remove(&relocation);
+    if !ok {
+        host.relocations.abandon(&key);
+        prepared.live.close().await;
+    }
+    Some(ok)
+}
