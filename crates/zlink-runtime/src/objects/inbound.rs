@@ -108,7 +108,9 @@ impl ObjectSink for ObjectHost {
             call,
             cost,
             reply,
-            origin: Some(env.clone()),
+            // The envelope is kept only while some relocation runs here (a message held
+            // without it is still answered, through its completion, after the cutover).
+            origin: (!self.relocations.idle()).then(|| env.clone()),
         };
         // A relocation holds, follows or queues the message (spec 21 §1.3, §7.3).
         let held = self.relocations.intercept(&key, held)?;
