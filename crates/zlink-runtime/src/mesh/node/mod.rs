@@ -99,6 +99,12 @@
 //! | operational lookup and paged list through the host (21 §7.4) | `operators_locate_and_list_objects_through_the_host`* |
 //! | an Object Server's descriptor lists its types and Entry Spot id (21 §4) | `object_server_descriptor_lists_its_types_and_entry_spot`* |
 //! | the descriptor projects active/reserved usage per category and the activation permits in use, refreshed within a polling interval (21 §4) | `the_descriptor_projects_the_nodes_usage`* |
+//! | live move of an Entry Spot member Actor with its captured state; a new AuthorityOwnerGeneration and StoreVersion (21 §1.3, §8; 06 §17 PreserveStateWith) | `preserved_actor_moves_with_its_state_and_keeps_serving`* |
+//! | RecreateOnRelocation: the target factory runs for the same id, no payload (06 §17) | `recreated_actor_moves_and_restarts_from_its_factory`* |
+//! | DisableRelocation / a target not offering the type: refused before capture, the Actor stays and serves (06 §17) | `disabled_actor_is_rejected_before_capture_and_keeps_serving`*, `a_target_that_does_not_offer_the_type_is_refused_and_the_actor_stays`* |
+//! | messages during a move (held, relayed, queued, followed) run exactly once and in order (21 §1.3, §9.2) | `messages_sent_during_a_move_run_once_in_order`* |
+//! | Message Follow forwards a stale caller's message to the new owner; without it the caller re-reads (21 §7.3) | `a_stale_caller_is_followed_to_the_new_owner`*, `without_message_follow_a_stale_caller_rereads_and_reaches_the_new_owner`* |
+//! | a failure before the cutover releases the target and the source serves again in order (21 §9.4) | `a_failed_restore_cancels_and_the_source_serves_again`* |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
 //! `tests/instances/` (restart rows in `restarts.rs`), over a Relocation Store of the same kind — memory on the store's
