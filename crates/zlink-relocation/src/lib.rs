@@ -6,8 +6,8 @@ pub mod transfer;
 pub mod unit;
 
 pub use blob::{
-    BlobArgumentError, BlobError, BlobLayer, BlobLayerConfig, DataLost, DeletedUnit, RenewedUnit,
-    RestoredUnit, StoredUnit, TransferBudget,
+    BlobArgumentError, BlobError, BlobErrorKind, BlobLayer, BlobLayerConfig, DataLost, DeletedUnit,
+    RenewedUnit, RestoredUnit, StoredUnit, TransferBudget,
 };
 pub use inventory::{
     Inventory, InventoryBuilder, InventoryEntry, InventoryError, InventoryErrorKind, InventoryRoot,

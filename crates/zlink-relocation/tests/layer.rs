@@ -232,6 +232,7 @@ async fn same_payload_stores_again_and_a_different_one_conflicts() {
     other[99] ^= 0xff;
     let err = blobs.store(&u, &Bytes::from(other)).await.unwrap_err();
     assert!(matches!(err, BlobError::Conflict { .. }), "{err:?}");
+    assert_eq!(err.kind(), zlink_relocation::BlobErrorKind::Conflict);
     assert_eq!(blobs.restore(&u).await.unwrap().to_bytes(), data);
 }
 
@@ -263,6 +264,7 @@ async fn four_thousand_ninety_six_chunks_round_trip_and_one_more_is_rejected_bef
         ),
         "{err:?}"
     );
+    assert_eq!(err.kind(), zlink_relocation::BlobErrorKind::InvalidArgument);
     assert!(memory.is_empty(), "something was written");
 }
 

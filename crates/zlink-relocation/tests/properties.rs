@@ -179,6 +179,7 @@ proptest! {
             }
             let err = blobs.restore(&u).await.unwrap_err();
             prop_assert!(err.is_data_lost(), "restore answered {:?}", err);
+            prop_assert_eq!(err.kind(), zlink_relocation::BlobErrorKind::DataLost);
             let err = blobs.renew(&u).await.unwrap_err();
             prop_assert!(err.is_data_lost(), "renew answered {:?}", err);
             Ok(())

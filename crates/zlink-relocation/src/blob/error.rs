@@ -195,7 +195,34 @@ pub enum BlobError {
     Store(#[from] StoreError),
 }
 
+/// The broad class of a [`BlobError`], for callers that branch on what to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BlobErrorKind {
+    /// An argument was rejected before any I/O; nothing was written.
+    InvalidArgument,
+    /// The unit is lost as a whole.
+    DataLost,
+    /// The reference already holds other bytes.
+    Conflict,
+    /// What was written could not be read back identical.
+    NotVerified,
+    /// The store failed, timed out or was cancelled; retrying the same call is safe.
+    Store,
+}
+
 impl BlobError {
+    /// The broad class of this error.
+    pub fn kind(&self) -> BlobErrorKind {
+        match self {
+            BlobError::InvalidArgument(_) => BlobErrorKind::InvalidArgument,
+            BlobError::DataLost(_) => BlobErrorKind::DataLost,
+            BlobError::Conflict { .. } => BlobErrorKind::Conflict,
+            BlobError::NotVerified { .. } => BlobErrorKind::NotVerified,
+            BlobError::Store(_) => BlobErrorKind::Store,
+        }
+    }
+
     /// The data-loss reason, if this is one.
     pub fn as_data_lost(&self) -> Option<&DataLost> {
         match self {

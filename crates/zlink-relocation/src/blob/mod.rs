@@ -7,7 +7,9 @@ mod format;
 mod layer;
 
 pub use config::{BlobLayerConfig, TransferBudget};
-pub use error::{BlobArgumentError, BlobError, DataLost, EnvelopeError, IndexFormatError};
+pub use error::{
+    BlobArgumentError, BlobError, BlobErrorKind, DataLost, EnvelopeError, IndexFormatError,
+};
 pub use format::{
     ChunkPlan, INDEX_FORMAT_VERSION, MAX_CHUNKS, MAX_INDEX_REF_LEN, MAX_PAYLOAD_LEN, MAX_STRIPES,
     StripePlan, UnitPlan,
