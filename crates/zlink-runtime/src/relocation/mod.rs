@@ -1,50 +1,87 @@
 //! Live relocation of one Entry Spot member Actor (spec 21 §1.3, §7.3, §8, §9; 06 §11, §17).
 //!
-//! The move follows the normal order of spec 21 §1.3, driven by the source owner:
+//! The move follows the normal order of spec 21 §1.3. The source owner drives it through the
+//! `zlink-relocation` unit state machine (`zlink_relocation::unit::Unit`, architecture
+//! convention 12; `drive.rs`): it feeds the unit what it observed — its store replies and
+//! capture, and the target's replies on the command plane — and performs the effects the unit
+//! returns, in order. Effects the unit assigns to the target are asked of it over the command
+//! plane or were performed inside a request whose reply reports them:
 //!
-//! 1. read the record, refuse a `DisableRelocation` type before anything is captured, choose an
-//!    eligible Server target through the node's Discovery candidates and secure target
-//!    capacity (`secure_target`);
-//! 2. **seal** the Actor: new messages for it arriving here are held, in arrival order, in a
+//! 1. read the record, refuse a `DisableRelocation` type before anything is captured (the
+//!    unit's `Reject`), choose an eligible Server target through the node's Discovery
+//!    candidates and secure target capacity under the unit's ReservationId (`SecureTarget`);
+//! 2. record **Preparing** (`stage.rs`): every stage record is a Preserve of the Actor's record
+//!    that carries the reservation (`preserve_carrying`), conditioned on the version the
+//!    previous write of this move returned (the first on the version read in step 1); the
+//!    record payload keeps its membership and names the stage. A single Entry Spot member has
+//!    no relocation target list (a `SpotWide` User Spot's member set; the inventory checksum
+//!    refuses a list without its User Spot), so the all-zero checksum is recorded;
+//! 3. **seal** the Actor: new messages for it arriving here are held, in arrival order, in a
 //!    bounded hold ([`HOLD_MAX_RECORDS`] records, [`HOLD_MAX_BYTES`] bytes; past it a request
 //!    gets `Unavailable`, a one-way send is dropped and counted). Jobs the mailbox had already
 //!    accepted run to completion here first: the capture is a job of its own queued after
 //!    them, so their work is part of the captured state — nothing is lost or duplicated, it
 //!    simply runs before the move;
-//! 3. **capture** (RecreateOnRelocation: no payload; PreserveStateWith: the adapter's bytes,
-//!    at most 64 MiB) and send the Restore header and its chunks over the command plane, in
-//!    order on the one peer connection, then ask the target to prepare;
-//! 4. the **target** registers a temporary queue when the Restore arrives, assembles
+//! 4. **capture** (RecreateOnRelocation: no payload; PreserveStateWith: the adapter's bytes,
+//!    at most 64 MiB — the unit checks the bound), record **Captured**, then send the Restore
+//!    header and its chunks over the command plane, in order on the one peer connection, and
+//!    ask the target to prepare;
+//! 5. the **target** registers a temporary queue when the Restore arrives, assembles
 //!    (binding-checked, CRC-32C verified), builds the instance (the factory; then the
-//!    adapter's restore for PreserveStateWith) without exposing it, and answers relay-ready;
-//! 5. the source **relays** its held messages that came from other nodes, in hold order, on
+//!    adapter's restore for PreserveStateWith) without exposing it, and answers (the unit's
+//!    `RestoreAccepted`);
+//! 6. the source records **Prepared** (target attempt, target owner and node) and sends
+//!    *ready* with the reservation that record carried: the target takes it — so its NewOwner
+//!    is conditioned on the Prepared record's version — starts its cutover wait and answers
+//!    relay-ready;
+//! 7. the source **relays** its held messages that came from other nodes, in hold order, on
 //!    the command plane the cutover follows (each keeps its OperationId, payload, original
 //!    source and reply route, and enters the temporary queue), then sends the **cutover**;
-//! 6. on the cutover — or, when none came, once `RelocationCutoverWaitTimeout` has passed
-//!    after relay-ready — the target runs NewOwner (the CAS conditioned on the reservation and
-//!    the record version it expects). Committed: the activation joins the live set, the
-//!    temporary queue runs in order and dispatch opens. A conflict: the prepared instance and
+//! 8. on the cutover — or, when none came, once `RelocationCutoverWaitTimeout` has passed
+//!    after ready — the target runs NewOwner (the CAS conditioned on the reservation and the
+//!    Prepared record's version). Committed: the activation joins the live set, the temporary
+//!    queue runs in order and dispatch opens, and the cutover reply carries the new record
+//!    version (the unit's `CasApplied`). A conflict (`CasConflict`): the prepared instance and
 //!    its queue are removed (queued requests get `Unavailable`) and nothing ran on it;
-//! 7. the source closes its old activation (the handler state is dropped exactly once) and
-//!    **follows** (spec 21 §7.3): every message held since the relay, then every message
-//!    arriving for the Actor within `messageFollowDuration`, is forwarded in order to the new
-//!    owner — one from another node as received, so the new owner answers its original
-//!    source — and its route-cache entry is dropped. After the window this node answers by the
-//!    record (`Unavailable`), so callers drop their entry, re-read and reach the new owner;
-//! 8. a failure before the cutover committed **cancels**: the target capacity is released
-//!    (`release_target`; a release that conflicts means the target already owns the Actor, and
-//!    the move completes), so no later NewOwner can succeed, and the messages still held run
-//!    here in their original order; the record is untouched.
+//! 9. the source closes its old activation (the handler state is dropped exactly once) and
+//!    **follows** (spec 21 §7.3, the unit's `StartMessageFollow`): every message held since the
+//!    relay, then every message arriving for the Actor within `messageFollowDuration`, is
+//!    forwarded in order to the new owner — one from another node as received, so the new
+//!    owner answers its original source — and its route-cache entry is dropped. After the
+//!    window this node answers by the record (`Unavailable`), so callers drop their entry,
+//!    re-read and reach the new owner;
+//! 10. a failure before relay-ready (a stage record that conflicts, a failed capture or
+//!     Restore, no ready) **cancels** as the unit's abort cleanup says: the target is told to
+//!     drop the Restore, its prepared instance and queue (*abort*, one-way), the target
+//!     capacity is released (`release_target`; a release that conflicts means the target
+//!     already owns the Actor, and the move completes), so no later NewOwner can succeed, and
+//!     the messages still held run here in their original order. The owner is untouched; the
+//!     stage records already written stay (the unit discards its progress without a store
+//!     write).
 //!
-//! Deviations, kept small and explicit: the cutover is a request whose answer tells the
-//! source the CAS committed (the spec sends it one-way and lets the source follow at once);
-//! the source reopens on a failed cutover only once `release_target` fenced the target. A
-//! message sent on the source node itself is not relayed before the cutover: it follows right
-//! after it, in its order. The `zlink-relocation` unit machine and its stage records
-//! (`preserve_carrying`) are not driven yet, nor Sessions, SpotWide aggregates, retries of a
-//! Restore, in-flight budgets or payload memory accounting.
+//! Deviations, kept small and explicit: the cutover is a request whose answer reports the
+//! target's NewOwner outcome (the spec sends it one-way and lets the source follow at once;
+//! the unit's `CutoverSent` is fed after that answer). The machine names the target as the
+//! writer of `Prepared`; `preserve_carrying` is the owner's write and the source is the owner
+//! until NewOwner (spec 21 §8.2), so the source writes it and *ready* hands the target the
+//! result. Past relay-ready the unit never reopens the source (21 §9.4); the runtime still
+//! serves again once `release_target` fenced the target (the prepared instance never
+//! dispatched), and completes the move if the release conflicts and the record names the
+//! target. A relay that fails after relay-ready is fed to the unit as a deadline. The held
+//! work is restored together with the reopen, after the release (the unit lists
+//! `RestoreHeldWorkInOrder` before `ReleaseTarget`). A stage record whose store reply is lost
+//! is written once more (`RereadAndRetry`), then the move is cancelled (a deadline); a retry
+//! whose first write had applied conflicts and cancels too. The `Completed` record is not
+//! written (the unit is left at `Committed`: the target is the owner then and
+//! `preserve_carrying` needs the reservation NewOwner consumed), so the Prepared stage mark
+//! stays in the record payload until its next Preserve. A message sent on the source node
+//! itself is not relayed before the cutover: it follows right after it, in its order. Not
+//! built: Sessions, SpotWide aggregates, retries of a Restore, in-flight budgets or payload
+//! memory accounting.
 
+mod drive;
 mod source;
+mod stage;
 mod target;
 mod wire;
 
@@ -62,6 +99,8 @@ use crate::objects::registration::ObjectCall;
 
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;
+#[cfg(test)]
+pub(crate) use stage::recorded as recorded_stage;
 pub(crate) use target::commands;
 
 /// The most messages one sealed Actor holds.
@@ -127,7 +166,18 @@ pub(crate) struct Relocations {
     incoming: Mutex<HashMap<u128, target::Incoming>>,
     /// One-way messages dropped past a hold's bound.
     dropped: AtomicU64,
+    /// Tests: runs after each stage record this node's moves wrote.
+    #[cfg(test)]
+    pub(crate) stage_hook: Mutex<Option<StageHook>>,
 }
+
+/// Tests: a callback run after a stage record applied (the move waits for it).
+#[cfg(test)]
+pub(crate) type StageHook = std::sync::Arc<
+    dyn Fn(zlink_relocation::unit::RecordedStage) -> crate::mesh::messaging::BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
 
 impl std::fmt::Debug for Relocations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -167,6 +217,15 @@ impl Relocations {
                 gates.remove(key);
                 Some(m)
             }
+        }
+    }
+
+    /// Tests: runs the stage hook, if one is set.
+    #[cfg(test)]
+    pub(crate) async fn after_stage(&self, stage: zlink_relocation::unit::RecordedStage) {
+        let hook = self.stage_hook.lock().clone();
+        if let Some(hook) = hook {
+            hook(stage).await;
         }
     }
 

@@ -10,14 +10,17 @@ use tokio::time::Instant;
 use zlink_codec::RoutingId;
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{AllocationState, ObjectKind};
-use zlink_relocation::transfer::{
-    ChunkLimit, SourceFence, TransferBinding, check_adapter_output, chunk_payload,
+use zlink_relocation::unit::{
+    Binding, Effect, MovePlan, Policy, RelocationId, ReservationId, TargetAttemptGeneration, Unit,
+    UnitKind,
 };
 
 use super::Held;
-use super::wire::{self, MoveRef, Rebuild, RestoreCommand};
-use crate::location::{AuthorityHandle, AuthorityRead, Outcome, TargetNode, TargetReservation};
-use crate::mesh::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
+use super::drive::Move;
+use super::stage;
+use super::wire::{self, Rebuild};
+use crate::location::{AuthorityHandle, AuthorityRead, TargetNode};
+use crate::mesh::messaging::{ErrorReply, UnavailableReason, ZLinkError};
 use crate::mesh::node::ReplyBody;
 use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
@@ -34,7 +37,8 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// eligible Object Server the node's Discovery lists), and returns its ref there. A
 /// `DisableRelocation` type is refused (`InvalidOperation`) before anything is captured, and
 /// the Actor keeps serving here; a move that fails before the cutover is cancelled and the
-/// Actor serves here again, its record untouched.
+/// Actor serves here again, its owner unchanged. The move is driven by a
+/// `zlink_relocation::unit::Unit` ([`Move`]).
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) async fn relocate_actor(
     client: &ObjectClient,
@@ -77,79 +81,48 @@ pub(crate) async fn relocate_actor(
             "a User Spot member moves with its Spot (not built yet); only Entry Spot members move",
         ));
     }
-    let rebuild = match host
+    let (policy, rebuild) = match host
         .types
         .get(handle.stable_type())
         .and_then(|t| t.relocation)
     {
-        Some(RelocationChoice::Recreate) => Rebuild::Recreate,
-        Some(RelocationChoice::Preserve) => Rebuild::Preserve,
-        _ => {
-            return Err(invalid(&format!(
-                "{} has DisableRelocation: it does not move",
-                what(key.0, &key.1)
-            )));
-        }
+        Some(RelocationChoice::Recreate) => (Policy::Recreate, Rebuild::Recreate),
+        Some(RelocationChoice::Preserve) => (Policy::Preserve, Rebuild::Preserve),
+        _ => (Policy::Disable, Rebuild::Recreate),
     };
+    let binding = Binding {
+        relocation: RelocationId::random(),
+        attempt: TargetAttemptGeneration::random(),
+    };
+    let plan = MovePlan::new(
+        binding,
+        UnitKind::EntryMemberActor,
+        policy,
+        ReservationId::random(),
+        handle.version().clone(),
+        stage::no_target_list(),
+    );
+    let (unit, effects) = Unit::start(plan);
+    if effects.iter().any(|e| matches!(e, Effect::Reject { .. })) {
+        return Err(invalid(&format!(
+            "{} has DisableRelocation: it does not move",
+            what(key.0, &key.1)
+        )));
+    }
     let live = host
         .live_object(&key)
         .ok_or_else(|| stale("the Actor is not live on this node"))?;
-    let target = choose_target(client, &handle, target).await?;
-    let reservation = match authority.secure_target(&handle, target.clone(), None).await {
-        Ok(Outcome::Applied(r)) => r,
-        Ok(Outcome::Conflict(c)) => {
-            tracing::info!(?c, "relocation target not secured");
-            return Err(stale("the record changed or the target has no room"));
-        }
-        Err(e) => return Err(store_failure(e)),
-    };
-    if !host.relocations.seal(&key) {
-        release(client, &reservation).await;
+    if host.relocations.covers(&key) {
         return Err(invalid("a move of this Actor is already running"));
     }
-    let to = target.node.routing_id.clone();
-    let moved = transfer(client, &handle, &reservation, live.as_ref(), rebuild, &to).await;
-    let committed = match moved {
-        Ok(relocation) => match relay(client, &key, &to, relocation) {
-            Ok(()) => cutover(client, &to, relocation).await,
-            Err(e) => Err(e),
-        },
-        Err(e) => {
-            tracing::info!(error = %e, "relocation cancelled before relay-ready");
-            Err(e)
-        }
-    };
-    let committed = match committed {
-        Ok(()) => true,
-        Err(e) => {
-            // Not committed as far as this node knows: the released reservation fences any
-            // later NewOwner; a release that conflicts means the target already owns it.
-            match authority.release_target(&reservation).await {
-                Ok(Outcome::Applied(())) => {
-                    host.relocations.reopen(&key, live.as_ref());
-                    return Err(e);
-                }
-                other => {
-                    tracing::info!(?other, "relocation release did not apply: re-reading");
-                    owner_is(client, &key, &to).await
-                }
-            }
-        }
-    };
-    if !committed {
-        // Neither committed nor released: keep holding is worse than serving; the record
-        // still names this node.
-        host.relocations.reopen(&key, live.as_ref());
-        return Err(stale(
-            "the relocation ended in an unknown state; the Actor stays",
-        ));
-    }
-    finish(client, &key, &to, live).await
+    Move::new(client, key, handle, live, rebuild, target.cloned(), unit)
+        .run(effects)
+        .await
 }
 
 /// An eligible Object Server for the Actor's type other than this node (the named one when
 /// `wanted` is given), from the node's Discovery candidates.
-async fn choose_target(
+pub(super) async fn choose_target(
     client: &ObjectClient,
     handle: &AuthorityHandle,
     wanted: Option<&RoutingId>,
@@ -179,67 +152,24 @@ async fn choose_target(
         })
 }
 
-/// Captures after every accepted job, sends the Restore and its chunks, and waits for
-/// relay-ready. Returns the RelocationId.
-async fn transfer(
+/// A command-plane request to `to`, answered within [`ANSWER_TIMEOUT`].
+pub(super) async fn request(
     client: &ObjectClient,
-    handle: &AuthorityHandle,
-    reservation: &TargetReservation,
-    live: &dyn LiveObject,
-    rebuild: Rebuild,
     to: &RoutingId,
-) -> Result<u128, ZLinkError> {
-    let captured = live.capture().await?;
-    let payload = match rebuild {
-        Rebuild::Recreate => Bytes::new(),
-        Rebuild::Preserve => {
-            let bytes = captured.ok_or_else(|| invalid("PreserveStateWith without an adapter"))?;
-            check_adapter_output(bytes.len() as u64).map_err(|e| {
-                ZLinkError::application(ErrorKind::CapacityExceeded, &e.to_string())
-            })?;
-            Bytes::from(bytes)
-        }
-    };
-    let internal = |e: &dyn std::fmt::Display| {
-        ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
-    };
-    let relocation = uuid::Uuid::new_v4().as_u128().max(1);
-    let fence = SourceFence::new(
-        handle.authority_owner_generation().get(),
-        handle.owner().lease_generation.get(),
-    )
-    .map_err(|e| internal(&e))?;
-    let binding = TransferBinding::new(relocation, 1, fence).map_err(|e| internal(&e))?;
-    let options = client.objects.location.options();
-    let limit =
-        ChunkLimit::new(options.relocation.payload_chunk_limit).map_err(|e| internal(&e))?;
-    let (header, chunks) = chunk_payload(binding, payload, limit).map_err(|e| internal(&e))?;
+    command: &'static str,
+    body: Bytes,
+) -> Result<ReplyBody, ZLinkError> {
     let inner = &client.node.inner;
     let peer = inner.route_to(to)?;
-    let cmd = RestoreCommand {
-        header: header.encode().to_vec(),
-        id: handle.id().as_str().to_owned(),
-        stable_type: handle.stable_type().as_str().to_owned(),
-        generation: handle.object_generation().get().to_string(),
-        rebuild,
-        reservation: reservation.to_wire().map_err(store_failure)?,
-    };
-    inner.send_control(&peer, wire::RESTORE, wire::encode(&cmd)?)?;
-    for chunk in chunks {
-        inner.send_control(&peer, wire::CHUNK, chunk.encode())?;
-    }
-    let body = wire::encode(&MoveRef::of(relocation))?;
-    answered(
-        inner
-            .control_request(&peer, wire::PREPARE, body, ANSWER_TIMEOUT)
-            .await,
-    )?;
-    Ok(relocation)
+    inner
+        .control_request(&peer, command, body, ANSWER_TIMEOUT)
+        .await
 }
 
-fn answered(r: Result<ReplyBody, ZLinkError>) -> Result<(), ZLinkError> {
+/// The body of an `Ok` reply, or the error the reply carries.
+pub(super) fn answered(r: Result<ReplyBody, ZLinkError>) -> Result<Bytes, ZLinkError> {
     match r? {
-        ReplyBody::Ok { .. } => Ok(()),
+        ReplyBody::Ok { payload, .. } => Ok(payload),
         ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
     }
 }
@@ -247,7 +177,7 @@ fn answered(r: Result<ReplyBody, ZLinkError>) -> Result<(), ZLinkError> {
 /// After relay-ready: relays the held messages that came from other nodes, in hold order, on
 /// the command plane the cutover follows (they enter the target's temporary queue and the
 /// target answers their sources).
-fn relay(
+pub(super) fn relay(
     client: &ObjectClient,
     key: &ObjectKey,
     to: &RoutingId,
@@ -282,50 +212,22 @@ fn relay(
     }
 }
 
-/// Asks the target to commit; an unclear answer is settled by the record.
-async fn cutover(
-    client: &ObjectClient,
-    to: &RoutingId,
-    relocation: u128,
-) -> Result<(), ZLinkError> {
-    let inner = &client.node.inner;
-    let peer = inner.route_to(to)?;
-    let body = wire::encode(&MoveRef::of(relocation))?;
-    answered(
-        inner
-            .control_request(&peer, wire::CUTOVER, body, ANSWER_TIMEOUT)
-            .await,
-    )
-}
-
 /// Whether the record of `key` names `to` as its owner node now.
-async fn owner_is(client: &ObjectClient, key: &ObjectKey, to: &RoutingId) -> bool {
+pub(super) async fn owner_is(client: &ObjectClient, key: &ObjectKey, to: &RoutingId) -> bool {
     matches!(
         client.objects.location.authority().read(ObjectKind::Actor, &key.1).await,
         Ok(AuthorityRead::Found { handle, .. }) if &handle.node().routing_id == to
     )
 }
 
-async fn release(client: &ObjectClient, reservation: &TargetReservation) {
-    if let Err(e) = client
-        .objects
-        .location
-        .authority()
-        .release_target(reservation)
-        .await
-    {
-        tracing::warn!(error = %e, "relocation target capacity not released");
-    }
-}
-
-/// After the cutover: follow (held messages first, in order), close the old activation, drop
-/// the route-cache entry, and answer the Actor's ref on its new owner.
-async fn finish(
+/// After the cutover: follow (held messages first, in order), close the old activation and
+/// drop the route-cache entry.
+pub(super) async fn follow_and_close(
     client: &ObjectClient,
     key: &ObjectKey,
     to: &RoutingId,
     live: Arc<dyn LiveObject>,
-) -> Result<ActorRef, ZLinkError> {
+) {
     let host = &client.objects;
     let follow = host.location.options().message_follow_duration;
     let until = Instant::now() + follow;
@@ -338,7 +240,15 @@ async fn finish(
         live.close().await;
     }
     host.routes.forget(key);
-    match host
+}
+
+/// The Actor's ref as its record names it now.
+pub(super) async fn read_ref(
+    client: &ObjectClient,
+    key: &ObjectKey,
+) -> Result<ActorRef, ZLinkError> {
+    match client
+        .objects
         .location
         .authority()
         .read(ObjectKind::Actor, &key.1)

@@ -1,9 +1,11 @@
 //! The target side of a live relocation (spec 21 §1.3 steps 5–6, §8.2, §9.1, §9.2): the
 //! Restore is assembled and verified before anything is built, the instance is prepared with a
-//! temporary queue for early messages, and the cutover commits NewOwner before dispatch opens.
-//! A target that hears no cutover within `RelocationCutoverWaitTimeout` attempts NewOwner
-//! itself; a move the source cancelled (its reservation released) then conflicts, and the
-//! prepared instance is dropped without ever running a message.
+//! temporary queue for early messages, *ready* hands it the reservation the source's
+//! `Prepared` record carried, and the cutover commits NewOwner (conditioned on that record's
+//! version) before dispatch opens. A target that hears no cutover within
+//! `RelocationCutoverWaitTimeout` after ready attempts NewOwner itself; a move the source
+//! cancelled (its reservation released) then conflicts, and the prepared instance is dropped
+//! without ever running a message. An *abort*, or no ready within a minute, drops it too.
 
 use std::sync::Arc;
 
@@ -15,7 +17,7 @@ use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::Envelope;
 
 use super::Held;
-use super::wire::{self, MoveRef, Rebuild, RestoreCommand};
+use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
 use crate::location::{AuthorityRead, Outcome, TargetReservation};
 use crate::mesh::messaging::RouteKind;
 use crate::mesh::messaging::{BoxFuture, ErrorKind, ZLinkError};
@@ -43,7 +45,9 @@ pub(crate) fn commands() -> Vec<(&'static str, Command)> {
         (wire::CHUNK, |h, _, e| Box::pin(chunk(h, e))),
         (wire::PREPARE, |h, _, e| Box::pin(prepare(h, e))),
         (wire::RELAY, |h, n, e| Box::pin(relay(h, n, e))),
+        (wire::READY, |h, _, e| Box::pin(ready(h, e))),
         (wire::CUTOVER, |h, _, e| Box::pin(cutover(h, e))),
+        (wire::ABORT, |h, _, e| Box::pin(abort(h, e))),
     ]
 }
 
@@ -101,7 +105,12 @@ async fn relay(
 /// A prepared instance waiting for its cutover.
 struct Prepared {
     live: Arc<dyn LiveObject>,
+    /// The reservation as the Restore carried it, then as the `Prepared` record carried it
+    /// (after [`wire::READY`]).
     reservation: TargetReservation,
+    /// Whether the source's ready came (relay-ready answered; the cutover wait runs). Only a
+    /// ready instance runs NewOwner.
+    ready: bool,
 }
 
 enum Stage {
@@ -109,8 +118,9 @@ enum Stage {
     Receiving(Result<Assembly, String>),
     /// Built, not yet dispatching.
     Prepared(Box<Prepared>),
-    /// The cutover ran: committed or not.
-    Done(bool),
+    /// The cutover ran or the move was aborted: the record version NewOwner committed at, or
+    /// `None` (not committed).
+    Done(Option<String>),
 }
 
 /// One Restore on this node.
@@ -243,21 +253,22 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         Ok(prepared) => {
             *stage = Stage::Prepared(Box::new(prepared));
             drop(stage);
-            let wait = host.location.options().relocation.cutover_wait_timeout;
+            // A prepared instance whose ready never comes (the source cancelled, or went
+            // away) is dropped once the source could no longer be waiting for it.
             let h = Arc::clone(&host);
             tokio::spawn(async move {
-                tokio::time::sleep(wait).await;
-                if commit(&h, relocation).await.is_some() {
+                tokio::time::sleep(ABANDONED_RESTORE).await;
+                if discard(&h, relocation, false).await {
                     tracing::info!(
                         relocation,
-                        "no cutover within the wait: NewOwner attempted here"
+                        "relocation never got ready: prepared instance dropped"
                     );
                 }
             });
             Ok(Some(Bytes::new()))
         }
         Err(why) => {
-            *stage = Stage::Done(false);
+            *stage = Stage::Done(None);
             drop(stage);
             forget(&host, relocation, &key);
             tracing::info!(relocation, %why, "relocation target refused");
@@ -294,36 +305,127 @@ async fn build(
         .rebuild(ctx, state, host.codecs.clone(), host.mailbox)
         .await
     {
-        Built::Approved { live, .. } => Ok(Prepared { live, reservation }),
+        Built::Approved { live, .. } => Ok(Prepared {
+            live,
+            reservation,
+            ready: false,
+        }),
         Built::Rejected { reason } => Err(reason),
         Built::Failed { error } => Err(error),
     }
 }
 
+/// The source recorded `Prepared`: the prepared instance takes the reservation the record
+/// carried (NewOwner is conditioned on that record's version), the cutover wait starts, and
+/// the reply is relay-ready. A repeated ready answers the same.
+async fn ready(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
+    let cmd: ReadyCommand = wire::decode(env.payload())?;
+    let relocation = MoveRef {
+        relocation: cmd.relocation.clone(),
+    }
+    .id()?;
+    let stage = host
+        .relocations
+        .incoming
+        .lock()
+        .get(&relocation)
+        .map(|i| Arc::clone(&i.stage));
+    let Some(stage) = stage else {
+        return Err(failed("no prepared instance for this relocation"));
+    };
+    let mut stage = stage.lock().await;
+    let Stage::Prepared(p) = &mut *stage else {
+        return Err(failed("the relocation is not prepared here"));
+    };
+    if p.ready {
+        return Ok(Some(Bytes::new()));
+    }
+    let target = host
+        .instances
+        .own_target(&host)
+        .map_err(|e| failed(&e.to_string()))?;
+    p.reservation = TargetReservation::from_wire(&cmd.reservation, target)
+        .map_err(|e| failed(&e.to_string()))?;
+    p.ready = true;
+    drop(stage);
+    let wait = host.location.options().relocation.cutover_wait_timeout;
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        if commit(&host, relocation).await.is_some() {
+            tracing::info!(
+                relocation,
+                "no cutover within the wait: NewOwner attempted here"
+            );
+        }
+    });
+    Ok(Some(Bytes::new()))
+}
+
 async fn cutover(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
     let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
     match commit(&host, relocation).await {
-        Some(true) => Ok(Some(Bytes::new())),
-        Some(false) => Err(stale("the move did not commit on the target")),
-        None => Err(failed("no prepared instance for this relocation")),
+        Some(Some(version)) => Ok(Some(wire::encode(&CutoverReply { version })?)),
+        Some(None) => Err(stale("the move did not commit on the target")),
+        None => Err(failed("no ready prepared instance for this relocation")),
     }
+}
+
+/// The source cancelled before relay-ready: the Restore, its prepared instance and its
+/// temporary queue go (a move already ended here stays as it is).
+async fn abort(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
+    let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
+    if discard(&host, relocation, true).await {
+        tracing::info!(
+            relocation,
+            "relocation aborted by the source: discarded here"
+        );
+    }
+    Ok(None)
+}
+
+/// Drops the Restore `relocation` if it has not ended: still receiving, or prepared and (unless
+/// `even_ready`) not yet ready. The prepared instance closes without running a message.
+async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> bool {
+    let Some((key, stage)) = host
+        .relocations
+        .incoming
+        .lock()
+        .get(&relocation)
+        .map(|i| (i.key.clone(), Arc::clone(&i.stage)))
+    else {
+        return false;
+    };
+    let mut stage = stage.lock().await;
+    let live = match &*stage {
+        Stage::Receiving(_) => None,
+        Stage::Prepared(p) if even_ready || !p.ready => Some(Arc::clone(&p.live)),
+        _ => return false,
+    };
+    *stage = Stage::Done(None);
+    drop(stage);
+    forget(host, relocation, &key);
+    if let Some(live) = live {
+        live.close().await;
+    }
+    true
 }
 
 /// Runs NewOwner for the prepared `relocation` once (the cutover, or the cutover wait ran
 /// out): committed → the activation joins the live set, its temporary queue runs in order and
 /// dispatch opens; a conflict → the prepared instance closes without running a message.
-/// `None` when nothing is prepared under that id.
-async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<bool> {
+/// `None` when nothing ready is prepared under that id; else the committed record version, or
+/// `None` inside (not committed).
+async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<String>> {
     let (key, stage) = {
         let incoming = host.relocations.incoming.lock();
         let i = incoming.get(&relocation)?;
         (i.key.clone(), Arc::clone(&i.stage))
     };
     let mut stage = stage.lock().await;
-    let prepared = match std::mem::replace(&mut *stage, Stage::Done(false)) {
-        Stage::Prepared(p) => *p,
+    let prepared = match std::mem::replace(&mut *stage, Stage::Done(None)) {
+        Stage::Prepared(p) if p.ready => *p,
         Stage::Done(ok) => {
-            *stage = Stage::Done(ok);
+            *stage = Stage::Done(ok.clone());
             return Some(ok);
         }
         other => {
@@ -345,7 +447,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<bool> {
             host.relocations.open(&key, prepared.live.as_ref());
             host.routes.forget(&key);
             tracing::info!(relocation, object = %key.1.as_str(), "relocation committed: this node owns the Actor");
-            true
+            Some(handle.version().as_str().to_owned())
         }
         Ok(Outcome::Conflict(c)) => {
             tracing::info!(
@@ -353,17 +455,17 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<bool> {
                 ?c,
                 "relocation NewOwner conflicted: prepared instance dropped"
             );
-            false
+            None
         }
         Err(e) => {
             tracing::warn!(relocation, error = %store_failure(e), "relocation NewOwner failed");
-            false
+            None
         }
     };
-    *stage = Stage::Done(ok);
+    *stage = Stage::Done(ok.clone());
     drop(stage);
     host.relocations.incoming.lock().remove(&relocation);
-    if !ok {
+    if ok.is_none() {
         host.relocations.abandon(&key);
         prepared.live.close().await;
     }

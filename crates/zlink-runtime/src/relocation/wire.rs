@@ -19,8 +19,35 @@ pub(crate) const CHUNK: &str = "zlink.relocation.chunk";
 /// Prepare (request): assemble, verify, build the instance, queue early messages; the reply
 /// is relay-ready.
 pub(crate) const PREPARE: &str = "zlink.relocation.prepare";
-/// Cutover (request): run NewOwner and open dispatch; the reply says it committed.
+/// Cutover (request): run NewOwner and open dispatch; the reply ([`CutoverReply`]) says it
+/// committed and at which record version (a conflict is a `stale` error).
 pub(crate) const CUTOVER: &str = "zlink.relocation.cutover";
+/// Ready (request, after the source recorded `Prepared`): the target takes the reservation
+/// now expecting the `Prepared` record's version (its NewOwner is conditioned on it), starts
+/// its cutover wait, and answers relay-ready.
+pub(crate) const READY: &str = "zlink.relocation.ready";
+/// Abort (one-way, a move cancelled before relay-ready): the target discards the Restore's
+/// assembly, its prepared instance and its temporary queue (queued requests get
+/// `Unavailable`). A move already ended there is left as it is.
+pub(crate) const ABORT: &str = "zlink.relocation.abort";
+
+/// The body of [`READY`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ReadyCommand {
+    /// The RelocationId, decimal.
+    pub(crate) relocation: String,
+    /// The reservation as the `Prepared` record carried it.
+    pub(crate) reservation: ReservationWire,
+}
+
+/// The reply to [`CUTOVER`] when NewOwner applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CutoverReply {
+    /// The record's StoreVersion after NewOwner.
+    pub(crate) version: String,
+}
 
 /// How the target builds the instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

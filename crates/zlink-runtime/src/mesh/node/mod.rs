@@ -105,6 +105,8 @@
 //! | messages during a move (held, relayed, queued, followed) run exactly once and in order (21 §1.3, §9.2) | `messages_sent_during_a_move_run_once_in_order`* |
 //! | Message Follow forwards a stale caller's message to the new owner; without it the caller re-reads (21 §7.3) | `a_stale_caller_is_followed_to_the_new_owner`*, `without_message_follow_a_stale_caller_rereads_and_reaches_the_new_owner`* |
 //! | a failure before the cutover releases the target and the source serves again in order (21 §9.4) | `a_failed_restore_cancels_and_the_source_serves_again`* |
+//! | the move's stage records Preparing, Captured, Prepared are reservation-carrying Preserves written in order, one RelocationId; NewOwner is conditioned on the Prepared record's version (21 §6.1, §9.1) | `stage_records_are_written_in_order_and_the_owner_change_follows_the_last`* |
+//! | an ordinary Preserve during a move makes the next reservation-conditioned write conflict (the Prepared record, or NewOwner): cancelled, record not moved, the source serves again (21 §6.1, §9.1 failure table, §9.4) | `a_preserve_after_captured_fails_the_prepared_record_and_the_source_serves_again`*, `a_preserve_after_prepared_fails_the_owner_change_and_the_source_serves_again`* |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
 //! `tests/instances/` (restart rows in `restarts.rs`), over a Relocation Store of the same kind — memory on the store's

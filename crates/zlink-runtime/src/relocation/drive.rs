@@ -1,0 +1,564 @@
+//! The source drives one move through the `zlink-relocation` unit machine (architecture
+//! convention 12): it feeds the [`Unit`] what it observed — its own store replies and capture,
+//! and the target's replies on the command plane — and performs the effects the machine
+//! returns, in order. Effects the machine assigns to the target are either asked of it over
+//! the command plane (ready, abort) or were already performed by it inside a request whose
+//! reply reports them (the cutover reply carries the NewOwner outcome).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use zlink_codec::RoutingId;
+use zlink_relocation::transfer::{
+    ChunkLimit, PayloadChunks, SourceFence, TransferBinding, chunk_payload,
+};
+use zlink_relocation::unit::{
+    Binding, Effect, Event, FailureReason, PayloadSummary, RestoreFailure, Stage, StageOutcome,
+    StageRecord, StoreWrite, Unit,
+};
+use zlink_store_spi::StoreVersion;
+
+use super::source::{answered, choose_target, follow_and_close, owner_is, relay, request};
+use super::stage::{self, StageWriteError};
+use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
+use crate::location::{AuthorityHandle, Outcome, TargetReservation};
+use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::objects::ActorRef;
+use crate::objects::client::{ObjectClient, invalid};
+use crate::objects::host::{ObjectKey, stale, store_failure};
+use crate::objects::live::LiveObject;
+
+/// How many times a stage record whose reply was lost is written again before the move gives
+/// up (a deadline, before relay-ready: the move is cancelled).
+const STAGE_RETRIES: u32 = 1;
+
+/// One move in progress on its source.
+pub(super) struct Move<'a> {
+    pub(super) client: &'a ObjectClient,
+    pub(super) key: ObjectKey,
+    /// The Actor's record as this move last wrote or read it.
+    pub(super) handle: AuthorityHandle,
+    pub(super) live: Arc<dyn LiveObject>,
+    pub(super) rebuild: Rebuild,
+    pub(super) wanted: Option<RoutingId>,
+    pub(super) unit: Unit,
+    /// The reservation as the latest stage record carried it.
+    reservation: Option<TargetReservation>,
+    to: Option<RoutingId>,
+    /// The Restore header and chunks, kept until the payload is dropped.
+    restore: Option<(Bytes, PayloadChunks)>,
+    sealed: bool,
+    release_refused: bool,
+    moved_anyway: bool,
+    followed: bool,
+    relay_failed: Option<ZLinkError>,
+    stage_retries: u32,
+    /// Why the move failed, as first observed.
+    error: Option<ZLinkError>,
+    /// An event the runtime injected (a cancellation or deadline): the effects still queued
+    /// from the step before are dropped.
+    interrupt: bool,
+}
+
+fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
+    ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
+}
+
+impl<'a> Move<'a> {
+    pub(super) fn new(
+        client: &'a ObjectClient,
+        key: ObjectKey,
+        handle: AuthorityHandle,
+        live: Arc<dyn LiveObject>,
+        rebuild: Rebuild,
+        wanted: Option<RoutingId>,
+        unit: Unit,
+    ) -> Self {
+        Self {
+            client,
+            key,
+            handle,
+            live,
+            rebuild,
+            wanted,
+            unit,
+            reservation: None,
+            to: None,
+            restore: None,
+            sealed: false,
+            release_refused: false,
+            moved_anyway: false,
+            followed: false,
+            relay_failed: None,
+            stage_retries: 0,
+            error: None,
+            interrupt: false,
+        }
+    }
+
+    fn binding(&self) -> Binding {
+        self.unit.plan().binding()
+    }
+
+    fn relocation(&self) -> u128 {
+        self.binding().relocation.get()
+    }
+
+    fn fail(&mut self, e: ZLinkError) {
+        self.error.get_or_insert(e);
+    }
+
+    /// Performs `effects` and every effect the events they produce lead to, then settles.
+    pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<ActorRef, ZLinkError> {
+        let mut queue: VecDeque<Effect> = effects.into();
+        while let Some(effect) = queue.pop_front() {
+            let events = self.perform(effect).await;
+            for event in events {
+                if std::mem::take(&mut self.interrupt) {
+                    queue.clear();
+                }
+                match self.unit.step(event) {
+                    Ok(more) => queue.extend(more),
+                    Err(e) => {
+                        // A refused event is a runtime bug: cancel while that is allowed.
+                        tracing::warn!(error = %e, "relocation machine refused an event");
+                        self.fail(internal(&e));
+                        queue.clear();
+                        if let Ok(more) = self.unit.step(Event::CancelRequested) {
+                            queue.extend(more);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        self.settle().await
+    }
+
+    async fn perform(&mut self, effect: Effect) -> Vec<Event> {
+        tracing::debug!(relocation = self.relocation(), ?effect, "relocation effect");
+        let attempt = self.binding().attempt;
+        match effect {
+            Effect::SecureTarget { reservation } => self.secure(reservation.get()).await,
+            Effect::RecordStage(record) => self.record(record).await,
+            Effect::RereadAndRetry(StoreWrite::Stage(record)) => {
+                if self.stage_retries >= STAGE_RETRIES {
+                    self.interrupt = true;
+                    return vec![Event::Deadline];
+                }
+                self.stage_retries += 1;
+                self.record(record).await
+            }
+            Effect::SealSource => {
+                if self.client.objects.relocations.seal(&self.key) {
+                    self.sealed = true;
+                    Vec::new()
+                } else {
+                    self.fail(invalid("a move of this Actor is already running"));
+                    self.interrupt = true;
+                    vec![Event::CancelRequested]
+                }
+            }
+            Effect::Capture { .. } => self.capture().await,
+            Effect::SendRestore(_) => match self.send_restore().await {
+                Ok(()) => vec![Event::RestoreAccepted { attempt }],
+                Err(e) => {
+                    self.fail(e);
+                    vec![Event::RestoreFailed {
+                        attempt,
+                        reason: RestoreFailure::TargetFailed,
+                    }]
+                }
+            },
+            Effect::SendRelayReady { .. } => match self.ready().await {
+                Ok(()) => vec![Event::RelayReady { attempt }],
+                Err(e) => {
+                    self.fail(e);
+                    vec![Event::RestoreFailed {
+                        attempt,
+                        reason: RestoreFailure::TargetFailed,
+                    }]
+                }
+            },
+            Effect::RelayHeldWork => {
+                if let Some(to) = self.to.clone() {
+                    if let Err(e) = relay(self.client, &self.key, &to, self.relocation()) {
+                        self.relay_failed = Some(e);
+                    }
+                }
+                Vec::new()
+            }
+            Effect::SendCutover { .. } => self.cutover().await,
+            Effect::StartMessageFollow => {
+                if let Some(to) = self.to.clone() {
+                    follow_and_close(self.client, &self.key, &to, Arc::clone(&self.live)).await;
+                    self.followed = true;
+                }
+                Vec::new()
+            }
+            Effect::DropCapturedPayload | Effect::DiscardProgress => {
+                self.restore = None;
+                Vec::new()
+            }
+            Effect::DiscardTargetQueue | Effect::RemovePreparedTarget => {
+                self.abort_target();
+                Vec::new()
+            }
+            Effect::ReleaseTarget { .. } => {
+                self.release().await;
+                Vec::new()
+            }
+            Effect::ReopenSource => {
+                self.reopen().await;
+                Vec::new()
+            }
+            // The held work is restored with the reopen, after the release fenced the target;
+            // the target performed these inside the cutover request; no Session is bound to an
+            // Entry Spot member; the assembly goes with the abort.
+            _ => Vec::new(),
+        }
+    }
+
+    async fn secure(&mut self, reservation_id: u128) -> Vec<Event> {
+        let target = match choose_target(self.client, &self.handle, self.wanted.as_ref()).await {
+            Ok(t) => t,
+            Err(e) => {
+                self.fail(e);
+                return vec![Event::TargetUnavailable];
+            }
+        };
+        let authority = self.client.objects.location.authority();
+        match authority
+            .secure_target(&self.handle, target.clone(), Some(reservation_id))
+            .await
+        {
+            Ok(Outcome::Applied(r)) => {
+                self.to = Some(target.node.routing_id.clone());
+                self.reservation = Some(r);
+                match zlink_relocation::unit::ReservationId::new(reservation_id) {
+                    Ok(reservation) => vec![Event::TargetSecured { reservation }],
+                    Err(e) => {
+                        self.fail(internal(&e));
+                        vec![Event::TargetUnavailable]
+                    }
+                }
+            }
+            Ok(Outcome::Conflict(c)) => {
+                tracing::info!(?c, "relocation target not secured");
+                self.fail(stale("the record changed or the target has no room"));
+                vec![Event::TargetUnavailable]
+            }
+            Err(e) => {
+                self.fail(store_failure(e));
+                vec![Event::TargetUnavailable]
+            }
+        }
+    }
+
+    /// Writes a stage record (21 §9.1) as a reservation-carrying Preserve conditioned on the
+    /// latest version of this move.
+    async fn record(&mut self, record: StageRecord) -> Vec<Event> {
+        let stage = record.stage();
+        let Some(reservation) = self.reservation.clone() else {
+            self.fail(internal(&"a stage record before the target was secured"));
+            self.interrupt = true;
+            return vec![Event::CancelRequested];
+        };
+        let authority = self.client.objects.location.authority();
+        let written = stage::write(
+            authority,
+            &self.handle,
+            &reservation,
+            self.relocation(),
+            &record,
+        )
+        .await;
+        let outcome = match written {
+            Ok(Outcome::Applied((handle, reservation))) => {
+                let version: StoreVersion = handle.version().clone();
+                self.handle = handle;
+                self.reservation = Some(reservation);
+                #[cfg(test)]
+                self.client.objects.relocations.after_stage(stage).await;
+                StageOutcome::Applied(version)
+            }
+            Ok(Outcome::Conflict(c)) => {
+                tracing::info!(?c, ?stage, "relocation stage record conflicted: cancelling");
+                self.fail(stale("the Actor's record changed during the move"));
+                StageOutcome::Conflict
+            }
+            Err(StageWriteError::Store(e)) => {
+                tracing::info!(error = %e, ?stage, "relocation stage record: no reply");
+                self.fail(store_failure(e));
+                StageOutcome::ReplyLost
+            }
+            Err(e) => {
+                self.fail(internal(&e));
+                self.interrupt = true;
+                return vec![Event::CancelRequested];
+            }
+        };
+        vec![Event::StageRecorded { stage, outcome }]
+    }
+
+    /// Captures after every accepted job and chunks the payload (kept until it is dropped).
+    async fn capture(&mut self) -> Vec<Event> {
+        let captured = match self.live.capture().await {
+            Ok(c) => c,
+            Err(e) => {
+                self.fail(e);
+                return vec![Event::CaptureFailed];
+            }
+        };
+        let (payload, state_len) = match self.rebuild {
+            Rebuild::Recreate => (Bytes::new(), None),
+            Rebuild::Preserve => match captured {
+                Some(bytes) => {
+                    let len = bytes.len() as u64;
+                    (Bytes::from(bytes), Some(len))
+                }
+                None => {
+                    self.fail(invalid("PreserveStateWith without an adapter"));
+                    return vec![Event::CaptureFailed];
+                }
+            },
+        };
+        let total_len = payload.len() as u64;
+        if total_len > zlink_relocation::unit::MAX_STATE_LEN {
+            // Over the bound: the machine fails the move; nothing is chunked.
+            let summary = PayloadSummary {
+                total_len,
+                chunk_count: 0,
+                crc32c: 0,
+            };
+            return vec![Event::Captured {
+                state_len,
+                payload: summary,
+            }];
+        }
+        match self.chunk(payload) {
+            Ok((header, chunks, summary)) => {
+                self.restore = Some((header, chunks));
+                vec![Event::Captured {
+                    state_len,
+                    payload: summary,
+                }]
+            }
+            Err(e) => {
+                self.fail(e);
+                vec![Event::CaptureFailed]
+            }
+        }
+    }
+
+    fn chunk(&self, payload: Bytes) -> Result<(Bytes, PayloadChunks, PayloadSummary), ZLinkError> {
+        let handle = &self.handle;
+        let fence = SourceFence::new(
+            handle.authority_owner_generation().get(),
+            handle.owner().lease_generation.get(),
+        )
+        .map_err(|e| internal(&e))?;
+        let binding = TransferBinding::new(self.relocation(), self.binding().attempt.get(), fence)
+            .map_err(|e| internal(&e))?;
+        let options = self.client.objects.location.options();
+        let limit =
+            ChunkLimit::new(options.relocation.payload_chunk_limit).map_err(|e| internal(&e))?;
+        let (header, chunks) = chunk_payload(binding, payload, limit).map_err(|e| internal(&e))?;
+        let summary = PayloadSummary {
+            total_len: header.total_len(),
+            chunk_count: header.chunk_count(),
+            crc32c: header.crc32c(),
+        };
+        Ok((header.encode(), chunks, summary))
+    }
+
+    /// Sends the Restore and its chunks, in order on the one peer connection, then asks the
+    /// target to prepare; its answer is the Restore accepted (assembled, verified, built).
+    async fn send_restore(&mut self) -> Result<(), ZLinkError> {
+        let (to, reservation) = self.target()?;
+        let Some((header, chunks)) = self.restore.clone() else {
+            return Err(internal(&"the captured payload was dropped"));
+        };
+        let inner = &self.client.node.inner;
+        let peer = inner.route_to(&to)?;
+        let cmd = RestoreCommand {
+            header: header.to_vec(),
+            id: self.handle.id().as_str().to_owned(),
+            stable_type: self.handle.stable_type().as_str().to_owned(),
+            generation: self.handle.object_generation().get().to_string(),
+            rebuild: self.rebuild,
+            reservation: reservation.to_wire().map_err(store_failure)?,
+        };
+        inner.send_control(&peer, wire::RESTORE, wire::encode(&cmd)?)?;
+        for chunk in chunks {
+            inner.send_control(&peer, wire::CHUNK, chunk.encode())?;
+        }
+        let body = wire::encode(&MoveRef::of(self.relocation()))?;
+        answered(request(self.client, &to, wire::PREPARE, body).await).map(|_| ())
+    }
+
+    /// `Prepared` is recorded: the target takes the reservation it carried and answers
+    /// relay-ready.
+    async fn ready(&mut self) -> Result<(), ZLinkError> {
+        let (to, reservation) = self.target()?;
+        let cmd = ReadyCommand {
+            relocation: self.relocation().to_string(),
+            reservation: reservation.to_wire().map_err(store_failure)?,
+        };
+        answered(request(self.client, &to, wire::READY, wire::encode(&cmd)?).await).map(|_| ())
+    }
+
+    /// Sends the cutover and reports what the target's NewOwner did: applied (at a version),
+    /// a conflict, or not known (a deadline: the record settles it).
+    async fn cutover(&mut self) -> Vec<Event> {
+        let attempt = self.binding().attempt;
+        if let Some(e) = self.relay_failed.take() {
+            self.fail(e);
+            self.interrupt = true;
+            return vec![Event::Deadline];
+        }
+        let answer = match self.target() {
+            Ok((to, _)) => match wire::encode(&MoveRef::of(self.relocation())) {
+                Ok(body) => answered(request(self.client, &to, wire::CUTOVER, body).await),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let applied = answer.and_then(|body| {
+            let reply: CutoverReply = wire::decode(&body)?;
+            StoreVersion::new(reply.version).map_err(|e| wire::protocol(&e.to_string()))
+        });
+        match applied {
+            Ok(version) => vec![
+                Event::CutoverReceived { attempt },
+                Event::CasApplied { attempt, version },
+                Event::CutoverSent,
+            ],
+            Err(e) => {
+                let conflict = e.kind() == ErrorKind::Unavailable;
+                self.fail(e);
+                if conflict {
+                    vec![
+                        Event::CutoverReceived { attempt },
+                        Event::CasConflict { attempt },
+                    ]
+                } else {
+                    vec![Event::CutoverReceived { attempt }, Event::Deadline]
+                }
+            }
+        }
+    }
+
+    fn target(&self) -> Result<(RoutingId, TargetReservation), ZLinkError> {
+        match (&self.to, &self.reservation) {
+            (Some(to), Some(r)) => Ok((to.clone(), r.clone())),
+            _ => Err(internal(&"no target secured")),
+        }
+    }
+
+    /// Asks the target to drop the Restore, its prepared instance and queue (one-way, best
+    /// effort: the released reservation fences any NewOwner anyway).
+    fn abort_target(&self) {
+        let Some(to) = &self.to else { return };
+        let inner = &self.client.node.inner;
+        let sent = wire::encode(&MoveRef::of(self.relocation())).and_then(|body| {
+            let peer = inner.route_to(to)?;
+            inner.send_control(&peer, wire::ABORT, body)
+        });
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "relocation abort not sent to the target");
+        }
+    }
+
+    async fn release(&mut self) {
+        let Some(reservation) = &self.reservation else {
+            return;
+        };
+        let authority = self.client.objects.location.authority();
+        match authority.release_target(reservation).await {
+            Ok(Outcome::Applied(())) => {}
+            other => {
+                tracing::info!(?other, "relocation release did not apply");
+                self.release_refused = true;
+            }
+        }
+    }
+
+    /// Serves here again — unless the release did not apply and the record shows the target
+    /// already owns the Actor (then the move completes: follow and close).
+    async fn reopen(&mut self) {
+        if !self.sealed {
+            return;
+        }
+        if self.release_refused {
+            if let Some(to) = self.to.clone() {
+                if owner_is(self.client, &self.key, &to).await {
+                    follow_and_close(self.client, &self.key, &to, Arc::clone(&self.live)).await;
+                    self.followed = true;
+                    self.moved_anyway = true;
+                    return;
+                }
+            }
+        }
+        self.client
+            .objects
+            .relocations
+            .reopen(&self.key, self.live.as_ref());
+        self.sealed = false;
+    }
+
+    /// After the last effect: the Actor's ref on its new owner, or why it stays.
+    async fn settle(mut self) -> Result<ActorRef, ZLinkError> {
+        let stage = self.unit.stage();
+        if matches!(stage, Stage::Committed | Stage::Completed) || self.moved_anyway {
+            return self.answer().await;
+        }
+        if self.unit.relay_ready() && !self.followed {
+            // Past relay-ready the machine never reopens the source (21 §9.4). Deviation: the
+            // source serves again once the released reservation fenced every NewOwner (the
+            // prepared instance never dispatched), and completes if the target owns it.
+            self.release().await;
+            if self.release_refused {
+                if let Some(to) = self.to.clone() {
+                    if owner_is(self.client, &self.key, &to).await {
+                        follow_and_close(self.client, &self.key, &to, Arc::clone(&self.live)).await;
+                        return self.answer().await;
+                    }
+                }
+                self.client
+                    .objects
+                    .relocations
+                    .reopen(&self.key, self.live.as_ref());
+                return Err(stale(
+                    "the relocation ended in an unknown state; the Actor stays",
+                ));
+            }
+            self.client
+                .objects
+                .relocations
+                .reopen(&self.key, self.live.as_ref());
+        }
+        tracing::info!(?stage, "relocation did not move the Actor");
+        Err(self.error.take().unwrap_or_else(|| why(stage)))
+    }
+
+    async fn answer(&self) -> Result<ActorRef, ZLinkError> {
+        super::source::read_ref(self.client, &self.key).await
+    }
+}
+
+/// The error a move that ended without one observed reports.
+fn why(stage: Stage) -> ZLinkError {
+    match stage {
+        Stage::Failed(FailureReason::StateTooLarge { len, max })
+        | Stage::Failed(FailureReason::PayloadTooLarge { len, max }) => ZLinkError::application(
+            ErrorKind::CapacityExceeded,
+            &format!("the captured state is {len} bytes, more than {max}"),
+        ),
+        Stage::Failed(FailureReason::StageConflict { stage }) => stale(&format!(
+            "the Actor's record changed during the move ({stage:?} not recorded)"
+        )),
+        other => internal(&format!("the relocation ended: {other:?}")),
+    }
+}
