@@ -374,3 +374,38 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test]
+async fn a_keyed_fault_hits_only_the_next_operation_touching_its_key() {
+    let (k, other) = (key("k"), key("other"));
+    let (memory, version) = seeded(&k).await;
+    let faulty = FaultyLocationStore::new(memory.clone());
+    faulty.fail_next_write_touching(k.clone(), Fault::LOSE_REPLY);
+    faulty.fail_next_read_of(k.clone(), Fault::UNAVAILABLE);
+
+    // Operations on another key pass through and leave the keyed faults armed.
+    assert!(faulty.write(&put(&other, "x")).await.unwrap().is_applied());
+    assert!(faulty.read(&other).await.is_ok());
+
+    // The write conditioned on `k` applies and loses its reply, once.
+    let e = faulty.write(&cas(&k, &version, "new")).await.unwrap_err();
+    assert!(matches!(e, StoreError::TimedOut), "{e:?}");
+    let (bytes, now) = state(&memory, &k).await.unwrap();
+    assert_eq!(bytes, Bytes::from_static(b"new"));
+    // The next read of `k` fails, once; the one after it passes.
+    let e = faulty.read(&k).await.unwrap_err();
+    assert_eq!(failure_kind(&e), Some(FailureKind::Unavailable), "{e:?}");
+    assert_eq!(faulty.read(&k).await.unwrap().version(), Some(&now));
+    assert!(
+        faulty
+            .write(&cas(&k, &now, "newer"))
+            .await
+            .unwrap()
+            .is_applied()
+    );
+
+    // `heal` clears keyed faults not yet used.
+    faulty.fail_next_read_of(k.clone(), Fault::UNAVAILABLE);
+    faulty.heal();
+    assert!(faulty.read(&k).await.is_ok());
+}

@@ -22,16 +22,28 @@ use zlink_store_spi::StoreVersion;
 use super::source::{answered, choose_target, follow_and_close, owner_is, relay, request};
 use super::stage::{self, StageWriteError};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
-use crate::location::{AuthorityHandle, Outcome, TargetReservation};
+use crate::location::{AuthorityHandle, AuthorityRead, Outcome, TargetReservation};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
 
-/// How many times a stage record whose reply was lost is written again before the move gives
-/// up (a deadline, before relay-ready: the move is cancelled).
-const STAGE_RETRIES: u32 = 1;
+/// The pause between two attempts to settle a stage record or a release whose outcome is
+/// unknown (spec 21 §10: re-read, and retry the same write, until the deadline).
+const SETTLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// What the store holds after a stage record write whose outcome is unknown.
+enum Settled {
+    /// The write applied: the record and the reservation as they are now.
+    Applied(Box<(AuthorityHandle, TargetReservation)>),
+    /// The record is still at the version the write was conditioned on: not applied.
+    NotApplied,
+    /// The record or the reservation changed otherwise (a conflict).
+    Changed,
+    /// The read failed too.
+    Unknown,
+}
 
 /// One move in progress on its source.
 pub(super) struct Move<'a> {
@@ -53,7 +65,6 @@ pub(super) struct Move<'a> {
     moved_anyway: bool,
     followed: bool,
     relay_failed: Option<ZLinkError>,
-    stage_retries: u32,
     /// Why the move failed, as first observed.
     error: Option<ZLinkError>,
     /// An event the runtime injected (a cancellation or deadline): the effects still queued
@@ -91,7 +102,6 @@ impl<'a> Move<'a> {
             moved_anyway: false,
             followed: false,
             relay_failed: None,
-            stage_retries: 0,
             error: None,
             interrupt: false,
         }
@@ -142,13 +152,10 @@ impl<'a> Move<'a> {
         match effect {
             Effect::SecureTarget { reservation } => self.secure(reservation.get()).await,
             Effect::RecordStage(record) => self.record(record).await,
-            Effect::RereadAndRetry(StoreWrite::Stage(record)) => {
-                if self.stage_retries >= STAGE_RETRIES {
-                    self.interrupt = true;
-                    return vec![Event::Deadline];
-                }
-                self.stage_retries += 1;
-                self.record(record).await
+            // `record` re-read and retried the same write until the deadline already.
+            Effect::RereadAndRetry(StoreWrite::Stage(_)) => {
+                self.interrupt = true;
+                vec![Event::Deadline]
             }
             Effect::SealSource => {
                 if self.client.objects.relocations.seal(&self.key) {
@@ -266,14 +273,44 @@ impl<'a> Move<'a> {
             return vec![Event::CancelRequested];
         };
         let authority = self.client.objects.location.authority();
-        let written = stage::write(
-            authority,
-            &self.handle,
-            &reservation,
-            self.relocation(),
-            &record,
-        )
-        .await;
+        let deadline = self.deadline();
+        let written = loop {
+            let written = stage::write(
+                authority,
+                &self.handle,
+                &reservation,
+                self.relocation(),
+                &record,
+            )
+            .await;
+            let Err(StageWriteError::Store(e)) = written else {
+                break written;
+            };
+            // The outcome is unknown (spec 21 §10): settle it by reading the record and the
+            // reservation row; retry the same write (same condition and reservation) only if
+            // it did not apply; never guess.
+            tracing::info!(error = %e, ?stage, "relocation stage record: no reply, re-reading");
+            let settled = loop {
+                match self.settle_stage(&reservation, &record).await {
+                    Settled::Unknown if tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(SETTLE_PAUSE).await;
+                    }
+                    settled => break settled,
+                }
+            };
+            match settled {
+                Settled::Applied(applied) => {
+                    break Ok(Outcome::Applied(*applied));
+                }
+                Settled::Changed => {
+                    break Ok(Outcome::Conflict(crate::location::Conflict::Reservation));
+                }
+                Settled::NotApplied if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(SETTLE_PAUSE).await;
+                }
+                Settled::NotApplied | Settled::Unknown => break Err(StageWriteError::Store(e)),
+            }
+        };
         let outcome = match written {
             Ok(Outcome::Applied((handle, reservation))) => {
                 let version: StoreVersion = handle.version().clone();
@@ -289,7 +326,7 @@ impl<'a> Move<'a> {
                 StageOutcome::Conflict
             }
             Err(StageWriteError::Store(e)) => {
-                tracing::info!(error = %e, ?stage, "relocation stage record: no reply");
+                tracing::info!(error = %e, ?stage, "relocation stage record: not settled by the deadline");
                 self.fail(store_failure(e));
                 StageOutcome::ReplyLost
             }
@@ -300,6 +337,51 @@ impl<'a> Move<'a> {
             }
         };
         vec![Event::StageRecorded { stage, outcome }]
+    }
+
+    /// How long a store write of this move whose outcome is unknown is settled and retried
+    /// (`storeFailureGrace` from now).
+    fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.client.objects.location.options().store_failure_grace
+    }
+
+    /// Reads what a stage record write whose reply was lost left: applied when the record
+    /// holds exactly the record this move wrote (the previous record with this move's stage
+    /// mark, RelocationId and stage) at a newer version and the reservation row carried it
+    /// once more; not applied when the record is still at the version the write expected.
+    async fn settle_stage(&self, reservation: &TargetReservation, record: &StageRecord) -> Settled {
+        let authority = self.client.objects.location.authority();
+        let now = match authority.read(self.handle.kind(), &self.key.1).await {
+            Ok(AuthorityRead::Found { handle, .. }) => handle,
+            Ok(AuthorityRead::Missing { .. }) => return Settled::Changed,
+            Err(e) => {
+                tracing::debug!(error = %e, "relocation stage record: re-read failed");
+                return Settled::Unknown;
+            }
+        };
+        if now.version() == self.handle.version() {
+            return Settled::NotApplied;
+        }
+        let Some(payload) = stage::payload(&self.handle, self.relocation(), record, reservation)
+        else {
+            return Settled::Changed;
+        };
+        let mut written = self.handle.record().clone();
+        written.payload = payload;
+        if now.record() != &written {
+            return Settled::Changed;
+        }
+        match authority.reservation_now(reservation).await {
+            Ok(Some(row)) if row.carried() == reservation.carried().saturating_add(1) => {
+                let version = now.version().clone();
+                Settled::Applied(Box::new((now, row.expecting(version))))
+            }
+            Ok(_) => Settled::Changed,
+            Err(e) => {
+                tracing::debug!(error = %e, "relocation reservation: re-read failed");
+                Settled::Unknown
+            }
+        }
     }
 
     /// Captures after every accepted job and chunks the payload (kept until it is dropped).
@@ -471,16 +553,38 @@ impl<'a> Move<'a> {
         }
     }
 
+    /// Releases the target capacity, conditioned on the reservation row's version as it is
+    /// read now (an earlier write whose reply was lost may have carried it further). A row
+    /// that is gone or a release that conflicts is refused (the target may own the Actor);
+    /// a store failure is re-read and retried until the deadline.
     async fn release(&mut self) {
-        let Some(reservation) = &self.reservation else {
+        let Some(reservation) = self.reservation.clone() else {
             return;
         };
         let authority = self.client.objects.location.authority();
-        match authority.release_target(reservation).await {
-            Ok(Outcome::Applied(())) => {}
-            other => {
-                tracing::info!(?other, "relocation release did not apply");
-                self.release_refused = true;
+        let deadline = self.deadline();
+        loop {
+            let released = match authority.reservation_now(&reservation).await {
+                Ok(Some(now)) => authority.release_target(&now).await,
+                Ok(None) => Ok(Outcome::Conflict(crate::location::Conflict::Reservation)),
+                Err(e) => Err(e),
+            };
+            match released {
+                Ok(Outcome::Applied(())) => return,
+                Ok(other) => {
+                    tracing::info!(?other, "relocation release did not apply");
+                    self.release_refused = true;
+                    return;
+                }
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::info!(error = %e, "relocation release: no reply, re-reading");
+                    tokio::time::sleep(SETTLE_PAUSE).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "relocation release not settled by the deadline");
+                    self.release_refused = true;
+                    return;
+                }
             }
         }
     }

@@ -70,8 +70,19 @@
 //! target. A relay that fails after relay-ready is fed to the unit as a deadline. The held
 //! work is restored together with the reopen, after the release (the unit lists
 //! `RestoreHeldWorkInOrder` before `ReleaseTarget`). A stage record whose store reply is lost
-//! is written once more (`RereadAndRetry`), then the move is cancelled (a deadline); a retry
-//! whose first write had applied conflicts and cancels too. The `Completed` record is not
+//! is settled first by the location engine (an exact re-read of its witness key); when that
+//! read fails too, the move settles it itself (spec 21 §10, never guessing): it re-reads the
+//! record — applied if it holds exactly the record this move wrote (its stage mark: stage and
+//! RelocationId) at a newer version and the reservation row carried it once more; then the
+//! unit is fed the applied outcome with the versions read — or, if the record is still at the
+//! version the write was conditioned on, retries the same write (same condition and
+//! reservation), until `storeFailureGrace` has passed; only then is the unit fed `ReplyLost`
+//! and its `RereadAndRetry` becomes a deadline (cancelled). A record changed otherwise is a
+//! conflict. The release of a cancelled move is conditioned on the reservation row's version
+//! as it reads it then (a store failure is re-read and retried until the same deadline), so
+//! a lost reply never leaks the target capacity. An ordinary Preserve that rewrote the record
+//! with the very same bytes after a lost stage write cannot be told apart from it by reading
+//! and is taken as that write. The `Completed` record is not
 //! written (the unit is left at `Committed`: the target is the owner then and
 //! `preserve_carrying` needs the reservation NewOwner consumed), so the Prepared stage mark
 //! stays in the record payload until its next Preserve. A message sent on the source node

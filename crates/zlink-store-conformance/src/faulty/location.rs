@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use zlink_store_spi::{
     DynLocationStore, LocationStore, ReadResult, ScanRequest, ScanResult, StoreKey, StoreResult,
     WriteRequest, WriteResult,
@@ -76,6 +77,16 @@ const OPS: usize = LocationOp::ALL.len();
 pub struct FaultyLocationStore<S = Arc<dyn DynLocationStore>> {
     inner: S,
     switches: Switchboard<OPS>,
+    /// One-shot faults for the next operation that touches a key, in the order set.
+    keyed: Mutex<Vec<Keyed>>,
+}
+
+/// A one-shot fault for the next operation of `op` that touches `key`.
+#[derive(Debug, Clone)]
+struct Keyed {
+    op: LocationOp,
+    key: StoreKey,
+    fault: Fault,
 }
 
 impl<S: LocationStore> FaultyLocationStore<S> {
@@ -84,6 +95,7 @@ impl<S: LocationStore> FaultyLocationStore<S> {
         FaultyLocationStore {
             inner,
             switches: Switchboard::new(),
+            keyed: Mutex::new(Vec::new()),
         }
     }
 
@@ -123,6 +135,33 @@ impl<S: LocationStore> FaultyLocationStore<S> {
         self.switches.burst_remaining()
     }
 
+    /// The next write that touches `key` (puts or deletes it, or has a condition on it) gets
+    /// `fault` in place of any other; once. For example `Fault::LOSE_REPLY` lets that one write
+    /// apply and loses its reply, whatever the other writes do.
+    pub fn fail_next_write_touching(&self, key: StoreKey, fault: Fault) {
+        self.keyed.lock().push(Keyed {
+            op: LocationOp::Write,
+            key,
+            fault,
+        });
+    }
+
+    /// The next read of `key` gets `fault` in place of any other; once.
+    pub fn fail_next_read_of(&self, key: StoreKey, fault: Fault) {
+        self.keyed.lock().push(Keyed {
+            op: LocationOp::Read,
+            key,
+            fault,
+        });
+    }
+
+    /// Takes the first one-shot fault set for `op` on a key `touches`.
+    fn take_keyed(&self, op: LocationOp, touches: impl Fn(&StoreKey) -> bool) -> Option<Fault> {
+        let mut keyed = self.keyed.lock();
+        let at = keyed.iter().position(|k| k.op == op && touches(&k.key))?;
+        Some(keyed.remove(at).fault)
+    }
+
     /// Every operation of the kinds in `ops` waits `delay` of real time before going on
     /// (`None`: no delay).
     pub fn set_delay(&self, ops: impl IntoIterator<Item = LocationOp>, delay: Option<Duration>) {
@@ -135,10 +174,11 @@ impl<S: LocationStore> FaultyLocationStore<S> {
         self.switches.set_write_hook(hook);
     }
 
-    /// Back to passing everything through: standing faults, delays and any burst cleared. The
-    /// write hook and the counters are kept.
+    /// Back to passing everything through: standing faults, delays, any burst and the one-shot
+    /// keyed faults cleared. The write hook and the counters are kept.
     pub fn heal(&self) {
         self.switches.heal();
+        self.keyed.lock().clear();
     }
 
     /// Calls of `op` that reached the wrapper (failed ones included).
@@ -167,18 +207,29 @@ impl<S: fmt::Debug> fmt::Debug for FaultyLocationStore<S> {
         let mut d = f.debug_struct("FaultyLocationStore");
         d.field("inner", &self.inner);
         self.switches.debug_fields::<LocationOp>(&mut d);
+        d.field("keyed", &*self.keyed.lock());
         d.finish()
     }
 }
 
 impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
     async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
-        let plan = self.switches.enter(LocationOp::Read);
+        let mut plan = self.switches.enter(LocationOp::Read);
+        if let Some(fault) = self.take_keyed(LocationOp::Read, |k| k == key) {
+            plan = plan.with_fault(fault);
+        }
         plan.run(|| self.inner.read(key)).await
     }
 
     async fn write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
-        let plan = self.switches.enter(LocationOp::Write);
+        let mut plan = self.switches.enter(LocationOp::Write);
+        let touches = |k: &StoreKey| {
+            request.mutations().iter().any(|m| m.key() == k)
+                || request.conditions().iter().any(|c| c.key() == k)
+        };
+        if let Some(fault) = self.take_keyed(LocationOp::Write, touches) {
+            plan = plan.with_fault(fault);
+        }
         plan.run(|| self.inner.write(request)).await
     }
 

@@ -114,6 +114,12 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// The same operation with `fault` in place of the fault it was planned with.
+    pub(crate) fn with_fault(mut self, fault: Fault) -> Self {
+        self.fault = fault;
+        self
+    }
+
     /// Waits the delay, then fails before the inner store, or calls `inner` (after the write
     /// hook) and applies the after-fault to its result. `inner` is called only past the
     /// before-fault, so not even a provider that works when its future is created sees a

@@ -12,7 +12,7 @@
 //! target attempt can never change the owner.
 
 use zlink_codec::records::AllocationState;
-use zlink_store_spi::{Mutation, ReadResult, StoreKey, StoreVersion};
+use zlink_store_spi::{LocationStore, Mutation, ReadResult, StoreKey, StoreVersion};
 
 use super::super::admission::AdmissionOp;
 use super::super::capacity::CapacityBundle;
@@ -110,6 +110,18 @@ impl TargetReservation {
     /// The source owner it was secured by.
     pub fn source(&self) -> &HostRun {
         &self.row.source
+    }
+
+    /// How many reservation-carrying Preserves its row has seen.
+    pub(crate) fn carried(&self) -> u64 {
+        self.row.carried
+    }
+
+    /// The same reservation expecting the record at `version` (a stage record whose reply was
+    /// lost, settled by reading: the record and the row as they are now).
+    pub(crate) fn expecting(mut self, version: StoreVersion) -> Self {
+        self.expects = version;
+        self
     }
 
     /// Whether it was made for exactly this object incarnation and capacity (else using it
@@ -228,6 +240,32 @@ impl AuthorityClient {
             }
             JobResult::GuardBroken => Ok(Outcome::Conflict(Conflict::RunStillLive)),
         }
+    }
+
+    /// The reservation as its row is stored now (spec 21 §10: an unknown outcome is settled by
+    /// reading, never guessed): `None` when the row is gone (released, or consumed by
+    /// NewOwner) or holds another reservation. The copy read keeps the record version
+    /// `reservation` expects and takes the row's current version and carried count.
+    pub(crate) async fn reservation_now(
+        &self,
+        reservation: &TargetReservation,
+    ) -> Result<Option<TargetReservation>, LocationError> {
+        let ReadResult::Found { bytes, version, .. } = self.store.read(&reservation.key).await?
+        else {
+            return Ok(None);
+        };
+        let row = ReservationRow::decode(&bytes)?;
+        let same = ReservationRow {
+            carried: reservation.row.carried,
+            ..row.clone()
+        } == reservation.row;
+        Ok(same.then(|| TargetReservation {
+            row,
+            key: reservation.key.clone(),
+            version,
+            expects: reservation.expects.clone(),
+            target: reservation.target.clone(),
+        }))
     }
 
     /// Releases secured relocation target capacity (a cancelled move): deletes the

@@ -166,6 +166,14 @@ fn fresh_prefix(test: &str) -> String {
     format!("zlrt-{test}-{}", uuid::Uuid::new_v4().simple())
 }
 
+/// The store key of an object's authority record (for tests outside the location layer).
+pub(crate) fn authority_key(
+    kind: crate::location::ObjectKind,
+    id: &crate::location::ObjectId,
+) -> zlink_store_spi::StoreKey {
+    crate::location::keys::authority(kind, id).expect("authority key")
+}
+
 pub(crate) async fn snapshot_of(
     store: &dyn DynLocationStore,
     prefix: &str,

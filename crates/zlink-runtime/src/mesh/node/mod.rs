@@ -107,6 +107,7 @@
 //! | a failure before the cutover releases the target and the source serves again in order (21 §9.4) | `a_failed_restore_cancels_and_the_source_serves_again`* |
 //! | the move's stage records Preparing, Captured, Prepared are reservation-carrying Preserves written in order, one RelocationId; NewOwner is conditioned on the Prepared record's version (21 §6.1, §9.1) | `stage_records_are_written_in_order_and_the_owner_change_follows_the_last`* |
 //! | an ordinary Preserve during a move makes the next reservation-conditioned write conflict (the Prepared record, or NewOwner): cancelled, record not moved, the source serves again (21 §6.1, §9.1 failure table, §9.4) | `a_preserve_after_captured_fails_the_prepared_record_and_the_source_serves_again`*, `a_preserve_after_prepared_fails_the_owner_change_and_the_source_serves_again`* |
+//! | a stage record whose store reply is lost (and not settled by the engine) is settled by reading the record's stage mark and the reservation row, never guessed: the move goes on with the versions read, no reservation row remains and the allocation rows count the records; a cancellation releases the reservation under the row version it reads (21 §10) | `a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation`* |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
 //! `tests/instances/` (restart rows in `restarts.rs`), over a Relocation Store of the same kind — memory on the store's

@@ -2,11 +2,13 @@
 //! the record does to the move.
 
 use super::*;
+use zlink_store_conformance::{Fault, FaultyLocationStore};
 
 on_every_store!(
     stage_records_are_written_in_order_and_the_owner_change_follows_the_last,
     a_preserve_after_captured_fails_the_prepared_record_and_the_source_serves_again,
     a_preserve_after_prepared_fails_the_owner_change_and_the_source_serves_again,
+    a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation,
 );
 
 /// Each stage record a move wrote, with the stage mark (stage, RelocationId) the record held.
@@ -125,4 +127,124 @@ async fn preserve_during_a_move_cancels_it(h: &Harness, id: &str, at: RecordedSt
     assert_eq!(moved.node, rid_of(target));
     assert_eq!(caller.request(id, &Incr).await.expect("moved state"), 3);
     m.shutdown().await;
+}
+
+/// Two counter Object Servers, each over its own fault-injecting wrapper of the harness's
+/// store, and one client node; the wrappers in the servers' order.
+async fn faulty_mesh(h: &Harness) -> (Mesh, [Arc<FaultyLocationStore>; 2]) {
+    let seen = Arc::new(Seen::default());
+    let options = fast_options();
+    let faulty = [
+        Arc::new(FaultyLocationStore::new(Arc::clone(&h.store))),
+        Arc::new(FaultyLocationStore::new(Arc::clone(&h.store))),
+    ];
+    let a = server_over(faulty[0].clone(), &seen, &options).await;
+    let b = server_over(faulty[1].clone(), &seen, &options).await;
+    let c = root(h, ObjectRole::Client, Policy::Preserve, &seen, &options).await;
+    for (_, n) in [&a, &b, &c] {
+        wait_peers(n, 2).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mesh = Mesh {
+        servers: [a, b],
+        client: c,
+        seen,
+    };
+    (mesh, faulty)
+}
+
+/// Spec 21 §10: the `Captured` stage record applies but its reply is lost, and the engine
+/// cannot settle it itself (its re-read of the record fails too). The move settles it by
+/// reading the record (this move's stage mark) and the reservation row, and goes on with the
+/// versions read: the Actor moves with its state, and afterwards no reservation row remains
+/// and the allocation rows count exactly the one record (no target capacity leaked).
+async fn a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation(
+    h: &Harness,
+) {
+    use crate::location::tests::support::{authority_key, snapshot_of};
+    let (m, faulty) = faulty_mesh(h).await;
+    let caller = m.client.0.actors().expect("manager");
+    let r = caller
+        .get_or_create("counter", "l1")
+        .await
+        .expect("created");
+    assert_eq!(caller.request("l1", &Incr).await.expect("incr"), 1);
+    let (source, target) = m.owner_and_other(&r);
+    let lossy = if rid_of(source) == rid_of(&m.servers[0].0) {
+        Arc::clone(&faulty[0])
+    } else {
+        Arc::clone(&faulty[1])
+    };
+    let key = authority_key(
+        ObjectKind::Actor,
+        &zlink_codec::ObjectId::new("l1").expect("id"),
+    );
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let hook: crate::relocation::StageHook = Arc::new(move |stage| {
+        log.lock().push(stage);
+        if stage == RecordedStage::Preparing {
+            // The next write of the record (Captured) applies and loses its reply; the
+            // engine's re-read of the record right after fails as well.
+            lossy.fail_next_write_touching(key.clone(), Fault::LOSE_REPLY);
+            lossy.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
+        }
+        Box::pin(async {})
+    });
+    let objects = &source.actors().expect("manager").client.objects;
+    *objects.relocations.stage_hook.lock() = Some(hook);
+    let moved = relocate(source, &r).await.expect("moved");
+    assert_eq!(moved.node, rid_of(target));
+    assert_eq!(
+        seen.lock().clone(),
+        vec![
+            RecordedStage::Preparing,
+            RecordedStage::Captured,
+            RecordedStage::Prepared
+        ],
+        "the lost Captured record was settled as applied, and written once"
+    );
+    assert_eq!(caller.request("l1", &Incr).await.expect("moved state"), 2);
+    assert!(
+        snapshot_of(h.store.as_ref(), "capacity-reservation\0")
+            .await
+            .is_empty(),
+        "no reservation row remains"
+    );
+    let counted: u64 = snapshot_of(h.store.as_ref(), "node-capacity\0")
+        .await
+        .values()
+        .map(|(bytes, _)| {
+            crate::location::testing::CapacityRow::decode(bytes)
+                .expect("allocation row")
+                .actors
+        })
+        .sum();
+    assert_eq!(counted, 1, "the allocation rows count the one record");
+    m.shutdown().await;
+}
+
+/// A counter Object Server (Preserve policy) over `store`, as `root` makes one over the
+/// harness's store.
+async fn server_over(
+    store: Arc<dyn zlink_store_spi::DynLocationStore>,
+    seen: &Arc<Seen>,
+    options: &crate::location::LocationOptions,
+) -> (ZLinkHost, MeshNode) {
+    let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
+    let seen = Arc::clone(seen);
+    let host = ZLink::builder()
+        .location_store(store)
+        .relocation_store(relocation)
+        .location_options(options.clone())
+        .route_mesh(mesh(), move |n| {
+            n.object_role(ObjectRole::Server)
+                .actor_type::<Counter>("counter", counter_type(Policy::Preserve, seen))
+        })
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    let node = host.node(&mesh()).expect("the node");
+    (host, node)
 }
