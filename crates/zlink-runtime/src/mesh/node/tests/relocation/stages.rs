@@ -9,6 +9,7 @@ on_every_store!(
     a_preserve_after_captured_fails_the_prepared_record_and_the_source_serves_again,
     a_preserve_after_prepared_fails_the_owner_change_and_the_source_serves_again,
     a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation,
+    a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_reads,
 );
 
 /// Each stage record a move wrote, with the stage mark (stage, RelocationId) the record held.
@@ -131,9 +132,11 @@ async fn preserve_during_a_move_cancels_it(h: &Harness, id: &str, at: RecordedSt
 
 /// Two counter Object Servers, each over its own fault-injecting wrapper of the harness's
 /// store, and one client node; the wrappers in the servers' order.
-async fn faulty_mesh(h: &Harness) -> (Mesh, [Arc<FaultyLocationStore>; 2]) {
+async fn faulty_mesh(
+    h: &Harness,
+    options: crate::location::LocationOptions,
+) -> (Mesh, [Arc<FaultyLocationStore>; 2]) {
     let seen = Arc::new(Seen::default());
-    let options = fast_options();
     let faulty = [
         Arc::new(FaultyLocationStore::new(Arc::clone(&h.store))),
         Arc::new(FaultyLocationStore::new(Arc::clone(&h.store))),
@@ -161,8 +164,8 @@ async fn faulty_mesh(h: &Harness) -> (Mesh, [Arc<FaultyLocationStore>; 2]) {
 async fn a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation(
     h: &Harness,
 ) {
-    use crate::location::tests::support::{authority_key, snapshot_of};
-    let (m, faulty) = faulty_mesh(h).await;
+    use crate::location::tests::support::authority_key;
+    let (m, faulty) = faulty_mesh(h, fast_options()).await;
     let caller = m.client.0.actors().expect("manager");
     let r = caller
         .get_or_create("counter", "l1")
@@ -205,22 +208,7 @@ async fn a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_r
         "the lost Captured record was settled as applied, and written once"
     );
     assert_eq!(caller.request("l1", &Incr).await.expect("moved state"), 2);
-    assert!(
-        snapshot_of(h.store.as_ref(), "capacity-reservation\0")
-            .await
-            .is_empty(),
-        "no reservation row remains"
-    );
-    let counted: u64 = snapshot_of(h.store.as_ref(), "node-capacity\0")
-        .await
-        .values()
-        .map(|(bytes, _)| {
-            crate::location::testing::CapacityRow::decode(bytes)
-                .expect("allocation row")
-                .actors
-        })
-        .sum();
-    assert_eq!(counted, 1, "the allocation rows count the one record");
+    no_reservation_leaked(h, 1).await;
     m.shutdown().await;
 }
 
@@ -247,4 +235,79 @@ async fn server_over(
         .expect("the host starts");
     let node = host.node(&mesh()).expect("the node");
     (host, node)
+}
+
+/// No reservation row remains and the allocation rows count exactly `records` actors.
+async fn no_reservation_leaked(h: &Harness, records: u64) {
+    use crate::location::tests::support::snapshot_of;
+    assert!(
+        snapshot_of(h.store.as_ref(), "capacity-reservation\0")
+            .await
+            .is_empty(),
+        "no reservation row remains"
+    );
+    let counted: u64 = snapshot_of(h.store.as_ref(), "node-capacity\0")
+        .await
+        .values()
+        .map(|(bytes, _)| {
+            crate::location::testing::CapacityRow::decode(bytes)
+                .expect("allocation row")
+                .actors
+        })
+        .sum();
+    assert_eq!(counted, records, "the allocation rows count the records");
+}
+
+/// Spec 21 §10: the `Captured` stage record applies but its reply is lost, and the record
+/// cannot be read back until `storeFailureGrace` has passed: the move is cancelled (never
+/// guessing), and its release is conditioned on the reservation row as read then (the lost
+/// write had carried it once more), so the target capacity is returned; the Actor stays and
+/// serves with its state, and a later move succeeds.
+async fn a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_reads(h: &Harness) {
+    use crate::location::tests::support::authority_key;
+    let options = fast_options().store_failure_grace(std::time::Duration::from_millis(500));
+    let (m, faulty) = faulty_mesh(h, options).await;
+    let caller = m.client.0.actors().expect("manager");
+    let r = caller
+        .get_or_create("counter", "l2")
+        .await
+        .expect("created");
+    assert_eq!(caller.request("l2", &Incr).await.expect("incr"), 1);
+    let (source, target) = m.owner_and_other(&r);
+    let lossy = if rid_of(source) == rid_of(&m.servers[0].0) {
+        Arc::clone(&faulty[0])
+    } else {
+        Arc::clone(&faulty[1])
+    };
+    let key = authority_key(
+        ObjectKind::Actor,
+        &zlink_codec::ObjectId::new("l2").expect("id"),
+    );
+    let armed = Arc::clone(&lossy);
+    let hook: crate::relocation::StageHook = Arc::new(move |stage| {
+        if stage == RecordedStage::Preparing {
+            // The Captured write applies and loses its reply; every read of the record by the
+            // source fails from then on (far more reads than the grace leaves time for).
+            armed.fail_next_write_touching(key.clone(), Fault::LOSE_REPLY);
+            for _ in 0..100_000 {
+                armed.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
+            }
+        }
+        Box::pin(async {})
+    });
+    let objects = &source.actors().expect("manager").client.objects;
+    *objects.relocations.stage_hook.lock() = Some(hook);
+    let err = relocate(source, &r).await.expect_err("cancelled");
+    lossy.heal();
+    *objects.relocations.stage_hook.lock() = None;
+    // The store failure that was never settled is reported.
+    assert_eq!(err.kind(), ErrorKind::InternalFailure, "{err}");
+    no_reservation_leaked(h, 1).await;
+    assert_eq!(record(source, "l2").await.0, rid_of(source), "not moved");
+    assert_eq!(caller.request("l2", &Incr).await.expect("served here"), 2);
+    let moved = relocate(source, &r).await.expect("moved");
+    assert_eq!(moved.node, rid_of(target));
+    assert_eq!(caller.request("l2", &Incr).await.expect("moved state"), 3);
+    no_reservation_leaked(h, 1).await;
+    m.shutdown().await;
 }
