@@ -130,6 +130,15 @@ pub(crate) struct Incoming {
     stage: Arc<tokio::sync::Mutex<Stage>>,
 }
 
+/// The assembly stage of the Restore `relocation` in progress here, if any.
+fn incoming_stage(host: &ObjectHost, relocation: u128) -> Option<Arc<tokio::sync::Mutex<Stage>>> {
+    host.relocations
+        .incoming
+        .lock()
+        .get(&relocation)
+        .map(|i| Arc::clone(&i.stage))
+}
+
 async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
     let cmd: RestoreCommand = wire::decode(env.payload())?;
     let header = RestoreHeader::decode(&cmd.header).map_err(|e| wire::protocol(&e.to_string()))?;
@@ -199,12 +208,7 @@ async fn chunk(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
     let chunk =
         PayloadChunk::decode(env.payload().clone()).map_err(|e| wire::protocol(&e.to_string()))?;
     let relocation = chunk.binding().relocation_id().get();
-    let stage = host
-        .relocations
-        .incoming
-        .lock()
-        .get(&relocation)
-        .map(|i| Arc::clone(&i.stage));
+    let stage = incoming_stage(&host, relocation);
     let Some(stage) = stage else {
         tracing::debug!(relocation, "relocation chunk of no Restore here discarded");
         return Ok(None);
@@ -324,12 +328,7 @@ async fn ready(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
         relocation: cmd.relocation.clone(),
     }
     .id()?;
-    let stage = host
-        .relocations
-        .incoming
-        .lock()
-        .get(&relocation)
-        .map(|i| Arc::clone(&i.stage));
+    let stage = incoming_stage(&host, relocation);
     let Some(stage) = stage else {
         return Err(failed("no prepared instance for this relocation"));
     };
