@@ -258,6 +258,14 @@ impl Mesh {
         }
     }
 
+    /// The client's Actor manager and the counter `id`, created and incremented once (to 1).
+    async fn counter_at_one(&self, id: &str) -> (crate::objects::ActorManager, ActorRef) {
+        let caller = self.client.0.actors().expect("manager");
+        let r = caller.get_or_create("counter", id).await.expect("created");
+        assert_eq!(caller.request(id, &Incr).await.expect("incr"), 1);
+        (caller, r)
+    }
+
     async fn shutdown(self) {
         let [(ha, _), (hb, _)] = self.servers;
         self.client.0.shutdown().await;
@@ -369,12 +377,7 @@ async fn recreated_actor_moves_and_restarts_from_its_factory(h: &Harness) {
 
 async fn disabled_actor_is_rejected_before_capture_and_keeps_serving(h: &Harness) {
     let m = mesh_of(h, Policy::Disable).await;
-    let caller = m.client.0.actors().expect("manager");
-    let r = caller
-        .get_or_create("counter", "d1")
-        .await
-        .expect("created");
-    assert_eq!(caller.request("d1", &Incr).await.expect("incr"), 1);
+    let (caller, r) = m.counter_at_one("d1").await;
     let (source, _) = m.owner_and_other(&r);
     let before = record(source, "d1").await;
     let err = relocate(source, &r).await.expect_err("refused");
@@ -459,12 +462,7 @@ async fn messages_sent_during_a_move_run_once_in_order(h: &Harness) {
 
 async fn a_stale_caller_is_followed_to_the_new_owner(h: &Harness) {
     let m = mesh_of(h, Policy::Preserve).await;
-    let caller = m.client.0.actors().expect("manager");
-    let r = caller
-        .get_or_create("counter", "f1")
-        .await
-        .expect("created");
-    assert_eq!(caller.request("f1", &Incr).await.expect("incr"), 1);
+    let (caller, r) = m.counter_at_one("f1").await;
     let key = (
         AuthorityKind::Actor,
         zlink_codec::ObjectId::new("f1").expect("id"),
@@ -500,12 +498,7 @@ async fn a_stale_caller_is_followed_to_the_new_owner(h: &Harness) {
 
 async fn a_failed_restore_cancels_and_the_source_serves_again(h: &Harness) {
     let m = mesh_of(h, Policy::Preserve).await;
-    let caller = m.client.0.actors().expect("manager");
-    let r = caller
-        .get_or_create("counter", "c1")
-        .await
-        .expect("created");
-    assert_eq!(caller.request("c1", &Incr).await.expect("incr"), 1);
+    let (caller, r) = m.counter_at_one("c1").await;
     let (source, target) = m.owner_and_other(&r);
     let before = record(source, "c1").await;
     m.seen.fail_restore.store(true, Ordering::SeqCst);
@@ -531,12 +524,7 @@ async fn a_failed_restore_cancels_and_the_source_serves_again(h: &Harness) {
 async fn without_message_follow_a_stale_caller_rereads_and_reaches_the_new_owner(h: &Harness) {
     let options = fast_options().message_follow_duration(std::time::Duration::ZERO);
     let m = mesh_with(h, Policy::Preserve, options).await;
-    let caller = m.client.0.actors().expect("manager");
-    let r = caller
-        .get_or_create("counter", "n1")
-        .await
-        .expect("created");
-    assert_eq!(caller.request("n1", &Incr).await.expect("incr"), 1);
+    let (caller, r) = m.counter_at_one("n1").await;
     let (source, target) = m.owner_and_other(&r);
     relocate(source, &r).await.expect("moved");
     // The old owner no longer takes it: the stale caller hears Unavailable and drops its
@@ -557,12 +545,7 @@ async fn without_message_follow_a_stale_caller_rereads_and_reaches_the_new_owner
 
 async fn a_target_that_does_not_offer_the_type_is_refused_and_the_actor_stays(h: &Harness) {
     let m = mesh_of(h, Policy::Preserve).await;
-    let caller = m.client.0.actors().expect("manager");
-    let r = caller
-        .get_or_create("counter", "t1")
-        .await
-        .expect("created");
-    assert_eq!(caller.request("t1", &Incr).await.expect("incr"), 1);
+    let (caller, r) = m.counter_at_one("t1").await;
     let (source, _) = m.owner_and_other(&r);
     let before = record(source, "t1").await;
     let client_rid = m.client.1.routing_id().clone();

@@ -51,12 +51,7 @@ fn hook_stages(source: &ZLinkHost, id: &str, preserve_at: Option<RecordedStage>)
 
 async fn stage_records_are_written_in_order_and_the_owner_change_follows_the_last(h: &Harness) {
     let m = mesh_of(h, Policy::Preserve).await;
-    let caller = m.client.0.actors().expect("manager");
-    let r = caller
-        .get_or_create("counter", "s1")
-        .await
-        .expect("created");
-    assert_eq!(caller.request("s1", &Incr).await.expect("incr"), 1);
+    let (caller, r) = m.counter_at_one("s1").await;
     let (source, target) = m.owner_and_other(&r);
     let stages = hook_stages(source, "s1", None);
     let moved = relocate(source, &r).await.expect("moved");
@@ -166,12 +161,7 @@ async fn a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_r
 ) {
     use crate::location::tests::support::authority_key;
     let (m, faulty) = faulty_mesh(h, fast_options()).await;
-    let caller = m.client.0.actors().expect("manager");
-    let r = caller
-        .get_or_create("counter", "l1")
-        .await
-        .expect("created");
-    assert_eq!(caller.request("l1", &Incr).await.expect("incr"), 1);
+    let (caller, r) = m.counter_at_one("l1").await;
     let (source, target) = m.owner_and_other(&r);
     let lossy = if rid_of(source) == rid_of(&m.servers[0].0) {
         Arc::clone(&faulty[0])
@@ -267,12 +257,7 @@ async fn a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_r
     use crate::location::tests::support::authority_key;
     let options = fast_options().store_failure_grace(std::time::Duration::from_millis(500));
     let (m, faulty) = faulty_mesh(h, options).await;
-    let caller = m.client.0.actors().expect("manager");
-    let r = caller
-        .get_or_create("counter", "l2")
-        .await
-        .expect("created");
-    assert_eq!(caller.request("l2", &Incr).await.expect("incr"), 1);
+    let (caller, r) = m.counter_at_one("l2").await;
     let (source, target) = m.owner_and_other(&r);
     let lossy = if rid_of(source) == rid_of(&m.servers[0].0) {
         Arc::clone(&faulty[0])
