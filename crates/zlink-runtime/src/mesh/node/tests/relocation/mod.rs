@@ -49,6 +49,19 @@ struct Counter {
     seen: Option<Arc<Seen>>,
 }
 impl Actor for Counter {}
+
+impl Counter {
+    /// Applies step `seq` of `stream`, counting a step that does not follow the last one.
+    fn apply(&mut self, stream: u32, seq: u64) {
+        let last = self.last.entry(stream).or_insert(0);
+        if seq != *last + 1 {
+            self.out_of_order += 1;
+        }
+        *last = seq;
+        self.total += seq;
+        self.applied += 1;
+    }
+}
 impl Drop for Counter {
     fn drop(&mut self) {
         if let Some(s) = &self.seen {
@@ -157,25 +170,13 @@ fn counter_type(
             })
             .on_request::<Step, _>(|c, step, _ctx| {
                 Box::pin(async move {
-                    let last = c.last.entry(step.stream).or_insert(0);
-                    if step.seq != *last + 1 {
-                        c.out_of_order += 1;
-                    }
-                    *last = step.seq;
-                    c.total += step.seq;
-                    c.applied += 1;
+                    c.apply(step.stream, step.seq);
                     Ok(step.seq)
                 })
             })
             .on_send::<StepSend, _>(|c, step, _ctx| {
                 Box::pin(async move {
-                    let last = c.last.entry(step.stream).or_insert(0);
-                    if step.seq != *last + 1 {
-                        c.out_of_order += 1;
-                    }
-                    *last = step.seq;
-                    c.total += step.seq;
-                    c.applied += 1;
+                    c.apply(step.stream, step.seq);
                     Ok(())
                 })
             })
