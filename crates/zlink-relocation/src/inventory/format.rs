@@ -53,41 +53,50 @@ fn hex32(bytes: &[u8; 32], f: &mut fmt::Formatter<'_>) -> fmt::Result {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PageDigest([u8; 32]);
 
+/// The accessors, hex `Display` and `Debug` every 32-byte SHA-256 value here shares.
+macro_rules! sha256_value {
+    ($name:ident, $wrap_doc:literal) => {
+        impl $name {
+            #[doc = $wrap_doc]
+            pub fn from_bytes(bytes: [u8; 32]) -> Self {
+                Self(bytes)
+            }
+
+            /// The raw bytes.
+            pub fn as_bytes(&self) -> &[u8; 32] {
+                &self.0
+            }
+
+            /// Lowercase hex (64 characters).
+            pub fn to_hex(&self) -> String {
+                self.to_string()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                hex32(&self.0, f)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($name), "("))?;
+                hex32(&self.0, f)?;
+                write!(f, ")")
+            }
+        }
+    };
+}
+
 impl PageDigest {
     /// The digest of some bytes.
     pub fn of(bytes: &[u8]) -> Self {
         Self(Sha256::digest(bytes).into())
     }
-
-    /// Wraps raw digest bytes.
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-
-    /// The raw bytes.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-
-    /// Lowercase hex (64 characters).
-    pub fn to_hex(&self) -> String {
-        self.to_string()
-    }
 }
 
-impl fmt::Display for PageDigest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        hex32(&self.0, f)
-    }
-}
-
-impl fmt::Debug for PageDigest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PageDigest(")?;
-        hex32(&self.0, f)?;
-        write!(f, ")")
-    }
-}
+sha256_value!(PageDigest, "Wraps raw digest bytes.");
 
 /// The target-list content checksum: SHA-256 over the ordered entries (see
 /// [`target_list_checksum`](crate::inventory::target_list_checksum)). Recorded at Preparing and
@@ -95,36 +104,10 @@ impl fmt::Debug for PageDigest {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TargetListChecksum([u8; 32]);
 
-impl TargetListChecksum {
-    /// Wraps raw checksum bytes (as read from a record).
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-
-    /// The raw bytes.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-
-    /// Lowercase hex (64 characters).
-    pub fn to_hex(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl fmt::Display for TargetListChecksum {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        hex32(&self.0, f)
-    }
-}
-
-impl fmt::Debug for TargetListChecksum {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TargetListChecksum(")?;
-        hex32(&self.0, f)?;
-        write!(f, ")")
-    }
-}
+sha256_value!(
+    TargetListChecksum,
+    "Wraps raw checksum bytes (as read from a record)."
+);
 
 /// Streams entry records into the content checksum:
 /// `SHA-256(domain ‖ record… ‖ u64 BE entry count)`.
