@@ -187,6 +187,11 @@ impl ObjectHost {
         {
             return Err(stale("the reservation does not name this node's run"));
         }
+        if !self.accepts_new_objects() {
+            // Relocating, Relocated or Draining: no new object here (spec 28 §10).
+            self.cancel(handle).await;
+            return Err(self.not_accepting());
+        }
         let hosted = self
             .types
             .get(handle.stable_type())

@@ -75,6 +75,9 @@ pub(crate) struct ObjectHost {
     pub(crate) instances: super::instance::Instances,
     /// Live relocations through this node: held, followed and prepared objects.
     pub(crate) relocations: crate::relocation::Relocations,
+    /// The host state (`None` in tests built without a root): new objects are placed here
+    /// only while `Serving` (spec 28 §10).
+    host_state: Option<tokio::sync::watch::Receiver<zlink_codec::records::HostState>>,
 }
 
 impl std::fmt::Debug for ObjectHost {
@@ -128,7 +131,42 @@ impl ObjectHost {
             limits: crate::location::CapacityLimits::default(),
             instances: super::instance::Instances::new(),
             relocations: crate::relocation::Relocations::default(),
+            host_state: None,
         }
+    }
+
+    /// The same host following the root's host state.
+    pub(crate) fn with_host_state(
+        mut self,
+        state: tokio::sync::watch::Receiver<zlink_codec::records::HostState>,
+    ) -> Self {
+        self.host_state = Some(state);
+        self
+    }
+
+    /// Whether a new object may be created, joined or claimed here: only while the host is
+    /// `Serving` (spec 28 §10: rejected while `Relocating`, `Relocated` and `Draining`).
+    pub(crate) fn accepts_new_objects(&self) -> bool {
+        self.host_state
+            .as_ref()
+            .is_none_or(|s| *s.borrow() == zlink_codec::records::HostState::Serving)
+    }
+
+    /// The error a creation, join or claim gets while the host does not accept new objects.
+    pub(crate) fn not_accepting(&self) -> ZLinkError {
+        ZLinkError::Unavailable {
+            target: format!("new objects on MeshNode {:?}", self.mesh.as_str()),
+            reason: crate::mesh::messaging::UnavailableReason::NotServing,
+        }
+    }
+
+    /// Every live activation: its key, kind and stable type.
+    pub(crate) fn live_list(&self) -> Vec<(ObjectKey, ObjectKind, StableType)> {
+        self.live
+            .lock()
+            .iter()
+            .map(|(k, e)| (k.clone(), e.kind, e.stable_type.clone()))
+            .collect()
     }
 
     /// The same host with `permits` activation concurrency permits (positive, validated at
@@ -323,6 +361,10 @@ impl ObjectHost {
         spot: &ObjectId,
         spot_generation: u64,
     ) -> Result<(), ZLinkError> {
+        if !self.accepts_new_objects() {
+            // Joins are rejected while Relocating, Relocated or Draining (spec 28 §10).
+            return Err(self.not_accepting());
+        }
         let authority = self.location.authority();
         let read = |kind, id| async move { authority.read(kind, id).await.map_err(store_failure) };
         let AuthorityRead::Found { handle: a, .. } = read(ObjectKind::Actor, actor).await? else {

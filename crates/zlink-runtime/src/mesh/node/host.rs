@@ -36,6 +36,12 @@ pub(crate) struct HostInner {
     pub(crate) hosted: tokio::sync::Mutex<Option<RunningHostedServices>>,
     pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     pub(crate) report: tokio::sync::OnceCell<ShutdownReport>,
+    /// The host Relocate operation and its kept results.
+    pub(crate) relocate: super::relocate::SlotCell,
+    /// This host's application version (spec 28 §2, §4).
+    pub(crate) application_version: u64,
+    /// This host's maintenance wave, if any (spec 28 §4).
+    pub(crate) maintenance_wave: Option<String>,
 }
 
 impl Drop for HostInner {
@@ -338,8 +344,34 @@ impl ZLinkHost {
     pub fn status(&self) -> HostStatus {
         HostStatus {
             state: self.state(),
+            last_relocation: self.inner.relocate.lock().last(),
+            shutdown: self.inner.report.get().cloned(),
             nodes: self.inner.nodes.iter().map(MeshNode::status).collect(),
         }
+    }
+
+    /// An ordered stream of this host's state changes and terminal results (spec 28 §2,
+    /// §11): the current state first, then every change; nothing is dropped for a slow
+    /// observer.
+    pub fn observe(&self) -> super::HostObserver {
+        self.inner.life.observe()
+    }
+
+    /// Moves every stateful object of this host to other nodes and leaves the host
+    /// `Relocated` on success, its descriptors, listeners and connections kept (spec 06 §2,
+    /// 28 §2–§8; see [`RelocateOptions`](super::RelocateOptions) and the `relocate` module
+    /// docs of this crate's `mesh::node` for the order). Invalid options are an error before
+    /// anything changes; every other ending is a [`RelocationResult`](super::RelocationResult)
+    /// — `Relocated`, or `Blocked` with its reason. Concurrent calls with the same mode and
+    /// effective version share one operation; other options get `Blocked/OperationInProgress`
+    /// at once; a call in `Relocated` returns the first `Relocated` result. Dropping the
+    /// returned future ends only this caller's wait. Call [`shutdown`](Self::shutdown)
+    /// afterwards.
+    pub async fn relocate(
+        &self,
+        options: super::RelocateOptions,
+    ) -> Result<super::RelocationResult, super::RelocateError> {
+        super::relocate::relocate(&self.inner, options).await
     }
 
     /// [`shutdown_within`](Self::shutdown_within) the default 30-second deadline.
@@ -366,7 +398,13 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
     let end = tokio::time::Instant::now() + deadline;
     let mut failures = Vec::new();
     host.life.transition(
-        &[HostState::Preparing, HostState::Serving, HostState::Error],
+        &[
+            HostState::Preparing,
+            HostState::Serving,
+            HostState::Relocating,
+            HostState::Relocated,
+            HostState::Error,
+        ],
         HostState::Draining,
     );
     if let Some(h) = host.hosted.lock().await.as_ref() {
@@ -483,13 +521,16 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
         tracing::warn!(failure = %f, "shutdown cleanup step failed");
     }
     tracing::info!(?outcome, ?reason, "host stopped");
-    ShutdownReport {
+    let report = ShutdownReport {
         outcome,
         reason,
         sweep,
         abandoned,
         failures,
-    }
+    };
+    host.life
+        .emit(super::observe::HostEvent::Termination(report.clone()));
+    report
 }
 
 /// Completes once no Ready peer connection of `nodes` has a reply queued or being written.

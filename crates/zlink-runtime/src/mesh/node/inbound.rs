@@ -109,9 +109,25 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         let peer = Arc::clone(frame.peer());
         let peer_rid = &peer.rid;
         let env = frame.into_envelope();
-        if node.life.state() != HostState::Serving {
-            answer(&node, peer_rid, &env, Err(ZLinkError::ShuttingDown));
-            continue;
+        let objects_address = env.address() == super::core::ACTOR_ADDRESS
+            || env.address() == super::core::SPOT_ADDRESS;
+        match node.life.state() {
+            HostState::Serving | HostState::Relocating => {}
+            // Every stateful object left: node-direct requests are refused (no local owner);
+            // object messages still reach the follow windows or are answered by the record.
+            HostState::Relocated if objects_address => {}
+            HostState::Relocated => {
+                let refused = ZLinkError::Unavailable {
+                    target: "this host (relocated)".into(),
+                    reason: crate::mesh::messaging::UnavailableReason::NotServing,
+                };
+                answer(&node, peer_rid, &env, Err(refused));
+                continue;
+            }
+            _ => {
+                answer(&node, peer_rid, &env, Err(ZLinkError::ShuttingDown));
+                continue;
+            }
         }
         let cost = job_cost(env.payload().len(), env.metadata().len());
         let permit = node.mailbox.reserve(cost).await;
@@ -122,8 +138,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
                 continue;
             }
         };
-        if env.address() == super::core::ACTOR_ADDRESS || env.address() == super::core::SPOT_ADDRESS
-        {
+        if objects_address {
             // Submitted to the Actor's mailbox here, in arrival order (one sender's messages
             // keep their order); only the wait for the reply runs in its own task.
             let Some(objects) = node.objects.get() else {

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 use zlink_codec::records::HostState;
 
+use super::observe::{HostEvent, HostEvents, HostObserver};
 use crate::mesh::messaging::{Cancellation, UnavailableReason, ZLinkError};
 
 /// The shared lifecycle of one started root: its state and its accepted work.
@@ -20,6 +21,8 @@ pub(crate) struct Lifecycle {
     idle: Notify,
     /// Cancelled when shutdown passes its deadline: work still running is abandoned.
     force: Cancellation,
+    /// The observers of state changes and terminal results.
+    events: HostEvents,
 }
 
 impl Lifecycle {
@@ -30,6 +33,7 @@ impl Lifecycle {
             accepted: AtomicUsize::new(0),
             idle: Notify::new(),
             force: Cancellation::new(),
+            events: HostEvents::default(),
         })
     }
 
@@ -47,7 +51,25 @@ impl Lifecycle {
         }
         tracing::info!(from = ?now, to = ?to, "host state changed");
         self.state.send_replace(to);
+        self.events.emit(HostEvent::State(to));
         true
+    }
+
+    /// A new observer: the current state first, then every later change in order.
+    pub(crate) fn observe(&self) -> HostObserver {
+        let _g = self.change.lock();
+        self.events.subscribe(self.state())
+    }
+
+    /// Tells every observer of a terminal result.
+    pub(crate) fn emit(&self, event: HostEvent) {
+        let _g = self.change.lock();
+        self.events.emit(event);
+    }
+
+    /// A receiver of every state change.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<HostState> {
+        self.state.subscribe()
     }
 
     /// Completes once the state is `Serving` or later.
@@ -57,13 +79,16 @@ impl Lifecycle {
     }
 
     /// Admits one piece of new application work (an outbound call or an inbound dispatch):
-    /// only `Serving` admits; `Draining` and later end it with ShuttingDown (spec 28 §10).
+    /// `Serving`, `Relocating` (existing owners run their messages until each unit's seal)
+    /// and `Relocated` (messages for moved objects are followed or answered by the record;
+    /// node-direct requests are refused by the inbound path) admit; `Draining` and later end
+    /// it with ShuttingDown (spec 28 §10).
     pub(crate) fn admit(self: &Arc<Self>) -> Result<WorkGuard, ZLinkError> {
         match self.state() {
-            HostState::Serving => {
+            HostState::Serving | HostState::Relocating | HostState::Relocated => {
                 self.accepted.fetch_add(1, Ordering::AcqRel);
                 // Re-check: a shutdown that sealed admission in between must not miss this one.
-                if self.state() != HostState::Serving {
+                if !self.state().admits_work() {
                     drop(WorkGuard {
                         life: Arc::clone(self),
                     });
@@ -100,6 +125,20 @@ impl Lifecycle {
     /// The signal shutdown cancels when its deadline passes.
     pub(crate) fn force(&self) -> &Cancellation {
         &self.force
+    }
+}
+
+/// Which states admit new application work.
+trait AdmitsWork {
+    fn admits_work(self) -> bool;
+}
+
+impl AdmitsWork for HostState {
+    fn admits_work(self) -> bool {
+        matches!(
+            self,
+            HostState::Serving | HostState::Relocating | HostState::Relocated
+        )
     }
 }
 

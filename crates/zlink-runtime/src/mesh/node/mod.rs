@@ -139,8 +139,10 @@ mod host;
 mod inbound;
 mod lifecycle;
 mod mailbox;
+mod observe;
 mod peers;
 mod pending;
+mod relocate;
 mod start;
 mod status;
 mod takeover;
@@ -155,6 +157,11 @@ pub use host::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub(crate) use inbound::answer as answer_request;
 pub use mailbox::{DEFAULT_MAILBOX_BYTES, DEFAULT_MAILBOX_JOBS, JOB_OVERHEAD_BYTES};
 pub(crate) use mailbox::{Mailbox, MailboxPermit, job_cost};
+pub use observe::{HostEvent, HostObserver};
+pub use relocate::{
+    DEFAULT_RELOCATE_DEADLINE, RelocateError, RelocateErrorKind, RelocateOptions, RelocationMode,
+    RelocationOutcome, RelocationReason, RelocationResult,
+};
 pub use start::{StartError, StartErrorKind};
 pub use status::{
     HostStatus, ManualPeerStatus, NodeStatus, PeerStatus, ShutdownOutcome, ShutdownReason,

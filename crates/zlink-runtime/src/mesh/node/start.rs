@@ -310,6 +310,9 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
         hosted: tokio::sync::Mutex::new(Some(hosted)),
         tasks: Mutex::new(started.tasks),
         report: tokio::sync::OnceCell::new(),
+        relocate: Default::default(),
+        application_version: plan.application_version,
+        maintenance_wave: plan.maintenance_wave.clone(),
     }))
 }
 
@@ -430,7 +433,8 @@ async fn start_node(
                     (facts.entry_spot_id.clone(), n.entry_callback.clone()),
                 )
                 .with_activation_concurrency(n.activation_concurrency())
-                .with_limits(n.capacity_limits().clone()),
+                .with_limits(n.capacity_limits().clone())
+                .with_host_state(life.subscribe()),
             );
             let for_command = Arc::clone(&host);
             control.register(

@@ -15,6 +15,10 @@ use crate::mesh::config::{PeerEndpoint, Topology};
 pub struct HostStatus {
     /// The host state (spec 28 §3).
     pub state: HostState,
+    /// The terminal result of the last host Relocate that ran, if any.
+    pub last_relocation: Option<super::RelocationResult>,
+    /// The shutdown's terminal result, once it ended.
+    pub shutdown: Option<ShutdownReport>,
     /// Each MeshNode, in registration order.
     pub nodes: Vec<NodeStatus>,
 }

@@ -86,6 +86,10 @@ pub(super) async fn activate(
     let _work = node.life.admit()?;
     let deadline = Instant::now() + envelope.remaining.min(MAX_REMAINING);
     let key: ObjectKey = (AuthorityKind::Spot, envelope.id.clone());
+    if !host.accepts_new_objects() && !host.is_live(&key) {
+        // Out of new claims while Relocating, Relocated or Draining (spec 28 §10).
+        return Err(host.not_accepting());
+    }
     loop {
         if Instant::now() >= deadline {
             return Err(deadline_exceeded());

@@ -20,6 +20,7 @@ use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 
 /// Which relocation policy the counter type chooses.
+mod host;
 mod stages;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,59 @@
+//! Host Relocate (spec 06 §2, 21 §8–§9, 28 §2–§8): moves every stateful object of this host
+//! to other nodes, keeping the host, its descriptors, listeners and connections up.
+//!
+//! [`ZLinkHost::relocate`](super::ZLinkHost::relocate) checks the options (an invalid
+//! mode/version/deadline is a [`RelocateError`] before anything changes), then joins the
+//! running operation when the mode and effective version are the same (its deadline wins),
+//! answers `Blocked/OperationInProgress` at once when they differ, returns the first
+//! `Relocated` result again once the host is `Relocated`, and `Blocked/RuntimeNotReady`
+//! (`ShutdownRequested` once a shutdown sealed admission) outside `Serving`. The operation
+//! itself runs in its own task, so a caller that stops waiting ends only its wait.
+//!
+//! The operation (`run.rs`), in the order of spec 28 §4:
+//! 1. **preflight** from `Serving`, nothing changed yet: a manual topology component
+//!    (a manual MeshNode or a manual peer intent) → `ManualTopologyUnsupported`; each live
+//!    object becomes a unit after its record is read: an Entry Spot member Actor whose type
+//!    is `RecreateOnRelocation` or `PreserveStateWith`. A `DisableRelocation` type →
+//!    `RelocationDisabled`. User Spots, their members and Instance Spots do not move in this
+//!    runtime yet → `StateIncompatible` (logged with the object). A failed read →
+//!    `StoreUnavailable`. No unit at all → `Relocated` without a target search;
+//! 2. **targets**, per object node and stable type, filtered in the spec's order: exactly the
+//!    effective version (`PlannedMaintenance`: this host's; `RollingUpdate`: the requested
+//!    one); another Object Server of the MeshName, `Serving`, lease valid; the type
+//!    registered; a positive weight and room for one Actor; another maintenance wave when this
+//!    host has one; an admitted Ready peer whose lifecycle generation is the descriptor's.
+//!    Missing targets are waited for (the descriptor list re-read every 100 ms) until the
+//!    deadline → `TargetUnavailable`, the host still `Serving`;
+//! 3. **`Relocating`**: the state, zero Channel weights told to the peers, and `relocating`
+//!    descriptors (out of new placement and selection). A descriptor write that fails →
+//!    back to `Serving`, `StoreUnavailable`. While `Relocating`, objects keep running their
+//!    messages until each one's seal; creations, joins and Instance Spot claims here are
+//!    refused (`Unavailable`, spec 28 §10);
+//! 4. **units** move through the live relocation of one Actor (`crate::relocation`), at most
+//!    `MaxActiveOutboundRelocations` at once, each to the eligible target with the fewest
+//!    units per weight so far. After the deadline no unit starts; a started one ends safely
+//!    (it cancels before the owner change or completes after it). Objects that became live
+//!    before the seal are moved in a further round;
+//! 5. **terminal**: nothing left → `Relocated` (state and descriptors); otherwise `Blocked`
+//!    with `DeadlineExceeded` (the deadline passed), `TargetUnavailable` (a target was out of
+//!    capacity), `StoreUnavailable` (nothing moved and the Location Store does not answer) or
+//!    `RelocationFailed`, and the host serves again (`Serving`, its weights and descriptors),
+//!    its moved objects staying on their targets (spec 28 §3). A shutdown that sealed
+//!    admission meanwhile → `ShutdownRequested`, the host left to the shutdown.
+//!
+//! Each terminal result is stored ([`HostStatus`](super::HostStatus)`::last_relocation`) and
+//! announced once to the observers ([`HostEvent::Relocation`](super::HostEvent)). Where
+//! spec 21 §9.3 names `ForceStopped` for a Relocate whose deadline passes, this runtime
+//! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: moving User Spots (SpotWide
+//! and PerActor) and Instance Spots, completion records (21 §9.3), and the bounded teardown
+//! when a descriptor rollback is unconfirmed (28 §8).
+
+mod run;
+mod slot;
+mod types;
+
+pub(crate) use slot::{SlotCell, relocate};
+pub use types::{
+    DEFAULT_RELOCATE_DEADLINE, RelocateError, RelocateErrorKind, RelocateOptions, RelocationMode,
+    RelocationOutcome, RelocationReason, RelocationResult,
+};
