@@ -34,13 +34,44 @@ pub(crate) fn owner_unreachable(e: ZLinkError) -> ZLinkError {
 }
 
 impl ObjectClient {
-    /// The node that owns the Ready incarnation of `key`: from the route cache (younger than
-    /// `routeCacheMaxAge`), else read (Missing → NotFound, Creating → Unavailable; neither is
-    /// cached).
-    pub(crate) async fn owner(&self, key: &ObjectKey) -> Result<Arc<RoutingId>, ZLinkError> {
-        if let Some(node) = self.objects.routes.get(key) {
-            return Ok(node);
+    /// The owner of `key` with the connection to reach it (`None`: this node). A cached owner
+    /// this node has no Ready connection to is dropped and the record read once more before
+    /// anything is sent (the owner may have moved and stopped): the message goes to the
+    /// owner the record names now, or the caller gets `Unavailable`.
+    async fn reachable_owner(
+        &self,
+        key: &ObjectKey,
+    ) -> Result<(Arc<RoutingId>, Option<zlink_transport::PeerHandle>), ZLinkError> {
+        let (owner, cached) = match self.objects.routes.get(key) {
+            Some(node) => (node, true),
+            None => (self.owner_read(key).await?, false),
+        };
+        if *owner == self.objects.rid {
+            return Ok((owner, None));
         }
+        match self.node.inner.route_to(&owner) {
+            Ok(peer) => Ok((owner, Some(peer))),
+            Err(_) if cached => {
+                self.objects.routes.forget(key);
+                let owner = self.owner_read(key).await?;
+                if *owner == self.objects.rid {
+                    return Ok((owner, None));
+                }
+                let peer = self
+                    .node
+                    .inner
+                    .route_to(&owner)
+                    .map_err(owner_unreachable)?;
+                Ok((owner, Some(peer)))
+            }
+            Err(e) => Err(owner_unreachable(e)),
+        }
+    }
+
+    /// The node that owns the Ready incarnation of `key`, read from the Store (Missing →
+    /// NotFound, Creating → Unavailable; neither is cached); a Ready owner is remembered in
+    /// the route cache (younger than `routeCacheMaxAge`), which the callers consult first.
+    async fn owner_read(&self, key: &ObjectKey) -> Result<Arc<RoutingId>, ZLinkError> {
         let kind = match key.0 {
             AuthorityKind::Actor => ObjectKind::Actor,
             AuthorityKind::Spot => ObjectKind::UserSpot,
@@ -84,11 +115,9 @@ impl ObjectClient {
         msg: &OutboundMessage,
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
-        let owner = self.owner(key).await?;
-        let result = if *owner == self.objects.rid {
-            self.local_request(key, msg, timeout).await
-        } else {
-            self.remote_request(&owner, key, msg, timeout).await
+        let result = match self.reachable_owner(key).await? {
+            (_, None) => self.local_request(key, msg, timeout).await,
+            (_, Some(peer)) => self.remote_request(&peer, key, msg, timeout).await,
         };
         if let Err(e) = &result {
             if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) {
@@ -155,16 +184,15 @@ impl ObjectClient {
 
     async fn remote_request(
         &self,
-        owner: &RoutingId,
+        peer: &zlink_transport::PeerHandle,
         key: &ObjectKey,
         msg: &OutboundMessage,
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
-        let peer = self.node.inner.route_to(owner).map_err(owner_unreachable)?;
         let head = ObjectHead::new(&key.1);
         self.node
             .inner
-            .remote_request(&peer, &address(key.0), (msg, head.bytes()), timeout)
+            .remote_request(peer, &address(key.0), (msg, head.bytes()), timeout)
             .await
     }
 
@@ -174,8 +202,8 @@ impl ObjectClient {
         key: &ObjectKey,
         msg: &OutboundMessage,
     ) -> Result<(), ZLinkError> {
-        let owner = self.owner(key).await?;
-        if *owner == self.objects.rid {
+        let (_, peer) = self.reachable_owner(key).await?;
+        let Some(peer) = peer else {
             let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
             if !self.objects.is_live(key) && !self.objects.relocations.covers(key) {
@@ -185,12 +213,7 @@ impl ObjectClient {
                 );
             }
             return self.objects.deliver(key, RouteKind::Send, call, cost, None);
-        }
-        let peer = self
-            .node
-            .inner
-            .route_to(&owner)
-            .map_err(owner_unreachable)?;
+        };
         let head = ObjectHead::new(&key.1);
         self.node
             .inner

@@ -22,6 +22,9 @@
 //!   Node-direct and channel handlers run concurrently; no order between them is promised.
 //! - **Command plane.** Framework commands are control frames in a namespace of their own:
 //!   never matched against handler keys, never filtered, never mailbox jobs.
+//! - **Relocate** moves every stateful object to other nodes and leaves the host `Relocated`
+//!   (spec 28 §2–§8; see [`ZLinkHost::relocate`] and the `relocate` module); observers see
+//!   every state change and terminal result in order ([`ZLinkHost::observe`]).
 //! - **Shutdown** follows spec 28 §9 (see [`ZLinkHost::shutdown_within`]).
 //!
 //! # Verification map
@@ -124,6 +127,23 @@
 //! | restart row 1: stored, never reserved → gone after `coldActivationRetention`, nobody deletes it | `envelope_no_record_points_to_is_gone_after_its_retention`* |
 //! | restart row 2: Creating, owner gone before Ready → the survivors' recovery cancels the record; a new incarnation follows; the late factory result changes nothing | `creation_whose_owner_died_before_ready_is_cancelled`* |
 //! | restart row 3: Ready, first message not completed, owner gone → a survivor takes the record over (conditioned on the dead lease), runs the stored first message first, removes the root, deletes the envelope | `ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message`* |
+//!
+//! Host Relocate (spec 28 §12; `tests/relocation/host.rs`, every test on the three stores):
+//!
+//! | behaviour (28 §12 item) | test |
+//! |---|---|
+//! | 1: `PlannedMaintenance` picks only the same version; infrastructure kept; the terminal result observed after `Relocating`, `Relocated`; a repeat returns the first result; nothing new placed on the relocated host | `planned_maintenance_moves_every_actor_to_a_same_version_node`* |
+//! | 1: `RollingUpdate` picks only the requested exact version (lower, equal and higher excluded); an invalid version is an argument error that changes nothing | `rolling_update_moves_only_to_the_requested_exact_version`* |
+//! | 1: the same maintenance wave is excluded | `a_node_of_the_same_maintenance_wave_is_no_target`* |
+//! | 1: without a target the operation waits to its deadline, then `Blocked/TargetUnavailable`, still `Serving`; after `Blocked` nothing is kept | `without_an_eligible_target_the_relocate_is_blocked_and_the_host_serves_on`* |
+//! | 1: a registered manual peer blocks (`ManualTopologyUnsupported`), admission untouched | `a_registered_manual_peer_blocks_the_relocate`* |
+//! | 2, 8: a blocked preflight (`RelocationDisabled`) keeps `Serving` and changes nothing | `a_disabled_type_blocks_the_relocate_before_anything_changes`* |
+//! | 2: a host with no stateful object is `Relocated` without a target search | `an_empty_host_is_relocated_without_a_target_search`* |
+//! | 2, 9: `Shutdown` after `Relocated` is a separate step; the moved Actors keep serving from their targets; no authority row left to sweep | `shutdown_after_relocated_leaves_the_moved_actors_serving`* |
+//! | 3: same options share one operation (a later deadline ignored), other options `OperationInProgress`, a waiter that gives up ends only its wait | `same_options_share_one_operation_and_other_options_are_operation_in_progress`* |
+//! | 3: shutdown during a relocation → `ShutdownRequested`; a Relocate after it the same | `shutdown_during_a_relocate_ends_it_with_shutdown_requested`* |
+//! | 7: after the deadline no unit starts; started units end safely (moved or serving on the source), `Blocked/DeadlineExceeded` | `after_the_deadline_no_unit_starts_and_started_units_end_safely`* |
+//! | 3 (wire values), 2 (argument errors) | `relocate::types::tests` |
 //!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;

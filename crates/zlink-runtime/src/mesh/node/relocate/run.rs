@@ -317,8 +317,12 @@ async fn move_all(
                 let Some(list) = targets.get(u.node).and_then(|t| t.get(&u.stable_type)) else {
                     continue;
                 };
+                // A started unit is accepted work: a shutdown that seals admission waits for it
+                // (spec 28 §9); once sealed, no unit starts.
+                let Ok(work) = host.life.admit() else { break };
                 let to = pick(list, &mut assigned);
                 running.spawn(async move {
+                    let _work = work;
                     crate::relocation::relocate_actor(&client, &u.actor, Some(&to)).await
                 });
             }

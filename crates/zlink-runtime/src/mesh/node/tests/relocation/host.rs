@@ -8,6 +8,7 @@ use zlink_codec::records::{HostState, ObjectRole};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Incr, Policy, Seen, counter_type};
+use crate::location::LocationOptions;
 use crate::location::tests::Harness;
 use crate::mesh::config::ZLink;
 use crate::mesh::node::tests::support::*;
@@ -41,13 +42,18 @@ fn client() -> Spec {
     }
 }
 
-async fn start_root(h: &Harness, spec: Spec, seen: &Arc<Seen>) -> (ZLinkHost, MeshNode) {
+async fn start_root(
+    h: &Harness,
+    spec: Spec,
+    seen: &Arc<Seen>,
+    options: &LocationOptions,
+) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let seen = Arc::clone(seen);
     let mut b = ZLink::builder()
         .location_store(Arc::clone(&h.store))
         .relocation_store(relocation)
-        .location_options(fast_options())
+        .location_options(options.clone())
         .application_version(spec.version);
     if let Some(w) = spec.wave {
         b = b.maintenance_wave(w);
@@ -77,10 +83,14 @@ struct Roots {
 
 impl Roots {
     async fn start(h: &Harness, specs: &[Spec]) -> Self {
+        Self::start_with(h, specs, &fast_options()).await
+    }
+
+    async fn start_with(h: &Harness, specs: &[Spec], options: &LocationOptions) -> Self {
         let seen = Arc::new(Seen::default());
         let mut roots = Vec::new();
         for s in specs {
-            roots.push(start_root(h, s.clone(), &seen).await);
+            roots.push(start_root(h, s.clone(), &seen, options).await);
         }
         for (_, n) in &roots {
             wait_peers(n, specs.len() - 1).await;
@@ -143,6 +153,10 @@ on_every_store!(
     same_options_share_one_operation_and_other_options_are_operation_in_progress,
     shutdown_during_a_relocate_ends_it_with_shutdown_requested,
     an_empty_host_is_relocated_without_a_target_search,
+    a_registered_manual_peer_blocks_the_relocate,
+    after_the_deadline_no_unit_starts_and_started_units_end_safely,
+    shutdown_after_relocated_leaves_the_moved_actors_serving,
+    shutdown_during_the_moves_finishes_the_started_units_and_starts_no_other,
 );
 
 async fn planned_maintenance_moves_every_actor_to_a_same_version_node(h: &Harness) {
@@ -210,6 +224,16 @@ async fn planned_maintenance_moves_every_actor_to_a_same_version_node(h: &Harnes
     assert_eq!(again, result);
     // Shutdown stays a separate step.
     assert_eq!(r.host(0).state(), HostState::Relocated);
+    // Relocated: new objects are placed elsewhere only (once the others' discovery read the
+    // `relocated` descriptor; before that, a creation placed here is refused and cancelled).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..8 {
+        let made = caller
+            .get_or_create("counter", &format!("pm-new-{i}"))
+            .await
+            .expect("created elsewhere");
+        assert_ne!(made.node, r.rid(0), "nothing new on the relocated host");
+    }
     r.shutdown().await;
 }
 
@@ -418,5 +442,148 @@ async fn an_empty_host_is_relocated_without_a_target_search(h: &Harness) {
         crate::mesh::messaging::ErrorKind::InternalFailure,
         "{err}"
     );
+    r.shutdown().await;
+}
+
+async fn a_registered_manual_peer_blocks_the_relocate(h: &Harness) {
+    let r = Roots::start(h, &[server(1), server(1), client()]).await;
+    r.counters_on(2, 0, 1, "mt").await;
+    r.roots[0]
+        .1
+        .add_manual_peer("127.0.0.1:9", None)
+        .expect("intent registered");
+    let result = r
+        .host(0)
+        .relocate(RelocateOptions::planned_maintenance())
+        .await
+        .expect("valid");
+    assert_eq!(result.reason, RelocationReason::ManualTopologyUnsupported);
+    assert_eq!(r.host(0).state(), HostState::Serving, "admission untouched");
+    assert!(r.roots[0].1.release_manual_peer("127.0.0.1:9"));
+    let moved = r
+        .host(0)
+        .relocate(RelocateOptions::planned_maintenance())
+        .await
+        .expect("valid");
+    assert_eq!(moved.outcome, RelocationOutcome::Relocated, "{moved:?}");
+    r.shutdown().await;
+}
+
+async fn after_the_deadline_no_unit_starts_and_started_units_end_safely(h: &Harness) {
+    // One unit at a time and a short deadline: the deadline falls while units remain.
+    let r = one_unit_at_a_time(h).await;
+    let ids = r.counters_on(2, 0, 24, "dl").await;
+    let result = r
+        .host(0)
+        .relocate(RelocateOptions::planned_maintenance().deadline(Duration::from_millis(120)))
+        .await
+        .expect("valid");
+    assert_eq!(result.moved + result.remaining, ids.len(), "{result:?}");
+    if result.outcome == RelocationOutcome::Blocked {
+        assert_eq!(
+            result.reason,
+            RelocationReason::DeadlineExceeded,
+            "{result:?}"
+        );
+        assert_eq!(
+            r.host(0).state(),
+            HostState::Serving,
+            "unmoved units serve on"
+        );
+    }
+    // Every Actor answers exactly once more wherever it is, its state intact.
+    let caller = r.host(2).actors().expect("manager");
+    let mut here = 0;
+    for id in &ids {
+        assert_eq!(caller.request(id, &Incr).await.expect("served"), 2, "{id}");
+        if owner_of(r.host(2), id).await == r.rid(0) {
+            here += 1;
+        }
+    }
+    assert_eq!(
+        here, result.remaining,
+        "what the result says is left is left"
+    );
+    r.shutdown().await;
+}
+
+async fn shutdown_after_relocated_leaves_the_moved_actors_serving(h: &Harness) {
+    let r = Roots::start(h, &[server(1), server(1), client()]).await;
+    let ids = r.counters_on(2, 0, 3, "sr").await;
+    let result = r
+        .host(0)
+        .relocate(RelocateOptions::planned_maintenance())
+        .await
+        .expect("valid");
+    assert!(result.is_relocated(), "{result:?}");
+    let report = r.host(0).shutdown().await;
+    assert_eq!(
+        report.outcome,
+        crate::mesh::node::ShutdownOutcome::Stopped,
+        "{report:?}"
+    );
+    assert_eq!(
+        report.sweep.map(|s| s.matched).unwrap_or_default(),
+        0,
+        "no authority row was left to sweep"
+    );
+    let caller = r.host(2).actors().expect("manager");
+    for id in &ids {
+        assert_eq!(caller.request(id, &Incr).await.expect("served"), 2);
+        assert_eq!(owner_of(r.host(2), id).await, r.rid(1));
+    }
+    r.shutdown().await;
+}
+
+/// A source, a target and a client whose relocations move one unit at a time.
+async fn one_unit_at_a_time(h: &Harness) -> Roots {
+    let options = fast_options()
+        .relocation(crate::location::RelocationOptions::default().max_active_outbound(1));
+    Roots::start_with(h, &[server(1), server(1), client()], &options).await
+}
+
+async fn shutdown_during_the_moves_finishes_the_started_units_and_starts_no_other(h: &Harness) {
+    let r = one_unit_at_a_time(h).await;
+    let ids = r.counters_on(2, 0, 24, "sm").await;
+    let mut observer = r.host(0).observe();
+    let host = r.host(0).clone();
+    let waiting =
+        tokio::spawn(async move { host.relocate(RelocateOptions::planned_maintenance()).await });
+    // Shut down as soon as the host is Relocating (units are moving one at a time).
+    loop {
+        match tokio::time::timeout(WAIT, observer.next()).await {
+            Ok(Some(HostEvent::State(HostState::Relocating))) => break,
+            Ok(Some(_)) => {}
+            other => panic!("no Relocating state: {other:?}"),
+        }
+    }
+    let report = r.host(0).shutdown().await;
+    let result = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("the waiter ends")
+        .expect("task")
+        .expect("valid");
+    assert_eq!(
+        result.reason,
+        RelocationReason::ShutdownRequested,
+        "{result:?}"
+    );
+    assert_eq!(
+        report.abandoned, 0,
+        "the started unit finished before the teardown"
+    );
+    // Every moved Actor serves from the target with its state; none is left half-moved: the
+    // others ended with the source (their rows swept), and are gone.
+    let caller = r.host(2).actors().expect("manager");
+    let mut on_target = 0;
+    for id in &ids {
+        let found = caller.find(id).await.expect("find");
+        if let Some(a) = found {
+            assert_eq!(a.node, r.rid(1), "{id} is on the target or gone");
+            assert_eq!(caller.request(id, &Incr).await.expect("served"), 2, "{id}");
+            on_target += 1;
+        }
+    }
+    assert_eq!(on_target, result.moved, "{result:?}");
     r.shutdown().await;
 }
