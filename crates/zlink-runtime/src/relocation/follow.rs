@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn the_eighth_forward_goes_and_the_ninth_is_refused_unavailable() {
         let at = next_hop(Some(&chain(7, 5)), &record(), &rid(1)).expect("the 8th");
-        assert_eq!(at.forwards(), MAX_FOLLOW_HOPS);
+        assert_eq!(at.forwards(), 8);
         let past = chain(8, 5);
         let refused = next_hop(Some(&past), &record(), &rid(1)).expect_err("the 9th");
         assert_eq!(refused, FollowRefused::HopLimit { forwards: 9 });

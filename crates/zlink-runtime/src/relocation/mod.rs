@@ -74,9 +74,9 @@
 //! the forwarding node's record named. A node receiving it that has itself moved the Actor on
 //! checks the next hop ([`follow::next_hop`], pure) in this order: another ObjectGeneration
 //! (a previous incarnation) is `InvalidOperation`, not forwarded; a 9th forward is
-//! `Unavailable` ([`follow::MAX_FOLLOW_HOPS`] is 8); a forward to itself or back to a node already on
-//! the path without a newer AuthorityOwnerGeneration is a cycle, `Unavailable`; any other
-//! generation not greater than the last one the message carried is `InvalidOperation`. A
+//! `Unavailable` ([`follow::MAX_FOLLOW_HOPS`] is 8); a forward to itself or back to a node
+//! already on the path without a newer AuthorityOwnerGeneration is a cycle, `Unavailable`;
+//! any other generation not greater than the last one carried is `InvalidOperation`. A
 //! refused request hears that typed error at its original source; a refused one-way is
 //! dropped and counted. A node that passed the Actor on twice is no cycle when the generation
 //! advanced (moved A→B→A→C). No cap on what one move retains: the forward waits for room on
@@ -138,7 +138,7 @@ use crate::objects::registration::ObjectCall;
 
 use follow::{FollowChain, FollowRecord, Followed};
 #[cfg(test)]
-pub(crate) use follow::{FollowChain as Chain, Hop, MAX_FOLLOW_HOPS};
+pub(crate) use follow::{FollowChain as Chain, Hop};
 #[cfg(test)]
 pub(crate) use wire::{FOLLOW, encode_follow};
 

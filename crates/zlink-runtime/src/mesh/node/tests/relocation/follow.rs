@@ -5,7 +5,7 @@
 use super::*;
 use crate::mesh::messaging::{Metadata, OutboundMessage, RouteKind};
 use crate::objects::host::ObjectKey;
-use crate::relocation::{Chain, Hop, MAX_FOLLOW_HOPS};
+use crate::relocation::{Chain, Hop};
 
 on_every_store!(
     a_stale_caller_is_followed_through_two_previous_owners_and_answered_once,
@@ -88,11 +88,60 @@ async fn move_to(from: &ZLinkHost, r: &ActorRef, to: &ZLinkHost) -> ActorRef {
 fn inject(from: &ZLinkHost, to: &ZLinkHost, id: &str, chain: &Chain, step: &StepSend) {
     let inner = &from.actors().expect("manager").client.node.inner;
     let msg = OutboundMessage::encode(inner.codecs(), step, &Metadata::empty()).expect("encode");
+    let op = inner.transport.ids().next_operation_id().expect("op");
+    send_followed(inner, to, id, chain, &msg, (op, None));
+}
+
+/// [`inject`] for a `Step` request sent by the client node itself: the error kind the client
+/// hears as the request's original source.
+async fn inject_request(
+    from: &ZLinkHost,
+    to: &ZLinkHost,
+    id: &str,
+    chain: &Chain,
+    step: &Step,
+) -> ErrorKind {
+    let inner = &from.actors().expect("manager").client.node.inner;
+    let msg = OutboundMessage::encode(inner.codecs(), step, &Metadata::empty()).expect("encode");
+    let route = inner.transport.ids().next_reply_route_id().expect("route");
+    let peer = inner.route_to(&rid_of(to)).expect("peer");
+    let op = inner.transport.ids().next_operation_id().expect("op");
+    let (_guard, rx) = inner.pending.register(route, op, peer.info());
+    send_followed(inner, to, id, chain, &msg, (op, Some(route)));
+    let reply = tokio::time::timeout(WAIT, rx)
+        .await
+        .expect("answered")
+        .expect("pending")
+        .expect("a reply");
+    assert_eq!(reply.status(), zlink_transport::ReplyStatus::Error);
+    let e = crate::mesh::messaging::ErrorReply::decode(&reply.into_payload())
+        .expect("error reply")
+        .into_error();
+    e.kind()
+}
+
+/// Sends `msg` for the Actor `id` to `to` in a follow command carrying `chain` (a request
+/// when a reply route is given) under the OperationId `op`.
+fn send_followed(
+    inner: &crate::mesh::node::NodeInner,
+    to: &ZLinkHost,
+    id: &str,
+    chain: &Chain,
+    msg: &OutboundMessage,
+    (op, route): (
+        zlink_transport::OperationId,
+        Option<zlink_transport::ReplyRouteId>,
+    ),
+) {
     let mut payload = vec![u8::try_from(id.len()).expect("short id")];
     payload.extend_from_slice(id.as_bytes());
     payload.extend_from_slice(&msg.payload);
-    let op = inner.transport.ids().next_operation_id().expect("op");
-    let env = zlink_transport::Envelope::one_way(op, &inner.rid, inner.generation, payload.into())
+    let (rid, generation) = (&inner.rid, inner.generation);
+    let env = match route {
+        Some(r) => zlink_transport::Envelope::request(op, r, rid, generation, payload.into()),
+        None => zlink_transport::Envelope::one_way(op, rid, generation, payload.into()),
+    };
+    let env = env
         .with_address(crate::mesh::node::Address::Actor.wire())
         .and_then(|e| e.with_packet_name(msg.packet.as_str()))
         .and_then(|e| e.with_content_type(&msg.content_type))
@@ -211,7 +260,7 @@ async fn a_message_forwarded_eight_times_is_delivered_and_a_ninth_forward_is_ref
         .expect("a follows");
     let own = follow.previous_owner_generation;
     // Seven forwards before A: A's forward to B is the 8th — delivered.
-    let at_bound = chain_at(a, own, MAX_FOLLOW_HOPS - 1, r.generation);
+    let at_bound = chain_at(a, own, 7, r.generation);
     inject(
         &m.client.0,
         a,
@@ -222,13 +271,18 @@ async fn a_message_forwarded_eight_times_is_delivered_and_a_ninth_forward_is_ref
     let t = totals_reaching(&caller, "h8", 1).await;
     assert_eq!(t, (2, 1, 0), "the step forwarded an 8th time ran");
     // Eight forwards before A: a 9th is refused (a one-way: dropped and counted).
-    let past = chain_at(a, own, MAX_FOLLOW_HOPS, r.generation);
+    let past = chain_at(a, own, 8, r.generation);
     inject(&m.client.0, a, "h8", &past, &StepSend { stream: 1, seq: 2 });
     let relocations = &objects_of(a).relocations;
     wait_until("the 9th forward is refused", || {
         relocations.follow_refusals() == 1
     })
     .await;
+    // A request past the bound: its original source hears Unavailable.
+    let step = Step { stream: 1, seq: 2 };
+    let kind = inject_request(&m.client.0, a, "h8", &past, &step).await;
+    assert_eq!(kind, ErrorKind::Unavailable);
+    assert_eq!(relocations.follow_refusals(), 2);
     assert_eq!(
         caller.request("h8", &Totals).await.expect("totals"),
         (2, 1, 0),
@@ -265,6 +319,9 @@ async fn a_followed_message_whose_generation_does_not_increase_is_refused(h: &Ha
         (1, 0, 0),
         "nothing ran"
     );
+    let step = Step { stream: 1, seq: 1 };
+    let kind = inject_request(&m.client.0, a, "g1", &stale, &step).await;
+    assert_eq!(kind, ErrorKind::InvalidOperation, "answered to its source");
     // The same message with a lower generation carried goes through.
     let fine = chain_at(a, follow.previous_owner_generation, 1, r.generation);
     inject(&m.client.0, a, "g1", &fine, &StepSend { stream: 1, seq: 1 });
@@ -299,6 +356,9 @@ async fn a_followed_message_for_a_previous_incarnation_is_refused(h: &Harness) {
         (1, 0, 0),
         "nothing ran"
     );
+    let step = Step { stream: 1, seq: 1 };
+    let kind = inject_request(&m.client.0, a, "g2", &previous, &step).await;
+    assert_eq!(kind, ErrorKind::InvalidOperation, "answered to its source");
     m.shutdown().await;
 }
 
