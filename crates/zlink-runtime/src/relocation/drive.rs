@@ -64,6 +64,8 @@ pub(super) struct Move<'a> {
     release_refused: bool,
     moved_anyway: bool,
     followed: bool,
+    /// The AuthorityOwnerGeneration the target's NewOwner issued (its cutover reply).
+    owner_generation: Option<u64>,
     relay_failed: Option<ZLinkError>,
     /// Why the move failed, as first observed.
     error: Option<ZLinkError>,
@@ -101,6 +103,7 @@ impl<'a> Move<'a> {
             release_refused: false,
             moved_anyway: false,
             followed: false,
+            owner_generation: None,
             relay_failed: None,
             error: None,
             interrupt: false,
@@ -199,7 +202,9 @@ impl<'a> Move<'a> {
             Effect::SendCutover { .. } => self.cutover().await,
             Effect::StartMessageFollow => {
                 if let Some(to) = self.to.clone() {
-                    follow_and_close(self.client, &self.key, &to, Arc::clone(&self.live)).await;
+                    let owner = self.owner_generation.unwrap_or_default();
+                    let (key, live) = (&self.key, Arc::clone(&self.live));
+                    follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
                     self.followed = true;
                 }
                 Vec::new()
@@ -509,14 +514,21 @@ impl<'a> Move<'a> {
         };
         let applied = answer.and_then(|body| {
             let reply: CutoverReply = wire::decode(&body)?;
-            StoreVersion::new(reply.version).map_err(|e| wire::protocol(&e.to_string()))
+            let owner = reply.owner_generation.parse::<u64>();
+            let owner = owner.map_err(|_| wire::protocol("ownerGeneration is not a u64"))?;
+            StoreVersion::new(reply.version)
+                .map(|v| (v, owner))
+                .map_err(|e| wire::protocol(&e.to_string()))
         });
         match applied {
-            Ok(version) => vec![
-                Event::CutoverReceived { attempt },
-                Event::CasApplied { attempt, version },
-                Event::CutoverSent,
-            ],
+            Ok((version, owner)) => {
+                self.owner_generation = Some(owner);
+                vec![
+                    Event::CutoverReceived { attempt },
+                    Event::CasApplied { attempt, version },
+                    Event::CutoverSent,
+                ]
+            }
             Err(e) => {
                 let conflict = e.kind() == ErrorKind::Unavailable;
                 self.fail(e);
@@ -597,8 +609,9 @@ impl<'a> Move<'a> {
         }
         if self.release_refused {
             if let Some(to) = self.to.clone() {
-                if owner_is(self.client, &self.key, &to).await {
-                    follow_and_close(self.client, &self.key, &to, Arc::clone(&self.live)).await;
+                if let Some(owner) = owner_is(self.client, &self.key, &to).await {
+                    let (key, live) = (&self.key, Arc::clone(&self.live));
+                    follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
                     self.followed = true;
                     self.moved_anyway = true;
                     return;
@@ -625,8 +638,9 @@ impl<'a> Move<'a> {
             self.release().await;
             if self.release_refused {
                 if let Some(to) = self.to.clone() {
-                    if owner_is(self.client, &self.key, &to).await {
-                        follow_and_close(self.client, &self.key, &to, Arc::clone(&self.live)).await;
+                    if let Some(owner) = owner_is(self.client, &self.key, &to).await {
+                        let (key, live) = (&self.key, Arc::clone(&self.live));
+                        follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
                         return self.answer().await;
                     }
                 }

@@ -44,11 +44,11 @@
 //!    version (the unit's `CasApplied`). A conflict (`CasConflict`): the prepared instance and
 //!    its queue are removed (queued requests get `Unavailable`) and nothing ran on it;
 //! 9. the source closes its old activation (the handler state is dropped exactly once) and
-//!    **follows** (spec 21 §7.3, the unit's `StartMessageFollow`): every message held since the
-//!    relay, then every message arriving for the Actor within `messageFollowDuration`, is
-//!    forwarded in order to the new owner — one from another node as received, so the new
-//!    owner answers its original source — and its route-cache entry is dropped. After the
-//!    window this node answers by the record (`Unavailable`), so callers drop their entry,
+//!    **follows** (spec 21 §7.3, the unit's `StartMessageFollow`; `follow.rs`): every message
+//!    held since the relay, then every message arriving for the Actor within
+//!    `messageFollowDuration`, is forwarded in order to the new owner, and its route-cache
+//!    entry is dropped. After the window this node answers by the record (`Unavailable`; a
+//!    stale-location result the caller's runtime never resends), so callers drop their entry,
 //!    re-read and reach the new owner;
 //! 10. a failure before relay-ready (a stage record that conflicts, a failed capture or
 //!     Restore, no ready) **cancels** as the unit's abort cleanup says: the target is told to
@@ -58,6 +58,33 @@
 //!     the messages still held run here in their original order. The owner is untouched; the
 //!     stage records already written stay (the unit discards its progress without a store
 //!     write).
+//!
+//! **Message Follow** (21 §7.3, §12; 28 §7, §13). When the move completed the source keeps a
+//! *follow record* — the new owner's node, the AuthorityOwnerGeneration its NewOwner issued
+//! (the cutover reply carries it; when the move is completed by reading the record after a
+//! refused release, the record read then), this node's own AuthorityOwnerGeneration and the
+//! ObjectGeneration that moved — and forwards by it alone: it never re-reads the store. A
+//! message from another node is forwarded as received (OperationId, ObjectGeneration — in
+//! the chain —, payload, original source and reply route unchanged), so the new owner
+//! answers the original source itself. It travels as the internal command
+//! `zlink.relocation.follow` (`wire::FOLLOW`; the spec fixes the rules, not a wire, so this is
+//! internal to this runtime): the envelope plus its *follow chain* — the incarnation's
+//! ObjectGeneration and the path of owners, the previous owner it first reached with that
+//! owner's AuthorityOwnerGeneration, then each owner it was forwarded to with the generation
+//! the forwarding node's record named. A node receiving it that has itself moved the Actor on
+//! checks the next hop ([`follow::next_hop`], pure) in this order: another ObjectGeneration
+//! (a previous incarnation) is `InvalidOperation`, not forwarded; a 9th forward is
+//! `Unavailable` ([`follow::MAX_FOLLOW_HOPS`] is 8); a forward to itself or back to a node
+//! already on the path without a newer AuthorityOwnerGeneration is a cycle, `Unavailable`;
+//! any other generation not greater than the last one carried is `InvalidOperation`. A
+//! refused request hears that typed error at its original source; a refused one-way is
+//! dropped and counted. A node that passed the Actor on twice is no cycle when the generation
+//! advanced (moved A→B→A→C). No cap on what one move retains: the forward waits for room on
+//! the command lane (28 §13's 1,024/16 MiB follow cap is a point 28 §14 leaves to reconcile;
+//! 21 is followed). Not checked: the incarnation at the final owner (the live set keeps no
+//! ObjectGeneration), and a followed message reaching a node that is itself sealed for a move
+//! is held and relayed like any message from another node, its chain ending there. A message
+//! sent on the source node itself is forwarded as a new request of that node.
 //!
 //! Deviations, kept small and explicit: the cutover is a request whose answer reports the
 //! target's NewOwner outcome (the spec sends it one-way and lets the source follow at once;
@@ -91,6 +118,7 @@
 //! memory accounting.
 
 mod drive;
+mod follow;
 mod source;
 mod stage;
 mod target;
@@ -108,11 +136,22 @@ use crate::objects::host::{ObjectKey, what};
 use crate::objects::live::{Completion, LiveObject};
 use crate::objects::registration::ObjectCall;
 
+use follow::{FollowChain, FollowRecord, Followed};
+#[cfg(test)]
+pub(crate) use follow::{FollowChain as Chain, Hop};
+#[cfg(test)]
+pub(crate) use wire::{FOLLOW, encode_follow};
+
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;
 #[cfg(test)]
 pub(crate) use stage::recorded as recorded_stage;
-pub(crate) use target::commands;
+/// The relocation commands every Object Server node registers.
+pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
+    let mut all = target::commands();
+    all.push((wire::FOLLOW, |h, n, e| Box::pin(follow::followed(h, n, e))));
+    all
+}
 
 /// The most messages one sealed Actor holds.
 pub(crate) const HOLD_MAX_RECORDS: usize = 1024;
@@ -162,10 +201,14 @@ enum Gate {
     Holding(Hold),
     /// Target: prepared, messages that arrived before it is Ready.
     Queueing(Hold),
-    /// Source after the cutover: messages forwarded to the new owner until `until`.
+    /// Source after the cutover: messages forwarded to the new owner the record names until
+    /// `until`.
     Following {
         until: Instant,
-        tx: mpsc::UnboundedSender<Held>,
+        /// The record the forwarding task follows by (kept here for tests to read).
+        #[cfg_attr(not(test), allow(dead_code))]
+        record: FollowRecord,
+        tx: mpsc::UnboundedSender<Followed>,
     },
 }
 
@@ -177,6 +220,8 @@ pub(crate) struct Relocations {
     incoming: Mutex<HashMap<u128, target::Incoming>>,
     /// One-way messages dropped past a hold's bound.
     dropped: AtomicU64,
+    /// Followed messages not forwarded (hop bound, cycle, generation; spec 21 §7.3).
+    follow_refused: AtomicU64,
     /// Tests: runs after each stage record this node's moves wrote.
     #[cfg(test)]
     pub(crate) stage_hook: Mutex<Option<StageHook>>,
@@ -203,6 +248,22 @@ impl Relocations {
     /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
     /// otherwise. A follow window that has passed ends here.
     pub(crate) fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
+        self.take(key, m, None)
+    }
+
+    /// [`intercept`](Self::intercept) for a message another previous owner followed here
+    /// with `chain`: a follow window here forwards it with that chain; a hold or queue takes
+    /// it like any message from another node (its chain ends there).
+    pub(crate) fn intercept_followed(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        chain: FollowChain,
+    ) -> Option<Held> {
+        self.take(key, m, Some(chain))
+    }
+
+    fn take(&self, key: &ObjectKey, m: Held, chain: Option<FollowChain>) -> Option<Held> {
         let mut gates = self.gates.lock();
         let Some(gate) = gates.get_mut(key) else {
             return Some(m);
@@ -215,11 +276,11 @@ impl Relocations {
                 }
                 None
             }
-            Gate::Following { until, tx } => {
+            Gate::Following { until, tx, .. } => {
                 if Instant::now() < *until {
-                    match tx.send(m) {
+                    match tx.send((m, chain)) {
                         Ok(()) => return None,
-                        Err(mpsc::error::SendError(m)) => {
+                        Err(mpsc::error::SendError((m, _))) => {
                             gates.remove(key);
                             return Some(m);
                         }
@@ -289,16 +350,33 @@ impl Relocations {
         relay.into()
     }
 
-    /// Turns the seal of `key` into a follow until `until`: the held messages go to `tx`
-    /// first, in order, then every later one.
-    fn follow(&self, key: &ObjectKey, until: Instant, tx: mpsc::UnboundedSender<Held>) {
+    /// Turns the seal of `key` into a follow by `record` until `until`: the held messages go
+    /// to `tx` first, in order, then every later one.
+    fn follow(
+        &self,
+        key: &ObjectKey,
+        record: FollowRecord,
+        until: Instant,
+        tx: mpsc::UnboundedSender<Followed>,
+    ) {
         let mut gates = self.gates.lock();
         if let Some(Gate::Holding(h)) = gates.remove(key) {
             for m in h.held {
-                let _ = tx.send(m);
+                let _ = tx.send((m, None));
             }
         }
-        gates.insert(key.clone(), Gate::Following { until, tx });
+        gates.insert(key.clone(), Gate::Following { until, record, tx });
+    }
+
+    /// Tests: the follow record of `key` while its follow window is open here.
+    #[cfg(test)]
+    pub(crate) fn follow_record(&self, key: &ObjectKey) -> Option<FollowRecord> {
+        match self.gates.lock().get(key) {
+            Some(Gate::Following { until, record, .. }) if Instant::now() < *until => {
+                Some(record.clone())
+            }
+            _ => None,
+        }
     }
 
     /// Ends the follow window of `key` (messages then find no activation here and are
@@ -420,6 +498,15 @@ mod tests {
         m
     }
 
+    fn record() -> FollowRecord {
+        FollowRecord {
+            to: zlink_codec::RoutingId::from_hex("0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b").expect("rid"),
+            previous_owner_generation: 1,
+            owner_generation: 2,
+            object_generation: 1,
+        }
+    }
+
     fn number(m: &Held) -> usize {
         m.call.context.packet.as_str()[1..].parse().expect("number")
     }
@@ -450,13 +537,13 @@ mod tests {
                 n += 1;
             }
             let (tx, mut rx) = mpsc::unbounded_channel();
-            r.follow(&key(), Instant::now() + std::time::Duration::from_secs(60), tx);
+            r.follow(&key(), record(), Instant::now() + std::time::Duration::from_secs(60), tx);
             for _ in 0..after {
                 proptest::prop_assert!(r.intercept(&key(), numbered(n, false)).is_none());
                 n += 1;
             }
             let mut followed = Vec::new();
-            while let Ok(m) = rx.try_recv() {
+            while let Ok((m, _)) = rx.try_recv() {
                 followed.push(number(&m));
             }
             let want: Vec<usize> = (0..before.len())
@@ -521,6 +608,7 @@ mod tests {
         assert!(r.intercept(&key(), message(1, None)).is_none());
         r.follow(
             &key(),
+            record(),
             Instant::now() + std::time::Duration::from_secs(60),
             tx,
         );

@@ -15,8 +15,8 @@ use zlink_relocation::unit::{
     UnitKind,
 };
 
-use super::Held;
 use super::drive::Move;
+use super::follow::{FollowChain, FollowRecord, Followed, next_hop};
 use super::stage;
 use super::wire::{self, Rebuild};
 use crate::location::{AuthorityHandle, AuthorityRead, TargetNode};
@@ -212,28 +212,50 @@ pub(super) fn relay(
     }
 }
 
-/// Whether the record of `key` names `to` as its owner node now.
-pub(super) async fn owner_is(client: &ObjectClient, key: &ObjectKey, to: &RoutingId) -> bool {
-    matches!(
-        client.objects.location.authority().read(ObjectKind::Actor, &key.1).await,
-        Ok(AuthorityRead::Found { handle, .. }) if &handle.node().routing_id == to
-    )
-}
-
-/// After the cutover: follow (held messages first, in order), close the old activation and
-/// drop the route-cache entry.
-pub(super) async fn follow_and_close(
+/// The AuthorityOwnerGeneration of the record of `key` when it names `to` as its owner node
+/// now (`None` otherwise, or when it cannot be read).
+pub(super) async fn owner_is(
     client: &ObjectClient,
     key: &ObjectKey,
     to: &RoutingId,
+) -> Option<u64> {
+    match client
+        .objects
+        .location
+        .authority()
+        .read(ObjectKind::Actor, &key.1)
+        .await
+    {
+        Ok(AuthorityRead::Found { handle, .. }) if &handle.node().routing_id == to => {
+            Some(handle.authority_owner_generation().get())
+        }
+        _ => None,
+    }
+}
+
+/// After the cutover: keeps the follow record (the new owner node `to` and the
+/// AuthorityOwnerGeneration its NewOwner issued, with this owner's generation and the
+/// ObjectGeneration of `handle`, the record as the move last wrote it), follows (held messages
+/// first, in order), closes the old activation and drops the route-cache entry.
+pub(super) async fn follow_and_close(
+    client: &ObjectClient,
+    key: &ObjectKey,
+    handle: &AuthorityHandle,
+    (to, owner_generation): (&RoutingId, u64),
     live: Arc<dyn LiveObject>,
 ) {
     let host = &client.objects;
+    let record = FollowRecord {
+        to: to.clone(),
+        previous_owner_generation: handle.authority_owner_generation().get(),
+        owner_generation,
+        object_generation: handle.object_generation().get(),
+    };
     let follow = host.location.options().message_follow_duration;
     let until = Instant::now() + follow;
     let (tx, rx) = mpsc::unbounded_channel();
-    host.relocations.follow(key, until, tx);
-    tokio::spawn(forward(client.clone(), key.clone(), to.clone(), rx, until));
+    host.relocations.follow(key, record.clone(), until, tx);
+    tokio::spawn(forward(client.clone(), key.clone(), record, rx, until));
     if let Some(old) = host.remove_live(key) {
         old.close().await;
     } else {
@@ -263,21 +285,26 @@ pub(super) async fn read_ref(
 }
 
 /// Message Follow (spec 21 §7.3): forwards, in order, every message the gate of `key` takes
-/// until `until`; then the gate closes and this node answers by the record.
+/// until `until` to the new owner the follow record names — never re-reading the store; then
+/// the gate closes and this node answers by the record. A message from another node goes as
+/// received, with its follow chain one hop longer ([`next_hop`]): a refused hop answers a
+/// request with the typed error and drops (counts) a one-way.
 async fn forward(
     client: ObjectClient,
     key: ObjectKey,
-    to: RoutingId,
-    mut rx: mpsc::UnboundedReceiver<Held>,
+    record: FollowRecord,
+    mut rx: mpsc::UnboundedReceiver<Followed>,
     until: Instant,
 ) {
+    let relocations = &client.objects.relocations;
+    let me = client.objects.rid.clone();
     let mut window_open = true;
     loop {
         let next = if window_open {
             match tokio::time::timeout_at(until, rx.recv()).await {
                 Ok(m) => m,
                 Err(_) => {
-                    client.objects.relocations.unfollow(&key);
+                    relocations.unfollow(&key);
                     window_open = false;
                     continue;
                 }
@@ -285,14 +312,18 @@ async fn forward(
         } else {
             rx.recv().await
         };
-        let Some(m) = next else { break };
-        if let Some(env) = m.origin {
+        let Some((m, chain)) = next else { break };
+        let chain = match next_hop(chain.as_ref(), &record, &me) {
+            Ok(chain) => chain,
+            Err(refused) => {
+                tracing::debug!(object = %what(key.0, &key.1), %refused, "followed message refused");
+                relocations.refuse_follow(m, refused);
+                continue;
+            }
+        };
+        if let Some(env) = &m.origin {
             // Forwarded as received: the new owner answers the original source itself.
-            let inner = &client.node.inner;
-            let sent = match inner.route_to(&to) {
-                Ok(peer) => inner.forward_app(&env, &peer).await,
-                Err(e) => Err(owner_unreachable(e)),
-            };
+            let sent = send_followed(&client, &record.to, &chain, env).await;
             match (sent, m.reply) {
                 (Ok(()), Some(done)) => done.handed_over(),
                 (Err(e), Some(done)) => done.complete(Err(e)),
@@ -301,7 +332,7 @@ async fn forward(
             }
             continue;
         }
-        let out = client.forward_held(&to, &key, m.route, m.call).await;
+        let out = client.forward_held(&record.to, &key, m.route, m.call).await;
         match m.reply {
             Some(done) => done.complete(out),
             None => {
@@ -311,4 +342,29 @@ async fn forward(
             }
         }
     }
+}
+
+/// Sends one followed message ([`wire::FOLLOW`]) to `to` on the command plane, waiting for
+/// room on the lane (a follow retains without a cap, spec 21 §7.3).
+async fn send_followed(
+    client: &ObjectClient,
+    to: &RoutingId,
+    chain: &FollowChain,
+    env: &zlink_transport::Envelope,
+) -> Result<(), ZLinkError> {
+    let inner = &client.node.inner;
+    let peer = inner.route_to(to).map_err(owner_unreachable)?;
+    let body = wire::encode_follow(chain, env)?;
+    let lost = |e: zlink_transport::TransportError| {
+        tracing::debug!(error = %e, "followed message not queued");
+        ZLinkError::Unavailable {
+            target: format!("node {}", to.to_hex()),
+            reason: UnavailableReason::ConnectionLost,
+        }
+    };
+    let op = inner.transport.ids().next_operation_id().map_err(lost)?;
+    let frame = zlink_transport::Envelope::one_way(op, &inner.rid, inner.generation, body)
+        .with_packet_name(wire::FOLLOW)
+        .map_err(lost)?;
+    peer.send_control(&frame).await.map_err(lost)
 }

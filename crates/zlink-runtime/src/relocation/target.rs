@@ -118,9 +118,9 @@ enum Stage {
     Receiving(Result<Assembly, String>),
     /// Built, not yet dispatching.
     Prepared(Box<Prepared>),
-    /// The cutover ran or the move was aborted: the record version NewOwner committed at, or
-    /// `None` (not committed).
-    Done(Option<String>),
+    /// The cutover ran or the move was aborted: the record version and AuthorityOwnerGeneration
+    /// NewOwner committed, or `None` (not committed).
+    Done(Option<CutoverReply>),
 }
 
 /// One Restore on this node.
@@ -363,7 +363,7 @@ async fn ready(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
 async fn cutover(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
     let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
     match commit(&host, relocation).await {
-        Some(Some(version)) => Ok(Some(wire::encode(&CutoverReply { version })?)),
+        Some(Some(reply)) => Ok(Some(wire::encode(&reply)?)),
         Some(None) => Err(stale("the move did not commit on the target")),
         None => Err(failed("no ready prepared instance for this relocation")),
     }
@@ -414,7 +414,7 @@ async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> 
 /// dispatch opens; a conflict → the prepared instance closes without running a message.
 /// `None` when nothing ready is prepared under that id; else the committed record version, or
 /// `None` inside (not committed).
-async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<String>> {
+async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<CutoverReply>> {
     let (key, stage) = {
         let incoming = host.relocations.incoming.lock();
         let i = incoming.get(&relocation)?;
@@ -446,7 +446,10 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Strin
             host.relocations.open(&key, prepared.live.as_ref());
             host.routes.forget(&key);
             tracing::info!(relocation, object = %key.1.as_str(), "relocation committed: this node owns the Actor");
-            Some(handle.version().as_str().to_owned())
+            Some(CutoverReply {
+                version: handle.version().as_str().to_owned(),
+                owner_generation: handle.authority_owner_generation().get().to_string(),
+            })
         }
         Ok(Outcome::Conflict(c)) => {
             tracing::info!(

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::{Generation, RoutingId};
 use zlink_transport::{Envelope, OperationId, ReplyRouteId};
 
+use super::follow::{FollowChain, Hop, MAX_FOLLOW_HOPS};
 use crate::location::ReservationWire;
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 
@@ -47,6 +48,9 @@ pub(crate) struct ReadyCommand {
 pub(crate) struct CutoverReply {
     /// The record's StoreVersion after NewOwner.
     pub(crate) version: String,
+    /// The AuthorityOwnerGeneration NewOwner issued to the target, decimal (the source's
+    /// follow record keeps it, spec 21 §7.3).
+    pub(crate) owner_generation: String,
 }
 
 /// How the target builds the instance.
@@ -118,11 +122,10 @@ pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ZLink
 /// target answers the original source itself.
 pub(crate) const RELAY: &str = "zlink.relocation.relay";
 
-/// The head of a [`RELAY`] body (JSON), followed by the metadata and payload bytes.
+/// The envelope fields of a [`RELAY`] or [`FOLLOW`] head.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RelayHead {
-    relocation: String,
+struct EnvelopeHead {
     operation: String,
     reply_route: Option<u64>,
     source: String,
@@ -133,20 +136,42 @@ struct RelayHead {
     metadata_len: usize,
 }
 
+impl EnvelopeHead {
+    fn of(env: &Envelope) -> Self {
+        Self {
+            operation: env.operation_id().get().to_string(),
+            reply_route: env.reply_route().map(|r| r.get()),
+            source: env.source_rid().to_hex(),
+            source_generation: env.source_generation().get(),
+            address: env.address().to_owned(),
+            packet: env.packet_name().to_owned(),
+            content_type: env.content_type().to_owned(),
+            metadata_len: env.metadata().len(),
+        }
+    }
+}
+
+/// The head of a [`RELAY`] body (JSON), followed by the metadata and payload bytes.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RelayHead {
+    relocation: String,
+    #[serde(flatten)]
+    env: EnvelopeHead,
+}
+
 /// Encodes a [`RELAY`] body: `u32` head length (big-endian), the head, metadata, payload.
 pub(crate) fn encode_relay(relocation: u128, env: &Envelope) -> Result<Bytes, ZLinkError> {
     let head = RelayHead {
         relocation: relocation.to_string(),
-        operation: env.operation_id().get().to_string(),
-        reply_route: env.reply_route().map(|r| r.get()),
-        source: env.source_rid().to_hex(),
-        source_generation: env.source_generation().get(),
-        address: env.address().to_owned(),
-        packet: env.packet_name().to_owned(),
-        content_type: env.content_type().to_owned(),
-        metadata_len: env.metadata().len(),
+        env: EnvelopeHead::of(env),
     };
-    let head = serde_json::to_vec(&head)
+    framed(&head, env)
+}
+
+/// `u32` head length (big-endian), the JSON head, the envelope's metadata and payload.
+fn framed<H: Serialize>(head: &H, env: &Envelope) -> Result<Bytes, ZLinkError> {
+    let head = serde_json::to_vec(head)
         .map_err(|e| ZLinkError::application(ErrorKind::InternalFailure, &e.to_string()))?;
     let len = u32::try_from(head.len()).map_err(|_| protocol("relay head too long"))?;
     let mut out = Vec::with_capacity(4 + head.len() + env.metadata().len() + env.payload().len());
@@ -159,7 +184,21 @@ pub(crate) fn encode_relay(relocation: u128, env: &Envelope) -> Result<Bytes, ZL
 
 /// Decodes a [`RELAY`] body into the RelocationId and the envelope as the source received it.
 pub(crate) fn decode_relay(body: &Bytes) -> Result<(u128, Envelope), ZLinkError> {
-    let bad = |what: &str| protocol(&format!("relayed message: {what}"));
+    let (head, env) = unframe::<RelayHead>(body, "relayed message", |h| &h.env)?;
+    let relocation: u128 = head
+        .relocation
+        .parse()
+        .map_err(|_| protocol("relayed message: relocationId"))?;
+    Ok((relocation, env))
+}
+
+/// Splits a framed body into its head and the envelope it describes.
+fn unframe<H: serde::de::DeserializeOwned>(
+    body: &Bytes,
+    what: &str,
+    fields: impl Fn(&H) -> &EnvelopeHead,
+) -> Result<(H, Envelope), ZLinkError> {
+    let bad = |why: &str| protocol(&format!("{what}: {why}"));
     let len_bytes: [u8; 4] = body
         .get(..4)
         .and_then(|b| b.try_into().ok())
@@ -167,22 +206,22 @@ pub(crate) fn decode_relay(body: &Bytes) -> Result<(u128, Envelope), ZLinkError>
     let len = u32::from_be_bytes(len_bytes) as usize;
     let head_end = 4usize.checked_add(len).filter(|&e| e <= body.len());
     let head_end = head_end.ok_or_else(|| bad("head past the end"))?;
-    let head: RelayHead = decode(&body[4..head_end])?;
+    let head: H = serde_json::from_slice(&body[4..head_end]).map_err(|e| bad(&e.to_string()))?;
+    let f = fields(&head);
     let meta_end = head_end
-        .checked_add(head.metadata_len)
+        .checked_add(f.metadata_len)
         .filter(|&e| e <= body.len())
         .ok_or_else(|| bad("metadata past the end"))?;
-    let relocation: u128 = head.relocation.parse().map_err(|_| bad("relocationId"))?;
-    let operation = head
+    let operation = f
         .operation
         .parse::<u128>()
         .ok()
         .and_then(|o| OperationId::new(o).ok())
         .ok_or_else(|| bad("operationId"))?;
-    let source = RoutingId::from_hex(&head.source).map_err(|e| bad(&e.to_string()))?;
-    let generation = Generation::new(head.source_generation).map_err(|e| bad(&e.to_string()))?;
+    let source = RoutingId::from_hex(&f.source).map_err(|e| bad(&e.to_string()))?;
+    let generation = Generation::new(f.source_generation).map_err(|e| bad(&e.to_string()))?;
     let payload = body.slice(meta_end..);
-    let env = match head.reply_route {
+    let env = match f.reply_route {
         Some(r) => {
             let route = ReplyRouteId::new(r).ok_or_else(|| bad("replyRouteId"))?;
             Envelope::request(operation, route, &source, generation, payload)
@@ -191,15 +230,96 @@ pub(crate) fn decode_relay(body: &Bytes) -> Result<(u128, Envelope), ZLinkError>
     };
     let t = |e: zlink_transport::TransportError| bad(&e.to_string());
     let env = env
-        .with_address(&head.address)
+        .with_address(&f.address)
         .map_err(t)?
-        .with_packet_name(&head.packet)
+        .with_packet_name(&f.packet)
         .map_err(t)?
-        .with_content_type(&head.content_type)
+        .with_content_type(&f.content_type)
         .map_err(t)?
         .with_metadata(body.slice(head_end..meta_end))
         .map_err(t)?;
-    Ok((relocation, env))
+    Ok((head, env))
+}
+
+/// One message the previous owner of an Actor follows to its new owner (spec 21 §7.3;
+/// one-way, on the command plane, in the order the follow window took them): the message's
+/// envelope as this node received it — OperationId, reply route, original source, address,
+/// packet, content type, metadata and payload unchanged — and its [`FollowChain`], so the
+/// next node answers the original source itself, or checks the chain and follows it on.
+/// The spec fixes the rules, not a wire: this command is internal to this runtime.
+pub(crate) const FOLLOW: &str = "zlink.relocation.follow";
+
+/// One owner on a followed message's path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HopWire {
+    /// Node RoutingId, lowercase hex.
+    node: String,
+    /// Its AuthorityOwnerGeneration, decimal.
+    owner_generation: String,
+}
+
+/// The head of a [`FOLLOW`] body (JSON), followed by the metadata and payload bytes.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FollowHead {
+    /// The followed incarnation's ObjectGeneration, decimal.
+    object_generation: String,
+    /// The previous owner the message first reached, then each owner it was forwarded to.
+    path: Vec<HopWire>,
+    #[serde(flatten)]
+    env: EnvelopeHead,
+}
+
+/// Encodes a [`FOLLOW`] body: `u32` head length (big-endian), the head, metadata, payload.
+pub(crate) fn encode_follow(chain: &FollowChain, env: &Envelope) -> Result<Bytes, ZLinkError> {
+    let head = FollowHead {
+        object_generation: chain.object_generation.to_string(),
+        path: chain
+            .path
+            .iter()
+            .map(|h| HopWire {
+                node: h.node.to_hex(),
+                owner_generation: h.owner_generation.to_string(),
+            })
+            .collect(),
+        env: EnvelopeHead::of(env),
+    };
+    framed(&head, env)
+}
+
+/// Decodes a [`FOLLOW`] body into the chain and the envelope as the first owner received it.
+/// A chain without its first owner, or longer than the hop bound allows, is a protocol error.
+pub(crate) fn decode_follow(body: &Bytes) -> Result<(FollowChain, Envelope), ZLinkError> {
+    let (head, env) = unframe::<FollowHead>(body, "followed message", |h| &h.env)?;
+    let bad = |why: &str| protocol(&format!("followed message: {why}"));
+    if head.path.is_empty() || head.path.len() > MAX_FOLLOW_HOPS + 1 {
+        return Err(bad("path length"));
+    }
+    let object_generation = head
+        .object_generation
+        .parse()
+        .map_err(|_| bad("objectGeneration"))?;
+    let path = head
+        .path
+        .iter()
+        .map(|h| {
+            Ok(Hop {
+                node: RoutingId::from_hex(&h.node).map_err(|e| bad(&e.to_string()))?,
+                owner_generation: h
+                    .owner_generation
+                    .parse()
+                    .map_err(|_| bad("ownerGeneration"))?,
+            })
+        })
+        .collect::<Result<Vec<_>, ZLinkError>>()?;
+    Ok((
+        FollowChain {
+            object_generation,
+            path,
+        },
+        env,
+    ))
 }
 
 #[cfg(test)]
@@ -229,5 +349,46 @@ mod tests {
             decode_relay(&body.slice(..body.len().min(6))).is_err(),
             "truncated"
         );
+    }
+
+    #[test]
+    fn a_followed_message_keeps_its_envelope_and_carries_its_chain() {
+        let source = RoutingId::from_hex("0a0b0c0d0e0f10111213141516171819").expect("rid");
+        let node = RoutingId::from_hex("1a1b1c1d1e1f20212223242526272829").expect("rid");
+        let op = OperationId::new(11).expect("op");
+        let route = ReplyRouteId::new(4).expect("route");
+        let generation = Generation::new(2).expect("generation");
+        let env = Envelope::request(op, route, &source, generation, Bytes::from_static(b"pay"))
+            .with_address("actor")
+            .and_then(|e| e.with_packet_name("Incr"))
+            .and_then(|e| e.with_metadata(Bytes::from_static(b"meta")))
+            .expect("envelope");
+        let chain = FollowChain {
+            object_generation: 9,
+            path: vec![
+                Hop {
+                    node: source.clone(),
+                    owner_generation: u64::MAX - 1,
+                },
+                Hop {
+                    node,
+                    owner_generation: u64::MAX,
+                },
+            ],
+        };
+        let body = encode_follow(&chain, &env).expect("encode");
+        let (back_chain, back) = decode_follow(&body).expect("decode");
+        assert_eq!((back_chain, back), (chain.clone(), env.clone()));
+        let mut long = chain.clone();
+        long.path = vec![chain.path[0].clone(); MAX_FOLLOW_HOPS + 1];
+        assert!(decode_follow(&encode_follow(&long, &env).expect("encode")).is_ok());
+        long.path.push(chain.path[0].clone());
+        assert!(
+            decode_follow(&encode_follow(&long, &env).expect("encode")).is_err(),
+            "a path no forward could have made"
+        );
+        let mut empty = chain;
+        empty.path.clear();
+        assert!(decode_follow(&encode_follow(&empty, &env).expect("encode")).is_err());
     }
 }

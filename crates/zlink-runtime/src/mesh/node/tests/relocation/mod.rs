@@ -19,10 +19,11 @@ use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 
-/// Which relocation policy the counter type chooses.
+mod follow;
 mod host;
 mod stages;
 
+/// Which relocation policy the counter type chooses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Policy {
     Disable,
