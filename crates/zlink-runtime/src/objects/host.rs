@@ -97,6 +97,8 @@ struct LiveEntry {
     /// The object kind and stable type (the descriptor's usage projection counts them).
     kind: ObjectKind,
     stable_type: StableType,
+    /// The ObjectGeneration of the incarnation.
+    generation: u64,
     object: Arc<dyn LiveObject>,
 }
 
@@ -203,6 +205,14 @@ impl ObjectHost {
         self.live.lock().get(key).map(|e| Arc::clone(&e.object))
     }
 
+    /// The live activation of `key` with the ObjectGeneration of its incarnation.
+    pub(crate) fn live_incarnation(&self, key: &ObjectKey) -> Option<(Arc<dyn LiveObject>, u64)> {
+        self.live
+            .lock()
+            .get(key)
+            .map(|e| (Arc::clone(&e.object), e.generation))
+    }
+
     /// Makes `live` the activation of `key`, the incarnation `record` just committed Ready.
     pub(crate) fn insert_live(
         &self,
@@ -214,6 +224,7 @@ impl ObjectHost {
             run: record.owner().clone(),
             kind: record.kind(),
             stable_type: record.stable_type().clone(),
+            generation: record.object_generation().get(),
             object: live,
         };
         self.live.lock().insert(key, entry);

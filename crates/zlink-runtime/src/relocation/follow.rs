@@ -213,11 +213,22 @@ pub(crate) async fn followed(
         reply,
         origin: Some(message),
     };
+    let generation = chain.object_generation;
     let Some(held) = host.relocations.intercept_followed(&key, held, chain) else {
         return Ok(None);
     };
-    match host.live_object(&key) {
-        Some(live) => {
+    match host.live_incarnation(&key) {
+        Some((_, live_generation)) if live_generation != generation => {
+            // Followed for a previous incarnation: never run on this one (spec 21 §7.3).
+            host.relocations.refuse_follow(
+                held,
+                FollowRefused::StaleObjectGeneration {
+                    message: generation,
+                    followed: live_generation,
+                },
+            );
+        }
+        Some((live, _)) => {
             // A refused request is answered through its completion.
             if let Err(e) = live.submit(held.route, held.call, held.cost, held.reply) {
                 tracing::debug!(error = %e, "followed message refused by the activation");

@@ -12,6 +12,7 @@ on_every_store!(
     a_message_forwarded_eight_times_is_delivered_and_a_ninth_forward_is_refused,
     a_followed_message_whose_generation_does_not_increase_is_refused,
     a_followed_message_for_a_previous_incarnation_is_refused,
+    the_new_owner_refuses_a_followed_message_for_another_incarnation,
     past_the_follow_window_a_stale_caller_gets_unavailable_and_nothing_is_resent,
 );
 
@@ -399,5 +400,46 @@ async fn past_the_follow_window_a_stale_caller_gets_unavailable_and_nothing_is_r
         2,
         "the stale message was neither run nor resent"
     );
+    m.shutdown().await;
+}
+
+async fn the_new_owner_refuses_a_followed_message_for_another_incarnation(h: &Harness) {
+    let m = mesh_of(h, Policy::Preserve).await;
+    let (caller, r) = m.counter_at_one("g3").await;
+    let (a, b) = m.owner_and_other(&r);
+    let moved = move_to(a, &r, b).await;
+    let (_, owner_generation, _) = super::record(b, "g3").await;
+    // A message a previous owner followed to the new owner, for an earlier incarnation.
+    let stale = chain_at(b, owner_generation, 1, moved.generation - 1);
+    inject(
+        &m.client.0,
+        b,
+        "g3",
+        &stale,
+        &StepSend { stream: 1, seq: 1 },
+    );
+    let relocations = &objects_of(b).relocations;
+    wait_until("the message is refused", || {
+        relocations.follow_refusals() == 1
+    })
+    .await;
+    let step = Step { stream: 1, seq: 1 };
+    let kind = inject_request(&m.client.0, b, "g3", &stale, &step).await;
+    assert_eq!(kind, ErrorKind::InvalidOperation, "answered to its source");
+    assert_eq!(
+        caller.request("g3", &Totals).await.expect("totals"),
+        (1, 0, 0),
+        "nothing ran on the current incarnation"
+    );
+    // The same message for the current incarnation runs.
+    let current = chain_at(b, owner_generation, 1, moved.generation);
+    inject(
+        &m.client.0,
+        b,
+        "g3",
+        &current,
+        &StepSend { stream: 1, seq: 1 },
+    );
+    assert_eq!(totals_reaching(&caller, "g3", 1).await, (2, 1, 0));
     m.shutdown().await;
 }
