@@ -19,6 +19,7 @@ use zlink_relocation::unit::{
 };
 use zlink_store_spi::StoreVersion;
 
+use super::gate::{self, SourcePermits};
 use super::source::{answered, choose_target, follow_and_close, owner_is, relay, request};
 use super::stage::{self, StageWriteError};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
@@ -70,6 +71,10 @@ pub(super) struct Move<'a> {
     /// An event the runtime injected (a cancellation or deadline): the effects still queued
     /// from the step before are dropped.
     interrupt: bool,
+    /// What the unit gate admitted this unit with (28 §5): held until the move ends.
+    permits: Option<SourcePermits>,
+    /// When the source admission seal was set (the interruption starts there).
+    sealed_at: Option<tokio::time::Instant>,
 }
 
 fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
@@ -104,6 +109,8 @@ impl<'a> Move<'a> {
             relay_failed: None,
             error: None,
             interrupt: false,
+            permits: None,
+            sealed_at: None,
         }
     }
 
@@ -119,8 +126,15 @@ impl<'a> Move<'a> {
         self.error.get_or_insert(e);
     }
 
-    /// Performs `effects` and every effect the events they produce lead to, then settles.
+    /// Waits at the unit gate until every permit the unit needs is free and takes them at
+    /// once (28 §5), then performs `effects` and every effect the events they produce lead to,
+    /// and settles. A unit that can never fit is refused before anything is written or
+    /// captured.
     pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<ActorRef, ZLinkError> {
+        let relocations = &self.client.objects.relocations;
+        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        let claim = gate.source_claim(u32::from(self.rebuild == Rebuild::Preserve))?;
+        self.permits = Some(gate.admit_outbound(claim).await?);
         let mut queue: VecDeque<Effect> = effects.into();
         while let Some(effect) = queue.pop_front() {
             let events = self.perform(effect).await;
@@ -160,6 +174,7 @@ impl<'a> Move<'a> {
             Effect::SealSource => {
                 if self.client.objects.relocations.seal(&self.key) {
                     self.sealed = true;
+                    self.sealed_at = Some(tokio::time::Instant::now());
                     Vec::new()
                 } else {
                     self.fail(invalid("a move of this Actor is already running"));
@@ -206,6 +221,9 @@ impl<'a> Move<'a> {
             }
             Effect::DropCapturedPayload | Effect::DiscardProgress => {
                 self.restore = None;
+                if let Some(p) = &mut self.permits {
+                    p.drop_payload();
+                }
                 Vec::new()
             }
             Effect::DiscardTargetQueue | Effect::RemovePreparedTarget => {
@@ -386,7 +404,11 @@ impl<'a> Move<'a> {
 
     /// Captures after every accepted job and chunks the payload (kept until it is dropped).
     async fn capture(&mut self) -> Vec<Event> {
-        let captured = match self.live.capture().await {
+        let captured = self.live.capture().await;
+        if let Some(p) = &mut self.permits {
+            p.end_capture();
+        }
+        let captured = match captured {
             Ok(c) => c,
             Err(e) => {
                 self.fail(e);
@@ -421,6 +443,19 @@ impl<'a> Move<'a> {
         }
         match self.chunk(payload) {
             Ok((header, chunks, summary)) => {
+                if let Some(p) = &mut self.permits {
+                    let limit = ChunkLimit::new(
+                        self.client
+                            .objects
+                            .location
+                            .options()
+                            .relocation
+                            .payload_chunk_limit,
+                    );
+                    if let Ok(limit) = limit {
+                        p.shrink_to(gate::encoded_len(summary.total_len, limit));
+                    }
+                }
                 self.restore = Some((header, chunks));
                 vec![Event::Captured {
                     state_len,
@@ -457,6 +492,9 @@ impl<'a> Move<'a> {
 
     /// Sends the Restore and its chunks, in order on the one peer connection, then asks the
     /// target to prepare; its answer is the Restore accepted (assembled, verified, built).
+    /// Each chunk first reserves its charge against the in-flight budgets (06 §3; see
+    /// [`gate`]): short of budget, the unit has the target acknowledge its chunks in flight,
+    /// or, with none, waits for another unit's release.
     async fn send_restore(&mut self) -> Result<(), ZLinkError> {
         let (to, reservation) = self.target()?;
         let Some((header, chunks)) = self.restore.clone() else {
@@ -473,8 +511,37 @@ impl<'a> Move<'a> {
             reservation: reservation.to_wire().map_err(store_failure)?,
         };
         inner.send_control(&peer, wire::RESTORE, wire::encode(&cmd)?)?;
+        let relocations = &self.client.objects.relocations;
+        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        let connection = peer.info().connection.get();
+        let mut in_flight = Vec::new();
         for chunk in chunks {
-            inner.send_control(&peer, wire::CHUNK, chunk.encode())?;
+            let body = chunk.encode();
+            let charge = chunk_charge(inner, &body)?;
+            loop {
+                let changed = gate.changed();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                match gate.try_chunk(connection, charge) {
+                    Ok(permit) => {
+                        in_flight.extend(permit);
+                        break;
+                    }
+                    Err(e) if in_flight.is_empty() => {
+                        tracing::debug!(reason = %e, "relocation chunk waits for budget");
+                        changed.await;
+                    }
+                    Err(_) => {
+                        acknowledged(inner, &peer).await?;
+                        in_flight.clear();
+                    }
+                }
+            }
+            inner.send_control(&peer, wire::CHUNK, body)?;
+        }
+        if !in_flight.is_empty() {
+            acknowledged(inner, &peer).await?;
+            in_flight.clear();
         }
         let body = wire::encode(&MoveRef::of(self.relocation()))?;
         answered(request(self.client, &to, wire::PREPARE, body).await).map(|_| ())
@@ -512,11 +579,21 @@ impl<'a> Move<'a> {
             StoreVersion::new(reply.version).map_err(|e| wire::protocol(&e.to_string()))
         });
         match applied {
-            Ok(version) => vec![
-                Event::CutoverReceived { attempt },
-                Event::CasApplied { attempt, version },
-                Event::CutoverSent,
-            ],
+            Ok(version) => {
+                // The processing-start signal: NewOwner applied and dispatch opened there.
+                if let Some(sealed) = self.sealed_at {
+                    self.client
+                        .objects
+                        .relocations
+                        .interruptions
+                        .record(self.relocation(), sealed.elapsed());
+                }
+                vec![
+                    Event::CutoverReceived { attempt },
+                    Event::CasApplied { attempt, version },
+                    Event::CutoverSent,
+                ]
+            }
             Err(e) => {
                 let conflict = e.kind() == ErrorKind::Unavailable;
                 self.fail(e);
@@ -650,6 +727,36 @@ impl<'a> Move<'a> {
     async fn answer(&self) -> Result<ActorRef, ZLinkError> {
         super::source::read_ref(self.client, &self.key).await
     }
+}
+
+/// The command-plane ping: its answer acknowledges every chunk sent before it on the same
+/// connection (the target runs one-way commands in arrival order before a later request).
+const ACKNOWLEDGE: &str = "zlink.ping";
+
+/// How long the source waits for an acknowledgement of its chunks.
+const ACKNOWLEDGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The accounted charge of one chunk (06 §3): the encoded length of the control frame body
+/// carrying it, envelope metadata included.
+fn chunk_charge(inner: &crate::mesh::node::NodeInner, body: &Bytes) -> Result<u64, ZLinkError> {
+    let op = zlink_transport::OperationId::new(1).map_err(|e| internal(&e))?;
+    let env = zlink_transport::Envelope::one_way(op, &inner.rid, inner.generation, body.clone())
+        .with_packet_name(wire::CHUNK)
+        .map_err(|e| internal(&e))?;
+    Ok(env.encoded_len() as u64)
+}
+
+/// Waits for the target to acknowledge every chunk sent so far on `peer`.
+async fn acknowledged(
+    inner: &crate::mesh::node::NodeInner,
+    peer: &zlink_transport::PeerHandle,
+) -> Result<(), ZLinkError> {
+    answered(
+        inner
+            .control_request(peer, ACKNOWLEDGE, Bytes::new(), ACKNOWLEDGE_TIMEOUT)
+            .await,
+    )
+    .map(|_| ())
 }
 
 /// The error a move that ended without one observed reports.

@@ -91,6 +91,8 @@
 //! memory accounting.
 
 mod drive;
+pub(crate) mod gate;
+mod interruption;
 mod source;
 mod stage;
 mod target;
@@ -112,6 +114,9 @@ use crate::objects::registration::ObjectCall;
 pub(crate) use source::relocate_actor;
 #[cfg(test)]
 pub(crate) use stage::recorded as recorded_stage;
+// Re-exported from `mesh::node` for the host-level Relocate.
+#[allow(unreachable_pub)]
+pub use interruption::InterruptionSummary;
 pub(crate) use target::commands;
 
 /// The most messages one sealed Actor holds.
@@ -177,6 +182,11 @@ pub(crate) struct Relocations {
     incoming: Mutex<HashMap<u128, target::Incoming>>,
     /// One-way messages dropped past a hold's bound.
     dropped: AtomicU64,
+    /// The unit gate and chunk budgets (28 §5, 06 §3), made from the root's options on first
+    /// use.
+    gate: std::sync::OnceLock<gate::UnitGate>,
+    /// The interruption of each unit this node moved out (28 §5).
+    interruptions: interruption::Interruptions,
     /// Tests: runs after each stage record this node's moves wrote.
     #[cfg(test)]
     pub(crate) stage_hook: Mutex<Option<StageHook>>,
@@ -200,6 +210,25 @@ impl std::fmt::Debug for Relocations {
 }
 
 impl Relocations {
+    /// The interruptions of the units this node moved out so far: one per completed move,
+    /// from the source admission seal to the target's processing-start signal (28 §5).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn interruptions(&self) -> InterruptionSummary {
+        self.interruptions.summary()
+    }
+
+    /// The unit gate, made from `options` (the root's, validated at startup) on first use.
+    pub(crate) fn gate(
+        &self,
+        options: &crate::location::RelocationOptions,
+    ) -> Result<&gate::UnitGate, gate::GateError> {
+        if let Some(g) = self.gate.get() {
+            return Ok(g);
+        }
+        let made = gate::UnitGate::new(options)?;
+        Ok(self.gate.get_or_init(|| made))
+    }
+
     /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
     /// otherwise. A follow window that has passed ends here.
     pub(crate) fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {

@@ -128,6 +128,8 @@ pub(crate) struct Incoming {
     key: ObjectKey,
     cmd: RestoreCommand,
     stage: Arc<tokio::sync::Mutex<Stage>>,
+    /// What the unit gate admitted this Restore with (28 §5); returned when it is removed.
+    permits: Option<super::gate::TargetPermits>,
 }
 
 /// The assembly stage of the Restore `relocation` in progress here, if any.
@@ -157,6 +159,7 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         }
         return Ok(None);
     }
+    let declared = header.total_len();
     let mut assembly = Ok(Assembly::new(header));
     match host.types.get(cmd.stable_type.as_str()) {
         Some(t) if t.kind == ObjectKind::Actor => {}
@@ -167,7 +170,21 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
             ))
         }
     }
+    // The inbound-unit and Restore permits and the payload memory, at once, before
+    // assembling (28 §5). This ordered one-way cannot wait: a short gate refuses the Restore.
+    let mut permits = None;
+    if assembly.is_ok() {
+        let admitted = host
+            .relocations
+            .gate(&host.location.options().relocation)
+            .and_then(|g| g.try_inbound(declared));
+        match admitted {
+            Ok(p) => permits = Some(p),
+            Err(e) => assembly = Err(e.to_string()),
+        }
+    }
     if assembly.is_ok() && !host.relocations.queue(&key) {
+        permits = None;
         assembly = Err("the Actor is live or already moving on this node".into());
     }
     let queued = assembly.is_ok();
@@ -177,6 +194,7 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
             key: key.clone(),
             cmd,
             stage: Arc::new(tokio::sync::Mutex::new(Stage::Receiving(assembly))),
+            permits,
         },
     );
     drop(incoming);
@@ -253,7 +271,14 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         Stage::Prepared(_) => return Ok(Some(Bytes::new())),
         Stage::Done(_) => return Err(failed("the relocation already ended")),
     };
-    match build(&host, &key, &cmd, payload).await {
+    let built = build(&host, &key, &cmd, payload).await;
+    // Built or not, the Restore ran: its permit and the payload memory go back.
+    if let Some(i) = host.relocations.incoming.lock().get_mut(&relocation) {
+        if let Some(p) = &mut i.permits {
+            p.end_restore();
+        }
+    }
+    match built {
         Ok(prepared) => {
             *stage = Stage::Prepared(Box::new(prepared));
             drop(stage);

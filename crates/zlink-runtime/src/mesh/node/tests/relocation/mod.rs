@@ -19,6 +19,7 @@ use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 
+mod gate;
 /// Which relocation policy the counter type chooses.
 mod stages;
 
