@@ -10,16 +10,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use zlink_codec::RoutingId;
-use zlink_relocation::transfer::{
-    ChunkLimit, PayloadChunks, SourceFence, TransferBinding, chunk_payload,
-};
+use zlink_relocation::transfer::PayloadChunks;
 use zlink_relocation::unit::{
     Binding, Effect, Event, FailureReason, PayloadSummary, RestoreFailure, Stage, StageOutcome,
     StageRecord, StoreWrite, Unit,
 };
 use zlink_store_spi::StoreVersion;
 
-use super::gate::{self, SourcePermits};
+use super::gate::SourcePermits;
+use super::send;
 use super::source::{answered, choose_target, follow_and_close, owner_is, relay, request};
 use super::stage::{self, StageWriteError};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
@@ -172,6 +171,11 @@ impl<'a> Move<'a> {
                 vec![Event::Deadline]
             }
             Effect::SealSource => {
+                if let Err(e) = self.admit_target().await {
+                    self.fail(e);
+                    self.interrupt = true;
+                    return vec![Event::CancelRequested];
+                }
                 if self.client.objects.relocations.seal(&self.key) {
                     self.sealed = true;
                     self.sealed_at = Some(tokio::time::Instant::now());
@@ -410,10 +414,7 @@ impl<'a> Move<'a> {
         }
         let captured = match captured {
             Ok(c) => c,
-            Err(e) => {
-                self.fail(e);
-                return vec![Event::CaptureFailed];
-            }
+            Err(e) => return self.failed_capture(e),
         };
         let (payload, state_len) = match self.rebuild {
             Rebuild::Recreate => (Bytes::new(), None),
@@ -423,8 +424,7 @@ impl<'a> Move<'a> {
                     (Bytes::from(bytes), Some(len))
                 }
                 None => {
-                    self.fail(invalid("PreserveStateWith without an adapter"));
-                    return vec![Event::CaptureFailed];
+                    return self.failed_capture(invalid("PreserveStateWith without an adapter"));
                 }
             },
         };
@@ -441,20 +441,18 @@ impl<'a> Move<'a> {
                 payload: summary,
             }];
         }
-        match self.chunk(payload) {
-            Ok((header, chunks, summary)) => {
+        let limit = self
+            .client
+            .objects
+            .location
+            .options()
+            .relocation
+            .payload_chunk_limit;
+        let attempt = self.binding().attempt.get();
+        match send::split(&self.handle, (self.relocation(), attempt), limit, payload) {
+            Ok((header, chunks, summary, encoded)) => {
                 if let Some(p) = &mut self.permits {
-                    let limit = ChunkLimit::new(
-                        self.client
-                            .objects
-                            .location
-                            .options()
-                            .relocation
-                            .payload_chunk_limit,
-                    );
-                    if let Ok(limit) = limit {
-                        p.shrink_to(gate::encoded_len(summary.total_len, limit));
-                    }
+                    p.shrink_to(encoded);
                 }
                 self.restore = Some((header, chunks));
                 vec![Event::Captured {
@@ -462,32 +460,13 @@ impl<'a> Move<'a> {
                     payload: summary,
                 }]
             }
-            Err(e) => {
-                self.fail(e);
-                vec![Event::CaptureFailed]
-            }
+            Err(e) => self.failed_capture(e),
         }
     }
 
-    fn chunk(&self, payload: Bytes) -> Result<(Bytes, PayloadChunks, PayloadSummary), ZLinkError> {
-        let handle = &self.handle;
-        let fence = SourceFence::new(
-            handle.authority_owner_generation().get(),
-            handle.owner().lease_generation.get(),
-        )
-        .map_err(|e| internal(&e))?;
-        let binding = TransferBinding::new(self.relocation(), self.binding().attempt.get(), fence)
-            .map_err(|e| internal(&e))?;
-        let options = self.client.objects.location.options();
-        let limit =
-            ChunkLimit::new(options.relocation.payload_chunk_limit).map_err(|e| internal(&e))?;
-        let (header, chunks) = chunk_payload(binding, payload, limit).map_err(|e| internal(&e))?;
-        let summary = PayloadSummary {
-            total_len: header.total_len(),
-            chunk_count: header.chunk_count(),
-            crc32c: header.crc32c(),
-        };
-        Ok((header.encode(), chunks, summary))
+    fn failed_capture(&mut self, e: ZLinkError) -> Vec<Event> {
+        self.fail(e);
+        vec![Event::CaptureFailed]
     }
 
     /// Sends the Restore and its chunks, in order on the one peer connection, then asks the
@@ -513,38 +492,17 @@ impl<'a> Move<'a> {
         inner.send_control(&peer, wire::RESTORE, wire::encode(&cmd)?)?;
         let relocations = &self.client.objects.relocations;
         let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
-        let connection = peer.info().connection.get();
-        let mut in_flight = Vec::new();
-        for chunk in chunks {
-            let body = chunk.encode();
-            let charge = chunk_charge(inner, &body)?;
-            loop {
-                let changed = gate.changed();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                match gate.try_chunk(connection, charge) {
-                    Ok(permit) => {
-                        in_flight.extend(permit);
-                        break;
-                    }
-                    Err(e) if in_flight.is_empty() => {
-                        tracing::debug!(reason = %e, "relocation chunk waits for budget");
-                        changed.await;
-                    }
-                    Err(_) => {
-                        acknowledged(inner, &peer).await?;
-                        in_flight.clear();
-                    }
-                }
-            }
-            inner.send_control(&peer, wire::CHUNK, body)?;
-        }
-        if !in_flight.is_empty() {
-            acknowledged(inner, &peer).await?;
-            in_flight.clear();
-        }
+        send::chunks(inner, &peer, gate, chunks).await?;
         let body = wire::encode(&MoveRef::of(self.relocation()))?;
         answered(request(self.client, &to, wire::PREPARE, body).await).map(|_| ())
+    }
+
+    /// Before the seal: the target admits the unit (its inbound-unit and `Restore` permits and
+    /// this unit's payload memory claim), waiting there until they are free (28 §5).
+    async fn admit_target(&self) -> Result<(), ZLinkError> {
+        let (to, _) = self.target()?;
+        let bytes = self.permits.as_ref().map_or(0, SourcePermits::memory);
+        send::admit(&self.client.node.inner, &to, self.relocation(), bytes).await
     }
 
     /// `Prepared` is recorded: the target takes the reservation it carried and answers
@@ -581,13 +539,8 @@ impl<'a> Move<'a> {
         match applied {
             Ok(version) => {
                 // The processing-start signal: NewOwner applied and dispatch opened there.
-                if let Some(sealed) = self.sealed_at {
-                    self.client
-                        .objects
-                        .relocations
-                        .interruptions
-                        .record(self.relocation(), sealed.elapsed());
-                }
+                let interruptions = &self.client.objects.relocations.interruptions;
+                interruptions.record_since(self.relocation(), self.sealed_at);
                 vec![
                     Event::CutoverReceived { attempt },
                     Event::CasApplied { attempt, version },
@@ -727,36 +680,6 @@ impl<'a> Move<'a> {
     async fn answer(&self) -> Result<ActorRef, ZLinkError> {
         super::source::read_ref(self.client, &self.key).await
     }
-}
-
-/// The command-plane ping: its answer acknowledges every chunk sent before it on the same
-/// connection (the target runs one-way commands in arrival order before a later request).
-const ACKNOWLEDGE: &str = "zlink.ping";
-
-/// How long the source waits for an acknowledgement of its chunks.
-const ACKNOWLEDGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The accounted charge of one chunk (06 §3): the encoded length of the control frame body
-/// carrying it, envelope metadata included.
-fn chunk_charge(inner: &crate::mesh::node::NodeInner, body: &Bytes) -> Result<u64, ZLinkError> {
-    let op = zlink_transport::OperationId::new(1).map_err(|e| internal(&e))?;
-    let env = zlink_transport::Envelope::one_way(op, &inner.rid, inner.generation, body.clone())
-        .with_packet_name(wire::CHUNK)
-        .map_err(|e| internal(&e))?;
-    Ok(env.encoded_len() as u64)
-}
-
-/// Waits for the target to acknowledge every chunk sent so far on `peer`.
-async fn acknowledged(
-    inner: &crate::mesh::node::NodeInner,
-    peer: &zlink_transport::PeerHandle,
-) -> Result<(), ZLinkError> {
-    answered(
-        inner
-            .control_request(peer, ACKNOWLEDGE, Bytes::new(), ACKNOWLEDGE_TIMEOUT)
-            .await,
-    )
-    .map(|_| ())
 }
 
 /// The error a move that ended without one observed reports.

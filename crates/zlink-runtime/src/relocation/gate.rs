@@ -17,13 +17,16 @@
 //! memory shrinks to the encoded payload after it (never grows) and is returned when the
 //! payload is dropped; the outbound permit when the unit ends.
 //!
-//! **Target:** when the Restore arrives, before assembling, the node takes at once an
-//! inbound-unit permit (`MaxActiveInboundRelocations`), a `Restore` permit
-//! (`MaxConcurrentRelocationRestores`) and payload memory for the declared length. The
-//! one-way Restore cannot wait (it runs in the connection's ordered command loop): a short
-//! gate refuses it ([`GateError::Busy`]), the prepare answers that, and the source cancels the
-//! move (the Actor keeps serving there). The `Restore` permit and the memory are returned once
-//! the instance is built, the inbound permit when the move ends here.
+//! **Target:** before its seal the source asks the target to admit the unit ([`ADMIT`], a
+//! command-plane request): the target waits until an inbound-unit permit
+//! (`MaxActiveInboundRelocations`), a `Restore` permit (`MaxConcurrentRelocationRestores`) and
+//! payload memory for the source's up-front claim are all free, takes them at once and
+//! answers; a wait past [`ADMIT_WAIT`] is refused and the source cancels the move (the Actor
+//! keeps serving there). The Restore header then shrinks the memory to the declared length.
+//! A Restore that arrives without an admission tries the same permits at once and is
+//! refused when one is short ([`GateError::Busy`]). The `Restore` permit and the memory are
+//! returned once the instance is built, the inbound permit when the move ends here (or the
+//! admission is forgotten, like an abandoned Restore).
 //!
 //! **Chunk budgets:** every chunk the source sends reserves its accounted charge — the
 //! encoded length of the control frame carrying it — against the budget of its peer
@@ -40,8 +43,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use zlink_relocation::transfer::{
     BudgetError, BudgetScope, CHUNK_HEADER_LEN, ChunkLimit, InFlightBudget, InFlightPermit,
@@ -51,6 +56,23 @@ use zlink_relocation::transfer::{
 
 use crate::location::RelocationOptions;
 use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+
+/// The target admission request (a command-plane request, answered once the target holds
+/// its permits): sent by the source before its seal, so the waits for the target's permits
+/// are not part of the interruption (28 §5).
+pub(crate) const ADMIT: &str = "zlink.relocation.admit";
+
+/// How long a target waits for its permits for one admission before refusing it.
+pub(crate) const ADMIT_WAIT: Duration = Duration::from_secs(10);
+
+/// The body of [`ADMIT`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct AdmitCommand {
+    /// The RelocationId, decimal.
+    pub(crate) relocation: String,
+    /// The source's up-front payload memory claim, in bytes.
+    pub(crate) bytes: u64,
+}
 
 /// Why the gate did not admit a unit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -271,33 +293,53 @@ impl UnitGate {
         })
     }
 
-    /// Target: takes, at once, an inbound-unit permit, a `Restore` permit and payload memory
-    /// for the declared payload length, or refuses without holding anything.
-    pub(crate) fn try_inbound(&self, declared_len: u64) -> Result<TargetPermits, GateError> {
+    /// Target: waits until an inbound-unit permit, a `Restore` permit and `bytes` of payload
+    /// memory (the source's up-front claim) are all free, and takes them at once. A claim
+    /// over the whole cap is [`GateError::TooLarge`].
+    pub(crate) async fn admit_inbound(&self, bytes: u64) -> Result<TargetPermits, GateError> {
+        loop {
+            let changed = self.shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.try_inbound_at(bytes) {
+                Ok(p) => return Ok(p),
+                Err(Short::Never(e)) => return Err(e),
+                Err(Short::Wait(what)) => {
+                    tracing::debug!(what, "relocation target unit waits for the gate");
+                    changed.await;
+                }
+            }
+        }
+    }
+
+    /// Target: takes, at once, an inbound-unit permit, a `Restore` permit and `bytes` of
+    /// payload memory, or refuses ([`GateError::Busy`]) without holding anything.
+    pub(crate) fn try_inbound(&self, bytes: u64) -> Result<TargetPermits, GateError> {
+        self.try_inbound_at(bytes).map_err(|short| match short {
+            Short::Wait(what) => GateError::Busy { what },
+            Short::Never(e) => e,
+        })
+    }
+
+    /// One all-at-once attempt of the target side.
+    fn try_inbound_at(&self, bytes: u64) -> Result<TargetPermits, Short> {
         let s = &self.shared;
         let _attempt = s.attempt.lock();
-        let claim = PayloadClaim::exact(PayloadUnit::Single, declared_len);
+        let claim = PayloadClaim::exact(PayloadUnit::Single, bytes);
         let memory = match s.memory.try_reserve(claim) {
             Ok(m) => m,
             Err(PayloadMemoryError::SingleUnitTooLarge { need, cap }) => {
-                return Err(GateError::TooLarge { need, cap });
+                return Err(Short::Never(GateError::TooLarge { need, cap }));
             }
-            Err(_) => {
-                return Err(GateError::Busy {
-                    what: "payload memory",
-                });
-            }
+            Err(_) => return Err(Short::Wait("payload memory")),
         };
+        // A refusal below drops what was taken, still under the attempt lock.
         let unit = Arc::clone(&s.inbound)
             .try_acquire_owned()
-            .map_err(|_| GateError::Busy {
-                what: "inbound unit permit",
-            })?;
+            .map_err(|_| Short::Wait("inbound unit permit"))?;
         let restore = Arc::clone(&s.restores)
             .try_acquire_owned()
-            .map_err(|_| GateError::Busy {
-                what: "Restore permit",
-            })?;
+            .map_err(|_| Short::Wait("Restore permit"))?;
         Ok(TargetPermits {
             unit: Some(unit),
             restore: Some(restore),
@@ -429,7 +471,6 @@ impl SourcePermits {
     }
 
     /// Payload memory held now.
-    #[cfg(test)]
     pub(crate) fn memory(&self) -> u64 {
         self.memory.as_ref().map_or(0, PayloadMemoryPermit::bytes)
     }
@@ -444,7 +485,7 @@ impl Drop for SourcePermits {
     }
 }
 
-/// What a target unit holds (see [`UnitGate::try_inbound`]); dropping it returns the rest.
+/// What a target unit holds (see [`UnitGate::admit_inbound`]); dropping it returns the rest.
 pub(crate) struct TargetPermits {
     unit: Option<OwnedSemaphorePermit>,
     restore: Option<OwnedSemaphorePermit>,
@@ -465,6 +506,16 @@ impl std::fmt::Debug for TargetPermits {
 }
 
 impl TargetPermits {
+    /// The Restore declared its length: the memory shrinks to it. More than was admitted is
+    /// [`PayloadMemoryError::WouldGrow`] and changes nothing.
+    pub(crate) fn shrink_to(&mut self, bytes: u64) -> Result<(), PayloadMemoryError> {
+        if let Some(m) = &mut self.memory {
+            m.shrink_to(bytes)?;
+            self.shared.changed.notify_waiters();
+        }
+        Ok(())
+    }
+
     /// The instance is built (or the build failed): the `Restore` permit and the payload
     /// memory go back; the inbound permit stays until the move ends here.
     pub(crate) fn end_restore(&mut self) {

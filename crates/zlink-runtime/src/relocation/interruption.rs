@@ -104,6 +104,14 @@ impl Interruptions {
         }
     }
 
+    /// Records the interruption of a unit sealed at `sealed` (none: never sealed, nothing
+    /// recorded) ending now.
+    pub(crate) fn record_since(&self, relocation: u128, sealed: Option<tokio::time::Instant>) {
+        if let Some(t) = sealed {
+            self.record(relocation, t.elapsed());
+        }
+    }
+
     /// The summary so far.
     pub(crate) fn summary(&self) -> InterruptionSummary {
         let counts: Vec<u64> = self

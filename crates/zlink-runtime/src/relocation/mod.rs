@@ -86,13 +86,14 @@
 //! written (the unit is left at `Committed`: the target is the owner then and
 //! `preserve_carrying` needs the reservation NewOwner consumed), so the Prepared stage mark
 //! stays in the record payload until its next Preserve. A message sent on the source node
-//! itself is not relayed before the cutover: it follows right after it, in its order. Not
-//! built: Sessions, SpotWide aggregates, retries of a Restore, in-flight budgets or payload
-//! memory accounting.
+//! itself is not relayed before the cutover: it follows right after it, in its order. The unit
+//! gate, the chunk in-flight budgets and the interruption record are in `gate.rs` and
+//! `interruption.rs`. Not built: Sessions, SpotWide aggregates, retries of a Restore.
 
 mod drive;
 pub(crate) mod gate;
 mod interruption;
+mod send;
 mod source;
 mod stage;
 mod target;
@@ -187,6 +188,8 @@ pub(crate) struct Relocations {
     gate: std::sync::OnceLock<gate::UnitGate>,
     /// The interruption of each unit this node moved out (28 §5).
     interruptions: interruption::Interruptions,
+    /// Target side: units admitted (permits held) whose Restore has not arrived yet.
+    admitted: Mutex<HashMap<u128, gate::TargetPermits>>,
     /// Tests: runs after each stage record this node's moves wrote.
     #[cfg(test)]
     pub(crate) stage_hook: Mutex<Option<StageHook>>,

@@ -16,7 +16,7 @@ on_every_store!(
     past_the_outbound_cap_a_further_unit_waits_until_one_ends,
     a_preserved_unit_needing_exactly_the_payload_cap_moves,
     a_preserved_unit_over_the_payload_cap_is_refused_before_capture_and_keeps_serving,
-    past_the_inbound_cap_a_further_restore_is_refused_and_the_source_serves_again,
+    past_the_inbound_cap_a_further_unit_waits_before_its_seal_until_one_ends,
     chunk_sends_respect_small_in_flight_budgets_and_the_move_completes,
     the_interruption_summary_counts_one_entry_per_completed_move,
 );
@@ -423,14 +423,12 @@ async fn a_preserved_unit_over_the_payload_cap_is_refused_before_capture_and_kee
     m.shutdown().await;
 }
 
-async fn past_the_inbound_cap_a_further_restore_is_refused_and_the_source_serves_again(
-    h: &Harness,
-) {
+async fn past_the_inbound_cap_a_further_unit_waits_before_its_seal_until_one_ends(h: &Harness) {
     let options = relocation_options(RelocationOptions::default().max_active_inbound(1));
     let m = mesh_with(h, Policy::Preserve, options).await;
     let (a, b) = two_on_one_server(&m).await;
     let (source, target) = m.owner_and_other(&a);
-    // The first move holds the target's inbound permit from its Restore until NewOwner.
+    // The first move holds the target's inbound permit from its admission until NewOwner.
     let (entered, release) = block_first_at(source, RecordedStage::Prepared);
     let first = {
         let client = source.actors().expect("manager").client;
@@ -441,36 +439,35 @@ async fn past_the_inbound_cap_a_further_restore_is_refused_and_the_source_serves
     })
     .await;
     assert_eq!(gate_of(target).usage().inbound, 1, "at the cap");
-    let before = record(source, b.id.as_str()).await;
-    let err = relocate(source, &b)
-        .await
-        .expect_err("refused past the cap");
-    assert!(err.to_string().contains("inbound unit permit"), "{err}");
-    let after = record(source, b.id.as_str()).await;
-    assert_eq!(
-        (&after.0, after.1),
-        (&before.0, before.1),
-        "the owner is untouched"
-    );
+    let second = {
+        let client = source.actors().expect("manager").client;
+        let b = b.clone();
+        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &b, None).await })
+    };
+    // The second waits for the target's admission, before its seal: it keeps serving here.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(!second.is_finished(), "the second unit waits");
     let caller = m.client.0.actors().expect("manager");
     assert_eq!(
-        caller
-            .request(b.id.as_str(), &Incr)
-            .await
-            .expect("served here"),
-        2
+        caller.request(b.id.as_str(), &Incr).await.expect("served"),
+        2,
+        "not sealed while it waits"
     );
+    assert_eq!(gate_of(target).usage().inbound, 1, "never past the cap");
     release.add_permits(1);
     let first = first.await.expect("task").expect("moved");
-    assert_eq!(first.node, rid_of(target));
+    let second = second.await.expect("task").expect("moved after the first");
+    assert_eq!((first.node, second.node), (rid_of(target), rid_of(target)));
+    assert_eq!(
+        caller.request(b.id.as_str(), &Incr).await.expect("incr"),
+        3,
+        "its state moved"
+    );
     assert_eq!(
         gate_of(target).usage(),
         GateUsage::default(),
         "all returned"
     );
-    // With the permit back, the refused unit moves.
-    let moved = relocate(source, &b).await.expect("moved");
-    assert_eq!(moved.node, rid_of(target));
     m.shutdown().await;
 }
 
