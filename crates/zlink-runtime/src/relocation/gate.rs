@@ -5,7 +5,8 @@
 //! shares those values, and each object node keeps its own gate (its own counts), so a root
 //! with several object nodes admits the caps per node, not per process.
 //!
-//! **Source:** before the seal a unit takes, all at once, an outbound-unit permit
+//! **Source:** before anything of the move is written (before it secures its target, so
+//! well before the seal) a unit takes, all at once, an outbound-unit permit
 //! (`MaxActiveOutboundRelocations`), a `Capture` permit (`MaxConcurrentRelocationCaptures`)
 //! and its up-front payload memory (`MaxRelocationPayloadInFlightBytes`): 64 MiB per
 //! `PreserveStateWith` object plus the framing of the Restore header and of the chunks such a
@@ -26,7 +27,10 @@
 //! A Restore that arrives without an admission tries the same permits at once and is
 //! refused when one is short ([`GateError::Busy`]). The `Restore` permit and the memory are
 //! returned once the instance is built, the inbound permit when the move ends here (or the
-//! admission is forgotten, like an abandoned Restore).
+//! admission is forgotten, like an abandoned Restore). The payload memory is one account
+//! for both sides of the node: units moving out of two nodes towards each other at once can
+//! hold all of it while waiting for the other's admission; [`ADMIT_WAIT`] bounds that wait
+//! (those units are cancelled and serve on), it is not resolved otherwise.
 //!
 //! **Chunk budgets:** every chunk the source sends reserves its accounted charge — the
 //! encoded length of the control frame carrying it — against the budget of its peer
@@ -40,6 +44,8 @@
 //! on itself); with none in flight it waits for another unit's release. A chunk larger than a
 //! budget is sent alone (the budget then slows the transfer but never stalls it), so a budget
 //! below the chunk limit is valid configuration (06 §3 declares no relation between them).
+//! A chunk send waits for room on the connection's control lane rather than failing on a
+//! full one.
 
 use std::collections::HashMap;
 use std::sync::Arc;

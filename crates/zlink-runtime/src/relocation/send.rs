@@ -8,13 +8,13 @@ use zlink_relocation::transfer::{
     ChunkLimit, PayloadChunks, SourceFence, TransferBinding, chunk_payload,
 };
 use zlink_relocation::unit::PayloadSummary;
-use zlink_transport::PeerHandle;
+use zlink_transport::{Envelope, PeerHandle};
 
 use super::gate::{self, UnitGate};
 use super::source::answered;
 use super::wire;
 use crate::location::AuthorityHandle;
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use crate::mesh::node::NodeInner;
 
 /// The command-plane ping: its answer acknowledges every chunk sent before it on the same
@@ -89,8 +89,8 @@ pub(super) async fn chunks(
     let connection = peer.info().connection.get();
     let mut in_flight = Vec::new();
     for chunk in chunks {
-        let body = chunk.encode();
-        let charge = chunk_charge(inner, &body)?;
+        let env = chunk_frame(inner, chunk.encode())?;
+        let charge = env.encoded_len() as u64;
         loop {
             let changed = gate.changed();
             tokio::pin!(changed);
@@ -110,7 +110,13 @@ pub(super) async fn chunks(
                 }
             }
         }
-        inner.send_control(peer, wire::CHUNK, body)?;
+        // Waits for room on the connection's control lane (never refused for a full lane).
+        peer.send_control(&env)
+            .await
+            .map_err(|e| ZLinkError::Unavailable {
+                target: format!("relocation target ({e})"),
+                reason: UnavailableReason::ConnectionLost,
+            })?;
     }
     if !in_flight.is_empty() {
         acknowledged(inner, peer).await?;
@@ -118,14 +124,17 @@ pub(super) async fn chunks(
     Ok(())
 }
 
-/// The accounted charge of one chunk (06 §3): the encoded length of the control frame body
-/// carrying it, envelope metadata included.
-fn chunk_charge(inner: &NodeInner, body: &Bytes) -> Result<u64, ZLinkError> {
-    let op = zlink_transport::OperationId::new(1).map_err(|e| internal(&e))?;
-    let env = zlink_transport::Envelope::one_way(op, &inner.rid, inner.generation, body.clone())
-        .with_packet_name(wire::CHUNK)
+/// The one-way control frame carrying one chunk; its encoded length is the chunk's accounted
+/// charge (06 §3: the frame's envelope metadata included).
+fn chunk_frame(inner: &NodeInner, body: Bytes) -> Result<Envelope, ZLinkError> {
+    let op = inner
+        .transport
+        .ids()
+        .next_operation_id()
         .map_err(|e| internal(&e))?;
-    Ok(env.encoded_len() as u64)
+    Envelope::one_way(op, &inner.rid, inner.generation, body)
+        .with_packet_name(wire::CHUNK)
+        .map_err(|e| internal(&e))
 }
 
 /// Waits for the target to acknowledge every chunk sent so far on `peer`.
