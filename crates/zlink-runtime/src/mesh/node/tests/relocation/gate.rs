@@ -127,6 +127,29 @@ async fn a_waiting_unit_is_admitted_once_a_holder_ends() {
         .expect("admitted after the release");
 }
 
+#[tokio::test]
+async fn at_the_capture_cap_a_further_unit_waits_until_a_capture_ends() {
+    let gate = gate_with(RelocationOptions::default().max_concurrent_captures(2));
+    let claim = PayloadClaim::exact(PayloadUnit::Single, 1);
+    let mut first = gate.admit_outbound(claim).await.expect("admitted");
+    let _second = gate
+        .admit_outbound(claim)
+        .await
+        .expect("admitted at the cap");
+    let g = gate.clone();
+    let waiting = tokio::spawn(async move { g.admit_outbound(claim).await.map(|_| ()) });
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiting.is_finished(), "the third unit waits");
+    assert_eq!(gate.usage().outbound, 2, "it holds nothing while waiting");
+    first.end_capture();
+    waiting
+        .await
+        .expect("task")
+        .expect("admitted once a capture ended");
+}
+
 /// One step of the gate property test.
 #[derive(Debug, Clone)]
 enum Op {
