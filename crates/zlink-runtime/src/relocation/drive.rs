@@ -10,15 +10,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use zlink_codec::RoutingId;
-use zlink_relocation::transfer::{
-    ChunkLimit, PayloadChunks, SourceFence, TransferBinding, chunk_payload,
-};
+use zlink_relocation::transfer::PayloadChunks;
 use zlink_relocation::unit::{
     Binding, Effect, Event, FailureReason, PayloadSummary, RestoreFailure, Stage, StageOutcome,
     StageRecord, StoreWrite, Unit,
 };
 use zlink_store_spi::StoreVersion;
 
+use super::gate::SourcePermits;
+use super::send;
 use super::source::{answered, choose_target, follow_and_close, owner_is, relay, request};
 use super::stage::{self, StageWriteError};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
@@ -72,6 +72,10 @@ pub(super) struct Move<'a> {
     /// An event the runtime injected (a cancellation or deadline): the effects still queued
     /// from the step before are dropped.
     interrupt: bool,
+    /// What the unit gate admitted this unit with (28 §5): held until the move ends.
+    permits: Option<SourcePermits>,
+    /// When the source admission seal was set (the interruption starts there).
+    sealed_at: Option<tokio::time::Instant>,
 }
 
 fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
@@ -107,6 +111,8 @@ impl<'a> Move<'a> {
             relay_failed: None,
             error: None,
             interrupt: false,
+            permits: None,
+            sealed_at: None,
         }
     }
 
@@ -122,8 +128,15 @@ impl<'a> Move<'a> {
         self.error.get_or_insert(e);
     }
 
-    /// Performs `effects` and every effect the events they produce lead to, then settles.
+    /// Waits at the unit gate until every permit the unit needs is free and takes them at
+    /// once (28 §5), then performs `effects` and every effect the events they produce lead to,
+    /// and settles. A unit that can never fit is refused before anything is written or
+    /// captured.
     pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<ActorRef, ZLinkError> {
+        let relocations = &self.client.objects.relocations;
+        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        let claim = gate.source_claim(u32::from(self.rebuild == Rebuild::Preserve))?;
+        self.permits = Some(gate.admit_outbound(claim).await?);
         let mut queue: VecDeque<Effect> = effects.into();
         while let Some(effect) = queue.pop_front() {
             let events = self.perform(effect).await;
@@ -161,8 +174,14 @@ impl<'a> Move<'a> {
                 vec![Event::Deadline]
             }
             Effect::SealSource => {
+                if let Err(e) = self.admit_target().await {
+                    self.fail(e);
+                    self.interrupt = true;
+                    return vec![Event::CancelRequested];
+                }
                 if self.client.objects.relocations.seal(&self.key) {
                     self.sealed = true;
+                    self.sealed_at = Some(tokio::time::Instant::now());
                     Vec::new()
                 } else {
                     self.fail(invalid("a move of this Actor is already running"));
@@ -211,6 +230,9 @@ impl<'a> Move<'a> {
             }
             Effect::DropCapturedPayload | Effect::DiscardProgress => {
                 self.restore = None;
+                if let Some(p) = &mut self.permits {
+                    p.drop_payload();
+                }
                 Vec::new()
             }
             Effect::DiscardTargetQueue | Effect::RemovePreparedTarget => {
@@ -391,12 +413,13 @@ impl<'a> Move<'a> {
 
     /// Captures after every accepted job and chunks the payload (kept until it is dropped).
     async fn capture(&mut self) -> Vec<Event> {
-        let captured = match self.live.capture().await {
+        let captured = self.live.capture().await;
+        if let Some(p) = &mut self.permits {
+            p.end_capture();
+        }
+        let captured = match captured {
             Ok(c) => c,
-            Err(e) => {
-                self.fail(e);
-                return vec![Event::CaptureFailed];
-            }
+            Err(e) => return self.failed_capture(e),
         };
         let (payload, state_len) = match self.rebuild {
             Rebuild::Recreate => (Bytes::new(), None),
@@ -406,8 +429,7 @@ impl<'a> Move<'a> {
                     (Bytes::from(bytes), Some(len))
                 }
                 None => {
-                    self.fail(invalid("PreserveStateWith without an adapter"));
-                    return vec![Event::CaptureFailed];
+                    return self.failed_capture(invalid("PreserveStateWith without an adapter"));
                 }
             },
         };
@@ -424,44 +446,39 @@ impl<'a> Move<'a> {
                 payload: summary,
             }];
         }
-        match self.chunk(payload) {
-            Ok((header, chunks, summary)) => {
+        let limit = self
+            .client
+            .objects
+            .location
+            .options()
+            .relocation
+            .payload_chunk_limit;
+        let attempt = self.binding().attempt.get();
+        match send::split(&self.handle, (self.relocation(), attempt), limit, payload) {
+            Ok((header, chunks, summary, encoded)) => {
+                if let Some(p) = &mut self.permits {
+                    p.shrink_to(encoded);
+                }
                 self.restore = Some((header, chunks));
                 vec![Event::Captured {
                     state_len,
                     payload: summary,
                 }]
             }
-            Err(e) => {
-                self.fail(e);
-                vec![Event::CaptureFailed]
-            }
+            Err(e) => self.failed_capture(e),
         }
     }
 
-    fn chunk(&self, payload: Bytes) -> Result<(Bytes, PayloadChunks, PayloadSummary), ZLinkError> {
-        let handle = &self.handle;
-        let fence = SourceFence::new(
-            handle.authority_owner_generation().get(),
-            handle.owner().lease_generation.get(),
-        )
-        .map_err(|e| internal(&e))?;
-        let binding = TransferBinding::new(self.relocation(), self.binding().attempt.get(), fence)
-            .map_err(|e| internal(&e))?;
-        let options = self.client.objects.location.options();
-        let limit =
-            ChunkLimit::new(options.relocation.payload_chunk_limit).map_err(|e| internal(&e))?;
-        let (header, chunks) = chunk_payload(binding, payload, limit).map_err(|e| internal(&e))?;
-        let summary = PayloadSummary {
-            total_len: header.total_len(),
-            chunk_count: header.chunk_count(),
-            crc32c: header.crc32c(),
-        };
-        Ok((header.encode(), chunks, summary))
+    fn failed_capture(&mut self, e: ZLinkError) -> Vec<Event> {
+        self.fail(e);
+        vec![Event::CaptureFailed]
     }
 
     /// Sends the Restore and its chunks, in order on the one peer connection, then asks the
     /// target to prepare; its answer is the Restore accepted (assembled, verified, built).
+    /// Each chunk first reserves its charge against the in-flight budgets (06 §3; see
+    /// [`gate`]): short of budget, the unit has the target acknowledge its chunks in flight,
+    /// or, with none, waits for another unit's release.
     async fn send_restore(&mut self) -> Result<(), ZLinkError> {
         let (to, reservation) = self.target()?;
         let Some((header, chunks)) = self.restore.clone() else {
@@ -478,11 +495,19 @@ impl<'a> Move<'a> {
             reservation: reservation.to_wire().map_err(store_failure)?,
         };
         inner.send_control(&peer, wire::RESTORE, wire::encode(&cmd)?)?;
-        for chunk in chunks {
-            inner.send_control(&peer, wire::CHUNK, chunk.encode())?;
-        }
+        let relocations = &self.client.objects.relocations;
+        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        send::chunks(inner, &peer, gate, chunks).await?;
         let body = wire::encode(&MoveRef::of(self.relocation()))?;
         answered(request(self.client, &to, wire::PREPARE, body).await).map(|_| ())
+    }
+
+    /// Before the seal: the target admits the unit (its inbound-unit and `Restore` permits and
+    /// this unit's payload memory claim), waiting there until they are free (28 §5).
+    async fn admit_target(&self) -> Result<(), ZLinkError> {
+        let (to, _) = self.target()?;
+        let bytes = self.permits.as_ref().map_or(0, SourcePermits::memory);
+        send::admit(&self.client.node.inner, &to, self.relocation(), bytes).await
     }
 
     /// `Prepared` is recorded: the target takes the reservation it carried and answers
@@ -523,6 +548,9 @@ impl<'a> Move<'a> {
         match applied {
             Ok((version, owner)) => {
                 self.owner_generation = Some(owner);
+                // The processing-start signal: NewOwner applied and dispatch opened there.
+                let interruptions = &self.client.objects.relocations.interruptions;
+                interruptions.record_since(self.relocation(), self.sealed_at);
                 vec![
                     Event::CutoverReceived { attempt },
                     Event::CasApplied { attempt, version },

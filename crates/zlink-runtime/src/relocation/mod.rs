@@ -113,12 +113,15 @@
 //! written (the unit is left at `Committed`: the target is the owner then and
 //! `preserve_carrying` needs the reservation NewOwner consumed), so the Prepared stage mark
 //! stays in the record payload until its next Preserve. A message sent on the source node
-//! itself is not relayed before the cutover: it follows right after it, in its order. Not
-//! built: Sessions, SpotWide aggregates, retries of a Restore, in-flight budgets or payload
-//! memory accounting.
+//! itself is not relayed before the cutover: it follows right after it, in its order. The unit
+//! gate, the chunk in-flight budgets and the interruption record are in `gate.rs` and
+//! `interruption.rs`. Not built: Sessions, SpotWide aggregates, retries of a Restore.
 
 mod drive;
 mod follow;
+pub(crate) mod gate;
+mod interruption;
+mod send;
 mod source;
 mod stage;
 mod target;
@@ -152,6 +155,8 @@ pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
     all.push((wire::FOLLOW, |h, n, e| Box::pin(follow::followed(h, n, e))));
     all
 }
+pub use interruption::InterruptionSummary;
+pub(crate) use interruption::Interruptions;
 
 /// The most messages one sealed Actor holds.
 pub(crate) const HOLD_MAX_RECORDS: usize = 1024;
@@ -222,6 +227,13 @@ pub(crate) struct Relocations {
     dropped: AtomicU64,
     /// Followed messages not forwarded (hop bound, cycle, generation; spec 21 §7.3).
     follow_refused: AtomicU64,
+    /// The unit gate and chunk budgets (28 §5, 06 §3), made from the root's options on first
+    /// use.
+    gate: std::sync::OnceLock<gate::UnitGate>,
+    /// The interruption of each unit this node moved out (28 §5).
+    pub(crate) interruptions: interruption::Interruptions,
+    /// Target side: units admitted (permits held) whose Restore has not arrived yet.
+    admitted: Mutex<HashMap<u128, gate::TargetPermits>>,
     /// Tests: runs after each stage record this node's moves wrote.
     #[cfg(test)]
     pub(crate) stage_hook: Mutex<Option<StageHook>>,
@@ -245,6 +257,25 @@ impl std::fmt::Debug for Relocations {
 }
 
 impl Relocations {
+    /// The interruptions of the units this node moved out so far: one per completed move,
+    /// from the source admission seal to the target's processing-start signal (28 §5).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn interruptions(&self) -> InterruptionSummary {
+        self.interruptions.summary()
+    }
+
+    /// The unit gate, made from `options` (the root's, validated at startup) on first use.
+    pub(crate) fn gate(
+        &self,
+        options: &crate::location::RelocationOptions,
+    ) -> Result<&gate::UnitGate, gate::GateError> {
+        if let Some(g) = self.gate.get() {
+            return Ok(g);
+        }
+        let made = gate::UnitGate::new(options)?;
+        Ok(self.gate.get_or_init(|| made))
+    }
+
     /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
     /// otherwise. A follow window that has passed ends here.
     pub(crate) fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {

@@ -17,6 +17,7 @@ use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::Envelope;
 
 use super::Held;
+use super::gate::{self, AdmitCommand};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
 use crate::location::{AuthorityRead, Outcome, TargetReservation};
 use crate::mesh::messaging::RouteKind;
@@ -48,6 +49,7 @@ pub(crate) fn commands() -> Vec<(&'static str, Command)> {
         (wire::READY, |h, _, e| Box::pin(ready(h, e))),
         (wire::CUTOVER, |h, _, e| Box::pin(cutover(h, e))),
         (wire::ABORT, |h, _, e| Box::pin(abort(h, e))),
+        (gate::ADMIT, |h, _, e| Box::pin(admit(h, e))),
     ]
 }
 
@@ -128,6 +130,8 @@ pub(crate) struct Incoming {
     key: ObjectKey,
     cmd: RestoreCommand,
     stage: Arc<tokio::sync::Mutex<Stage>>,
+    /// What the unit gate admitted this Restore with (28 §5); returned when it is removed.
+    permits: Option<super::gate::TargetPermits>,
 }
 
 /// The assembly stage of the Restore `relocation` in progress here, if any.
@@ -157,6 +161,7 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         }
         return Ok(None);
     }
+    let declared = header.total_len();
     let mut assembly = Ok(Assembly::new(header));
     match host.types.get(cmd.stable_type.as_str()) {
         Some(t) if t.kind == ObjectKind::Actor => {}
@@ -167,7 +172,30 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
             ))
         }
     }
+    // The inbound-unit and Restore permits and the payload memory, before assembling (28
+    // §5): those the admission took (shrunk to the declared length), else all at once now —
+    // this ordered one-way cannot wait: a short gate refuses the Restore.
+    let mut permits = None;
+    let admitted = host.relocations.admitted.lock().remove(&relocation);
+    if assembly.is_ok() {
+        let taken = match admitted {
+            Some(mut p) => p
+                .shrink_to(declared)
+                .map(|()| p)
+                .map_err(|e| format!("the Restore declares more than was admitted: {e}")),
+            None => host
+                .relocations
+                .gate(&host.location.options().relocation)
+                .and_then(|g| g.try_inbound(declared))
+                .map_err(|e| e.to_string()),
+        };
+        match taken {
+            Ok(p) => permits = Some(p),
+            Err(e) => assembly = Err(e),
+        }
+    }
     if assembly.is_ok() && !host.relocations.queue(&key) {
+        permits = None;
         assembly = Err("the Actor is live or already moving on this node".into());
     }
     let queued = assembly.is_ok();
@@ -177,6 +205,7 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
             key: key.clone(),
             cmd,
             stage: Arc::new(tokio::sync::Mutex::new(Stage::Receiving(assembly))),
+            permits,
         },
     );
     drop(incoming);
@@ -253,7 +282,14 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         Stage::Prepared(_) => return Ok(Some(Bytes::new())),
         Stage::Done(_) => return Err(failed("the relocation already ended")),
     };
-    match build(&host, &key, &cmd, payload).await {
+    let built = build(&host, &key, &cmd, payload).await;
+    // Built or not, the Restore ran: its permit and the payload memory go back.
+    if let Some(i) = host.relocations.incoming.lock().get_mut(&relocation) {
+        if let Some(p) = &mut i.permits {
+            p.end_restore();
+        }
+    }
+    match built {
         Ok(prepared) => {
             *stage = Stage::Prepared(Box::new(prepared));
             drop(stage);
@@ -369,10 +405,46 @@ async fn cutover(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
     }
 }
 
+/// The source asks this node to admit a unit before its seal (28 §5): the inbound-unit and
+/// `Restore` permits and the source's payload memory claim, taken at once once all are free
+/// (waiting at most [`gate::ADMIT_WAIT`]). They are kept for the Restore, and forgotten with
+/// it if it never comes.
+async fn admit(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
+    let cmd: AdmitCommand = wire::decode(env.payload())?;
+    let relocation = MoveRef {
+        relocation: cmd.relocation,
+    }
+    .id()?;
+    let gate = host
+        .relocations
+        .gate(&host.location.options().relocation)?
+        .clone();
+    let permits = tokio::time::timeout(gate::ADMIT_WAIT, gate.admit_inbound(cmd.bytes))
+        .await
+        .map_err(|_| {
+            ZLinkError::from(gate::GateError::Busy {
+                what: "inbound unit permit, Restore permit or payload memory",
+            })
+        })??;
+    host.relocations.admitted.lock().insert(relocation, permits);
+    let h = Arc::clone(&host);
+    tokio::spawn(async move {
+        tokio::time::sleep(ABANDONED_RESTORE).await;
+        if h.relocations.admitted.lock().remove(&relocation).is_some() {
+            tracing::info!(
+                relocation,
+                "relocation admitted but never restored: forgotten"
+            );
+        }
+    });
+    Ok(Some(Bytes::new()))
+}
+
 /// The source cancelled before relay-ready: the Restore, its prepared instance and its
 /// temporary queue go (a move already ended here stays as it is).
 async fn abort(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
     let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
+    host.relocations.admitted.lock().remove(&relocation);
     if discard(&host, relocation, true).await {
         tracing::info!(
             relocation,

@@ -115,6 +115,12 @@
 //! | the move's stage records Preparing, Captured, Prepared are reservation-carrying Preserves written in order, one RelocationId; NewOwner is conditioned on the Prepared record's version (21 §6.1, §9.1) | `stage_records_are_written_in_order_and_the_owner_change_follows_the_last`* |
 //! | an ordinary Preserve during a move makes the next reservation-conditioned write conflict (the Prepared record, or NewOwner): cancelled, record not moved, the source serves again (21 §6.1, §9.1 failure table, §9.4) | `a_preserve_after_captured_fails_the_prepared_record_and_the_source_serves_again`*, `a_preserve_after_prepared_fails_the_owner_change_and_the_source_serves_again`* |
 //! | a stage record whose store reply is lost (and not settled by the engine) is settled by reading the record's stage mark and the reservation row, never guessed: the move goes on with the versions read, no reservation row remains and the allocation rows count the records; a cancellation releases the reservation under the row version it reads (21 §10) | `a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation`*, `a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_reads`* |
+//! | unit gate: outbound-unit, `Capture` and payload-memory permits taken all at once before the seal (inbound-unit, `Restore` and declared-length memory on the target before assembling); random acquire/release sequences never exceed a cap nor leave a partial hold (28 §5, §12 item 4) | `permits_are_taken_all_at_once_and_no_cap_is_ever_exceeded` (proptest), `a_waiting_unit_is_admitted_once_a_holder_ends`, `at_the_capture_cap_a_further_unit_waits_until_a_capture_ends` |
+//! | `MaxActiveOutboundRelocations` N admits N units at once; unit N+1 waits (records and seals nothing, keeps serving) until one ends, then moves (28 §5) | `at_the_outbound_cap_every_unit_moves_at_once`*, `past_the_outbound_cap_a_further_unit_waits_until_one_ends`* |
+//! | `MaxActiveInboundRelocations`: the target admits a unit before its seal; past the cap the unit waits there (not sealed, keeps serving) until one ends, then moves (28 §5) | `past_the_inbound_cap_a_further_unit_waits_before_its_seal_until_one_ends`* |
+//! | payload memory: 64 MiB + framing reserved up front per PreserveStateWith object, shrunk after Capture, never grown; a unit needing exactly the cap moves, one byte over → CapacityExceeded before capture, record untouched (28 §5) | `a_preserved_unit_needing_exactly_the_payload_cap_moves`*, `a_preserved_unit_over_the_payload_cap_is_refused_before_capture_and_keeps_serving`*, `a_unit_over_the_payload_cap_is_refused_and_one_at_the_cap_is_admitted`, `the_default_cap_admits_three_preserved_units_up_front_and_a_shrink_makes_room` |
+//! | chunk sends wait for the per-connection and node in-flight budgets (charge returned on the target's acknowledgement); a budget below the payload still completes the move; below one chunk it sends one at a time; 0 = not applied (06 §3) | `chunk_sends_respect_small_in_flight_budgets_and_the_move_completes`*, `a_budget_below_one_chunk_sends_one_chunk_at_a_time`, `budgets_of_zero_are_not_applied` |
+//! | interruption (seal → NewOwner applied and dispatch open) recorded once per completed move, never for a failed one; over the 1 s target only a warning (28 §5, §11) | `the_interruption_summary_counts_one_entry_per_completed_move`*, `relocation::interruption::tests` |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
 //! `tests/instances/` (restart rows in `restarts.rs`), over a Relocation Store of the same kind — memory on the store's
@@ -176,6 +182,7 @@ mod tests;
 
 pub(crate) use self::core::{Address, NodeInner, ObjectSink, ReplyBody, SPOT_ADDRESS};
 pub use self::core::{CallOptions, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT};
+pub use crate::relocation::InterruptionSummary;
 pub use handle::MeshNode;
 pub use host::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub(crate) use inbound::answer as answer_request;

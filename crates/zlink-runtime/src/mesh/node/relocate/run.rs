@@ -434,6 +434,7 @@ async fn finish(
             reason,
             moved,
             remaining: 0,
+            interruption: interruption(host),
         };
     }
     if state == HostState::Relocating {
@@ -447,7 +448,18 @@ async fn finish(
         reason,
         moved,
         remaining,
+        interruption: interruption(host),
     }
+}
+
+/// The interruptions of the units this host's object nodes moved out.
+fn interruption(host: &HostInner) -> crate::relocation::InterruptionSummary {
+    crate::relocation::Interruptions::merged(
+        host.objects
+            .iter()
+            .flatten()
+            .map(|o| &o.host.relocations.interruptions),
+    )
 }
 
 /// Whether the Location Store answers a read now.

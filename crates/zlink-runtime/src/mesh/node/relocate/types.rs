@@ -185,6 +185,10 @@ pub struct RelocationResult {
     pub moved: usize,
     /// Stateful objects still owned by this host when it ended.
     pub remaining: usize,
+    /// The interruption of every unit this host moved out since it started (spec 28 §5,
+    /// `zlink.relocation.interruption`: from the unit's seal to the target's signal that
+    /// processing starts), over all its object nodes.
+    pub interruption: crate::relocation::InterruptionSummary,
 }
 
 impl RelocationResult {
@@ -200,6 +204,7 @@ impl RelocationResult {
             reason: why,
             moved: 0,
             remaining: 0,
+            interruption: crate::relocation::InterruptionSummary::default(),
         }
     }
 

@@ -177,6 +177,12 @@ async fn planned_maintenance_moves_every_actor_to_a_same_version_node(h: &Harnes
         "the effective version is the host's"
     );
     assert_eq!(result.moved, 6);
+    assert_eq!(
+        result.interruption.count, 6,
+        "one interruption per moved unit"
+    );
+    assert!(result.interruption.p50 <= result.interruption.max);
+    assert!(result.interruption.max > Duration::ZERO);
     assert_eq!(r.host(0).state(), HostState::Relocated);
     let caller = r.host(3).actors().expect("manager");
     for id in &ids {

@@ -1,0 +1,563 @@
+//! The unit gate (spec 28 §5, §12 item 4) and the chunk in-flight budgets (06 §3) of one
+//! object node.
+//!
+//! The caps are the root Location options' ([`RelocationOptions`]); every node of a root
+//! shares those values, and each object node keeps its own gate (its own counts), so a root
+//! with several object nodes admits the caps per node, not per process.
+//!
+//! **Source:** before anything of the move is written (before it secures its target, so
+//! well before the seal) a unit takes, all at once, an outbound-unit permit
+//! (`MaxActiveOutboundRelocations`), a `Capture` permit (`MaxConcurrentRelocationCaptures`)
+//! and its up-front payload memory (`MaxRelocationPayloadInFlightBytes`): 64 MiB per
+//! `PreserveStateWith` object plus the framing of the Restore header and of the chunks such a
+//! payload takes (a `RecreateOnRelocation` unit carries no state: only the Restore header).
+//! When one is short, those already taken are returned under the same lock — no other
+//! attempt ever sees a partial hold — and the unit waits for a release and tries again. A
+//! unit whose claim exceeds the whole memory cap can never move: [`GateError::TooLarge`]
+//! before anything is captured. The `Capture` permit is returned once the capture ran; the
+//! memory shrinks to the encoded payload after it (never grows) and is returned when the
+//! payload is dropped; the outbound permit when the unit ends.
+//!
+//! **Target:** before its seal the source asks the target to admit the unit ([`ADMIT`], a
+//! command-plane request): the target waits until an inbound-unit permit
+//! (`MaxActiveInboundRelocations`), a `Restore` permit (`MaxConcurrentRelocationRestores`) and
+//! payload memory for the source's up-front claim are all free, takes them at once and
+//! answers; a wait past [`ADMIT_WAIT`] is refused and the source cancels the move (the Actor
+//! keeps serving there). The Restore header then shrinks the memory to the declared length.
+//! A Restore that arrives without an admission tries the same permits at once and is
+//! refused when one is short ([`GateError::Busy`]). The `Restore` permit and the memory are
+//! returned once the instance is built, the inbound permit when the move ends here (or the
+//! admission is forgotten, like an abandoned Restore). The payload memory is one account
+//! for both sides of the node: units moving out of two nodes towards each other at once can
+//! hold all of it while waiting for the other's admission; [`ADMIT_WAIT`] bounds that wait
+//! (those units are cancelled and serve on), it is not resolved otherwise.
+//!
+//! **Chunk budgets:** every chunk the source sends reserves its accounted charge — the
+//! encoded length of the control frame carrying it — against the budget of its peer
+//! connection (`RelocationInFlightPayloadBudget`) and the node budget
+//! (`RelocationNodeInFlightPayloadBudget`), both or neither (`0` = not applied; both `0`:
+//! nothing is reserved). The transport does not report when one frame was written, so the
+//! charge is returned on the target's **acknowledgement**: a command-plane ping sent on the
+//! same connection after the chunks. The target runs one-way commands in arrival order and
+//! only then the request after them, so its answer proves every earlier chunk was received
+//! and assembled. A sender short of budget acknowledges its own chunks first (it never waits
+//! on itself); with none in flight it waits for another unit's release. A chunk larger than a
+//! budget is sent alone (the budget then slows the transfer but never stalls it), so a budget
+//! below the chunk limit is valid configuration (06 §3 declares no relation between them).
+//! A chunk send waits for room on the connection's control lane rather than failing on a
+//! full one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use zlink_relocation::transfer::{
+    BudgetError, BudgetScope, CHUNK_HEADER_LEN, ChunkLimit, InFlightBudget, InFlightPermit,
+    MAX_ADAPTER_STATE_LEN, PayloadClaim, PayloadMemory, PayloadMemoryError, PayloadMemoryPermit,
+    PayloadUnit, RESTORE_HEADER_LEN,
+};
+
+use crate::location::RelocationOptions;
+use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+
+/// The target admission request (a command-plane request, answered once the target holds
+/// its permits): sent by the source before its seal, so the waits for the target's permits
+/// are not part of the interruption (28 §5).
+pub(crate) const ADMIT: &str = "zlink.relocation.admit";
+
+/// How long a target waits for its permits for one admission before refusing it.
+pub(crate) const ADMIT_WAIT: Duration = Duration::from_secs(10);
+
+/// The body of [`ADMIT`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct AdmitCommand {
+    /// The RelocationId, decimal.
+    pub(crate) relocation: String,
+    /// The source's up-front payload memory claim, in bytes.
+    pub(crate) bytes: u64,
+}
+
+/// Why the gate did not admit a unit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum GateError {
+    /// The unit needs more payload memory than the whole cap: it can never move
+    /// (`Blocked/StateIncompatible`-like; only a `SpotWide` aggregate may exceed the cap).
+    #[error("the relocation unit needs {need} bytes of payload memory; the cap is {cap}")]
+    TooLarge {
+        /// Bytes the unit needs.
+        need: u64,
+        /// `MaxRelocationPayloadInFlightBytes`.
+        cap: u64,
+    },
+    /// A permit the target needs is taken now (it cannot wait for it).
+    #[error("the relocation target has no {what} free now")]
+    Busy {
+        /// Which permit was short.
+        what: &'static str,
+    },
+    /// The options do not give a usable gate (they are validated at startup).
+    #[error("invalid relocation gate options: {0}")]
+    Options(String),
+}
+
+impl GateError {
+    /// The broad class of the error.
+    pub(crate) fn kind(&self) -> ErrorKind {
+        match self {
+            GateError::TooLarge { .. } => ErrorKind::CapacityExceeded,
+            GateError::Busy { .. } => ErrorKind::Unavailable,
+            GateError::Options(_) => ErrorKind::InvalidOperation,
+        }
+    }
+}
+
+impl From<GateError> for ZLinkError {
+    fn from(e: GateError) -> Self {
+        match e.kind() {
+            ErrorKind::Unavailable => ZLinkError::Unavailable {
+                target: e.to_string(),
+                reason: UnavailableReason::NotServing,
+            },
+            kind => ZLinkError::application(kind, &e.to_string()),
+        }
+    }
+}
+
+/// Why one all-at-once attempt did not admit.
+#[derive(Debug)]
+enum Short {
+    /// Something is taken now: wait for a release.
+    Wait(&'static str),
+    /// It can never be admitted.
+    Never(GateError),
+}
+
+/// The caps and counts of one gate.
+struct Shared {
+    outbound: Arc<Semaphore>,
+    inbound: Arc<Semaphore>,
+    captures: Arc<Semaphore>,
+    restores: Arc<Semaphore>,
+    memory: PayloadMemory,
+    /// Every all-at-once attempt runs under it, so no attempt sees another's partial hold.
+    attempt: Mutex<()>,
+    /// Signalled on every release (permits, memory, chunk budget).
+    changed: Notify,
+    peer_budget: u64,
+    node_budget: InFlightBudget,
+    peers: Mutex<HashMap<u64, InFlightBudget>>,
+    chunk_limit: ChunkLimit,
+    /// The outbound, inbound, `Capture` and `Restore` caps (the semaphores never gain permits).
+    caps: [usize; 4],
+    /// Tests: the most charge seen in flight on one connection and on the node.
+    #[cfg(test)]
+    peak: Mutex<(u64, u64)>,
+}
+
+/// The unit gate and chunk budgets of one object node (see the module docs).
+#[derive(Clone)]
+pub(crate) struct UnitGate {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for UnitGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnitGate")
+            .field("usage", &self.usage())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a gate holds now (tests and diagnostics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct GateUsage {
+    pub(crate) outbound: usize,
+    pub(crate) inbound: usize,
+    pub(crate) captures: usize,
+    pub(crate) restores: usize,
+    pub(crate) memory: u64,
+}
+
+fn cap(n: u32) -> usize {
+    n as usize
+}
+
+/// The bytes a payload of `state_len` state bytes takes encoded: the Restore header and each
+/// chunk's header beside the state.
+pub(crate) fn encoded_len(state_len: u64, limit: ChunkLimit) -> u64 {
+    let per_chunk = limit.data_len() as u64;
+    let chunks = state_len.div_ceil(per_chunk.max(1));
+    RESTORE_HEADER_LEN as u64 + state_len + chunks * CHUNK_HEADER_LEN as u64
+}
+
+impl UnitGate {
+    /// A gate with the caps and budgets of `options`.
+    pub(crate) fn new(options: &RelocationOptions) -> Result<Self, GateError> {
+        let transfer = options
+            .transfer()
+            .map_err(|e| GateError::Options(e.to_string()))?;
+        let memory = PayloadMemory::new(options.max_payload_in_flight_bytes)
+            .map_err(|e| GateError::Options(e.to_string()))?;
+        Ok(UnitGate {
+            shared: Arc::new(Shared {
+                outbound: Arc::new(Semaphore::new(cap(options.max_active_outbound))),
+                inbound: Arc::new(Semaphore::new(cap(options.max_active_inbound))),
+                captures: Arc::new(Semaphore::new(cap(options.max_concurrent_captures))),
+                restores: Arc::new(Semaphore::new(cap(options.max_concurrent_restores))),
+                memory,
+                attempt: Mutex::new(()),
+                changed: Notify::new(),
+                peer_budget: transfer.peer_in_flight_budget(),
+                node_budget: transfer.new_node_budget(),
+                peers: Mutex::new(HashMap::new()),
+                chunk_limit: transfer.chunk_limit(),
+                caps: [
+                    cap(options.max_active_outbound),
+                    cap(options.max_active_inbound),
+                    cap(options.max_concurrent_captures),
+                    cap(options.max_concurrent_restores),
+                ],
+                #[cfg(test)]
+                peak: Mutex::new((0, 0)),
+            }),
+        })
+    }
+
+    /// What the gate holds now.
+    pub(crate) fn usage(&self) -> GateUsage {
+        let s = &self.shared;
+        let used = |sem: &Semaphore, cap: usize| cap.saturating_sub(sem.available_permits());
+        let [outbound, inbound, captures, restores] = s.caps;
+        GateUsage {
+            outbound: used(&s.outbound, outbound),
+            inbound: used(&s.inbound, inbound),
+            captures: used(&s.captures, captures),
+            restores: used(&s.restores, restores),
+            memory: s.memory.used(),
+        }
+    }
+
+    /// The up-front payload memory claim of a source unit (28 §5): 64 MiB of state per
+    /// `PreserveStateWith` object (`RecreateOnRelocation` objects carry none), plus the
+    /// Restore header and the chunk headers that state takes under the chunk limit.
+    pub(crate) fn source_claim(&self, preserved_objects: u32) -> Result<PayloadClaim, GateError> {
+        let objects = preserved_objects;
+        let state = u64::from(objects).saturating_mul(MAX_ADAPTER_STATE_LEN);
+        let framing = encoded_len(state, self.shared.chunk_limit) - state;
+        PayloadClaim::before_capture(PayloadUnit::Single, objects, framing)
+            .map_err(|e| GateError::Options(format!("the payload memory claim does not fit: {e}")))
+    }
+
+    /// Source: waits until the outbound-unit permit, a `Capture` permit and the claim are all
+    /// free, and takes them at once. A claim over the whole cap is [`GateError::TooLarge`].
+    pub(crate) async fn admit_outbound(
+        &self,
+        claim: PayloadClaim,
+    ) -> Result<SourcePermits, GateError> {
+        loop {
+            let changed = self.shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.try_outbound(claim) {
+                Ok(p) => return Ok(p),
+                Err(Short::Never(e)) => return Err(e),
+                Err(Short::Wait(what)) => {
+                    tracing::debug!(what, "relocation unit waits for the gate");
+                    changed.await;
+                }
+            }
+        }
+    }
+
+    /// One all-at-once attempt of [`admit_outbound`](Self::admit_outbound).
+    fn try_outbound(&self, claim: PayloadClaim) -> Result<SourcePermits, Short> {
+        let s = &self.shared;
+        let _attempt = s.attempt.lock();
+        let memory = match s.memory.try_reserve(claim) {
+            Ok(m) => m,
+            Err(PayloadMemoryError::SingleUnitTooLarge { need, cap }) => {
+                return Err(Short::Never(GateError::TooLarge { need, cap }));
+            }
+            Err(_) => return Err(Short::Wait("payload memory")),
+        };
+        // A refusal below drops what was taken, still under the attempt lock.
+        let unit = Arc::clone(&s.outbound)
+            .try_acquire_owned()
+            .map_err(|_| Short::Wait("outbound unit permit"))?;
+        let capture = Arc::clone(&s.captures)
+            .try_acquire_owned()
+            .map_err(|_| Short::Wait("Capture permit"))?;
+        Ok(SourcePermits {
+            unit: Some(unit),
+            capture: Some(capture),
+            memory: Some(memory),
+            shared: Arc::clone(s),
+        })
+    }
+
+    /// Target: waits until an inbound-unit permit, a `Restore` permit and `bytes` of payload
+    /// memory (the source's up-front claim) are all free, and takes them at once. A claim
+    /// over the whole cap is [`GateError::TooLarge`].
+    pub(crate) async fn admit_inbound(&self, bytes: u64) -> Result<TargetPermits, GateError> {
+        loop {
+            let changed = self.shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.try_inbound_at(bytes) {
+                Ok(p) => return Ok(p),
+                Err(Short::Never(e)) => return Err(e),
+                Err(Short::Wait(what)) => {
+                    tracing::debug!(what, "relocation target unit waits for the gate");
+                    changed.await;
+                }
+            }
+        }
+    }
+
+    /// Target: takes, at once, an inbound-unit permit, a `Restore` permit and `bytes` of
+    /// payload memory, or refuses ([`GateError::Busy`]) without holding anything.
+    pub(crate) fn try_inbound(&self, bytes: u64) -> Result<TargetPermits, GateError> {
+        self.try_inbound_at(bytes).map_err(|short| match short {
+            Short::Wait(what) => GateError::Busy { what },
+            Short::Never(e) => e,
+        })
+    }
+
+    /// One all-at-once attempt of the target side.
+    fn try_inbound_at(&self, bytes: u64) -> Result<TargetPermits, Short> {
+        let s = &self.shared;
+        let _attempt = s.attempt.lock();
+        let claim = PayloadClaim::exact(PayloadUnit::Single, bytes);
+        let memory = match s.memory.try_reserve(claim) {
+            Ok(m) => m,
+            Err(PayloadMemoryError::SingleUnitTooLarge { need, cap }) => {
+                return Err(Short::Never(GateError::TooLarge { need, cap }));
+            }
+            Err(_) => return Err(Short::Wait("payload memory")),
+        };
+        // A refusal below drops what was taken, still under the attempt lock.
+        let unit = Arc::clone(&s.inbound)
+            .try_acquire_owned()
+            .map_err(|_| Short::Wait("inbound unit permit"))?;
+        let restore = Arc::clone(&s.restores)
+            .try_acquire_owned()
+            .map_err(|_| Short::Wait("Restore permit"))?;
+        Ok(TargetPermits {
+            unit: Some(unit),
+            restore: Some(restore),
+            memory: Some(memory),
+            shared: Arc::clone(s),
+        })
+    }
+
+    /// A future resolving at the next release; enable it before trying, then await it.
+    pub(crate) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.changed.notified()
+    }
+
+    /// Reserves `charge` for one chunk on `connection` (the transport's connection id) against the budgets that apply (both or
+    /// neither); `Ok(None)` when none applies. `Err` when it does not fit now.
+    pub(crate) fn try_chunk(
+        &self,
+        connection: u64,
+        charge: u64,
+    ) -> Result<Option<ChunkPermit>, BudgetError> {
+        let s = &self.shared;
+        let node_applied = s.node_budget.limit().is_some();
+        if s.peer_budget == 0 && !node_applied {
+            return Ok(None);
+        }
+        // Reserved under the map lock: a budget is pruned only while nothing is in flight
+        // on it, and nobody can reserve on a pruned one.
+        let mut peers = s.peers.lock();
+        let permit = if s.peer_budget == 0 {
+            s.node_budget.try_reserve(charge)?
+        } else {
+            if !peers.contains_key(&connection) {
+                peers.retain(|_, b| b.in_flight() > 0);
+                peers.insert(
+                    connection,
+                    InFlightBudget::new(BudgetScope::PeerConnection, s.peer_budget),
+                );
+            }
+            let Some(peer) = peers.get(&connection) else {
+                return Ok(None);
+            };
+            let permit = if node_applied {
+                InFlightBudget::try_reserve_pair(peer, &s.node_budget, charge)?
+            } else {
+                peer.try_reserve(charge)?
+            };
+            #[cfg(test)]
+            {
+                let mut peak = s.peak.lock();
+                peak.0 = peak.0.max(peer.in_flight());
+            }
+            permit
+        };
+        #[cfg(test)]
+        {
+            let mut peak = s.peak.lock();
+            peak.1 = peak.1.max(s.node_budget.in_flight());
+        }
+        Ok(Some(ChunkPermit {
+            permit: Some(permit),
+            shared: Arc::clone(s),
+        }))
+    }
+
+    /// Tests: the most charge seen in flight on one connection and on the node.
+    #[cfg(test)]
+    pub(crate) fn peak(&self) -> (u64, u64) {
+        *self.shared.peak.lock()
+    }
+
+    /// Tests: one all-at-once attempt; `Ok(None)` when something is short now.
+    #[cfg(test)]
+    pub(crate) fn try_outbound_now(
+        &self,
+        claim: PayloadClaim,
+    ) -> Result<Option<SourcePermits>, GateError> {
+        match self.try_outbound(claim) {
+            Ok(p) => Ok(Some(p)),
+            Err(Short::Wait(_)) => Ok(None),
+            Err(Short::Never(e)) => Err(e),
+        }
+    }
+}
+
+/// What a source unit holds (see [`UnitGate::admit_outbound`]); dropping it returns the rest.
+pub(crate) struct SourcePermits {
+    unit: Option<OwnedSemaphorePermit>,
+    capture: Option<OwnedSemaphorePermit>,
+    memory: Option<PayloadMemoryPermit>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for SourcePermits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourcePermits")
+            .field("capture", &self.capture.is_some())
+            .field(
+                "memory",
+                &self.memory.as_ref().map(PayloadMemoryPermit::bytes),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl SourcePermits {
+    /// The capture ran: its permit goes back.
+    pub(crate) fn end_capture(&mut self) {
+        if self.capture.take().is_some() {
+            self.shared.changed.notify_waiters();
+        }
+    }
+
+    /// The captured payload is known: the memory shrinks to its `encoded` bytes (never grows:
+    /// a larger value keeps what is held).
+    pub(crate) fn shrink_to(&mut self, encoded: u64) {
+        if let Some(m) = &mut self.memory {
+            match m.shrink_to(encoded) {
+                Ok(()) => self.shared.changed.notify_waiters(),
+                Err(e) => tracing::warn!(error = %e, "relocation payload memory not shrunk"),
+            }
+        }
+    }
+
+    /// The payload was dropped: its memory goes back.
+    pub(crate) fn drop_payload(&mut self) {
+        if self.memory.take().is_some() {
+            self.shared.changed.notify_waiters();
+        }
+    }
+
+    /// Payload memory held now.
+    pub(crate) fn memory(&self) -> u64 {
+        self.memory.as_ref().map_or(0, PayloadMemoryPermit::bytes)
+    }
+}
+
+impl Drop for SourcePermits {
+    fn drop(&mut self) {
+        self.capture.take();
+        self.memory.take();
+        self.unit.take();
+        self.shared.changed.notify_waiters();
+    }
+}
+
+/// What a target unit holds (see [`UnitGate::admit_inbound`]); dropping it returns the rest.
+pub(crate) struct TargetPermits {
+    unit: Option<OwnedSemaphorePermit>,
+    restore: Option<OwnedSemaphorePermit>,
+    memory: Option<PayloadMemoryPermit>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for TargetPermits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetPermits")
+            .field("restore", &self.restore.is_some())
+            .field(
+                "memory",
+                &self.memory.as_ref().map(PayloadMemoryPermit::bytes),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl TargetPermits {
+    /// The Restore declared its length: the memory shrinks to it. More than was admitted is
+    /// [`PayloadMemoryError::WouldGrow`] and changes nothing.
+    pub(crate) fn shrink_to(&mut self, bytes: u64) -> Result<(), PayloadMemoryError> {
+        if let Some(m) = &mut self.memory {
+            m.shrink_to(bytes)?;
+            self.shared.changed.notify_waiters();
+        }
+        Ok(())
+    }
+
+    /// The instance is built (or the build failed): the `Restore` permit and the payload
+    /// memory go back; the inbound permit stays until the move ends here.
+    pub(crate) fn end_restore(&mut self) {
+        let had = self.restore.take().is_some() | self.memory.take().is_some();
+        if had {
+            self.shared.changed.notify_waiters();
+        }
+    }
+}
+
+impl Drop for TargetPermits {
+    fn drop(&mut self) {
+        self.restore.take();
+        self.memory.take();
+        self.unit.take();
+        self.shared.changed.notify_waiters();
+    }
+}
+
+/// One chunk's reserved charge; dropping it (on the acknowledgement) returns it.
+pub(crate) struct ChunkPermit {
+    permit: Option<InFlightPermit>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ChunkPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkPermit")
+            .field("charge", &self.permit.as_ref().map(InFlightPermit::charge))
+            .finish()
+    }
+}
+
+impl Drop for ChunkPermit {
+    fn drop(&mut self) {
+        self.permit.take();
+        self.shared.changed.notify_waiters();
+    }
+}
