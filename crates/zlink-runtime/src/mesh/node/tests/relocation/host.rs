@@ -19,11 +19,11 @@ use crate::mesh::node::{
 
 /// One root of the relocation tests: role, policy, application version, maintenance wave.
 #[derive(Clone)]
-struct Spec {
-    role: ObjectRole,
-    policy: Policy,
-    version: u64,
-    wave: Option<&'static str>,
+pub(super) struct Spec {
+    pub(super) role: ObjectRole,
+    pub(super) policy: Policy,
+    pub(super) version: u64,
+    pub(super) wave: Option<&'static str>,
 }
 
 fn server(version: u64) -> Spec {
@@ -42,7 +42,8 @@ fn client() -> Spec {
     }
 }
 
-async fn start_root(
+/// Starts one root of `spec` over the harness's store (a memory Relocation Store of its own).
+pub(super) async fn start_root(
     h: &Harness,
     spec: Spec,
     seen: &Arc<Seen>,

@@ -208,26 +208,13 @@ async fn root(
     seen: &Arc<Seen>,
     options: &crate::location::LocationOptions,
 ) -> (ZLinkHost, MeshNode) {
-    let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
-    let seen = Arc::clone(seen);
-    let host = ZLink::builder()
-        .location_store(Arc::clone(&h.store))
-        .relocation_store(relocation)
-        .location_options(options.clone())
-        .route_mesh(mesh(), move |n| {
-            let n = n.object_role(role);
-            if role == ObjectRole::Server {
-                n.actor_type::<Counter>("counter", counter_type(policy, seen))
-            } else {
-                n
-            }
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    let spec = host::Spec {
+        role,
+        policy,
+        version: 0,
+        wave: None,
+    };
+    host::start_root(h, spec, seen, options).await
 }
 
 async fn mesh_of(h: &Harness, policy: Policy) -> Mesh {
