@@ -158,6 +158,7 @@ on_every_store!(
     after_the_deadline_no_unit_starts_and_started_units_end_safely,
     shutdown_after_relocated_leaves_the_moved_actors_serving,
     shutdown_during_the_moves_finishes_the_started_units_and_starts_no_other,
+    an_unconfirmed_relocating_descriptor_rolls_back_to_serving_with_store_unavailable,
 );
 
 async fn planned_maintenance_moves_every_actor_to_a_same_version_node(h: &Harness) {
@@ -593,4 +594,63 @@ async fn shutdown_during_the_moves_finishes_the_started_units_and_starts_no_othe
     }
     assert_eq!(on_target, result.moved, "{result:?}");
     r.shutdown().await;
+}
+
+async fn an_unconfirmed_relocating_descriptor_rolls_back_to_serving_with_store_unavailable(
+    h: &Harness,
+) {
+    let (m, faulty) = super::stages::faulty_mesh(h, fast_options()).await;
+    let (caller, r) = m.counter_at_one("ud").await;
+    let (source, _) = m.owner_and_other(&r);
+    let i = usize::from(source.nodes()[0].routing_id() != m.servers[0].1.routing_id());
+    // Reads answer; every write of the source fails before it reaches the store.
+    faulty[i].set_fault(
+        [zlink_store_conformance::LocationOp::Write],
+        zlink_store_conformance::Fault::UNAVAILABLE,
+    );
+    let mut observer = source.observe();
+    let result = source
+        .relocate(RelocateOptions::planned_maintenance())
+        .await
+        .expect("valid");
+    faulty[i].heal();
+    assert_eq!(result.outcome, RelocationOutcome::Blocked);
+    assert_eq!(
+        result.reason,
+        RelocationReason::StoreUnavailable,
+        "{result:?}"
+    );
+    assert_eq!(result.moved, 0);
+    assert_eq!(source.state(), HostState::Serving, "rolled back");
+    let mut states = Vec::new();
+    while let Some(e) = observer.try_next() {
+        if let HostEvent::State(s) = e {
+            states.push(s);
+        }
+    }
+    assert_eq!(
+        states,
+        [
+            HostState::Serving,
+            HostState::Relocating,
+            HostState::Serving
+        ]
+    );
+    // The Actor never left and serves on; the stored descriptor still says serving.
+    assert_eq!(caller.request("ud", &Incr).await.expect("served"), 2);
+    assert_eq!(owner_of(&m.client.0, "ud").await, r.node);
+    let stored = m
+        .client
+        .0
+        .object_discovery(0)
+        .refresh()
+        .await
+        .expect("list");
+    let d = stored
+        .nodes
+        .iter()
+        .find(|n| n.record.descriptor.routing_id == r.node)
+        .expect("the source's descriptor");
+    assert_eq!(d.record.descriptor.state, HostState::Serving);
+    m.shutdown().await;
 }

@@ -127,7 +127,7 @@ async fn preserve_during_a_move_cancels_it(h: &Harness, id: &str, at: RecordedSt
 
 /// Two counter Object Servers, each over its own fault-injecting wrapper of the harness's
 /// store, and one client node; the wrappers in the servers' order.
-async fn faulty_mesh(
+pub(super) async fn faulty_mesh(
     h: &Harness,
     options: crate::location::LocationOptions,
 ) -> (Mesh, [Arc<FaultyLocationStore>; 2]) {
