@@ -155,6 +155,7 @@
 //! | 7: after the deadline no unit starts; started units end safely (moved or serving on the source), `Blocked/DeadlineExceeded` | `after_the_deadline_no_unit_starts_and_started_units_end_safely`* |
 //! | 8: a `Relocating` descriptor write that is not confirmed rolls back to `Serving`, `Blocked/StoreUnavailable`, nothing moved, the stored descriptor still `serving` | `an_unconfirmed_relocating_descriptor_rolls_back_to_serving_with_store_unavailable`* |
 //! | 9: a shutdown during the moves waits for the started units, starts no other, abandons nothing; moved Actors serve from the target | `shutdown_during_the_moves_finishes_the_started_units_and_starts_no_other`* |
+//! | 28 §10: a `Relocated` host refuses node-direct requests (`Unavailable`), still calls out, and keeps its connections | `a_relocated_host_refuses_node_direct_requests_and_keeps_its_connections`* |
 //! | 3 (wire values), 2 (argument errors) | `relocate::types::tests` |
 //!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`

@@ -159,6 +159,7 @@ on_every_store!(
     shutdown_after_relocated_leaves_the_moved_actors_serving,
     shutdown_during_the_moves_finishes_the_started_units_and_starts_no_other,
     an_unconfirmed_relocating_descriptor_rolls_back_to_serving_with_store_unavailable,
+    a_relocated_host_refuses_node_direct_requests_and_keeps_its_connections,
 );
 
 async fn planned_maintenance_moves_every_actor_to_a_same_version_node(h: &Harness) {
@@ -653,4 +654,42 @@ async fn an_unconfirmed_relocating_descriptor_rolls_back_to_serving_with_store_u
         .expect("the source's descriptor");
     assert_eq!(d.record.descriptor.state, HostState::Serving);
     m.shutdown().await;
+}
+
+async fn a_relocated_host_refuses_node_direct_requests_and_keeps_its_connections(h: &Harness) {
+    let (a, na) = start(h, |n| echo_node(n.object_role(ObjectRole::Server))).await;
+    let (b, nb) = start(h, |n| echo_node(n.object_role(ObjectRole::Server))).await;
+    wait_peers(&na, 1).await;
+    wait_peers(&nb, 1).await;
+    let echo = |text: &str| crate::mesh::node::tests::support::Echo { text: text.into() };
+    assert_eq!(
+        nb.request(na.routing_id(), &echo("hi"))
+            .await
+            .expect("served"),
+        "hi"
+    );
+    let result = a
+        .relocate(RelocateOptions::planned_maintenance())
+        .await
+        .expect("valid");
+    assert!(result.is_relocated(), "{result:?}");
+    let err = nb
+        .request(na.routing_id(), &echo("again"))
+        .await
+        .expect_err("refused: no local owner");
+    assert_eq!(
+        err.kind(),
+        crate::mesh::messaging::ErrorKind::Unavailable,
+        "{err}"
+    );
+    // The relocated host still calls out, and its connection stays up.
+    assert_eq!(
+        na.request(nb.routing_id(), &echo("out"))
+            .await
+            .expect("served"),
+        "out"
+    );
+    assert_eq!(na.status().peers.len(), 1);
+    a.shutdown().await;
+    b.shutdown().await;
 }
