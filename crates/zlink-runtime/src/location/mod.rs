@@ -159,7 +159,7 @@ pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub(crate) use authority::{
     AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome,
-    ReservationWire, ReserveRequest, TargetReservation, TerminalWrite,
+    OwnerChangeRead, ReservationWire, ReserveRequest, TargetReservation, TerminalWrite,
 };
 pub(crate) use capacity::CapacityBundle;
 pub(crate) use descriptor::DescriptorPublisher;

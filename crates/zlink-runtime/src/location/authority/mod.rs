@@ -40,9 +40,9 @@ mod terminal;
 
 pub use handle::{AuthorityHandle, AuthorityRead};
 pub use outcome::{Conflict, Outcome};
-pub(crate) use relocation::ReservationWire;
 #[cfg_attr(not(any(test, feature = "testing")), allow(unused_imports))]
 pub use relocation::TargetReservation;
+pub(crate) use relocation::{OwnerChangeRead, ReservationWire};
 pub use sweep::SweepReport;
 pub(crate) use terminal::{OperationKey, TerminalWrite};
 

@@ -137,6 +137,36 @@ impl TargetReservation {
     fn matches(&self, handle: &AuthorityHandle) -> bool {
         &self.expects == handle.version() && &self.row.source == handle.owner()
     }
+
+    /// Where a NewOwner through this reservation stands by the record as read now, after its
+    /// reply was lost (spec 21 §10: settled by reading, never guessed): still the version and
+    /// owner it expects (not applied: the same change may be tried again), the same
+    /// incarnation owned by this reservation's target run and node (applied), or anything else
+    /// (another change: the move is stale).
+    pub(crate) fn owner_change_read(&self, handle: &AuthorityHandle) -> OwnerChangeRead {
+        if self.matches(handle) {
+            OwnerChangeRead::NotApplied
+        } else if self.same_object(handle)
+            && handle.owner() == &self.target.run
+            && handle.node() == self.target.node
+            && handle.state() == AllocationState::Active
+        {
+            OwnerChangeRead::Applied
+        } else {
+            OwnerChangeRead::Other
+        }
+    }
+}
+
+/// See [`TargetReservation::owner_change_read`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnerChangeRead {
+    /// The record is still the one the reservation expects.
+    NotApplied,
+    /// The record names the reservation's target for the same incarnation.
+    Applied,
+    /// Another change happened.
+    Other,
 }
 
 impl AuthorityClient {

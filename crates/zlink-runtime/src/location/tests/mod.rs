@@ -98,6 +98,7 @@ on_every_store!(
     relocation::reservation_made_before_another_move_cannot_move_the_object,
     relocation::non_owner_cannot_secure_a_target,
     relocation::carrying_preserve_keeps_the_reservation_and_stales_older_copies,
+    relocation::a_lost_new_owner_reply_is_settled_by_reading_the_record,
     engine::lost_write_reply_is_reconstructed_from_the_store,
     engine::concurrent_operations_coalesce_into_shared_batches,
     engine::unknown_outcome_recovery_does_not_stall_other_batches,

@@ -257,3 +257,55 @@ async fn new_owner_changes_nothing(
         "a stale reservation changes nothing"
     );
 }
+
+/// After a NewOwner whose reply was lost, the record read settles it (spec 21 §10): still the
+/// expected version → not applied; the target run owning the same incarnation → applied; a
+/// change by anything else → other.
+pub(super) async fn a_lost_new_owner_reply_is_settled_by_reading_the_record(h: &Harness) {
+    use crate::location::OwnerChangeRead;
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    let x = active_actor(&a, "x").await;
+    let res =
+        a.rt.authority()
+            .secure_target(&x, b.target(), None)
+            .await
+            .expect("secure")
+            .applied()
+            .expect("secured");
+    assert_eq!(res.owner_change_read(&x), OwnerChangeRead::NotApplied);
+    let moved =
+        b.rt.authority()
+            .new_owner(&x, &res)
+            .await
+            .expect("new owner")
+            .applied()
+            .expect("moved");
+    assert_eq!(res.owner_change_read(&moved), OwnerChangeRead::Applied);
+    // Another change after it (the new owner's Preserve) is still this target's incarnation.
+    let preserved =
+        b.rt.authority()
+            .preserve(&moved, b"later".to_vec())
+            .await
+            .expect("preserve")
+            .applied()
+            .expect("preserved");
+    assert_eq!(res.owner_change_read(&preserved), OwnerChangeRead::Applied);
+    // A record changed by the source instead (a Preserve before any NewOwner) is another change.
+    let y = active_actor(&a, "y").await;
+    let res_y =
+        a.rt.authority()
+            .secure_target(&y, b.target(), None)
+            .await
+            .expect("secure")
+            .applied()
+            .expect("secured");
+    let changed =
+        a.rt.authority()
+            .preserve(&y, b"source".to_vec())
+            .await
+            .expect("preserve")
+            .applied()
+            .expect("preserved");
+    assert_eq!(res_y.owner_change_read(&changed), OwnerChangeRead::Other);
+}
