@@ -286,7 +286,9 @@ async fn forward(
             rx.recv().await
         };
         let Some(m) = next else { break };
-        if let Some(env) = m.origin {
+        // One the new owner sent itself goes as a request of this node, which answers it (the
+        // new owner would send its reply back here, where nothing waits for it).
+        if let Some(env) = m.origin.filter(|e| e.source_rid() != &to) {
             // Forwarded as received: the new owner answers the original source itself.
             let inner = &client.node.inner;
             let sent = match inner.route_to(&to) {
