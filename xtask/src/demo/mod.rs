@@ -521,9 +521,10 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         .collect();
     let relocation = relocate::relocate_under_load(hosts, &managers, &rids, &on_source).await?;
 
-    // Instance Spots by cold activation (root 1 is relocated: no new object is placed there): the first Join by global id with Instance intent
-    // creates the room on a node chosen by weight and is answered by it (1 member); a second
-    // Join from another root reaches the same room (2 members).
+    // Instance Spots by cold activation (root 1 is relocated: no new object is placed there):
+    // the first Join by global id with Instance intent creates the room on a node chosen by
+    // weight and is answered by it (1 member); a second Join from another root reaches the
+    // same room (2 members).
     let spot_managers: Arc<Vec<SpotManager>> = Arc::new(
         hosts
             .iter()

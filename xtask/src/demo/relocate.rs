@@ -158,7 +158,7 @@ struct Streamed {
     wrong_replies: u64,
     /// Refusals by error kind (the step was sent again).
     refused: BTreeMap<String, u64>,
-    /// Steps that timed out (sent again; one that ran shows as a duplicate).
+    /// Steps that timed out (0 or 1: a time-out ends the stream).
     timeouts: u64,
 }
 
@@ -360,7 +360,8 @@ pub(super) async fn relocate_under_load(
 }
 
 /// One sequential stream of steps `1, 2, …` of `lane` to `id` until `stop`: an answered step
-/// moves on, a refused or timed-out one is sent again with the same number.
+/// moves on, a refused one is sent again with the same number, a timed-out one ends the stream
+/// (its outcome is unknown).
 async fn stream(
     m: ActorManager,
     id: String,
@@ -387,12 +388,13 @@ async fn stream(
                 s.last = seq;
                 answered.fetch_add(1, Ordering::Relaxed);
             }
+            Err(e) if e.kind() == ErrorKind::DeadlineExceeded => {
+                // It may have run: sending it again could run it twice.
+                s.timeouts += 1;
+                break;
+            }
             Err(e) => {
-                if e.kind() == ErrorKind::DeadlineExceeded {
-                    s.timeouts += 1;
-                } else {
-                    *s.refused.entry(e.kind().to_string()).or_default() += 1;
-                }
+                *s.refused.entry(e.kind().to_string()).or_default() += 1;
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }

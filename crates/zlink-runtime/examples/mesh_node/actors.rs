@@ -118,18 +118,18 @@ struct Streamed {
     last: u64,
     /// Refusals by error kind (a refused step is sent again).
     refused: BTreeMap<String, u64>,
-    /// The `seq` of each step that timed out (sent again too; a step that ran would show as a
-    /// duplicate).
-    timeouts: Vec<u64>,
+    /// The `seq` of the step that timed out, which ended the loop (it may have run: sending it
+    /// again could run it twice).
+    timeout: Option<u64>,
     /// Replies that were not the step's own `seq`.
     wrong: Vec<(u64, u64)>,
 }
 
 /// One sequential loop of `Step`s per id, all ids at once, for `window`: a step answered moves
-/// on to the next `seq`, a refused or timed-out one is sent again with the same `seq` after
-/// [`RETRY_PAUSE`]. Prints per id `STREAMED <id> <last-seq-answered>` (and
-/// `STREAM-WRONG <id> <seq> <reply>` for a reply that is not its step's `seq`, and
-/// `STREAM-TIMEOUT <id> <seq>` for each step that timed out), per error kind
+/// on to the next `seq`, a refused one is sent again with the same `seq` after
+/// [`RETRY_PAUSE`], a timed-out one ends the loop. Prints per id
+/// `STREAMED <id> <last-seq-answered>` (and `STREAM-WRONG <id> <seq> <reply>` for a reply that
+/// is not its step's `seq`, `STREAM-TIMEOUT <id> <seq>` for a step that timed out), per error kind
 /// `STREAM-REFUSED <kind> <n>`, and returns `STREAM-DONE <answered> <refused> <timeouts>`.
 async fn stream(actors: &ActorManager, ids: Vec<String>, window: Duration) -> String {
     let end = Instant::now() + window;
@@ -148,12 +148,12 @@ async fn stream(actors: &ActorManager, ids: Vec<String>, window: Duration) -> St
                         }
                         s.last = seq;
                     }
+                    Err(e) if e.kind() == ErrorKind::DeadlineExceeded => {
+                        s.timeout = Some(seq);
+                        break;
+                    }
                     Err(e) => {
-                        if e.kind() == ErrorKind::DeadlineExceeded {
-                            s.timeouts.push(seq);
-                        } else {
-                            *s.refused.entry(e.kind().to_string()).or_default() += 1;
-                        }
+                        *s.refused.entry(e.kind().to_string()).or_default() += 1;
                         tokio::time::sleep(RETRY_PAUSE).await;
                     }
                 }
@@ -172,11 +172,11 @@ async fn stream(actors: &ActorManager, ids: Vec<String>, window: Duration) -> St
         for (seq, reply) in &s.wrong {
             say(&format!("STREAM-WRONG {id} {seq} {reply}"));
         }
-        for seq in &s.timeouts {
+        if let Some(seq) = s.timeout {
             say(&format!("STREAM-TIMEOUT {id} {seq}"));
         }
         answered += s.last;
-        timeouts += s.timeouts.len() as u64;
+        timeouts += u64::from(s.timeout.is_some());
         for (kind, n) in s.refused {
             *refused.entry(kind).or_default() += n;
         }

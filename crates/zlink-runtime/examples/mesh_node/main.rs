@@ -34,11 +34,13 @@
 //! - `INCR <id> [timeout-ms]` → a request to the Actor: `REPLY <count>` or `ERR <kind>`
 //! - `TOTALS <id>` → `TOTALS <id> <applied> <sum> <dups> <gaps>` or `ERR <kind>`
 //! - `STREAM <prefix> <first> <count> <millis>` → per id of `ACTORS`' range, one sequential
-//!   loop of `Step` requests `seq` = 1, 2, … for `millis` ms (all ids at once); a refused or
-//!   timed-out step is sent again with the same `seq` after 20 ms. Then per id
-//!   `STREAMED <id> <last-seq-answered>` (and `STREAM-WRONG <id> <seq> <reply>` for a reply
-//!   that is not its `seq`, `STREAM-TIMEOUT <id> <seq>` per timed-out step), per error kind `STREAM-REFUSED <kind> <n>`, and last
-//!   `STREAM-DONE <answered> <refused> <timeouts>` (`actors.rs`)
+//!   loop of `Step` requests `seq` = 1, 2, … for `millis` ms (all ids at once); a refused step
+//!   is sent again with the same `seq` after 20 ms; a timed-out one ends its id's loop (it may
+//!   have run). Then per id `STREAMED <id> <last-seq-answered>` (and
+//!   `STREAM-WRONG <id> <seq> <reply>` for a reply that is not its `seq`,
+//!   `STREAM-TIMEOUT <id> <seq>` for a step that timed out), per error kind
+//!   `STREAM-REFUSED <kind> <n>`, and last `STREAM-DONE <answered> <refused> <timeouts>`
+//!   (`actors.rs`)
 //! - `RELOCATE [deadline-ms]` → a PlannedMaintenance host Relocate of this node's host:
 //!   `RELOCATED <outcome> <reason> <moved> <remaining>` (then `QUIT` stops the host)
 //!
