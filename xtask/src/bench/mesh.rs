@@ -2,7 +2,7 @@
 //! (manual topology, no Location Store), each case beside the raw framed-TCP baseline of
 //! `bench transport` measured in the same run, as a ratio `zlink/raw`.
 //!
-//! The server is `crates/zlink-runtime/examples/mesh_node.rs` (built in release; a 2-worker
+//! The server is `crates/zlink-runtime/examples/mesh_node/main.rs` (built in release; a 2-worker
 //! tokio runtime), answering `Echo` and counting one-way `Blob`s; the raw server is
 //! `zlink-transport`'s `peer --raw`. This process is the client: a ZLink root whose MeshNode
 //! has the server as its manual peer, on a current-thread tokio runtime. Payloads are 64

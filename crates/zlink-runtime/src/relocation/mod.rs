@@ -36,7 +36,8 @@
 //!    relay-ready;
 //! 7. the source **relays** its held messages that came from other nodes, in hold order, on
 //!    the command plane the cutover follows (each keeps its OperationId, payload, original
-//!    source and reply route, and enters the temporary queue), then sends the **cutover**;
+//!    source and reply route, and enters the temporary queue; a request the target sent
+//!    itself completes there), then sends the **cutover**;
 //! 8. on the cutover — or, when none came, once `RelocationCutoverWaitTimeout` has passed
 //!    after ready — the target runs NewOwner (the CAS conditioned on the reservation and the
 //!    Prepared record's version). Committed: the activation joins the live set, the temporary
@@ -46,10 +47,12 @@
 //! 9. the source closes its old activation (the handler state is dropped exactly once) and
 //!    **follows** (spec 21 §7.3, the unit's `StartMessageFollow`; `follow.rs`): every message
 //!    held since the relay, then every message arriving for the Actor within
-//!    `messageFollowDuration`, is forwarded in order to the new owner, and its route-cache
-//!    entry is dropped. After the window this node answers by the record (`Unavailable`; a
-//!    stale-location result the caller's runtime never resends), so callers drop their entry,
-//!    re-read and reach the new owner;
+//!    `messageFollowDuration`, is forwarded in order to the new owner — one from a node other
+//!    than the new owner as received, so the new owner answers its original source; one from
+//!    this node or the new owner as a request of this node, which answers it — and its
+//!    route-cache entry is dropped. After the window this node answers by the record
+//!    (`Unavailable`; a stale-location result the caller's runtime never resends), so callers
+//!    drop their entry, re-read and reach the new owner;
 //! 10. a failure before relay-ready (a stage record that conflicts, a failed capture or
 //!     Restore, no ready) **cancels** as the unit's abort cleanup says: the target is told to
 //!     drop the Restore, its prepared instance and queue (*abort*, one-way), the target

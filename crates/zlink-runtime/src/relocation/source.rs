@@ -321,7 +321,9 @@ async fn forward(
                 continue;
             }
         };
-        if let Some(env) = &m.origin {
+        // One the new owner sent itself goes as a request of this node, which answers it (the
+        // new owner would send its reply back here, where nothing waits for it).
+        if let Some(env) = m.origin.as_ref().filter(|e| e.source_rid() != &record.to) {
             // Forwarded as received: the new owner answers the original source itself.
             let sent = send_followed(&client, &record.to, &chain, env).await;
             match (sent, m.reply) {

@@ -14,18 +14,18 @@ use zlink_codec::ObjectId;
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
-use zlink_transport::Envelope;
+use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::Held;
 use super::gate::{self, AdmitCommand};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
 use crate::location::{AuthorityRead, Outcome, TargetReservation};
 use crate::mesh::messaging::RouteKind;
-use crate::mesh::messaging::{BoxFuture, ErrorKind, ZLinkError};
+use crate::mesh::messaging::{BoxFuture, ErrorKind, ErrorReply, ZLinkError};
 use crate::mesh::node::NodeInner;
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::inbound;
-use crate::objects::live::{Built, LiveObject};
+use crate::objects::live::{Built, Completion, LiveObject};
 use crate::objects::registration::FactoryContext;
 
 /// How long a Restore waits for its prepare request before it is forgotten (longer than the
@@ -71,12 +71,16 @@ async fn relay(
         .map(|i| i.key.clone());
     let (id, call, cost) = inbound::prepare(&message)?;
     let reply = message.reply_route().is_some().then(|| {
-        inbound::answering(
-            Arc::clone(&node),
-            from.clone(),
-            message.clone(),
-            Box::new(()),
-        )
+        if message.source_rid() == &node.rid {
+            answering_here(Arc::clone(&node), message.clone())
+        } else {
+            inbound::answering(
+                Arc::clone(&node),
+                from.clone(),
+                message.clone(),
+                Box::new(()),
+            )
+        }
     });
     let held = Held {
         route: if reply.is_some() {
@@ -102,6 +106,34 @@ async fn relay(
         }
     }
     Ok(None)
+}
+
+/// The completion of a relayed request this node sent itself: its waiter is here, so the
+/// reply completes it directly (sent, it would go to the relocation's source, a peer, where
+/// nothing waits for it).
+fn answering_here(node: Arc<NodeInner>, request: Envelope) -> Completion {
+    Completion::new(move |out| {
+        let out = out.and_then(|o| {
+            o.ok_or_else(|| {
+                ZLinkError::application(ErrorKind::InternalFailure, "the handler produced no reply")
+            })
+        });
+        let reply = match out {
+            Ok((ct, payload)) => Reply::to(&request, ReplyStatus::Ok, payload.into())
+                .map(|r| r.with_content_type(&ct)),
+            Err(e) => {
+                let error = Bytes::from(ErrorReply::from_error(&e).encode());
+                Reply::to(&request, ReplyStatus::Error, error).map(Ok)
+            }
+        };
+        match reply {
+            Some(Ok(r)) => {
+                node.pending.complete(r);
+            }
+            Some(Err(e)) => tracing::warn!(%e, "reply content type rejected"),
+            None => {}
+        }
+    })
 }
 
 /// A prepared instance waiting for its cutover.

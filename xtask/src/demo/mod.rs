@@ -8,12 +8,21 @@
 //! `get_or_create` spread over the three roots' Actor managers, sends the requests by global id
 //! (`Incr`, which returns the new count) spread over every manager and every Actor, then reads
 //! every counter once more (`Get`) and fails unless each holds exactly the requests sent to it
-//! (so their sum is the number of requests). Then it creates `--instances` Room Instance Spots
-//! (default 100) by cold activation: a first `Join` by global id with Instance intent, spread
-//! over the three roots' Spot managers, each of which must be answered by the new Spot (1
-//! member); a second `Join` from another root must reach the same Spot (2 members). It prints
-//! where the Actors and Instance Spots were placed against the weights, creation, activation
-//! and request throughput, request latency, and each root's shutdown.
+//! (so their sum is the number of requests). Then it relocates root 1 under load
+//! (`relocate.rs`): roots 2 and 3 each run two concurrent sequential streams of numbered
+//! `Step` requests to every Actor of root 1 while `relocate(planned_maintenance)` moves them
+//! (the Counter type is PreserveStateWith, a JSON adapter); it prints what moved, the steps
+//! accepted, answered, refused (by error kind) and timed out, and fails unless none was lost
+//! (answered but never run), duplicated, run out of order or run without its answer, each
+//! Actor's state is the sum of its steps, its `Incr` count came along and it is on root 2 or
+//! 3. This comes before the Instance Spots because a host with a live Spot cannot relocate
+//! yet (`StateIncompatible`). Then it creates `--instances` Room Instance Spots (default 100)
+//! by cold activation — on roots 2 and 3, root 1 being relocated: a first `Join` by global id
+//! with Instance intent, spread over the three roots' Spot managers, each of which must be
+//! answered by the new Spot (1 member); a second `Join` from another root must reach the same
+//! Spot (2 members). It prints where the Actors (at creation) and Instance Spots were placed
+//! against the weights, creation, activation and request throughput, request latency, and
+//! each root's shutdown.
 //!
 //! `--release` runs the demo from an optimised build of xtask (built on first use); without
 //! it the demo runs from the debug build `cargo xtask` uses.
@@ -35,10 +44,14 @@ use zlink_runtime::location::LocationOptions;
 use zlink_runtime::mesh::config::ZLink;
 use zlink_runtime::mesh::messaging::{Message, Request};
 use zlink_runtime::mesh::node::ZLinkHost;
-use zlink_runtime::objects::{Actor, ActorManager, Spot, SpotManager};
+use zlink_runtime::objects::{ActorManager, Spot, SpotManager};
 use zlink_store_spi::{
     DynLocationStore, DynRelocationStore, MemoryLocationStore, MemoryRelocationStore,
 };
+
+use self::relocate::{Counter, Get, Incr};
+
+mod relocate;
 
 /// The placement weights of the three roots' Object Server nodes.
 const WEIGHTS: [i64; 3] = [100, 200, 300];
@@ -50,32 +63,6 @@ const SETUP: Duration = Duration::from_secs(20);
 const COUNTER: &str = "counter";
 /// The registered Instance Spot type.
 const ROOM: &str = "room";
-
-/// A counter Actor: `Incr` adds one and returns the count, `Get` returns it.
-struct Counter {
-    n: u64,
-}
-impl Actor for Counter {}
-
-/// Adds one to the counter; replies with the new count.
-#[derive(Debug, Serialize, Deserialize)]
-struct Incr;
-impl Message for Incr {
-    const PACKET: &'static str = "Incr";
-}
-impl Request for Incr {
-    type Reply = u64;
-}
-
-/// Reads the counter.
-#[derive(Debug, Serialize, Deserialize)]
-struct Get;
-impl Message for Get {
-    const PACKET: &'static str = "Get";
-}
-impl Request for Get {
-    type Reply = u64;
-}
 
 /// A room Instance Spot, created by its first message: `Join` adds a member.
 struct Room {
@@ -155,6 +142,8 @@ pub(crate) struct Summary {
     pub(crate) counted: u64,
     /// Requests answered.
     pub(crate) requests: usize,
+    /// The relocation of root 1 under load.
+    pub(crate) relocation: relocate::Relocation,
 }
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
@@ -175,10 +164,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let summary = rt.block_on(demo(&cfg))?;
     println!(
-        "demo passed: {} of {} requests answered and counted by {} actors; {} instance spots activated by their first message",
+        "demo passed: {} of {} requests answered and counted by {} actors; {} actors relocated \
+         under {} sequenced requests, none lost, duplicated or out of order; {} instance spots \
+         activated by their first message",
         summary.counted,
         summary.requests,
         summary.owned.iter().sum::<usize>(),
+        summary.relocation.moved,
+        summary.relocation.answered,
         summary.spots_owned.iter().sum::<usize>()
     );
     Ok(())
@@ -263,17 +256,7 @@ async fn start_roots(stores: &[Stores]) -> Result<Vec<ZLinkHost>, String> {
             .route_mesh(mesh.clone(), |n| {
                 n.object_role(ObjectRole::Server)
                     .placement_weight(weight)
-                    .actor_type::<Counter>(COUNTER, |t| {
-                        t.factory(|_ctx| async { Ok(Counter { n: 0 }) })
-                            .disable_relocation()
-                            .on_request::<Incr, _>(|c, _incr, _ctx| {
-                                Box::pin(async move {
-                                    c.n += 1;
-                                    Ok(c.n)
-                                })
-                            })
-                            .on_request::<Get, _>(|c, _get, _ctx| Box::pin(async move { Ok(c.n) }))
-                    })
+                    .actor_type::<Counter>(COUNTER, relocate::counter_type)
                     .instance_spot_type::<Room>(ROOM, |t| {
                         t.factory(|_ctx| async { Ok(Room { members: 0 }) })
                             .disable_relocation()
@@ -510,17 +493,38 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
     let check_secs = t.elapsed().as_secs_f64();
     let mut counted = 0u64;
     let mut wrong = Vec::new();
+    // Request i went to actor i % actors.
+    let expected =
+        |i: usize| (cfg.requests / actors + usize::from(i < cfg.requests % actors)) as u64;
     for (i, n) in &counts {
         counted += n;
-        let expected = (cfg.requests / actors + usize::from(*i < cfg.requests % actors)) as u64;
-        if *n != expected {
-            wrong.push(format!("{}={n} (expected {expected})", actor_id(*i)));
+        if *n != expected(*i) {
+            wrong.push(format!("{}={n} (expected {})", actor_id(*i), expected(*i)));
         }
     }
 
-    // Instance Spots by cold activation: the first Join by global id with Instance intent
-    // creates the room on a node chosen by weight and is answered by it (1 member); a second
-    // Join from another root reaches the same room (2 members).
+    // Relocate root 1 under load; its Actors' Incr counts must come along.
+    let rids: Vec<RoutingId> = hosts
+        .iter()
+        .map(|h| {
+            h.status()
+                .nodes
+                .first()
+                .map(|n| n.routing_id.clone())
+                .ok_or("a root has no node")
+        })
+        .collect::<Result<_, _>>()?;
+    let on_source: Vec<(String, u64)> = refs
+        .iter()
+        .filter(|(_, r)| r.node == rids[0])
+        .map(|(i, _)| (actor_id(*i), expected(*i)))
+        .collect();
+    let relocation = relocate::relocate_under_load(hosts, &managers, &rids, &on_source).await?;
+
+    // Instance Spots by cold activation (root 1 is relocated: no new object is placed there):
+    // the first Join by global id with Instance intent creates the room on a node chosen by
+    // weight and is answered by it (1 member); a second Join from another root reaches the
+    // same room (2 members).
     let spot_managers: Arc<Vec<SpotManager>> = Arc::new(
         hosts
             .iter()
@@ -568,16 +572,6 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
     );
 
     // Where the Actors and Instance Spots went.
-    let rids: Vec<RoutingId> = hosts
-        .iter()
-        .map(|h| {
-            h.status()
-                .nodes
-                .first()
-                .map(|n| n.routing_id.clone())
-                .ok_or("a root has no node")
-        })
-        .collect::<Result<_, _>>()?;
     let mut by_node: BTreeMap<&RoutingId, usize> = BTreeMap::new();
     for (_, r) in &refs {
         *by_node.entry(&r.node).or_default() += 1;
@@ -618,6 +612,11 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
             100.0 * WEIGHTS[k] as f64 / weight_total as f64
         );
     }
+    println!(
+        "(actors where they were created — root 1's {} then moved to roots 2 and 3; instance \
+         spots created after that, so none on root 1)",
+        relocation.moved
+    );
     if elsewhere > 0 {
         println!("{elsewhere} actor(s) on a node that is none of the three");
     }
@@ -670,6 +669,7 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         spots_owned,
         counted,
         requests: sorted.len(),
+        relocation,
     })
 }
 
@@ -725,58 +725,4 @@ async fn shut_down(hosts: &[ZLinkHost]) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn small_demo_on_memory_stores_adds_up() {
-        let cfg = Config {
-            actors: 60,
-            requests: 300,
-            concurrency: 8,
-            progress: false,
-            ..Config::default()
-        };
-        let summary = demo(&cfg).await.expect("the demo succeeds");
-        assert_eq!(summary.counted, 300);
-        assert_eq!(summary.requests, 300);
-        assert_eq!(summary.owned.iter().sum::<usize>(), 60);
-        assert_eq!(summary.spots_owned.iter().sum::<usize>(), 100);
-        assert!(
-            summary.spots_owned.iter().filter(|n| **n > 0).count() >= 2,
-            "instance spots spread over the nodes: {:?}",
-            summary.spots_owned
-        );
-        assert!(
-            summary.owned.iter().filter(|n| **n > 0).count() >= 2,
-            "actors spread over the nodes: {:?}",
-            summary.owned
-        );
-    }
-
-    #[test]
-    fn options_are_parsed_and_checked() {
-        let args: Vec<String> = [
-            "--actors",
-            "5",
-            "--requests",
-            "7",
-            "--instances",
-            "9",
-            "--concurrency",
-            "3",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let cfg = parse(&args).expect("valid");
-        assert_eq!(
-            (cfg.actors, cfg.requests, cfg.instances, cfg.concurrency),
-            (5, 7, 9, 3)
-        );
-        assert!(cfg.redis.is_none());
-        assert!(parse(&["--actors".to_string(), "0".to_string()]).is_err());
-        assert!(parse(&["--bogus".to_string()]).is_err());
-        assert!(parse(&["--instances".to_string(), "0".to_string()]).is_err());
-    }
-}
+mod tests;

@@ -20,14 +20,29 @@
 //! - `QUIT` → graceful shutdown, prints `STOPPED <outcome>` and exits 0 (so does end of input)
 //!
 //! With `--objects` (automatic topology only) the node is also an Object Server registering the
-//! Actor type `counter` (`Incr` adds one and returns the count), and these commands drive its
-//! Actor manager:
+//! Actor type `counter` (`Incr` adds one and returns the count; `Step {seq}` applies a step,
+//! counting a duplicate when `seq` is not above the last one and a gap when it skips one;
+//! `Totals` returns the step record; `counter.rs`). `--relocation preserve|recreate|disable`
+//! chooses its relocation policy (default `disable`; `preserve` captures and restores the
+//! counter as JSON; a policy other than `disable` connects a Redis Relocation Store on the same
+//! key prefix). These commands drive its Actor manager:
 //!
 //! - `ACTORS <prefix> <first> <count>` → `get_or_create` of the ids `<prefix>-<i>` for `i` in
 //!   `first..first+count` (32 at a time); per id `ACTOR <id> <generation> <node-rid-hex>` or
 //!   `ACTOR-ERR <id> <kind>`, then `ACTORS-DONE <ok> <failed>` after all of them
 //! - `GET <id>…` → the same for the listed ids
 //! - `INCR <id> [timeout-ms]` → a request to the Actor: `REPLY <count>` or `ERR <kind>`
+//! - `TOTALS <id>` → `TOTALS <id> <applied> <sum> <dups> <gaps>` or `ERR <kind>`
+//! - `STREAM <prefix> <first> <count> <millis>` → per id of `ACTORS`' range, one sequential
+//!   loop of `Step` requests `seq` = 1, 2, … for `millis` ms (all ids at once); a refused step
+//!   is sent again with the same `seq` after 20 ms; a timed-out one ends its id's loop (it may
+//!   have run). Then per id `STREAMED <id> <last-seq-answered>` (and
+//!   `STREAM-WRONG <id> <seq> <reply>` for a reply that is not its `seq`,
+//!   `STREAM-TIMEOUT <id> <seq>` for a step that timed out), per error kind
+//!   `STREAM-REFUSED <kind> <n>`, and last `STREAM-DONE <answered> <refused> <timeouts>`
+//!   (`actors.rs`)
+//! - `RELOCATE [deadline-ms]` → a PlannedMaintenance host Relocate of this node's host:
+//!   `RELOCATED <outcome> <reason> <moved> <remaining>` (then `QUIT` stops the host)
 //!
 //! `--lease-ttl-ms`, `--lease-renew-ms`, `--lease-renew-timeout-ms`, `--lease-fencing-ms` and
 //! `--polling-ms` set the root's location options (`ownerLeaseTtl`, `ownerLeaseRenewInterval`,
@@ -46,11 +61,16 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_runtime::location::LocationOptions;
 use zlink_runtime::mesh::config::{Topology, ZLink};
 use zlink_runtime::mesh::messaging::{Message, Request};
-use zlink_runtime::mesh::node::{CallOptions, MeshNode};
-use zlink_runtime::objects::{Actor, ActorManager};
+use zlink_runtime::mesh::node::{CallOptions, MeshNode, RelocateOptions, ZLinkHost};
+
+mod actors;
+mod counter;
+
+use counter::{COUNTER, Counter, Policy};
 
 /// Returns its bytes (text: the root's codec is JSON, where a byte array would triple).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -95,30 +115,8 @@ impl Request for Count {
     type Reply = u64;
 }
 
-/// The registered Actor type of `--objects`.
-const COUNTER: &str = "counter";
-
-/// A counter Actor: `Incr` adds one and returns the count.
-struct Counter {
-    n: u64,
-}
-impl Actor for Counter {}
-
-/// Adds one to a counter Actor; replies with the new count.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Incr;
-impl Message for Incr {
-    const PACKET: &'static str = "Incr";
-}
-impl Request for Incr {
-    type Reply = u64;
-}
-
-/// How many `get_or_create` calls one `ACTORS` / `GET` command runs at a time.
-const CREATE_CONCURRENCY: usize = 32;
-
 /// Prints one whole line on stdout and flushes it (the driver reads lines).
-fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
@@ -155,6 +153,14 @@ fn cli() -> Command {
                 "Object Server mode: the `counter` Actor type and the Actor commands",
             )
             .action(ArgAction::SetTrue),
+        )
+        .arg(
+            opt(
+                "relocation",
+                "relocation policy of the `counter` type (with --objects)",
+            )
+            .value_parser(Policy::NAMES)
+            .default_value("disable"),
         )
         .arg(millis(opt("lease-ttl-ms", "ownerLeaseTtl in milliseconds")))
         .arg(millis(opt(
@@ -237,6 +243,11 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         Some(h) => Some(parse_hex(h).ok_or("--fixed-rid needs an even-length hex string")?),
         None => None,
     };
+    let objects = args.get_flag("objects");
+    let policy = args
+        .get_one::<String>("relocation")
+        .and_then(|p| Policy::parse(p))
+        .unwrap_or(Policy::Disable);
     let mut builder = ZLink::builder();
     let automatic = if let Some(url) = args.get_one::<String>("redis") {
         let prefix = args
@@ -244,9 +255,17 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
             .cloned()
             .unwrap_or_default();
         let store = RedisLocationStore::connect(
-            RedisLocationOptions::from_url(url)?.with_key_prefix(prefix)?,
+            RedisLocationOptions::from_url(url)?.with_key_prefix(prefix.clone())?,
         )
         .await?;
+        if objects && policy != Policy::Disable {
+            // RecreateOnRelocation and PreserveStateWith need a Relocation Store.
+            let relocation = RedisRelocationStore::connect(
+                RedisRelocationOptions::from_url(url)?.with_key_prefix(prefix)?,
+            )
+            .await?;
+            builder = builder.relocation_store(Arc::new(relocation));
+        }
         builder = builder
             .location_store(Arc::new(store))
             .location_options(location_options(&args));
@@ -254,7 +273,6 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         false
     };
-    let objects = args.get_flag("objects");
     if objects && !automatic {
         return Err("--objects needs automatic topology (--redis without manual peers)".into());
     }
@@ -273,16 +291,7 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
             if objects {
                 n = n
                     .object_role(ObjectRole::Server)
-                    .actor_type::<Counter>(COUNTER, |t| {
-                        t.factory(|_ctx| async { Ok(Counter { n: 0 }) })
-                            .disable_relocation()
-                            .on_request::<Incr, _>(|c, _incr, _ctx| {
-                                Box::pin(async move {
-                                    c.n += 1;
-                                    Ok(c.n)
-                                })
-                            })
-                    });
+                    .actor_type::<Counter>(COUNTER, counter::counter_type(policy));
             }
             n.on_request::<Echo, _, _>(|e, _ctx| async move { Ok(e.bytes) })
                 .on_request::<Slow, _, _>(|s, _ctx| async move {
@@ -320,13 +329,17 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
         match words.first().map(String::as_str) {
             Some("QUIT") => break,
-            Some("ACTORS" | "GET" | "INCR") => match &actors {
+            Some("ACTORS" | "GET" | "INCR" | "TOTALS" | "STREAM") => match &actors {
                 Some(actors) => {
                     let actors = actors.clone();
-                    tokio::spawn(async move { say(&actor_command(&actors, &words).await) });
+                    tokio::spawn(async move { say(&actors::actor_command(&actors, &words).await) });
                 }
                 None => say(&format!("BAD {} (needs --objects)", words.join(" "))),
             },
+            Some("RELOCATE") => {
+                let host = host.clone();
+                tokio::spawn(async move { say(&relocate(&host, &words).await) });
+            }
             Some(_) => {
                 let node = node.clone();
                 tokio::spawn(async move { say(&command(&node, &words).await) });
@@ -337,6 +350,24 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
     let report = host.shutdown().await;
     say(&format!("STOPPED {:?}", report.outcome));
     Ok(())
+}
+
+/// `RELOCATE [deadline-ms]`: a PlannedMaintenance host Relocate; returns
+/// `RELOCATED <outcome> <reason> <moved> <remaining>` or `RELOCATE-ERR <kind>`.
+async fn relocate(host: &ZLinkHost, words: &[String]) -> String {
+    let mut options = RelocateOptions::planned_maintenance();
+    match words.get(1).map(|ms| ms.parse::<u64>()) {
+        None => {}
+        Some(Ok(ms)) => options = options.deadline(Duration::from_millis(ms)),
+        Some(Err(_)) => return "BAD RELOCATE [deadline-ms]".into(),
+    }
+    match host.relocate(options).await {
+        Ok(r) => format!(
+            "RELOCATED {:?} {:?} {} {}",
+            r.outcome, r.reason, r.moved, r.remaining
+        ),
+        Err(e) => format!("RELOCATE-ERR {:?}", e.kind()),
+    }
 }
 
 /// Runs one command line; returns the line to print.
@@ -384,73 +415,4 @@ async fn command(node: &MeshNode, words: &[String]) -> String {
         }
         _ => format!("BAD {}", words.join(" ")),
     }
-}
-
-/// Runs one Actor command line; prints its per-id lines and returns its last line.
-async fn actor_command(actors: &ActorManager, words: &[String]) -> String {
-    let arg = |i: usize| words.get(i).map(String::as_str);
-    match arg(0) {
-        Some("ACTORS") => {
-            let (Some(prefix), Some(first), Some(count)) = (
-                arg(1),
-                arg(2).and_then(|v| v.parse::<usize>().ok()),
-                arg(3).and_then(|v| v.parse::<usize>().ok()),
-            ) else {
-                return "BAD ACTORS <prefix> <first> <count>".into();
-            };
-            let ids = (first..first.saturating_add(count))
-                .map(|i| format!("{prefix}-{i}"))
-                .collect();
-            get_or_create_all(actors, ids).await
-        }
-        Some("GET") if words.len() >= 2 => get_or_create_all(actors, words[1..].to_vec()).await,
-        Some("INCR") if words.len() >= 2 => {
-            let mut options = CallOptions::default();
-            if let Some(ms) = arg(2).and_then(|t| t.parse().ok()) {
-                options = options.reply_timeout(Duration::from_millis(ms));
-            }
-            match actors.request_with(&words[1], &Incr, &options).await {
-                Ok(n) => format!("REPLY {n}"),
-                Err(e) => format!("ERR {}", e.kind()),
-            }
-        }
-        _ => format!("BAD {}", words.join(" ")),
-    }
-}
-
-/// `get_or_create` of every id ([`CREATE_CONCURRENCY`] at a time): one `ACTOR …` or
-/// `ACTOR-ERR …` line per id as each ends, then the returned `ACTORS-DONE <ok> <failed>` (an
-/// id not reported `ACTOR` counts as failed).
-async fn get_or_create_all(actors: &ActorManager, ids: Vec<String>) -> String {
-    let ids = Arc::new(ids);
-    let next = Arc::new(AtomicU64::new(0));
-    let ok = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..CREATE_CONCURRENCY.min(ids.len()) {
-        let (actors, ids, next, ok) = (
-            actors.clone(),
-            Arc::clone(&ids),
-            Arc::clone(&next),
-            Arc::clone(&ok),
-        );
-        tasks.push(tokio::spawn(async move {
-            while let Some(id) = usize::try_from(next.fetch_add(1, Ordering::Relaxed))
-                .ok()
-                .and_then(|i| ids.get(i))
-            {
-                match actors.get_or_create(COUNTER, id).await {
-                    Ok(r) => {
-                        ok.fetch_add(1, Ordering::Relaxed);
-                        say(&format!("ACTOR {} {} {}", r.id, r.generation, r.node));
-                    }
-                    Err(e) => say(&format!("ACTOR-ERR {id} {}", e.kind())),
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        let _ = t.await;
-    }
-    let ok = ok.load(Ordering::Relaxed);
-    format!("ACTORS-DONE {ok} {}", ids.len() as u64 - ok)
 }

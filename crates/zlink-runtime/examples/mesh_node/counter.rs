@@ -1,0 +1,141 @@
+//! The `counter` Actor type of `--objects`: `Incr`, the sequenced `Step` and its `Totals`, and
+//! the relocation policy `--relocation` chooses (with a JSON state adapter for `preserve`).
+
+use serde::{Deserialize, Serialize};
+use zlink_runtime::mesh::messaging::{BoxError, Message, Request};
+use zlink_runtime::objects::{Actor, ActorStateAdapter, ActorType};
+
+/// The registered Actor type of `--objects`.
+pub(crate) const COUNTER: &str = "counter";
+
+/// The relocation policy of the counter type (`--relocation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// `PreserveStateWith` the JSON adapter: the state moves with the Actor.
+    Preserve,
+    /// `RecreateOnRelocation`: the target starts from the factory.
+    Recreate,
+    /// `DisableRelocation`: a host Relocate is blocked (the default).
+    Disable,
+}
+
+impl Policy {
+    /// The `--relocation` values.
+    pub(crate) const NAMES: [&'static str; 3] = ["preserve", "recreate", "disable"];
+
+    /// The policy named `name` (one of [`NAMES`](Self::NAMES)).
+    pub(crate) fn parse(name: &str) -> Option<Policy> {
+        match name {
+            "preserve" => Some(Policy::Preserve),
+            "recreate" => Some(Policy::Recreate),
+            "disable" => Some(Policy::Disable),
+            _ => None,
+        }
+    }
+}
+
+/// A counter Actor: `Incr` adds one to `n`; `Step {seq}` is checked against the last step.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct Counter {
+    /// What `Incr` counts.
+    n: u64,
+    /// Steps applied (duplicates and gaps included).
+    applied: u64,
+    /// The sum of the applied steps' `seq`.
+    sum: u64,
+    /// The last applied `seq` (0: none yet).
+    last: u64,
+    /// Steps whose `seq` was not above the last one.
+    dups: u64,
+    /// Steps whose `seq` skipped past the last one + 1.
+    gaps: u64,
+}
+impl Actor for Counter {}
+
+impl Counter {
+    /// Applies step `seq`, counting a duplicate or a gap.
+    fn step(&mut self, seq: u64) {
+        if seq <= self.last {
+            self.dups += 1;
+        } else if seq > self.last + 1 {
+            self.gaps += 1;
+        }
+        self.last = seq;
+        self.applied += 1;
+        self.sum += seq;
+    }
+}
+
+/// Adds one to a counter Actor; replies with the new count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Incr;
+impl Message for Incr {
+    const PACKET: &'static str = "Incr";
+}
+impl Request for Incr {
+    type Reply = u64;
+}
+
+/// Applies step `seq` (adds it to the sum); replies with `seq`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Step {
+    /// The step's sequence number (1, 2, … per Actor).
+    pub(crate) seq: u64,
+}
+impl Message for Step {
+    const PACKET: &'static str = "Step";
+}
+impl Request for Step {
+    type Reply = u64;
+}
+
+/// The counter's step record: `[applied, sum, dups, gaps]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Totals;
+impl Message for Totals {
+    const PACKET: &'static str = "Totals";
+}
+impl Request for Totals {
+    type Reply = [u64; 4];
+}
+
+/// Captures and restores the whole counter as JSON.
+struct Json;
+impl ActorStateAdapter<Counter> for Json {
+    fn capture(&self, c: &Counter) -> Result<Vec<u8>, BoxError> {
+        Ok(serde_json::to_vec(c)?)
+    }
+    fn restore(&self, bytes: &[u8]) -> Result<Counter, BoxError> {
+        Ok(serde_json::from_slice(bytes)?)
+    }
+}
+
+/// The counter type's registration under `policy`.
+pub(crate) fn counter_type(
+    policy: Policy,
+) -> impl FnOnce(ActorType<Counter>) -> ActorType<Counter> {
+    move |t| {
+        let t = t
+            .factory(|_ctx| async { Ok(Counter::default()) })
+            .on_request::<Incr, _>(|c, _incr, _ctx| {
+                Box::pin(async move {
+                    c.n += 1;
+                    Ok(c.n)
+                })
+            })
+            .on_request::<Step, _>(|c, step, _ctx| {
+                Box::pin(async move {
+                    c.step(step.seq);
+                    Ok(step.seq)
+                })
+            })
+            .on_request::<Totals, _>(|c, _totals, _ctx| {
+                Box::pin(async move { Ok([c.applied, c.sum, c.dups, c.gaps]) })
+            });
+        match policy {
+            Policy::Preserve => t.preserve_state_with(Json),
+            Policy::Recreate => t.recreate_on_relocation(),
+            Policy::Disable => t.disable_relocation(),
+        }
+    }
+}
