@@ -86,7 +86,7 @@ pub(super) async fn activate(
     let _work = node.life.admit()?;
     let deadline = Instant::now() + envelope.remaining.min(MAX_REMAINING);
     let key: ObjectKey = (AuthorityKind::Spot, envelope.id.clone());
-    if !host.accepts_new_objects() && !host.is_live(&key) {
+    if !host.accepts_new_objects() && !host.is_live(&key) && !host.relocations.covers(&key) {
         // Out of new claims while Relocating, Relocated or Draining (spec 28 §10).
         return Err(host.not_accepting());
     }
@@ -95,7 +95,7 @@ pub(super) async fn activate(
             return Err(deadline_exceeded());
         }
         if host.is_live(&key) {
-            return deliver_here(host, &key, &envelope).await;
+            return deliver_here(host, node, &key, &envelope).await;
         }
         if let Some(rx) = host.instances.activating(&envelope.id) {
             settled(rx, deadline).await;
@@ -165,13 +165,34 @@ fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLi
 }
 
 /// Delivers to the live activation here: a request's reply, a send's admission.
+///
+/// While a relocation runs on this node, a one-way is held with a `spot` envelope of its own
+/// (this node its source), so a move of the Spot relays it to the target before the cutover
+/// like a one-way that came as a direct message: the caller, answered at once, can send its
+/// next one-way only to this node until the cutover, and after it to the new owner, behind
+/// the relayed ones (one caller's one-ways stay in order across the move, 28 §7).
 async fn deliver_here(
     host: &ObjectHost,
+    node: &NodeInner,
     key: &ObjectKey,
     envelope: &ActivationEnvelope,
 ) -> ObjectOutput {
     let (call, cost) = object_call(envelope)?;
     match envelope.route {
+        RouteKind::Send if !host.relocations.idle() => {
+            let held = crate::relocation::Held {
+                route: RouteKind::Send,
+                call,
+                cost,
+                reply: None,
+                origin: Some(spot_one_way(node, envelope)?),
+            };
+            let Some(held) = host.relocations.intercept(key, held) else {
+                return Ok(None);
+            };
+            host.deliver(key, RouteKind::Send, held.call, held.cost, None)?;
+            Ok(None)
+        }
         RouteKind::Send => {
             host.deliver(key, RouteKind::Send, call, cost, None)?;
             Ok(None)
@@ -182,6 +203,27 @@ async fn deliver_here(
             rx.await.unwrap_or(Err(ZLinkError::ShuttingDown))
         }
     }
+}
+
+/// The one-way `spot` message of `envelope` as this node would send it to the Spot's owner.
+fn spot_one_way(node: &NodeInner, envelope: &ActivationEnvelope) -> Result<Envelope, ZLinkError> {
+    let bad = |e: zlink_transport::TransportError| {
+        ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
+    };
+    let op = node.transport.ids().next_operation_id().map_err(bad)?;
+    let id = envelope.id.as_str().as_bytes();
+    let len = u8::try_from(id.len())
+        .map_err(|_| ZLinkError::application(ErrorKind::InternalFailure, "spot id too long"))?;
+    let mut payload = Vec::with_capacity(1 + id.len() + envelope.payload.len());
+    payload.push(len);
+    payload.extend_from_slice(id);
+    payload.extend_from_slice(&envelope.payload);
+    Envelope::one_way(op, &node.rid, node.generation, Bytes::from(payload))
+        .with_address(crate::mesh::node::SPOT_ADDRESS)
+        .and_then(|e| e.with_packet_name(envelope.packet.as_str()))
+        .and_then(|e| e.with_content_type(&envelope.content_type))
+        .and_then(|e| e.with_metadata(envelope.metadata.clone()))
+        .map_err(bad)
 }
 
 /// Forwards the envelope to the node `handle` names (the winner of a race, or the current
