@@ -148,7 +148,7 @@ pub(crate) use wire::{FOLLOW, encode_follow};
 
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;
-pub(crate) use instance::relocate_instance_spot;
+pub(crate) use instance::{is_refollow, relocate_instance_spot};
 #[cfg(test)]
 pub(crate) use stage::recorded as recorded_stage;
 /// The relocation commands every Object Server node registers.

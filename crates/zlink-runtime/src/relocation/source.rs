@@ -315,7 +315,14 @@ async fn forward(
         } else {
             rx.recv().await
         };
-        let Some((m, chain)) = next else { break };
+        let Some((mut m, chain)) = next else { break };
+        if m.route == crate::mesh::messaging::RouteKind::Send {
+            if let Some(done) = m.reply.take() {
+                // An Instance Spot one-way whose caller waits for its admission.
+                done.complete(Err(super::instance::refollow()));
+                continue;
+            }
+        }
         let chain = match next_hop(chain.as_ref(), &record, &me) {
             Ok(chain) => chain,
             Err(refused) => {

@@ -95,7 +95,11 @@ pub(super) async fn activate(
             return Err(deadline_exceeded());
         }
         if host.is_live(&key) {
-            return deliver_here(host, node, &key, &envelope).await;
+            match deliver_here(host, node, &key, &envelope).await {
+                // Moved away meanwhile: sent on by the record below.
+                Err(e) if crate::relocation::is_refollow(&e) => {}
+                out => return out,
+            }
         }
         if let Some(rx) = host.instances.activating(&envelope.id) {
             settled(rx, deadline).await;
@@ -180,16 +184,26 @@ async fn deliver_here(
     let (call, cost) = object_call(envelope)?;
     match envelope.route {
         RouteKind::Send if !host.relocations.idle() => {
+            let (tx, rx) = oneshot::channel();
             let held = crate::relocation::Held {
                 route: RouteKind::Send,
                 call,
                 cost,
-                reply: None,
+                reply: Some(tx.into()),
                 origin: Some(spot_one_way(node, envelope)?),
             };
-            let Some(held) = host.relocations.intercept(key, held) else {
-                return Ok(None);
+            let Some(mut held) = host.relocations.intercept(key, held) else {
+                // Relayed to the target before its cutover (handed over: admitted there
+                // before any later message), run here after a cancelled move, refused past
+                // the hold's bound, or not followed (`refollow`: the caller forwards it).
+                return match rx.await {
+                    Err(_) => Ok(None),
+                    Ok(out) => out.map(|_| None),
+                };
             };
+            if let Some(done) = held.reply.take() {
+                done.handed_over();
+            }
             host.deliver(key, RouteKind::Send, held.call, held.cost, None)?;
             Ok(None)
         }

@@ -116,6 +116,7 @@ async fn root(h: &Harness, role: ObjectRole, policy: Policy, seen: &Arc<Seen>) -
             let n = n.object_role(role);
             if role == ObjectRole::Server {
                 n.instance_spot_type::<Tally>("tally", tally_type(policy, Arc::clone(&seen)))
+                    .user_spot_type::<Tally>("hall", tally_type(policy, Arc::clone(&seen)))
                     .actor_type::<super::Counter>("counter", counter_type(policy, seen))
             } else {
                 n
@@ -218,6 +219,8 @@ on_every_store!(
     a_close_claimed_first_keeps_the_instance_spot_from_moving,
     a_close_after_the_move_began_gets_a_moving_result,
     host_relocate_moves_actors_and_instance_spots,
+    a_disabled_instance_spot_blocks_the_host_relocate_before_anything_changes,
+    a_user_spot_still_blocks_the_host_relocate_as_state_incompatible,
 );
 
 async fn a_preserved_instance_spot_moves_with_its_state_and_generation(h: &Harness) {
@@ -476,5 +479,71 @@ async fn host_relocate_moves_actors_and_instance_spots(h: &Harness) {
     for id in &counters {
         assert_eq!(actors.request(id, &Incr).await.expect("incr"), 2);
     }
+    m.shutdown().await;
+}
+
+/// Cold-activates Instance Spots through the client until one lives on `host`; its id.
+async fn room_on(m: &Mesh, host: &ZLinkHost, prefix: &str) -> String {
+    let on = rid_of(host);
+    for i in 0..60 {
+        let id = format!("{prefix}-{i}");
+        assert_eq!(m.incr(&id).await.expect("created"), 1);
+        if record(host, &id).await.expect("record").0 == on {
+            return id;
+        }
+    }
+    panic!("placement never chose the host");
+}
+
+async fn a_disabled_instance_spot_blocks_the_host_relocate_before_anything_changes(h: &Harness) {
+    let m = mesh_of(h, Policy::Disable).await;
+    let source = &m.servers[0].0;
+    let id = room_on(&m, source, "hd").await;
+    let before = record(source, &id).await.expect("record");
+    let result = source
+        .relocate(RelocateOptions::planned_maintenance())
+        .await
+        .expect("valid options");
+    assert_eq!(result.outcome, RelocationOutcome::Blocked, "{result:?}");
+    assert_eq!(
+        result.reason,
+        crate::mesh::node::RelocationReason::RelocationDisabled
+    );
+    assert_eq!(source.state(), HostState::Serving);
+    assert_eq!(record(source, &id).await.expect("record"), before);
+    assert_eq!(m.seen.captures.load(Ordering::SeqCst), 0);
+    assert_eq!(m.incr(&id).await.expect("still serving"), 2);
+    m.shutdown().await;
+}
+
+async fn a_user_spot_still_blocks_the_host_relocate_as_state_incompatible(h: &Harness) {
+    let m = mesh_of(h, Policy::Preserve).await;
+    let source = &m.servers[0].0;
+    room_on(&m, source, "hu").await;
+    let spots = m.client.0.spots().expect("manager");
+    let on = rid_of(source);
+    let mut placed = false;
+    for i in 0..60 {
+        let hall = spots
+            .get_or_create("hall", &format!("hall-{i}"))
+            .await
+            .expect("created");
+        if hall.node == on {
+            placed = true;
+            break;
+        }
+    }
+    assert!(placed, "placement never chose the host");
+    let result = source
+        .relocate(RelocateOptions::planned_maintenance())
+        .await
+        .expect("valid options");
+    assert_eq!(result.outcome, RelocationOutcome::Blocked, "{result:?}");
+    assert_eq!(
+        result.reason,
+        crate::mesh::node::RelocationReason::StateIncompatible
+    );
+    assert_eq!(result.moved, 0, "nothing moved");
+    assert_eq!(source.state(), HostState::Serving);
     m.shutdown().await;
 }
