@@ -336,8 +336,14 @@ impl ObjectHost {
         // An Instance Spot's Close and its relocation are ordered by their claim (28 §7).
         let _closing = match handle.kind() {
             ObjectKind::InstanceSpot => {
-                match self.instances.endings.claim(&key.1, super::instance::Ending::Closing) {
-                    _ if self.relocations.covers(key) => return Err(super::instance::moving(&key.1)),
+                match self
+                    .instances
+                    .endings
+                    .claim(&key.1, super::instance::Ending::Closing)
+                {
+                    _ if self.relocations.covers(key) => {
+                        return Err(super::instance::moving(&key.1));
+                    }
                     Ok(claim) => Some(claim),
                     Err(super::instance::Ending::Moving) => {
                         return Err(super::instance::moving(&key.1));

@@ -305,7 +305,15 @@ impl<'a> Move<'a> {
             // it did not apply; never guess.
             tracing::info!(error = %e, ?stage, "relocation stage record: no reply, re-reading");
             let settled = loop {
-                match stage::settle(authority, &self.handle, self.relocation(), &reservation, &record).await {
+                match stage::settle(
+                    authority,
+                    &self.handle,
+                    self.relocation(),
+                    &reservation,
+                    &record,
+                )
+                .await
+                {
                     Settled::Unknown if tokio::time::Instant::now() < deadline => {
                         tokio::time::sleep(SETTLE_PAUSE).await;
                     }
@@ -587,7 +595,8 @@ impl<'a> Move<'a> {
         }
         if self.release_refused {
             if let Some(to) = self.to.clone() {
-                if let Some(owner) = owner_is(self.client, &self.key, self.handle.kind(), &to).await {
+                if let Some(owner) = owner_is(self.client, &self.key, self.handle.kind(), &to).await
+                {
                     let (key, live) = (&self.key, Arc::clone(&self.live));
                     follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
                     self.followed = true;
@@ -616,7 +625,9 @@ impl<'a> Move<'a> {
             self.release().await;
             if self.release_refused {
                 if let Some(to) = self.to.clone() {
-                    if let Some(owner) = owner_is(self.client, &self.key, self.handle.kind(), &to).await {
+                    if let Some(owner) =
+                        owner_is(self.client, &self.key, self.handle.kind(), &to).await
+                    {
                         let (key, live) = (&self.key, Arc::clone(&self.live));
                         follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
                         return self.answer().await;

@@ -67,7 +67,9 @@ pub(crate) async fn relocate_instance_spot(
         }
     };
     if handle.kind() != ObjectKind::InstanceSpot {
-        return Err(invalid("the Spot is not an Instance Spot (User Spots move as a unit of their own)"));
+        return Err(invalid(
+            "the Spot is not an Instance Spot (User Spots move as a unit of their own)",
+        ));
     }
     if handle.state() != AllocationState::Active {
         return Err(ZLinkError::Unavailable {

@@ -221,13 +221,7 @@ pub(super) async fn owner_is(
     kind: ObjectKind,
     to: &RoutingId,
 ) -> Option<u64> {
-    match client
-        .objects
-        .location
-        .authority()
-        .read(kind, &key.1)
-        .await
-    {
+    match client.objects.location.authority().read(kind, &key.1).await {
         Ok(AuthorityRead::Found { handle, .. }) if &handle.node().routing_id == to => {
             Some(handle.authority_owner_generation().get())
         }

@@ -15,7 +15,9 @@
 //! relocation target list (the list, spec 21 §1.2, is a `SpotWide` User Spot's member set, and
 //! `zlink_relocation::inventory::target_list_checksum` refuses a list without its User Spot):
 //! the move records [`no_target_list`], the all-zero checksum, and the unit it fences is the
-//! Actor's record itself (its version and the reservation).
+//! Actor's record itself (its version and the reservation). An Instance Spot is moved the same
+//! way: its record payload is empty once its first message completed (the cold-activation
+//! recovery root removed), so it gets `m1` and the `relocation` field alone.
 
 use serde_json::{Map, Value};
 use zlink_relocation::unit::{StageRecord, TargetListChecksum};
@@ -144,11 +146,11 @@ pub(crate) enum Settled {
 /// mark, RelocationId and stage) at a newer version and the reservation row carried it
 /// once more; not applied when the record is still at the version the write expected.
 pub(crate) async fn settle(
-authority: &AuthorityClient,
-handle: &AuthorityHandle,
-relocation: u128,
-reservation: &TargetReservation,
-record: &StageRecord,
+    authority: &AuthorityClient,
+    handle: &AuthorityHandle,
+    relocation: u128,
+    reservation: &TargetReservation,
+    record: &StageRecord,
 ) -> Settled {
     let now = match authority.read(handle.kind(), handle.id()).await {
         Ok(AuthorityRead::Found { handle, .. }) => handle,
@@ -161,8 +163,7 @@ record: &StageRecord,
     if now.version() == handle.version() {
         return Settled::NotApplied;
     }
-    let Some(payload) = payload(handle, relocation, record, reservation)
-    else {
+    let Some(payload) = payload(handle, relocation, record, reservation) else {
         return Settled::Changed;
     };
     let mut written = handle.record().clone();
@@ -182,4 +183,3 @@ record: &StageRecord,
         }
     }
 }
-

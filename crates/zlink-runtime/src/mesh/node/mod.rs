@@ -121,6 +121,12 @@
 //! | payload memory: 64 MiB + framing reserved up front per PreserveStateWith object, shrunk after Capture, never grown; a unit needing exactly the cap moves, one byte over → CapacityExceeded before capture, record untouched (28 §5) | `a_preserved_unit_needing_exactly_the_payload_cap_moves`*, `a_preserved_unit_over_the_payload_cap_is_refused_before_capture_and_keeps_serving`*, `a_unit_over_the_payload_cap_is_refused_and_one_at_the_cap_is_admitted`, `the_default_cap_admits_three_preserved_units_up_front_and_a_shrink_makes_room` |
 //! | chunk sends wait for the per-connection and node in-flight budgets (charge returned on the target's acknowledgement); a budget below the payload still completes the move; below one chunk it sends one at a time; 0 = not applied (06 §3) | `chunk_sends_respect_small_in_flight_budgets_and_the_move_completes`*, `a_budget_below_one_chunk_sends_one_chunk_at_a_time`, `budgets_of_zero_are_not_applied` |
 //! | interruption (seal → NewOwner applied and dispatch open) recorded once per completed move, never for a failed one; over the 1 s target only a warning (28 §5, §11) | `the_interruption_summary_counts_one_entry_per_completed_move`*, `relocation::interruption::tests` |
+//! | Instance Spot unit (28 §5, §6; `tests/relocation/instance.rs`): PreserveStateWith moves it with its state — same SpotId and ObjectGeneration, a higher AuthorityOwnerGeneration, the target factory then the adapter's restore; the source activation closed | `a_preserved_instance_spot_moves_with_its_state_and_generation`* |
+//! | Instance Spot RecreateOnRelocation: the target factory's fresh state, nothing captured | `a_recreated_instance_spot_restarts_from_its_factory`* |
+//! | Instance Spot DisableRelocation: refused before capture, record unchanged, still serving | `a_disabled_instance_spot_is_refused_before_capture_and_keeps_serving`* |
+//! | Instance Spot direct requests and one-ways during a move (held, relayed, queued, followed) run once and in order per caller (28 §6, §7) | `messages_sent_to_a_moving_instance_spot_run_once_in_order`* |
+//! | a stale caller of a moved Instance Spot (cached `spot` route) is followed to the new owner | `a_stale_caller_of_a_moved_instance_spot_is_followed`* |
+//! | Instance Spot Close vs relocation ordered on the owner (28 §7): a Close first → no move, the Close completes; a move first → the Close gets a moving result and changes nothing (also in the old owner's follow window) | `a_close_claimed_first_keeps_the_instance_spot_from_moving`*, `a_close_after_the_move_began_gets_a_moving_result`*, `objects::instance::ending::tests` |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
 //! `tests/instances/` (restart rows in `restarts.rs`), over a Relocation Store of the same kind — memory on the store's
@@ -153,6 +159,7 @@
 //! | 3: same options share one operation (a later deadline ignored), other options `OperationInProgress`, a waiter that gives up ends only its wait | `same_options_share_one_operation_and_other_options_are_operation_in_progress`* |
 //! | 3: shutdown during a relocation → `ShutdownRequested`; a Relocate after it the same | `shutdown_during_a_relocate_ends_it_with_shutdown_requested`* |
 //! | 7: after the deadline no unit starts; started units end safely (moved or serving on the source), `Blocked/DeadlineExceeded` | `after_the_deadline_no_unit_starts_and_started_units_end_safely`* |
+//! | 2, 5: a host holding Actors and Instance Spots moves both (each Instance Spot to a node offering its type, with the Spot's bundle) and is `Relocated`; a `DisableRelocation` Instance Spot blocks the preflight (`RelocationDisabled`); a User Spot stays `StateIncompatible` (`tests/relocation/instance.rs`) | `host_relocate_moves_actors_and_instance_spots`*, `a_disabled_instance_spot_blocks_the_host_relocate_before_anything_changes`*, `a_user_spot_still_blocks_the_host_relocate_as_state_incompatible`* |
 //! | 3 (wire values), 2 (argument errors) | `relocate::types::tests` |
 //!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`

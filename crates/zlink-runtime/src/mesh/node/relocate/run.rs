@@ -158,11 +158,7 @@ async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
             }
             let objects = Arc::clone(&o.host);
             reads.spawn(async move {
-                let read = objects
-                    .location
-                    .authority()
-                    .read(kind, &key.1)
-                    .await;
+                let read = objects.location.authority().read(kind, &key.1).await;
                 (key, stable_type, read)
             });
         }

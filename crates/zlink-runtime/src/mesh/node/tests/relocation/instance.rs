@@ -11,12 +11,12 @@ use zlink_codec::records::{HostState, ObjectKind, ObjectRole};
 use zlink_codec::{ObjectId, RoutingId};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
-use crate::mesh::node::tests::support::*;
 use super::{Incr, Policy, Seen, Snapshot, Step, StepSend, Totals, counter_type};
 use crate::location::AuthorityRead;
 use crate::location::tests::Harness;
 use crate::mesh::config::ZLink;
 use crate::mesh::messaging::{BoxError, ErrorKind, ZLinkError};
+use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{MeshNode, RelocateOptions, RelocationOutcome, ZLinkHost};
 use crate::objects::instance::Ending;
 use crate::objects::{Spot, SpotRef, SpotStateAdapter, SpotType};
@@ -105,7 +105,12 @@ fn tally_type(policy: Policy, seen: Arc<Seen>) -> impl FnOnce(SpotType<Tally>) -
     }
 }
 
-async fn root(h: &Harness, role: ObjectRole, policy: Policy, seen: &Arc<Seen>) -> (ZLinkHost, MeshNode) {
+async fn root(
+    h: &Harness,
+    role: ObjectRole,
+    policy: Policy,
+    seen: &Arc<Seen>,
+) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let seen = Arc::clone(seen);
     let host = ZLink::builder()
@@ -157,7 +162,11 @@ async fn mesh_of(h: &Harness, policy: Policy) -> Mesh {
 async fn record(host: &ZLinkHost, id: &str) -> Option<(RoutingId, u64, u64, String)> {
     let client = host.spots().expect("manager").client;
     let id = ObjectId::new(id).expect("id");
-    match client.read(ObjectKind::InstanceSpot, &id).await.expect("read") {
+    match client
+        .read(ObjectKind::InstanceSpot, &id)
+        .await
+        .expect("read")
+    {
         AuthorityRead::Found { handle, .. } => Some((
             handle.node().routing_id,
             handle.object_generation().get(),
@@ -254,7 +263,11 @@ async fn a_recreated_instance_spot_restarts_from_its_factory(h: &Harness) {
     assert_eq!(m.incr("room-r").await.expect("incr"), 2);
     let moved = relocate(source, "room-r").await.expect("moved");
     assert_eq!(moved.node, rid_of(target));
-    assert_eq!(m.seen.captures.load(Ordering::SeqCst), 0, "nothing captured");
+    assert_eq!(
+        m.seen.captures.load(Ordering::SeqCst),
+        0,
+        "nothing captured"
+    );
     assert_eq!(m.seen.factories.load(Ordering::SeqCst), 2);
     assert_eq!(
         m.incr("room-r").await.expect("incr"),
@@ -397,7 +410,9 @@ async fn a_close_claimed_first_keeps_the_instance_spot_from_moving(h: &Harness) 
     let r = spots.find("room-c").await.expect("find").expect("found");
     assert!(spots.close(&r).await.expect("closed"));
     assert!(record(source, "room-c").await.is_none());
-    let err = relocate(source, "room-c").await.expect_err("nothing to move");
+    let err = relocate(source, "room-c")
+        .await
+        .expect_err("nothing to move");
     assert!(matches!(err, ZLinkError::NoRoute { .. }), "{err}");
     m.shutdown().await;
 }
@@ -463,7 +478,11 @@ async fn host_relocate_moves_actors_and_instance_spots(h: &Harness) {
             }
         }
     }
-    assert_eq!((counters.len(), rooms.len()), (2, 2), "placement chose server 0");
+    assert_eq!(
+        (counters.len(), rooms.len()),
+        (2, 2),
+        "placement chose server 0"
+    );
     let result = source
         .relocate(RelocateOptions::planned_maintenance())
         .await
