@@ -254,6 +254,11 @@ async fn a_preserved_instance_spot_moves_with_its_state_and_generation(h: &Harne
     );
     assert!(!live_on(source, "room-p") && live_on(target, "room-p"));
     assert_eq!(m.incr("room-p").await.expect("incr on the target"), 3);
+    // Only the owner moves it: the old owner neither moves nor re-creates it.
+    let factories = m.seen.factories.load(Ordering::SeqCst);
+    let err = relocate(source, "room-p").await.expect_err("not the owner");
+    assert_eq!(err.kind(), ErrorKind::InvalidOperation, "{err}");
+    assert_eq!(m.seen.factories.load(Ordering::SeqCst), factories);
     m.shutdown().await;
 }
 
@@ -274,6 +279,16 @@ async fn a_recreated_instance_spot_restarts_from_its_factory(h: &Harness) {
         1,
         "the factory's fresh state"
     );
+    // An Instance Spot that does not exist is not cold-activated by a move.
+    let err = relocate(target, "room-none")
+        .await
+        .expect_err("nothing to move");
+    assert!(matches!(err, ZLinkError::NoRoute { .. }), "{err}");
+    assert!(
+        record(target, "room-none").await.is_none(),
+        "nothing created"
+    );
+    assert_eq!(m.seen.factories.load(Ordering::SeqCst), 2);
     m.shutdown().await;
 }
 
