@@ -171,7 +171,7 @@ impl<'a> Move<'a> {
                     self.sealed_at = Some(tokio::time::Instant::now());
                     Vec::new()
                 } else {
-                    self.fail(invalid("a move of this Actor is already running"));
+                    self.fail(invalid("a move of this object is already running"));
                     self.interrupt = true;
                     vec![Event::CancelRequested]
                 }
@@ -344,7 +344,7 @@ impl<'a> Move<'a> {
             }
             Ok(Outcome::Conflict(c)) => {
                 tracing::info!(?c, ?stage, "relocation stage record conflicted: cancelling");
-                self.fail(stale("the Actor's record changed during the move"));
+                self.fail(stale("the object's record changed during the move"));
                 StageOutcome::Conflict
             }
             Err(StageWriteError::Store(e)) => {
@@ -638,7 +638,7 @@ impl<'a> Move<'a> {
                     .relocations
                     .reopen(&self.key, self.live.as_ref());
                 return Err(stale(
-                    "the relocation ended in an unknown state; the Actor stays",
+                    "the relocation ended in an unknown state; the object stays",
                 ));
             }
             self.client
@@ -646,7 +646,7 @@ impl<'a> Move<'a> {
                 .relocations
                 .reopen(&self.key, self.live.as_ref());
         }
-        tracing::info!(?stage, "relocation did not move the Actor");
+        tracing::info!(?stage, "relocation did not move the object");
         Err(self.error.take().unwrap_or_else(|| why(stage)))
     }
 
@@ -664,7 +664,7 @@ fn why(stage: Stage) -> ZLinkError {
             &format!("the captured state is {len} bytes, more than {max}"),
         ),
         Stage::Failed(FailureReason::StageConflict { stage }) => stale(&format!(
-            "the Actor's record changed during the move ({stage:?} not recorded)"
+            "the object's record changed during the move ({stage:?} not recorded)"
         )),
         other => internal(&format!("the relocation ended: {other:?}")),
     }

@@ -126,6 +126,7 @@
 //! | Instance Spot DisableRelocation: refused before capture, record unchanged, still serving | `a_disabled_instance_spot_is_refused_before_capture_and_keeps_serving`* |
 //! | Instance Spot direct requests and one-ways during a move (held, relayed, queued, followed) run once and in order per caller (28 §6, §7) | `messages_sent_to_a_moving_instance_spot_run_once_in_order`* |
 //! | a stale caller of a moved Instance Spot (cached `spot` route) is followed to the new owner | `a_stale_caller_of_a_moved_instance_spot_is_followed`* |
+//! | only an Instance Spot live on its owner moves: not from another node, never cold-activated by a move; one whose first message still runs (recovery root recorded) is `Unavailable`, unchanged, and moves once it completed (28 §6) | `a_preserved_instance_spot_moves_with_its_state_and_generation`*, `a_recreated_instance_spot_restarts_from_its_factory`*, `an_instance_spot_whose_first_message_still_runs_does_not_move_until_it_completed`* |
 //! | Instance Spot Close vs relocation ordered on the owner (28 §7): a Close first → no move, the Close completes; a move first → the Close gets a moving result and changes nothing (also in the old owner's follow window) | `a_close_claimed_first_keeps_the_instance_spot_from_moving`*, `a_close_after_the_move_began_gets_a_moving_result`*, `objects::instance::ending::tests` |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";

@@ -21,6 +21,21 @@ use crate::mesh::node::{MeshNode, RelocateOptions, RelocationOutcome, ZLinkHost}
 use crate::objects::instance::Ending;
 use crate::objects::{Spot, SpotRef, SpotStateAdapter, SpotType};
 
+/// Handlers of [`Block`] for a Spot id registered here wait until it is notified.
+static BLOCKS: std::sync::LazyLock<
+    parking_lot::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Notify>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// A request that waits while [`BLOCKS`] holds a gate for the Spot's id.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Block;
+impl crate::mesh::messaging::Message for Block {
+    const PACKET: &'static str = "Block";
+}
+impl crate::mesh::messaging::Request for Block {
+    type Reply = u64;
+}
+
 /// An Instance Spot keeping, per stream, the last sequence number it applied.
 #[derive(Default)]
 struct Tally {
@@ -92,6 +107,16 @@ fn tally_type(policy: Policy, seen: Arc<Seen>) -> impl FnOnce(SpotType<Tally>) -
                 Box::pin(async move {
                     t.apply(step.stream, step.seq);
                     Ok(())
+                })
+            })
+            .on_request::<Block, _>(|t, _req, ctx| {
+                let gate = BLOCKS.lock().get(&ctx.id).cloned();
+                Box::pin(async move {
+                    if let Some(g) = gate {
+                        g.notified().await;
+                    }
+                    t.total += 1;
+                    Ok(t.total)
                 })
             })
             .on_request::<Totals, _>(|t, _req, _ctx| {
@@ -229,6 +254,7 @@ on_every_store!(
     a_close_after_the_move_began_gets_a_moving_result,
     host_relocate_moves_actors_and_instance_spots,
     a_disabled_instance_spot_blocks_the_host_relocate_before_anything_changes,
+    an_instance_spot_whose_first_message_still_runs_does_not_move_until_it_completed,
     a_user_spot_still_blocks_the_host_relocate_as_state_incompatible,
 );
 
@@ -579,5 +605,69 @@ async fn a_user_spot_still_blocks_the_host_relocate_as_state_incompatible(h: &Ha
     );
     assert_eq!(result.moved, 0, "nothing moved");
     assert_eq!(source.state(), HostState::Serving);
+    m.shutdown().await;
+}
+
+async fn an_instance_spot_whose_first_message_still_runs_does_not_move_until_it_completed(
+    h: &Harness,
+) {
+    let m = mesh_of(h, Policy::Preserve).await;
+    let id = format!("room-busy-{}", uuid::Uuid::new_v4().simple());
+    let gate = Arc::new(tokio::sync::Notify::new());
+    BLOCKS.lock().insert(id.clone(), Arc::clone(&gate));
+    let spots = m.client.0.spots().expect("manager");
+    let first = {
+        let id = id.clone();
+        tokio::spawn(async move {
+            spots
+                .instance(&id)
+                .stable_type("tally")
+                .request(&Block)
+                .await
+        })
+    };
+    // Ready, its first message running (the record still carries the recovery root).
+    let mut owner = None;
+    for _ in 0..500 {
+        if let Some(r) = record(&m.client.0, &id).await {
+            let host = m.servers.iter().find(|(_, n)| n.routing_id() == &r.0);
+            if let Some((host, _)) = host.filter(|(host, _)| live_on(host, &id)) {
+                owner = Some(host);
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let source = owner.expect("the Spot became live");
+    let before = record(source, &id).await.expect("record");
+    let err = relocate(source, &id)
+        .await
+        .expect_err("first message running");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(
+        record(source, &id).await.expect("record"),
+        before,
+        "nothing written"
+    );
+    assert_eq!(m.seen.captures.load(Ordering::SeqCst), 0);
+    BLOCKS.lock().remove(&id);
+    gate.notify_one();
+    assert_eq!(first.await.expect("task").expect("answered"), 1);
+    // Once the first message completed (the root removed), it moves.
+    let mut moved = None;
+    for _ in 0..500 {
+        match relocate(source, &id).await {
+            Ok(r) => {
+                moved = Some(r);
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_ne!(moved.expect("moved").node, rid_of(source));
+    assert_eq!(m.incr(&id).await.expect("incr"), 2, "state kept");
     m.shutdown().await;
 }
