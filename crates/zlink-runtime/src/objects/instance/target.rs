@@ -170,11 +170,11 @@ fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLi
 
 /// Delivers to the live activation here: a request's reply, a send's admission.
 ///
-/// While a relocation runs on this node, a one-way is held with a `spot` envelope of its own
-/// (this node its source), so a move of the Spot relays it to the target before the cutover
-/// like a one-way that came as a direct message: the caller, answered at once, can send its
-/// next one-way only to this node until the cutover, and after it to the new owner, behind
-/// the relayed ones (one caller's one-ways stay in order across the move, 28 §7).
+/// A one-way goes with a `spot` envelope of its own (this node its source), so a move of the
+/// Spot that holds it relays it to the target before the cutover like a one-way that came as
+/// a direct message, and answers its caller only then: that caller's next one-way reaches
+/// this node until the cutover and the new owner after it, behind the relayed ones (one
+/// caller's one-ways stay in order across the move, 28 §7).
 async fn deliver_here(
     host: &ObjectHost,
     node: &NodeInner,
@@ -183,7 +183,7 @@ async fn deliver_here(
 ) -> ObjectOutput {
     let (call, cost) = object_call(envelope)?;
     match envelope.route {
-        RouteKind::Send if !host.relocations.idle() => {
+        RouteKind::Send => {
             let (tx, rx) = oneshot::channel();
             let held = crate::relocation::Held {
                 route: RouteKind::Send,
@@ -204,11 +204,14 @@ async fn deliver_here(
             if let Some(done) = held.reply.take() {
                 done.handed_over();
             }
-            host.deliver(key, RouteKind::Send, held.call, held.cost, None)?;
-            Ok(None)
-        }
-        RouteKind::Send => {
-            host.deliver(key, RouteKind::Send, call, cost, None)?;
+            // Accepted before any seal that comes now: it runs before that move's capture.
+            let live = host
+                .live_object(key)
+                .ok_or_else(|| ZLinkError::Unavailable {
+                    target: format!("spot {:?}", key.1.as_str()),
+                    reason: UnavailableReason::NotConnected,
+                })?;
+            live.submit(RouteKind::Send, held.call, held.cost, None)?;
             Ok(None)
         }
         RouteKind::Request => {
