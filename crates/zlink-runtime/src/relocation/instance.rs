@@ -5,7 +5,10 @@
 //! target capacity is the Spot's bundle (`CapacityBundle::for_object`: one spot slot and one
 //! slot of its Instance Spot type), and the Spot's direct messages — `zlink.spot.activate`
 //! envelopes delivered to the live activation and direct `spot` messages — are held after the
-//! current handler, relayed or queued on the target, and followed like an Actor's. The target
+//! current handler, relayed or queued on the target, and followed like an Actor's (an
+//! activation one-way carries a `spot` envelope of its own so that it is relayed, and its
+//! caller is answered once it was relayed or ran; one the follow takes is sent on by the
+//! record instead, admitted by the new owner before it is answered — [`refollow`]). The target
 //! builds the same SpotId with the type's factory (`RecreateOnRelocation`), then restores the
 //! adapter's bytes on it (`PreserveStateWith`), and runs its temporary queue once NewOwner
 //! named it. The ObjectGeneration stays; NewOwner issues a higher AuthorityOwnerGeneration.
