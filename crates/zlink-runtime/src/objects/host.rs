@@ -333,6 +333,26 @@ impl ObjectHost {
                 reason: UnavailableReason::NotServing,
             });
         }
+        // An Instance Spot's Close and its relocation are ordered by their claim (28 §7).
+        let _closing = match handle.kind() {
+            ObjectKind::InstanceSpot => {
+                match self
+                    .instances
+                    .endings
+                    .claim(&key.1, super::instance::Ending::Closing)
+                {
+                    _ if self.relocations.covers(key) => {
+                        return Err(super::instance::moving(&key.1));
+                    }
+                    Ok(claim) => Some(claim),
+                    Err(super::instance::Ending::Moving) => {
+                        return Err(super::instance::moving(&key.1));
+                    }
+                    Err(super::instance::Ending::Closing) => None,
+                }
+            }
+            _ => None,
+        };
         if let Some(f) = fence {
             if handle.authority_owner_generation().get() != f.owner_generation
                 || handle.version().as_str() != f.version

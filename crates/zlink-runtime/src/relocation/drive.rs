@@ -20,11 +20,10 @@ use zlink_store_spi::StoreVersion;
 use super::gate::SourcePermits;
 use super::send;
 use super::source::{answered, choose_target, follow_and_close, owner_is, relay, request};
-use super::stage::{self, StageWriteError};
+use super::stage::{self, Settled, StageWriteError};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
-use crate::location::{AuthorityHandle, AuthorityRead, Outcome, TargetReservation};
+use crate::location::{AuthorityHandle, Outcome, TargetReservation};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
-use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
@@ -32,18 +31,6 @@ use crate::objects::live::LiveObject;
 /// The pause between two attempts to settle a stage record or a release whose outcome is
 /// unknown (spec 21 §10: re-read, and retry the same write, until the deadline).
 const SETTLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// What the store holds after a stage record write whose outcome is unknown.
-enum Settled {
-    /// The write applied: the record and the reservation as they are now.
-    Applied(Box<(AuthorityHandle, TargetReservation)>),
-    /// The record is still at the version the write was conditioned on: not applied.
-    NotApplied,
-    /// The record or the reservation changed otherwise (a conflict).
-    Changed,
-    /// The read failed too.
-    Unknown,
-}
 
 /// One move in progress on its source.
 pub(super) struct Move<'a> {
@@ -132,7 +119,7 @@ impl<'a> Move<'a> {
     /// once (28 §5), then performs `effects` and every effect the events they produce lead to,
     /// and settles. A unit that can never fit is refused before anything is written or
     /// captured.
-    pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<ActorRef, ZLinkError> {
+    pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<AuthorityHandle, ZLinkError> {
         let relocations = &self.client.objects.relocations;
         let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
         let claim = gate.source_claim(u32::from(self.rebuild == Rebuild::Preserve))?;
@@ -184,7 +171,7 @@ impl<'a> Move<'a> {
                     self.sealed_at = Some(tokio::time::Instant::now());
                     Vec::new()
                 } else {
-                    self.fail(invalid("a move of this Actor is already running"));
+                    self.fail(invalid("a move of this object is already running"));
                     self.interrupt = true;
                     vec![Event::CancelRequested]
                 }
@@ -318,7 +305,15 @@ impl<'a> Move<'a> {
             // it did not apply; never guess.
             tracing::info!(error = %e, ?stage, "relocation stage record: no reply, re-reading");
             let settled = loop {
-                match self.settle_stage(&reservation, &record).await {
+                match stage::settle(
+                    authority,
+                    &self.handle,
+                    self.relocation(),
+                    &reservation,
+                    &record,
+                )
+                .await
+                {
                     Settled::Unknown if tokio::time::Instant::now() < deadline => {
                         tokio::time::sleep(SETTLE_PAUSE).await;
                     }
@@ -349,7 +344,7 @@ impl<'a> Move<'a> {
             }
             Ok(Outcome::Conflict(c)) => {
                 tracing::info!(?c, ?stage, "relocation stage record conflicted: cancelling");
-                self.fail(stale("the Actor's record changed during the move"));
+                self.fail(stale("the object's record changed during the move"));
                 StageOutcome::Conflict
             }
             Err(StageWriteError::Store(e)) => {
@@ -370,45 +365,6 @@ impl<'a> Move<'a> {
     /// (`storeFailureGrace` from now).
     fn deadline(&self) -> tokio::time::Instant {
         tokio::time::Instant::now() + self.client.objects.location.options().store_failure_grace
-    }
-
-    /// Reads what a stage record write whose reply was lost left: applied when the record
-    /// holds exactly the record this move wrote (the previous record with this move's stage
-    /// mark, RelocationId and stage) at a newer version and the reservation row carried it
-    /// once more; not applied when the record is still at the version the write expected.
-    async fn settle_stage(&self, reservation: &TargetReservation, record: &StageRecord) -> Settled {
-        let authority = self.client.objects.location.authority();
-        let now = match authority.read(self.handle.kind(), &self.key.1).await {
-            Ok(AuthorityRead::Found { handle, .. }) => handle,
-            Ok(AuthorityRead::Missing { .. }) => return Settled::Changed,
-            Err(e) => {
-                tracing::debug!(error = %e, "relocation stage record: re-read failed");
-                return Settled::Unknown;
-            }
-        };
-        if now.version() == self.handle.version() {
-            return Settled::NotApplied;
-        }
-        let Some(payload) = stage::payload(&self.handle, self.relocation(), record, reservation)
-        else {
-            return Settled::Changed;
-        };
-        let mut written = self.handle.record().clone();
-        written.payload = payload;
-        if now.record() != &written {
-            return Settled::Changed;
-        }
-        match authority.reservation_now(reservation).await {
-            Ok(Some(row)) if row.carried() == reservation.carried().saturating_add(1) => {
-                let version = now.version().clone();
-                Settled::Applied(Box::new((now, row.expecting(version))))
-            }
-            Ok(_) => Settled::Changed,
-            Err(e) => {
-                tracing::debug!(error = %e, "relocation reservation: re-read failed");
-                Settled::Unknown
-            }
-        }
     }
 
     /// Captures after every accepted job and chunks the payload (kept until it is dropped).
@@ -493,6 +449,8 @@ impl<'a> Move<'a> {
             generation: self.handle.object_generation().get().to_string(),
             rebuild: self.rebuild,
             reservation: reservation.to_wire().map_err(store_failure)?,
+            kind: wire::MovedKind::of(self.handle.kind())
+                .ok_or_else(|| internal(&"a unit of a kind that does not move"))?,
         };
         inner.send_control(&peer, wire::RESTORE, wire::encode(&cmd)?)?;
         let relocations = &self.client.objects.relocations;
@@ -637,7 +595,8 @@ impl<'a> Move<'a> {
         }
         if self.release_refused {
             if let Some(to) = self.to.clone() {
-                if let Some(owner) = owner_is(self.client, &self.key, &to).await {
+                if let Some(owner) = owner_is(self.client, &self.key, self.handle.kind(), &to).await
+                {
                     let (key, live) = (&self.key, Arc::clone(&self.live));
                     follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
                     self.followed = true;
@@ -654,7 +613,7 @@ impl<'a> Move<'a> {
     }
 
     /// After the last effect: the Actor's ref on its new owner, or why it stays.
-    async fn settle(mut self) -> Result<ActorRef, ZLinkError> {
+    async fn settle(mut self) -> Result<AuthorityHandle, ZLinkError> {
         let stage = self.unit.stage();
         if matches!(stage, Stage::Committed | Stage::Completed) || self.moved_anyway {
             return self.answer().await;
@@ -666,7 +625,9 @@ impl<'a> Move<'a> {
             self.release().await;
             if self.release_refused {
                 if let Some(to) = self.to.clone() {
-                    if let Some(owner) = owner_is(self.client, &self.key, &to).await {
+                    if let Some(owner) =
+                        owner_is(self.client, &self.key, self.handle.kind(), &to).await
+                    {
                         let (key, live) = (&self.key, Arc::clone(&self.live));
                         follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
                         return self.answer().await;
@@ -677,7 +638,7 @@ impl<'a> Move<'a> {
                     .relocations
                     .reopen(&self.key, self.live.as_ref());
                 return Err(stale(
-                    "the relocation ended in an unknown state; the Actor stays",
+                    "the relocation ended in an unknown state; the object stays",
                 ));
             }
             self.client
@@ -685,12 +646,12 @@ impl<'a> Move<'a> {
                 .relocations
                 .reopen(&self.key, self.live.as_ref());
         }
-        tracing::info!(?stage, "relocation did not move the Actor");
+        tracing::info!(?stage, "relocation did not move the object");
         Err(self.error.take().unwrap_or_else(|| why(stage)))
     }
 
-    async fn answer(&self) -> Result<ActorRef, ZLinkError> {
-        super::source::read_ref(self.client, &self.key).await
+    async fn answer(&self) -> Result<AuthorityHandle, ZLinkError> {
+        super::source::read_record(self.client, &self.key, self.handle.kind()).await
     }
 }
 
@@ -703,7 +664,7 @@ fn why(stage: Stage) -> ZLinkError {
             &format!("the captured state is {len} bytes, more than {max}"),
         ),
         Stage::Failed(FailureReason::StageConflict { stage }) => stale(&format!(
-            "the Actor's record changed during the move ({stage:?} not recorded)"
+            "the object's record changed during the move ({stage:?} not recorded)"
         )),
         other => internal(&format!("the relocation ended: {other:?}")),
     }

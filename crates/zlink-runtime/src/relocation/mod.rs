@@ -1,5 +1,10 @@
 //! Live relocation of one Entry Spot member Actor (spec 21 §1.3, §7.3, §8, §9; 06 §11, §17).
 //!
+//! One Instance Spot moves the same way (28 §5, §6; `instance.rs`,
+//! `relocate_instance_spot`): the steps below, keyed by the Spot (`AuthorityKind::Spot`),
+//! with the Spot's record, type and capacity bundle, no membership, and no Actor location or
+//! Session change.
+//!
 //! The move follows the normal order of spec 21 §1.3. The source owner drives it through the
 //! `zlink-relocation` unit state machine (`zlink_relocation::unit::Unit`, architecture
 //! convention 12; `drive.rs`): it feeds the unit what it observed — its store replies and
@@ -123,6 +128,7 @@
 mod drive;
 mod follow;
 pub(crate) mod gate;
+mod instance;
 mod interruption;
 mod send;
 mod source;
@@ -148,6 +154,7 @@ pub(crate) use follow::{FollowChain as Chain, Hop};
 #[cfg(test)]
 pub(crate) use wire::{FOLLOW, encode_follow};
 
+pub(crate) use instance::{is_refollow, relocate_instance_spot};
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;
 #[cfg(test)]

@@ -118,6 +118,7 @@ pub(crate) async fn relocate_actor(
     Move::new(client, key, handle, live, rebuild, target.cloned(), unit)
         .run(effects)
         .await
+        .map(|moved| ActorRef::of(&moved))
 }
 
 /// An eligible Object Server for the Actor's type other than this node (the named one when
@@ -133,7 +134,7 @@ pub(super) async fn choose_target(
         .candidates(host.location.authority())
         .await
         .map_err(store_failure)?;
-    let offer = (ObjectKind::Actor, handle.stable_type().clone());
+    let offer = (handle.kind(), handle.stable_type().clone());
     candidates
         .into_iter()
         .filter(|c| {
@@ -217,15 +218,10 @@ pub(super) fn relay(
 pub(super) async fn owner_is(
     client: &ObjectClient,
     key: &ObjectKey,
+    kind: ObjectKind,
     to: &RoutingId,
 ) -> Option<u64> {
-    match client
-        .objects
-        .location
-        .authority()
-        .read(ObjectKind::Actor, &key.1)
-        .await
-    {
+    match client.objects.location.authority().read(kind, &key.1).await {
         Ok(AuthorityRead::Found { handle, .. }) if &handle.node().routing_id == to => {
             Some(handle.authority_owner_generation().get())
         }
@@ -264,20 +260,21 @@ pub(super) async fn follow_and_close(
     host.routes.forget(key);
 }
 
-/// The Actor's ref as its record names it now.
-pub(super) async fn read_ref(
+/// The moved object's record as it is now.
+pub(super) async fn read_record(
     client: &ObjectClient,
     key: &ObjectKey,
-) -> Result<ActorRef, ZLinkError> {
+    kind: ObjectKind,
+) -> Result<AuthorityHandle, ZLinkError> {
     match client
         .objects
         .location
         .authority()
-        .read(ObjectKind::Actor, &key.1)
+        .read(kind, &key.1)
         .await
         .map_err(store_failure)?
     {
-        AuthorityRead::Found { handle, .. } => Ok(ActorRef::of(&handle)),
+        AuthorityRead::Found { handle, .. } => Ok(handle),
         AuthorityRead::Missing { .. } => Err(ZLinkError::NoRoute {
             target: what(key.0, &key.1),
         }),
@@ -312,7 +309,14 @@ async fn forward(
         } else {
             rx.recv().await
         };
-        let Some((m, chain)) = next else { break };
+        let Some((mut m, chain)) = next else { break };
+        if m.route == crate::mesh::messaging::RouteKind::Send {
+            if let Some(done) = m.reply.take() {
+                // An Instance Spot one-way whose caller waits for its admission.
+                done.complete(Err(super::instance::refollow()));
+                continue;
+            }
+        }
         let chain = match next_hop(chain.as_ref(), &record, &me) {
             Ok(chain) => chain,
             Err(refused) => {

@@ -15,13 +15,15 @@
 //! relocation target list (the list, spec 21 §1.2, is a `SpotWide` User Spot's member set, and
 //! `zlink_relocation::inventory::target_list_checksum` refuses a list without its User Spot):
 //! the move records [`no_target_list`], the all-zero checksum, and the unit it fences is the
-//! Actor's record itself (its version and the reservation).
+//! Actor's record itself (its version and the reservation). An Instance Spot is moved the same
+//! way: its record payload is empty once its first message completed (the cold-activation
+//! recovery root removed), so it gets `m1` and the `relocation` field alone.
 
 use serde_json::{Map, Value};
 use zlink_relocation::unit::{StageRecord, TargetListChecksum};
 
 use crate::location::{
-    AuthorityClient, AuthorityHandle, LocationError, Outcome, TargetReservation,
+    AuthorityClient, AuthorityHandle, AuthorityRead, LocationError, Outcome, TargetReservation,
 };
 
 /// The tag of a membership payload (`objects::membership`).
@@ -125,4 +127,59 @@ pub(crate) enum StageWriteError {
     /// The Location Store failed (the reply may be lost).
     #[error(transparent)]
     Store(LocationError),
+}
+
+/// What the store holds after a stage record write whose outcome is unknown.
+pub(crate) enum Settled {
+    /// The write applied: the record and the reservation as they are now.
+    Applied(Box<(AuthorityHandle, TargetReservation)>),
+    /// The record is still at the version the write was conditioned on: not applied.
+    NotApplied,
+    /// The record or the reservation changed otherwise (a conflict).
+    Changed,
+    /// The read failed too.
+    Unknown,
+}
+
+/// Reads what a stage record write whose reply was lost left: applied when the record
+/// holds exactly the record this move wrote (the previous record with this move's stage
+/// mark, RelocationId and stage) at a newer version and the reservation row carried it
+/// once more; not applied when the record is still at the version the write expected.
+pub(crate) async fn settle(
+    authority: &AuthorityClient,
+    handle: &AuthorityHandle,
+    relocation: u128,
+    reservation: &TargetReservation,
+    record: &StageRecord,
+) -> Settled {
+    let now = match authority.read(handle.kind(), handle.id()).await {
+        Ok(AuthorityRead::Found { handle, .. }) => handle,
+        Ok(AuthorityRead::Missing { .. }) => return Settled::Changed,
+        Err(e) => {
+            tracing::debug!(error = %e, "relocation stage record: re-read failed");
+            return Settled::Unknown;
+        }
+    };
+    if now.version() == handle.version() {
+        return Settled::NotApplied;
+    }
+    let Some(payload) = payload(handle, relocation, record, reservation) else {
+        return Settled::Changed;
+    };
+    let mut written = handle.record().clone();
+    written.payload = payload;
+    if now.record() != &written {
+        return Settled::Changed;
+    }
+    match authority.reservation_now(reservation).await {
+        Ok(Some(row)) if row.carried() == reservation.carried().saturating_add(1) => {
+            let version = now.version().clone();
+            Settled::Applied(Box::new((now, row.expecting(version))))
+        }
+        Ok(_) => Settled::Changed,
+        Err(e) => {
+            tracing::debug!(error = %e, "relocation reservation: re-read failed");
+            Settled::Unknown
+        }
+    }
 }

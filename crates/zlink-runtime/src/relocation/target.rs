@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use zlink_codec::ObjectId;
-use zlink_codec::keys::AuthorityKind;
-use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_codec::records::AllocationState;
 use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::{Envelope, Reply, ReplyStatus};
 
@@ -179,7 +178,7 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
     let cmd: RestoreCommand = wire::decode(env.payload())?;
     let header = RestoreHeader::decode(&cmd.header).map_err(|e| wire::protocol(&e.to_string()))?;
     let id = ObjectId::new(cmd.id.clone()).map_err(|e| wire::protocol(&e.to_string()))?;
-    let key: ObjectKey = (AuthorityKind::Actor, id);
+    let key: ObjectKey = (cmd.kind.authority_kind(), id);
     let relocation = header.binding().relocation_id().get();
     let mut incoming = host.relocations.incoming.lock();
     if let Some(i) = incoming.get(&relocation) {
@@ -196,10 +195,11 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
     let declared = header.total_len();
     let mut assembly = Ok(Assembly::new(header));
     match host.types.get(cmd.stable_type.as_str()) {
-        Some(t) if t.kind == ObjectKind::Actor => {}
+        Some(t) if t.kind == cmd.kind.object_kind() => {}
         _ => {
             assembly = Err(format!(
-                "this node does not offer Actor type {:?}",
+                "this node does not offer {} type {:?}",
+                cmd.kind.object_kind().as_str(),
                 cmd.stable_type
             ))
         }
@@ -228,7 +228,7 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
     }
     if assembly.is_ok() && !host.relocations.queue(&key) {
         permits = None;
-        assembly = Err("the Actor is live or already moving on this node".into());
+        assembly = Err("the object is live or already moving on this node".into());
     }
     let queued = assembly.is_ok();
     incoming.insert(
@@ -519,10 +519,10 @@ async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> 
 /// `None` when nothing ready is prepared under that id; else the committed record version, or
 /// `None` inside (not committed).
 async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<CutoverReply>> {
-    let (key, stage) = {
+    let (key, kind, stage) = {
         let incoming = host.relocations.incoming.lock();
         let i = incoming.get(&relocation)?;
-        (i.key.clone(), Arc::clone(&i.stage))
+        (i.key.clone(), i.cmd.kind, Arc::clone(&i.stage))
     };
     let mut stage = stage.lock().await;
     let prepared = match std::mem::replace(&mut *stage, Stage::Done(None)) {
@@ -537,7 +537,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
         }
     };
     let authority = host.location.authority();
-    let outcome = match authority.read(ObjectKind::Actor, &key.1).await {
+    let outcome = match authority.read(kind.object_kind(), &key.1).await {
         Ok(AuthorityRead::Found { handle, .. }) if handle.state() == AllocationState::Active => {
             authority.new_owner(&handle, &prepared.reservation).await
         }
@@ -549,7 +549,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
             host.insert_live(key.clone(), Arc::clone(&prepared.live), &handle);
             host.relocations.open(&key, prepared.live.as_ref());
             host.routes.forget(&key);
-            tracing::info!(relocation, object = %key.1.as_str(), "relocation committed: this node owns the Actor");
+            tracing::info!(relocation, object = %key.1.as_str(), "relocation committed: this node owns the object");
             Some(CutoverReply {
                 version: handle.version().as_str().to_owned(),
                 owner_generation: handle.authority_owner_generation().get().to_string(),

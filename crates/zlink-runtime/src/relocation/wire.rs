@@ -75,6 +75,47 @@ pub(crate) struct RestoreCommand {
     pub(crate) generation: String,
     pub(crate) rebuild: Rebuild,
     pub(crate) reservation: ReservationWire,
+    /// What moves (absent: an Actor).
+    #[serde(default)]
+    pub(crate) kind: MovedKind,
+}
+
+/// The kind of object one unit moves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum MovedKind {
+    /// An Entry Spot member Actor (spec 28 §5 "Entry member Actor").
+    #[default]
+    Actor,
+    /// An Instance Spot (spec 28 §5 "Instance Spot"): one Spot, no membership.
+    InstanceSpot,
+}
+
+impl MovedKind {
+    /// The record kind.
+    pub(crate) fn object_kind(self) -> zlink_codec::records::ObjectKind {
+        match self {
+            Self::Actor => zlink_codec::records::ObjectKind::Actor,
+            Self::InstanceSpot => zlink_codec::records::ObjectKind::InstanceSpot,
+        }
+    }
+
+    /// The authority key kind (and the live-set key).
+    pub(crate) fn authority_kind(self) -> zlink_codec::keys::AuthorityKind {
+        match self {
+            Self::Actor => zlink_codec::keys::AuthorityKind::Actor,
+            Self::InstanceSpot => zlink_codec::keys::AuthorityKind::Spot,
+        }
+    }
+
+    /// The kind of `record`'s object, if a unit of this runtime moves it.
+    pub(crate) fn of(kind: zlink_codec::records::ObjectKind) -> Option<Self> {
+        match kind {
+            zlink_codec::records::ObjectKind::Actor => Some(Self::Actor),
+            zlink_codec::records::ObjectKind::InstanceSpot => Some(Self::InstanceSpot),
+            _ => None,
+        }
+    }
 }
 
 /// The body of [`PREPARE`] and [`CUTOVER`]: the move they are for.

@@ -54,6 +54,7 @@
 //!   restored first message runs a second time (at-least-once, like a factory after a crash).
 
 mod call;
+mod ending;
 mod envelope;
 mod recover;
 mod target;
@@ -72,6 +73,7 @@ use crate::location::{CapacityBundle, Discovery, LocationError, PlacementRng, Ta
 use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 
 pub use call::InstanceCall;
+pub(crate) use ending::{Ending, Endings, moving};
 pub(crate) use recover::before_sweep;
 pub(crate) use target::{ACTIVATE_SPOT, activate_command};
 
@@ -92,6 +94,8 @@ pub(crate) struct Instances {
     host: OnceLock<Weak<ObjectHost>>,
     in_progress: InProgress,
     rng: Mutex<PlacementRng>,
+    /// Close vs relocation claims of the Instance Spots this node owns (28 §7).
+    pub(crate) endings: Endings,
 }
 
 impl std::fmt::Debug for Instances {
@@ -124,6 +128,7 @@ impl Instances {
             host: OnceLock::new(),
             in_progress: Arc::new(Mutex::new(HashMap::new())),
             rng: Mutex::new(PlacementRng::new()),
+            endings: Endings::default(),
         }
     }
 

@@ -86,7 +86,7 @@ pub(super) async fn activate(
     let _work = node.life.admit()?;
     let deadline = Instant::now() + envelope.remaining.min(MAX_REMAINING);
     let key: ObjectKey = (AuthorityKind::Spot, envelope.id.clone());
-    if !host.accepts_new_objects() && !host.is_live(&key) {
+    if !host.accepts_new_objects() && !host.is_live(&key) && !host.relocations.covers(&key) {
         // Out of new claims while Relocating, Relocated or Draining (spec 28 §10).
         return Err(host.not_accepting());
     }
@@ -95,7 +95,11 @@ pub(super) async fn activate(
             return Err(deadline_exceeded());
         }
         if host.is_live(&key) {
-            return deliver_here(host, &key, &envelope).await;
+            match deliver_here(host, node, &key, &envelope).await {
+                // Moved away meanwhile: sent on by the record below.
+                Err(e) if crate::relocation::is_refollow(&e) => {}
+                out => return out,
+            }
         }
         if let Some(rx) = host.instances.activating(&envelope.id) {
             settled(rx, deadline).await;
@@ -165,15 +169,49 @@ fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLi
 }
 
 /// Delivers to the live activation here: a request's reply, a send's admission.
+///
+/// A one-way goes with a `spot` envelope of its own (this node its source), so a move of the
+/// Spot that holds it relays it to the target before the cutover like a one-way that came as
+/// a direct message, and answers its caller only then: that caller's next one-way reaches
+/// this node until the cutover and the new owner after it, behind the relayed ones (one
+/// caller's one-ways stay in order across the move, 28 §7).
 async fn deliver_here(
     host: &ObjectHost,
+    node: &NodeInner,
     key: &ObjectKey,
     envelope: &ActivationEnvelope,
 ) -> ObjectOutput {
     let (call, cost) = object_call(envelope)?;
     match envelope.route {
         RouteKind::Send => {
-            host.deliver(key, RouteKind::Send, call, cost, None)?;
+            let (tx, rx) = oneshot::channel();
+            let held = crate::relocation::Held {
+                route: RouteKind::Send,
+                call,
+                cost,
+                reply: Some(tx.into()),
+                origin: Some(spot_one_way(node, envelope)?),
+            };
+            let Some(mut held) = host.relocations.intercept(key, held) else {
+                // Relayed to the target before its cutover (handed over: admitted there
+                // before any later message), run here after a cancelled move, refused past
+                // the hold's bound, or not followed (`refollow`: the caller forwards it).
+                return match rx.await {
+                    Err(_) => Ok(None),
+                    Ok(out) => out.map(|_| None),
+                };
+            };
+            if let Some(done) = held.reply.take() {
+                done.handed_over();
+            }
+            // Accepted before any seal that comes now: it runs before that move's capture.
+            let live = host
+                .live_object(key)
+                .ok_or_else(|| ZLinkError::Unavailable {
+                    target: format!("spot {:?}", key.1.as_str()),
+                    reason: UnavailableReason::NotConnected,
+                })?;
+            live.submit(RouteKind::Send, held.call, held.cost, None)?;
             Ok(None)
         }
         RouteKind::Request => {
@@ -182,6 +220,27 @@ async fn deliver_here(
             rx.await.unwrap_or(Err(ZLinkError::ShuttingDown))
         }
     }
+}
+
+/// The one-way `spot` message of `envelope` as this node would send it to the Spot's owner.
+fn spot_one_way(node: &NodeInner, envelope: &ActivationEnvelope) -> Result<Envelope, ZLinkError> {
+    let bad = |e: zlink_transport::TransportError| {
+        ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
+    };
+    let op = node.transport.ids().next_operation_id().map_err(bad)?;
+    let id = envelope.id.as_str().as_bytes();
+    let len = u8::try_from(id.len())
+        .map_err(|_| ZLinkError::application(ErrorKind::InternalFailure, "spot id too long"))?;
+    let mut payload = Vec::with_capacity(1 + id.len() + envelope.payload.len());
+    payload.push(len);
+    payload.extend_from_slice(id);
+    payload.extend_from_slice(&envelope.payload);
+    Envelope::one_way(op, &node.rid, node.generation, Bytes::from(payload))
+        .with_address(crate::mesh::node::SPOT_ADDRESS)
+        .and_then(|e| e.with_packet_name(envelope.packet.as_str()))
+        .and_then(|e| e.with_content_type(&envelope.content_type))
+        .and_then(|e| e.with_metadata(envelope.metadata.clone()))
+        .map_err(bad)
 }
 
 /// Forwards the envelope to the node `handle` names (the winner of a race, or the current

@@ -12,15 +12,16 @@
 //! The operation (`run.rs`), in the order of spec 28 §4:
 //! 1. **preflight** from `Serving`, nothing changed yet: a manual topology component
 //!    (a manual MeshNode or a manual peer intent) → `ManualTopologyUnsupported`; each live
-//!    object becomes a unit after its record is read: an Entry Spot member Actor whose type
-//!    is `RecreateOnRelocation` or `PreserveStateWith`. A `DisableRelocation` type →
-//!    `RelocationDisabled`. User Spots, their members and Instance Spots do not move in this
-//!    runtime yet → `StateIncompatible` (logged with the object). A failed read →
+//!    object becomes a unit after its record is read: an Entry Spot member Actor or an
+//!    Instance Spot whose type is `RecreateOnRelocation` or `PreserveStateWith`. A
+//!    `DisableRelocation` type → `RelocationDisabled`. User Spots and their members do not
+//!    move in this runtime yet → `StateIncompatible` (logged with the object). A failed read →
 //!    `StoreUnavailable`. No unit at all → `Relocated` without a target search;
 //! 2. **targets**, per object node and stable type, filtered in the spec's order: exactly the
 //!    effective version (`PlannedMaintenance`: this host's; `RollingUpdate`: the requested
 //!    one); another Object Server of the MeshName, `Serving`, lease valid; the type
-//!    registered; a positive weight and room for one Actor; another maintenance wave when this
+//!    registered (its kind and type offered); a positive weight and room for the unit's bundle
+//!    (one Actor, or one Spot of the type); another maintenance wave when this
 //!    host has one; an admitted Ready peer whose lifecycle generation is the descriptor's.
 //!    Missing targets are waited for (the descriptor list re-read every 100 ms) until the
 //!    deadline → `TargetUnavailable`, the host still `Serving`;
@@ -29,7 +30,8 @@
 //!    back to `Serving`, `StoreUnavailable`. While `Relocating`, objects keep running their
 //!    messages until each one's seal; creations, joins and Instance Spot claims here are
 //!    refused (`Unavailable`, spec 28 §10);
-//! 4. **units** move through the live relocation of one Actor (`crate::relocation`), at most
+//! 4. **units** move through the live relocation of one Actor or one Instance Spot
+//!    (`crate::relocation`), at most
 //!    `MaxActiveOutboundRelocations` at once, each to the eligible target with the fewest
 //!    units per weight so far. After the deadline no unit starts; a started one ends safely
 //!    (it cancels before the owner change or completes after it). Objects that became live
@@ -45,7 +47,7 @@
 //! announced once to the observers ([`HostEvent::Relocation`](super::HostEvent)). Where
 //! spec 21 §9.3 names `ForceStopped` for a Relocate whose deadline passes, this runtime
 //! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: moving User Spots (SpotWide
-//! and PerActor) and Instance Spots, completion records (21 §9.3), and the bounded teardown
+//! and PerActor), completion records (21 §9.3), and the bounded teardown
 //! when a descriptor rollback is unconfirmed (28 §8).
 
 mod run;

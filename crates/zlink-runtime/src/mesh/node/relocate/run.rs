@@ -38,16 +38,32 @@ impl Ask {
     }
 }
 
-/// One Entry Spot member Actor to move, on object node `node`.
+/// One unit to move, on object node `node`: an Entry Spot member Actor or an Instance Spot.
 #[derive(Debug, Clone)]
 struct Unit {
     node: usize,
-    actor: ActorRef,
+    object: Moved,
     stable_type: StableType,
 }
 
-/// The eligible targets of one object node: per stable type, (RID, weight).
-type Targets = HashMap<StableType, Vec<(RoutingId, u16)>>;
+/// What one unit moves.
+#[derive(Debug, Clone)]
+enum Moved {
+    Actor(ActorRef),
+    InstanceSpot(zlink_codec::ObjectId),
+}
+
+impl Unit {
+    fn kind(&self) -> ObjectKind {
+        match self.object {
+            Moved::Actor(_) => ObjectKind::Actor,
+            Moved::InstanceSpot(_) => ObjectKind::InstanceSpot,
+        }
+    }
+}
+
+/// The eligible targets of one object node: per (kind, stable type), (RID, weight).
+type Targets = HashMap<(ObjectKind, StableType), Vec<(RoutingId, u16)>>;
 
 /// Runs the operation to its terminal result (the caller stores and announces it).
 pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
@@ -111,19 +127,19 @@ fn manual_topology(host: &HostInner) -> bool {
 
 /// Every stateful object of this host as a unit, or why the host cannot move (spec 28 §4
 /// preflight): a `DisableRelocation` type → RelocationDisabled; a kind this runtime does not
-/// move yet (User Spots and their members, Instance Spots) → StateIncompatible; a Store read
-/// that fails → StoreUnavailable.
+/// move yet (User Spots and their members) → StateIncompatible; a Store read that fails →
+/// StoreUnavailable. Entry Spot member Actors and Instance Spots become units.
 async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
     let mut units = Vec::new();
     for (i, o) in host.objects.iter().enumerate() {
         let Some(o) = o else { continue };
         let mut reads = JoinSet::new();
         for (key, kind, stable_type) in o.host.live_list() {
-            if kind != ObjectKind::Actor {
+            if kind != ObjectKind::Actor && kind != ObjectKind::InstanceSpot {
                 tracing::warn!(
                     kind = kind.as_str(),
                     id = key.1.as_str(),
-                    "a Spot cannot move yet (only Entry Spot member Actors move)"
+                    "a User Spot cannot move yet (Entry Spot member Actors and Instance Spots move)"
                 );
                 return Err(RelocationReason::StateIncompatible);
             }
@@ -134,18 +150,15 @@ async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
                     tracing::warn!(
                         stable_type = stable_type.as_str(),
                         id = key.1.as_str(),
-                        "an Actor whose type has DisableRelocation is on this host"
+                        kind = kind.as_str(),
+                        "an object whose type has DisableRelocation is on this host"
                     );
                     return Err(RelocationReason::RelocationDisabled);
                 }
             }
             let objects = Arc::clone(&o.host);
             reads.spawn(async move {
-                let read = objects
-                    .location
-                    .authority()
-                    .read(ObjectKind::Actor, &key.1)
-                    .await;
+                let read = objects.location.authority().read(kind, &key.1).await;
                 (key, stable_type, read)
             });
         }
@@ -154,6 +167,15 @@ async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
                 return Err(RelocationReason::RelocationFailed);
             };
             match read {
+                Ok(AuthorityRead::Found { handle, .. })
+                    if handle.kind() == ObjectKind::InstanceSpot =>
+                {
+                    units.push(Unit {
+                        node: i,
+                        object: Moved::InstanceSpot(key.1),
+                        stable_type,
+                    });
+                }
                 Ok(AuthorityRead::Found { handle, .. }) => {
                     if Membership::decode(handle.payload()).is_some_and(|m| !m.entry) {
                         tracing::warn!(
@@ -164,7 +186,7 @@ async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
                     }
                     units.push(Unit {
                         node: i,
-                        actor: ActorRef::of(&handle),
+                        object: Moved::Actor(ActorRef::of(&handle)),
                         stable_type,
                     });
                 }
@@ -219,11 +241,11 @@ async fn eligible_targets(
     let mut all = Vec::with_capacity(host.objects.len());
     for (i, o) in host.objects.iter().enumerate() {
         let mut targets = Targets::new();
-        let types: Vec<&StableType> = {
+        let types: Vec<(ObjectKind, &StableType)> = {
             let mut t: Vec<_> = units
                 .iter()
                 .filter(|u| u.node == i)
-                .map(|u| &u.stable_type)
+                .map(|u| (u.kind(), &u.stable_type))
                 .collect();
             t.sort();
             t.dedup();
@@ -250,8 +272,8 @@ async fn eligible_targets(
             })
             .collect();
         let candidates = discovery.candidates(objects.location.authority()).await?;
-        for ty in types {
-            let one = crate::location::CapacityBundle::actor();
+        for (kind, ty) in types {
+            let one = crate::location::CapacityBundle::for_object(kind, ty);
             let list: Vec<(RoutingId, u16)> = candidates
                 .iter()
                 .filter(|c| {
@@ -262,7 +284,7 @@ async fn eligible_targets(
                     *version == ask.version
                         && rid != node.routing_id()
                         && c.target.node.mesh == *node.mesh_name()
-                        && c.eligible(ObjectKind::Actor, ty, &one)
+                        && c.eligible(kind, ty, &one)
                         && (host.maintenance_wave.is_none() || wave != &host.maintenance_wave)
                         && node.inner.peers.read().ready(rid).is_some_and(|p| {
                             p.handle.info().lifecycle_generation.get()
@@ -274,7 +296,7 @@ async fn eligible_targets(
             if list.is_empty() {
                 return Ok(None);
             }
-            targets.insert(ty.clone(), list);
+            targets.insert((kind, ty.clone()), list);
         }
         all.push(targets);
     }
@@ -314,7 +336,8 @@ async fn move_all(
                 let Some(client) = object_client(host, u.node) else {
                     continue;
                 };
-                let Some(list) = targets.get(u.node).and_then(|t| t.get(&u.stable_type)) else {
+                let wanted = (u.kind(), u.stable_type.clone());
+                let Some(list) = targets.get(u.node).and_then(|t| t.get(&wanted)) else {
                     continue;
                 };
                 // A started unit is accepted work: a shutdown that seals admission waits for it
@@ -323,7 +346,18 @@ async fn move_all(
                 let to = pick(list, &mut assigned);
                 running.spawn(async move {
                     let _work = work;
-                    crate::relocation::relocate_actor(&client, &u.actor, Some(&to)).await
+                    match &u.object {
+                        Moved::Actor(actor) => {
+                            crate::relocation::relocate_actor(&client, actor, Some(&to))
+                                .await
+                                .map(drop)
+                        }
+                        Moved::InstanceSpot(id) => {
+                            crate::relocation::relocate_instance_spot(&client, id, Some(&to))
+                                .await
+                                .map(drop)
+                        }
+                    }
                 });
             }
             let Some(done) = running.join_next().await else {

@@ -1,0 +1,167 @@
+//! The Instance Spot unit (spec 28 §5 table, §6 "Instance Spot", §7 last bullet; 21 §8, §9):
+//! one Spot, no membership. It moves through the same machine as an Entry Spot member Actor
+//! (`drive.rs`), keyed by the Spot's authority key (`AuthorityKind::Spot`, its SpotId): the
+//! stage records are Preserves of the Spot's record (no membership; the stage mark alone), the
+//! target capacity is the Spot's bundle (`CapacityBundle::for_object`: one spot slot and one
+//! slot of its Instance Spot type), and the Spot's direct messages — `zlink.spot.activate`
+//! envelopes delivered to the live activation and direct `spot` messages — are held after the
+//! current handler, relayed or queued on the target, and followed like an Actor's (an
+//! activation one-way carries a `spot` envelope of its own so that it is relayed, and its
+//! caller is answered once it was relayed or ran; one the follow takes is sent on by the
+//! record instead, admitted by the new owner before it is answered — [`refollow`]). The target
+//! builds the same SpotId with the type's factory (`RecreateOnRelocation`), then restores the
+//! adapter's bytes on it (`PreserveStateWith`), and runs its temporary queue once NewOwner
+//! named it. The ObjectGeneration stays; NewOwner issues a higher AuthorityOwnerGeneration.
+//! No Actor location or Session changes.
+//!
+//! Only an Instance Spot live on this node moves: nothing is cold-activated or re-created for
+//! the move (a Spot whose first message has not completed yet — its record still carries the
+//! cold-activation recovery root — is refused, `Unavailable`, and stays). A Close and a move
+//! of the same Spot are ordered by their claim on the owner (`objects::instance::ending`).
+//! Not built: Instance Spot timers (this runtime has none), `OnClosing(RelocationOut)`.
+
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_codec::{ObjectId, RoutingId};
+use zlink_relocation::unit::{
+    Binding, Effect, MovePlan, Policy, RelocationId, ReservationId, TargetAttemptGeneration, Unit,
+    UnitKind,
+};
+
+use super::drive::Move;
+use super::stage;
+use super::wire::Rebuild;
+use crate::location::AuthorityRead;
+use crate::mesh::messaging::{UnavailableReason, ZLinkError};
+use crate::objects::SpotRef;
+use crate::objects::client::{ObjectClient, invalid};
+use crate::objects::host::{ObjectKey, stale, store_failure, what};
+use crate::objects::instance::Ending;
+use crate::objects::registration::RelocationChoice;
+
+/// The tag a stage record gives an Instance Spot's record payload (`stage.rs`).
+const STAGED_TAG: &[u8] = b"m1";
+
+/// Moves the Ready Instance Spot `id`, owned and live on this node, to `target` (or to an
+/// eligible Object Server offering its type that the node's Discovery lists), and returns its
+/// ref there (same SpotId and ObjectGeneration). A `DisableRelocation` type is refused
+/// (`InvalidOperation`) before anything is captured, and the Spot keeps serving here; a move
+/// that fails before the cutover is cancelled and the Spot serves here again, its owner
+/// unchanged. A Close that claimed the Spot first makes the move `Unavailable` (no move).
+pub(crate) async fn relocate_instance_spot(
+    client: &ObjectClient,
+    id: &ObjectId,
+    target: Option<&RoutingId>,
+) -> Result<SpotRef, ZLinkError> {
+    let host = &client.objects;
+    let key: ObjectKey = (AuthorityKind::Spot, id.clone());
+    let handle = match host
+        .location
+        .authority()
+        .read(ObjectKind::InstanceSpot, id)
+        .await
+        .map_err(store_failure)?
+    {
+        AuthorityRead::Found { handle, .. } => handle,
+        AuthorityRead::Missing { .. } => {
+            return Err(ZLinkError::NoRoute {
+                target: what(key.0, &key.1),
+            });
+        }
+    };
+    if handle.kind() != ObjectKind::InstanceSpot {
+        return Err(invalid(
+            "the Spot is not an Instance Spot (User Spots move as a unit of their own)",
+        ));
+    }
+    if handle.state() != AllocationState::Active {
+        return Err(ZLinkError::Unavailable {
+            target: what(key.0, &key.1),
+            reason: UnavailableReason::NotServing,
+        });
+    }
+    if host.location.host_run().as_ref() != Some(handle.owner())
+        || handle.node().routing_id != host.rid
+    {
+        return Err(invalid("the Instance Spot is not owned by this node"));
+    }
+    let payload = handle.payload();
+    if !payload.is_empty() && !payload.starts_with(STAGED_TAG) {
+        // The cold-activation recovery root is still recorded: the first message runs.
+        return Err(ZLinkError::Unavailable {
+            target: what(key.0, &key.1),
+            reason: UnavailableReason::NotServing,
+        });
+    }
+    let (policy, rebuild) = match host
+        .types
+        .get(handle.stable_type())
+        .filter(|t| t.kind == ObjectKind::InstanceSpot)
+        .and_then(|t| t.relocation)
+    {
+        Some(RelocationChoice::Recreate) => (Policy::Recreate, Rebuild::Recreate),
+        Some(RelocationChoice::Preserve) => (Policy::Preserve, Rebuild::Preserve),
+        _ => (Policy::Disable, Rebuild::Recreate),
+    };
+    let plan = MovePlan::new(
+        Binding {
+            relocation: RelocationId::random(),
+            attempt: TargetAttemptGeneration::random(),
+        },
+        UnitKind::InstanceSpot,
+        policy,
+        ReservationId::random(),
+        handle.version().clone(),
+        stage::no_target_list(),
+    );
+    let (unit, effects) = Unit::start(plan);
+    if effects.iter().any(|e| matches!(e, Effect::Reject { .. })) {
+        return Err(invalid(&format!(
+            "{} has DisableRelocation: it does not move",
+            what(key.0, &key.1)
+        )));
+    }
+    let live = host
+        .live_object(&key)
+        .ok_or_else(|| stale("the Instance Spot is not live on this node"))?;
+    if host.relocations.covers(&key) {
+        return Err(invalid("a move of this Instance Spot is already running"));
+    }
+    // Before the first authority write: a Close that claimed the Spot first wins (28 §7).
+    let _moving = match host.instances.endings.claim(id, Ending::Moving) {
+        Ok(claim) => claim,
+        Err(Ending::Closing) => {
+            return Err(ZLinkError::Unavailable {
+                target: format!("{} (closing)", what(key.0, &key.1)),
+                reason: UnavailableReason::NotServing,
+            });
+        }
+        Err(Ending::Moving) => {
+            return Err(invalid("a move of this Instance Spot is already running"));
+        }
+    };
+    Move::new(client, key, handle, live, rebuild, target.cloned(), unit)
+        .run(effects)
+        .await
+        .map(|moved| SpotRef::of(&moved))
+}
+
+/// The name a [`refollow`] result carries.
+const REFOLLOW: &str = "zlink.relocation.refollow";
+
+/// What the Message Follow of a moved Instance Spot answers a held one-way whose caller waits
+/// for its admission (a `zlink.spot.activate` one-way held here): it is not forwarded by the
+/// follow; the activation path sends it to the owner the record names instead, which admits it
+/// before answering, so that caller's next one-way — sent to the new owner once its record
+/// read names it — cannot overtake it.
+pub(crate) fn refollow() -> ZLinkError {
+    ZLinkError::Unavailable {
+        target: REFOLLOW.into(),
+        reason: UnavailableReason::NotConnected,
+    }
+}
+
+/// Whether `e` is the [`refollow`] result.
+pub(crate) fn is_refollow(e: &ZLinkError) -> bool {
+    matches!(e, ZLinkError::Unavailable { target, .. } if target == REFOLLOW)
+}
