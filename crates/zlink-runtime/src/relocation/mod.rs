@@ -130,6 +130,7 @@ mod follow;
 pub(crate) mod gate;
 mod instance;
 mod interruption;
+mod owner_change;
 mod send;
 mod source;
 mod stage;

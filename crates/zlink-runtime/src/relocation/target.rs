@@ -11,14 +11,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use zlink_codec::ObjectId;
-use zlink_codec::records::AllocationState;
 use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::Held;
 use super::gate::{self, AdmitCommand};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
-use crate::location::{AuthorityRead, Outcome, TargetReservation};
+use crate::location::{Outcome, TargetReservation};
 use crate::mesh::messaging::RouteKind;
 use crate::mesh::messaging::{BoxFuture, ErrorKind, ErrorReply, ZLinkError};
 use crate::mesh::node::NodeInner;
@@ -536,14 +535,16 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
             return None;
         }
     };
-    let authority = host.location.authority();
-    let outcome = match authority.read(kind.object_kind(), &key.1).await {
-        Ok(AuthorityRead::Found { handle, .. }) if handle.state() == AllocationState::Active => {
-            authority.new_owner(&handle, &prepared.reservation).await
-        }
-        Ok(_) => Ok(Outcome::Conflict(crate::location::Conflict::Reservation)),
-        Err(e) => Err(e),
-    };
+    // Tried again on a lost reply until the Store failure grace has passed (spec 21 §10).
+    let until = tokio::time::Instant::now() + host.location.options().store_failure_grace;
+    let outcome = super::owner_change::new_owner_settled(
+        host.location.authority(),
+        kind.object_kind(),
+        &key.1,
+        &prepared.reservation,
+        until,
+    )
+    .await;
     let ok = match outcome {
         Ok(Outcome::Applied(handle)) => {
             host.insert_live(key.clone(), Arc::clone(&prepared.live), &handle);

@@ -10,6 +10,7 @@ on_every_store!(
     a_preserve_after_prepared_fails_the_owner_change_and_the_source_serves_again,
     a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation,
     a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_reads,
+    a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_move_completes,
 );
 
 /// Each stage record a move wrote, with the stage mark (stage, RelocationId) the record held.
@@ -293,6 +294,58 @@ async fn a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_r
     let moved = relocate(source, &r).await.expect("moved");
     assert_eq!(moved.node, rid_of(target));
     assert_eq!(caller.request("l2", &Incr).await.expect("moved state"), 3);
+    no_reservation_leaked(h, 1).await;
+    m.shutdown().await;
+}
+
+/// Spec 21 §10 on the target: its NewOwner applies but the reply is lost, and the engine's
+/// own re-read of the record fails too. The target reads the record again (the owner change
+/// is there: this reservation's target, the same incarnation) instead of dropping its
+/// prepared instance: the Actor serves from the target with its state, nothing leaked.
+async fn a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_move_completes(
+    h: &Harness,
+) {
+    use crate::location::tests::support::authority_key;
+    let (m, faulty) = faulty_mesh(h, fast_options()).await;
+    let (caller, r) = m.counter_at_one("l3").await;
+    let (source, target) = m.owner_and_other(&r);
+    let lossy = if rid_of(target) == rid_of(&m.servers[0].0) {
+        Arc::clone(&faulty[0])
+    } else {
+        Arc::clone(&faulty[1])
+    };
+    let key = authority_key(
+        ObjectKind::Actor,
+        &zlink_codec::ObjectId::new("l3").expect("id"),
+    );
+    // Once the source recorded Prepared, the target's next write touching the record is its
+    // NewOwner: it applies and loses its reply; the read right after it (the engine's) fails.
+    let armed = Arc::new(AtomicBool::new(false));
+    let on_write = {
+        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(&lossy), key.clone());
+        Arc::new(move || {
+            if armed.swap(false, Ordering::SeqCst) {
+                lossy.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
+            }
+        })
+    };
+    lossy.set_write_hook(Some(on_write));
+    let hook: crate::relocation::StageHook = {
+        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(&lossy), key.clone());
+        Arc::new(move |stage| {
+            if stage == RecordedStage::Prepared {
+                lossy.fail_next_write_touching(key.clone(), Fault::LOSE_REPLY);
+                armed.store(true, Ordering::SeqCst);
+            }
+            Box::pin(async {})
+        })
+    };
+    let objects = &source.actors().expect("manager").client.objects;
+    *objects.relocations.stage_hook.lock() = Some(hook);
+    let moved = relocate(source, &r).await.expect("moved");
+    lossy.set_write_hook(None);
+    assert_eq!(moved.node, rid_of(target));
+    assert_eq!(caller.request("l3", &Incr).await.expect("moved state"), 2);
     no_reservation_leaked(h, 1).await;
     m.shutdown().await;
 }
