@@ -19,7 +19,10 @@ use zlink_store_spi::StoreVersion;
 
 use super::gate::SourcePermits;
 use super::send;
-use super::source::{answered, choose_target, follow_and_close, owner_is, relay, request};
+use super::source::{
+    answered, choose_target, cutover_answer_timeout, follow_and_close, owner_is, relay, request,
+    request_within,
+};
 use super::stage::{self, Settled, StageWriteError};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
 use crate::location::{AuthorityHandle, Outcome, TargetReservation};
@@ -490,7 +493,15 @@ impl<'a> Move<'a> {
         }
         let answer = match self.target() {
             Ok((to, _)) => match wire::encode(&MoveRef::of(self.relocation())) {
-                Ok(body) => answered(request(self.client, &to, wire::CUTOVER, body).await),
+                Ok(body) => answered(
+                    request_within(
+                        self.client,
+                        &to,
+                        (wire::CUTOVER, body),
+                        cutover_answer_timeout(self.client),
+                    )
+                    .await,
+                ),
                 Err(e) => Err(e),
             },
             Err(e) => Err(e),

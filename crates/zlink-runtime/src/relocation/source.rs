@@ -160,11 +160,29 @@ pub(super) async fn request(
     command: &'static str,
     body: Bytes,
 ) -> Result<ReplyBody, ZLinkError> {
+    request_within(client, to, (command, body), ANSWER_TIMEOUT).await
+}
+
+/// A command-plane request to `to`, answered within `timeout`.
+pub(super) async fn request_within(
+    client: &ObjectClient,
+    to: &RoutingId,
+    (command, body): (&'static str, Bytes),
+    timeout: Duration,
+) -> Result<ReplyBody, ZLinkError> {
     let inner = &client.node.inner;
     let peer = inner.route_to(to)?;
-    inner
-        .control_request(&peer, command, body, ANSWER_TIMEOUT)
-        .await
+    inner.control_request(&peer, command, body, timeout).await
+}
+
+/// How long the source waits for the cutover's answer: the target runs NewOwner at once or
+/// after its cutover wait, and settles a lost reply by reading until `storeFailureGrace` has
+/// passed (spec 21 §10), so its answer may take that long; a shorter wait would fence a
+/// target that is still settling its owner change.
+pub(super) fn cutover_answer_timeout(client: &ObjectClient) -> Duration {
+    let options = client.objects.location.options();
+    ANSWER_TIMEOUT
+        .max(options.store_failure_grace + options.relocation.cutover_wait_timeout + ANSWER_TIMEOUT)
 }
 
 /// The body of an `Ok` reply, or the error the reply carries.
