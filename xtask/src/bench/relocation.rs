@@ -27,7 +27,7 @@ const CASES: [&str; 3] = ["big-state", "host", "spotwide"];
 const MIB: usize = 1024 * 1024;
 
 /// Why the `spotwide` case has no figure.
-const SPOTWIDE_MISSING: &str = "spotwide: SpotWide User Spot moves are not built in the runtime \
+const SPOTWIDE_MISSING: &str = "SpotWide User Spot moves are not built in the runtime \
      yet (host Relocate reports User Spots and their members StateIncompatible), so there is \
      nothing to measure against the raw inventory-page baseline; no figure is faked";
 
@@ -118,7 +118,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let args = parse(args)?;
     if args.case.as_deref() == Some("spotwide") {
-        return Err(format!("bench relocation: {SPOTWIDE_MISSING}"));
+        return Err(format!("bench relocation: spotwide: {SPOTWIDE_MISSING}"));
     }
     let mode = if cfg!(debug_assertions) {
         "debug"
@@ -139,7 +139,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     if args.runs("spotwide") {
         println!();
-        println!("3. spotwide: skipped. {SPOTWIDE_MISSING}.");
+        println!("3. spotwide: skipped: {SPOTWIDE_MISSING}.");
     }
     Ok(())
 }
