@@ -37,7 +37,10 @@ commands:
   services                    start (or reuse) the Redis services and print their env exports
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
   bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority |
-                              transport | mesh | objects (Actor create, request and route cache; --redis URL)
+                              transport | mesh | objects (Actor create, request and route cache; --redis URL) |
+                              relocation (64 MiB Actor move vs raw TCP, host Relocate of N Actors under load;
+                              --redis URL, --case big-state|host|spotwide, --actors N, --rounds N, --seconds S,
+                              --state-mib N)
   demo [options]              3 roots create Counter Actors and message them by id; checks the counts;
                               relocates root 1 under load (none lost, duplicated or out of order);
                               then create Instance Spots by their first message (cold activation)

@@ -7,6 +7,7 @@ mod authority;
 mod mesh;
 mod objects;
 mod redis_location;
+mod relocation;
 mod relocation_store;
 mod store_memory;
 mod transport;
@@ -20,7 +21,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh | objects"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh | objects | relocation"
                 .into(),
         );
     };
@@ -32,6 +33,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "transport" => transport::run(rest),
         "mesh" => mesh::run(rest),
         "objects" => objects::run(rest),
+        "relocation" => relocation::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),
     }
 }
