@@ -230,6 +230,27 @@ impl ObjectHost {
         self.live.lock().insert(key, entry);
     }
 
+    /// Makes `live` the activation of `key`, the incarnation `generation` of the member Actor
+    /// type `stable_type` that moved here with its `SpotWide` User Spot, whose record `spot`
+    /// now names this node (the member resolves through it).
+    pub(crate) fn insert_live_member(
+        &self,
+        key: ObjectKey,
+        live: Arc<dyn LiveObject>,
+        spot: &crate::location::AuthorityHandle,
+        stable_type: StableType,
+        generation: u64,
+    ) {
+        let entry = LiveEntry {
+            run: spot.owner().clone(),
+            kind: ObjectKind::Actor,
+            stable_type,
+            generation,
+            object: live,
+        };
+        self.live.lock().insert(key, entry);
+    }
+
     /// Takes the activation of `key` out of the live set (its incarnation moved away).
     pub(crate) fn remove_live(&self, key: &ObjectKey) -> Option<Arc<dyn LiveObject>> {
         self.live.lock().remove(key).map(|e| e.object)

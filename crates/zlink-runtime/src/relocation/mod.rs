@@ -117,6 +117,7 @@
 //! gate, the chunk in-flight budgets and the interruption record are in `gate.rs` and
 //! `interruption.rs`. Not built: Sessions, SpotWide aggregates, retries of a Restore.
 
+mod aggregate;
 mod drive;
 mod follow;
 pub(crate) mod gate;
@@ -145,6 +146,7 @@ pub(crate) use follow::{FollowChain as Chain, Hop};
 #[cfg(test)]
 pub(crate) use wire::{FOLLOW, encode_follow};
 
+pub(crate) use aggregate::relocate_spot_wide;
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;
 #[cfg(test)]
@@ -153,6 +155,7 @@ pub(crate) use stage::recorded as recorded_stage;
 pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
     let mut all = target::commands();
     all.push((wire::FOLLOW, |h, n, e| Box::pin(follow::followed(h, n, e))));
+    all.extend(aggregate::commands());
     all
 }
 pub use interruption::InterruptionSummary;
@@ -223,6 +226,8 @@ pub(crate) struct Relocations {
     gates: Mutex<HashMap<ObjectKey, Gate>>,
     /// Target side: Restores in progress and prepared instances, by RelocationId.
     incoming: Mutex<HashMap<u128, target::Incoming>>,
+    /// Target side: `SpotWide` aggregate Restores and prepared groups, by RelocationId.
+    spot_wide: Mutex<HashMap<u128, aggregate::Incoming>>,
     /// One-way messages dropped past a hold's bound.
     dropped: AtomicU64,
     /// Followed messages not forwarded (hop bound, cycle, generation; spec 21 §7.3).

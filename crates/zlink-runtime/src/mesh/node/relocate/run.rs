@@ -38,16 +38,25 @@ impl Ask {
     }
 }
 
-/// One Entry Spot member Actor to move, on object node `node`.
+/// One unit to move, on object node `node`: an Entry Spot member Actor, or a `SpotWide` User
+/// Spot with every member Actor under its turn (one aggregate unit, spec 28 §6).
 #[derive(Debug, Clone)]
 struct Unit {
     node: usize,
-    actor: ActorRef,
+    what: What,
+    kind: ObjectKind,
     stable_type: StableType,
 }
 
-/// The eligible targets of one object node: per stable type, (RID, weight).
-type Targets = HashMap<StableType, Vec<(RoutingId, u16)>>;
+/// What one unit moves.
+#[derive(Debug, Clone)]
+enum What {
+    Actor(ActorRef),
+    SpotWide(zlink_codec::ObjectId),
+}
+
+/// The eligible targets of one object node: per (kind, stable type), (RID, weight).
+type Targets = HashMap<(ObjectKind, StableType), Vec<(RoutingId, u16)>>;
 
 /// Runs the operation to its terminal result (the caller stores and announces it).
 pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
@@ -94,6 +103,14 @@ pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
     finish(&host, ask, moved, remaining, failure).await
 }
 
+/// Whether the type `stable_type` of the object node `o` moves (not `DisableRelocation`).
+fn relocatable(o: &super::super::start::NodeObjects, stable_type: &StableType) -> bool {
+    matches!(
+        o.host.types.get(stable_type).and_then(|t| t.relocation),
+        Some(RelocationChoice::Recreate | RelocationChoice::Preserve)
+    )
+}
+
 fn not_serving(state: HostState) -> RelocationReason {
     match state {
         HostState::Draining | HostState::Stopped => RelocationReason::ShutdownRequested,
@@ -111,33 +128,47 @@ fn manual_topology(host: &HostInner) -> bool {
 
 /// Every stateful object of this host as a unit, or why the host cannot move (spec 28 §4
 /// preflight): a `DisableRelocation` type → RelocationDisabled; a kind this runtime does not
-/// move yet (User Spots and their members, Instance Spots) → StateIncompatible; a Store read
-/// that fails → StoreUnavailable.
+/// move yet (PerActor User Spots and their members, Instance Spots) → StateIncompatible; a
+/// Store read that fails → StoreUnavailable. A live `SpotWide` User Spot is one unit covering
+/// every member under its turn (the members are not units of their own).
 async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
     let mut units = Vec::new();
     for (i, o) in host.objects.iter().enumerate() {
         let Some(o) = o else { continue };
         let mut reads = JoinSet::new();
         for (key, kind, stable_type) in o.host.live_list() {
+            let spot_wide = o.host.live_object(&key).and_then(|l| l.turn()).is_some();
+            if kind == ObjectKind::UserSpot && spot_wide {
+                if !relocatable(o, &stable_type) {
+                    return Err(RelocationReason::RelocationDisabled);
+                }
+                units.push(Unit {
+                    node: i,
+                    what: What::SpotWide(key.1.clone()),
+                    kind,
+                    stable_type,
+                });
+                continue;
+            }
             if kind != ObjectKind::Actor {
                 tracing::warn!(
                     kind = kind.as_str(),
                     id = key.1.as_str(),
-                    "a Spot cannot move yet (only Entry Spot member Actors move)"
+                    "this Spot cannot move yet (only SpotWide User Spots and Entry Spot members move)"
                 );
                 return Err(RelocationReason::StateIncompatible);
             }
-            let choice = o.host.types.get(&stable_type).and_then(|t| t.relocation);
-            match choice {
-                Some(RelocationChoice::Recreate | RelocationChoice::Preserve) => {}
-                _ => {
-                    tracing::warn!(
-                        stable_type = stable_type.as_str(),
-                        id = key.1.as_str(),
-                        "an Actor whose type has DisableRelocation is on this host"
-                    );
-                    return Err(RelocationReason::RelocationDisabled);
-                }
+            if !relocatable(o, &stable_type) {
+                tracing::warn!(
+                    stable_type = stable_type.as_str(),
+                    id = key.1.as_str(),
+                    "an Actor whose type has DisableRelocation is on this host"
+                );
+                return Err(RelocationReason::RelocationDisabled);
+            }
+            if spot_wide {
+                // A SpotWide member: its Spot's unit moves it.
+                continue;
             }
             let objects = Arc::clone(&o.host);
             reads.spawn(async move {
@@ -164,7 +195,8 @@ async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
                     }
                     units.push(Unit {
                         node: i,
-                        actor: ActorRef::of(&handle),
+                        what: What::Actor(ActorRef::of(&handle)),
+                        kind: ObjectKind::Actor,
                         stable_type,
                     });
                 }
@@ -219,11 +251,11 @@ async fn eligible_targets(
     let mut all = Vec::with_capacity(host.objects.len());
     for (i, o) in host.objects.iter().enumerate() {
         let mut targets = Targets::new();
-        let types: Vec<&StableType> = {
+        let types: Vec<(ObjectKind, &StableType)> = {
             let mut t: Vec<_> = units
                 .iter()
                 .filter(|u| u.node == i)
-                .map(|u| &u.stable_type)
+                .map(|u| (u.kind, &u.stable_type))
                 .collect();
             t.sort();
             t.dedup();
@@ -250,8 +282,8 @@ async fn eligible_targets(
             })
             .collect();
         let candidates = discovery.candidates(objects.location.authority()).await?;
-        for ty in types {
-            let one = crate::location::CapacityBundle::actor();
+        for (kind, ty) in types {
+            let one = crate::location::CapacityBundle::for_object(kind, ty);
             let list: Vec<(RoutingId, u16)> = candidates
                 .iter()
                 .filter(|c| {
@@ -262,7 +294,7 @@ async fn eligible_targets(
                     *version == ask.version
                         && rid != node.routing_id()
                         && c.target.node.mesh == *node.mesh_name()
-                        && c.eligible(ObjectKind::Actor, ty, &one)
+                        && c.eligible(kind, ty, &one)
                         && (host.maintenance_wave.is_none() || wave != &host.maintenance_wave)
                         && node.inner.peers.read().ready(rid).is_some_and(|p| {
                             p.handle.info().lifecycle_generation.get()
@@ -274,7 +306,7 @@ async fn eligible_targets(
             if list.is_empty() {
                 return Ok(None);
             }
-            targets.insert(ty.clone(), list);
+            targets.insert((kind, ty.clone()), list);
         }
         all.push(targets);
     }
@@ -314,7 +346,8 @@ async fn move_all(
                 let Some(client) = object_client(host, u.node) else {
                     continue;
                 };
-                let Some(list) = targets.get(u.node).and_then(|t| t.get(&u.stable_type)) else {
+                let ty = (u.kind, u.stable_type.clone());
+                let Some(list) = targets.get(u.node).and_then(|t| t.get(&ty)) else {
                     continue;
                 };
                 // A started unit is accepted work: a shutdown that seals admission waits for it
@@ -323,7 +356,16 @@ async fn move_all(
                 let to = pick(list, &mut assigned);
                 running.spawn(async move {
                     let _work = work;
-                    crate::relocation::relocate_actor(&client, &u.actor, Some(&to)).await
+                    match &u.what {
+                        What::Actor(actor) => {
+                            crate::relocation::relocate_actor(&client, actor, Some(&to))
+                                .await
+                                .map(|_| ())
+                        }
+                        What::SpotWide(spot) => {
+                            crate::relocation::relocate_spot_wide(&client, spot, Some(&to)).await
+                        }
+                    }
                 });
             }
             let Some(done) = running.join_next().await else {

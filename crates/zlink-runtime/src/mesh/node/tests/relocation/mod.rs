@@ -22,6 +22,7 @@ use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 mod follow;
 mod gate;
 mod host;
+mod spot_wide;
 mod stages;
 
 /// Which relocation policy the counter type chooses.
