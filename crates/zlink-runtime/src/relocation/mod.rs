@@ -115,7 +115,34 @@
 //! stays in the record payload until its next Preserve. A message sent on the source node
 //! itself is not relayed before the cutover: it follows right after it, in its order. The unit
 //! gate, the chunk in-flight budgets and the interruption record are in `gate.rs` and
-//! `interruption.rs`. Not built: Sessions, SpotWide aggregates, retries of a Restore.
+//! `interruption.rs`. Not built: Sessions, retries of a Restore.
+//!
+//! **`SpotWide` User Spots** (21 §8, §8.2, §9.1; 28 §6; `aggregate/`) move as one unit: the
+//! Spot and every member Actor live under its turn at the preflight. One participant with
+//! `DisableRelocation`, or a target that does not offer every type, refuses the whole move
+//! before anything is stored. The participants' relocation target inventory is built with
+//! `zlink_relocation::inventory` (pages ≤ 1,024 entries and ≤ 1 MiB, a root with the total
+//! count and content checksum); its checksum is the unit's target-list checksum, recorded by
+//! the stage records on the Spot's record. Target capacity for the Spot and every member is
+//! secured in one reservation (`secure_spot_wide`; short → `CapacityExceeded`, nothing
+//! stored), every participant is sealed (one hold group), captured (the Spot's
+//! SpotStateAdapter, each member's ActorStateAdapter) and sent in one aggregate Restore —
+//! the inventory pages and every state, chunked through the same budgeted send path under
+//! its own command names. The target verifies the pages against the root and the root
+//! against the recorded checksum, builds every participant hidden under one new shared turn
+//! with one temporary-queue group, and on the cutover runs one aggregate NewOwner
+//! (`new_owner_spot_wide`: one CAS over the Spot's record, the reservation row, the inventory
+//! root row and the capacity rows). The member records are not rewritten: members resolve
+//! through the Spot's record. Committed: every participant joins the live set and its queue
+//! opens; the source follows every participant. A conflict, an abort before relay-ready or no
+//! ready discards the whole group unrun, and the source runs each held queue here again in
+//! order. Deviations and gaps, kept explicit: held messages are not relayed before the
+//! cutover (they follow right after it, in order); the unit gate's permits and payload
+//! memory claim are not taken for an aggregate (its per-object 64 MiB claim would refuse any
+//! aggregate with more than three preserved participants; 28 §5's aggregate claim is not
+//! built); a stage record whose reply is lost cancels the move instead of being settled by
+//! reading; the location core's usage projection and the recovery sweep still read the
+//! member records, which keep naming the source owner and node after a move.
 
 mod aggregate;
 mod drive;

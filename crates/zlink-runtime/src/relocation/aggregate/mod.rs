@@ -6,6 +6,7 @@
 //! (`target.rs`). The wire here is internal to this runtime.
 
 mod source;
+mod start;
 mod target;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -16,7 +17,7 @@ use super::wire::protocol;
 use crate::location::ReservationWire;
 use crate::mesh::messaging::ZLinkError;
 
-pub(crate) use source::relocate_spot_wide;
+pub(crate) use start::relocate_spot_wide;
 pub(super) use target::Incoming;
 
 /// The aggregate Restore header (one-way, before its chunks).

@@ -42,7 +42,7 @@ enum Stage {
     /// `Prepared` record's reservation came.
     Prepared {
         group: Vec<Built1>,
-        reservation: TargetReservation,
+        reservation: Box<TargetReservation>,
         ready: bool,
     },
     Done(Option<CutoverReply>),
@@ -140,7 +140,7 @@ pub(super) async fn prepare(
         Ok((group, reservation)) => {
             *stage = Stage::Prepared {
                 group,
-                reservation,
+                reservation: Box::new(reservation),
                 ready: false,
             };
             Ok(Some(Bytes::new()))
@@ -276,7 +276,7 @@ pub(super) async fn ready(
         .instances
         .own_target(&host)
         .map_err(|e| failed(&e.to_string()))?;
-    *reservation =
+    **reservation =
         TargetReservation::from_wire(&cmd.reservation, own).map_err(|e| failed(&e.to_string()))?;
     *ready = true;
     drop(stage);
