@@ -132,17 +132,20 @@
 //! against the recorded checksum, builds every participant hidden under one new shared turn
 //! with one temporary-queue group, and on the cutover runs one aggregate NewOwner
 //! (`new_owner_spot_wide`: one CAS over the Spot's record, the reservation row, the inventory
-//! root row and the capacity rows). The member records are not rewritten: members resolve
-//! through the Spot's record. Committed: every participant joins the live set and its queue
-//! opens; the source follows every participant. A conflict, an abort before relay-ready or no
+//! root row and the capacity rows); members resolve through the Spot's record, so that CAS
+//! alone moves them. Committed: every participant joins the live set and its queue opens;
+//! then, before the cutover is answered, each member's record follows the Spot's owner
+//! (`follow_spot_owner`, no capacity moved; 64 at once), so the allocation rows count the
+//! records again and the source's sweeps find none of them (a member not rewritten still
+//! resolves through the Spot); the source follows every participant. A conflict, an abort before relay-ready or no
 //! ready discards the whole group unrun, and the source runs each held queue here again in
 //! order. Deviations and gaps, kept explicit: held messages are not relayed before the
 //! cutover (they follow right after it, in order); the unit gate's permits and payload
 //! memory claim are not taken for an aggregate (its per-object 64 MiB claim would refuse any
 //! aggregate with more than three preserved participants; 28 §5's aggregate claim is not
 //! built); a stage record whose reply is lost cancels the move instead of being settled by
-//! reading; the location core's usage projection and the recovery sweep still read the
-//! member records, which keep naming the source owner and node after a move.
+//! reading; between the aggregate CAS and the members' follow writes the allocation rows and
+//! the member records disagree (a crash there leaves members whose record names the source).
 
 mod aggregate;
 mod drive;

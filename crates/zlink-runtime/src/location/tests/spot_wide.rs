@@ -18,8 +18,8 @@ async fn active_spot(host: &Host, object: &str) -> AuthorityHandle {
 
 /// The target's capacity for the Spot and its 3 members is secured at once; the aggregate
 /// NewOwner moves the Spot (same ObjectGeneration, a greater AuthorityOwnerGeneration), writes
-/// the inventory root, consumes the reservation and moves every slot; replaying it conflicts
-/// and changes nothing.
+/// the inventory root, consumes the reservation and moves every slot; each member's record
+/// then follows the Spot's owner; replaying the CAS conflicts and changes nothing.
 pub(super) async fn spot_wide_relocation_moves_the_spot_its_members_capacity_and_root(h: &Harness) {
     let a = host(h, "main", 1).await;
     let b = host(h, "main", 2).await;
@@ -59,6 +59,35 @@ pub(super) async fn spot_wide_relocation_moves_the_spot_its_members_capacity_and
     let row_b = auth.node_capacity(&b.node()).await.expect("row b");
     assert_eq!((row_a.actors, row_a.spots), (0, 0));
     assert_eq!((row_b.actors, row_b.spots), (3, 1));
+    // Every member's record then follows the Spot's owner: the allocation rows count the
+    // records again (`capacity` checks it), on both nodes.
+    for m in ["m1", "m2", "m3"] {
+        let AuthorityRead::Found { handle, .. } =
+            b.rt.authority()
+                .read(ObjectKind::Actor, &id(m))
+                .await
+                .expect("read")
+        else {
+            panic!("{m} is missing");
+        };
+        // Only the Spot's owner can make a member follow it.
+        assert!(matches!(
+            a.rt.authority().follow_spot_owner(&handle, &moved).await,
+            Err(LocationError::InvalidOperation(_))
+        ));
+        let followed =
+            b.rt.authority()
+                .follow_spot_owner(&handle, &moved)
+                .await
+                .expect("follow")
+                .applied()
+                .expect("followed");
+        assert_eq!(followed.node(), b.node());
+        assert_eq!(followed.object_generation(), handle.object_generation());
+    }
+    let (ua, ub) = (capacity(&a, &a).await, capacity(&a, &b).await);
+    assert_eq!((ua.actors.active, ua.spots.active), (0, 0));
+    assert_eq!((ub.actors.active, ub.spots.active), (3, 1));
     let before = h.snapshot().await;
     assert!(matches!(
         b.rt.authority()

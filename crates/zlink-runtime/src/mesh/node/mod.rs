@@ -157,7 +157,7 @@
 //! | 3: same options share one operation (a later deadline ignored), other options `OperationInProgress`, a waiter that gives up ends only its wait | `same_options_share_one_operation_and_other_options_are_operation_in_progress`* |
 //! | 3: shutdown during a relocation → `ShutdownRequested`; a Relocate after it the same | `shutdown_during_a_relocate_ends_it_with_shutdown_requested`* |
 //! | 7: after the deadline no unit starts; started units end safely (moved or serving on the source), `Blocked/DeadlineExceeded` | `after_the_deadline_no_unit_starts_and_started_units_end_safely`* |
-//! | 5: a live `SpotWide` User Spot is one unit covering its members (not units of their own); the host ends `Relocated` (`tests/relocation/spot_wide.rs`); PerActor User Spots stay `StateIncompatible` | `the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit`* |
+//! | 5: a live `SpotWide` User Spot is one unit covering its members (not units of their own); the host ends `Relocated` and then shuts down cleanly (its self-sweep finds no member row), every member serving from the target (`tests/relocation/spot_wide.rs`); PerActor User Spots stay `StateIncompatible` | `the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit`* |
 //! | 3 (wire values), 2 (argument errors) | `relocate::types::tests` |
 //!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`

@@ -399,6 +399,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
                 host.relocations.open(&b.key, b.live.as_ref());
                 host.routes.forget(&b.key);
             }
+            follow_owner(host, &handle, &group).await;
             tracing::info!(relocation, spot = %cmd.spot, participants = group.len(), "SpotWide relocation committed here");
             Some(CutoverReply {
                 version: handle.version().as_str().to_owned(),
@@ -428,4 +429,54 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
         }
     }
     Some(ok)
+}
+
+/// After the aggregate NewOwner: every member's record follows the Spot's new owner (so the
+/// allocation rows count the records again and no sweep of the source run touches them),
+/// at most 64 at once. A member not rewritten still resolves through the Spot's record.
+async fn follow_owner(
+    host: &Arc<ObjectHost>,
+    spot: &crate::location::AuthorityHandle,
+    group: &[Built1],
+) {
+    let mut running = tokio::task::JoinSet::new();
+    let mut failed = 0usize;
+    for b in group.iter().filter(|b| b.key.0 == AuthorityKind::Actor) {
+        if running.len() >= 64 {
+            if let Some(Ok(false)) = running.join_next().await {
+                failed += 1;
+            }
+        }
+        let (host, spot, id, generation) = (
+            Arc::clone(host),
+            spot.clone(),
+            b.key.1.clone(),
+            b.generation,
+        );
+        running.spawn(async move {
+            let authority = host.location.authority();
+            match authority.read(ObjectKind::Actor, &id).await {
+                Ok(AuthorityRead::Found { handle, .. })
+                    if handle.object_generation().get() == generation =>
+                {
+                    matches!(
+                        authority.follow_spot_owner(&handle, &spot).await,
+                        Ok(Outcome::Applied(_))
+                    )
+                }
+                _ => false,
+            }
+        });
+    }
+    while let Some(done) = running.join_next().await {
+        if !matches!(done, Ok(true)) {
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        tracing::warn!(
+            failed,
+            "SpotWide members whose record did not follow the Spot's owner"
+        );
+    }
 }

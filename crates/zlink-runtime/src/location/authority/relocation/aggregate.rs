@@ -158,6 +158,62 @@ impl AuthorityClient {
         }
     }
 
+    /// After an aggregate NewOwner: the member Actor record `member` follows its `SpotWide`
+    /// Spot's owner `spot` (this run): owner, lease generation and node are rewritten to the
+    /// Spot's, a new AuthorityOwnerGeneration is issued, and no capacity moves (the aggregate
+    /// CAS moved it). Conditioned on the member record's version and this run's lease. The
+    /// caller vouches for the membership (it verified the member against the moved inventory;
+    /// the record payload is opaque here). A member already following is left as it is.
+    pub async fn follow_spot_owner(
+        &self,
+        member: &AuthorityHandle,
+        spot: &AuthorityHandle,
+    ) -> Result<Outcome<AuthorityHandle>, LocationError> {
+        let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
+        if let Some(c) = Self::require(member, AllocationState::Active) {
+            return Ok(Outcome::Conflict(c));
+        }
+        if member.kind() != ObjectKind::Actor
+            || spot.kind() != ObjectKind::UserSpot
+            || spot.owner() != &admission.run
+        {
+            return Err(InvalidOperation::ReservationForAnotherObject.into());
+        }
+        if member.owner() == spot.owner() && member.node() == spot.node() {
+            return Ok(Outcome::Applied(member.clone()));
+        }
+        let mut record = member.record().clone();
+        record.owner_id = spot.record().owner_id.clone();
+        record.owner_lease_generation = spot.record().owner_lease_generation;
+        record.allocation.descriptor = spot.record().allocation.descriptor.clone();
+        record.allocation.descriptor_lifecycle_generation =
+            spot.record().allocation.descriptor_lifecycle_generation;
+        let size = record.payload.len() * 4 / 3 + 1024;
+        let key = keys::authority(member.kind(), member.id())?;
+        let op = Op {
+            plan: Plan {
+                own: vec![(key.clone(), Some(Expect::Version(member.version().clone())))],
+                authority_owner_generation: true,
+                leases: leases(&admission.run, None)?,
+                admission: Some((admission.op, admission.run)),
+                size_hint: size + 256,
+                ..Plan::default()
+            },
+            write: Write::Issued {
+                key,
+                record: Box::new(record),
+                fill_object: false,
+                fill_owner: true,
+                index: None,
+                also: Vec::new(),
+            },
+        };
+        with_handle(record_outcome(
+            member.id(),
+            self.engine.submit(Box::new(op)).await?,
+        )?)
+    }
+
     /// The inventory root the last aggregate NewOwner of the User Spot `spot` wrote, if any.
     pub(crate) async fn spot_inventory_root(
         &self,

@@ -455,6 +455,40 @@ async fn the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit(h: 
         assert!(live_here(&r[1].0, AuthorityKind::Actor, id));
         assert_eq!(actors.request(id, &Totals).await.expect("totals").1, 0);
     }
+    // The source then shuts down cleanly (its self-sweep finds no row of the moved Spot or
+    // its members): every member keeps serving.
+    let mut r = r.into_iter();
+    let (source, _) = r.next().expect("source");
+    let report = source.shutdown().await;
+    assert_eq!(
+        report.outcome,
+        crate::mesh::node::ShutdownOutcome::Stopped,
+        "{report:?}"
+    );
+    assert_eq!(
+        report.sweep.map(|s| s.matched).unwrap_or_default(),
+        0,
+        "no member record was left to the source's sweep"
+    );
+    let r: Vec<_> = r.collect();
+    let authority = r[1].0.object_host(0);
+    for id in &ids {
+        let read = authority
+            .location
+            .authority()
+            .read(ObjectKind::Actor, &ObjectId::new(id.as_str()).expect("id"))
+            .await
+            .expect("read");
+        assert!(
+            matches!(read, AuthorityRead::Found { .. }),
+            "{id}'s record survives the source's shutdown"
+        );
+        assert_eq!(
+            actors.request(id, &Totals).await.expect("totals").1,
+            0,
+            "{id} serves"
+        );
+    }
     for (host, _) in r {
         host.shutdown().await;
     }
