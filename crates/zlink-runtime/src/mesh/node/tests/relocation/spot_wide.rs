@@ -56,12 +56,18 @@ struct Member {
 }
 impl Actor for Member {}
 
-struct MemberAdapter;
+/// The member adapter; on a node that `refuses`, every restore fails.
+struct MemberAdapter {
+    refuses: bool,
+}
 impl ActorStateAdapter<Member> for MemberAdapter {
     fn capture(&self, m: &Member) -> Result<Vec<u8>, BoxError> {
         Ok(serde_json::to_vec(m)?)
     }
     fn restore(&self, bytes: &[u8]) -> Result<Member, BoxError> {
+        if self.refuses {
+            return Err("restore refused by the test".into());
+        }
         Ok(serde_json::from_slice(bytes)?)
     }
 }
@@ -72,8 +78,13 @@ struct Pinned;
 impl Actor for Pinned {}
 
 /// A root with one MeshNode: a server of `hall`, `member` and `pinned` (actor limit
-/// `actors`, if any), or a client.
-async fn root(h: &Harness, role: ObjectRole, actors: Option<i64>) -> (ZLinkHost, MeshNode) {
+/// `actors`, if any; every member restore failing when `refuses`), or a client.
+async fn root(
+    h: &Harness,
+    role: ObjectRole,
+    actors: Option<i64>,
+    refuses: bool,
+) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let host = ZLink::builder()
         .location_store(Arc::clone(&h.store))
@@ -99,7 +110,7 @@ async fn root(h: &Harness, role: ObjectRole, actors: Option<i64>) -> (ZLinkHost,
             })
             .actor_type::<Member>("member", |t| {
                 t.factory(|_ctx| async { Ok(Member::default()) })
-                    .preserve_state_with(MemberAdapter)
+                    .preserve_state_with(MemberAdapter { refuses })
                     .on_request::<Step, _>(|m, step, _ctx| {
                         let last = m.last.entry(step.stream).or_insert(0);
                         if step.seq != *last + 1 {
@@ -129,16 +140,17 @@ async fn root(h: &Harness, role: ObjectRole, actors: Option<i64>) -> (ZLinkHost,
 }
 
 /// A source server (index 0) holding a hall with `members` members (`pinned` ones of the
-/// `pinned` type), then a target server (1) with `target_actors` actor slots, and a client
+/// `pinned` type), then a target server (1) with `target_actors` actor slots (its member
+/// restores failing when `refuses`), and a client
 /// (2), all Ready peers. The hall is created before the target starts, so it is on the source.
 async fn roots(
     h: &Harness,
     members: usize,
     pinned: &[usize],
-    target_actors: Option<i64>,
+    (target_actors, refuses): (Option<i64>, bool),
 ) -> (Vec<(ZLinkHost, MeshNode)>, SpotRef, Vec<String>) {
-    let source = root(h, ObjectRole::Server, None).await;
-    let client = root(h, ObjectRole::Client, None).await;
+    let source = root(h, ObjectRole::Server, None, false).await;
+    let client = root(h, ObjectRole::Client, None, false).await;
     wait_peers(&source.1, 1).await;
     wait_peers(&client.1, 1).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -146,7 +158,7 @@ async fn roots(
     assert_eq!(&hall.node, source.1.routing_id());
     let all = vec![
         source,
-        root(h, ObjectRole::Server, target_actors).await,
+        root(h, ObjectRole::Server, target_actors, refuses).await,
         client,
     ];
     for (_, n) in &all {
@@ -229,10 +241,11 @@ on_every_store!(
     a_spot_wide_relocation_short_of_target_capacity_is_capacity_exceeded_and_everything_stays,
     messages_to_members_during_a_spot_wide_relocation_run_once_and_in_order,
     the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit,
+    a_spot_wide_relocation_cancelled_before_relay_ready_serves_every_held_message_on_the_source,
 );
 
 async fn a_spot_wide_relocation_moves_the_spot_and_every_member_with_their_state(h: &Harness) {
-    let (r, hall, ids) = roots(h, 5, &[], None).await;
+    let (r, hall, ids) = roots(h, 5, &[], (None, false)).await;
     let actors = r[2].0.actors().expect("actors");
     let spots = r[2].0.spots().expect("spots");
     for (i, id) in ids.iter().enumerate() {
@@ -311,7 +324,7 @@ async fn a_spot_wide_relocation_moves_the_spot_and_every_member_with_their_state
 async fn a_spot_wide_relocation_of_2500_members_pages_the_inventory_and_moves_them_all(
     h: &Harness,
 ) {
-    let (r, hall, ids) = roots(h, 2_500, &[], None).await;
+    let (r, hall, ids) = roots(h, 2_500, &[], (None, false)).await;
     let started = std::time::Instant::now();
     relocate(&r[0].0, &hall).await.expect("moved");
     // Not asserted (no timed assertions): reported for the record.
@@ -341,7 +354,7 @@ async fn a_spot_wide_relocation_of_2500_members_pages_the_inventory_and_moves_th
 }
 
 async fn a_member_with_disable_relocation_aborts_the_whole_spot_wide_relocation(h: &Harness) {
-    let (r, hall, ids) = roots(h, 4, &[2], None).await;
+    let (r, hall, ids) = roots(h, 4, &[2], (None, false)).await;
     let before = spot_record(&r[2].0, &hall).await;
     let e = relocate(&r[0].0, &hall).await.expect_err("refused");
     assert_eq!(e.kind(), ErrorKind::InvalidOperation, "{e}");
@@ -373,7 +386,7 @@ async fn a_member_with_disable_relocation_aborts_the_whole_spot_wide_relocation(
 async fn a_spot_wide_relocation_short_of_target_capacity_is_capacity_exceeded_and_everything_stays(
     h: &Harness,
 ) {
-    let (r, hall, ids) = roots(h, 5, &[], Some(4)).await;
+    let (r, hall, ids) = roots(h, 5, &[], (Some(4), false)).await;
     let before = spot_record(&r[2].0, &hall).await;
     let e = relocate(&r[0].0, &hall).await.expect_err("short");
     assert_eq!(e.kind(), ErrorKind::CapacityExceeded, "{e}");
@@ -392,7 +405,7 @@ async fn a_spot_wide_relocation_short_of_target_capacity_is_capacity_exceeded_an
 }
 
 async fn messages_to_members_during_a_spot_wide_relocation_run_once_and_in_order(h: &Harness) {
-    let (r, hall, ids) = roots(h, 5, &[], None).await;
+    let (r, hall, ids) = roots(h, 5, &[], (None, false)).await;
     let actors = r[2].0.actors().expect("actors");
     let sent = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -439,7 +452,7 @@ async fn messages_to_members_during_a_spot_wide_relocation_run_once_and_in_order
 }
 
 async fn the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit(h: &Harness) {
-    let (r, hall, ids) = roots(h, 5, &[], None).await;
+    let (r, hall, ids) = roots(h, 5, &[], (None, false)).await;
     let result = r[0]
         .0
         .relocate(RelocateOptions::planned_maintenance())
@@ -489,6 +502,74 @@ async fn the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit(h: 
             "{id} serves"
         );
     }
+    for (host, _) in r {
+        host.shutdown().await;
+    }
+}
+
+async fn a_spot_wide_relocation_cancelled_before_relay_ready_serves_every_held_message_on_the_source(
+    h: &Harness,
+) {
+    let (r, hall, ids) = roots(h, 5, &[], (None, true)).await;
+    let before = spot_record(&r[2].0, &hall).await;
+    let actors = r[2].0.actors().expect("actors");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut streams = tokio::task::JoinSet::new();
+    for (i, id) in ids.iter().enumerate() {
+        let (actors, id, stop) = (actors.clone(), id.clone(), Arc::clone(&stop));
+        streams.spawn(async move {
+            let mut seq = 0;
+            while !stop.load(Ordering::SeqCst) || seq < 20 {
+                seq += 1;
+                actors
+                    .request(
+                        &id,
+                        &Step {
+                            stream: i as u32,
+                            seq,
+                        },
+                    )
+                    .await
+                    .expect("every step answered once");
+            }
+            (id, seq)
+        });
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let e = relocate(&r[0].0, &hall)
+        .await
+        .expect_err("the target refused");
+    assert_ne!(e.kind(), ErrorKind::CapacityExceeded, "{e}");
+    stop.store(true, Ordering::SeqCst);
+    while let Some(done) = streams.join_next().await {
+        let (id, n) = done.expect("stream");
+        let (total, applied, disorder) = actors.request(&id, &Totals).await.expect("totals");
+        assert_eq!(applied, n, "{id}: every step ran exactly once");
+        assert_eq!(total, n * (n + 1) / 2);
+        assert_eq!(disorder, 0, "{id}: in order");
+        assert!(live_here(&r[0].0, AuthorityKind::Actor, &id), "{id} stays");
+        assert!(
+            !live_here(&r[1].0, AuthorityKind::Actor, &id),
+            "nothing runs there"
+        );
+    }
+    let (node, _) = spot_record(&r[2].0, &hall).await;
+    assert_eq!(node, before.0, "the owner is untouched");
+    let objects = r[0].0.object_host(0);
+    let target_usage = objects
+        .location
+        .authority()
+        .node_usage(&node_key(&r[1].1))
+        .await
+        .expect("usage");
+    assert_eq!(
+        target_usage.actors.reserved, 0,
+        "the target capacity is released"
+    );
+    assert!(
+        r[1].0.object_host(0).live_list().is_empty(),
+        "the group was discarded"
+    );
     for (host, _) in r {
         host.shutdown().await;
     }
