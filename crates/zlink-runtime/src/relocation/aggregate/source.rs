@@ -46,6 +46,8 @@ pub(super) struct Group<'a> {
     pub(super) reservation: Option<TargetReservation>,
     pub(super) restore: Option<(Bytes, PayloadChunks)>,
     pub(super) sealed: bool,
+    /// When the seal was set (the interruption starts there, 28 §5).
+    pub(super) sealed_at: Option<tokio::time::Instant>,
     pub(super) release_refused: bool,
     pub(super) followed: bool,
     pub(super) owner_generation: Option<u64>,
@@ -256,6 +258,7 @@ impl Group<'_> {
             }
         }
         self.sealed = true;
+        self.sealed_at = Some(tokio::time::Instant::now());
         Vec::new()
     }
 
@@ -382,6 +385,9 @@ impl Group<'_> {
         match applied {
             Ok((version, owner)) => {
                 self.owner_generation = Some(owner);
+                // The processing-start signal: NewOwner applied and every queue opened there.
+                let interruptions = &self.client.objects.relocations.interruptions;
+                interruptions.record_since(self.relocation(), self.sealed_at);
                 vec![
                     Event::CutoverReceived { attempt },
                     Event::CasApplied { attempt, version },

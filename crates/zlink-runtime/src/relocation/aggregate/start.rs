@@ -94,26 +94,20 @@ pub(crate) async fn relocate_spot_wide(
         handle.stable_type().clone(),
         spot_generation,
     )];
-    let mut members: Vec<ObjectKey> = host
+    let mut members: Vec<(ObjectKey, zlink_codec::StableType)> = host
         .live_list()
         .into_iter()
         .filter(|(k, kind, _)| *kind == ObjectKind::Actor && k.0 == AuthorityKind::Actor)
-        .filter_map(|(k, _, _)| {
+        .filter_map(|(k, _, ty)| {
             let live = host.live_object(&k)?;
-            live.turn().filter(|t| Arc::ptr_eq(t, &turn)).map(|_| k)
+            live.turn()
+                .filter(|t| Arc::ptr_eq(t, &turn))
+                .map(|_| (k, ty))
         })
         .collect();
-    members.sort_by(|a, b| a.1.as_str().as_bytes().cmp(b.1.as_str().as_bytes()));
-    for key in members {
+    members.sort_by(|a, b| a.0.1.as_str().as_bytes().cmp(b.0.1.as_str().as_bytes()));
+    for (key, ty) in members {
         let Some((live, generation)) = host.live_incarnation(&key) else {
-            continue;
-        };
-        let Some(ty) = host
-            .live_list()
-            .into_iter()
-            .find(|(k, _, _)| k == &key)
-            .map(|(_, _, t)| t)
-        else {
             continue;
         };
         parts.push(part(client, key, live, ty, generation));
@@ -182,6 +176,7 @@ pub(crate) async fn relocate_spot_wide(
         reservation: None,
         restore: None,
         sealed: false,
+        sealed_at: None,
         release_refused: false,
         followed: false,
         owner_generation: None,

@@ -460,6 +460,10 @@ async fn the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit(h: 
         .expect("valid options");
     assert_eq!(result.outcome, RelocationOutcome::Relocated, "{result:?}");
     assert_eq!(result.moved, 1, "the Spot and its members are one unit");
+    assert_eq!(
+        result.interruption.count, 1,
+        "one interruption for the one unit"
+    );
     assert_eq!(r[0].0.state(), HostState::Relocated);
     let (node, _) = spot_record(&r[2].0, &hall).await;
     assert_eq!(&node, r[1].1.routing_id());
