@@ -294,6 +294,12 @@ impl ObjectHost {
             reply,
             origin: None,
         };
+        // Submitted under the relocation lock when live (a seal cannot fall in between).
+        if let Some(live) = self.live_object(key) {
+            return self
+                .relocations
+                .submit_unless_taken(key, held, live.as_ref());
+        }
         let Some(crate::relocation::Held {
             route,
             call,
@@ -425,10 +431,13 @@ impl ObjectHost {
             ));
         }
         let actor_key = (AuthorityKind::Actor, actor.clone());
-        let (Some(live_actor), Some(live_spot)) = (
-            self.live_object(&actor_key),
-            self.live_object(&(AuthorityKind::Spot, spot.clone())),
-        ) else {
+        let spot_key = (AuthorityKind::Spot, spot.clone());
+        if self.relocations.covers(&spot_key) || self.relocations.covers(&actor_key) {
+            return Err(stale("the Actor or the Spot is moving"));
+        }
+        let (Some(live_actor), Some(live_spot)) =
+            (self.live_object(&actor_key), self.live_object(&spot_key))
+        else {
             return Err(stale("the Actor or the Spot is not live on this node"));
         };
         let turn = live_spot.turn();

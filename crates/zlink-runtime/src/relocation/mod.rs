@@ -317,6 +317,29 @@ impl Relocations {
         self.take(key, m, None)
     }
 
+    /// [`intercept`](Self::intercept), and when no relocation takes `m`, submits it to `live`
+    /// under the same lock: a seal can never fall between the check and the submit (else the
+    /// message could run after the seal's capture and its effect be lost with the old state).
+    /// A refused submit is returned (a refused request is also answered through its
+    /// completion).
+    pub(crate) fn submit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        let mut gates = self.gates.lock();
+        let m = if gates.contains_key(key) {
+            match self.take_locked(&mut gates, key, m, None) {
+                None => return Ok(()),
+                Some(m) => m,
+            }
+        } else {
+            m
+        };
+        live.submit(m.route, m.call, m.cost, m.reply)
+    }
+
     /// [`intercept`](Self::intercept) for a message another previous owner followed here
     /// with `chain`: a follow window here forwards it with that chain; a hold or queue takes
     /// it like any message from another node (its chain ends there).
@@ -331,6 +354,16 @@ impl Relocations {
 
     fn take(&self, key: &ObjectKey, m: Held, chain: Option<FollowChain>) -> Option<Held> {
         let mut gates = self.gates.lock();
+        self.take_locked(&mut gates, key, m, chain)
+    }
+
+    fn take_locked(
+        &self,
+        gates: &mut HashMap<ObjectKey, Gate>,
+        key: &ObjectKey,
+        m: Held,
+        chain: Option<FollowChain>,
+    ) -> Option<Held> {
         let Some(gate) = gates.get_mut(key) else {
             return Some(m);
         };

@@ -126,6 +126,7 @@
 //! | one member with `DisableRelocation` aborts the whole move before anything is stored; a target short of capacity for the Spot and every member → `CapacityExceeded`, everything stays and serves (21 §8.2; 28 §6) | `a_member_with_disable_relocation_aborts_the_whole_spot_wide_relocation`*, `a_spot_wide_relocation_short_of_target_capacity_is_capacity_exceeded_and_everything_stays`*; location core: `spot_wide_relocation_short_of_capacity_or_a_type_stores_nothing`* |
 //! | messages to members during a `SpotWide` move run once and in order (held, then followed) (21 §9.2) | `messages_to_members_during_a_spot_wide_relocation_run_once_and_in_order`* |
 //! | a `SpotWide` move that fails before relay-ready (a member's restore refused on the target) is cancelled: the target's group is discarded unrun, its capacity released, the owner untouched, and every held queue runs on the source in order, each message once (21 §9.4; 28 §6) | `a_spot_wide_relocation_cancelled_before_relay_ready_serves_every_held_message_on_the_source`* |
+//! | a `SpotWide` Spot sealed for a move takes no new member (a creation into it, or a same-node join, is `Unavailable`): the moved set is the set at the seal (21 §8) | `a_member_created_into_a_spot_wide_spot_during_its_relocation_is_refused`* |
 //!
 //! Instance Spots by cold activation (spec 06 §15–§16, §18; 21 §7.1, §10, §12 "Creation";
 //! `tests/instances/` (restart rows in `restarts.rs`), over a Relocation Store of the same kind — memory on the store's

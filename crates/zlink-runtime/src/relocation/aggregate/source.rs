@@ -222,6 +222,8 @@ impl Group<'_> {
                 let version: StoreVersion = handle.version().clone();
                 self.handle = handle;
                 self.reservation = Some(reservation);
+                #[cfg(test)]
+                self.client.objects.relocations.after_stage(stage).await;
                 StageOutcome::Applied(version)
             }
             Ok(Outcome::Conflict(c)) => {

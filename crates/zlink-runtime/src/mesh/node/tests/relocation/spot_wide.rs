@@ -242,6 +242,7 @@ on_every_store!(
     messages_to_members_during_a_spot_wide_relocation_run_once_and_in_order,
     the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit,
     a_spot_wide_relocation_cancelled_before_relay_ready_serves_every_held_message_on_the_source,
+    a_member_created_into_a_spot_wide_spot_during_its_relocation_is_refused,
 );
 
 async fn a_spot_wide_relocation_moves_the_spot_and_every_member_with_their_state(h: &Harness) {
@@ -573,6 +574,43 @@ async fn a_spot_wide_relocation_cancelled_before_relay_ready_serves_every_held_m
     assert!(
         r[1].0.object_host(0).live_list().is_empty(),
         "the group was discarded"
+    );
+    for (host, _) in r {
+        host.shutdown().await;
+    }
+}
+
+async fn a_member_created_into_a_spot_wide_spot_during_its_relocation_is_refused(h: &Harness) {
+    let (r, hall, _ids) = roots(h, 3, &[], (None, false)).await;
+    let refused = Arc::new(parking_lot::Mutex::new(None));
+    let (actors, spot, seen) = (
+        r[0].0.actors().expect("actors"),
+        hall.clone(),
+        Arc::clone(&refused),
+    );
+    // Once the Spot and its members are sealed and captured, a new member is refused.
+    let hook: crate::relocation::StageHook = Arc::new(move |stage| {
+        let (actors, spot, seen) = (actors.clone(), spot.clone(), Arc::clone(&seen));
+        Box::pin(async move {
+            if stage == zlink_relocation::unit::RecordedStage::Captured {
+                let made = actors.get_or_create("member", "late").in_spot(&spot).await;
+                *seen.lock() = Some(made.map(|_| ()).map_err(|e| e.kind()));
+            }
+        })
+    });
+    *r[0].0.object_host(0).relocations.stage_hook.lock() = Some(hook);
+    relocate(&r[0].0, &hall).await.expect("moved");
+    assert_eq!(
+        *refused.lock(),
+        Some(Err(ErrorKind::Unavailable)),
+        "a Spot sealed for a move takes no new member"
+    );
+    assert!(!live_here(&r[0].0, AuthorityKind::Actor, "late"));
+    assert!(!live_here(&r[1].0, AuthorityKind::Actor, "late"));
+    assert_eq!(
+        r[1].0.object_host(0).live_list().len(),
+        4,
+        "the Spot and its 3 members"
     );
     for (host, _) in r {
         host.shutdown().await;
