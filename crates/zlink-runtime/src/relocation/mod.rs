@@ -117,35 +117,9 @@
 //! gate, the chunk in-flight budgets and the interruption record are in `gate.rs` and
 //! `interruption.rs`. Not built: Sessions, retries of a Restore.
 //!
-//! **`SpotWide` User Spots** (21 §8, §8.2, §9.1; 28 §6; `aggregate/`) move as one unit: the
-//! Spot and every member Actor live under its turn at the preflight. One participant with
-//! `DisableRelocation`, or a target that does not offer every type, refuses the whole move
-//! before anything is stored. The participants' relocation target inventory is built with
-//! `zlink_relocation::inventory` (pages ≤ 1,024 entries and ≤ 1 MiB, a root with the total
-//! count and content checksum); its checksum is the unit's target-list checksum, recorded by
-//! the stage records on the Spot's record. Target capacity for the Spot and every member is
-//! secured in one reservation (`secure_spot_wide`; short → `CapacityExceeded`, nothing
-//! stored), every participant is sealed (one hold group), captured (the Spot's
-//! SpotStateAdapter, each member's ActorStateAdapter) and sent in one aggregate Restore —
-//! the inventory pages and every state, chunked through the same budgeted send path under
-//! its own command names. The target verifies the pages against the root and the root
-//! against the recorded checksum, builds every participant hidden under one new shared turn
-//! with one temporary-queue group, and on the cutover runs one aggregate NewOwner
-//! (`new_owner_spot_wide`: one CAS over the Spot's record, the reservation row, the inventory
-//! root row and the capacity rows); members resolve through the Spot's record, so that CAS
-//! alone moves them. Committed: every participant joins the live set and its queue opens;
-//! then, before the cutover is answered, each member's record follows the Spot's owner
-//! (`follow_spot_owner`, no capacity moved; 64 at once), so the allocation rows count the
-//! records again and the source's sweeps find none of them (a member not rewritten still
-//! resolves through the Spot); the source follows every participant. A conflict, an abort before relay-ready or no
-//! ready discards the whole group unrun, and the source runs each held queue here again in
-//! order. Deviations and gaps, kept explicit: held messages are not relayed before the
-//! cutover (they follow right after it, in order); the unit gate's permits and payload
-//! memory claim are not taken for an aggregate (its per-object 64 MiB claim would refuse any
-//! aggregate with more than three preserved participants; 28 §5's aggregate claim is not
-//! built); a stage record whose reply is lost cancels the move instead of being settled by
-//! reading; between the aggregate CAS and the members' follow writes the allocation rows and
-//! the member records disagree (a crash there leaves members whose record names the source).
+//! **`SpotWide` User Spots** (21 §8, §8.2, §9.1; 28 §6) move as one unit — the Spot and
+//! every member at the seal, one reservation, one aggregate Restore, one NewOwner CAS on the
+//! Spot's record — in `aggregate/` (its module doc has the steps and the deviations).
 
 mod aggregate;
 mod drive;
