@@ -243,7 +243,11 @@ impl ObjectHost {
                         AuthorityKind::Spot,
                         ObjectId::new(m.spot.as_str()).map_err(|e| protocol(&e.to_string()))?,
                     );
-                    let Some(live) = self.live_object(&spot) else {
+                    // A Spot sealed for a move (or moved away) takes no new member here.
+                    let live = self
+                        .live_object(&spot)
+                        .filter(|_| !self.relocations.covers(&spot));
+                    let Some(live) = live else {
                         self.cancel(handle).await;
                         return Err(ZLinkError::Unavailable {
                             target: what(spot.0, &spot.1),

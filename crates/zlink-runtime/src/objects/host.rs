@@ -230,6 +230,27 @@ impl ObjectHost {
         self.live.lock().insert(key, entry);
     }
 
+    /// Makes `live` the activation of `key`, the incarnation `generation` of the member Actor
+    /// type `stable_type` that moved here with its `SpotWide` User Spot, whose record `spot`
+    /// now names this node (the member resolves through it).
+    pub(crate) fn insert_live_member(
+        &self,
+        key: ObjectKey,
+        live: Arc<dyn LiveObject>,
+        spot: &crate::location::AuthorityHandle,
+        stable_type: StableType,
+        generation: u64,
+    ) {
+        let entry = LiveEntry {
+            run: spot.owner().clone(),
+            kind: ObjectKind::Actor,
+            stable_type,
+            generation,
+            object: live,
+        };
+        self.live.lock().insert(key, entry);
+    }
+
     /// Takes the activation of `key` out of the live set (its incarnation moved away).
     pub(crate) fn remove_live(&self, key: &ObjectKey) -> Option<Arc<dyn LiveObject>> {
         self.live.lock().remove(key).map(|e| e.object)
@@ -273,6 +294,12 @@ impl ObjectHost {
             reply,
             origin: None,
         };
+        // Submitted under the relocation lock when live (a seal cannot fall in between).
+        if let Some(live) = self.live_object(key) {
+            return self
+                .relocations
+                .submit_unless_taken(key, held, live.as_ref());
+        }
         let Some(crate::relocation::Held {
             route,
             call,
@@ -424,10 +451,13 @@ impl ObjectHost {
             ));
         }
         let actor_key = (AuthorityKind::Actor, actor.clone());
-        let (Some(live_actor), Some(live_spot)) = (
-            self.live_object(&actor_key),
-            self.live_object(&(AuthorityKind::Spot, spot.clone())),
-        ) else {
+        let spot_key = (AuthorityKind::Spot, spot.clone());
+        if self.relocations.covers(&spot_key) || self.relocations.covers(&actor_key) {
+            return Err(stale("the Actor or the Spot is moving"));
+        }
+        let (Some(live_actor), Some(live_spot)) =
+            (self.live_object(&actor_key), self.live_object(&spot_key))
+        else {
             return Err(stale("the Actor or the Spot is not live on this node"));
         };
         let turn = live_spot.turn();

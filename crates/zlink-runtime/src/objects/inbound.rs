@@ -112,7 +112,20 @@ impl ObjectSink for ObjectHost {
             // without it is still answered, through its completion, after the cutover).
             origin: (!self.relocations.idle()).then(|| env.clone()),
         };
-        // A relocation holds, follows or queues the message (spec 21 §1.3, §7.3).
+        // A relocation holds, follows or queues the message (spec 21 §1.3, §7.3); when none
+        // does, it is submitted under the relocation lock (a seal cannot fall in between).
+        if let Some(live) = self.live_object(&key) {
+            let route = held.route;
+            if let Err(e) = self
+                .relocations
+                .submit_unless_taken(&key, held, live.as_ref())
+            {
+                if route == RouteKind::Send {
+                    answer_request(&node, &peer, &env, Err(e));
+                }
+            }
+            return None;
+        }
         let held = self.relocations.intercept(&key, held)?;
         let Some(live) = self.live_object(&key) else {
             // No live activation here: answered by the record (the sender's route cache may be

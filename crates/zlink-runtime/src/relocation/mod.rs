@@ -123,8 +123,13 @@
 //! stays in the record payload until its next Preserve. A message sent on the source node
 //! itself is not relayed before the cutover: it follows right after it, in its order. The unit
 //! gate, the chunk in-flight budgets and the interruption record are in `gate.rs` and
-//! `interruption.rs`. Not built: Sessions, SpotWide aggregates, retries of a Restore.
+//! `interruption.rs`. Not built: Sessions, retries of a Restore.
+//!
+//! **`SpotWide` User Spots** (21 §8, §8.2, §9.1; 28 §6) move as one unit — the Spot and
+//! every member at the seal, one reservation, one aggregate Restore, one NewOwner CAS on the
+//! Spot's record — in `aggregate/` (its module doc has the steps and the deviations).
 
+mod aggregate;
 mod drive;
 mod follow;
 pub(crate) mod gate;
@@ -155,6 +160,7 @@ pub(crate) use follow::{FollowChain as Chain, Hop};
 #[cfg(test)]
 pub(crate) use wire::{FOLLOW, encode_follow};
 
+pub(crate) use aggregate::relocate_spot_wide;
 pub(crate) use instance::{is_refollow, relocate_instance_spot};
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;
@@ -164,6 +170,7 @@ pub(crate) use stage::recorded as recorded_stage;
 pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
     let mut all = target::commands();
     all.push((wire::FOLLOW, |h, n, e| Box::pin(follow::followed(h, n, e))));
+    all.extend(aggregate::commands());
     all
 }
 pub use interruption::InterruptionSummary;
@@ -234,6 +241,8 @@ pub(crate) struct Relocations {
     gates: Mutex<HashMap<ObjectKey, Gate>>,
     /// Target side: Restores in progress and prepared instances, by RelocationId.
     incoming: Mutex<HashMap<u128, target::Incoming>>,
+    /// Target side: `SpotWide` aggregate Restores and prepared groups, by RelocationId.
+    spot_wide: Mutex<HashMap<u128, aggregate::Incoming>>,
     /// One-way messages dropped past a hold's bound.
     dropped: AtomicU64,
     /// Followed messages not forwarded (hop bound, cycle, generation; spec 21 §7.3).
@@ -293,6 +302,29 @@ impl Relocations {
         self.take(key, m, None)
     }
 
+    /// [`intercept`](Self::intercept), and when no relocation takes `m`, submits it to `live`
+    /// under the same lock: a seal can never fall between the check and the submit (else the
+    /// message could run after the seal's capture and its effect be lost with the old state).
+    /// A refused submit is returned (a refused request is also answered through its
+    /// completion).
+    pub(crate) fn submit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        let mut gates = self.gates.lock();
+        let m = if gates.contains_key(key) {
+            match self.take_locked(&mut gates, key, m, None) {
+                None => return Ok(()),
+                Some(m) => m,
+            }
+        } else {
+            m
+        };
+        live.submit(m.route, m.call, m.cost, m.reply)
+    }
+
     /// [`intercept`](Self::intercept) for a message another previous owner followed here
     /// with `chain`: a follow window here forwards it with that chain; a hold or queue takes
     /// it like any message from another node (its chain ends there).
@@ -307,6 +339,16 @@ impl Relocations {
 
     fn take(&self, key: &ObjectKey, m: Held, chain: Option<FollowChain>) -> Option<Held> {
         let mut gates = self.gates.lock();
+        self.take_locked(&mut gates, key, m, chain)
+    }
+
+    fn take_locked(
+        &self,
+        gates: &mut HashMap<ObjectKey, Gate>,
+        key: &ObjectKey,
+        m: Held,
+        chain: Option<FollowChain>,
+    ) -> Option<Held> {
         let Some(gate) = gates.get_mut(key) else {
             return Some(m);
         };

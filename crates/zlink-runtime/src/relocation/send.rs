@@ -86,10 +86,22 @@ pub(super) async fn chunks(
     gate: &UnitGate,
     chunks: PayloadChunks,
 ) -> Result<(), ZLinkError> {
+    chunks_as(inner, peer, gate, chunks, wire::CHUNK).await
+}
+
+/// [`chunks`] sent as the one-way command `packet` (a `SpotWide` aggregate's chunks go to
+/// its own assembly).
+pub(super) async fn chunks_as(
+    inner: &NodeInner,
+    peer: &PeerHandle,
+    gate: &UnitGate,
+    chunks: PayloadChunks,
+    packet: &'static str,
+) -> Result<(), ZLinkError> {
     let connection = peer.info().connection.get();
     let mut in_flight = Vec::new();
     for chunk in chunks {
-        let env = chunk_frame(inner, chunk.encode())?;
+        let env = chunk_frame(inner, chunk.encode(), packet)?;
         let charge = env.encoded_len() as u64;
         loop {
             let changed = gate.changed();
@@ -126,14 +138,18 @@ pub(super) async fn chunks(
 
 /// The one-way control frame carrying one chunk; its encoded length is the chunk's accounted
 /// charge (06 §3: the frame's envelope metadata included).
-fn chunk_frame(inner: &NodeInner, body: Bytes) -> Result<Envelope, ZLinkError> {
+fn chunk_frame(
+    inner: &NodeInner,
+    body: Bytes,
+    packet: &'static str,
+) -> Result<Envelope, ZLinkError> {
     let op = inner
         .transport
         .ids()
         .next_operation_id()
         .map_err(|e| internal(&e))?;
     Envelope::one_way(op, &inner.rid, inner.generation, body)
-        .with_packet_name(wire::CHUNK)
+        .with_packet_name(packet)
         .map_err(|e| internal(&e))
 }
 

@@ -304,7 +304,7 @@ pub(super) async fn read_record(
 /// the gate closes and this node answers by the record. A message from another node goes as
 /// received, with its follow chain one hop longer ([`next_hop`]): a refused hop answers a
 /// request with the typed error and drops (counts) a one-way.
-async fn forward(
+pub(super) async fn forward(
     client: ObjectClient,
     key: ObjectKey,
     record: FollowRecord,

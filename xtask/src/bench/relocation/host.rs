@@ -335,7 +335,10 @@ async fn run_load(
                 }
             };
             let outcome = format!("{:?}/{:?}", r.outcome, r.reason);
-            (from, Some((outcome, r.moved, r.remaining, took, r.interruption)))
+            (
+                from,
+                Some((outcome, r.moved, r.remaining, took, r.interruption)),
+            )
         }
     };
     if !once {
@@ -390,12 +393,7 @@ fn print_window(name: &str, l: &Load) {
     );
 }
 
-fn report(
-    before: &Load,
-    during: &Load,
-    after: &Load,
-    relocated: &Relocated,
-) {
+fn report(before: &Load, during: &Load, after: &Load, relocated: &Relocated) {
     let (outcome, moved, remaining, took, interruption) = relocated;
     println!(
         "   host Relocate: {outcome}, moved {moved}, remaining {remaining}, wall {:.2} s -> \

@@ -31,6 +31,8 @@ use super::op::{
 use super::outcome::{Conflict, Outcome};
 use super::rows::ReservationRow;
 
+mod aggregate;
+
 /// Relocation target capacity secured ahead of a NewOwner (spec 21 §8.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetReservation {
@@ -181,6 +183,19 @@ impl AuthorityClient {
         target: TargetNode,
         reservation_id: Option<u128>,
     ) -> Result<Outcome<TargetReservation>, LocationError> {
+        self.secure_bundle(handle, target, reservation_id, handle.bundle().clone())
+            .await
+    }
+
+    /// [`secure_target`](Self::secure_target) for the capacity `bundle` (the record's own, or
+    /// a `SpotWide` User Spot's aggregate: the Spot and every member).
+    async fn secure_bundle(
+        &self,
+        handle: &AuthorityHandle,
+        target: TargetNode,
+        reservation_id: Option<u128>,
+        bundle: CapacityBundle,
+    ) -> Result<Outcome<TargetReservation>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::CapacityReservation)?;
         if let Some(c) = Self::require_active_owner(handle, &admission.run) {
             return Ok(Outcome::Conflict(c));
@@ -208,7 +223,7 @@ impl AuthorityClient {
             target: target.run.clone(),
             target_node: target.node.clone(),
             target_lifecycle_generation: target.lifecycle_generation,
-            bundle: handle.bundle().clone(),
+            bundle,
         };
         let bytes = row.encode()?;
         let res_key = keys::capacity_reservation(reservation_id)?;
@@ -348,7 +363,7 @@ impl AuthorityClient {
         if let Some(c) = Self::require_active_owner(handle, &admission.run) {
             return Ok(Outcome::Conflict(c));
         }
-        if !reservation.same_object(handle) {
+        if !reservation.same_object(handle) && !reservation.same_aggregate(handle) {
             return Err(InvalidOperation::ReservationForAnotherObject.into());
         }
         if !reservation.matches(handle) {

@@ -13,6 +13,7 @@ mod prelude;
 mod purge;
 mod query;
 mod relocation;
+mod spot_wide;
 pub(crate) mod support;
 mod sweep;
 
@@ -99,6 +100,8 @@ on_every_store!(
     relocation::non_owner_cannot_secure_a_target,
     relocation::carrying_preserve_keeps_the_reservation_and_stales_older_copies,
     relocation::a_lost_new_owner_reply_is_settled_by_reading_the_record,
+    spot_wide::spot_wide_relocation_moves_the_spot_its_members_capacity_and_root,
+    spot_wide::spot_wide_relocation_short_of_capacity_or_a_type_stores_nothing,
     engine::lost_write_reply_is_reconstructed_from_the_store,
     engine::concurrent_operations_coalesce_into_shared_batches,
     engine::unknown_outcome_recovery_does_not_stall_other_batches,

@@ -38,7 +38,9 @@ impl Ask {
     }
 }
 
-/// One unit to move, on object node `node`: an Entry Spot member Actor or an Instance Spot.
+/// One unit to move, on object node `node`: an Entry Spot member Actor, an Instance Spot, or
+/// a `SpotWide` User Spot with every member Actor under its turn (one aggregate unit, spec 28
+/// §6).
 #[derive(Debug, Clone)]
 struct Unit {
     node: usize,
@@ -51,6 +53,7 @@ struct Unit {
 enum Moved {
     Actor(ActorRef),
     InstanceSpot(zlink_codec::ObjectId),
+    SpotWide(zlink_codec::ObjectId),
 }
 
 impl Unit {
@@ -58,6 +61,7 @@ impl Unit {
         match self.object {
             Moved::Actor(_) => ObjectKind::Actor,
             Moved::InstanceSpot(_) => ObjectKind::InstanceSpot,
+            Moved::SpotWide(_) => ObjectKind::UserSpot,
         }
     }
 }
@@ -125,36 +129,59 @@ fn manual_topology(host: &HostInner) -> bool {
         .any(|n| n.inner.topology == Topology::Manual || !n.manual_peers().is_empty())
 }
 
+/// Whether the type `stable_type` of the object node `o` moves (not `DisableRelocation`).
+fn relocatable(o: &super::super::start::NodeObjects, stable_type: &StableType) -> bool {
+    matches!(
+        o.host.types.get(stable_type).and_then(|t| t.relocation),
+        Some(RelocationChoice::Recreate | RelocationChoice::Preserve)
+    )
+}
+
 /// Every stateful object of this host as a unit, or why the host cannot move (spec 28 §4
 /// preflight): a `DisableRelocation` type → RelocationDisabled; a kind this runtime does not
-/// move yet (User Spots and their members) → StateIncompatible; a Store read that fails →
-/// StoreUnavailable. Entry Spot member Actors and Instance Spots become units.
+/// move yet (PerActor User Spots and their members) → StateIncompatible; a Store read that
+/// fails → StoreUnavailable. Entry Spot member Actors and Instance Spots become units; a live
+/// `SpotWide` User Spot is one unit covering every member under its turn (the members are not
+/// units of their own).
 async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
     let mut units = Vec::new();
     for (i, o) in host.objects.iter().enumerate() {
         let Some(o) = o else { continue };
         let mut reads = JoinSet::new();
         for (key, kind, stable_type) in o.host.live_list() {
+            let spot_wide = o.host.live_object(&key).and_then(|l| l.turn()).is_some();
+            if kind == ObjectKind::UserSpot && spot_wide {
+                if !relocatable(o, &stable_type) {
+                    return Err(RelocationReason::RelocationDisabled);
+                }
+                units.push(Unit {
+                    node: i,
+                    object: Moved::SpotWide(key.1.clone()),
+                    stable_type,
+                });
+                continue;
+            }
             if kind != ObjectKind::Actor && kind != ObjectKind::InstanceSpot {
                 tracing::warn!(
                     kind = kind.as_str(),
                     id = key.1.as_str(),
-                    "a User Spot cannot move yet (Entry Spot member Actors and Instance Spots move)"
+                    "a PerActor User Spot cannot move yet (Entry Spot member Actors, Instance \
+                     Spots and SpotWide User Spots move)"
                 );
                 return Err(RelocationReason::StateIncompatible);
             }
-            let choice = o.host.types.get(&stable_type).and_then(|t| t.relocation);
-            match choice {
-                Some(RelocationChoice::Recreate | RelocationChoice::Preserve) => {}
-                _ => {
-                    tracing::warn!(
-                        stable_type = stable_type.as_str(),
-                        id = key.1.as_str(),
-                        kind = kind.as_str(),
-                        "an object whose type has DisableRelocation is on this host"
-                    );
-                    return Err(RelocationReason::RelocationDisabled);
-                }
+            if !relocatable(o, &stable_type) {
+                tracing::warn!(
+                    stable_type = stable_type.as_str(),
+                    id = key.1.as_str(),
+                    kind = kind.as_str(),
+                    "an object whose type has DisableRelocation is on this host"
+                );
+                return Err(RelocationReason::RelocationDisabled);
+            }
+            if spot_wide {
+                // A SpotWide member: its Spot's unit moves it.
+                continue;
             }
             let objects = Arc::clone(&o.host);
             reads.spawn(async move {
@@ -356,6 +383,9 @@ async fn move_all(
                             crate::relocation::relocate_instance_spot(&client, id, Some(&to))
                                 .await
                                 .map(drop)
+                        }
+                        Moved::SpotWide(spot) => {
+                            crate::relocation::relocate_spot_wide(&client, spot, Some(&to)).await
                         }
                     }
                 });

@@ -146,7 +146,11 @@ async fn root(
             let n = n.object_role(role);
             if role == ObjectRole::Server {
                 n.instance_spot_type::<Tally>("tally", tally_type(policy, Arc::clone(&seen)))
-                    .user_spot_type::<Tally>("hall", tally_type(policy, Arc::clone(&seen)))
+                    .user_spot_type::<Tally>("hall", {
+                        // PerActor: a User Spot kind the host Relocate does not move yet.
+                        let hall = tally_type(policy, Arc::clone(&seen));
+                        move |t| hall(t).execution(crate::objects::SpotExecution::PerActor)
+                    })
                     .actor_type::<super::Counter>("counter", counter_type(policy, seen))
             } else {
                 n
@@ -255,7 +259,7 @@ on_every_store!(
     host_relocate_moves_actors_and_instance_spots,
     a_disabled_instance_spot_blocks_the_host_relocate_before_anything_changes,
     an_instance_spot_whose_first_message_still_runs_does_not_move_until_it_completed,
-    a_user_spot_still_blocks_the_host_relocate_as_state_incompatible,
+    a_per_actor_user_spot_still_blocks_the_host_relocate_as_state_incompatible,
 );
 
 async fn a_preserved_instance_spot_moves_with_its_state_and_generation(h: &Harness) {
@@ -576,7 +580,7 @@ async fn a_disabled_instance_spot_blocks_the_host_relocate_before_anything_chang
     m.shutdown().await;
 }
 
-async fn a_user_spot_still_blocks_the_host_relocate_as_state_incompatible(h: &Harness) {
+async fn a_per_actor_user_spot_still_blocks_the_host_relocate_as_state_incompatible(h: &Harness) {
     let m = mesh_of(h, Policy::Preserve).await;
     let source = &m.servers[0].0;
     room_on(&m, source, "hu").await;

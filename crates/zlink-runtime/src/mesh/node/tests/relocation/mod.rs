@@ -23,6 +23,7 @@ mod follow;
 mod gate;
 mod host;
 mod instance;
+mod spot_wide;
 mod stages;
 
 /// Which relocation policy the counter type chooses.

@@ -1,0 +1,179 @@
+//! The `SpotWide` User Spot aggregate move (spec 21 §8, §8.2, §9.1; 28 §5, §6; 06 §17): the
+//! Spot and every member Actor at the seal move as one operation, driven by one
+//! `zlink_relocation::unit::Unit` of kind `SpotWideAggregate` (`source.rs`), with one
+//! aggregate Restore whose payload carries the relocation target inventory pages and every
+//! participant's state, and one NewOwner CAS on the Spot's record on the target
+//! (`target.rs`). The wire here is internal to this runtime.
+//!
+//! The participants are the Spot and every member Actor live under its turn at the
+//! preflight (a Spot sealed for a move takes no new member). One participant with
+//! `DisableRelocation`, or a target that does not offer every type, refuses the whole move
+//! before anything is stored. The participants' relocation target inventory is built with
+//! `zlink_relocation::inventory` (pages ≤ 1,024 entries and ≤ 1 MiB, a root with the total
+//! count and content checksum); its checksum is the unit's target-list checksum, recorded by
+//! the stage records on the Spot's record. Target capacity for the Spot and every member is
+//! secured in one reservation (`secure_spot_wide`; short → `CapacityExceeded`, nothing
+//! stored), every participant is sealed (one hold group), captured (the Spot's
+//! SpotStateAdapter, each member's ActorStateAdapter) and sent in one aggregate Restore —
+//! the inventory pages and every state, chunked through the same budgeted send path under
+//! its own command names. The target verifies the pages against the root and the root
+//! against the recorded checksum, builds every participant hidden under one new shared turn
+//! with one temporary-queue group, and on the cutover runs one aggregate NewOwner
+//! (`new_owner_spot_wide`: one CAS over the Spot's record, the reservation row, the inventory
+//! root row and the capacity rows); members resolve through the Spot's record, so that CAS
+//! alone moves them. Committed: every participant joins the live set and its queue opens;
+//! then, before the cutover is answered, each member's record follows the Spot's owner
+//! (`follow_spot_owner`, no capacity moved; 64 at once), so the allocation rows count the
+//! records again and the source's sweeps find none of them (a member not rewritten still
+//! resolves through the Spot); the source follows every participant. A conflict, an abort
+//! before relay-ready or no ready discards the whole group unrun, and the source runs each
+//! held queue here again in order. Deviations and gaps, kept explicit: held messages are not relayed before the
+//! cutover (they follow right after it, in order); the unit gate's permits and payload
+//! memory claim are not taken for an aggregate (its per-object 64 MiB claim would refuse any
+//! aggregate with more than three preserved participants; 28 §5's aggregate claim is not
+//! built); a stage record whose reply is lost cancels the move instead of being settled by
+//! reading; between the aggregate CAS and the members' follow writes the allocation rows and
+//! the member records disagree (a crash there leaves members whose record names the source).
+
+mod source;
+mod start;
+mod target;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+
+use super::target::Command;
+use super::wire::protocol;
+use crate::location::ReservationWire;
+use crate::mesh::messaging::ZLinkError;
+
+pub(crate) use start::relocate_spot_wide;
+pub(super) use target::Incoming;
+
+/// The aggregate Restore header (one-way, before its chunks).
+pub(crate) const RESTORE: &str = "zlink.relocation.spotwide.restore";
+/// One chunk of an aggregate Restore payload (one-way, in order).
+pub(crate) const CHUNK: &str = "zlink.relocation.spotwide.chunk";
+/// Request: assemble, verify the inventory, build every participant hidden and register the
+/// temporary-queue group.
+pub(crate) const PREPARE: &str = "zlink.relocation.spotwide.prepare";
+/// Request: the `Prepared` record's reservation; the reply is relay-ready.
+pub(crate) const READY: &str = "zlink.relocation.spotwide.ready";
+/// Request: run the aggregate NewOwner; the reply carries its outcome.
+pub(crate) const CUTOVER: &str = "zlink.relocation.spotwide.cutover";
+/// One-way: the source cancelled; the group is discarded unrun.
+pub(crate) const ABORT: &str = "zlink.relocation.spotwide.abort";
+
+/// The aggregate commands every Object Server node registers.
+pub(super) fn commands() -> Vec<(&'static str, Command)> {
+    vec![
+        (RESTORE, |h, _, e| Box::pin(target::restore(h, e))),
+        (CHUNK, |h, _, e| Box::pin(target::chunk(h, e))),
+        (PREPARE, |h, _, e| Box::pin(target::prepare(h, e))),
+        (READY, |h, _, e| Box::pin(target::ready(h, e))),
+        (CUTOVER, |h, _, e| Box::pin(target::cutover(h, e))),
+        (ABORT, |h, _, e| Box::pin(target::abort(h, e))),
+    ]
+}
+
+/// The aggregate Restore header.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RestoreCommand {
+    /// The encoded transfer header of the payload.
+    pub(crate) header: Vec<u8>,
+    /// The Spot's id.
+    pub(crate) spot: String,
+    /// The encoded inventory root.
+    pub(crate) root: Vec<u8>,
+    /// The target-list checksum the `Preparing` record carries (32 bytes).
+    pub(crate) checksum: Vec<u8>,
+    /// The reservation as the source secured it.
+    pub(crate) reservation: ReservationWire,
+}
+
+/// The aggregate payload: the inventory pages, then every participant's state in inventory
+/// order (the Spot, then the member Actors by id). Each state is `None` for
+/// RecreateOnRelocation and the adapter's bytes for PreserveStateWith.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Payload {
+    pub(crate) pages: Vec<Bytes>,
+    pub(crate) states: Vec<Option<Bytes>>,
+}
+
+impl Payload {
+    /// `u32 pages`, each `u32 len ‖ bytes`; `u32 states`, each `u8 preserve ‖ u32 len ‖ bytes`
+    /// (all big-endian).
+    pub(crate) fn encode(&self) -> Result<Bytes, ZLinkError> {
+        let len = |n: usize| u32::try_from(n).map_err(|_| protocol("aggregate payload too large"));
+        let mut out = BytesMut::new();
+        out.put_u32(len(self.pages.len())?);
+        for p in &self.pages {
+            out.put_u32(len(p.len())?);
+            out.put_slice(p);
+        }
+        out.put_u32(len(self.states.len())?);
+        for s in &self.states {
+            out.put_u8(u8::from(s.is_some()));
+            let bytes = s.as_deref().unwrap_or_default();
+            out.put_u32(len(bytes.len())?);
+            out.put_slice(bytes);
+        }
+        Ok(out.freeze())
+    }
+
+    /// The payload `encode` wrote; anything else is a protocol error.
+    pub(crate) fn decode(mut b: Bytes) -> Result<Self, ZLinkError> {
+        fn take(b: &mut Bytes, n: usize) -> Result<Bytes, ZLinkError> {
+            if b.remaining() < n {
+                return Err(protocol("aggregate payload truncated"));
+            }
+            Ok(b.split_to(n))
+        }
+        fn u32_of(b: &mut Bytes) -> Result<usize, ZLinkError> {
+            Ok(take(b, 4)?.get_u32() as usize)
+        }
+        let pages_n = u32_of(&mut b)?;
+        let mut pages = Vec::with_capacity(pages_n.min(1 << 16));
+        for _ in 0..pages_n {
+            let n = u32_of(&mut b)?;
+            pages.push(take(&mut b, n)?);
+        }
+        let states_n = u32_of(&mut b)?;
+        let mut states = Vec::with_capacity(states_n.min(1 << 20));
+        for _ in 0..states_n {
+            let preserve = take(&mut b, 1)?.get_u8();
+            let n = u32_of(&mut b)?;
+            let bytes = take(&mut b, n)?;
+            states.push(match preserve {
+                0 => None,
+                1 => Some(bytes),
+                _ => return Err(protocol("aggregate payload: bad state flag")),
+            });
+        }
+        if b.has_remaining() {
+            return Err(protocol("aggregate payload: trailing bytes"));
+        }
+        Ok(Self { pages, states })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_aggregate_payload_round_trips_and_a_truncated_one_is_refused() {
+        let p = Payload {
+            pages: vec![Bytes::from_static(b"page-1"), Bytes::from_static(b"page-2")],
+            states: vec![None, Some(Bytes::from_static(b"state")), Some(Bytes::new())],
+        };
+        let bytes = p.encode().expect("encode");
+        assert_eq!(Payload::decode(bytes.clone()).expect("decode"), p);
+        let cut = bytes.slice(..bytes.len() - 1);
+        assert!(Payload::decode(cut).is_err());
+        let mut longer = BytesMut::from(&bytes[..]);
+        longer.put_u8(0);
+        assert!(Payload::decode(longer.freeze()).is_err());
+    }
+}

@@ -1,0 +1,272 @@
+//! The preflight of a `SpotWide` aggregate move on its source: the participants (the Spot,
+//! then every member live under its turn), the policy and target checks over all of them, the
+//! relocation target inventory, and the unit that `source.rs` drives.
+
+use std::sync::Arc;
+
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_codec::{ObjectId, RoutingId};
+use zlink_relocation::inventory::{
+    InventoryBuilder, InventoryEntry, MemberKind, ObjectGeneration as InvGeneration,
+    ObjectId as InvId, StableType as InvType,
+};
+use zlink_relocation::unit::{
+    Binding, Effect, MovePlan, Participant, Policy, RelocationId, ReservationId,
+    TargetAttemptGeneration, Unit, UnitKind, check_spot_wide,
+};
+
+use super::source::Group;
+use crate::location::{AuthorityRead, TargetNode};
+use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::objects::client::{ObjectClient, invalid};
+use crate::objects::host::{ObjectKey, stale, store_failure, what};
+use crate::objects::live::LiveObject;
+use crate::objects::registration::RelocationChoice;
+
+/// One participant on the source: the Spot or a member Actor.
+pub(super) struct Part {
+    pub(super) key: ObjectKey,
+    pub(super) live: Arc<dyn LiveObject>,
+    pub(super) stable_type: zlink_codec::StableType,
+    pub(super) generation: u64,
+    pub(super) preserve: bool,
+}
+
+pub(super) fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
+    ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
+}
+
+pub(super) fn capacity_exceeded(why: &str) -> ZLinkError {
+    ZLinkError::application(ErrorKind::CapacityExceeded, why)
+}
+
+/// Moves the Ready `SpotWide` User Spot `spot`, owned by this node, with every member Actor
+/// live under its turn, to `target` (or an eligible Object Server the node's Discovery lists)
+/// as one operation (spec 21 §8, §8.2; 28 §6). A participant whose type has
+/// `DisableRelocation`, or a target that does not offer every type, refuses the whole move
+/// before anything is stored (`InvalidOperation`); a target short of capacity for the Spot
+/// and every member is `CapacityExceeded`; in both cases everything stays here. A move that
+/// fails before relay-ready is cancelled: every held queue runs here again in order.
+pub(crate) async fn relocate_spot_wide(
+    client: &ObjectClient,
+    spot: &ObjectId,
+    target: Option<&RoutingId>,
+) -> Result<(), ZLinkError> {
+    let host = &client.objects;
+    let skey: ObjectKey = (AuthorityKind::Spot, spot.clone());
+    let handle = match host
+        .location
+        .authority()
+        .read(ObjectKind::UserSpot, spot)
+        .await
+        .map_err(store_failure)?
+    {
+        AuthorityRead::Found { handle, .. } => handle,
+        AuthorityRead::Missing { .. } => {
+            return Err(ZLinkError::NoRoute {
+                target: what(skey.0, &skey.1),
+            });
+        }
+    };
+    if handle.state() != AllocationState::Active {
+        return Err(ZLinkError::Unavailable {
+            target: what(skey.0, &skey.1),
+            reason: UnavailableReason::NotServing,
+        });
+    }
+    if host.location.host_run().as_ref() != Some(handle.owner())
+        || handle.node().routing_id != host.rid
+    {
+        return Err(invalid("the Spot is not owned by this node"));
+    }
+    let (spot_live, spot_generation) = host
+        .live_incarnation(&skey)
+        .ok_or_else(|| stale("the Spot is not live on this node"))?;
+    let Some(turn) = spot_live.turn() else {
+        return Err(invalid("only a SpotWide User Spot moves as one unit"));
+    };
+    // The participants at the preflight: the Spot, then every member live under its turn.
+    let mut parts = vec![part(
+        client,
+        skey.clone(),
+        spot_live,
+        handle.stable_type().clone(),
+        spot_generation,
+    )];
+    let mut members: Vec<(ObjectKey, zlink_codec::StableType)> = host
+        .live_list()
+        .into_iter()
+        .filter(|(k, kind, _)| *kind == ObjectKind::Actor && k.0 == AuthorityKind::Actor)
+        .filter_map(|(k, _, ty)| {
+            let live = host.live_object(&k)?;
+            live.turn()
+                .filter(|t| Arc::ptr_eq(t, &turn))
+                .map(|_| (k, ty))
+        })
+        .collect();
+    members.sort_by(|a, b| a.0.1.as_str().as_bytes().cmp(b.0.1.as_str().as_bytes()));
+    for (key, ty) in members {
+        let Some((live, generation)) = host.live_incarnation(&key) else {
+            continue;
+        };
+        parts.push(part(client, key, live, ty, generation));
+    }
+    let participants: Vec<Participant> = parts
+        .iter()
+        .map(|p| Participant {
+            policy: match host
+                .types
+                .get(p.stable_type.as_str())
+                .and_then(|t| t.relocation)
+            {
+                Some(RelocationChoice::Recreate) => Policy::Recreate,
+                Some(RelocationChoice::Preserve) => Policy::Preserve,
+                _ => Policy::Disable,
+            },
+            target_supports_type: true,
+            target_has_adapter: true,
+        })
+        .collect();
+    let policy = check_spot_wide(&participants).map_err(|e| {
+        invalid(&format!(
+            "the SpotWide Spot {} does not move: {e}",
+            spot.as_str()
+        ))
+    })?;
+    let chosen = choose_target(client, &parts, target).await?;
+    // The relocation target inventory (21 §9.1): the Spot and every member, paged.
+    let mut builder = InventoryBuilder::new();
+    for p in &parts {
+        builder.push(entry(p)?);
+    }
+    let inventory = builder.build().map_err(|e| internal(&e))?;
+    let (root, pages) = inventory.into_parts();
+    let binding = Binding {
+        relocation: RelocationId::random(),
+        attempt: TargetAttemptGeneration::random(),
+    };
+    let plan = MovePlan::new(
+        binding,
+        UnitKind::SpotWideAggregate,
+        policy,
+        ReservationId::random(),
+        handle.version().clone(),
+        root.content_checksum(),
+    );
+    let (unit, effects) = Unit::start(plan);
+    if effects.iter().any(|e| matches!(e, Effect::Reject { .. })) {
+        return Err(invalid(
+            "the SpotWide Spot has DisableRelocation: it does not move",
+        ));
+    }
+    if parts.iter().any(|p| host.relocations.covers(&p.key)) {
+        return Err(invalid(
+            "a move of this Spot or a member is already running",
+        ));
+    }
+    let group = Group {
+        client,
+        handle,
+        parts,
+        chosen,
+        root: root.encode().to_vec(),
+        pages: pages.iter().map(|p| p.bytes().clone()).collect(),
+        unit,
+        reservation: None,
+        restore: None,
+        sealed: false,
+        sealed_at: None,
+        release_refused: false,
+        followed: false,
+        owner_generation: None,
+        error: None,
+        interrupt: false,
+    };
+    group.run(effects).await
+}
+
+fn part(
+    client: &ObjectClient,
+    key: ObjectKey,
+    live: Arc<dyn LiveObject>,
+    stable_type: zlink_codec::StableType,
+    generation: u64,
+) -> Part {
+    let preserve = client
+        .objects
+        .types
+        .get(stable_type.as_str())
+        .and_then(|t| t.relocation)
+        == Some(RelocationChoice::Preserve);
+    Part {
+        key,
+        live,
+        stable_type,
+        generation,
+        preserve,
+    }
+}
+
+fn entry(p: &Part) -> Result<InventoryEntry, ZLinkError> {
+    let kind = match p.key.0 {
+        AuthorityKind::Spot => MemberKind::UserSpot,
+        AuthorityKind::Actor => MemberKind::Actor,
+    };
+    Ok(InventoryEntry::new(
+        kind,
+        InvId::new(p.key.1.as_str()).map_err(|e| internal(&e))?,
+        InvGeneration::new(p.generation).map_err(|e| internal(&e))?,
+        InvType::new(p.stable_type.as_str()).map_err(|e| internal(&e))?,
+    ))
+}
+
+/// An eligible Object Server offering the Spot's type and every member's (the named one when
+/// `wanted` is given): none → `InvalidOperation` when `wanted` names a node that lacks a
+/// type, else `Unavailable`.
+async fn choose_target(
+    client: &ObjectClient,
+    parts: &[Part],
+    wanted: Option<&RoutingId>,
+) -> Result<TargetNode, ZLinkError> {
+    let host = &client.objects;
+    let candidates = client
+        .discovery
+        .candidates(host.location.authority())
+        .await
+        .map_err(store_failure)?;
+    let offers = |c: &TargetNode| {
+        parts.iter().all(|p| {
+            let kind = if p.key.0 == AuthorityKind::Spot {
+                ObjectKind::UserSpot
+            } else {
+                ObjectKind::Actor
+            };
+            c.offers.contains(&(kind, p.stable_type.clone()))
+        })
+    };
+    let usable: Vec<_> = candidates
+        .into_iter()
+        .filter(|c| {
+            c.lease_valid
+                && c.serving
+                && c.target.node.routing_id != host.rid
+                && c.target.node.mesh == host.mesh
+                && wanted.is_none_or(|w| &c.target.node.routing_id == w)
+        })
+        .collect();
+    if wanted.is_some() && !usable.is_empty() && !usable.iter().any(|c| offers(&c.target)) {
+        return Err(invalid(
+            "the target does not offer every type of the SpotWide Spot",
+        ));
+    }
+    usable
+        .into_iter()
+        .filter(|c| offers(&c.target))
+        .max_by_key(|c| c.weight)
+        .map(|c| c.target)
+        .ok_or_else(|| ZLinkError::Unavailable {
+            target: "an eligible relocation target".into(),
+            reason: UnavailableReason::NotConnected,
+        })
+}
