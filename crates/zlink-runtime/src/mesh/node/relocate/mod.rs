@@ -12,10 +12,12 @@
 //! The operation (`run.rs`), in the order of spec 28 §4:
 //! 1. **preflight** from `Serving`, nothing changed yet: a manual topology component
 //!    (a manual MeshNode or a manual peer intent) → `ManualTopologyUnsupported`; each live
-//!    object becomes a unit after its record is read: an Entry Spot member Actor or an
-//!    Instance Spot whose type is `RecreateOnRelocation` or `PreserveStateWith`. A
-//!    `DisableRelocation` type → `RelocationDisabled`. User Spots and their members do not
-//!    move in this runtime yet → `StateIncompatible` (logged with the object). A failed read →
+//!    object becomes a unit after its record is read: an Entry Spot member Actor, an Instance
+//!    Spot, or a `SpotWide` User Spot together with every member under its turn (one
+//!    aggregate unit; its members are no units of their own), whose types are
+//!    `RecreateOnRelocation` or `PreserveStateWith`. A `DisableRelocation` type →
+//!    `RelocationDisabled`. `PerActor` User Spots and their members do not move in this
+//!    runtime yet → `StateIncompatible` (logged with the object). A failed read →
 //!    `StoreUnavailable`. No unit at all → `Relocated` without a target search;
 //! 2. **targets**, per object node and stable type, filtered in the spec's order: exactly the
 //!    effective version (`PlannedMaintenance`: this host's; `RollingUpdate`: the requested
@@ -30,8 +32,8 @@
 //!    back to `Serving`, `StoreUnavailable`. While `Relocating`, objects keep running their
 //!    messages until each one's seal; creations, joins and Instance Spot claims here are
 //!    refused (`Unavailable`, spec 28 §10);
-//! 4. **units** move through the live relocation of one Actor or one Instance Spot
-//!    (`crate::relocation`), at most
+//! 4. **units** move through the live relocation of one Actor, one Instance Spot or one
+//!    `SpotWide` aggregate (`crate::relocation`), at most
 //!    `MaxActiveOutboundRelocations` at once, each to the eligible target with the fewest
 //!    units per weight so far. After the deadline no unit starts; a started one ends safely
 //!    (it cancels before the owner change or completes after it). Objects that became live
@@ -46,9 +48,9 @@
 //! Each terminal result is stored ([`HostStatus`](super::HostStatus)`::last_relocation`) and
 //! announced once to the observers ([`HostEvent::Relocation`](super::HostEvent)). Where
 //! spec 21 §9.3 names `ForceStopped` for a Relocate whose deadline passes, this runtime
-//! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: moving User Spots (SpotWide
-//! and PerActor), completion records (21 §9.3), and the bounded teardown
-//! when a descriptor rollback is unconfirmed (28 §8).
+//! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: moving `PerActor` User
+//! Spots, completion records (21 §9.3), `ApplicationSignaled` readiness with its callbacks, and
+//! the bounded teardown when a descriptor rollback is unconfirmed (28 §8).
 
 mod run;
 mod slot;
