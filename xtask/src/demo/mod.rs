@@ -519,7 +519,8 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         .filter(|(_, r)| r.node == rids[0])
         .map(|(i, _)| (actor_id(*i), expected(*i)))
         .collect();
-    let relocation = relocate::relocate_under_load(hosts, &managers, &rids, &on_source).await?;
+    let relocation =
+        relocate::relocate_under_load(hosts, &managers, &rids, &on_source, cfg.concurrency).await?;
 
     // Instance Spots by cold activation (root 1 is relocated: no new object is placed there):
     // the first Join by global id with Instance intent creates the room on a node chosen by

@@ -2,7 +2,9 @@
 //! and the phase that relocates root 1 under load: roots 2 and 3 each run two concurrent
 //! sequential streams of numbered `Step` requests per Actor of root 1, root 1 relocates
 //! (PlannedMaintenance) while they run, and the streams' answers are checked against what each
-//! Actor applied: nothing lost (answered but never run), nothing duplicated, no step run
+//! Actor applied — at most `--concurrency` steps in flight over all streams together, so the
+//! load is the demo's steady request rate, not one request loop per stream: nothing lost
+//! (answered but never run), nothing duplicated, no step run
 //! without its answer arriving, every stream in order, each Actor's state the sum of its steps
 //! and its `Incr` count kept. The streaming roots are the Relocate's targets, so some streams
 //! reach an Actor moving to their own root.
@@ -186,8 +188,11 @@ pub(super) async fn relocate_under_load(
     managers: &Arc<Vec<ActorManager>>,
     rids: &[RoutingId],
     ids: &[(String, u64)],
+    concurrency: usize,
 ) -> Result<Relocation, String> {
     let stop = Arc::new(AtomicBool::new(false));
+    // Steps in flight over every stream together (each stream stays sequential).
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let answered = Arc::new(AtomicU64::new(0));
     let mut streams = Vec::new();
     for (k, root) in STREAMERS.into_iter().enumerate() {
@@ -195,8 +200,9 @@ pub(super) async fn relocate_under_load(
             for (id, _) in ids {
                 let (m, id) = (managers[root].clone(), id.clone());
                 let (stop, answered) = (Arc::clone(&stop), Arc::clone(&answered));
+                let in_flight = Arc::clone(&in_flight);
                 streams.push(tokio::spawn(async move {
-                    stream(m, id, lane, stop, answered).await
+                    stream(m, (id, lane), stop, answered, in_flight).await
                 }));
             }
         }
@@ -364,10 +370,10 @@ pub(super) async fn relocate_under_load(
 /// (its outcome is unknown).
 async fn stream(
     m: ActorManager,
-    id: String,
-    lane: u32,
+    (id, lane): (String, u32),
     stop: Arc<AtomicBool>,
     answered: Arc<AtomicU64>,
+    in_flight: Arc<tokio::sync::Semaphore>,
 ) -> Streamed {
     let options = CallOptions::default().reply_timeout(STEP_TIMEOUT);
     let mut s = Streamed {
@@ -380,6 +386,9 @@ async fn stream(
     };
     while !stop.load(Ordering::Relaxed) {
         let seq = s.last + 1;
+        let Ok(_permit) = in_flight.acquire().await else {
+            break;
+        };
         match m.request_with(&s.id, &Step { lane, seq }, &options).await {
             Ok(reply) => {
                 if reply != seq {

@@ -7,7 +7,7 @@
 //! rewritten: one batch holds at most 2,048 keys and the member count is unbounded.
 
 use zlink_codec::records::{AllocationState, ObjectKind};
-use zlink_store_spi::{LocationStore, Mutation, ReadResult, StoreKey};
+use zlink_store_spi::{Mutation, ReadResult, StoreKey};
 
 use super::super::super::capacity::CapacityBundle;
 use super::super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan};
@@ -214,11 +214,14 @@ impl AuthorityClient {
         )?)
     }
 
-    /// The inventory root the last aggregate NewOwner of the User Spot `spot` wrote, if any.
+    /// The inventory root the last aggregate NewOwner of the User Spot `spot` wrote, if any
+    /// (the tests read it back; the runtime only writes it).
+    #[cfg(test)]
     pub(crate) async fn spot_inventory_root(
         &self,
         spot: &ObjectId,
     ) -> Result<Option<Vec<u8>>, LocationError> {
+        use zlink_store_spi::LocationStore;
         match self.store.read(&inventory_root_key(spot)?).await? {
             ReadResult::Found { bytes, .. } => Ok(Some(bytes.to_vec())),
             _ => Ok(None),
