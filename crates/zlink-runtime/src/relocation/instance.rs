@@ -23,21 +23,16 @@
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{ObjectId, RoutingId};
-use zlink_relocation::unit::{
-    Binding, Effect, MovePlan, Policy, RelocationId, ReservationId, TargetAttemptGeneration, Unit,
-    UnitKind,
-};
+use zlink_relocation::unit::UnitKind;
 
 use super::drive::Move;
-use super::stage;
-use super::wire::Rebuild;
+use super::source::{Ready, start_single};
 use crate::location::AuthorityRead;
 use crate::mesh::messaging::{UnavailableReason, ZLinkError};
 use crate::objects::SpotRef;
 use crate::objects::client::{ObjectClient, invalid};
-use crate::objects::host::{ObjectKey, stale, store_failure, what};
+use crate::objects::host::{ObjectKey, store_failure, what};
 use crate::objects::instance::Ending;
-use crate::objects::registration::RelocationChoice;
 
 /// The tag a stage record gives an Instance Spot's record payload (`stage.rs`).
 const STAGED_TAG: &[u8] = b"m1";
@@ -93,40 +88,23 @@ pub(crate) async fn relocate_instance_spot(
             reason: UnavailableReason::NotServing,
         });
     }
-    let (policy, rebuild) = match host
+    let choice = host
         .types
         .get(handle.stable_type())
         .filter(|t| t.kind == ObjectKind::InstanceSpot)
-        .and_then(|t| t.relocation)
-    {
-        Some(RelocationChoice::Recreate) => (Policy::Recreate, Rebuild::Recreate),
-        Some(RelocationChoice::Preserve) => (Policy::Preserve, Rebuild::Preserve),
-        _ => (Policy::Disable, Rebuild::Recreate),
-    };
-    let plan = MovePlan::new(
-        Binding {
-            relocation: RelocationId::random(),
-            attempt: TargetAttemptGeneration::random(),
-        },
-        UnitKind::InstanceSpot,
-        policy,
-        ReservationId::random(),
-        handle.version().clone(),
-        stage::no_target_list(),
-    );
-    let (unit, effects) = Unit::start(plan);
-    if effects.iter().any(|e| matches!(e, Effect::Reject { .. })) {
-        return Err(invalid(&format!(
-            "{} has DisableRelocation: it does not move",
-            what(key.0, &key.1)
-        )));
-    }
-    let live = host
-        .live_object(&key)
-        .ok_or_else(|| stale("the Instance Spot is not live on this node"))?;
-    if host.relocations.covers(&key) {
-        return Err(invalid("a move of this Instance Spot is already running"));
-    }
+        .and_then(|t| t.relocation);
+    let Ready {
+        unit,
+        effects,
+        rebuild,
+        live,
+    } = start_single(
+        host,
+        &key,
+        &handle,
+        (UnitKind::InstanceSpot, choice),
+        "Instance Spot",
+    )?;
     // Before the first authority write: a Close that claimed the Spot first wins (28 §7).
     let _moving = match host.instances.endings.claim(id, Ending::Moving) {
         Ok(claim) => claim,

@@ -81,11 +81,50 @@ pub(crate) async fn relocate_actor(
             "a User Spot member moves with its Spot (not built yet); only Entry Spot members move",
         ));
     }
-    let (policy, rebuild) = match host
+    let choice = host
         .types
         .get(handle.stable_type())
-        .and_then(|t| t.relocation)
-    {
+        .and_then(|t| t.relocation);
+    let ready = start_single(
+        host,
+        &key,
+        &handle,
+        (UnitKind::EntryMemberActor, choice),
+        "Actor",
+    )?;
+    let Ready {
+        unit,
+        effects,
+        rebuild,
+        live,
+    } = ready;
+    Move::new(client, key, handle, live, rebuild, target.cloned(), unit)
+        .run(effects)
+        .await
+        .map(|moved| ActorRef::of(&moved))
+}
+
+/// A single-object move ready to run: the started unit, its first effects, how the target
+/// rebuilds the object, and its live activation here.
+pub(super) struct Ready {
+    pub(super) unit: Unit,
+    pub(super) effects: Vec<Effect>,
+    pub(super) rebuild: Rebuild,
+    pub(super) live: Arc<dyn LiveObject>,
+}
+
+/// Starts the unit machine of a single-object move of `key` (`noun`: what it is, for the
+/// errors), recorded as `handle`, under the relocation policy its type chose (`choice`):
+/// `DisableRelocation` is refused (`InvalidOperation`) before anything is captured; an object
+/// not live here, or already moving, is refused too.
+pub(super) fn start_single(
+    host: &crate::objects::host::ObjectHost,
+    key: &ObjectKey,
+    handle: &AuthorityHandle,
+    (kind, choice): (UnitKind, Option<RelocationChoice>),
+    noun: &str,
+) -> Result<Ready, ZLinkError> {
+    let (policy, rebuild) = match choice {
         Some(RelocationChoice::Recreate) => (Policy::Recreate, Rebuild::Recreate),
         Some(RelocationChoice::Preserve) => (Policy::Preserve, Rebuild::Preserve),
         _ => (Policy::Disable, Rebuild::Recreate),
@@ -96,7 +135,7 @@ pub(crate) async fn relocate_actor(
     };
     let plan = MovePlan::new(
         binding,
-        UnitKind::EntryMemberActor,
+        kind,
         policy,
         ReservationId::random(),
         handle.version().clone(),
@@ -110,15 +149,19 @@ pub(crate) async fn relocate_actor(
         )));
     }
     let live = host
-        .live_object(&key)
-        .ok_or_else(|| stale("the Actor is not live on this node"))?;
-    if host.relocations.covers(&key) {
-        return Err(invalid("a move of this Actor is already running"));
+        .live_object(key)
+        .ok_or_else(|| stale(&format!("the {noun} is not live on this node")))?;
+    if host.relocations.covers(key) {
+        return Err(invalid(&format!(
+            "a move of this {noun} is already running"
+        )));
     }
-    Move::new(client, key, handle, live, rebuild, target.cloned(), unit)
-        .run(effects)
-        .await
-        .map(|moved| ActorRef::of(&moved))
+    Ok(Ready {
+        unit,
+        effects,
+        rebuild,
+        live,
+    })
 }
 
 /// An eligible Object Server for the Actor's type other than this node (the named one when
