@@ -431,6 +431,37 @@ impl AuthorityClient {
         }
     }
 
+    /// What every NewOwner checks before it writes, and the record it writes: `handle` is
+    /// Active (else a conflict), this host run is the reservation's target, the reservation is
+    /// for this object (`same`, else an invalid operation) and expects this record version and
+    /// owner (else a conflict); the record then names the target run, node and lifecycle.
+    pub(super) fn new_owner_record(
+        handle: &AuthorityHandle,
+        reservation: &TargetReservation,
+        run: &HostRun,
+        same: bool,
+    ) -> Result<Result<zlink_codec::records::AuthorityRecord, Conflict>, LocationError> {
+        if let Some(c) = Self::require(handle, AllocationState::Active) {
+            return Ok(Err(c));
+        }
+        if run != &reservation.target.run {
+            return Err(InvalidOperation::NotTheReservationTarget.into());
+        }
+        if !same {
+            return Err(InvalidOperation::ReservationForAnotherObject.into());
+        }
+        if !reservation.matches(handle) {
+            return Ok(Err(Conflict::Reservation));
+        }
+        let target = &reservation.target;
+        let mut record = handle.record().clone();
+        record.owner_id = target.run.owner_id.clone();
+        record.owner_lease_generation = target.run.lease_generation.to_codec();
+        record.allocation.descriptor = descriptor_ref(&target.node);
+        record.allocation.descriptor_lifecycle_generation = lifecycle(target)?;
+        Ok(Ok(record))
+    }
+
     /// NewOwner (Active → the reservation's target): keeps the ObjectGeneration, issues the
     /// next AuthorityOwnerGeneration, turns the secured target capacity into capacity in use
     /// and returns the source's, and consumes the reservation, in one batch conditioned on the
@@ -443,24 +474,11 @@ impl AuthorityClient {
         reservation: &TargetReservation,
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
-        if let Some(c) = Self::require(handle, AllocationState::Active) {
-            return Ok(Outcome::Conflict(c));
-        }
-        if admission.run != reservation.target.run {
-            return Err(InvalidOperation::NotTheReservationTarget.into());
-        }
-        if !reservation.same_object(handle) {
-            return Err(InvalidOperation::ReservationForAnotherObject.into());
-        }
-        if !reservation.matches(handle) {
-            return Ok(Outcome::Conflict(Conflict::Reservation));
-        }
-        let target = &reservation.target;
-        let mut record = handle.record().clone();
-        record.owner_id = target.run.owner_id.clone();
-        record.owner_lease_generation = target.run.lease_generation.to_codec();
-        record.allocation.descriptor = descriptor_ref(&target.node);
-        record.allocation.descriptor_lifecycle_generation = lifecycle(target)?;
+        let same = reservation.same_object(handle);
+        let record = match Self::new_owner_record(handle, reservation, &admission.run, same)? {
+            Ok(record) => record,
+            Err(c) => return Ok(Outcome::Conflict(c)),
+        };
         let size = record.payload.len() * 4 / 3 + 1024;
         let key = keys::authority(handle.kind(), handle.id())?;
         let op = Op {

@@ -18,8 +18,7 @@ use super::super::super::placement::TargetNode;
 use super::super::AuthorityClient;
 use super::super::handle::AuthorityHandle;
 use super::super::op::{
-    Op, Write, conflict_from_reads, descriptor_ref, ensure_offers, leases, lifecycle,
-    record_outcome, with_handle,
+    Op, Write, conflict_from_reads, ensure_offers, leases, record_outcome, with_handle,
 };
 use super::super::outcome::{Conflict, Outcome};
 use super::TargetReservation;
@@ -84,24 +83,11 @@ impl AuthorityClient {
         root: Vec<u8>,
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
-        if let Some(c) = Self::require(spot, AllocationState::Active) {
-            return Ok(Outcome::Conflict(c));
-        }
-        if admission.run != reservation.target.run {
-            return Err(InvalidOperation::NotTheReservationTarget.into());
-        }
-        if !reservation.same_aggregate(spot) {
-            return Err(InvalidOperation::ReservationForAnotherObject.into());
-        }
-        if !reservation.matches(spot) {
-            return Ok(Outcome::Conflict(Conflict::Reservation));
-        }
-        let target = &reservation.target;
-        let mut record = spot.record().clone();
-        record.owner_id = target.run.owner_id.clone();
-        record.owner_lease_generation = target.run.lease_generation.to_codec();
-        record.allocation.descriptor = descriptor_ref(&target.node);
-        record.allocation.descriptor_lifecycle_generation = lifecycle(target)?;
+        let same = reservation.same_aggregate(spot);
+        let record = match Self::new_owner_record(spot, reservation, &admission.run, same)? {
+            Ok(record) => record,
+            Err(c) => return Ok(Outcome::Conflict(c)),
+        };
         let size = record.payload.len() * 4 / 3 + root.len() + 1024;
         let key = keys::authority(spot.kind(), spot.id())?;
         let root_key = inventory_root_key(spot.id())?;
