@@ -38,7 +38,8 @@ commands:
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
   bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority |
                               transport | mesh | objects (Actor create, request and route cache; --redis URL) |
-                              relocation (64 MiB Actor move vs raw TCP, host Relocate of N Actors under load;
+                              relocation (64 MiB Actor move vs raw TCP, host Relocate of N Actors under load,
+                              a SpotWide Spot of N members vs its inventory pages written raw;
                               --redis URL, --case big-state|host|spotwide, --actors N, --rounds N, --seconds S,
                               --state-mib N)
   demo [options]              3 roots create Counter Actors and message them by id; checks the counts;
