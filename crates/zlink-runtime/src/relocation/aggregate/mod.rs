@@ -50,6 +50,10 @@ use crate::mesh::messaging::ZLinkError;
 pub(crate) use start::relocate_spot_wide;
 pub(super) use target::Incoming;
 
+/// Request: the target admits the aggregate before its seal (28 §5): an inbound-unit
+/// permit, a `Restore` permit and the source's aggregate claim (body: `gate::AdmitCommand`),
+/// taken at once; an oversized claim waits there until no other payload memory is held.
+pub(crate) const ADMIT: &str = "zlink.relocation.spotwide.admit";
 /// The aggregate Restore header (one-way, before its chunks).
 pub(crate) const RESTORE: &str = "zlink.relocation.spotwide.restore";
 /// One chunk of an aggregate Restore payload (one-way, in order).
@@ -67,6 +71,7 @@ pub(crate) const ABORT: &str = "zlink.relocation.spotwide.abort";
 /// The aggregate commands every Object Server node registers.
 pub(super) fn commands() -> Vec<(&'static str, Command)> {
     vec![
+        (ADMIT, |h, _, e| Box::pin(target::admit(h, e))),
         (RESTORE, |h, _, e| Box::pin(target::restore(h, e))),
         (CHUNK, |h, _, e| Box::pin(target::chunk(h, e))),
         (PREPARE, |h, _, e| Box::pin(target::prepare(h, e))),
@@ -102,6 +107,13 @@ pub(crate) struct Payload {
 }
 
 impl Payload {
+    /// The bytes an encoded payload of `pages` and `participants` takes beside the states:
+    /// the counts, each page with its length, each state's flag and length.
+    pub(crate) fn listed_len(pages: &[Bytes], participants: usize) -> u64 {
+        let pages_len: u64 = pages.iter().map(|p| 4 + p.len() as u64).sum();
+        8 + pages_len + 5 * participants as u64
+    }
+
     /// `u32 pages`, each `u32 len ‖ bytes`; `u32 states`, each `u8 preserve ‖ u32 len ‖ bytes`
     /// (all big-endian).
     pub(crate) fn encode(&self) -> Result<Bytes, ZLinkError> {
