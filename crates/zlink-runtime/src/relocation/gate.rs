@@ -13,8 +13,12 @@
 //! payload takes (a `RecreateOnRelocation` unit carries no state: only the Restore header).
 //! When one is short, those already taken are returned under the same lock — no other
 //! attempt ever sees a partial hold — and the unit waits for a release and tries again. A
-//! unit whose claim exceeds the whole memory cap can never move: [`GateError::TooLarge`]
-//! before anything is captured. The `Capture` permit is returned once the capture ran; the
+//! single unit whose claim exceeds the whole memory cap can never move:
+//! [`GateError::TooLarge`] before anything is captured. A `SpotWide` aggregate takes the same
+//! gate with one `Capture` permit (its participants are captured one after another) and
+//! [`UnitGate::aggregate_claim`] (64 MiB per preserved participant plus the inventory and
+//! framing); a claim over the cap waits until no other payload memory is held and then holds
+//! it alone until it frees it, even after it shrank (`aggregate/mod.rs`). The `Capture` permit is returned once the capture ran; the
 //! memory shrinks to the encoded payload after it (never grows) and is returned when the
 //! payload is dropped; the outbound permit when the unit ends.
 //!

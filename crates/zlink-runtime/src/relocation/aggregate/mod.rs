@@ -28,12 +28,30 @@
 //! resolves through the Spot); the source follows every participant. A conflict, an abort
 //! before relay-ready or no ready discards the whole group unrun, and the source runs each
 //! held queue here again in order. Deviations and gaps, kept explicit: held messages are not relayed before the
-//! cutover (they follow right after it, in order); the unit gate's permits and payload
-//! memory claim are not taken for an aggregate (its per-object 64 MiB claim would refuse any
-//! aggregate with more than three preserved participants; 28 §5's aggregate claim is not
-//! built); a stage record whose reply is lost cancels the move instead of being settled by
+//! cutover (they follow right after it, in order); a stage record whose reply is lost cancels the move instead of being settled by
 //! reading; between the aggregate CAS and the members' follow writes the allocation rows and
 //! the member records disagree (a crash there leaves members whose record names the source).
+//!
+//! **Unit gate (28 §5, §12 item 4):** before anything is written the source takes, at once,
+//! one outbound-unit permit, one `Capture` permit (the participants are captured one after
+//! another under it, so one bounds the pass; it goes back when the pass ends) and the
+//! aggregate claim: 64 MiB per `PreserveStateWith` participant plus the bytes the payload
+//! carries beside the states (inventory pages, counts, per-state flags and lengths, known at
+//! the preflight) plus the Restore and chunk headers (`UnitGate::aggregate_claim`). A claim
+//! over `MaxRelocationPayloadInFlightBytes` is not refused: it waits until no other payload
+//! memory is held on the node, then holds it alone — no other unit takes payload memory
+//! until it frees its memory, even after it shrank (`PayloadUnit::SpotWideAggregate` in
+//! `zlink_relocation::transfer`). After the capture the memory shrinks to the encoded
+//! aggregate payload; it is returned when the payload is dropped, the rest when the move
+//! ends. Before the seal the target admits the aggregate ([`ADMIT`]): an inbound-unit
+//! permit, a `Restore` permit and the same claim, at once (waiting at most `ADMIT_WAIT`, an
+//! oversized claim running alone there too); the Restore header shrinks it to the declared
+//! length, the `Restore` permit and the memory go back once the group is built (or refused),
+//! the inbound permit when the move ends there. A Restore without an admission tries the
+//! same at once and is refused (its prepare fails) when one is short. Gaps: a waiting
+//! oversized aggregate has no priority — single units that keep arriving can keep it
+//! waiting (no starvation bound); the claim does not count queue, journal or timer bytes
+//! (held work is not part of the aggregate payload here).
 
 mod source;
 mod start;
