@@ -86,6 +86,37 @@ fn an_aggregate_over_the_cap_runs_alone_and_blocks_single_units_even_after_it_sh
 }
 
 #[test]
+fn an_aggregate_at_the_cap_shares_the_memory_and_one_byte_over_runs_alone() {
+    let gate = gate_with(RelocationOptions::default().max_payload_in_flight_bytes(1000));
+    let at = PayloadClaim::exact(PayloadUnit::SpotWideAggregate, 1000);
+    let held = gate.try_outbound_now(at).expect("fits").expect("free");
+    assert!(
+        !gate.held_alone(),
+        "a claim at the cap is an ordinary claim"
+    );
+    drop(held);
+    let over = PayloadClaim::exact(PayloadUnit::SpotWideAggregate, 1001);
+    let small = gate
+        .try_outbound_now(PayloadClaim::exact(PayloadUnit::Single, 1))
+        .expect("fits")
+        .expect("free");
+    assert!(
+        gate.try_outbound_now(over)
+            .expect("may run alone")
+            .is_none(),
+        "one byte over waits while anything is held"
+    );
+    assert_eq!(gate.usage().memory, 1, "and takes nothing");
+    drop(small);
+    let alone = gate
+        .try_outbound_now(over)
+        .expect("may run alone")
+        .expect("free");
+    assert!(gate.held_alone());
+    assert_eq!(alone.memory(), 1001);
+}
+
+#[test]
 fn a_small_aggregate_and_single_units_hold_memory_together_within_the_cap() {
     let gate = gate_with(RelocationOptions::default());
     let two = gate.aggregate_claim(2, 100).expect("claim");
