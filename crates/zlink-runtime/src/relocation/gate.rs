@@ -13,8 +13,12 @@
 //! payload takes (a `RecreateOnRelocation` unit carries no state: only the Restore header).
 //! When one is short, those already taken are returned under the same lock — no other
 //! attempt ever sees a partial hold — and the unit waits for a release and tries again. A
-//! unit whose claim exceeds the whole memory cap can never move: [`GateError::TooLarge`]
-//! before anything is captured. The `Capture` permit is returned once the capture ran; the
+//! single unit whose claim exceeds the whole memory cap can never move:
+//! [`GateError::TooLarge`] before anything is captured. A `SpotWide` aggregate takes the same
+//! gate with one `Capture` permit (its participants are captured one after another) and
+//! [`UnitGate::aggregate_claim`] (64 MiB per preserved participant plus the inventory and
+//! framing); a claim over the cap waits until no other payload memory is held and then holds
+//! it alone until it frees it, even after it shrank (`aggregate/mod.rs`). The `Capture` permit is returned once the capture ran; the
 //! memory shrinks to the encoded payload after it (never grows) and is returned when the
 //! payload is dropped; the outbound permit when the unit ends.
 //!
@@ -156,6 +160,9 @@ struct Shared {
     /// Tests: the most charge seen in flight on one connection and on the node.
     #[cfg(test)]
     peak: Mutex<(u64, u64)>,
+    /// Tests: source units waiting at the gate now.
+    #[cfg(test)]
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 /// The unit gate and chunk budgets of one object node (see the module docs).
@@ -223,6 +230,8 @@ impl UnitGate {
                 ],
                 #[cfg(test)]
                 peak: Mutex::new((0, 0)),
+                #[cfg(test)]
+                waiting: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -252,8 +261,35 @@ impl UnitGate {
             .map_err(|e| GateError::Options(format!("the payload memory claim does not fit: {e}")))
     }
 
+    /// The up-front payload memory claim of a `SpotWide` aggregate (28 §5, §12 item 4): 64 MiB
+    /// of state per `PreserveStateWith` participant, plus `listed` bytes the payload carries
+    /// beside the states (the inventory pages and the per-participant framing, known at the
+    /// preflight), plus the Restore header and the chunk headers of that whole payload. It
+    /// may exceed the memory cap: such an aggregate runs alone (see
+    /// [`admit_outbound`](Self::admit_outbound)).
+    pub(crate) fn aggregate_claim(
+        &self,
+        preserved: u32,
+        listed: u64,
+    ) -> Result<PayloadClaim, GateError> {
+        let state = u64::from(preserved)
+            .checked_mul(MAX_ADAPTER_STATE_LEN)
+            .and_then(|b| b.checked_add(listed))
+            .ok_or_else(|| GateError::Options("the aggregate claim overflows".into()))?;
+        let framing = encoded_len(state, self.shared.chunk_limit) - state;
+        PayloadClaim::before_capture(
+            PayloadUnit::SpotWideAggregate,
+            preserved,
+            listed.saturating_add(framing),
+        )
+        .map_err(|e| GateError::Options(format!("the payload memory claim does not fit: {e}")))
+    }
+
     /// Source: waits until the outbound-unit permit, a `Capture` permit and the claim are all
-    /// free, and takes them at once. A claim over the whole cap is [`GateError::TooLarge`].
+    /// free, and takes them at once. A single unit's claim over the whole cap is
+    /// [`GateError::TooLarge`]; a `SpotWide` aggregate's claim over the cap waits until no
+    /// other payload memory is held and then holds it alone: nothing else takes payload
+    /// memory until this unit's memory is returned, even after it shrank (28 §5).
     pub(crate) async fn admit_outbound(
         &self,
         claim: PayloadClaim,
@@ -267,6 +303,8 @@ impl UnitGate {
                 Err(Short::Never(e)) => return Err(e),
                 Err(Short::Wait(what)) => {
                     tracing::debug!(what, "relocation unit waits for the gate");
+                    #[cfg(test)]
+                    let _waiting = Waiting::new(&self.shared.waiting);
                     changed.await;
                 }
             }
@@ -303,11 +341,22 @@ impl UnitGate {
     /// memory (the source's up-front claim) are all free, and takes them at once. A claim
     /// over the whole cap is [`GateError::TooLarge`].
     pub(crate) async fn admit_inbound(&self, bytes: u64) -> Result<TargetPermits, GateError> {
+        self.admit_inbound_claim(PayloadClaim::exact(PayloadUnit::Single, bytes))
+            .await
+    }
+
+    /// Target: [`admit_inbound`](Self::admit_inbound) for any claim: a `SpotWide` aggregate's
+    /// claim over the cap waits until no other payload memory is held here and then holds
+    /// it alone.
+    pub(crate) async fn admit_inbound_claim(
+        &self,
+        claim: PayloadClaim,
+    ) -> Result<TargetPermits, GateError> {
         loop {
             let changed = self.shared.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.try_inbound_at(bytes) {
+            match self.try_inbound_at(claim) {
                 Ok(p) => return Ok(p),
                 Err(Short::Never(e)) => return Err(e),
                 Err(Short::Wait(what)) => {
@@ -321,17 +370,25 @@ impl UnitGate {
     /// Target: takes, at once, an inbound-unit permit, a `Restore` permit and `bytes` of
     /// payload memory, or refuses ([`GateError::Busy`]) without holding anything.
     pub(crate) fn try_inbound(&self, bytes: u64) -> Result<TargetPermits, GateError> {
-        self.try_inbound_at(bytes).map_err(|short| match short {
+        self.try_inbound_claim(PayloadClaim::exact(PayloadUnit::Single, bytes))
+    }
+
+    /// Target: [`try_inbound`](Self::try_inbound) for any claim (an aggregate's may run
+    /// alone).
+    pub(crate) fn try_inbound_claim(
+        &self,
+        claim: PayloadClaim,
+    ) -> Result<TargetPermits, GateError> {
+        self.try_inbound_at(claim).map_err(|short| match short {
             Short::Wait(what) => GateError::Busy { what },
             Short::Never(e) => e,
         })
     }
 
     /// One all-at-once attempt of the target side.
-    fn try_inbound_at(&self, bytes: u64) -> Result<TargetPermits, Short> {
+    fn try_inbound_at(&self, claim: PayloadClaim) -> Result<TargetPermits, Short> {
         let s = &self.shared;
         let _attempt = s.attempt.lock();
-        let claim = PayloadClaim::exact(PayloadUnit::Single, bytes);
         let memory = match s.memory.try_reserve(claim) {
             Ok(m) => m,
             Err(PayloadMemoryError::SingleUnitTooLarge { need, cap }) => {
@@ -416,6 +473,20 @@ impl UnitGate {
         *self.shared.peak.lock()
     }
 
+    /// Tests: source units waiting at the gate now.
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.shared
+            .waiting
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Tests: whether an oversized aggregate holds the payload memory alone.
+    #[cfg(test)]
+    pub(crate) fn held_alone(&self) -> bool {
+        self.shared.memory.is_held_alone()
+    }
+
     /// Tests: one all-at-once attempt; `Ok(None)` when something is short now.
     #[cfg(test)]
     pub(crate) fn try_outbound_now(
@@ -427,6 +498,25 @@ impl UnitGate {
             Err(Short::Wait(_)) => Ok(None),
             Err(Short::Never(e)) => Err(e),
         }
+    }
+}
+
+/// Tests: counts one waiting source unit while it lives.
+#[cfg(test)]
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+#[cfg(test)]
+impl<'a> Waiting<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Waiting(n)
+    }
+}
+
+#[cfg(test)]
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -28,12 +28,30 @@
 //! resolves through the Spot); the source follows every participant. A conflict, an abort
 //! before relay-ready or no ready discards the whole group unrun, and the source runs each
 //! held queue here again in order. Deviations and gaps, kept explicit: held messages are not relayed before the
-//! cutover (they follow right after it, in order); the unit gate's permits and payload
-//! memory claim are not taken for an aggregate (its per-object 64 MiB claim would refuse any
-//! aggregate with more than three preserved participants; 28 §5's aggregate claim is not
-//! built); a stage record whose reply is lost cancels the move instead of being settled by
+//! cutover (they follow right after it, in order); a stage record whose reply is lost cancels the move instead of being settled by
 //! reading; between the aggregate CAS and the members' follow writes the allocation rows and
 //! the member records disagree (a crash there leaves members whose record names the source).
+//!
+//! **Unit gate (28 §5, §12 item 4):** before anything is written the source takes, at once,
+//! one outbound-unit permit, one `Capture` permit (the participants are captured one after
+//! another under it, so one bounds the pass; it goes back when the pass ends) and the
+//! aggregate claim: 64 MiB per `PreserveStateWith` participant plus the bytes the payload
+//! carries beside the states (inventory pages, counts, per-state flags and lengths, known at
+//! the preflight) plus the Restore and chunk headers (`UnitGate::aggregate_claim`). A claim
+//! over `MaxRelocationPayloadInFlightBytes` is not refused: it waits until no other payload
+//! memory is held on the node, then holds it alone — no other unit takes payload memory
+//! until it frees its memory, even after it shrank (`PayloadUnit::SpotWideAggregate` in
+//! `zlink_relocation::transfer`). After the capture the memory shrinks to the encoded
+//! aggregate payload; it is returned when the payload is dropped, the rest when the move
+//! ends. Before the seal the target admits the aggregate ([`ADMIT`]): an inbound-unit
+//! permit, a `Restore` permit and the same claim, at once (waiting at most `ADMIT_WAIT`, an
+//! oversized claim running alone there too); the Restore header shrinks it to the declared
+//! length, the `Restore` permit and the memory go back once the group is built (or refused),
+//! the inbound permit when the move ends there. A Restore without an admission tries the
+//! same at once and is refused (its prepare fails) when one is short. Gaps: a waiting
+//! oversized aggregate has no priority — single units that keep arriving can keep it
+//! waiting (no starvation bound); the claim does not count queue, journal or timer bytes
+//! (held work is not part of the aggregate payload here).
 
 mod source;
 mod start;
@@ -50,6 +68,10 @@ use crate::mesh::messaging::ZLinkError;
 pub(crate) use start::relocate_spot_wide;
 pub(super) use target::Incoming;
 
+/// Request: the target admits the aggregate before its seal (28 §5): an inbound-unit
+/// permit, a `Restore` permit and the source's aggregate claim (body: `gate::AdmitCommand`),
+/// taken at once; an oversized claim waits there until no other payload memory is held.
+pub(crate) const ADMIT: &str = "zlink.relocation.spotwide.admit";
 /// The aggregate Restore header (one-way, before its chunks).
 pub(crate) const RESTORE: &str = "zlink.relocation.spotwide.restore";
 /// One chunk of an aggregate Restore payload (one-way, in order).
@@ -67,6 +89,7 @@ pub(crate) const ABORT: &str = "zlink.relocation.spotwide.abort";
 /// The aggregate commands every Object Server node registers.
 pub(super) fn commands() -> Vec<(&'static str, Command)> {
     vec![
+        (ADMIT, |h, _, e| Box::pin(target::admit(h, e))),
         (RESTORE, |h, _, e| Box::pin(target::restore(h, e))),
         (CHUNK, |h, _, e| Box::pin(target::chunk(h, e))),
         (PREPARE, |h, _, e| Box::pin(target::prepare(h, e))),
@@ -102,6 +125,13 @@ pub(crate) struct Payload {
 }
 
 impl Payload {
+    /// The bytes an encoded payload of `pages` and `participants` takes beside the states:
+    /// the counts, each page with its length, each state's flag and length.
+    pub(crate) fn listed_len(pages: &[Bytes], participants: usize) -> u64 {
+        let pages_len: u64 = pages.iter().map(|p| 4 + p.len() as u64).sum();
+        8 + pages_len + 5 * participants as u64
+    }
+
     /// `u32 pages`, each `u32 len ‖ bytes`; `u32 states`, each `u8 preserve ‖ u32 len ‖ bytes`
     /// (all big-endian).
     pub(crate) fn encode(&self) -> Result<Bytes, ZLinkError> {

@@ -28,10 +28,16 @@ use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{stale, store_failure};
 use crate::relocation::follow::FollowRecord;
+use crate::relocation::gate::{self, AdmitCommand, SourcePermits};
 use crate::relocation::send;
-use crate::relocation::source::{answered, forward, request};
+use crate::relocation::source::{answered, forward, request, request_within};
 use crate::relocation::stage::{self, StageWriteError};
 use crate::relocation::wire::{self, CutoverReply, MoveRef, ReadyCommand};
+
+/// How long the source waits for the target's admission: the target's own wait plus an
+/// answer's way back.
+const ADMIT_ANSWER: std::time::Duration =
+    std::time::Duration::from_secs(gate::ADMIT_WAIT.as_secs() + 10);
 
 /// One aggregate move in progress on its source.
 pub(super) struct Group<'a> {
@@ -43,6 +49,8 @@ pub(super) struct Group<'a> {
     pub(super) root: Vec<u8>,
     pub(super) pages: Vec<Bytes>,
     pub(super) unit: Unit,
+    /// What the unit gate admitted the aggregate with (28 §5): held until the move ends.
+    pub(super) permits: Option<SourcePermits>,
     pub(super) reservation: Option<TargetReservation>,
     pub(super) restore: Option<(Bytes, PayloadChunks)>,
     pub(super) sealed: bool,
@@ -68,7 +76,31 @@ impl Group<'_> {
         self.error.get_or_insert(e);
     }
 
+    /// Waits at the unit gate until the outbound-unit permit, a `Capture` permit and the
+    /// aggregate claim are all free and takes them at once (28 §5; an oversized claim then
+    /// holds the payload memory alone), then performs `effects` and every effect they lead
+    /// to, and settles.
     pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<(), ZLinkError> {
+        let relocations = &self.client.objects.relocations;
+        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        let preserved = self.parts.iter().filter(|p| p.preserve).count();
+        let preserved = u32::try_from(preserved).unwrap_or(u32::MAX);
+        let listed = Payload::listed_len(&self.pages, self.parts.len());
+        let claim = gate.aggregate_claim(preserved, listed)?;
+        self.permits = Some(gate.admit_outbound(claim).await?);
+        tracing::debug!(
+            relocation = self.relocation(),
+            claim = claim.bytes(),
+            alone = claim.bytes()
+                > self
+                    .client
+                    .objects
+                    .location
+                    .options()
+                    .relocation
+                    .max_payload_in_flight_bytes,
+            "SpotWide relocation admitted at the unit gate"
+        );
         let mut queue: VecDeque<Effect> = effects.into();
         while let Some(effect) = queue.pop_front() {
             tracing::debug!(
@@ -107,7 +139,14 @@ impl Group<'_> {
                 self.interrupt = true;
                 vec![Event::Deadline]
             }
-            Effect::SealSource => self.seal(),
+            Effect::SealSource => match self.admit_target().await {
+                Ok(()) => self.seal(),
+                Err(e) => {
+                    self.fail(e);
+                    self.interrupt = true;
+                    vec![Event::CancelRequested]
+                }
+            },
             Effect::Capture { .. } => self.capture().await,
             Effect::SendRestore(_) => match self.send_restore().await {
                 Ok(()) => vec![Event::RestoreAccepted { attempt }],
@@ -137,6 +176,9 @@ impl Group<'_> {
             }
             Effect::DropCapturedPayload | Effect::DiscardProgress => {
                 self.restore = None;
+                if let Some(p) = &mut self.permits {
+                    p.drop_payload();
+                }
                 Vec::new()
             }
             Effect::DiscardTargetQueue | Effect::RemovePreparedTarget => {
@@ -244,6 +286,20 @@ impl Group<'_> {
         vec![Event::StageRecorded { stage, outcome }]
     }
 
+    /// Before the seal: the target admits the aggregate (its inbound-unit and `Restore`
+    /// permits and this unit's payload memory claim), waiting there until they are free.
+    async fn admit_target(&self) -> Result<(), ZLinkError> {
+        let bytes = self.permits.as_ref().map_or(0, SourcePermits::memory);
+        let cmd = AdmitCommand {
+            relocation: self.relocation().to_string(),
+            bytes,
+        };
+        let wait = ADMIT_ANSWER;
+        let body = wire::encode(&cmd)?;
+        answered(request_within(self.client, &self.to(), (super::ADMIT, body), wait).await)
+            .map(|_| ())
+    }
+
     /// Seals every participant (one hold group); any already covered cancels the move.
     fn seal(&mut self) -> Vec<Event> {
         let relocations = &self.client.objects.relocations;
@@ -265,7 +321,18 @@ impl Group<'_> {
     }
 
     /// Captures every participant after its accepted jobs, then chunks the aggregate payload.
+    /// The participants are captured one after another under the one `Capture` permit the
+    /// gate admitted the aggregate with (returned once the pass ends); the payload memory then
+    /// shrinks to the encoded aggregate payload (never grows).
     async fn capture(&mut self) -> Vec<Event> {
+        let events = self.capture_all().await;
+        if let Some(p) = &mut self.permits {
+            p.end_capture();
+        }
+        events
+    }
+
+    async fn capture_all(&mut self) -> Vec<Event> {
         let mut states = Vec::with_capacity(self.parts.len());
         let mut largest: Option<u64> = None;
         for p in &self.parts {
@@ -318,8 +385,11 @@ impl Group<'_> {
             .payload_chunk_limit;
         let attempt = self.unit.plan().binding().attempt.get();
         match send::split(&self.handle, (self.relocation(), attempt), limit, payload) {
-            Ok((header, chunks, summary, _)) => {
+            Ok((header, chunks, summary, encoded)) => {
                 self.restore = Some((header, chunks));
+                if let Some(p) = &mut self.permits {
+                    p.shrink_to(encoded);
+                }
                 vec![Event::Captured {
                     state_len: largest,
                     payload: summary,

@@ -173,6 +173,7 @@ pub(crate) async fn relocate_spot_wide(
         root: root.encode().to_vec(),
         pages: pages.iter().map(|p| p.bytes().clone()).collect(),
         unit,
+        permits: None,
         reservation: None,
         restore: None,
         sealed: false,

@@ -23,7 +23,9 @@ use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::live::{Built, LiveObject, Turn};
 use crate::objects::registration::{FactoryContext, RelocationChoice};
+use crate::relocation::gate::{self, AdmitCommand, TargetPermits};
 use crate::relocation::wire::{self, CutoverReply, MoveRef, ReadyCommand, protocol};
+use zlink_relocation::transfer::{PayloadClaim, PayloadUnit};
 
 /// How long a Restore or a prepared group waits for the source before it is dropped.
 const ABANDONED: std::time::Duration = std::time::Duration::from_secs(60);
@@ -52,6 +54,9 @@ enum Stage {
 pub(crate) struct Incoming {
     cmd: RestoreCommand,
     stage: Arc<tokio::sync::Mutex<Stage>>,
+    /// What the unit gate admitted this aggregate with (28 §5): the `Restore` permit and the
+    /// memory go back once the group is built, the inbound permit when this entry is removed.
+    permits: Option<TargetPermits>,
 }
 
 fn failed(why: &str) -> ZLinkError {
@@ -73,17 +78,42 @@ pub(super) async fn restore(
     let cmd: RestoreCommand = wire::decode(env.payload())?;
     let header = RestoreHeader::decode(&cmd.header).map_err(|e| protocol(&e.to_string()))?;
     let relocation = header.binding().relocation_id().get();
+    let declared = header.total_len();
     {
         let mut incoming = host.relocations.spot_wide.lock();
         if incoming.contains_key(&relocation) {
             return Ok(None);
         }
-        let stage = Stage::Receiving(Ok(Assembly::new(header)));
+        // The inbound-unit and Restore permits and the payload memory (28 §5): those the
+        // admission took, shrunk to the declared length, else all at once now — this ordered
+        // one-way cannot wait: a short gate refuses the Restore (its prepare fails).
+        let admitted = host.relocations.admitted.lock().remove(&relocation);
+        let taken = match admitted {
+            Some(mut p) => p
+                .shrink_to(declared)
+                .map(|()| p)
+                .map_err(|e| format!("the Restore declares more than was admitted: {e}")),
+            None => host
+                .relocations
+                .gate(&host.location.options().relocation)
+                .and_then(|g| {
+                    g.try_inbound_claim(PayloadClaim::exact(
+                        PayloadUnit::SpotWideAggregate,
+                        declared,
+                    ))
+                })
+                .map_err(|e| e.to_string()),
+        };
+        let (permits, assembly) = match taken {
+            Ok(p) => (Some(p), Ok(Assembly::new(header))),
+            Err(e) => (None, Err(e)),
+        };
         incoming.insert(
             relocation,
             Incoming {
                 cmd,
-                stage: Arc::new(tokio::sync::Mutex::new(stage)),
+                stage: Arc::new(tokio::sync::Mutex::new(Stage::Receiving(assembly))),
+                permits,
             },
         );
     }
@@ -95,6 +125,45 @@ pub(super) async fn restore(
         }
     });
     Ok(None)
+}
+
+/// The source asks this node to admit an aggregate before its seal (28 §5): an inbound-unit
+/// permit, a `Restore` permit and the source's aggregate claim, taken at once once all are
+/// free (an oversized claim: once no other payload memory is held here), waiting at most
+/// [`gate::ADMIT_WAIT`]. They are kept for the Restore and forgotten if it never comes.
+pub(super) async fn admit(
+    host: Arc<ObjectHost>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let cmd: AdmitCommand = wire::decode(env.payload())?;
+    let relocation = MoveRef {
+        relocation: cmd.relocation,
+    }
+    .id()?;
+    let gate = host
+        .relocations
+        .gate(&host.location.options().relocation)?
+        .clone();
+    let claim = PayloadClaim::exact(PayloadUnit::SpotWideAggregate, cmd.bytes);
+    let permits = tokio::time::timeout(gate::ADMIT_WAIT, gate.admit_inbound_claim(claim))
+        .await
+        .map_err(|_| {
+            ZLinkError::from(gate::GateError::Busy {
+                what: "inbound unit permit, Restore permit or payload memory",
+            })
+        })??;
+    host.relocations.admitted.lock().insert(relocation, permits);
+    let h = Arc::clone(&host);
+    tokio::spawn(async move {
+        tokio::time::sleep(ABANDONED).await;
+        if h.relocations.admitted.lock().remove(&relocation).is_some() {
+            tracing::info!(
+                relocation,
+                "SpotWide relocation admitted but never restored: forgotten"
+            );
+        }
+    });
+    Ok(Some(Bytes::new()))
 }
 
 pub(super) async fn chunk(
@@ -136,7 +205,17 @@ pub(super) async fn prepare(
         Stage::Prepared { .. } => return Ok(Some(Bytes::new())),
         Stage::Done(_) => return Err(failed("the relocation already ended")),
     };
-    match build(&host, &cmd, payload).await {
+    let built = build(&host, &cmd, payload).await;
+    if let Some(p) = host
+        .relocations
+        .spot_wide
+        .lock()
+        .get_mut(&relocation)
+        .and_then(|i| i.permits.as_mut())
+    {
+        p.end_restore();
+    }
+    match built {
         Ok((group, reservation)) => {
             *stage = Stage::Prepared {
                 group,
@@ -310,6 +389,7 @@ pub(super) async fn abort(
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
     let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
+    host.relocations.admitted.lock().remove(&relocation);
     if discard(&host, relocation, true).await {
         tracing::info!(
             relocation,

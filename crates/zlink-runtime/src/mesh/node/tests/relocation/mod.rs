@@ -19,6 +19,7 @@ use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 
+mod aggregate_gate;
 mod follow;
 mod gate;
 mod host;

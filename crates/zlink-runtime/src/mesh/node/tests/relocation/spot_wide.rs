@@ -143,7 +143,7 @@ async fn root(
 /// `pinned` type), then a target server (1) with `target_actors` actor slots (its member
 /// restores failing when `refuses`), and a client
 /// (2), all Ready peers. The hall is created before the target starts, so it is on the source.
-async fn roots(
+pub(super) async fn roots(
     h: &Harness,
     members: usize,
     pinned: &[usize],
@@ -207,7 +207,10 @@ async fn hall_with(on: &ZLinkHost, n: usize, pinned: &[usize]) -> (SpotRef, Vec<
 }
 
 /// The node the Spot's record names now, and its record version.
-async fn spot_record(via: &ZLinkHost, hall: &SpotRef) -> (zlink_codec::RoutingId, String) {
+pub(super) async fn spot_record(
+    via: &ZLinkHost,
+    hall: &SpotRef,
+) -> (zlink_codec::RoutingId, String) {
     let read = via
         .object_host(0)
         .location
@@ -224,7 +227,7 @@ async fn spot_record(via: &ZLinkHost, hall: &SpotRef) -> (zlink_codec::RoutingId
     )
 }
 
-async fn relocate(from: &ZLinkHost, hall: &SpotRef) -> Result<(), ZLinkError> {
+pub(super) async fn relocate(from: &ZLinkHost, hall: &SpotRef) -> Result<(), ZLinkError> {
     let client = from.actors().expect("actors").client;
     crate::relocation::relocate_spot_wide(&client, &hall.id, None).await
 }
