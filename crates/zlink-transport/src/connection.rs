@@ -31,6 +31,10 @@ use crate::wire::{self, HEARTBEAT_INTERVAL, LIVENESS_TIMEOUT, Window, kind};
 /// Gather at most this much before writing.
 const FLUSH_AT: usize = 64 * 1024;
 
+/// A frame at least this long is written from its own buffer (after its length prefix)
+/// instead of being copied into the gathering buffer; the bytes on the wire are the same.
+const DIRECT_AT: usize = 64 * 1024;
+
 /// Which credited plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Plane {
@@ -436,10 +440,52 @@ fn encode_into(codec: &mut LengthDelimitedCodec, frame: Bytes, buf: &mut BytesMu
     }
 }
 
+/// Lays `frame` out for writing: a small frame is copied into `buf` with its length prefix
+/// (as [`encode_into`]); a large one gets only its prefix there, and then `buf` so far and the
+/// frame itself are queued in `parts` as they are (no copy). The bytes written are the same.
+fn lay_out(
+    codec: &mut LengthDelimitedCodec,
+    frame: Bytes,
+    buf: &mut BytesMut,
+    parts: &mut Vec<Bytes>,
+) {
+    if frame.len() < DIRECT_AT {
+        encode_into(codec, frame, buf);
+        return;
+    }
+    let Ok(len) = u32::try_from(frame.len()) else {
+        tracing::error!(len = frame.len(), "frame rejected by the length codec");
+        return;
+    };
+    if frame.len() > wire::MAX_FRAME_LEN {
+        tracing::error!(len = frame.len(), "frame rejected by the length codec");
+        return;
+    }
+    buf.extend_from_slice(&len.to_be_bytes());
+    parts.push(buf.split().freeze());
+    parts.push(frame);
+}
+
+/// Writes the laid-out `parts` and then what `buf` holds, in order.
+async fn write_parts(
+    write: &mut OwnedWriteHalf,
+    parts: &[Bytes],
+    buf: &[u8],
+) -> std::io::Result<()> {
+    for part in parts {
+        write.write_all(part).await?;
+    }
+    if !buf.is_empty() {
+        write.write_all(buf).await?;
+    }
+    Ok(())
+}
+
 async fn write_loop(conn: &Arc<Connection>, mut write: OwnedWriteHalf) {
     let mut codec = wire::codec();
     let mut buf = BytesMut::with_capacity(FLUSH_AT * 2);
     let mut batch: Vec<Bytes> = Vec::new();
+    let mut parts: Vec<Bytes> = Vec::new();
     let mut app_out = Outstanding { count: 0, bytes: 0 };
     let mut control_out = Outstanding { count: 0, bytes: 0 };
     let mut last_write = Instant::now();
@@ -450,6 +496,7 @@ async fn write_loop(conn: &Arc<Connection>, mut write: OwnedWriteHalf) {
         app_out.fold(&conn.app_tx);
         control_out.fold(&conn.control_tx);
         buf.clear();
+        parts.clear();
         for (w, plane) in [
             (&conn.app_rx, wire::PLANE_APP),
             (&conn.control_rx, wire::PLANE_CONTROL),
@@ -477,9 +524,9 @@ async fn write_loop(conn: &Arc<Connection>, mut write: OwnedWriteHalf) {
             size < FLUSH_AT && app_out.admit(&win, len) && room(&mut size, len)
         });
         for frame in batch.drain(..) {
-            encode_into(&mut codec, frame, &mut buf);
+            lay_out(&mut codec, frame, &mut buf, &mut parts);
         }
-        if buf.is_empty() {
+        if buf.is_empty() && parts.is_empty() {
             if last_write.elapsed() >= HEARTBEAT_INTERVAL {
                 encode_into(&mut codec, wire::bare(kind::HEARTBEAT), &mut buf);
             } else {
@@ -495,7 +542,7 @@ async fn write_loop(conn: &Arc<Connection>, mut write: OwnedWriteHalf) {
         let written = tokio::select! {
             biased;
             () = conn.cancel.cancelled() => break,
-            r = write.write_all(&buf) => r,
+            r = write_parts(&mut write, &parts, &buf) => r,
         };
         if let Err(e) = written {
             tracing::debug!(peer = %conn.info.rid, error = %e, "write failed");

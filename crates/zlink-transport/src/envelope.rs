@@ -243,7 +243,17 @@ impl Envelope {
     }
 
     pub(crate) fn encode(&self, frame_kind: u8) -> Result<Bytes, TransportError> {
-        let len = self.encoded_len();
+        self.encode_prefixed(frame_kind, &[])
+    }
+
+    /// [`Self::encode`] with `prefix` written before the payload, as if the payload were
+    /// `prefix` then the payload (one copy of each, no joined payload built first).
+    pub(crate) fn encode_prefixed(
+        &self,
+        frame_kind: u8,
+        prefix: &[u8],
+    ) -> Result<Bytes, TransportError> {
+        let len = self.encoded_len() + prefix.len();
         if len > MAX_FRAME_LEN {
             return Err(TransportError::FrameTooLarge {
                 len,
@@ -272,6 +282,7 @@ impl Envelope {
         out.put_slice(&self.content_type.0);
         out.put_u16(self.metadata.len() as u16);
         out.put_slice(&self.metadata);
+        out.put_slice(prefix);
         out.put_slice(&self.payload);
         Ok(out.freeze())
     }

@@ -210,6 +210,19 @@ impl PeerHandle {
         self.push_wait(Lane::Control, frame).await
     }
 
+    /// Queues a framework control frame whose payload is `prefix` followed by the envelope's
+    /// payload, waiting for room: the same frame as [`Self::send_control`] with that joined
+    /// payload, without building the joined payload first. Its encoded length is
+    /// [`Envelope::encoded_len`] plus `prefix.len()`.
+    pub async fn send_control_prefixed(
+        &self,
+        envelope: &Envelope,
+        prefix: &[u8],
+    ) -> Result<(), TransportError> {
+        let frame = envelope.encode_prefixed(kind::CONTROL, prefix)?;
+        self.push_wait(Lane::Control, frame).await
+    }
+
     /// Queues a reply or error reply on the reply lane: never refused for room, never behind
     /// application or control frames, written before them (the completion path, spec 06 §3).
     pub fn send_reply(&self, reply: &Reply) -> Result<(), TransportError> {

@@ -2,6 +2,10 @@
 //! request before the seal, and the Restore chunks under the in-flight budgets, returned on
 //! the target's acknowledgement (see `gate.rs`).
 
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::Poll;
+
 use bytes::Bytes;
 use zlink_codec::RoutingId;
 use zlink_relocation::transfer::{
@@ -99,41 +103,88 @@ pub(super) async fn chunks_as(
     packet: &'static str,
 ) -> Result<(), ZLinkError> {
     let connection = peer.info().connection.get();
+    // The permits of the chunks sent since the last acknowledgement request, and their sum.
     let mut in_flight = Vec::new();
+    let mut in_flight_bytes = 0u64;
+    // Acknowledgement requests already sent, oldest first, each with the permits of the
+    // chunks sent before it: a permit is returned only once its chunk is acknowledged.
+    let mut pending: VecDeque<PendingAck<'_>> = VecDeque::new();
+    // Bytes sent between acknowledgement requests: halved to what a short budget held, so a
+    // budget below it is still returned in steps.
+    let mut every = ACKNOWLEDGE_EVERY;
     for chunk in chunks {
-        let env = chunk_frame(inner, chunk.encode(), packet)?;
-        let charge = env.encoded_len() as u64;
+        // The chunk header goes before the data as the frame is encoded: the data is copied
+        // once, into the frame (the frame's bytes are those of the encoded chunk as payload).
+        let head = chunk.encode_header();
+        let env = chunk_frame(inner, chunk.into_bytes(), packet)?;
+        let charge = (env.encoded_len() + head.len()) as u64;
         loop {
             let changed = gate.changed();
             tokio::pin!(changed);
             changed.as_mut().enable();
             match gate.try_chunk(connection, charge) {
                 Ok(permit) => {
-                    in_flight.extend(permit);
+                    if let Some(permit) = permit {
+                        in_flight.push(permit);
+                        in_flight_bytes += charge;
+                    }
                     break;
                 }
-                Err(e) if in_flight.is_empty() => {
+                Err(e) if in_flight.is_empty() && pending.is_empty() => {
                     tracing::debug!(reason = %e, "relocation chunk waits for budget");
                     changed.await;
                 }
-                Err(_) => {
-                    acknowledged(inner, peer).await?;
-                    in_flight.clear();
-                }
+                Err(_) => match pending.pop_front() {
+                    // The oldest acknowledgement returns its chunks' charges (the sender
+                    // keeps sending while the target assembles the later ones).
+                    Some(ack) => ack.ack.await?,
+                    None => {
+                        every = every.min((in_flight_bytes / 2).max(1));
+                        acknowledged(inner, peer).await?;
+                        in_flight.clear();
+                        in_flight_bytes = 0;
+                    }
+                },
             }
         }
         // Waits for room on the connection's control lane (never refused for a full lane).
-        peer.send_control(&env)
+        peer.send_control_prefixed(&env, &head)
             .await
             .map_err(|e| ZLinkError::Unavailable {
                 target: format!("relocation target ({e})"),
                 reason: UnavailableReason::ConnectionLost,
             })?;
+        if in_flight_bytes >= every {
+            let mut ack = PendingAck {
+                ack: Box::pin(acknowledged(inner, peer)),
+                _permits: std::mem::take(&mut in_flight),
+            };
+            in_flight_bytes = 0;
+            // Polled once so the request is queued behind the chunks now; awaited later.
+            match std::future::poll_fn(|cx| Poll::Ready(ack.ack.as_mut().poll(cx))).await {
+                Poll::Ready(r) => r?,
+                Poll::Pending => pending.push_back(ack),
+            }
+        }
+    }
+    while let Some(ack) = pending.pop_front() {
+        ack.ack.await?;
     }
     if !in_flight.is_empty() {
         acknowledged(inner, peer).await?;
     }
     Ok(())
+}
+
+/// How many bytes of chunks (by their charges) the sender sends before it asks for their
+/// acknowledgement without waiting for it: below the default per-connection budget, so the
+/// budget is returned in steps while sending continues (a smaller budget lowers it).
+const ACKNOWLEDGE_EVERY: u64 = 4 * 1024 * 1024;
+
+/// An acknowledgement request sent and not yet answered, holding the charges it returns.
+struct PendingAck<'a> {
+    ack: Pin<Box<dyn Future<Output = Result<(), ZLinkError>> + Send + 'a>>,
+    _permits: Vec<gate::ChunkPermit>,
 }
 
 /// The one-way control frame carrying one chunk; its encoded length is the chunk's accounted

@@ -313,3 +313,50 @@ async fn many_frames_through_a_small_window_arrive_complete_and_in_order() {
     }
     sender.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_and_small_frames_interleaved_arrive_whole_and_in_order() {
+    let ((_a, mut ai), (b, _bi)) = connected_pair(config(1, 1), config(2, 1)).await;
+    let to_a = b.peer(&rid(1)).unwrap();
+    let prefix = b"head:";
+    // The frame's length: the envelope's encoding with the prefix.
+    let overhead = one_way(&b, Bytes::new()).encoded_len() + prefix.len();
+    // Frames just below, at and past the size written without the gathering copy, between
+    // small ones gathered around them.
+    let direct = 64 * 1024;
+    let sizes = [
+        3,
+        direct - 1 - overhead,
+        5,
+        direct - overhead,
+        7,
+        direct + 1 - overhead,
+        1024 * 1024,
+        9,
+    ];
+    let payloads: Vec<Bytes> = sizes
+        .iter()
+        .enumerate()
+        .map(|(n, &size)| {
+            (0..size)
+                .map(|i| (i * 7 + n) as u8)
+                .collect::<Vec<u8>>()
+                .into()
+        })
+        .collect();
+    for p in &payloads {
+        to_a.send_control_prefixed(&one_way(&b, p.clone()), prefix)
+            .await
+            .unwrap();
+    }
+    for p in &payloads {
+        let c = tokio::time::timeout(WAIT, ai.control.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let got = c.envelope().payload();
+        assert_eq!(got.len(), prefix.len() + p.len());
+        assert_eq!(&got[..prefix.len()], prefix);
+        assert_eq!(&got[prefix.len()..], &p[..]);
+    }
+}
