@@ -20,11 +20,11 @@ use zlink_store_spi::StoreVersion;
 use super::gate::SourcePermits;
 use super::send;
 use super::source::{
-    answered, choose_target, cutover_answer_timeout, follow_and_close, owner_is, relay, request,
-    request_within,
+    answered, choose_target, cutover_applied, cutover_failed, follow_and_close, owner_is, relay,
+    request, send_cutover,
 };
 use super::stage::{self, Settled, StageWriteError};
-use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
+use super::wire::{self, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
 use crate::location::{AuthorityHandle, Outcome, TargetReservation};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
@@ -491,52 +491,22 @@ impl<'a> Move<'a> {
             self.interrupt = true;
             return vec![Event::Deadline];
         }
-        let answer = match self.target() {
-            Ok((to, _)) => match wire::encode(&MoveRef::of(self.relocation())) {
-                Ok(body) => answered(
-                    request_within(
-                        self.client,
-                        &to,
-                        (wire::CUTOVER, body),
-                        cutover_answer_timeout(self.client),
-                    )
-                    .await,
-                ),
-                Err(e) => Err(e),
-            },
+        let applied = match self.target() {
+            Ok((to, _)) => send_cutover(self.client, &to, wire::CUTOVER, self.relocation()).await,
             Err(e) => Err(e),
         };
-        let applied = answer.and_then(|body| {
-            let reply: CutoverReply = wire::decode(&body)?;
-            let owner = reply.owner_generation.parse::<u64>();
-            let owner = owner.map_err(|_| wire::protocol("ownerGeneration is not a u64"))?;
-            StoreVersion::new(reply.version)
-                .map(|v| (v, owner))
-                .map_err(|e| wire::protocol(&e.to_string()))
-        });
         match applied {
             Ok((version, owner)) => {
                 self.owner_generation = Some(owner);
                 // The processing-start signal: NewOwner applied and dispatch opened there.
                 let interruptions = &self.client.objects.relocations.interruptions;
                 interruptions.record_since(self.relocation(), self.sealed_at);
-                vec![
-                    Event::CutoverReceived { attempt },
-                    Event::CasApplied { attempt, version },
-                    Event::CutoverSent,
-                ]
+                cutover_applied(attempt, version)
             }
             Err(e) => {
-                let conflict = e.kind() == ErrorKind::Unavailable;
+                let events = cutover_failed(attempt, &e);
                 self.fail(e);
-                if conflict {
-                    vec![
-                        Event::CutoverReceived { attempt },
-                        Event::CasConflict { attempt },
-                    ]
-                } else {
-                    vec![Event::CutoverReceived { attempt }, Event::Deadline]
-                }
+                events
             }
         }
     }

@@ -11,8 +11,8 @@ use zlink_codec::RoutingId;
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_relocation::unit::{
-    Binding, Effect, MovePlan, Policy, RelocationId, ReservationId, TargetAttemptGeneration, Unit,
-    UnitKind,
+    Binding, Effect, Event, MovePlan, Policy, RelocationId, ReservationId, TargetAttemptGeneration,
+    Unit, UnitKind,
 };
 
 use super::drive::Move;
@@ -226,6 +226,55 @@ pub(super) fn cutover_answer_timeout(client: &ObjectClient) -> Duration {
     let options = client.objects.location.options();
     ANSWER_TIMEOUT
         .max(options.store_failure_grace + options.relocation.cutover_wait_timeout + ANSWER_TIMEOUT)
+}
+
+/// Sends the cutover of `relocation` (`command`: the single-object or the aggregate one) to
+/// `to` and reads the target's answer: its NewOwner applied (the record version and the new
+/// AuthorityOwnerGeneration), or the error the answer carries. Waited for as long as the
+/// target may settle its owner change ([`cutover_answer_timeout`]).
+pub(super) async fn send_cutover(
+    client: &ObjectClient,
+    to: &RoutingId,
+    command: &'static str,
+    relocation: u128,
+) -> Result<(zlink_store_spi::StoreVersion, u64), ZLinkError> {
+    let body = wire::encode(&wire::MoveRef::of(relocation))?;
+    let timeout = cutover_answer_timeout(client);
+    let body = answered(request_within(client, to, (command, body), timeout).await)?;
+    let reply: wire::CutoverReply = wire::decode(&body)?;
+    let owner = reply
+        .owner_generation
+        .parse::<u64>()
+        .map_err(|_| wire::protocol("ownerGeneration is not a u64"))?;
+    let version = zlink_store_spi::StoreVersion::new(reply.version)
+        .map_err(|e| wire::protocol(&e.to_string()))?;
+    Ok((version, owner))
+}
+
+/// The unit's events for a cutover whose NewOwner applied at `version`.
+pub(super) fn cutover_applied(
+    attempt: TargetAttemptGeneration,
+    version: zlink_store_spi::StoreVersion,
+) -> Vec<Event> {
+    vec![
+        Event::CutoverReceived { attempt },
+        Event::CasApplied { attempt, version },
+        Event::CutoverSent,
+    ]
+}
+
+/// The unit's events for a cutover that failed with `e`: `Unavailable` (the target's NewOwner
+/// conflicted and its prepared objects were removed) → a CAS conflict; anything else is not
+/// known → a deadline (the record settles it).
+pub(super) fn cutover_failed(attempt: TargetAttemptGeneration, e: &ZLinkError) -> Vec<Event> {
+    if e.kind() == crate::mesh::messaging::ErrorKind::Unavailable {
+        vec![
+            Event::CutoverReceived { attempt },
+            Event::CasConflict { attempt },
+        ]
+    } else {
+        vec![Event::CutoverReceived { attempt }, Event::Deadline]
+    }
 }
 
 /// The body of an `Ok` reply, or the error the reply carries.

@@ -24,15 +24,17 @@ use super::{Payload, RestoreCommand};
 use crate::location::{
     AuthorityHandle, AuthorityRead, LocationError, Outcome, TargetNode, TargetReservation,
 };
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::mesh::messaging::ZLinkError;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{stale, store_failure};
 use crate::relocation::follow::FollowRecord;
 use crate::relocation::gate::{self, AdmitCommand, SourcePermits};
 use crate::relocation::send;
-use crate::relocation::source::{answered, forward, request, request_within};
+use crate::relocation::source::{
+    answered, cutover_applied, cutover_failed, forward, request, request_within, send_cutover,
+};
 use crate::relocation::stage::{self, StageWriteError};
-use crate::relocation::wire::{self, CutoverReply, MoveRef, ReadyCommand};
+use crate::relocation::wire::{self, MoveRef, ReadyCommand};
 
 /// How long the source waits for the target's admission: the target's own wait plus an
 /// answer's way back.
@@ -442,41 +444,20 @@ impl Group<'_> {
 
     async fn cutover(&mut self) -> Vec<Event> {
         let attempt = self.unit.plan().binding().attempt;
-        let answer = match wire::encode(&MoveRef::of(self.relocation())) {
-            Ok(body) => answered(request(self.client, &self.to(), super::CUTOVER, body).await),
-            Err(e) => Err(e),
-        };
-        let applied = answer.and_then(|body| {
-            let reply: CutoverReply = wire::decode(&body)?;
-            let owner = reply.owner_generation.parse::<u64>();
-            let owner = owner.map_err(|_| wire::protocol("ownerGeneration is not a u64"))?;
-            StoreVersion::new(reply.version)
-                .map(|v| (v, owner))
-                .map_err(|e| wire::protocol(&e.to_string()))
-        });
+        let applied =
+            send_cutover(self.client, &self.to(), super::CUTOVER, self.relocation()).await;
         match applied {
             Ok((version, owner)) => {
                 self.owner_generation = Some(owner);
                 // The processing-start signal: NewOwner applied and every queue opened there.
                 let interruptions = &self.client.objects.relocations.interruptions;
                 interruptions.record_since(self.relocation(), self.sealed_at);
-                vec![
-                    Event::CutoverReceived { attempt },
-                    Event::CasApplied { attempt, version },
-                    Event::CutoverSent,
-                ]
+                cutover_applied(attempt, version)
             }
             Err(e) => {
-                let conflict = e.kind() == ErrorKind::Unavailable;
+                let events = cutover_failed(attempt, &e);
                 self.fail(e);
-                if conflict {
-                    vec![
-                        Event::CutoverReceived { attempt },
-                        Event::CasConflict { attempt },
-                    ]
-                } else {
-                    vec![Event::CutoverReceived { attempt }, Event::Deadline]
-                }
+                events
             }
         }
     }
