@@ -146,6 +146,47 @@ fn mesh() -> Result<MeshName, String> {
     MeshName::new("relocation").map_err(to_string)
 }
 
+/// Starts one root over its own connections to the Redis Location and Relocation Stores at
+/// `url` under `prefix` (application version 1, descriptors polled every 100 ms), with one
+/// MeshNode of [`mesh`] shaped by `node`.
+async fn start_root(
+    url: &str,
+    prefix: &str,
+    node: impl FnOnce(
+        zlink_runtime::mesh::config::MeshNodeBuilder<zlink_runtime::mesh::messaging::NodeHandler>,
+    ) -> zlink_runtime::mesh::config::MeshNodeBuilder<
+        zlink_runtime::mesh::messaging::NodeHandler,
+    >,
+) -> Result<zlink_runtime::mesh::node::ZLinkHost, String> {
+    use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
+    use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
+    let location = RedisLocationOptions::from_url(url)
+        .and_then(|o| o.with_key_prefix(prefix.to_owned()))
+        .map_err(|e| format!("--redis {url}: {e}"))?;
+    let location = RedisLocationStore::connect(location)
+        .await
+        .map_err(|e| format!("connecting to {url}: {e}"))?;
+    let relocation = RedisRelocationOptions::from_url(url)
+        .and_then(|o| o.with_key_prefix(prefix.to_owned()))
+        .map_err(|e| format!("--redis {url}: {e}"))?;
+    let relocation = RedisRelocationStore::connect(relocation)
+        .await
+        .map_err(|e| format!("connecting to {url}: {e}"))?;
+    zlink_runtime::mesh::config::ZLink::builder()
+        .location_store(std::sync::Arc::new(location))
+        .relocation_store(std::sync::Arc::new(relocation))
+        .location_options(
+            zlink_runtime::location::LocationOptions::default()
+                .polling_interval(Duration::from_millis(100)),
+        )
+        .application_version(1)
+        .route_mesh(mesh()?, node)
+        .build()
+        .start()
+        .await
+        .map_err(|e| format!("a root did not start: {e}"))
+}
+
 /// A fresh key prefix for one case's run.
 fn fresh_prefix(case: &str) -> String {
     format!(

@@ -26,10 +26,6 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
 use zlink_codec::records::ObjectRole;
-use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
-use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
-use zlink_runtime::location::LocationOptions;
-use zlink_runtime::mesh::config::ZLink;
 use zlink_runtime::mesh::messaging::{BoxError, Message, Request};
 use zlink_runtime::mesh::node::{MeshNode, RelocateOptions, ZLinkHost};
 use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter};
@@ -105,44 +101,24 @@ pub(super) async fn run(args: &Args) -> Result<(), String> {
 
 /// Starts one root over its own connections; `server`: an Object Server registering the cell.
 async fn start_root(url: &str, prefix: &str, server: bool) -> Result<ZLinkHost, String> {
-    let location = RedisLocationOptions::from_url(url)
-        .and_then(|o| o.with_key_prefix(prefix.to_owned()))
-        .map_err(|e| format!("--redis {url}: {e}"))?;
-    let location = RedisLocationStore::connect(location)
-        .await
-        .map_err(|e| format!("connecting to {url}: {e}"))?;
-    let relocation = RedisRelocationOptions::from_url(url)
-        .and_then(|o| o.with_key_prefix(prefix.to_owned()))
-        .map_err(|e| format!("--redis {url}: {e}"))?;
-    let relocation = RedisRelocationStore::connect(relocation)
-        .await
-        .map_err(|e| format!("connecting to {url}: {e}"))?;
-    ZLink::builder()
-        .location_store(Arc::new(location))
-        .relocation_store(Arc::new(relocation))
-        .location_options(LocationOptions::default().polling_interval(Duration::from_millis(100)))
-        .application_version(1)
-        .route_mesh(mesh()?, move |n| {
-            if server {
-                n.object_role(ObjectRole::Server)
-                    .actor_type::<Cell>(CELL, |t| {
-                        t.factory(|_ctx| async { Ok(Cell { n: 0 }) })
-                            .preserve_state_with(CellAdapter)
-                            .on_request::<Touch, _>(|c, _t, _ctx| {
-                                Box::pin(async move {
-                                    c.n += 1;
-                                    Ok(c.n)
-                                })
+    super::start_root(url, prefix, move |n| {
+        if server {
+            n.object_role(ObjectRole::Server)
+                .actor_type::<Cell>(CELL, |t| {
+                    t.factory(|_ctx| async { Ok(Cell { n: 0 }) })
+                        .preserve_state_with(CellAdapter)
+                        .on_request::<Touch, _>(|c, _t, _ctx| {
+                            Box::pin(async move {
+                                c.n += 1;
+                                Ok(c.n)
                             })
-                    })
-            } else {
-                n.object_role(ObjectRole::Client)
-            }
-        })
-        .build()
-        .start()
-        .await
-        .map_err(|e| format!("a root did not start: {e}"))
+                        })
+                })
+        } else {
+            n.object_role(ObjectRole::Client)
+        }
+    })
+    .await
 }
 
 fn node(host: &ZLinkHost) -> Result<MeshNode, String> {

@@ -13,23 +13,18 @@
 //! root) written with plain Redis `SET`s, 64 in flight, on a fresh connection. Both are printed
 //! with their ratio; the aim is a move under 1 s.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fred::interfaces::{ClientLike, KeysInterface};
 use zlink_codec::records::ObjectRole;
-use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
-use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_relocation::inventory::{
     InventoryBuilder, InventoryEntry, MemberKind, ObjectGeneration, ObjectId, StableType,
 };
-use zlink_runtime::location::LocationOptions;
-use zlink_runtime::mesh::config::ZLink;
 use zlink_runtime::mesh::messaging::BoxError;
 use zlink_runtime::mesh::node::{RelocateOptions, ZLinkHost};
 use zlink_runtime::objects::{Actor, ActorStateAdapter, Spot, SpotRef};
 
-use super::{Args, mesh, ms, to_string};
+use super::{Args, ms, to_string};
 
 const HALL: &str = "bench.hall";
 const MEMBER: &str = "bench.member";
@@ -86,38 +81,18 @@ pub(super) async fn run(args: &Args) -> Result<(), String> {
 }
 
 async fn start_root(url: &str, prefix: &str) -> Result<ZLinkHost, String> {
-    let location = RedisLocationOptions::from_url(url)
-        .and_then(|o| o.with_key_prefix(prefix.to_owned()))
-        .map_err(|e| format!("--redis {url}: {e}"))?;
-    let location = RedisLocationStore::connect(location)
-        .await
-        .map_err(|e| format!("connecting to {url}: {e}"))?;
-    let relocation = RedisRelocationOptions::from_url(url)
-        .and_then(|o| o.with_key_prefix(prefix.to_owned()))
-        .map_err(|e| format!("--redis {url}: {e}"))?;
-    let relocation = RedisRelocationStore::connect(relocation)
-        .await
-        .map_err(|e| format!("connecting to {url}: {e}"))?;
-    ZLink::builder()
-        .location_store(Arc::new(location))
-        .relocation_store(Arc::new(relocation))
-        .location_options(LocationOptions::default().polling_interval(Duration::from_millis(100)))
-        .application_version(1)
-        .route_mesh(mesh()?, |n| {
-            n.object_role(ObjectRole::Server)
-                .user_spot_type::<Hall>(HALL, |t| {
-                    t.factory(|_ctx| async { Ok(Hall) })
-                        .recreate_on_relocation()
-                })
-                .actor_type::<Member>(MEMBER, |t| {
-                    t.factory(|_ctx| async { Ok(Member { n: 0 }) })
-                        .preserve_state_with(MemberAdapter)
-                })
-        })
-        .build()
-        .start()
-        .await
-        .map_err(|e| format!("a root did not start: {e}"))
+    super::start_root(url, prefix, |n| {
+        n.object_role(ObjectRole::Server)
+            .user_spot_type::<Hall>(HALL, |t| {
+                t.factory(|_ctx| async { Ok(Hall) })
+                    .recreate_on_relocation()
+            })
+            .actor_type::<Member>(MEMBER, |t| {
+                t.factory(|_ctx| async { Ok(Member { n: 0 }) })
+                    .preserve_state_with(MemberAdapter)
+            })
+    })
+    .await
 }
 
 async fn on_redis(args: &Args, prefix: &str, hosts: &mut Vec<ZLinkHost>) -> Result<(), String> {
