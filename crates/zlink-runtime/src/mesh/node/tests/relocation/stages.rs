@@ -11,6 +11,7 @@ on_every_store!(
     a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation,
     a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_reads,
     a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_move_completes,
+    an_owner_change_that_fails_past_the_grace_removes_the_prepared_target,
 );
 
 /// Each stage record a move wrote, with the stage mark (stage, RelocationId) the record held.
@@ -346,6 +347,57 @@ async fn a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_m
     lossy.set_write_hook(None);
     assert_eq!(moved.node, rid_of(target));
     assert_eq!(caller.request("l3", &Incr).await.expect("moved state"), 2);
+    no_reservation_leaked(h, 1).await;
+    m.shutdown().await;
+}
+
+/// Spec 21 §10 / §12 "Store Failure": the target's NewOwner keeps failing (its Store writes
+/// fail before they reach the Store) until `storeFailureGrace` has passed: the target removes
+/// its prepared object and queue, the owner never changes, the reservation is released and the
+/// Actor serves on the source with its state.
+async fn an_owner_change_that_fails_past_the_grace_removes_the_prepared_target(h: &Harness) {
+    let options = fast_options().store_failure_grace(std::time::Duration::from_millis(500));
+    let (m, faulty) = faulty_mesh(h, options).await;
+    let (caller, r) = m.counter_at_one("l4").await;
+    let (source, target) = m.owner_and_other(&r);
+    let failing = if rid_of(target) == rid_of(&m.servers[0].0) {
+        Arc::clone(&faulty[0])
+    } else {
+        Arc::clone(&faulty[1])
+    };
+    let hook: crate::relocation::StageHook = {
+        let failing = Arc::clone(&failing);
+        Arc::new(move |stage| {
+            if stage == RecordedStage::Prepared {
+                failing.set_fault(
+                    [zlink_store_conformance::LocationOp::Write],
+                    Fault::UNAVAILABLE,
+                );
+            }
+            Box::pin(async {})
+        })
+    };
+    let objects = &source.actors().expect("manager").client.objects;
+    *objects.relocations.stage_hook.lock() = Some(hook);
+    let outcome = relocate(source, &r).await;
+    failing.heal();
+    assert!(outcome.is_err(), "the owner never changed: {outcome:?}");
+    let (node, _, _) = record(source, "l4").await;
+    assert_eq!(node, r.node, "the record still names the source");
+    let key = (
+        zlink_codec::keys::AuthorityKind::Actor,
+        zlink_codec::ObjectId::new("l4").expect("id"),
+    );
+    assert!(
+        !target
+            .actors()
+            .expect("manager")
+            .client
+            .objects
+            .is_live(&key),
+        "the target removed its prepared object"
+    );
+    assert_eq!(caller.request("l4", &Incr).await.expect("served here"), 2);
     no_reservation_leaked(h, 1).await;
     m.shutdown().await;
 }
