@@ -294,25 +294,49 @@ impl UnitGate {
         &self,
         claim: PayloadClaim,
     ) -> Result<SourcePermits, GateError> {
+        self.wait_for(true, || self.try_outbound(claim)).await
+    }
+
+    /// Tries `attempt` until it takes its permits (or can never fit), waiting for a release
+    /// between tries. `source`: a source unit (tests count those waiting).
+    async fn wait_for<T>(
+        &self,
+        source: bool,
+        attempt: impl Fn() -> Result<T, Short>,
+    ) -> Result<T, GateError> {
         loop {
             let changed = self.shared.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.try_outbound(claim) {
+            match attempt() {
                 Ok(p) => return Ok(p),
                 Err(Short::Never(e)) => return Err(e),
                 Err(Short::Wait(what)) => {
-                    tracing::debug!(what, "relocation unit waits for the gate");
+                    tracing::debug!(what, source, "relocation unit waits for the gate");
                     #[cfg(test)]
-                    let _waiting = Waiting::new(&self.shared.waiting);
+                    let _waiting = source.then(|| Waiting::new(&self.shared.waiting));
                     changed.await;
                 }
             }
         }
     }
 
-    /// One all-at-once attempt of [`admit_outbound`](Self::admit_outbound).
-    fn try_outbound(&self, claim: PayloadClaim) -> Result<SourcePermits, Short> {
+    /// Takes, under the attempt lock and all at once, `claim` of payload memory, a unit permit
+    /// and a callback permit (`Capture` or `Restore`), each with the name a wait reports; a
+    /// refusal drops what was taken, still under the lock.
+    fn take_all(
+        &self,
+        claim: PayloadClaim,
+        unit: (&Arc<Semaphore>, &'static str),
+        callback: (&Arc<Semaphore>, &'static str),
+    ) -> Result<
+        (
+            PayloadMemoryPermit,
+            OwnedSemaphorePermit,
+            OwnedSemaphorePermit,
+        ),
+        Short,
+    > {
         let s = &self.shared;
         let _attempt = s.attempt.lock();
         let memory = match s.memory.try_reserve(claim) {
@@ -322,13 +346,23 @@ impl UnitGate {
             }
             Err(_) => return Err(Short::Wait("payload memory")),
         };
-        // A refusal below drops what was taken, still under the attempt lock.
-        let unit = Arc::clone(&s.outbound)
+        let unit_permit = Arc::clone(unit.0)
             .try_acquire_owned()
-            .map_err(|_| Short::Wait("outbound unit permit"))?;
-        let capture = Arc::clone(&s.captures)
+            .map_err(|_| Short::Wait(unit.1))?;
+        let callback_permit = Arc::clone(callback.0)
             .try_acquire_owned()
-            .map_err(|_| Short::Wait("Capture permit"))?;
+            .map_err(|_| Short::Wait(callback.1))?;
+        Ok((memory, unit_permit, callback_permit))
+    }
+
+    /// One all-at-once attempt of [`admit_outbound`](Self::admit_outbound).
+    fn try_outbound(&self, claim: PayloadClaim) -> Result<SourcePermits, Short> {
+        let s = &self.shared;
+        let (memory, unit, capture) = self.take_all(
+            claim,
+            (&s.outbound, "outbound unit permit"),
+            (&s.captures, "Capture permit"),
+        )?;
         Ok(SourcePermits {
             unit: Some(unit),
             capture: Some(capture),
@@ -352,19 +386,7 @@ impl UnitGate {
         &self,
         claim: PayloadClaim,
     ) -> Result<TargetPermits, GateError> {
-        loop {
-            let changed = self.shared.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            match self.try_inbound_at(claim) {
-                Ok(p) => return Ok(p),
-                Err(Short::Never(e)) => return Err(e),
-                Err(Short::Wait(what)) => {
-                    tracing::debug!(what, "relocation target unit waits for the gate");
-                    changed.await;
-                }
-            }
-        }
+        self.wait_for(false, || self.try_inbound_at(claim)).await
     }
 
     /// Target: takes, at once, an inbound-unit permit, a `Restore` permit and `bytes` of
@@ -388,21 +410,11 @@ impl UnitGate {
     /// One all-at-once attempt of the target side.
     fn try_inbound_at(&self, claim: PayloadClaim) -> Result<TargetPermits, Short> {
         let s = &self.shared;
-        let _attempt = s.attempt.lock();
-        let memory = match s.memory.try_reserve(claim) {
-            Ok(m) => m,
-            Err(PayloadMemoryError::SingleUnitTooLarge { need, cap }) => {
-                return Err(Short::Never(GateError::TooLarge { need, cap }));
-            }
-            Err(_) => return Err(Short::Wait("payload memory")),
-        };
-        // A refusal below drops what was taken, still under the attempt lock.
-        let unit = Arc::clone(&s.inbound)
-            .try_acquire_owned()
-            .map_err(|_| Short::Wait("inbound unit permit"))?;
-        let restore = Arc::clone(&s.restores)
-            .try_acquire_owned()
-            .map_err(|_| Short::Wait("Restore permit"))?;
+        let (memory, unit, restore) = self.take_all(
+            claim,
+            (&s.inbound, "inbound unit permit"),
+            (&s.restores, "Restore permit"),
+        )?;
         Ok(TargetPermits {
             unit: Some(unit),
             restore: Some(restore),
