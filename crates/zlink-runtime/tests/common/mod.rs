@@ -18,6 +18,10 @@ use fred::interfaces::ClientLike;
 /// How long any wait in these tests may take before it fails.
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
+/// How long a spawned node may take to print `READY`: every process test starts its nodes at
+/// once, so on a loaded 2-core machine a start can queue behind a dozen others.
+const START_WAIT: Duration = Duration::from_secs(60);
+
 /// The example binary, built once per test run in the profile of this test executable.
 pub(crate) fn binary() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -122,7 +126,7 @@ impl Node {
             seen: Vec::new(),
             rid: String::new(),
         };
-        let ready = node.expect(|l| l.starts_with("READY "));
+        let ready = node.expect_within(START_WAIT, |l| l.starts_with("READY "));
         node.rid = ready
             .split_whitespace()
             .nth(1)
