@@ -1,7 +1,9 @@
 //! One ZLink root whose Object Server MeshNode (mesh `relocation`, automatic topology over the
 //! Redis Location Store, a Redis Relocation Store under the same key prefix) registers the
-//! Actor type `blob`, PreserveStateWith: the state is one byte vector, captured and restored
-//! as it is. The process `cargo xtask bench relocation --case big-state` runs, driven line by
+//! Actor types `blob` and `blob-shared`, both PreserveStateWith with one immutable byte buffer
+//! as their state: `blob`'s adapter copies it on capture and on restore (as an application
+//! whose state is an owned buffer does); `blob-shared`'s overrides `capture_bytes` and
+//! `restore_bytes` and moves it without a copy on either side. The process `cargo xtask bench relocation --case big-state` runs, driven line by
 //! line over stdin.
 //!
 //! ```text
@@ -12,9 +14,9 @@
 //! line, each run to its end before the next is read:
 //!
 //! - `PEERS` → `PEERS <n>` (Ready peers whose weights are known)
-//! - `FILL <id> <bytes>` → `get_or_create` of the `blob` Actor `<id>`, then a request that
-//!   fills its state with `<bytes>` pseudo-random bytes: `FILLED <owner-rid-hex> <crc32c-hex>`
-//!   or `ERR <what>`
+//! - `FILL <id> <bytes> [blob|blob-shared]` → `get_or_create` of the Actor `<id>` of that type
+//!   (default `blob`), then a request that fills its state with `<bytes>` pseudo-random bytes:
+//!   `FILLED <owner-rid-hex> <crc32c-hex>` or `ERR <what>`
 //! - `RELOCATE [deadline-ms]` → host Relocate (PlannedMaintenance, default deadline 60 s):
 //!   `RELOCATED <outcome> <reason> <moved> <millis>` (millis of the whole call, 3 decimals) or
 //!   `ERR <what>`
@@ -33,6 +35,7 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use clap::{Arg, Command};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -44,31 +47,76 @@ use zlink_runtime::location::LocationOptions;
 use zlink_runtime::mesh::config::ZLink;
 use zlink_runtime::mesh::messaging::{BoxError, Message, Request};
 use zlink_runtime::mesh::node::{RelocateOptions, ZLinkHost};
-use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter};
+use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter, ActorType};
 
-/// The registered Actor type.
+/// The Actor type whose adapter copies the state (capture and restore).
 const BLOB: &str = "blob";
+/// The Actor type whose adapter moves the state without copying it.
+const BLOB_SHARED: &str = "blob-shared";
 
 /// How long `FILL` retries a creation that finds no eligible node.
 const PLACEMENT_WAIT: Duration = Duration::from_secs(30);
 
 /// An Actor whose whole state is its bytes.
 struct BlobActor {
-    state: Vec<u8>,
+    state: Bytes,
 }
 impl Actor for BlobActor {}
 
-/// Captures the bytes as they are and restores them as they came.
-struct BlobAdapter;
-impl ActorStateAdapter<BlobActor> for BlobAdapter {
+/// The `blob` adapter: captures a copy of the bytes and restores a copy of what came, as an
+/// application whose state is an owned buffer does.
+struct CopyingAdapter;
+impl ActorStateAdapter<BlobActor> for CopyingAdapter {
     fn capture(&self, actor: &BlobActor) -> Result<Vec<u8>, BoxError> {
-        Ok(actor.state.clone())
+        Ok(actor.state.to_vec())
     }
     fn restore(&self, bytes: &[u8]) -> Result<BlobActor, BoxError> {
         Ok(BlobActor {
-            state: bytes.to_vec(),
+            state: Bytes::copy_from_slice(bytes),
         })
     }
+}
+
+/// The `blob-shared` adapter: the state is immutable shared bytes, so the capture hands them
+/// over as they are and the restore keeps the payload it is given (no copy on either side).
+struct SharedAdapter;
+impl ActorStateAdapter<BlobActor> for SharedAdapter {
+    fn capture(&self, actor: &BlobActor) -> Result<Vec<u8>, BoxError> {
+        Ok(actor.state.to_vec())
+    }
+    fn restore(&self, bytes: &[u8]) -> Result<BlobActor, BoxError> {
+        Ok(BlobActor {
+            state: Bytes::copy_from_slice(bytes),
+        })
+    }
+    fn capture_bytes(&self, actor: &BlobActor) -> Result<Bytes, BoxError> {
+        Ok(actor.state.clone())
+    }
+    fn restore_bytes(&self, bytes: Bytes) -> Result<BlobActor, BoxError> {
+        Ok(BlobActor { state: bytes })
+    }
+}
+
+/// The `blob` or `blob-shared` type: the same factory and handlers, `adapter` to move it.
+fn blob_type(
+    t: ActorType<BlobActor>,
+    adapter: impl ActorStateAdapter<BlobActor>,
+) -> ActorType<BlobActor> {
+    t.factory(|_ctx| async {
+        Ok(BlobActor {
+            state: Bytes::new(),
+        })
+    })
+    .preserve_state_with(adapter)
+    .on_request::<Fill, _>(|a, f, _ctx| {
+        Box::pin(async move {
+            a.state = Bytes::from(pseudo_random(usize::try_from(f.len).unwrap_or(0)));
+            Ok(crc32c::crc32c(&a.state))
+        })
+    })
+    .on_request::<Check, _>(|a, _c, _ctx| {
+        Box::pin(async move { Ok((a.state.len() as u64, crc32c::crc32c(&a.state))) })
+    })
 }
 
 /// Replaces the state with `len` pseudo-random bytes; replies with their CRC-32C.
@@ -178,21 +226,8 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         .route_mesh(mesh.clone(), |n| {
             n.routing_id_prefix("peer")
                 .object_role(ObjectRole::Server)
-                .actor_type::<BlobActor>(BLOB, |t| {
-                    t.factory(|_ctx| async { Ok(BlobActor { state: Vec::new() }) })
-                        .preserve_state_with(BlobAdapter)
-                        .on_request::<Fill, _>(|a, f, _ctx| {
-                            Box::pin(async move {
-                                a.state = pseudo_random(usize::try_from(f.len).unwrap_or(0));
-                                Ok(crc32c::crc32c(&a.state))
-                            })
-                        })
-                        .on_request::<Check, _>(|a, _c, _ctx| {
-                            Box::pin(
-                                async move { Ok((a.state.len() as u64, crc32c::crc32c(&a.state))) },
-                            )
-                        })
-                })
+                .actor_type::<BlobActor>(BLOB, |t| blob_type(t, CopyingAdapter))
+                .actor_type::<BlobActor>(BLOB_SHARED, |t| blob_type(t, SharedAdapter))
         })
         .build()
         .start()
@@ -224,9 +259,12 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
                     .count();
                 format!("PEERS {n}")
             }
-            ["FILL", id, len] => match len.parse::<u64>() {
-                Ok(len) => fill(&actors, id, len).await,
-                Err(_) => "BAD FILL <id> <bytes>".to_owned(),
+            ["FILL", id, len, rest @ ..] => match (len.parse::<u64>(), rest) {
+                (Ok(len), []) => fill(&actors, BLOB, id, len).await,
+                (Ok(len), [t]) if *t == BLOB || *t == BLOB_SHARED => {
+                    fill(&actors, t, id, len).await
+                }
+                _ => "BAD FILL <id> <bytes> [blob|blob-shared]".to_owned(),
             },
             ["RELOCATE", rest @ ..] => {
                 let ms = rest.first().and_then(|m| m.parse().ok()).unwrap_or(60_000);
@@ -250,10 +288,10 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Creates the Actor (retried for up to [`PLACEMENT_WAIT`] while placement does not list this
 /// node yet: its own descriptor is read on the next poll) and fills it.
-async fn fill(actors: &ActorManager, id: &str, len: u64) -> String {
+async fn fill(actors: &ActorManager, stable_type: &str, id: &str, len: u64) -> String {
     let deadline = Instant::now() + PLACEMENT_WAIT;
     let owner = loop {
-        match actors.get_or_create(BLOB, id).await {
+        match actors.get_or_create(stable_type, id).await {
             Ok(r) => break r.node,
             Err(e) if Instant::now() >= deadline => return format!("ERR create: {e}"),
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,

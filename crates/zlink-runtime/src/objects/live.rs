@@ -124,7 +124,7 @@ pub(crate) trait LiveObject: Send + Sync {
     /// Captures the state with the type's adapter after every job already accepted has run
     /// (a job of its own, queued last): `Ok(None)` when the type has no adapter. The
     /// activation keeps running.
-    fn capture(&self) -> BoxFuture<'static, Result<Option<Vec<u8>>, ZLinkError>>;
+    fn capture(&self) -> BoxFuture<'static, Result<Option<bytes::Bytes>, ZLinkError>>;
 }
 
 impl<T: Send + 'static> ErasedType for TypedObject<T> {
@@ -207,7 +207,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                         error: "the type has no state adapter to restore with".into(),
                     };
                 };
-                state = match restore(&bytes) {
+                state = match restore(bytes) {
                     Ok(s) => s,
                     Err(e) => {
                         return Built::Failed {
@@ -329,7 +329,7 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
         *self.turn.lock() = turn;
     }
 
-    fn capture(&self) -> BoxFuture<'static, Result<Option<Vec<u8>>, ZLinkError>> {
+    fn capture(&self) -> BoxFuture<'static, Result<Option<bytes::Bytes>, ZLinkError>> {
         let capture = self.capture.clone();
         let (tx, rx) = oneshot::channel();
         let job = job(move |state: &mut T| {
@@ -381,5 +381,88 @@ mod tests {
             s.lock().push(matches!(out, Err(ZLinkError::ShuttingDown)))
         }));
         assert_eq!(*seen.lock(), vec![true, true]);
+    }
+
+    use crate::objects::registration::{ActorType, Registration};
+    use crate::objects::{Actor, ActorStateAdapter};
+    use bytes::Bytes;
+
+    /// An Actor whose state is shared bytes.
+    struct Blob(Bytes);
+    impl Actor for Blob {}
+
+    /// Moves the state without copying; the copying pair fails, so using it is seen.
+    struct Shared;
+    impl ActorStateAdapter<Blob> for Shared {
+        fn capture(&self, _: &Blob) -> Result<Vec<u8>, crate::mesh::messaging::BoxError> {
+            Err("the copying capture must not be used".into())
+        }
+        fn restore(&self, _: &[u8]) -> Result<Blob, crate::mesh::messaging::BoxError> {
+            Err("the copying restore must not be used".into())
+        }
+        fn capture_bytes(&self, b: &Blob) -> Result<Bytes, crate::mesh::messaging::BoxError> {
+            Ok(b.0.clone())
+        }
+        fn restore_bytes(&self, bytes: Bytes) -> Result<Blob, crate::mesh::messaging::BoxError> {
+            Ok(Blob(bytes))
+        }
+    }
+
+    /// Copies on both sides (only the required pair is written).
+    struct Copying;
+    impl ActorStateAdapter<Blob> for Copying {
+        fn capture(&self, b: &Blob) -> Result<Vec<u8>, crate::mesh::messaging::BoxError> {
+            Ok(b.0.to_vec())
+        }
+        fn restore(&self, bytes: &[u8]) -> Result<Blob, crate::mesh::messaging::BoxError> {
+            Ok(Blob(Bytes::copy_from_slice(bytes)))
+        }
+    }
+
+    fn blob_registration(adapter: impl ActorStateAdapter<Blob>) -> Registration {
+        let t = ActorType::<Blob>::default()
+            .factory(|_ctx| async { Ok(Blob(Bytes::new())) })
+            .preserve_state_with(adapter);
+        Registration::actor("blob".into(), t)
+    }
+
+    /// Rebuilds an activation from `payload` and captures it again.
+    async fn rebuilt_and_captured(r: &Registration, payload: Bytes) -> Bytes {
+        let ctx = FactoryContext {
+            id: "b1".into(),
+            stable_type: "blob".into(),
+            generation: 1,
+            request: None,
+        };
+        let built = r
+            .erased
+            .rebuild(ctx, Some(payload), Registry::default(), (16, 1 << 20))
+            .await;
+        let Built::Approved { live, .. } = built else {
+            panic!("the rebuild did not approve");
+        };
+        let captured = live.capture().await.expect("captured").expect("state");
+        live.close().await;
+        captured
+    }
+
+    #[tokio::test]
+    async fn a_shared_bytes_adapter_moves_the_state_without_a_copy() {
+        let payload = Bytes::from(vec![7u8; 4096]);
+        let r = blob_registration(Shared);
+        let captured = rebuilt_and_captured(&r, payload.clone()).await;
+        // The very bytes the target assembled became the state, and the capture handed the
+        // state's bytes over as they are.
+        assert_eq!(captured.as_ptr(), payload.as_ptr());
+        assert_eq!(captured, payload);
+    }
+
+    #[tokio::test]
+    async fn a_copying_adapter_is_used_through_the_default_methods() {
+        let payload = Bytes::from(vec![9u8; 4096]);
+        let r = blob_registration(Copying);
+        let captured = rebuilt_and_captured(&r, payload.clone()).await;
+        assert_eq!(captured, payload);
+        assert_ne!(captured.as_ptr(), payload.as_ptr(), "copied on the way");
     }
 }

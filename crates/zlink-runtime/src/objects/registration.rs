@@ -33,19 +33,50 @@ pub trait Actor: Send + 'static {}
 pub trait Spot: Send + 'static {}
 
 /// Captures an Actor's state for a move and restores it on the target (spec 06 §17).
+///
+/// The runtime calls [`capture_bytes`](Self::capture_bytes) and
+/// [`restore_bytes`](Self::restore_bytes); by default they wrap [`capture`](Self::capture)
+/// and [`restore`](Self::restore). A state that already is (or holds) immutable shared bytes
+/// can override them to move without copying: the captured [`Bytes`] are chunked and sent as
+/// they are, and the verified payload the target assembled is handed to `restore_bytes` as it
+/// is (the source's instance is only dropped after the move commits, and shared `Bytes` are
+/// immutable, so neither side can change the other's copy).
 pub trait ActorStateAdapter<A: Actor>: Send + Sync + 'static {
     /// The state as opaque bytes.
     fn capture(&self, actor: &A) -> Result<Vec<u8>, BoxError>;
     /// The state rebuilt from exactly the bytes [`capture`](Self::capture) produced.
     fn restore(&self, bytes: &[u8]) -> Result<A, BoxError>;
+    /// The state as shared bytes (default: [`capture`](Self::capture), moved into `Bytes`
+    /// without a copy).
+    fn capture_bytes(&self, actor: &A) -> Result<Bytes, BoxError> {
+        self.capture(actor).map(Bytes::from)
+    }
+    /// The state rebuilt from the verified payload, owned (default:
+    /// [`restore`](Self::restore) on a borrow of it).
+    fn restore_bytes(&self, bytes: Bytes) -> Result<A, BoxError> {
+        self.restore(&bytes)
+    }
 }
 
 /// Captures a Spot's state for a move and restores it on the target (spec 06 §17).
+///
+/// As for [`ActorStateAdapter`], [`capture_bytes`](Self::capture_bytes) and
+/// [`restore_bytes`](Self::restore_bytes) may be overridden to move the state without copying.
 pub trait SpotStateAdapter<S: Spot>: Send + Sync + 'static {
     /// The state as opaque bytes.
     fn capture(&self, spot: &S) -> Result<Vec<u8>, BoxError>;
     /// The state rebuilt from exactly the bytes [`capture`](Self::capture) produced.
     fn restore(&self, bytes: &[u8]) -> Result<S, BoxError>;
+    /// The state as shared bytes (default: [`capture`](Self::capture), moved into `Bytes`
+    /// without a copy).
+    fn capture_bytes(&self, spot: &S) -> Result<Bytes, BoxError> {
+        self.capture(spot).map(Bytes::from)
+    }
+    /// The state rebuilt from the verified payload, owned (default:
+    /// [`restore`](Self::restore) on a borrow of it).
+    fn restore_bytes(&self, bytes: Bytes) -> Result<S, BoxError> {
+        self.restore(&bytes)
+    }
 }
 
 /// How a User Spot runs its members' messages (spec 06 §17, 28 §5).
@@ -487,9 +518,9 @@ impl fmt::Debug for Registration {
 }
 
 /// An adapter's capture with the state type known (live relocation, spec 06 §17).
-pub(crate) type CaptureFn<T> = Arc<dyn Fn(&T) -> Result<Vec<u8>, BoxError> + Send + Sync>;
+pub(crate) type CaptureFn<T> = Arc<dyn Fn(&T) -> Result<Bytes, BoxError> + Send + Sync>;
 /// An adapter's restore with the state type known.
-pub(crate) type RestoreFn<T> = Arc<dyn Fn(&[u8]) -> Result<T, BoxError> + Send + Sync>;
+pub(crate) type RestoreFn<T> = Arc<dyn Fn(Bytes) -> Result<T, BoxError> + Send + Sync>;
 
 /// The typed side of one registered Actor or Spot type.
 pub(crate) struct TypedObject<T: Send + 'static> {
@@ -507,8 +538,8 @@ impl Registration {
         let (capture, restore) = match t.adapter.clone() {
             Some(a) => {
                 let r = Arc::clone(&a);
-                let capture: CaptureFn<A> = Arc::new(move |s: &A| a.capture(s));
-                let restore: RestoreFn<A> = Arc::new(move |b: &[u8]| r.restore(b));
+                let capture: CaptureFn<A> = Arc::new(move |s: &A| a.capture_bytes(s));
+                let restore: RestoreFn<A> = Arc::new(move |b: Bytes| r.restore_bytes(b));
                 (Some(capture), Some(restore))
             }
             None => (None, None),
@@ -537,8 +568,8 @@ impl Registration {
         let (capture, restore) = match t.adapter.clone() {
             Some(a) => {
                 let r = Arc::clone(&a);
-                let capture: CaptureFn<S> = Arc::new(move |s: &S| a.capture(s));
-                let restore: RestoreFn<S> = Arc::new(move |b: &[u8]| r.restore(b));
+                let capture: CaptureFn<S> = Arc::new(move |s: &S| a.capture_bytes(s));
+                let restore: RestoreFn<S> = Arc::new(move |b: Bytes| r.restore_bytes(b));
                 (Some(capture), Some(restore))
             }
             None => (None, None),

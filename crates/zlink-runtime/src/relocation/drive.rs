@@ -385,7 +385,7 @@ impl<'a> Move<'a> {
             Rebuild::Preserve => match captured {
                 Some(bytes) => {
                     let len = bytes.len() as u64;
-                    (Bytes::from(bytes), Some(len))
+                    (bytes, Some(len))
                 }
                 None => {
                     return self.failed_capture(invalid("PreserveStateWith without an adapter"));

@@ -27,8 +27,6 @@ use std::time::{Duration, Instant};
 
 use super::{Args, MIB, median, ms, to_string};
 
-/// The Actor's id.
-const ID: &str = "big-0";
 /// How long one command may take to answer (the Relocate's own deadline is shorter).
 const ANSWER: Duration = Duration::from_secs(180);
 /// The Relocate's deadline, in milliseconds.
@@ -177,11 +175,18 @@ pub(super) fn run(args: &Args) -> Result<(), String> {
     println!(
         "1. big-state: one Actor with {} MiB of state moved between two relocation_peer \
          processes (release, 2 workers each) by host Relocate, beside the same bytes over a raw \
-         tokio TCP socket between the same two processes; {} round(s), alternating order \
-         (key prefix {prefix})",
+         tokio TCP socket between the same two processes; {} round(s) per adapter, alternating \
+         order (key prefix {prefix})",
         args.state_mib, args.rounds
     );
-    let result = rounds(args, &binary, &prefix);
+    let mut result = Ok(());
+    for (stable_type, what) in ADAPTERS {
+        println!("   {stable_type}: {what}");
+        result = rounds(args, &binary, &prefix, stable_type);
+        if result.is_err() {
+            break;
+        }
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -190,15 +195,29 @@ pub(super) fn run(args: &Args) -> Result<(), String> {
     result
 }
 
-fn rounds(args: &Args, binary: &PathBuf, prefix: &str) -> Result<(), String> {
+/// The Actor types measured, each with what its adapter does.
+const ADAPTERS: [(&str, &str); 2] = [
+    (
+        "blob",
+        "the adapter copies the state on capture and on restore (an owned-buffer state)",
+    ),
+    (
+        "blob-shared",
+        "the adapter moves the state as shared bytes (capture_bytes / restore_bytes, no copy)",
+    ),
+];
+
+fn rounds(args: &Args, binary: &PathBuf, prefix: &str, stable_type: &str) -> Result<(), String> {
     let state = args.state_mib * MIB;
     let mib_per_sec = |d: Duration| args.state_mib as f64 / d.as_secs_f64();
     let mut source = Peer::spawn(binary, &args.url, prefix)?;
-    let filled = source.ask(&format!("FILL {ID} {state}"), "FILLED")?;
+    // One Actor per type, named after it.
+    let id = format!("big-{stable_type}");
+    let filled = source.ask(&format!("FILL {id} {state} {stable_type}"), "FILLED")?;
     let (owner, crc) = (filled.get(1).cloned(), filled.get(2).cloned());
     if owner.as_deref() != Some(source.rid.as_str()) {
         return Err(format!(
-            "{ID} landed on {owner:?}, not on the only process {}",
+            "{id} landed on {owner:?}, not on the only process {}",
             source.rid
         ));
     }
@@ -212,9 +231,9 @@ fn rounds(args: &Args, binary: &PathBuf, prefix: &str) -> Result<(), String> {
         std::thread::sleep(SETTLE);
         let (m, raw) = if round % 2 == 0 {
             let raw = raw_send(&mut source, &mut target, state)?;
-            (relocate(&mut source, &mut target, state, &crc)?, raw)
+            (relocate(&mut source, &mut target, &id, state, &crc)?, raw)
         } else {
-            let m = relocate(&mut source, &mut target, state, &crc)?;
+            let m = relocate(&mut source, &mut target, &id, state, &crc)?;
             (m, raw_send(&mut source, &mut target, state)?)
         };
         let moved = m.took;
@@ -289,7 +308,13 @@ fn raw_send(source: &mut Peer, target: &mut Peer, state: usize) -> Result<Durati
 /// A Relocate that ends `Blocked/RelocationFailed` leaves the Actor on `source` and the host
 /// serving again: it is tried again (at most [`ATTEMPTS`] times in all), and every failed
 /// attempt is counted and printed, never hidden.
-fn relocate(source: &mut Peer, target: &mut Peer, state: usize, crc: &str) -> Result<Move, String> {
+fn relocate(
+    source: &mut Peer,
+    target: &mut Peer,
+    id: &str,
+    state: usize,
+    crc: &str,
+) -> Result<Move, String> {
     let mut failed = Vec::new();
     let took = loop {
         let words = source.ask(&format!("RELOCATE {RELOCATE_DEADLINE_MS}"), "RELOCATED")?;
@@ -310,11 +335,11 @@ fn relocate(source: &mut Peer, target: &mut Peer, state: usize, crc: &str) -> Re
             _ => return Err(format!("the host Relocate ended {words:?}")),
         }
     };
-    let checked = target.ask(&format!("CHECK {ID}"), "CHECKED")?;
+    let checked = target.ask(&format!("CHECK {id}"), "CHECKED")?;
     let expected = [state.to_string(), crc.to_owned(), target.rid.clone()];
     if checked.get(1..4) != Some(&expected[..]) {
         return Err(format!(
-            "after the move {ID} answered {checked:?}, expected {expected:?}"
+            "after the move {id} answered {checked:?}, expected {expected:?}"
         ));
     }
     Ok(Move { took, failed })

@@ -343,7 +343,7 @@ impl Group<'_> {
                 (Ok(Some(bytes)), true) => {
                     let len = bytes.len() as u64;
                     largest = Some(largest.map_or(len, |l| l.max(len)));
-                    states.push(Some(Bytes::from(bytes)));
+                    states.push(Some(bytes));
                 }
                 (Ok(None), true) => {
                     self.fail(invalid("PreserveStateWith without an adapter"));
