@@ -2,9 +2,11 @@
 //! same bytes over a raw tokio TCP socket between the same two processes.
 //!
 //! Each process is `crates/zlink-runtime/examples/relocation_peer.rs` (built in release; a
-//! 2-worker tokio runtime): one ZLink root, one Object Server on loopback Redis, the `blob`
-//! Actor type (PreserveStateWith; the adapter's capture is a copy of the bytes, its restore
-//! a copy back). The chain of processes P0, P1, … works so: P0 starts alone and creates and
+//! 2-worker tokio runtime): one ZLink root, one Object Server on loopback Redis, the Actor
+//! types `blob` (PreserveStateWith; the adapter's capture is a copy of the bytes, its restore
+//! a copy back) and `blob-shared` (the adapter's `capture_bytes` / `restore_bytes` hand the
+//! shared bytes over, no copy). The case runs once per type, each with its own chain of
+//! processes P0, P1, …: P0 starts alone and creates and
 //! fills the Actor (so it lands on P0); each round starts a fresh P(i+1), waits until both see
 //! each other, and then, in alternating order,
 //!
