@@ -190,10 +190,17 @@ impl ObjectClient {
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
         let head = ObjectHead::new(&key.1);
-        self.node
+        let (out, elsewhere) = self
+            .node
             .inner
-            .remote_request(peer, &address(key.0), (msg, head.bytes()), timeout)
-            .await
+            .remote_request_noting(peer, &address(key.0), (msg, head.bytes()), timeout)
+            .await;
+        if elsewhere {
+            // The object moved: its new owner answered this followed (or relayed) request.
+            // The next message reads the record once instead of being followed again.
+            self.objects.routes.forget(key);
+        }
+        out
     }
 
     /// Sends `msg` one-way to the Ready object `key` (completes once admitted).

@@ -89,7 +89,12 @@
 //! dropped and counted. A node that passed the Actor on twice is no cycle when the generation
 //! advanced (moved A→B→A→C). No cap on what one move retains: the forward waits for room on
 //! the command lane (28 §13's 1,024/16 MiB follow cap is a point 28 §14 leaves to reconcile;
-//! 21 is followed). Not checked: the incarnation at the final owner (the live set keeps no
+//! 21 is followed). A caller whose request is answered by another node than the one it sent
+//! it to (the new owner answering a followed or relayed request) drops its route-cache entry
+//! (`Pending::complete_inbound`), so its next message reads the record and goes to the new
+//! owner directly instead of being followed for the whole window; a caller that only sends
+//! one-way messages gets no reply and is followed until the window ends. Not checked: the
+//! incarnation at the final owner (the live set keeps no
 //! ObjectGeneration), and a followed message reaching a node that is itself sealed for a move
 //! is held and relayed like any message from another node, its chain ending there. A message
 //! sent on the source node itself is forwarded as a new request of that node.

@@ -265,13 +265,29 @@ impl NodeInner {
         (msg, prefix): (&OutboundMessage, &[u8]),
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
-        let route = self
-            .transport
-            .ids()
-            .next_reply_route_id()
-            .map_err(transport_error)?;
-        let env = self.envelope(address, msg, prefix, Some(route))?;
-        let (_guard, rx) = self
+        self.remote_request_noting(peer, address, (msg, prefix), timeout)
+            .await
+            .0
+    }
+
+    /// [`remote_request`](Self::remote_request), also telling whether the reply came from
+    /// another node than `peer` (the object it addressed moved and its new owner answered).
+    pub(crate) async fn remote_request_noting(
+        &self,
+        peer: &PeerHandle,
+        address: &Address,
+        (msg, prefix): (&OutboundMessage, &[u8]),
+        timeout: Duration,
+    ) -> (Result<ReplyBody, ZLinkError>, bool) {
+        let route = match self.transport.ids().next_reply_route_id() {
+            Ok(r) => r,
+            Err(e) => return (Err(transport_error(e)), false),
+        };
+        let env = match self.envelope(address, msg, prefix, Some(route)) {
+            Ok(env) => env,
+            Err(e) => return (Err(e), false),
+        };
+        let (guard, rx) = self
             .pending
             .register(route, env.operation_id(), peer.info());
         let wait = async {
@@ -282,13 +298,14 @@ impl NodeInner {
                 Err(_) => Err(ZLinkError::ShuttingDown),
             }
         };
-        tokio::select! {
+        let out = tokio::select! {
             r = tokio::time::timeout(timeout, wait) => match r {
                 Ok(r) => r,
                 Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
             },
             () = self.life.force().cancelled() => Err(ZLinkError::ShuttingDown),
-        }
+        };
+        (out, guard.answered_elsewhere())
     }
 
     /// Queues a one-way send to a Ready peer, waiting up to `timeout` for admission.

@@ -33,14 +33,14 @@ pub(crate) async fn peers_and_replies(
             biased;
             r = replies.recv(), if replies_open => match r {
                 Some(r) => {
-                    node.pending.complete(r.into_reply());
+                    node.pending.complete_inbound(r);
                 }
                 None => replies_open = false,
             },
             e = events.recv(), if events_open => match e {
                 Some(event) => {
                     while let Some(r) = replies.try_recv() {
-                        node.pending.complete(r.into_reply());
+                        node.pending.complete_inbound(r);
                     }
                     peer_event(&node, event);
                 }

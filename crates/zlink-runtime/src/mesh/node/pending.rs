@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use zlink_transport::{ConnectionId, OperationId, PeerInfo, Reply, ReplyRouteId};
+use zlink_transport::{ConnectionId, InboundReply, OperationId, PeerInfo, Reply, ReplyRouteId};
 
 use crate::mesh::messaging::{UnavailableReason, ZLinkError};
 
@@ -21,6 +22,9 @@ struct Entry {
     /// The connection the request went out on (its id, and the target named in an error).
     peer: Arc<PeerInfo>,
     tx: oneshot::Sender<Completion>,
+    /// Set when the reply came from another node than the request went to (its object moved
+    /// there and answered the original source itself: a followed or relayed request).
+    elsewhere: Arc<AtomicBool>,
 }
 
 /// The pending-request table of one node.
@@ -38,21 +42,38 @@ impl Pending {
         peer: &Arc<PeerInfo>,
     ) -> (PendingGuard, oneshot::Receiver<Completion>) {
         let (tx, rx) = oneshot::channel();
+        let elsewhere = Arc::new(AtomicBool::new(false));
         self.by_route.lock().insert(
             route.get(),
             Entry {
                 operation,
                 peer: Arc::clone(peer),
                 tx,
+                elsewhere: Arc::clone(&elsewhere),
             },
         );
         (
             PendingGuard {
                 pending: Arc::clone(self),
                 route,
+                elsewhere,
             },
             rx,
         )
+    }
+
+    /// [`complete`](Self::complete) with a reply read from a connection: one from another node
+    /// than the request went to marks the request answered elsewhere
+    /// ([`PendingGuard::answered_elsewhere`]).
+    pub(crate) fn complete_inbound(&self, inbound: InboundReply) -> bool {
+        let from = Arc::clone(inbound.peer());
+        let reply = inbound.into_reply();
+        if let Some(e) = self.by_route.lock().get(&reply.reply_route().get()) {
+            if e.peer.rid != from.rid {
+                e.elsewhere.store(true, Ordering::Release);
+            }
+        }
+        self.complete(reply)
     }
 
     /// Completes the request a reply answers. Returns false (the reply is discarded) when no
@@ -122,6 +143,14 @@ impl Pending {
 pub(crate) struct PendingGuard {
     pending: Arc<Pending>,
     route: ReplyRouteId,
+    elsewhere: Arc<AtomicBool>,
+}
+
+impl PendingGuard {
+    /// Whether the reply came from another node than the request went to.
+    pub(crate) fn answered_elsewhere(&self) -> bool {
+        self.elsewhere.load(Ordering::Acquire)
+    }
 }
 
 impl Drop for PendingGuard {
