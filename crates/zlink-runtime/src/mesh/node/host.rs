@@ -381,7 +381,10 @@ impl ZLinkHost {
 
     /// Shuts the host down (spec 28 §9): `Draining` (new application admission ends with
     /// `ShuttingDown`), peers told to stop selecting this host, `Draining` descriptors,
-    /// accepted work finished until `deadline`, then this run's authority rows swept,
+    /// accepted work finished until `deadline`, every Entry, User and Instance Spot's closing
+    /// callback run with a `HostShutdown` context and the remaining deadline (a failed one →
+    /// `ForceStopped/TeardownFailed`, one still running at the deadline →
+    /// `ForceStopped/DeadlineExceeded`), then this run's authority rows swept,
     /// descriptors withdrawn, the owner lease released, hosted services stopped in reverse,
     /// connections and listeners closed and every task ended. Concurrent and repeated calls
     /// share one run and return the same report.
@@ -454,9 +457,27 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
         let _ = tokio::time::timeout(FORCED_SETTLE, host.life.drained()).await;
     }
 
-    // Local object scope first: every activation finishes its accepted turns and ends.
+    // Step 4 (28 §9): membership and instances still valid, every Entry, User and Instance
+    // Spot gets its `HostShutdown` closing callback, bounded by the deadline. A failed one →
+    // TeardownFailed; one still running at the deadline → DeadlineExceeded.
+    let mut closing_late = false;
     for o in host.objects.iter().flatten() {
-        o.host.close_all().await;
+        let closing = o.host.shutdown_closing(end).await;
+        closing_late |= closing.late;
+        failures.extend(closing.failures);
+    }
+    if closing_late {
+        tracing::warn!("shutdown deadline passed with a Spot closing callback running");
+    }
+
+    // Local object scope first: every activation finishes its accepted turns and ends (a
+    // closing callback past the deadline is waited for only briefly).
+    for o in host.objects.iter().flatten() {
+        if closing_late {
+            let _ = tokio::time::timeout(FORCED_SETTLE, o.host.close_all()).await;
+        } else {
+            o.host.close_all().await;
+        }
     }
 
     // Owner records, then descriptors, then the owner lease.
@@ -504,7 +525,7 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
     host.life
         .transition(&[HostState::Draining], HostState::Stopped);
 
-    let (outcome, reason) = if !drained {
+    let (outcome, reason) = if !drained || closing_late {
         (
             ShutdownOutcome::ForceStopped,
             ShutdownReason::DeadlineExceeded,

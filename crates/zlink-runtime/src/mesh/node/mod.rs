@@ -176,6 +176,20 @@
 //! | 5: a live `SpotWide` User Spot is one unit covering its members (not units of their own); the host ends `Relocated` and then shuts down cleanly (its self-sweep finds no member row), every member serving from the target (`tests/relocation/spot_wide.rs`); PerActor User Spots stay `StateIncompatible` | `the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit`* |
 //! | 3 (wire values), 2 (argument errors) | `relocate::types::tests` |
 //!
+//! Spot lifecycle callbacks around relocation and shutdown (spec 28 §5, §6, §9, §12 items 5
+//! and 9; `tests/relocation/callbacks/`, every test on the three stores):
+//!
+//! | behaviour | test |
+//! |---|---|
+//! | §6 step 10: `OnClosing(RelocationOut)` once on the source User Spot (`SpotWide`) and Instance Spot, the record already naming the target; no member callback | `on_closing_relocation_out_runs_on_the_source_after_the_location_change`* |
+//! | §6 "Callbacks not called": an Entry Spot member move closes no Spot; the Entry Spot closes only with `HostShutdown` | `entry_spot_never_gets_a_closing_callback`* |
+//! | §5 `ApplicationSignaled`: the move waits at its seal for the signalled boundary, other turn boundaries do not move it; the consumed boundary runs no `Continued` | `application_signaled_spot_moves_only_at_its_signal`* |
+//! | §5, §6 step 7, §12 item 5: `OnRelocationReadyCompleted(Relocated)` is the first application turn on the target; work waiting in the target's temporary queue, relayed and direct work run after it | `ready_completed_is_the_first_turn_on_the_target`* |
+//! | §5: a boundary no move was ready for → `Continued` as the next turn; a move cancelled before its commit → queue served on the source, then `Continued` | `continued_runs_when_no_relocation_was_ready`* |
+//! | §5: a Spot that never signals → its unit does not move, the host ends `Blocked/DeadlineExceeded` and the Spot serves on | `a_spot_that_never_signals_blocks_the_relocate_with_deadline_exceeded`* |
+//! | §9 step 4: every Entry, User and Instance Spot gets one `HostShutdown` closing; no member Actor | `host_shutdown_closing_callback_runs_for_every_spot`* |
+//! | §9, §12 item 9: a failing closing callback → `ForceStopped/TeardownFailed`; one past the deadline → `ForceStopped/DeadlineExceeded` | `a_failing_closing_callback_is_teardown_failed`*, `a_closing_callback_past_the_deadline_is_deadline_exceeded`* |
+//!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;
 //! proptest), `discover::tests` (the connection rule), `objects::instance::envelope::tests`

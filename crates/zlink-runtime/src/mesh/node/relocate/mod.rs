@@ -36,8 +36,12 @@
 //!    `SpotWide` aggregate (`crate::relocation`), at most
 //!    `MaxActiveOutboundRelocations` at once, each to the eligible target with the fewest
 //!    units per weight so far. After the deadline no unit starts; a started one ends safely
-//!    (it cancels before the owner change or completes after it). Objects that became live
-//!    before the seal are moved in a further round;
+//!    (it cancels before the owner change or completes after it). A `SpotWide` Spot with
+//!    `ApplicationSignaled` readiness seals only at a boundary a handler signals (28 §5,
+//!    `objects::lifecycle`), waiting for it at most until the deadline: a Spot that never
+//!    signals is cancelled before anything moved and the host ends `DeadlineExceeded`. The
+//!    source User and Instance Spots get `OnClosing(RelocationOut)` after the location change.
+//!    Objects that became live before the seal are moved in a further round;
 //! 5. **terminal**: nothing left → `Relocated` (state and descriptors); otherwise `Blocked`
 //!    with `DeadlineExceeded` (the deadline passed), `TargetUnavailable` (a target was out of
 //!    capacity), `StoreUnavailable` (nothing moved and the Location Store does not answer) or
@@ -49,8 +53,8 @@
 //! announced once to the observers ([`HostEvent::Relocation`](super::HostEvent)). Where
 //! spec 21 §9.3 names `ForceStopped` for a Relocate whose deadline passes, this runtime
 //! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: moving `PerActor` User
-//! Spots, completion records (21 §9.3), `ApplicationSignaled` readiness with its callbacks, and
-//! the bounded teardown when a descriptor rollback is unconfirmed (28 §8).
+//! Spots, completion records (21 §9.3), and the bounded teardown when a descriptor rollback is
+//! unconfirmed (28 §8).
 
 mod run;
 mod slot;

@@ -385,7 +385,15 @@ async fn move_all(
                                 .map(drop)
                         }
                         Moved::SpotWide(spot) => {
-                            crate::relocation::relocate_spot_wide(&client, spot, Some(&to)).await
+                            // An ApplicationSignaled Spot's seal waits for its boundary only
+                            // until the host deadline (28 §5).
+                            crate::relocation::relocate_spot_wide_until(
+                                &client,
+                                spot,
+                                Some(&to),
+                                ask.end,
+                            )
+                            .await
                         }
                     }
                 });

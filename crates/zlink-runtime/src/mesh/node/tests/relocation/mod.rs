@@ -20,6 +20,7 @@ use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 
 mod aggregate_gate;
+mod callbacks;
 mod follow;
 mod gate;
 mod host;
