@@ -71,6 +71,14 @@ impl ZLinkHost {
         }
     }
 
+    /// The Store key of the descriptor of this root's `i`-th MeshNode.
+    pub(crate) fn descriptor_key(&self, i: usize) -> zlink_store_spi::StoreKey {
+        match &self.inner.descriptors[i] {
+            Some(d) => d.store_key(),
+            None => panic!("MeshNode {i} publishes no descriptor"),
+        }
+    }
+
     /// The discovery of this root's `i`-th MeshNode.
     pub(crate) fn object_discovery(&self, i: usize) -> Arc<crate::location::Discovery> {
         match self.inner.objects[i]
@@ -397,9 +405,35 @@ impl ZLinkHost {
     }
 }
 
+/// The fixed maximum time of the bounded teardown after a `Relocating` descriptor whose
+/// rollback to `Serving` was not confirmed (spec 28 §8).
+const ROLLBACK_TEARDOWN: Duration = Duration::from_secs(10);
+
+/// Spec 28 §8: a `Relocating` descriptor write was not confirmed on some MeshNode and the
+/// rollback of an attempted descriptor to `Serving` was not confirmed either: no new work
+/// (`Draining`), cleanup bounded by [`ROLLBACK_TEARDOWN`], and the host's termination result
+/// `ForceStopped/TeardownFailed` whatever else happens (`unconfirmed` lead its failures). A
+/// shutdown already running (or done) keeps its own report. Returns the host's report.
+pub(crate) async fn force_stop(host: &HostInner, unconfirmed: Vec<String>) -> ShutdownReport {
+    host.report
+        .get_or_init(|| run_shutdown_with(host, ROLLBACK_TEARDOWN, unconfirmed))
+        .await
+        .clone()
+}
+
 async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
+    run_shutdown_with(host, deadline, Vec::new()).await
+}
+
+/// The shutdown; `forced` non-empty makes it `ForceStopped/TeardownFailed` (28 §8).
+async fn run_shutdown_with(
+    host: &HostInner,
+    deadline: Duration,
+    forced: Vec<String>,
+) -> ShutdownReport {
     let end = tokio::time::Instant::now() + deadline;
-    let mut failures = Vec::new();
+    let teardown_failed = !forced.is_empty();
+    let mut failures = forced;
     host.life.transition(
         &[
             HostState::Preparing,
@@ -525,7 +559,12 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
     host.life
         .transition(&[HostState::Draining], HostState::Stopped);
 
-    let (outcome, reason) = if !drained || closing_late {
+    let (outcome, reason) = if teardown_failed {
+        (
+            ShutdownOutcome::ForceStopped,
+            ShutdownReason::TeardownFailed,
+        )
+    } else if !drained || closing_late {
         (
             ShutdownOutcome::ForceStopped,
             ShutdownReason::DeadlineExceeded,

@@ -28,8 +28,16 @@
 //!    Missing targets are waited for (the descriptor list re-read every 100 ms) until the
 //!    deadline → `TargetUnavailable`, the host still `Serving`;
 //! 3. **`Relocating`**: the state, zero Channel weights told to the peers, and `relocating`
-//!    descriptors (out of new placement and selection). A descriptor write that fails →
-//!    back to `Serving`, `StoreUnavailable`. While `Relocating`, objects keep running their
+//!    descriptors (out of new placement and selection). A descriptor write that is not
+//!    confirmed (28 §8) → every descriptor attempted so far is written back to `Serving`:
+//!    all confirmed → back to `Serving`, `StoreUnavailable`; one not confirmed → no new work
+//!    (`Draining`), cleanup bounded by a fixed 10 s, and the host's termination result
+//!    `ForceStopped/TeardownFailed` (host state `Stopped`). The Relocate result stays
+//!    `Blocked/StoreUnavailable` then: 28 §3 allows a Relocate result only `Relocated/None`
+//!    or `Blocked/<reason>`, so the `ForceStopped` 28 §14 item 5 names for this case is
+//!    reported where [`RelocationOutcome`](super::RelocationOutcome) cannot carry it — as the
+//!    host's [`ShutdownReport`](super::ShutdownReport) (`HostStatus::shutdown`, the
+//!    `Termination` event), which a later `shutdown` returns again. While `Relocating`, objects keep running their
 //!    messages until each one's seal; creations, joins and Instance Spot claims here are
 //!    refused (`Unavailable`, spec 28 §10);
 //! 4. **units** move through the live relocation of one Actor, one Instance Spot or one
@@ -53,8 +61,7 @@
 //! announced once to the observers ([`HostEvent::Relocation`](super::HostEvent)). Where
 //! spec 21 §9.3 names `ForceStopped` for a Relocate whose deadline passes, this runtime
 //! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: moving `PerActor` User
-//! Spots, completion records (21 §9.3), and the bounded teardown when a descriptor rollback is
-//! unconfirmed (28 §8).
+//! Spots and completion records (21 §9.3).
 
 mod run;
 mod slot;

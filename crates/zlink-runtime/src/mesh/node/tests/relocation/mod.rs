@@ -25,6 +25,7 @@ mod follow;
 mod gate;
 mod host;
 mod instance;
+mod rollback;
 mod spot_wide;
 mod stages;
 
