@@ -160,9 +160,7 @@ pub(crate) use follow::{FollowChain as Chain, Hop};
 #[cfg(test)]
 pub(crate) use wire::{FOLLOW, encode_follow};
 
-#[cfg(test)]
 pub(crate) use aggregate::relocate_spot_wide;
-pub(crate) use aggregate::relocate_spot_wide_until;
 pub(crate) use instance::{is_refollow, relocate_instance_spot};
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;

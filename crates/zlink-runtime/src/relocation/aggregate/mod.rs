@@ -79,9 +79,7 @@ use super::wire::protocol;
 use crate::location::ReservationWire;
 use crate::mesh::messaging::ZLinkError;
 
-#[cfg(test)]
 pub(crate) use start::relocate_spot_wide;
-pub(crate) use start::relocate_spot_wide_until;
 pub(super) use target::Incoming;
 
 /// Request: the target admits the aggregate before its seal (28 §5): an inbound-unit

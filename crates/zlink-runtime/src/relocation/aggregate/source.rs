@@ -341,7 +341,9 @@ impl Group<'_> {
                 self.consumed = true;
                 Ok(Some(release))
             }
-            Ok(Err(_)) => Err(internal(&"the Spot closed before it signalled a boundary")),
+            Ok(Err(_)) => Err(internal(
+                &"the boundary wait ended: the Spot closed or another move waits for it",
+            )),
             Err(_) => Err(ZLinkError::application(
                 ErrorKind::DeadlineExceeded,
                 "the ApplicationSignaled Spot signalled no relocation boundary before the deadline",

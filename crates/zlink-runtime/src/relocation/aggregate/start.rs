@@ -41,22 +41,6 @@ pub(super) fn capacity_exceeded(why: &str) -> ZLinkError {
     ZLinkError::application(ErrorKind::CapacityExceeded, why)
 }
 
-/// [`relocate_spot_wide_until`] the default Relocate deadline (tests).
-#[cfg(test)]
-pub(crate) async fn relocate_spot_wide(
-    client: &ObjectClient,
-    spot: &ObjectId,
-    target: Option<&RoutingId>,
-) -> Result<(), ZLinkError> {
-    let until = tokio::time::Instant::now() + SIGNAL_WAIT;
-    relocate_spot_wide_until(client, spot, target, until).await
-}
-
-/// How long a move of an `ApplicationSignaled` Spot started without a host deadline waits at
-/// its seal for the application's boundary (the default Relocate deadline).
-#[cfg(test)]
-const SIGNAL_WAIT: std::time::Duration = crate::mesh::node::DEFAULT_RELOCATE_DEADLINE;
-
 /// Moves the Ready `SpotWide` User Spot `spot`, owned by this node, with every member Actor
 /// live under its turn, to `target` (or an eligible Object Server the node's Discovery lists)
 /// as one operation (spec 21 §8, §8.2; 28 §6). A participant whose type has
@@ -66,14 +50,18 @@ const SIGNAL_WAIT: std::time::Duration = crate::mesh::node::DEFAULT_RELOCATE_DEA
 /// fails before relay-ready is cancelled: every held queue runs here again in order.
 ///
 /// The seal of a Spot with `ApplicationSignaled` readiness waits for the boundary a handler
-/// signals only `until` (the host Relocate deadline, 28 §5): without one by then the move is
-/// cancelled before anything moved (`DeadlineExceeded`).
-pub(crate) async fn relocate_spot_wide_until(
+/// signals only `until` (the host Relocate deadline, 28 §5; `None`: the default Relocate
+/// deadline from now): without one by then the move is cancelled before anything moved
+/// (`DeadlineExceeded`).
+pub(crate) async fn relocate_spot_wide(
     client: &ObjectClient,
     spot: &ObjectId,
     target: Option<&RoutingId>,
-    until: tokio::time::Instant,
+    until: Option<tokio::time::Instant>,
 ) -> Result<(), ZLinkError> {
+    let until = until.unwrap_or_else(|| {
+        tokio::time::Instant::now() + crate::mesh::node::DEFAULT_RELOCATE_DEADLINE
+    });
     let host = &client.objects;
     let skey: ObjectKey = (AuthorityKind::Spot, spot.clone());
     let handle = match host

@@ -406,11 +406,11 @@ async fn move_all(
                         Moved::SpotWide(spot) => {
                             // An ApplicationSignaled Spot's seal waits for its boundary only
                             // until the host deadline (28 §5).
-                            crate::relocation::relocate_spot_wide_until(
+                            crate::relocation::relocate_spot_wide(
                                 &client,
                                 spot,
                                 Some(&to),
-                                ask.end,
+                                Some(ask.end),
                             )
                             .await
                         }

@@ -405,7 +405,9 @@ impl Roots {
     fn start_move(&self) -> tokio::task::JoinHandle<Result<(), ZLinkError>> {
         let client = self.r[0].0.actors().expect("actors").client;
         let id = self.room.id.clone();
-        tokio::spawn(async move { crate::relocation::relocate_spot_wide(&client, &id, None).await })
+        tokio::spawn(async move {
+            crate::relocation::relocate_spot_wide(&client, &id, None, None).await
+        })
     }
 
     async fn room_owner(&self) -> RoutingId {
