@@ -13,7 +13,7 @@ use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 
 use super::live::{ErasedType, LiveObject};
-use super::registration::{EntryCallback, ObjectCall};
+use super::registration::{EntryCallback, EntryClosing, ObjectCall};
 use crate::location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 use crate::mesh::messaging::{ErrorKind, RouteKind, UnavailableReason, ZLinkError};
 
@@ -64,6 +64,8 @@ pub(crate) struct ObjectHost {
     pub(crate) entry_callback: Option<EntryCallback>,
     /// This node lifecycle's Entry Spot id (Actors placed here become its members).
     pub(crate) entry_spot: Option<ObjectId>,
+    /// The Entry Spot's closing callback (`HostShutdown` only: an Entry Spot never moves).
+    pub(crate) entry_closing: Option<EntryClosing>,
     /// The activation concurrency permits (spec 06 §4): held while a factory and its
     /// initialization run, returned when they finish.
     pub(crate) activations: Arc<tokio::sync::Semaphore>,
@@ -88,6 +90,15 @@ impl std::fmt::Debug for ObjectHost {
             .field("live", &self.live.lock().len())
             .finish_non_exhaustive()
     }
+}
+
+/// How the `HostShutdown` closing callbacks of one node ended (spec 28 §9).
+#[derive(Debug, Default)]
+pub(crate) struct ClosingEnd {
+    /// One line per failed callback (→ `ForceStopped/TeardownFailed`).
+    pub(crate) failures: Vec<String>,
+    /// A callback still ran at the deadline (→ `ForceStopped/DeadlineExceeded`).
+    pub(crate) late: bool,
 }
 
 /// A live activation with what its record says of it.
@@ -128,6 +139,7 @@ impl ObjectHost {
             mailbox: (DEFAULT_ACTOR_MAILBOX_JOBS, DEFAULT_ACTOR_MAILBOX_BYTES),
             entry_spot: entry.0,
             entry_callback: entry.1,
+            entry_closing: None,
             activations: Arc::new(tokio::sync::Semaphore::new(DEFAULT_ACTIVATION_CONCURRENCY)),
             activation_limit: DEFAULT_ACTIVATION_CONCURRENCY as u32,
             limits: crate::location::CapacityLimits::default(),
@@ -135,6 +147,12 @@ impl ObjectHost {
             relocations: crate::relocation::Relocations::default(),
             host_state: None,
         }
+    }
+
+    /// The same host with the Entry Spot's closing callback.
+    pub(crate) fn with_entry_closing(mut self, closing: Option<EntryClosing>) -> Self {
+        self.entry_closing = closing;
+        self
     }
 
     /// The same host following the root's host state.
@@ -503,6 +521,57 @@ impl ObjectHost {
             },
             Err(e) => store_failure(e),
         }
+    }
+
+    /// Shutdown step 4 (spec 28 §9): every Spot here — the Entry Spot (its node's closing
+    /// callback) and every live User and Instance Spot (its type's) — gets a `HostShutdown`
+    /// closing context with `deadline`, all at once, while membership and instances are still
+    /// valid; no member Actor gets one. Returns the failed callbacks and whether one was still
+    /// running at the deadline.
+    pub(crate) async fn shutdown_closing(&self, deadline: tokio::time::Instant) -> ClosingEnd {
+        use super::lifecycle::LifecycleCall;
+        use super::{ClosingContext, ClosingReason};
+        let ctx = |id: &ObjectId| {
+            ClosingContext::new(
+                ClosingReason::HostShutdown,
+                id.as_str().to_owned(),
+                Some(deadline),
+            )
+        };
+        let mut running = tokio::task::JoinSet::new();
+        if let (Some(cb), Some(id)) = (&self.entry_closing, &self.entry_spot) {
+            let fut = (cb.0)(ctx(id));
+            let what = what(AuthorityKind::Spot, id);
+            running.spawn(async move { (what, fut.await) });
+        }
+        let spots: Vec<(ObjectId, Arc<dyn LiveObject>)> = self
+            .live
+            .lock()
+            .iter()
+            .filter(|(_, e)| e.kind.is_spot())
+            .map(|(k, e)| (k.1.clone(), Arc::clone(&e.object)))
+            .collect();
+        for (id, live) in spots {
+            let fut = live.lifecycle(LifecycleCall::Closing(ctx(&id)));
+            let what = what(AuthorityKind::Spot, &id);
+            running.spawn(async move { (what, fut.await) });
+        }
+        let mut end = ClosingEnd::default();
+        let all = async {
+            while let Some(done) = running.join_next().await {
+                match done {
+                    Ok((_, Ok(()))) => {}
+                    Ok((what, Err(e))) => end
+                        .failures
+                        .push(format!("closing callback of {what}: {e}")),
+                    Err(e) => end.failures.push(format!("closing callback task: {e}")),
+                }
+            }
+        };
+        if tokio::time::timeout_at(deadline, all).await.is_err() {
+            end.late = true;
+        }
+        end
     }
 
     /// Closes every activation (shutdown): accepted messages finish first.

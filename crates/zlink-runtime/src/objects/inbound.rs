@@ -187,6 +187,7 @@ pub(crate) fn prepare(
             id: id.as_str().to_owned(),
             packet,
             metadata,
+            relocation: Default::default(),
         },
     };
     Ok((id, call, cost))

@@ -10,11 +10,12 @@ use tokio::sync::oneshot;
 use zlink_codec::payload::Registry;
 
 use super::activation::{Activation, ActivationTask, Job, SubmitError};
+use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
     CaptureFn, CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall,
     ObjectOutput, TypedObject,
 };
-use crate::mesh::messaging::{BoxFuture, ErrorKind, RouteKind, ZLinkError};
+use crate::mesh::messaging::{BoxError, BoxFuture, ErrorKind, RouteKind, ZLinkError};
 
 /// How building an activation ended.
 pub(crate) enum Built {
@@ -125,6 +126,16 @@ pub(crate) trait LiveObject: Send + Sync {
     /// (a job of its own, queued last): `Ok(None)` when the type has no adapter. The
     /// activation keeps running.
     fn capture(&self) -> BoxFuture<'static, Result<Option<bytes::Bytes>, ZLinkError>>;
+
+    /// Runs one lifecycle callback (spec 28 §5, §6, §9) as a turn of its own after every job
+    /// already accepted (under the shared turn when there is one) and completes with its
+    /// result; `Ok` at once when the type has no such callback. A refused job (the activation
+    /// is closing) is an error.
+    fn lifecycle(&self, call: LifecycleCall) -> BoxFuture<'static, Result<(), BoxError>>;
+
+    /// The relocation boundary of an `ApplicationSignaled` `SpotWide` User Spot (`None` for
+    /// every other activation).
+    fn readiness(&self) -> Option<Arc<Readiness>>;
 }
 
 impl<T: Send + 'static> ErasedType for TypedObject<T> {
@@ -139,6 +150,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let handlers = Arc::clone(&self.handlers);
         let callback = self.callback.clone();
         let capture = self.capture.clone();
+        let lifecycle = self.lifecycle.clone();
         Box::pin(async move {
             let Some(factory) = factory else {
                 return Built::Failed {
@@ -171,7 +183,8 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 },
             };
-            let live = LiveInstance::start(state, mailbox, handlers, codecs, turn, capture);
+            let parts = (handlers, codecs, capture, lifecycle);
+            let live = LiveInstance::start(state, mailbox, parts, turn);
             Built::Approved { live, reply }
         })
     }
@@ -187,6 +200,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let handlers = Arc::clone(&self.handlers);
         let capture = self.capture.clone();
         let restore = self.restore.clone();
+        let lifecycle = self.lifecycle.clone();
         Box::pin(async move {
             let Some(factory) = factory else {
                 return Built::Failed {
@@ -216,22 +230,31 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 };
             }
-            let live = LiveInstance::start(state, mailbox, handlers, codecs, None, capture);
+            let parts = (handlers, codecs, capture, lifecycle);
+            let live = LiveInstance::start(state, mailbox, parts, None);
             Built::Approved { live, reply: None }
         })
     }
 }
 
+/// What a live activation runs with besides its state: handlers, codecs, the adapter's
+/// capture and the lifecycle callbacks.
+type Parts<T> = (
+    Arc<HandlerTable<T>>,
+    Registry,
+    Option<CaptureFn<T>>,
+    Lifecycle<T>,
+);
+
 impl<T: Send + 'static> LiveInstance<T> {
     fn start(
         state: T,
         mailbox: (usize, usize),
-        handlers: Arc<HandlerTable<T>>,
-        codecs: Registry,
+        (handlers, codecs, capture, lifecycle): Parts<T>,
         turn: Option<Turn>,
-        capture: Option<CaptureFn<T>>,
     ) -> Arc<dyn LiveObject> {
         let task = Activation::spawn(state, mailbox.0, mailbox.1);
+        let readiness = lifecycle.signaled.then(|| Arc::new(Readiness::default()));
         Arc::new(LiveInstance {
             activation: task.activation().clone(),
             task: Mutex::new(Some(task)),
@@ -239,6 +262,8 @@ impl<T: Send + 'static> LiveInstance<T> {
             codecs,
             turn: Mutex::new(turn),
             capture,
+            lifecycle,
+            readiness,
         })
     }
 }
@@ -250,16 +275,22 @@ struct LiveInstance<T> {
     codecs: Registry,
     turn: Mutex<Option<Turn>>,
     capture: Option<CaptureFn<T>>,
+    lifecycle: Lifecycle<T>,
+    /// The relocation boundary (an `ApplicationSignaled` `SpotWide` User Spot only).
+    readiness: Option<Arc<Readiness>>,
 }
 
 impl<T: Send + 'static> LiveObject for LiveInstance<T> {
     fn submit(
         &self,
         route: RouteKind,
-        call: ObjectCall,
+        mut call: ObjectCall,
         cost: usize,
         reply: Option<Completion>,
     ) -> Result<(), ZLinkError> {
+        let readiness = self.readiness.clone();
+        call.context.relocation = super::lifecycle::RelocationReady(readiness.clone());
+        let ready = self.lifecycle.ready.clone();
         let Some(handler) = self
             .handlers
             .get(route, call.context.packet.as_str())
@@ -292,6 +323,25 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
                     None => {
                         if let Err(e) = out {
                             tracing::warn!(error = %e, "object one-way handler failed");
+                        }
+                    }
+                }
+                // The end of the turn: a boundary the handler signalled (28 §5) goes to the
+                // move waiting at its seal — this turn stays held until it sealed — or, with
+                // none waiting, `Continued` runs as the next turn.
+                match readiness
+                    .as_ref()
+                    .map_or(Boundary::None, |r| r.turn_ended())
+                {
+                    Boundary::None => {}
+                    Boundary::Consumed(sealed) => {
+                        let _ = sealed.await;
+                    }
+                    Boundary::Continued => {
+                        if let Some(cb) = ready {
+                            if let Err(e) = cb(state, RelocationReadyOutcome::Continued).await {
+                                tracing::warn!(error = %e, "relocation-ready callback failed");
+                            }
                         }
                     }
                 }
@@ -356,6 +406,47 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
             }
             rx.await.unwrap_or(Err(ZLinkError::ShuttingDown))
         })
+    }
+
+    fn lifecycle(&self, call: LifecycleCall) -> BoxFuture<'static, Result<(), BoxError>> {
+        let (closing, ready) = (self.lifecycle.closing.clone(), self.lifecycle.ready.clone());
+        let present = match &call {
+            LifecycleCall::Closing(_) => closing.is_some(),
+            LifecycleCall::Ready(_) => ready.is_some(),
+        };
+        if !present {
+            return Box::pin(async { Ok(()) });
+        }
+        let turn = self.turn.lock().clone();
+        let (tx, rx) = oneshot::channel();
+        let job = job(move |state: &mut T| {
+            Box::pin(async move {
+                let _turn = match &turn {
+                    Some(t) => Some(t.lock().await),
+                    None => None,
+                };
+                let out = match (call, closing, ready) {
+                    (LifecycleCall::Closing(ctx), Some(cb), _) => cb(state, ctx).await,
+                    (LifecycleCall::Ready(outcome), _, Some(cb)) => cb(state, outcome).await,
+                    _ => Ok(()),
+                };
+                let _ = tx.send(out);
+            })
+        });
+        let submitted = self.activation.submit(0, job);
+        Box::pin(async move {
+            if submitted.is_err() {
+                return Err("the activation refused the lifecycle callback".into());
+            }
+            match rx.await {
+                Ok(out) => out,
+                Err(_) => Err("the activation closed before the lifecycle callback ran".into()),
+            }
+        })
+    }
+
+    fn readiness(&self) -> Option<Arc<Readiness>> {
+        self.readiness.clone()
     }
 }
 

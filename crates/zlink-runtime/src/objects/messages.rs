@@ -142,6 +142,7 @@ impl ObjectClient {
                 id: key.1.as_str().to_owned(),
                 packet: msg.packet.clone(),
                 metadata,
+                relocation: Default::default(),
             },
         }
     }

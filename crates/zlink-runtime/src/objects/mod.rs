@@ -121,6 +121,7 @@ pub(crate) mod create;
 pub(crate) mod host;
 pub(crate) mod inbound;
 pub(crate) mod instance;
+pub(crate) mod lifecycle;
 pub(crate) mod live;
 mod manager;
 pub(crate) mod membership;
@@ -138,6 +139,7 @@ pub use client::DEFAULT_CREATE_DEADLINE;
 pub use host::{DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS};
 pub(crate) use inbound::{END_OBJECT, JOIN_SPOT, create_command, end_command, join_command};
 pub use instance::InstanceCall;
+pub use lifecycle::{ClosingContext, ClosingReason, RelocationReady, RelocationReadyOutcome};
 pub use manager::ActorManager;
 pub use refs::{ActorRef, SpotRef};
 pub use registration::{
@@ -145,5 +147,5 @@ pub use registration::{
     MessageContext, ReadinessMode, RelocationChoice, Spot, SpotExecution, SpotStateAdapter,
     SpotType,
 };
-pub(crate) use registration::{EntryCallback, Registration};
+pub(crate) use registration::{EntryCallback, EntryClosing, Registration};
 pub use spots::SpotManager;

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use zlink_codec::payload::Registry;
 use zlink_codec::records::{ObjectKind, RelocationPolicy};
 
+use super::lifecycle::Lifecycle;
 use crate::mesh::messaging::{
     BoxError, BoxFuture, Message, Metadata, PacketName, Request, RouteKind, ZLinkError,
 };
@@ -98,7 +99,9 @@ pub enum ReadinessMode {
     /// At any turn boundary.
     #[default]
     AnyTurnBoundary,
-    /// When the application signals it.
+    /// Only at a boundary a handler signals with
+    /// [`MessageContext::relocation_ready`]`().defer()` (see the
+    /// [`on_relocation_ready_completed`](SpotType::on_relocation_ready_completed) callback).
     ApplicationSignaled,
 }
 
@@ -163,6 +166,17 @@ pub struct MessageContext {
     pub packet: PacketName,
     /// The sender's metadata snapshot.
     pub metadata: Metadata,
+    /// The relocation boundary handle (set for the handlers of an `ApplicationSignaled`
+    /// `SpotWide` User Spot; inert for every other handler).
+    pub(crate) relocation: super::lifecycle::RelocationReady,
+}
+
+impl MessageContext {
+    /// The handle this handler signals its relocation boundary with (spec 28 §5):
+    /// `ctx.relocation_ready().defer()`. See [`RelocationReady`](super::RelocationReady).
+    pub fn relocation_ready(&self) -> &super::lifecycle::RelocationReady {
+        &self.relocation
+    }
 }
 
 /// An encoded reply: canonical content type and bytes (`None` for a send).
@@ -287,6 +301,20 @@ pub(crate) struct EntryCallback(
 impl fmt::Debug for EntryCallback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("EntryCallback")
+    }
+}
+
+/// The Entry Spot's closing callback of an Object Server node (`HostShutdown`, spec 28 §9).
+#[derive(Clone)]
+pub(crate) struct EntryClosing(
+    pub(crate)  Arc<
+        dyn Fn(super::ClosingContext) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync,
+    >,
+);
+
+impl fmt::Debug for EntryClosing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EntryClosing")
     }
 }
 
@@ -437,6 +465,7 @@ pub struct SpotType<S: Spot> {
     handlers: HandlerTable<S>,
     duplicate: Option<String>,
     callback: Option<SpotCallback<S>>,
+    lifecycle: Lifecycle<S>,
 }
 
 impl<S: Spot> Default for SpotType<S> {
@@ -450,6 +479,7 @@ impl<S: Spot> Default for SpotType<S> {
             handlers: HandlerTable::default(),
             duplicate: None,
             callback: None,
+            lifecycle: Lifecycle::default(),
         }
     }
 }
@@ -483,6 +513,47 @@ impl<S: Spot> SpotType<S> {
             + 'static,
     {
         self.callback = Some(Arc::new(callback));
+        self
+    }
+
+    /// The Spot's closing callback (spec 28 §6 step 10, §9 step 4): it runs once, as a turn of
+    /// its own after every accepted turn, when the activation ends for the
+    /// [`ClosingReason`](super::ClosingReason) its [`ClosingContext`](super::ClosingContext)
+    /// names — `RelocationOut` on the source after the location change (a `SpotWide` User
+    /// Spot, an Instance Spot), `HostShutdown` during shutdown (with the remaining deadline;
+    /// an error makes the shutdown `ForceStopped/TeardownFailed`, running past the deadline
+    /// `ForceStopped/DeadlineExceeded`). An error after a move is logged (the move stands).
+    /// Without one, closing calls nothing. Write it as `|spot, ctx| Box::pin(async move { .. })`.
+    pub fn on_closing<F>(mut self, callback: F) -> Self
+    where
+        F: for<'a> Fn(&'a mut S, super::ClosingContext) -> BoxFuture<'a, Result<(), BoxError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.lifecycle.closing = Some(Arc::new(callback));
+        self
+    }
+
+    /// The relocation-ready callback of a `SpotWide` User Spot with `ApplicationSignaled`
+    /// readiness (spec 28 §5, §6 step 7); never called for any other Spot. `Relocated`: the
+    /// first application turn on the target after the owner change (no handler runs restored,
+    /// relayed or directly arrived work before it returns). `Continued`: on the source, the
+    /// turn after a signalled boundary no move was ready for, or after a move that consumed
+    /// it was cancelled before its commit. Without one, nothing is called. It may run again
+    /// for the same event after a crash, so it must be retry-safe. Write it as
+    /// `|spot, outcome| Box::pin(async move { .. })`.
+    pub fn on_relocation_ready_completed<F>(mut self, callback: F) -> Self
+    where
+        F: for<'a> Fn(
+                &'a mut S,
+                super::RelocationReadyOutcome,
+            ) -> BoxFuture<'a, Result<(), BoxError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.lifecycle.ready = Some(Arc::new(callback));
         self
     }
 }
@@ -531,6 +602,8 @@ pub(crate) struct TypedObject<T: Send + 'static> {
     pub(crate) restore: Option<RestoreFn<T>>,
     pub(crate) handlers: Arc<HandlerTable<T>>,
     pub(crate) callback: Option<SpotCallback<T>>,
+    /// The Spot's lifecycle callbacks (none for an Actor).
+    pub(crate) lifecycle: Lifecycle<T>,
 }
 
 impl Registration {
@@ -550,6 +623,7 @@ impl Registration {
             restore,
             handlers: Arc::new(t.handlers),
             callback: None,
+            lifecycle: Lifecycle::default(),
         });
         Self {
             kind: ObjectKind::Actor,
@@ -574,12 +648,17 @@ impl Registration {
             }
             None => (None, None),
         };
+        let mut lifecycle = t.lifecycle;
+        lifecycle.signaled = kind == ObjectKind::UserSpot
+            && t.execution.unwrap_or_default() == SpotExecution::SpotWide
+            && t.readiness == Some(ReadinessMode::ApplicationSignaled);
         let erased = Arc::new(TypedObject {
             factory: t.factory.clone(),
             capture,
             restore,
             handlers: Arc::new(t.handlers),
             callback: t.callback,
+            lifecycle,
         });
         Self {
             kind,

@@ -386,6 +386,7 @@ mod tests {
                     id: "a".into(),
                     packet: crate::mesh::messaging::PacketName::new("P").expect("packet"),
                     metadata: crate::mesh::messaging::Metadata::empty(),
+                    relocation: Default::default(),
                 },
             },
             cost: 1,

@@ -18,7 +18,9 @@
 //! the move (a Spot whose first message has not completed yet — its record still carries the
 //! cold-activation recovery root — is refused, `Unavailable`, and stays). A Close and a move
 //! of the same Spot are ordered by their claim on the owner (`objects::instance::ending`).
-//! Not built: Instance Spot timers (this runtime has none), `OnClosing(RelocationOut)`.
+//! After the location change the old activation on the source gets the type's
+//! `OnClosing(RelocationOut)` callback (a turn after its accepted ones, its error only logged),
+//! then closes (28 §6 step 10). Not built: Instance Spot timers (this runtime has none).
 
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{AllocationState, ObjectKind};

@@ -560,6 +560,7 @@ mod tests {
                     id: "a".into(),
                     packet: PacketName::new("P").expect("packet"),
                     metadata: Metadata::empty(),
+                    relocation: Default::default(),
                 },
             },
             cost,

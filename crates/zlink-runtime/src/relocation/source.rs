@@ -362,12 +362,29 @@ pub(super) async fn follow_and_close(
     let (tx, rx) = mpsc::unbounded_channel();
     host.relocations.follow(key, record.clone(), until, tx);
     tokio::spawn(forward(client.clone(), key.clone(), record, rx, until));
-    if let Some(old) = host.remove_live(key) {
-        old.close().await;
-    } else {
-        live.close().await;
-    }
+    let old = host.remove_live(key).unwrap_or(live);
+    relocation_out(key, old.as_ref()).await;
+    old.close().await;
     host.routes.forget(key);
+}
+
+/// `OnClosing(RelocationOut)` on the old activation of a Spot that moved (spec 28 §6 step
+/// 10): after the location change, as a turn after every accepted one, before the activation
+/// closes. Nothing for an Actor (an Entry Spot never moves, so it never gets one); an error is
+/// logged, the move stands.
+pub(crate) async fn relocation_out(key: &ObjectKey, old: &dyn LiveObject) {
+    if key.0 != zlink_codec::keys::AuthorityKind::Spot {
+        return;
+    }
+    let ctx = crate::objects::ClosingContext::new(
+        crate::objects::ClosingReason::RelocationOut,
+        key.1.as_str().to_owned(),
+        None,
+    );
+    let call = crate::objects::lifecycle::LifecycleCall::Closing(ctx);
+    if let Err(e) = old.lifecycle(call).await {
+        tracing::warn!(spot = key.1.as_str(), error = %e, "closing callback (RelocationOut) failed");
+    }
 }
 
 /// The moved object's record as it is now.

@@ -106,6 +106,7 @@ pub struct MeshNodeBuilder<H> {
     pub(crate) mailbox: (i64, i64),
     pub(crate) object_types: Vec<crate::objects::Registration>,
     pub(crate) entry_callbacks: Vec<crate::objects::EntryCallback>,
+    pub(crate) entry_closing: Option<crate::objects::EntryClosing>,
 }
 
 impl<H> MeshNodeBuilder<H> {
@@ -133,6 +134,7 @@ impl<H> MeshNodeBuilder<H> {
             ),
             object_types: Vec::new(),
             entry_callbacks: Vec::new(),
+            entry_closing: None,
         }
     }
 
@@ -153,6 +155,26 @@ impl<H> MeshNodeBuilder<H> {
             .push(crate::objects::EntryCallback(std::sync::Arc::new(
                 move |ctx| Box::pin(callback(ctx)),
             )));
+        self
+    }
+
+    /// The Entry Spot's closing callback of this Object Server (spec 28 §9 step 4): it runs
+    /// once during shutdown with a `HostShutdown` [`ClosingContext`](crate::objects::ClosingContext)
+    /// carrying the remaining deadline, beside every User and Instance Spot's; an error makes
+    /// the shutdown `ForceStopped/TeardownFailed`, running past the deadline
+    /// `ForceStopped/DeadlineExceeded`. An Entry Spot never moves, so it never closes with
+    /// `RelocationOut`. A later call replaces an earlier one; a node that is not an Object
+    /// Server has no Entry Spot and never calls it.
+    pub fn on_entry_spot_closing<F, Fut>(mut self, callback: F) -> Self
+    where
+        F: Fn(crate::objects::ClosingContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), crate::mesh::messaging::BoxError>>
+            + Send
+            + 'static,
+    {
+        self.entry_closing = Some(crate::objects::EntryClosing(std::sync::Arc::new(
+            move |ctx| Box::pin(callback(ctx)),
+        )));
         self
     }
 

@@ -136,6 +136,7 @@ pub struct MeshNodePlan<H> {
     pub(crate) mailbox_bytes: usize,
     pub(crate) object_types: Vec<ObjectTypePlan>,
     pub(crate) entry_callback: Option<crate::objects::EntryCallback>,
+    pub(crate) entry_closing: Option<crate::objects::EntryClosing>,
 }
 
 impl<H> MeshNodePlan<H> {

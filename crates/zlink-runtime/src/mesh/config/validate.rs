@@ -448,6 +448,7 @@ fn validate_node<H>(
         mailbox_bytes: bytes as usize,
         object_types,
         entry_callback,
+        entry_closing: node.entry_closing,
     })
 }
 

@@ -111,6 +111,12 @@ impl NodeDescriptor {
         }
     }
 
+    /// Tests: the Store key of this descriptor.
+    #[cfg(test)]
+    pub(crate) fn store_key(&self) -> zlink_store_spi::StoreKey {
+        self.publisher.store_key().clone()
+    }
+
     /// Publishes the descriptor in `state` with the node's current weights.
     pub(crate) async fn publish_state(
         &self,

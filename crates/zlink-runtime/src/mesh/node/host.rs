@@ -71,6 +71,14 @@ impl ZLinkHost {
         }
     }
 
+    /// The Store key of the descriptor of this root's `i`-th MeshNode.
+    pub(crate) fn descriptor_key(&self, i: usize) -> zlink_store_spi::StoreKey {
+        match &self.inner.descriptors[i] {
+            Some(d) => d.store_key(),
+            None => panic!("MeshNode {i} publishes no descriptor"),
+        }
+    }
+
     /// The discovery of this root's `i`-th MeshNode.
     pub(crate) fn object_discovery(&self, i: usize) -> Arc<crate::location::Discovery> {
         match self.inner.objects[i]
@@ -381,7 +389,10 @@ impl ZLinkHost {
 
     /// Shuts the host down (spec 28 §9): `Draining` (new application admission ends with
     /// `ShuttingDown`), peers told to stop selecting this host, `Draining` descriptors,
-    /// accepted work finished until `deadline`, then this run's authority rows swept,
+    /// accepted work finished until `deadline`, every Entry, User and Instance Spot's closing
+    /// callback run with a `HostShutdown` context and the remaining deadline (a failed one →
+    /// `ForceStopped/TeardownFailed`, one still running at the deadline →
+    /// `ForceStopped/DeadlineExceeded`), then this run's authority rows swept,
     /// descriptors withdrawn, the owner lease released, hosted services stopped in reverse,
     /// connections and listeners closed and every task ended. Concurrent and repeated calls
     /// share one run and return the same report.
@@ -394,9 +405,35 @@ impl ZLinkHost {
     }
 }
 
+/// The fixed maximum time of the bounded teardown after a `Relocating` descriptor whose
+/// rollback to `Serving` was not confirmed (spec 28 §8).
+const ROLLBACK_TEARDOWN: Duration = Duration::from_secs(10);
+
+/// Spec 28 §8: a `Relocating` descriptor write was not confirmed on some MeshNode and the
+/// rollback of an attempted descriptor to `Serving` was not confirmed either: no new work
+/// (`Draining`), cleanup bounded by [`ROLLBACK_TEARDOWN`], and the host's termination result
+/// `ForceStopped/TeardownFailed` whatever else happens (`unconfirmed` lead its failures). A
+/// shutdown already running (or done) keeps its own report. Returns the host's report.
+pub(crate) async fn force_stop(host: &HostInner, unconfirmed: Vec<String>) -> ShutdownReport {
+    host.report
+        .get_or_init(|| run_shutdown_with(host, ROLLBACK_TEARDOWN, unconfirmed))
+        .await
+        .clone()
+}
+
 async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
+    run_shutdown_with(host, deadline, Vec::new()).await
+}
+
+/// The shutdown; `forced` non-empty makes it `ForceStopped/TeardownFailed` (28 §8).
+async fn run_shutdown_with(
+    host: &HostInner,
+    deadline: Duration,
+    forced: Vec<String>,
+) -> ShutdownReport {
     let end = tokio::time::Instant::now() + deadline;
-    let mut failures = Vec::new();
+    let teardown_failed = !forced.is_empty();
+    let mut failures = forced;
     host.life.transition(
         &[
             HostState::Preparing,
@@ -454,9 +491,27 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
         let _ = tokio::time::timeout(FORCED_SETTLE, host.life.drained()).await;
     }
 
-    // Local object scope first: every activation finishes its accepted turns and ends.
+    // Step 4 (28 §9): membership and instances still valid, every Entry, User and Instance
+    // Spot gets its `HostShutdown` closing callback, bounded by the deadline. A failed one →
+    // TeardownFailed; one still running at the deadline → DeadlineExceeded.
+    let mut closing_late = false;
     for o in host.objects.iter().flatten() {
-        o.host.close_all().await;
+        let closing = o.host.shutdown_closing(end).await;
+        closing_late |= closing.late;
+        failures.extend(closing.failures);
+    }
+    if closing_late {
+        tracing::warn!("shutdown deadline passed with a Spot closing callback running");
+    }
+
+    // Local object scope first: every activation finishes its accepted turns and ends (a
+    // closing callback past the deadline is waited for only briefly).
+    for o in host.objects.iter().flatten() {
+        if closing_late {
+            let _ = tokio::time::timeout(FORCED_SETTLE, o.host.close_all()).await;
+        } else {
+            o.host.close_all().await;
+        }
     }
 
     // Owner records, then descriptors, then the owner lease.
@@ -504,7 +559,12 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
     host.life
         .transition(&[HostState::Draining], HostState::Stopped);
 
-    let (outcome, reason) = if !drained {
+    let (outcome, reason) = if teardown_failed {
+        (
+            ShutdownOutcome::ForceStopped,
+            ShutdownReason::TeardownFailed,
+        )
+    } else if !drained || closing_late {
         (
             ShutdownOutcome::ForceStopped,
             ShutdownReason::DeadlineExceeded,

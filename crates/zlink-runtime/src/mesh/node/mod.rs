@@ -170,11 +170,26 @@
 //! | 3: shutdown during a relocation → `ShutdownRequested`; a Relocate after it the same | `shutdown_during_a_relocate_ends_it_with_shutdown_requested`* |
 //! | 7: after the deadline no unit starts; started units end safely (moved or serving on the source), `Blocked/DeadlineExceeded` | `after_the_deadline_no_unit_starts_and_started_units_end_safely`* |
 //! | 8: a `Relocating` descriptor write that is not confirmed rolls back to `Serving`, `Blocked/StoreUnavailable`, nothing moved, the stored descriptor still `serving` | `an_unconfirmed_relocating_descriptor_rolls_back_to_serving_with_store_unavailable`* |
+//! | 8: ... and whose rollback to `Serving` is not confirmed either → no new work, bounded teardown, the host `ForceStopped/TeardownFailed` (its termination result, announced once), the Relocate `Blocked/StoreUnavailable` (`tests/relocation/rollback.rs`) | `an_unconfirmed_descriptor_rollback_force_stops_the_host_with_teardown_failed`* |
 //! | 9: a shutdown during the moves waits for the started units, starts no other, abandons nothing; moved Actors serve from the target | `shutdown_during_the_moves_finishes_the_started_units_and_starts_no_other`* |
 //! | 28 §10: a `Relocated` host refuses node-direct requests (`Unavailable`), still calls out, and keeps its connections | `a_relocated_host_refuses_node_direct_requests_and_keeps_its_connections`* |
 //! | 2, 5: a host holding Actors and Instance Spots moves both (each Instance Spot to a node offering its type, with the Spot's bundle) and is `Relocated`; a `DisableRelocation` Instance Spot blocks the preflight (`RelocationDisabled`); a PerActor User Spot stays `StateIncompatible` (`tests/relocation/instance.rs`) | `host_relocate_moves_actors_and_instance_spots`*, `a_disabled_instance_spot_blocks_the_host_relocate_before_anything_changes`*, `a_per_actor_user_spot_still_blocks_the_host_relocate_as_state_incompatible`* |
 //! | 5: a live `SpotWide` User Spot is one unit covering its members (not units of their own); the host ends `Relocated` and then shuts down cleanly (its self-sweep finds no member row), every member serving from the target (`tests/relocation/spot_wide.rs`); PerActor User Spots stay `StateIncompatible` | `the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit`* |
 //! | 3 (wire values), 2 (argument errors) | `relocate::types::tests` |
+//!
+//! Spot lifecycle callbacks around relocation and shutdown (spec 28 §5, §6, §9, §12 items 5
+//! and 9; `tests/relocation/callbacks/`, every test on the three stores):
+//!
+//! | behaviour | test |
+//! |---|---|
+//! | §6 step 10: `OnClosing(RelocationOut)` once on the source User Spot (`SpotWide`) and Instance Spot, the record already naming the target; no member callback | `on_closing_relocation_out_runs_on_the_source_after_the_location_change`* |
+//! | §6 "Callbacks not called": an Entry Spot member move closes no Spot; the Entry Spot closes only with `HostShutdown` | `entry_spot_never_gets_a_closing_callback`* |
+//! | §5 `ApplicationSignaled`: the move waits at its seal for the signalled boundary, other turn boundaries do not move it; the consumed boundary runs no `Continued` | `application_signaled_spot_moves_only_at_its_signal`* |
+//! | §5, §6 step 7, §12 item 5: `OnRelocationReadyCompleted(Relocated)` is the first application turn on the target; work waiting in the target's temporary queue, relayed and direct work run after it | `ready_completed_is_the_first_turn_on_the_target`* |
+//! | §5: a boundary no move was ready for → `Continued` as the next turn; a move cancelled before its commit → queue served on the source, then `Continued` | `continued_runs_when_no_relocation_was_ready`* |
+//! | §5: a Spot that never signals → its unit does not move, the host ends `Blocked/DeadlineExceeded` and the Spot serves on | `a_spot_that_never_signals_blocks_the_relocate_with_deadline_exceeded`* |
+//! | §9 step 4: every Entry, User and Instance Spot gets one `HostShutdown` closing; no member Actor | `host_shutdown_closing_callback_runs_for_every_spot`* |
+//! | §9, §12 item 9: a failing closing callback → `ForceStopped/TeardownFailed`; one past the deadline → `ForceStopped/DeadlineExceeded` | `a_failing_closing_callback_is_teardown_failed`*, `a_closing_callback_past_the_deadline_is_deadline_exceeded`* |
 //!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;

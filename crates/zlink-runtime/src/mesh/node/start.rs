@@ -432,6 +432,7 @@ async fn start_node(
                     n.location_options().route_cache_max_age,
                     (facts.entry_spot_id.clone(), n.entry_callback.clone()),
                 )
+                .with_entry_closing(n.entry_closing.clone())
                 .with_activation_concurrency(n.activation_concurrency())
                 .with_limits(n.capacity_limits().clone())
                 .with_host_state(life.subscribe()),

@@ -162,6 +162,7 @@ fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLi
                 id: envelope.id.as_str().to_owned(),
                 packet: envelope.packet.clone(),
                 metadata,
+                relocation: Default::default(),
             },
         },
         cost,

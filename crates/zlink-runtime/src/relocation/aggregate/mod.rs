@@ -32,6 +32,20 @@
 //! reading; between the aggregate CAS and the members' follow writes the allocation rows and
 //! the member records disagree (a crash there leaves members whose record names the source).
 //!
+//! **Lifecycle callbacks (28 §5, §6 steps 7 and 10; `objects::lifecycle`):** after the
+//! participants followed, the Spot's old activation gets `OnClosing(RelocationOut)` before it
+//! closes (members get nothing). A Spot whose readiness is `ApplicationSignaled` seals only at
+//! a boundary a handler signalled (`ctx.relocation_ready().defer()`): with the preflight, the
+//! target reservation, the stage records and both sides' permits done, the seal waits for the
+//! next such turn end (until the host deadline, else the move is cancelled before anything
+//! moved, `DeadlineExceeded`) and seals while that turn is still held; a move that consumed a
+//! boundary and is cancelled before its commit runs `Continued` on the source after the held
+//! queues ran again. On the target, after the aggregate NewOwner,
+//! `OnRelocationReadyCompleted(Relocated)` runs on the Spot before any queue of the group
+//! opens. Gap: a `Continued` for a boundary no move was ready for runs in the signalling job
+//! right after its handler (the next turn of the Spot — no other turn runs in between),
+//! not as a separately queued job.
+//!
 //! **Unit gate (28 §5, §12 item 4):** before anything is written the source takes, at once,
 //! one outbound-unit permit, one `Capture` permit (the participants are captured one after
 //! another under it, so one bounds the pass; it goes back when the pass ends) and the

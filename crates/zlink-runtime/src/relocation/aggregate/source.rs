@@ -6,6 +6,7 @@
 //! queue runs here again in order.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -24,14 +25,17 @@ use super::{Payload, RestoreCommand};
 use crate::location::{
     AuthorityHandle, AuthorityRead, LocationError, Outcome, TargetNode, TargetReservation,
 };
-use crate::mesh::messaging::ZLinkError;
+use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::objects::RelocationReadyOutcome;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{stale, store_failure};
+use crate::objects::lifecycle::LifecycleCall;
 use crate::relocation::follow::FollowRecord;
 use crate::relocation::gate::{self, AdmitCommand, SourcePermits};
 use crate::relocation::send;
 use crate::relocation::source::{
-    answered, cutover_applied, cutover_failed, forward, request, request_within, send_cutover,
+    answered, cutover_applied, cutover_failed, forward, relocation_out, request, request_within,
+    send_cutover,
 };
 use crate::relocation::stage::{self, StageWriteError};
 use crate::relocation::wire::{self, MoveRef, ReadyCommand};
@@ -63,6 +67,11 @@ pub(super) struct Group<'a> {
     pub(super) owner_generation: Option<u64>,
     pub(super) error: Option<ZLinkError>,
     pub(super) interrupt: bool,
+    /// Until when the seal of an `ApplicationSignaled` Spot waits for its boundary (28 §5).
+    pub(super) until: Instant,
+    /// Whether this move consumed a boundary the application signalled (a cancel before the
+    /// commit then runs `Continued` on the source after the queues reopened).
+    pub(super) consumed: bool,
 }
 
 impl Group<'_> {
@@ -142,7 +151,19 @@ impl Group<'_> {
                 vec![Event::Deadline]
             }
             Effect::SealSource => match self.admit_target().await {
-                Ok(()) => self.seal(),
+                Ok(()) => match self.boundary().await {
+                    Ok(release) => {
+                        // Sealed while the signalling turn is still held; then it ends.
+                        let events = self.seal();
+                        drop(release);
+                        events
+                    }
+                    Err(e) => {
+                        self.fail(e);
+                        self.interrupt = true;
+                        vec![Event::CancelRequested]
+                    }
+                },
                 Err(e) => {
                     self.fail(e);
                     self.interrupt = true;
@@ -300,6 +321,49 @@ impl Group<'_> {
         let body = wire::encode(&cmd)?;
         answered(request_within(self.client, &self.to(), (super::ADMIT, body), wait).await)
             .map(|_| ())
+    }
+
+    /// For an `ApplicationSignaled` Spot (28 §5): with preflight, target and permits done,
+    /// waits for the next boundary a handler signals, until the deadline (then the move is
+    /// cancelled before anything moved, `DeadlineExceeded`). The returned release keeps the
+    /// signalling turn held until it is dropped. `None` for `AnyTurnBoundary` (the seal falls
+    /// at any turn boundary).
+    async fn boundary(&mut self) -> Result<Option<tokio::sync::oneshot::Sender<()>>, ZLinkError> {
+        let Some(readiness) = self.parts.first().and_then(|p| p.live.readiness()) else {
+            return Ok(None);
+        };
+        tracing::debug!(
+            relocation = self.relocation(),
+            "SpotWide relocation waits for the application's boundary"
+        );
+        match tokio::time::timeout_at(self.until, readiness.wait()).await {
+            Ok(Ok(release)) => {
+                self.consumed = true;
+                Ok(Some(release))
+            }
+            Ok(Err(_)) => Err(internal(
+                &"the boundary wait ended: the Spot closed or another move waits for it",
+            )),
+            Err(_) => Err(ZLinkError::application(
+                ErrorKind::DeadlineExceeded,
+                "the ApplicationSignaled Spot signalled no relocation boundary before the deadline",
+            )),
+        }
+    }
+
+    /// After a cancel that reopened the held queues: `Continued` on the source when this move
+    /// had consumed the application's boundary (28 §5).
+    async fn continued(&mut self) {
+        if !std::mem::take(&mut self.consumed) {
+            return;
+        }
+        let Some(spot) = self.parts.first() else {
+            return;
+        };
+        let call = LifecycleCall::Ready(RelocationReadyOutcome::Continued);
+        if let Err(e) = spot.live.lifecycle(call).await {
+            tracing::warn!(error = %e, "relocation-ready callback (Continued) failed");
+        }
     }
 
     /// Seals every participant (one hold group); any already covered cancels the move.
@@ -486,10 +550,12 @@ impl Group<'_> {
             ));
         }
         for p in &self.parts {
-            match host.remove_live(&p.key) {
-                Some(old) => old.close().await,
-                None => p.live.close().await,
-            }
+            let old = host
+                .remove_live(&p.key)
+                .unwrap_or_else(|| Arc::clone(&p.live));
+            // The Spot (first part) gets `OnClosing(RelocationOut)`; members get nothing.
+            relocation_out(&p.key, old.as_ref()).await;
+            old.close().await;
             host.routes.forget(&p.key);
         }
         self.followed = true;
@@ -552,6 +618,7 @@ impl Group<'_> {
                 .reopen(&p.key, p.live.as_ref());
         }
         self.sealed = false;
+        self.continued().await;
     }
 
     async fn settle(mut self) -> Result<(), ZLinkError> {
@@ -576,6 +643,7 @@ impl Group<'_> {
                     .reopen(&p.key, p.live.as_ref());
             }
         }
+        self.continued().await;
         tracing::info!(?stage, "SpotWide relocation did not move the Spot");
         Err(self
             .error

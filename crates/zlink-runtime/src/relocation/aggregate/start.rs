@@ -48,11 +48,20 @@ pub(super) fn capacity_exceeded(why: &str) -> ZLinkError {
 /// before anything is stored (`InvalidOperation`); a target short of capacity for the Spot
 /// and every member is `CapacityExceeded`; in both cases everything stays here. A move that
 /// fails before relay-ready is cancelled: every held queue runs here again in order.
+///
+/// The seal of a Spot with `ApplicationSignaled` readiness waits for the boundary a handler
+/// signals only `until` (the host Relocate deadline, 28 §5; `None`: the default Relocate
+/// deadline from now): without one by then the move is cancelled before anything moved
+/// (`DeadlineExceeded`).
 pub(crate) async fn relocate_spot_wide(
     client: &ObjectClient,
     spot: &ObjectId,
     target: Option<&RoutingId>,
+    until: Option<tokio::time::Instant>,
 ) -> Result<(), ZLinkError> {
+    let until = until.unwrap_or_else(|| {
+        tokio::time::Instant::now() + crate::mesh::node::DEFAULT_RELOCATE_DEADLINE
+    });
     let host = &client.objects;
     let skey: ObjectKey = (AuthorityKind::Spot, spot.clone());
     let handle = match host
@@ -183,6 +192,8 @@ pub(crate) async fn relocate_spot_wide(
         owner_generation: None,
         error: None,
         interrupt: false,
+        until,
+        consumed: false,
     };
     group.run(effects).await
 }

@@ -20,7 +20,9 @@ use zlink_transport::Envelope;
 use super::{Payload, RestoreCommand};
 use crate::location::{AuthorityRead, Outcome, TargetReservation};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::objects::RelocationReadyOutcome;
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
+use crate::objects::lifecycle::LifecycleCall;
 use crate::objects::live::{Built, LiveObject, Turn};
 use crate::objects::registration::{FactoryContext, RelocationChoice};
 use crate::relocation::gate::{self, AdmitCommand, TargetPermits};
@@ -473,6 +475,17 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
                         ty,
                         generation,
                     );
+                }
+            }
+            // `OnRelocationReadyCompleted(Relocated)` of an ApplicationSignaled Spot (28 §5,
+            // §6 step 7): the first application turn here; no queue of the group opens (no
+            // restored, relayed or direct work runs) before it returned.
+            if let Some(spot) = group.iter().find(|b| b.key.0 == AuthorityKind::Spot) {
+                if spot.live.readiness().is_some() {
+                    let call = LifecycleCall::Ready(RelocationReadyOutcome::Relocated);
+                    if let Err(e) = spot.live.lifecycle(call).await {
+                        tracing::warn!(relocation, error = %e, "relocation-ready callback failed");
+                    }
                 }
             }
             for b in &group {

@@ -28,16 +28,28 @@
 //!    Missing targets are waited for (the descriptor list re-read every 100 ms) until the
 //!    deadline → `TargetUnavailable`, the host still `Serving`;
 //! 3. **`Relocating`**: the state, zero Channel weights told to the peers, and `relocating`
-//!    descriptors (out of new placement and selection). A descriptor write that fails →
-//!    back to `Serving`, `StoreUnavailable`. While `Relocating`, objects keep running their
+//!    descriptors (out of new placement and selection). A descriptor write that is not
+//!    confirmed (28 §8) → every descriptor attempted so far is written back to `Serving`:
+//!    all confirmed → back to `Serving`, `StoreUnavailable`; one not confirmed → no new work
+//!    (`Draining`), cleanup bounded by a fixed 10 s, and the host's termination result
+//!    `ForceStopped/TeardownFailed` (host state `Stopped`). The Relocate result stays
+//!    `Blocked/StoreUnavailable` then: 28 §3 allows a Relocate result only `Relocated/None`
+//!    or `Blocked/<reason>`, so the `ForceStopped` 28 §14 item 5 names for this case is
+//!    reported where [`RelocationOutcome`](super::RelocationOutcome) cannot carry it — as the
+//!    host's [`ShutdownReport`](super::ShutdownReport) (`HostStatus::shutdown`, the
+//!    `Termination` event), which a later `shutdown` returns again. While `Relocating`, objects keep running their
 //!    messages until each one's seal; creations, joins and Instance Spot claims here are
 //!    refused (`Unavailable`, spec 28 §10);
 //! 4. **units** move through the live relocation of one Actor, one Instance Spot or one
 //!    `SpotWide` aggregate (`crate::relocation`), at most
 //!    `MaxActiveOutboundRelocations` at once, each to the eligible target with the fewest
 //!    units per weight so far. After the deadline no unit starts; a started one ends safely
-//!    (it cancels before the owner change or completes after it). Objects that became live
-//!    before the seal are moved in a further round;
+//!    (it cancels before the owner change or completes after it). A `SpotWide` Spot with
+//!    `ApplicationSignaled` readiness seals only at a boundary a handler signals (28 §5,
+//!    `objects::lifecycle`), waiting for it at most until the deadline: a Spot that never
+//!    signals is cancelled before anything moved and the host ends `DeadlineExceeded`. The
+//!    source User and Instance Spots get `OnClosing(RelocationOut)` after the location change.
+//!    Objects that became live before the seal are moved in a further round;
 //! 5. **terminal**: nothing left → `Relocated` (state and descriptors); otherwise `Blocked`
 //!    with `DeadlineExceeded` (the deadline passed), `TargetUnavailable` (a target was out of
 //!    capacity), `StoreUnavailable` (nothing moved and the Location Store does not answer) or
@@ -49,8 +61,7 @@
 //! announced once to the observers ([`HostEvent::Relocation`](super::HostEvent)). Where
 //! spec 21 §9.3 names `ForceStopped` for a Relocate whose deadline passes, this runtime
 //! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: moving `PerActor` User
-//! Spots, completion records (21 §9.3), `ApplicationSignaled` readiness with its callbacks, and
-//! the bounded teardown when a descriptor rollback is unconfirmed (28 §8).
+//! Spots and completion records (21 §9.3).
 
 mod run;
 mod slot;

@@ -103,9 +103,28 @@ pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
     }
     // Out of new selection: peers at once over the command plane, others by the descriptor.
     announce_weights(&host, true);
-    if let Err(e) = publish(&host, HostState::Relocating).await {
-        tracing::warn!(error = %e, "Relocating descriptor not confirmed: back to Serving");
-        reopen(&host).await;
+    if let Err((attempted, e)) = publish_each(&host, HostState::Relocating).await {
+        // 28 §8: every attempted descriptor back to `Serving`. All confirmed → the host
+        // serves again, `Blocked/StoreUnavailable`; one unconfirmed → bounded teardown, the
+        // host `ForceStopped/TeardownFailed` (its termination result; this Relocate still
+        // ends `Blocked/StoreUnavailable`, the only pairs 28 §3 allows).
+        tracing::warn!(error = %e, "Relocating descriptor not confirmed: rolling back");
+        let unconfirmed = roll_back(&host, attempted).await;
+        if unconfirmed.is_empty() {
+            if host
+                .life
+                .transition(&[HostState::Relocating], HostState::Serving)
+            {
+                announce_weights(&host, false);
+            }
+        } else {
+            tracing::warn!(
+                ?unconfirmed,
+                "descriptor rollback not confirmed: bounded teardown of the host"
+            );
+            let report = crate::mesh::node::host::force_stop(&host, unconfirmed).await;
+            tracing::warn!(outcome = ?report.outcome, reason = ?report.reason, "host force-stopped");
+        }
         return ask.blocked(RelocationReason::StoreUnavailable);
     }
     tracing::info!(units = units.len(), mode = ?ask.mode, version = ask.version, "host relocating");
@@ -385,7 +404,15 @@ async fn move_all(
                                 .map(drop)
                         }
                         Moved::SpotWide(spot) => {
-                            crate::relocation::relocate_spot_wide(&client, spot, Some(&to)).await
+                            // An ApplicationSignaled Spot's seal waits for its boundary only
+                            // until the host deadline (28 §5).
+                            crate::relocation::relocate_spot_wide(
+                                &client,
+                                spot,
+                                Some(&to),
+                                Some(ask.end),
+                            )
+                            .await
                         }
                     }
                 });
@@ -569,6 +596,42 @@ fn announce_weights(host: &HostInner, zero: bool) {
         node.inner
             .broadcast_control(control::WEIGHTS, control::weights_payload(&weights));
     }
+}
+
+/// Publishes `state` in every descriptor of this host, in order, up to the first that is not
+/// confirmed: that one's error with how many descriptors were attempted (it included: its
+/// write may have applied).
+async fn publish_each(
+    host: &HostInner,
+    state: HostState,
+) -> Result<(), (usize, crate::location::LocationError)> {
+    for (i, (node, d)) in host.nodes.iter().zip(&host.descriptors).enumerate() {
+        if let Some(d) = d {
+            let weights = node.inner.weights.read().clone();
+            d.publish_state(&weights, state)
+                .await
+                .map_err(|e| (i + 1, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `Serving` back into the first `attempted` descriptors (28 §8 rollback); one line
+/// per descriptor whose rollback was not confirmed.
+async fn roll_back(host: &HostInner, attempted: usize) -> Vec<String> {
+    let mut unconfirmed = Vec::new();
+    for (node, d) in host.nodes.iter().zip(&host.descriptors).take(attempted) {
+        if let Some(d) = d {
+            let weights = node.inner.weights.read().clone();
+            if let Err(e) = d.publish_state(&weights, HostState::Serving).await {
+                unconfirmed.push(format!(
+                    "Serving rollback of the descriptor of {}: {e}",
+                    node.inner.mesh
+                ));
+            }
+        }
+    }
+    unconfirmed
 }
 
 /// Publishes `state` in every descriptor of this host.

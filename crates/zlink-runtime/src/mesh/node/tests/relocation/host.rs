@@ -604,9 +604,12 @@ async fn an_unconfirmed_relocating_descriptor_rolls_back_to_serving_with_store_u
     let (caller, r) = m.counter_at_one("ud").await;
     let (source, _) = m.owner_and_other(&r);
     let i = usize::from(source.nodes()[0].routing_id() != m.servers[0].1.routing_id());
-    // Reads answer; every write of the source fails before it reaches the store.
-    faulty[i].set_fault(
-        [zlink_store_conformance::LocationOp::Write],
+    // The usage projection of the new Actor is published first (polling interval 100 ms).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The source's next descriptor write — its Relocating publication — fails before it
+    // reaches the store; the rollback to Serving is confirmed (28 §8).
+    faulty[i].fail_next_write_touching(
+        source.descriptor_key(0),
         zlink_store_conformance::Fault::UNAVAILABLE,
     );
     let mut observer = source.observe();

@@ -20,10 +20,12 @@ use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 
 mod aggregate_gate;
+mod callbacks;
 mod follow;
 mod gate;
 mod host;
 mod instance;
+mod rollback;
 mod spot_wide;
 mod stages;
 

@@ -229,7 +229,7 @@ pub(super) async fn spot_record(
 
 pub(super) async fn relocate(from: &ZLinkHost, hall: &SpotRef) -> Result<(), ZLinkError> {
     let client = from.actors().expect("actors").client;
-    crate::relocation::relocate_spot_wide(&client, &hall.id, None).await
+    crate::relocation::relocate_spot_wide(&client, &hall.id, None, None).await
 }
 
 fn live_here(host: &ZLinkHost, kind: AuthorityKind, id: &str) -> bool {
