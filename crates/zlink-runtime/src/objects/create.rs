@@ -313,7 +313,7 @@ impl ObjectHost {
             Built::Rejected { reason } => {
                 (CreationOutcome::Rejected, Some(reason.into_bytes()), None)
             }
-            Built::Failed { error } => {
+            Built::Failed { error } | Built::Incompatible { error } => {
                 let mut failure = error;
                 truncate_utf8(&mut failure, zlink_codec::terminal::MAX_FAILURE_BYTES);
                 (CreationOutcome::Failed { failure }, None, None)

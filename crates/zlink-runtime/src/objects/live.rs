@@ -28,7 +28,15 @@ pub(crate) enum Built {
     Rejected { reason: String },
     /// The factory or the callback failed; nothing runs.
     Failed { error: String },
+    /// The adapter's restore failed on every allowed attempt (a rebuild for a live
+    /// relocation; [`RESTORE_ATTEMPTS`]): the state cannot be restored here, nothing runs.
+    Incompatible { error: String },
 }
+
+/// How many times a rebuild for a live relocation tries the adapter's restore, each time on a
+/// new instance from the factory (the failed one is discarded, spec 21 §9.2), before the state
+/// is incompatible (28 §8 `StateIncompatible`).
+pub(crate) const RESTORE_ATTEMPTS: u32 = 3;
 
 /// Where one object request's result goes: completed once with the handler's output. Dropped
 /// unused — the activation closed before the job ran — it completes with `ShuttingDown`, so
@@ -207,13 +215,17 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     error: "the type has no factory".into(),
                 };
             };
-            let mut state = match factory(ctx).await {
-                Ok(s) => s,
-                Err(e) => {
-                    return Built::Failed {
+            let built = |ctx: FactoryContext| {
+                let factory = Arc::clone(&factory);
+                async move {
+                    factory(ctx).await.map_err(|e| Built::Failed {
                         error: format!("the factory failed: {e}"),
-                    };
+                    })
                 }
+            };
+            let mut state = match built(ctx.clone()).await {
+                Ok(s) => s,
+                Err(failed) => return failed,
             };
             if let Some(bytes) = bytes {
                 let Some(restore) = restore else {
@@ -221,12 +233,28 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                         error: "the type has no state adapter to restore with".into(),
                     };
                 };
-                state = match restore(bytes) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        return Built::Failed {
-                            error: format!("the adapter's restore failed: {e}"),
-                        };
+                let mut attempt = 1;
+                state = loop {
+                    match restore(bytes.clone()) {
+                        Ok(s) => break s,
+                        Err(e) if attempt >= RESTORE_ATTEMPTS => {
+                            return Built::Incompatible {
+                                error: format!(
+                                    "the adapter's restore failed {attempt} times, last: {e}"
+                                ),
+                            };
+                        }
+                        Err(e) => {
+                            tracing::warn!(attempt, error = %e, "the adapter's restore failed: \
+                                 trying again on a new instance");
+                            attempt += 1;
+                            // The failed instance is discarded and a new one created (21 §9.2).
+                            drop(state);
+                            state = match built(ctx.clone()).await {
+                                Ok(s) => s,
+                                Err(failed) => return failed,
+                            };
+                        }
                     }
                 };
             }

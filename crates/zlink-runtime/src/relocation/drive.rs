@@ -26,7 +26,7 @@ use super::source::{
 use super::stage::{self, Settled, StageWriteError};
 use super::wire::{self, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
 use crate::location::{AuthorityHandle, Outcome, TargetReservation};
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::mesh::messaging::{ErrorKind, ErrorMessage, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
@@ -372,7 +372,7 @@ impl<'a> Move<'a> {
 
     /// Captures after every accepted job and chunks the payload (kept until it is dropped).
     async fn capture(&mut self) -> Vec<Event> {
-        let captured = self.live.capture().await;
+        let captured = capture_retried(self.live.as_ref(), &self.key).await;
         if let Some(p) = &mut self.permits {
             p.end_capture();
         }
@@ -636,14 +636,49 @@ impl<'a> Move<'a> {
     }
 }
 
+/// How many times the adapter's capture is tried (each a job of its own on the sealed
+/// activation) before the unit's state is incompatible (28 §8 `StateIncompatible`).
+pub(crate) const CAPTURE_ATTEMPTS: u32 = 3;
+
+/// The adapter's capture of `live`, tried up to [`CAPTURE_ATTEMPTS`] times while the adapter
+/// fails (an activation that refuses the job, or a shutdown, ends it at once): every attempt
+/// failing is `StateIncompatible`.
+pub(in crate::relocation) async fn capture_retried(
+    live: &dyn LiveObject,
+    key: &ObjectKey,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let mut attempt = 1;
+    loop {
+        match live.capture().await {
+            Err(e) if e.kind() == ErrorKind::InternalFailure => {
+                if attempt >= CAPTURE_ATTEMPTS {
+                    return Err(ZLinkError::StateIncompatible {
+                        target: crate::objects::host::what(key.0, &key.1),
+                        reason: ErrorMessage::sanitise(&format!(
+                            "the capture failed {attempt} times, last: {e}"
+                        )),
+                    });
+                }
+                tracing::warn!(attempt, error = %e, "relocation capture failed: trying again");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The error a move that ended without one observed reports.
 fn why(stage: Stage) -> ZLinkError {
     match stage {
         Stage::Failed(FailureReason::StateTooLarge { len, max })
-        | Stage::Failed(FailureReason::PayloadTooLarge { len, max }) => ZLinkError::application(
-            ErrorKind::CapacityExceeded,
-            &format!("the captured state is {len} bytes, more than {max}"),
-        ),
+        | Stage::Failed(FailureReason::PayloadTooLarge { len, max }) => {
+            ZLinkError::StateIncompatible {
+                target: "the relocated object".into(),
+                reason: ErrorMessage::sanitise(&format!(
+                    "the captured state is {len} bytes, more than {max}"
+                )),
+            }
+        }
         Stage::Failed(FailureReason::StageConflict { stage }) => stale(&format!(
             "the object's record changed during the move ({stage:?} not recorded)"
         )),

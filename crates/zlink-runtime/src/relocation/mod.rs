@@ -128,7 +128,12 @@
 //! stays in the record payload until its next Preserve. A message sent on the source node
 //! itself is not relayed before the cutover: it follows right after it, in its order. The unit
 //! gate, the chunk in-flight budgets and the interruption record are in `gate.rs` and
-//! `interruption.rs`. Not built: Sessions, retries of a Restore.
+//! `interruption.rs`. A failing adapter is tried again before the move gives up: the capture
+//! up to [`CAPTURE_ATTEMPTS`](drive::CAPTURE_ATTEMPTS) times on the sealed activation, the
+//! target's restore up to `objects::live::RESTORE_ATTEMPTS` times, each on a new instance from
+//! the factory (the failed one discarded, 21 §9.2); every attempt failing is
+//! `ZLinkError::StateIncompatible` (a target reports it as its refusal's kind), which the host
+//! Relocate reports as `StateIncompatible` (28 §8). Not built: Sessions.
 //!
 //! **`SpotWide` User Spots** (21 §8, §8.2, §9.1; 28 §6) move as one unit — the Spot and
 //! every member at the seal, one reservation, one aggregate Restore, one NewOwner CAS on the
@@ -166,6 +171,8 @@ pub(crate) use follow::{FollowChain as Chain, Hop};
 pub(crate) use wire::{FOLLOW, encode_follow};
 
 pub(crate) use aggregate::relocate_spot_wide;
+#[cfg(test)]
+pub(crate) use drive::CAPTURE_ATTEMPTS;
 pub(crate) use instance::{is_refollow, relocate_instance_spot};
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;

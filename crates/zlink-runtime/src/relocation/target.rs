@@ -343,8 +343,50 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
             drop(stage);
             forget(&host, relocation, &key);
             tracing::info!(relocation, %why, "relocation target refused");
-            Err(failed(&why))
+            Err(why.into_error(&key))
         }
+    }
+}
+
+/// Why the target refused to build a Restore's instance.
+#[derive(Debug)]
+enum Refusal {
+    /// Anything but the state: no such type, a factory that failed, a bad command.
+    Failed(String),
+    /// The adapter's restore failed on every allowed attempt (`StateIncompatible`, 28 §8).
+    Incompatible(String),
+}
+
+impl Refusal {
+    /// The error the prepare request is answered with (its kind crosses the wire).
+    fn into_error(self, key: &ObjectKey) -> ZLinkError {
+        match self {
+            Self::Failed(why) => failed(&why),
+            Self::Incompatible(why) => ZLinkError::StateIncompatible {
+                target: crate::objects::host::what(key.0, &key.1),
+                reason: crate::mesh::messaging::ErrorMessage::sanitise(&why),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Failed(why) | Self::Incompatible(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Self {
+        Self::Failed(why)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Self {
+        Self::Failed(why.to_owned())
     }
 }
 
@@ -354,7 +396,7 @@ async fn build(
     key: &ObjectKey,
     cmd: &RestoreCommand,
     payload: Result<Bytes, String>,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, Refusal> {
     let payload = payload?;
     let hosted = host
         .types
@@ -381,8 +423,9 @@ async fn build(
             reservation,
             ready: false,
         }),
-        Built::Rejected { reason } => Err(reason),
-        Built::Failed { error } => Err(error),
+        Built::Rejected { reason } => Err(Refusal::Failed(reason)),
+        Built::Failed { error } => Err(Refusal::Failed(error)),
+        Built::Incompatible { error } => Err(Refusal::Incompatible(error)),
     }
 }
 

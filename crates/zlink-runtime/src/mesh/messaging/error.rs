@@ -344,6 +344,18 @@ pub enum ZLinkError {
         /// The frame limit.
         max: usize,
     },
+    /// A live relocation cannot carry the object's state (spec 28 §5, §8 `StateIncompatible`):
+    /// the adapter's capture or the target's restore failed on every allowed attempt, or the
+    /// captured state is larger than 64 MiB. The object did not move. Its kind is
+    /// `TypeMismatch` (the state does not fit what the target's type can restore), so a
+    /// target's refusal keeps its meaning across the wire.
+    #[error("the state of {target} cannot be relocated: {reason}")]
+    StateIncompatible {
+        /// The object, as text.
+        target: String,
+        /// Why (bounded, sanitised).
+        reason: ErrorMessage,
+    },
     /// The peer answered with an error reply.
     #[error("remote {kind}: {message}")]
     Remote {
@@ -370,6 +382,7 @@ impl ZLinkError {
             }
             Self::Encode { .. } | Self::HandlerFailed { .. } => ErrorKind::InternalFailure,
             Self::DependencyNotConfigured { .. } => ErrorKind::NotConfigured,
+            Self::StateIncompatible { .. } => ErrorKind::TypeMismatch,
             Self::Application { kind, .. } | Self::Remote { kind, .. } => *kind,
             Self::NoRoute { .. } => ErrorKind::NotFound,
             Self::Unavailable { .. } => ErrorKind::Unavailable,

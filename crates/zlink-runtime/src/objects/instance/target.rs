@@ -426,7 +426,7 @@ pub(super) async fn build(
             ErrorKind::Rejected,
             &format!("the Instance Spot creation was declined: {reason}"),
         )),
-        Built::Failed { error } => Err(ZLinkError::application(
+        Built::Failed { error } | Built::Incompatible { error } => Err(ZLinkError::application(
             ErrorKind::InternalFailure,
             &format!("the Instance Spot creation failed: {error}"),
         )),

@@ -30,6 +30,7 @@ use crate::objects::RelocationReadyOutcome;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{stale, store_failure};
 use crate::objects::lifecycle::LifecycleCall;
+use crate::relocation::drive::capture_retried;
 use crate::relocation::follow::FollowRecord;
 use crate::relocation::gate::{self, AdmitCommand, SourcePermits};
 use crate::relocation::send;
@@ -402,7 +403,7 @@ impl Group<'_> {
         let mut states = Vec::with_capacity(self.parts.len());
         let mut largest: Option<u64> = None;
         for p in &self.parts {
-            match (p.live.capture().await, p.preserve) {
+            match (capture_retried(p.live.as_ref(), &p.key).await, p.preserve) {
                 (Ok(_), false) => states.push(None),
                 (Ok(Some(bytes)), true) => {
                     let len = bytes.len() as u64;

@@ -313,7 +313,7 @@ async fn build(
                 });
             }
             Built::Rejected { reason } => outcome = Err(reason),
-            Built::Failed { error } => outcome = Err(error),
+            Built::Failed { error } | Built::Incompatible { error } => outcome = Err(error),
         }
         if outcome.is_err() {
             break;

@@ -52,7 +52,10 @@
 //!    Objects that became live before the seal are moved in a further round;
 //! 5. **terminal**: nothing left → `Relocated` (state and descriptors); otherwise `Blocked`
 //!    with `DeadlineExceeded` (the deadline passed), `TargetUnavailable` (a target was out of
-//!    capacity), `StoreUnavailable` (nothing moved and the Location Store does not answer) or
+//!    capacity), `StoreUnavailable` (nothing moved and the Location Store does not answer),
+//!    `StateIncompatible` (the adapter's capture failed on each of its 3 attempts, the
+//!    target's restore failed on each of its 3 attempts — every one on a new instance from
+//!    the factory — or the state is over 64 MiB; the unit did not move) or
 //!    `RelocationFailed`, and the host serves again (`Serving`, its weights and descriptors),
 //!    its moved objects staying on their targets (spec 28 §3). A shutdown that sealed
 //!    admission meanwhile → `ShutdownRequested`, the host left to the shutdown.

@@ -504,6 +504,10 @@ async fn finish(
     } else {
         match failure.as_ref().map(ZLinkError::kind) {
             Some(ErrorKind::CapacityExceeded) => RelocationReason::TargetUnavailable,
+            // The adapter's capture or the target's restore failed on every allowed attempt,
+            // or the state is over 64 MiB (`ZLinkError::StateIncompatible`, kept as its kind
+            // when the target reported it).
+            Some(ErrorKind::TypeMismatch) => RelocationReason::StateIncompatible,
             _ if moved == 0 && !store_reachable(host).await => RelocationReason::StoreUnavailable,
             _ => RelocationReason::RelocationFailed,
         }

@@ -20,6 +20,7 @@ use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 
 mod aggregate_gate;
+mod attempts;
 mod callbacks;
 mod follow;
 mod gate;
@@ -45,6 +46,18 @@ struct Seen {
     captures: AtomicUsize,
     /// Restores fail while set.
     fail_restore: AtomicBool,
+    /// So many of the next restores fail (each failure counts one down).
+    failing_restores: AtomicUsize,
+    /// So many of the next captures fail (each failure counts one down).
+    failing_captures: AtomicUsize,
+    /// Captures produce 64 MiB + 1 bytes while set.
+    oversize_capture: AtomicBool,
+}
+
+/// Counts `n` down by one unless it is zero; whether it was not.
+fn take_one(n: &AtomicUsize) -> bool {
+    n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
+        .is_ok()
 }
 
 /// A counter keeping, per stream, the last sequence number it applied.
@@ -132,6 +145,12 @@ struct Adapter(Arc<Seen>);
 impl ActorStateAdapter<Counter> for Adapter {
     fn capture(&self, c: &Counter) -> Result<Vec<u8>, BoxError> {
         self.0.captures.fetch_add(1, Ordering::SeqCst);
+        if take_one(&self.0.failing_captures) {
+            return Err("capture refused by the test".into());
+        }
+        if self.0.oversize_capture.load(Ordering::SeqCst) {
+            return Ok(vec![0; zlink_relocation::unit::MAX_STATE_LEN as usize + 1]);
+        }
         Ok(serde_json::to_vec(&Snapshot {
             total: c.total,
             applied: c.applied,
@@ -140,7 +159,7 @@ impl ActorStateAdapter<Counter> for Adapter {
         })?)
     }
     fn restore(&self, bytes: &[u8]) -> Result<Counter, BoxError> {
-        if self.0.fail_restore.load(Ordering::SeqCst) {
+        if self.0.fail_restore.load(Ordering::SeqCst) || take_one(&self.0.failing_restores) {
             return Err("restore refused by the test".into());
         }
         let s: Snapshot = serde_json::from_slice(bytes)?;
