@@ -26,6 +26,7 @@ mod follow;
 mod gate;
 mod host;
 mod instance;
+mod per_actor;
 mod rollback;
 mod spot_wide;
 mod stages;
@@ -522,7 +523,8 @@ async fn a_failed_restore_cancels_and_the_source_serves_again(h: &Harness) {
     let before = record(source, "c1").await;
     m.seen.fail_restore.store(true, Ordering::SeqCst);
     let err = relocate(source, &r).await.expect_err("cancelled");
-    assert_eq!(err.kind(), ErrorKind::InternalFailure, "{err}");
+    // Every restore attempt on a new instance failed: the state is incompatible (21 §9.2).
+    assert_eq!(err.kind(), ErrorKind::TypeMismatch, "{err}");
     // The stage records Preparing and Captured were written (the version moved on); the owner
     // and AuthorityOwnerGeneration are untouched.
     let after = record(source, "c1").await;
