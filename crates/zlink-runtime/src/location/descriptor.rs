@@ -170,14 +170,14 @@ impl<D: PublishableDescriptor> DescriptorPublisher<D> {
         })
     }
 
-    /// Sets the last issued revision (tests of the overflow rule).
-    #[cfg(test)]
     /// Tests: the Store key this publisher writes.
     #[cfg(test)]
     pub(crate) fn store_key(&self) -> &StoreKey {
         &self.key
     }
 
+    /// Sets the last issued revision (tests of the overflow rule).
+    #[cfg(test)]
     pub(crate) async fn set_last_revision(&self, revision: u64) {
         self.state.lock().await.revision = revision;
     }

@@ -66,6 +66,8 @@ pub enum RecordName {
     LocationIndex,
     /// A creation-operation-terminal-v1 record (spec 21 §7).
     CreationTerminal,
+    /// A `PerActor` User Spot move record (spec 21 §8, runtime-private).
+    PerActorMove,
 }
 
 impl std::fmt::Display for RecordName {
@@ -80,6 +82,7 @@ impl std::fmt::Display for RecordName {
             RecordName::CapacityReservation => "capacity reservation",
             RecordName::LocationIndex => "location index",
             RecordName::CreationTerminal => "creation terminal",
+            RecordName::PerActorMove => "PerActor User Spot move",
         })
     }
 }

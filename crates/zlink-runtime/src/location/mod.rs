@@ -157,6 +157,8 @@ pub use query::{
 pub use relocation_options::RelocationOptions;
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use authority::PerActorMoveRecord;
 pub(crate) use authority::{
     AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome,
     OwnerChangeRead, ReservationWire, ReserveRequest, TargetReservation, TerminalWrite,

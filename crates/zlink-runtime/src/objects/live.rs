@@ -144,6 +144,11 @@ pub(crate) trait LiveObject: Send + Sync {
     /// The relocation boundary of an `ApplicationSignaled` `SpotWide` User Spot (`None` for
     /// every other activation).
     fn readiness(&self) -> Option<Arc<Readiness>>;
+
+    /// Waits until every job already accepted has run (a job of its own, queued last) without
+    /// calling the adapter: a `PerActor` Spot's authority transition moves no state. The
+    /// activation keeps running.
+    fn settle(&self) -> BoxFuture<'static, Result<(), ZLinkError>>;
 }
 
 impl<T: Send + 'static> ErasedType for TypedObject<T> {
@@ -475,6 +480,25 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
 
     fn readiness(&self) -> Option<Arc<Readiness>> {
         self.readiness.clone()
+    }
+
+    fn settle(&self) -> BoxFuture<'static, Result<(), ZLinkError>> {
+        let (tx, rx) = oneshot::channel();
+        let job = job(move |_state: &mut T| {
+            Box::pin(async move {
+                let _ = tx.send(());
+            })
+        });
+        let submitted = self.activation.submit(0, job);
+        Box::pin(async move {
+            if submitted.is_err() {
+                return Err(ZLinkError::application(
+                    ErrorKind::Unavailable,
+                    "the activation refused the settle job",
+                ));
+            }
+            rx.await.map_err(|_| ZLinkError::ShuttingDown)
+        })
     }
 }
 

@@ -66,6 +66,13 @@ pub(super) struct Move<'a> {
     permits: Option<SourcePermits>,
     /// When the source admission seal was set (the interruption starts there).
     sealed_at: Option<tokio::time::Instant>,
+    /// The `PerActor` User Spot move this unit belongs to (its NewOwner writes the move
+    /// record).
+    per_actor: Option<wire::PerActorPart>,
+    /// A `PerActor` Spot authority transition: no state is captured (no adapter call), and
+    /// after the cutover the source activation leaves the live set without being closed (the
+    /// whole move closes it after its last member).
+    shell: bool,
 }
 
 fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
@@ -103,7 +110,29 @@ impl<'a> Move<'a> {
             interrupt: false,
             permits: None,
             sealed_at: None,
+            per_actor: None,
+            shell: false,
         }
+    }
+
+    /// This unit as part of the `PerActor` User Spot move `part`: the Spot authority
+    /// transition (`shell`) or one member Actor.
+    pub(super) fn per_actor(mut self, part: wire::PerActorPart, shell: bool) -> Self {
+        self.per_actor = Some(part);
+        self.shell = shell;
+        self
+    }
+
+    /// After the cutover: follows to `to` and closes the old activation — or, for a Spot
+    /// authority transition, only takes it out of the live set (see [`Self::shell`]).
+    async fn follow_to(&mut self, to: &RoutingId, owner: u64) {
+        let (key, live) = (&self.key, Arc::clone(&self.live));
+        if self.shell {
+            super::source::follow_only(self.client, key, &self.handle, (to, owner));
+        } else {
+            follow_and_close(self.client, key, &self.handle, (to, owner), live).await;
+        }
+        self.followed = true;
     }
 
     fn binding(&self) -> Binding {
@@ -212,9 +241,7 @@ impl<'a> Move<'a> {
             Effect::StartMessageFollow => {
                 if let Some(to) = self.to.clone() {
                     let owner = self.owner_generation.unwrap_or_default();
-                    let (key, live) = (&self.key, Arc::clone(&self.live));
-                    follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
-                    self.followed = true;
+                    self.follow_to(&to, owner).await;
                 }
                 Vec::new()
             }
@@ -372,7 +399,12 @@ impl<'a> Move<'a> {
 
     /// Captures after every accepted job and chunks the payload (kept until it is dropped).
     async fn capture(&mut self) -> Vec<Event> {
-        let captured = capture_retried(self.live.as_ref(), &self.key).await;
+        let captured = if self.shell {
+            // No Spot state moves: only every accepted job runs first.
+            self.live.settle().await.map(|()| None)
+        } else {
+            capture_retried(self.live.as_ref(), &self.key).await
+        };
         if let Some(p) = &mut self.permits {
             p.end_capture();
         }
@@ -454,6 +486,7 @@ impl<'a> Move<'a> {
             reservation: reservation.to_wire().map_err(store_failure)?,
             kind: wire::MovedKind::of(self.handle.kind())
                 .ok_or_else(|| internal(&"a unit of a kind that does not move"))?,
+            per_actor: self.per_actor.clone(),
         };
         inner.send_control(&peer, wire::RESTORE, wire::encode(&cmd)?)?;
         let relocations = &self.client.objects.relocations;
@@ -578,9 +611,7 @@ impl<'a> Move<'a> {
             if let Some(to) = self.to.clone() {
                 if let Some(owner) = owner_is(self.client, &self.key, self.handle.kind(), &to).await
                 {
-                    let (key, live) = (&self.key, Arc::clone(&self.live));
-                    follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
-                    self.followed = true;
+                    self.follow_to(&to, owner).await;
                     self.moved_anyway = true;
                     return;
                 }
@@ -609,8 +640,7 @@ impl<'a> Move<'a> {
                     if let Some(owner) =
                         owner_is(self.client, &self.key, self.handle.kind(), &to).await
                     {
-                        let (key, live) = (&self.key, Arc::clone(&self.live));
-                        follow_and_close(self.client, key, &self.handle, (&to, owner), live).await;
+                        self.follow_to(&to, owner).await;
                         return self.answer().await;
                     }
                 }

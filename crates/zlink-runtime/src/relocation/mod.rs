@@ -138,6 +138,9 @@
 //! **`SpotWide` User Spots** (21 §8, §8.2, §9.1; 28 §6) move as one unit — the Spot and
 //! every member at the seal, one reservation, one aggregate Restore, one NewOwner CAS on the
 //! Spot's record — in `aggregate/` (its module doc has the steps and the deviations).
+//! **`PerActor` User Spots** (21 §8.2; 28 §5, §6) move as a Spot authority transition (the
+//! steps above keyed by the Spot, no state, an empty shell on the target, a NewOwner that also
+//! writes the move record) and then one such Actor unit per member — in `per_actor.rs`.
 
 mod aggregate;
 mod drive;
@@ -146,6 +149,7 @@ pub(crate) mod gate;
 mod instance;
 mod interruption;
 mod owner_change;
+pub(crate) mod per_actor;
 mod send;
 mod source;
 mod stage;

@@ -7,9 +7,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zlink_codec::records::{AllocationState, ObjectKind};
 
+use super::wire::PerActorPart;
 use crate::location::{
     AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome,
-    OwnerChangeRead, TargetReservation,
+    OwnerChangeRead, RecordName, TargetReservation,
 };
 
 /// The pause between two attempts after a failed Store request.
@@ -20,14 +21,28 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// reservation expects → the same NewOwner again (same condition and reservation row);
 /// naming this reservation's target for the same incarnation → it applied; anything else →
 /// a conflict (another change: the move is stale) — until `until`, then the last error
-/// (`location_update_failed`: the caller removes its prepared object).
+/// (`location_update_failed`: the caller removes its prepared object). A unit of a `PerActor`
+/// User Spot move (`part`) runs the NewOwner that also writes its move record (the Spot
+/// authority transition or one member Actor, spec 21 §8.2); its applied read is the same.
 pub(super) async fn new_owner_settled(
     authority: &AuthorityClient,
     kind: ObjectKind,
     id: &zlink_codec::ObjectId,
     reservation: &TargetReservation,
     until: Instant,
+    part: Option<&PerActorPart>,
 ) -> Result<Outcome<AuthorityHandle>, LocationError> {
+    let per_actor = match part {
+        None => None,
+        Some(p) => {
+            let spot = zlink_codec::ObjectId::new(p.spot.as_str())
+                .map_err(|_| LocationError::corrupt(RecordName::PerActorMove))?;
+            let operation = p
+                .operation()
+                .map_err(|_| LocationError::corrupt(RecordName::PerActorMove))?;
+            Some((spot, operation, p.members))
+        }
+    };
     let mut attempt = 0u32;
     loop {
         attempt += 1;
@@ -35,7 +50,24 @@ pub(super) async fn new_owner_settled(
             Ok(AuthorityRead::Found { handle, .. }) => match reservation.owner_change_read(&handle)
             {
                 OwnerChangeRead::NotApplied if handle.state() == AllocationState::Active => {
-                    authority.new_owner(&handle, reservation).await
+                    match &per_actor {
+                        None => authority.new_owner(&handle, reservation).await,
+                        Some((_, operation, Some(members))) => {
+                            authority
+                                .new_owner_per_actor_spot(
+                                    &handle,
+                                    reservation,
+                                    *operation,
+                                    *members,
+                                )
+                                .await
+                        }
+                        Some((spot, operation, None)) => {
+                            authority
+                                .new_owner_per_actor_member(&handle, reservation, spot, *operation)
+                                .await
+                        }
+                    }
                 }
                 OwnerChangeRead::Applied => return Ok(Outcome::Applied(handle)),
                 _ => return Ok(Outcome::Conflict(Conflict::Reservation)),

@@ -45,6 +45,18 @@ pub(crate) async fn relocate_actor(
     actor: &ActorRef,
     target: Option<&RoutingId>,
 ) -> Result<ActorRef, ZLinkError> {
+    relocate_actor_unit(client, actor, target, None).await
+}
+
+/// [`relocate_actor`] for an Entry Spot member (`part` absent) or for one member Actor of the
+/// `PerActor` User Spot move `part` (its record must name that Spot as a `PerActor` member;
+/// the target's NewOwner then moves it in the move record too, spec 21 §8.2).
+pub(super) async fn relocate_actor_unit(
+    client: &ObjectClient,
+    actor: &ActorRef,
+    target: Option<&RoutingId>,
+    part: Option<wire::PerActorPart>,
+) -> Result<ActorRef, ZLinkError> {
     let host = &client.objects;
     let key: ObjectKey = (AuthorityKind::Actor, actor.id.clone());
     let authority = host.location.authority();
@@ -76,32 +88,35 @@ pub(crate) async fn relocate_actor(
     {
         return Err(invalid("the Actor is not owned by this node"));
     }
-    if Membership::decode(handle.payload()).is_some_and(|m| !m.entry) {
-        return Err(invalid(
-            "a User Spot member moves with its Spot (not built yet); only Entry Spot members move",
-        ));
-    }
+    let membership = Membership::decode(handle.payload());
+    let kind = match &part {
+        None if membership.as_ref().is_some_and(|m| !m.entry) => {
+            return Err(invalid(
+                "a User Spot member moves with its Spot; only Entry Spot members move alone",
+            ));
+        }
+        None => UnitKind::EntryMemberActor,
+        Some(p) if membership.is_some_and(|m| !m.entry && !m.spot_wide && m.spot == p.spot) => {
+            UnitKind::PerActorSpotActor
+        }
+        Some(_) => return Err(invalid("the Actor is no member of the PerActor User Spot")),
+    };
     let choice = host
         .types
         .get(handle.stable_type())
         .and_then(|t| t.relocation);
-    let ready = start_single(
-        host,
-        &key,
-        &handle,
-        (UnitKind::EntryMemberActor, choice),
-        "Actor",
-    )?;
+    let ready = start_single(host, &key, &handle, (kind, choice), "Actor")?;
     let Ready {
         unit,
         effects,
         rebuild,
         live,
     } = ready;
-    Move::new(client, key, handle, live, rebuild, target.cloned(), unit)
-        .run(effects)
-        .await
-        .map(|moved| ActorRef::of(&moved))
+    let mut unit = Move::new(client, key, handle, live, rebuild, target.cloned(), unit);
+    if let Some(p) = part {
+        unit = unit.per_actor(p, false);
+    }
+    unit.run(effects).await.map(|moved| ActorRef::of(&moved))
 }
 
 /// A single-object move ready to run: the started unit, its first effects, how the target
@@ -347,9 +362,23 @@ pub(super) async fn follow_and_close(
     client: &ObjectClient,
     key: &ObjectKey,
     handle: &AuthorityHandle,
-    (to, owner_generation): (&RoutingId, u64),
+    to_owner: (&RoutingId, u64),
     live: Arc<dyn LiveObject>,
 ) {
+    let old = follow_only(client, key, handle, to_owner).unwrap_or(live);
+    relocation_out(key, old.as_ref()).await;
+    old.close().await;
+}
+
+/// [`follow_and_close`] without the close: the old activation leaves the live set and is
+/// returned, still open (a `PerActor` Spot's source activation is closed once the last member
+/// moved).
+pub(super) fn follow_only(
+    client: &ObjectClient,
+    key: &ObjectKey,
+    handle: &AuthorityHandle,
+    (to, owner_generation): (&RoutingId, u64),
+) -> Option<Arc<dyn LiveObject>> {
     let host = &client.objects;
     let record = FollowRecord {
         to: to.clone(),
@@ -362,10 +391,9 @@ pub(super) async fn follow_and_close(
     let (tx, rx) = mpsc::unbounded_channel();
     host.relocations.follow(key, record.clone(), until, tx);
     tokio::spawn(forward(client.clone(), key.clone(), record, rx, until));
-    let old = host.remove_live(key).unwrap_or(live);
-    relocation_out(key, old.as_ref()).await;
-    old.close().await;
+    let old = host.remove_live(key);
     host.routes.forget(key);
+    old
 }
 
 /// `OnClosing(RelocationOut)` on the old activation of a Spot that moved (spec 28 §6 step

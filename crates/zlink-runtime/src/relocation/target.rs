@@ -561,10 +561,15 @@ async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> 
 /// `None` when nothing ready is prepared under that id; else the committed record version, or
 /// `None` inside (not committed).
 async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<CutoverReply>> {
-    let (key, kind, stage) = {
+    let (key, kind, part, stage) = {
         let incoming = host.relocations.incoming.lock();
         let i = incoming.get(&relocation)?;
-        (i.key.clone(), i.cmd.kind, Arc::clone(&i.stage))
+        (
+            i.key.clone(),
+            i.cmd.kind,
+            i.cmd.per_actor.clone(),
+            Arc::clone(&i.stage),
+        )
     };
     let mut stage = stage.lock().await;
     let prepared = match std::mem::replace(&mut *stage, Stage::Done(None)) {
@@ -586,6 +591,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
         &key.1,
         &prepared.reservation,
         until,
+        part.as_ref(),
     )
     .await;
     let ok = match outcome {
@@ -620,4 +626,30 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
         prepared.live.close().await;
     }
     Some(ok)
+}
+
+/// Tests: every Restore in progress on this node arrives again exactly as its source would
+/// resend it (the same command and binding), followed by its prepare request. A Restore
+/// already prepared here is reused: no second temporary queue, factory or `Restore`. Returns
+/// how many were resent.
+#[cfg(test)]
+pub(crate) async fn resend_restores(host: &Arc<ObjectHost>) -> Result<usize, ZLinkError> {
+    let cmds: Vec<(u128, RestoreCommand)> = host
+        .relocations
+        .incoming
+        .lock()
+        .iter()
+        .map(|(r, i)| (*r, i.cmd.clone()))
+        .collect();
+    let envelope = |body: Bytes| -> Result<Envelope, ZLinkError> {
+        let op = zlink_transport::OperationId::new(1).map_err(|e| failed(&e.to_string()))?;
+        let generation = zlink_codec::Generation::new(1).map_err(|e| failed(&e.to_string()))?;
+        Ok(Envelope::one_way(op, &host.rid, generation, body))
+    };
+    for (relocation, cmd) in &cmds {
+        restore(Arc::clone(host), envelope(wire::encode(cmd)?)?).await?;
+        let prepare_body = wire::encode(&MoveRef::of(*relocation))?;
+        prepare(Arc::clone(host), envelope(prepare_body)?).await?;
+    }
+    Ok(cmds.len())
 }

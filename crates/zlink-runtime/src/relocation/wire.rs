@@ -78,6 +78,33 @@ pub(crate) struct RestoreCommand {
     /// What moves (absent: an Actor).
     #[serde(default)]
     pub(crate) kind: MovedKind,
+    /// The `PerActor` User Spot move this unit belongs to (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) per_actor: Option<PerActorPart>,
+}
+
+/// Which part of a `PerActor` User Spot move a unit is (spec 21 §8.2): the Spot authority
+/// transition (`members` set: the member count its move record starts with) or one member
+/// Actor (`members` absent). The target's NewOwner then writes the move record with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PerActorPart {
+    /// The User Spot's id.
+    pub(crate) spot: String,
+    /// The relocation operation id of the whole move, decimal.
+    pub(crate) operation: String,
+    /// The Spot authority transition: the member count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) members: Option<u32>,
+}
+
+impl PerActorPart {
+    /// The relocation operation id.
+    pub(crate) fn operation(&self) -> Result<u128, ZLinkError> {
+        self.operation
+            .parse()
+            .map_err(|_| protocol("operation is not a decimal u128"))
+    }
 }
 
 /// The kind of object one unit moves.
@@ -89,6 +116,9 @@ pub(crate) enum MovedKind {
     Actor,
     /// An Instance Spot (spec 28 §5 "Instance Spot"): one Spot, no membership.
     InstanceSpot,
+    /// The authority of a `PerActor` User Spot (spec 28 §5 "`PerActor` Spot authority
+    /// transition"): an empty Spot shell, no state.
+    UserSpot,
 }
 
 impl MovedKind {
@@ -97,6 +127,7 @@ impl MovedKind {
         match self {
             Self::Actor => zlink_codec::records::ObjectKind::Actor,
             Self::InstanceSpot => zlink_codec::records::ObjectKind::InstanceSpot,
+            Self::UserSpot => zlink_codec::records::ObjectKind::UserSpot,
         }
     }
 
@@ -104,7 +135,7 @@ impl MovedKind {
     pub(crate) fn authority_kind(self) -> zlink_codec::keys::AuthorityKind {
         match self {
             Self::Actor => zlink_codec::keys::AuthorityKind::Actor,
-            Self::InstanceSpot => zlink_codec::keys::AuthorityKind::Spot,
+            Self::InstanceSpot | Self::UserSpot => zlink_codec::keys::AuthorityKind::Spot,
         }
     }
 
@@ -113,7 +144,7 @@ impl MovedKind {
         match kind {
             zlink_codec::records::ObjectKind::Actor => Some(Self::Actor),
             zlink_codec::records::ObjectKind::InstanceSpot => Some(Self::InstanceSpot),
-            _ => None,
+            zlink_codec::records::ObjectKind::UserSpot => Some(Self::UserSpot),
         }
     }
 }

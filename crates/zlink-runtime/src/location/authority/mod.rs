@@ -42,7 +42,7 @@ pub use handle::{AuthorityHandle, AuthorityRead};
 pub use outcome::{Conflict, Outcome};
 #[cfg_attr(not(any(test, feature = "testing")), allow(unused_imports))]
 pub use relocation::TargetReservation;
-pub(crate) use relocation::{OwnerChangeRead, ReservationWire};
+pub(crate) use relocation::{OwnerChangeRead, PerActorMoveRecord, ReservationWire};
 pub use sweep::SweepReport;
 pub(crate) use terminal::{OperationKey, TerminalWrite};
 

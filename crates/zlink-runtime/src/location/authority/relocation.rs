@@ -32,6 +32,9 @@ use super::outcome::{Conflict, Outcome};
 use super::rows::ReservationRow;
 
 mod aggregate;
+mod per_actor;
+
+pub(crate) use per_actor::PerActorMoveRecord;
 
 /// Relocation target capacity secured ahead of a NewOwner (spec 21 §8.1).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,6 +9,7 @@ mod capacity_model;
 mod descriptors;
 mod engine;
 mod lease;
+mod per_actor;
 mod prelude;
 mod purge;
 mod query;
@@ -102,6 +103,7 @@ on_every_store!(
     relocation::a_lost_new_owner_reply_is_settled_by_reading_the_record,
     spot_wide::spot_wide_relocation_moves_the_spot_its_members_capacity_and_root,
     spot_wide::spot_wide_relocation_short_of_capacity_or_a_type_stores_nothing,
+    per_actor::per_actor_moves_keep_the_move_record_counts_summing_to_the_members,
     engine::lost_write_reply_is_reconstructed_from_the_store,
     engine::concurrent_operations_coalesce_into_shared_batches,
     engine::unknown_outcome_recovery_does_not_stall_other_batches,

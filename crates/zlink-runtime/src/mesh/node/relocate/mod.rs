@@ -13,18 +13,22 @@
 //! 1. **preflight** from `Serving`, nothing changed yet: a manual topology component
 //!    (a manual MeshNode or a manual peer intent) → `ManualTopologyUnsupported`; each live
 //!    object becomes a unit after its record is read: an Entry Spot member Actor, an Instance
-//!    Spot, or a `SpotWide` User Spot together with every member under its turn (one
-//!    aggregate unit; its members are no units of their own), whose types are
-//!    `RecreateOnRelocation` or `PreserveStateWith`. A `DisableRelocation` type →
-//!    `RelocationDisabled`. `PerActor` User Spots and their members do not move in this
-//!    runtime yet → `StateIncompatible` (logged with the object). A failed read →
-//!    `StoreUnavailable`. No unit at all → `Relocated` without a target search;
+//!    Spot, a `SpotWide` User Spot together with every member under its turn (one
+//!    aggregate unit; its members are no units of their own), or a `PerActor` User Spot (its
+//!    Spot authority transition, then one Actor unit per member live here, spec 28 §5; the
+//!    members are not listed again), whose types are `RecreateOnRelocation` or
+//!    `PreserveStateWith`. A `DisableRelocation` type (the Spot's or any member's) →
+//!    `RelocationDisabled`. A `PerActor` member whose Spot is not live here →
+//!    `StateIncompatible` (logged with the object). A failed read → `StoreUnavailable`. No
+//!    unit at all → `Relocated` without a target search;
 //! 2. **targets**, per object node and stable type, filtered in the spec's order: exactly the
 //!    effective version (`PlannedMaintenance`: this host's; `RollingUpdate`: the requested
 //!    one); another Object Server of the MeshName, `Serving`, lease valid; the type
-//!    registered (its kind and type offered); a positive weight and room for the unit's bundle
-//!    (one Actor, or one Spot of the type); another maintenance wave when this
-//!    host has one; an admitted Ready peer whose lifecycle generation is the descriptor's.
+//!    registered (its kind and type offered; for a `PerActor` User Spot also every member's
+//!    Actor type, since its members move to the Spot's target); a positive weight and room
+//!    for the unit's bundle (one Actor, or one Spot of the type); another maintenance wave
+//!    when this host has one; an admitted Ready peer whose lifecycle generation is the
+//!    descriptor's.
 //!    Missing targets are waited for (the descriptor list re-read every 100 ms) until the
 //!    deadline → `TargetUnavailable`, the host still `Serving`;
 //! 3. **`Relocating`**: the state, zero Channel weights told to the peers, and `relocating`
@@ -40,10 +44,12 @@
 //!    `Termination` event), which a later `shutdown` returns again. While `Relocating`, objects keep running their
 //!    messages until each one's seal; creations, joins and Instance Spot claims here are
 //!    refused (`Unavailable`, spec 28 §10);
-//! 4. **units** move through the live relocation of one Actor, one Instance Spot or one
-//!    `SpotWide` aggregate (`crate::relocation`), at most
+//! 4. **units** move through the live relocation of one Actor, one Instance Spot, one
+//!    `SpotWide` aggregate or one `PerActor` User Spot (`crate::relocation`), at most
 //!    `MaxActiveOutboundRelocations` at once, each to the eligible target with the fewest
-//!    units per weight so far. After the deadline no unit starts; a started one ends safely
+//!    units per weight so far. A `PerActor` User Spot's members move to the node its
+//!    authority moved to (concurrently, as units of their own under the unit gate), and count
+//!    as moved units each. After the deadline no unit starts; a started one ends safely
 //!    (it cancels before the owner change or completes after it). A `SpotWide` Spot with
 //!    `ApplicationSignaled` readiness seals only at a boundary a handler signals (28 §5,
 //!    `objects::lifecycle`), waiting for it at most until the deadline: a Spot that never
@@ -63,8 +69,8 @@
 //! Each terminal result is stored ([`HostStatus`](super::HostStatus)`::last_relocation`) and
 //! announced once to the observers ([`HostEvent::Relocation`](super::HostEvent)). Where
 //! spec 21 §9.3 names `ForceStopped` for a Relocate whose deadline passes, this runtime
-//! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: moving `PerActor` User
-//! Spots and completion records (21 §9.3).
+//! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: completion records
+//! (21 §9.3).
 
 mod run;
 mod slot;

@@ -1,7 +1,7 @@
 //! One host Relocate operation (spec 28 §4–§8): preflight, target wait, the `Relocating`
 //! publication, the unit moves, and the terminal result.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,14 +38,18 @@ impl Ask {
     }
 }
 
-/// One unit to move, on object node `node`: an Entry Spot member Actor, an Instance Spot, or
-/// a `SpotWide` User Spot with every member Actor under its turn (one aggregate unit, spec 28
-/// §6).
+/// One unit to move, on object node `node`: an Entry Spot member Actor, an Instance Spot, a
+/// `SpotWide` User Spot with every member Actor under its turn (one aggregate unit, spec 28
+/// §6), or a `PerActor` User Spot (its Spot authority transition, then one unit per member
+/// Actor, 28 §5).
 #[derive(Debug, Clone)]
 struct Unit {
     node: usize,
     object: Moved,
     stable_type: StableType,
+    /// A `PerActor` User Spot: its members' Actor types, which its target must offer too
+    /// (the members move to the node the Spot's authority moves to).
+    members: BTreeSet<StableType>,
 }
 
 /// What one unit moves.
@@ -54,6 +58,7 @@ enum Moved {
     Actor(ActorRef),
     InstanceSpot(zlink_codec::ObjectId),
     SpotWide(zlink_codec::ObjectId),
+    PerActor(zlink_codec::ObjectId),
 }
 
 impl Unit {
@@ -61,7 +66,7 @@ impl Unit {
         match self.object {
             Moved::Actor(_) => ObjectKind::Actor,
             Moved::InstanceSpot(_) => ObjectKind::InstanceSpot,
-            Moved::SpotWide(_) => ObjectKind::UserSpot,
+            Moved::SpotWide(_) | Moved::PerActor(_) => ObjectKind::UserSpot,
         }
     }
 }
@@ -157,37 +162,45 @@ fn relocatable(o: &super::super::start::NodeObjects, stable_type: &StableType) -
 }
 
 /// Every stateful object of this host as a unit, or why the host cannot move (spec 28 §4
-/// preflight): a `DisableRelocation` type → RelocationDisabled; a kind this runtime does not
-/// move yet (PerActor User Spots and their members) → StateIncompatible; a Store read that
-/// fails → StoreUnavailable. Entry Spot member Actors and Instance Spots become units; a live
-/// `SpotWide` User Spot is one unit covering every member under its turn (the members are not
-/// units of their own).
+/// preflight): a `DisableRelocation` type → RelocationDisabled; a `PerActor` member whose
+/// Spot is not live here → StateIncompatible; a Store read that fails → StoreUnavailable.
+/// Entry Spot member Actors and Instance Spots become units; a live `SpotWide` User Spot is
+/// one unit covering every member under its turn (the members are not units of their own); a
+/// live `PerActor` User Spot is one unit that runs its Spot authority transition and then one
+/// unit per member Actor (its members are not listed again here).
 async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
     let mut units = Vec::new();
     for (i, o) in host.objects.iter().enumerate() {
         let Some(o) = o else { continue };
         let mut reads = JoinSet::new();
-        for (key, kind, stable_type) in o.host.live_list() {
+        let mut member_types: HashMap<String, BTreeSet<StableType>> = HashMap::new();
+        let live = o.host.live_list();
+        let per_actor: HashSet<&str> = live
+            .iter()
+            .filter(|(key, kind, _)| {
+                *kind == ObjectKind::UserSpot
+                    && o.host.live_object(key).and_then(|l| l.turn()).is_none()
+            })
+            .map(|(key, _, _)| key.1.as_str())
+            .collect();
+        for (key, kind, stable_type) in live.iter().cloned() {
             let spot_wide = o.host.live_object(&key).and_then(|l| l.turn()).is_some();
-            if kind == ObjectKind::UserSpot && spot_wide {
+            if kind == ObjectKind::UserSpot {
                 if !relocatable(o, &stable_type) {
                     return Err(RelocationReason::RelocationDisabled);
                 }
+                let id = key.1.clone();
                 units.push(Unit {
                     node: i,
-                    object: Moved::SpotWide(key.1.clone()),
+                    object: if spot_wide {
+                        Moved::SpotWide(id)
+                    } else {
+                        Moved::PerActor(id)
+                    },
                     stable_type,
+                    members: BTreeSet::new(),
                 });
                 continue;
-            }
-            if kind != ObjectKind::Actor && kind != ObjectKind::InstanceSpot {
-                tracing::warn!(
-                    kind = kind.as_str(),
-                    id = key.1.as_str(),
-                    "a PerActor User Spot cannot move yet (Entry Spot member Actors, Instance \
-                     Spots and SpotWide User Spots move)"
-                );
-                return Err(RelocationReason::StateIncompatible);
             }
             if !relocatable(o, &stable_type) {
                 tracing::warn!(
@@ -220,20 +233,30 @@ async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
                         node: i,
                         object: Moved::InstanceSpot(key.1),
                         stable_type,
+                        members: BTreeSet::new(),
                     });
                 }
                 Ok(AuthorityRead::Found { handle, .. }) => {
-                    if Membership::decode(handle.payload()).is_some_and(|m| !m.entry) {
-                        tracing::warn!(
-                            id = key.1.as_str(),
-                            "a User Spot member cannot move yet (only Entry Spot members move)"
-                        );
-                        return Err(RelocationReason::StateIncompatible);
+                    match Membership::decode(handle.payload()).filter(|m| !m.entry) {
+                        // A member of a PerActor User Spot live here: its Spot's unit moves it.
+                        Some(m) if !m.spot_wide && per_actor.contains(m.spot.as_str()) => {
+                            member_types.entry(m.spot).or_default().insert(stable_type);
+                            continue;
+                        }
+                        Some(_) => {
+                            tracing::warn!(
+                                id = key.1.as_str(),
+                                "a User Spot member whose Spot is not live here cannot move"
+                            );
+                            return Err(RelocationReason::StateIncompatible);
+                        }
+                        None => {}
                     }
                     units.push(Unit {
                         node: i,
                         object: Moved::Actor(ActorRef::of(&handle)),
                         stable_type,
+                        members: BTreeSet::new(),
                     });
                 }
                 // Ended meanwhile: nothing to move.
@@ -242,6 +265,11 @@ async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationReason> {
                     tracing::warn!(error = %e, "relocation preflight: Store read failed");
                     return Err(RelocationReason::StoreUnavailable);
                 }
+            }
+        }
+        for u in units.iter_mut().filter(|u| u.node == i) {
+            if let Moved::PerActor(spot) = &u.object {
+                u.members = member_types.remove(spot.as_str()).unwrap_or_default();
             }
         }
     }
@@ -278,7 +306,8 @@ async fn wait_for_targets(
 /// target: 1) runs exactly the effective version; 2) is another Object Server, `Serving`, of
 /// the same MeshName, its lease valid; 3) registered the stable type; 4) has a positive
 /// weight, room for one more Actor, and another maintenance wave when this host has one;
-/// 5) is an admitted Ready peer whose lifecycle generation is the descriptor's.
+/// 5) is an admitted Ready peer whose lifecycle generation is the descriptor's. A `PerActor`
+/// User Spot's target also offers every member's Actor type.
 async fn eligible_targets(
     host: &HostInner,
     units: &[Unit],
@@ -300,6 +329,15 @@ async fn eligible_targets(
         if types.is_empty() {
             all.push(targets);
             continue;
+        }
+        // A PerActor User Spot's target must offer its members' Actor types too.
+        let mut member_types: HashMap<(ObjectKind, &StableType), BTreeSet<&StableType>> =
+            HashMap::new();
+        for u in units.iter().filter(|u| u.node == i) {
+            member_types
+                .entry((u.kind(), &u.stable_type))
+                .or_default()
+                .extend(u.members.iter());
         }
         let Some(discovery) = o.as_ref().and_then(|o| o.discovery.as_ref()) else {
             return Ok(None);
@@ -331,6 +369,11 @@ async fn eligible_targets(
                         && rid != node.routing_id()
                         && c.target.node.mesh == *node.mesh_name()
                         && c.eligible(kind, ty, &one)
+                        && member_types.get(&(kind, ty)).is_none_or(|m| {
+                            m.iter().all(|t| {
+                                c.target.offers.contains(&(ObjectKind::Actor, (*t).clone()))
+                            })
+                        })
                         && (host.maintenance_wave.is_none() || wave != &host.maintenance_wave)
                         && node.inner.peers.read().ready(rid).is_some_and(|p| {
                             p.handle.info().lifecycle_generation.get()
@@ -396,17 +439,28 @@ async fn move_all(
                         Moved::Actor(actor) => {
                             crate::relocation::relocate_actor(&client, actor, Some(&to))
                                 .await
-                                .map(drop)
+                                .map(|_| 1)
                         }
                         Moved::InstanceSpot(id) => {
                             crate::relocation::relocate_instance_spot(&client, id, Some(&to))
                                 .await
-                                .map(drop)
+                                .map(|_| 1)
                         }
                         Moved::SpotWide(spot) => {
                             // An ApplicationSignaled Spot's seal waits for its boundary only
                             // until the host deadline (28 §5).
                             crate::relocation::relocate_spot_wide(
+                                &client,
+                                spot,
+                                Some(&to),
+                                Some(ask.end),
+                            )
+                            .await
+                            .map(|()| 1)
+                        }
+                        // The Spot authority transition, then each member as its own unit.
+                        Moved::PerActor(spot) => {
+                            crate::relocation::per_actor::relocate_per_actor(
                                 &client,
                                 spot,
                                 Some(&to),
@@ -421,7 +475,7 @@ async fn move_all(
                 break;
             };
             match done {
-                Ok(Ok(_)) => moved += 1,
+                Ok(Ok(n)) => moved += n,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "a unit of the host Relocate did not move");
                     failure.get_or_insert(e);

@@ -146,11 +146,6 @@ async fn root(
             let n = n.object_role(role);
             if role == ObjectRole::Server {
                 n.instance_spot_type::<Tally>("tally", tally_type(policy, Arc::clone(&seen)))
-                    .user_spot_type::<Tally>("hall", {
-                        // PerActor: a User Spot kind the host Relocate does not move yet.
-                        let hall = tally_type(policy, Arc::clone(&seen));
-                        move |t| hall(t).execution(crate::objects::SpotExecution::PerActor)
-                    })
                     .actor_type::<super::Counter>("counter", counter_type(policy, seen))
             } else {
                 n
@@ -259,7 +254,6 @@ on_every_store!(
     host_relocate_moves_actors_and_instance_spots,
     a_disabled_instance_spot_blocks_the_host_relocate_before_anything_changes,
     an_instance_spot_whose_first_message_still_runs_does_not_move_until_it_completed,
-    a_per_actor_user_spot_still_blocks_the_host_relocate_as_state_incompatible,
 );
 
 async fn a_preserved_instance_spot_moves_with_its_state_and_generation(h: &Harness) {
@@ -577,38 +571,6 @@ async fn a_disabled_instance_spot_blocks_the_host_relocate_before_anything_chang
     assert_eq!(record(source, &id).await.expect("record"), before);
     assert_eq!(m.seen.captures.load(Ordering::SeqCst), 0);
     assert_eq!(m.incr(&id).await.expect("still serving"), 2);
-    m.shutdown().await;
-}
-
-async fn a_per_actor_user_spot_still_blocks_the_host_relocate_as_state_incompatible(h: &Harness) {
-    let m = mesh_of(h, Policy::Preserve).await;
-    let source = &m.servers[0].0;
-    room_on(&m, source, "hu").await;
-    let spots = m.client.0.spots().expect("manager");
-    let on = rid_of(source);
-    let mut placed = false;
-    for i in 0..60 {
-        let hall = spots
-            .get_or_create("hall", &format!("hall-{i}"))
-            .await
-            .expect("created");
-        if hall.node == on {
-            placed = true;
-            break;
-        }
-    }
-    assert!(placed, "placement never chose the host");
-    let result = source
-        .relocate(RelocateOptions::planned_maintenance())
-        .await
-        .expect("valid options");
-    assert_eq!(result.outcome, RelocationOutcome::Blocked, "{result:?}");
-    assert_eq!(
-        result.reason,
-        crate::mesh::node::RelocationReason::StateIncompatible
-    );
-    assert_eq!(result.moved, 0, "nothing moved");
-    assert_eq!(source.state(), HostState::Serving);
     m.shutdown().await;
 }
 

@@ -1,0 +1,366 @@
+//! The `PerActor` User Spot move in the location core (spec 21 §8 "PerActor User Spot move
+//! record", §8.2 "PerActor User Spot authority transition" / "PerActor member Actor move";
+//! 28 §6 "`PerActor` User Spot"): the Spot's authority and each member Actor's owner change
+//! separately.
+//!
+//! The **Spot authority transition** is a NewOwner of the Spot's record through its own
+//! reservation (the Spot's capacity: one Spot slot of its type): owner and
+//! AuthorityOwnerGeneration move to the target, the ObjectGeneration and SpotId stay, and the
+//! same batch writes the runtime-private *move record* (`spot-per-actor-move\0<SpotId>`): the
+//! Spot authority source and target, the relocation operation id of the whole move, the
+//! member count at the transition and the source/target Actor counts (all on the source).
+//!
+//! Each **member Actor move** is a NewOwner of the Actor's record through its own reservation
+//! that, in the same batch, moves one Actor from the source count to the target count of the
+//! move record — conditioned on the record's version and on the operation id, so the sum of
+//! the two counts always equals the member count. Concurrent member moves contend on the move
+//! record: a batch that conflicted only on it is tried again on the record as read now.
+
+use serde::{Deserialize, Serialize};
+use zlink_codec::records::ObjectKind;
+use zlink_codec::{OwnerId, RoutingId};
+use zlink_store_spi::{LocationStore, Mutation, ReadResult, StoreKey, StoreVersion};
+
+use super::super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan};
+use super::super::super::error::{InvalidOperation, LocationError, RecordName};
+use super::super::super::generation::{ObjectGeneration, OwnerLeaseGeneration};
+use super::super::super::identity::{HostRun, NodeKey, ObjectId};
+use super::super::super::keys;
+use super::super::AuthorityClient;
+use super::super::handle::AuthorityHandle;
+use super::super::op::{Op, Write, conflict_from_reads, leases, record_outcome, with_handle};
+use super::super::outcome::{Conflict, Outcome};
+use super::TargetReservation;
+use crate::location::admission::AdmissionOp;
+
+/// How many times a member move is tried again after a conflict on the move record alone
+/// (another member's move changed the counts meanwhile) before it reports contention.
+const MOVE_RECORD_RETRIES: usize = 512;
+
+/// The runtime-private row holding a `PerActor` User Spot's move record.
+pub(crate) fn per_actor_move_key(spot: &ObjectId) -> Result<StoreKey, LocationError> {
+    Ok(StoreKey::new(format!(
+        "spot-per-actor-move\0{}",
+        spot.as_str()
+    ))?)
+}
+
+/// A `PerActor` User Spot move record (spec 21 §8): Spot authority source and target, the
+/// relocation operation id, the member count and the source/target Actor counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PerActorMoveRecord {
+    pub(crate) spot: ObjectId,
+    pub(crate) object_generation: ObjectGeneration,
+    pub(crate) source: HostRun,
+    pub(crate) source_node: NodeKey,
+    pub(crate) target: HostRun,
+    pub(crate) target_node: NodeKey,
+    /// The non-zero relocation operation id of the whole `PerActor` move.
+    pub(crate) operation: u128,
+    /// The Spot's member count at its authority transition.
+    pub(crate) total: u32,
+    pub(crate) source_actors: u32,
+    pub(crate) target_actors: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MoveWire {
+    record_version: u32,
+    spot: String,
+    object_generation: String,
+    source_owner_id: String,
+    source_lease_generation: String,
+    source_mesh_name: String,
+    source_routing_id_hex: String,
+    target_owner_id: String,
+    target_lease_generation: String,
+    target_mesh_name: String,
+    target_routing_id_hex: String,
+    operation: String,
+    total: u32,
+    source_actors: u32,
+    target_actors: u32,
+}
+
+impl PerActorMoveRecord {
+    /// Whether the counts add up to the member count.
+    pub(crate) fn balanced(&self) -> bool {
+        u64::from(self.source_actors) + u64::from(self.target_actors) == u64::from(self.total)
+    }
+
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, LocationError> {
+        let wire = MoveWire {
+            record_version: 1,
+            spot: self.spot.as_str().to_owned(),
+            object_generation: self.object_generation.to_string(),
+            source_owner_id: self.source.owner_id.as_str().to_owned(),
+            source_lease_generation: self.source.lease_generation.to_string(),
+            source_mesh_name: self.source_node.mesh.as_str().to_owned(),
+            source_routing_id_hex: self.source_node.routing_id.to_hex(),
+            target_owner_id: self.target.owner_id.as_str().to_owned(),
+            target_lease_generation: self.target.lease_generation.to_string(),
+            target_mesh_name: self.target_node.mesh.as_str().to_owned(),
+            target_routing_id_hex: self.target_node.routing_id.to_hex(),
+            operation: format!("{:032x}", self.operation),
+            total: self.total,
+            source_actors: self.source_actors,
+            target_actors: self.target_actors,
+        };
+        serde_json::to_vec(&wire).map_err(|_| {
+            InvalidOperation::RowEncoding {
+                record: RecordName::PerActorMove,
+            }
+            .into()
+        })
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, LocationError> {
+        let corrupt = || LocationError::corrupt(RecordName::PerActorMove);
+        let w: MoveWire = serde_json::from_slice(bytes).map_err(|_| corrupt())?;
+        if w.record_version != 1 {
+            return Err(corrupt());
+        }
+        let run = |owner: String, generation: &str| -> Result<HostRun, LocationError> {
+            Ok(HostRun {
+                owner_id: OwnerId::new(owner).map_err(|_| corrupt())?,
+                lease_generation: generation
+                    .parse()
+                    .ok()
+                    .and_then(OwnerLeaseGeneration::new)
+                    .ok_or_else(corrupt)?,
+            })
+        };
+        let node = |mesh: String, rid: &str| -> Result<NodeKey, LocationError> {
+            Ok(NodeKey {
+                mesh: zlink_codec::MeshName::new(mesh).map_err(|_| corrupt())?,
+                routing_id: RoutingId::from_hex(rid).map_err(|_| corrupt())?,
+            })
+        };
+        let record = Self {
+            spot: ObjectId::new(w.spot).map_err(|_| corrupt())?,
+            object_generation: w
+                .object_generation
+                .parse()
+                .ok()
+                .and_then(ObjectGeneration::new)
+                .ok_or_else(corrupt)?,
+            source: run(w.source_owner_id, &w.source_lease_generation)?,
+            source_node: node(w.source_mesh_name, &w.source_routing_id_hex)?,
+            target: run(w.target_owner_id, &w.target_lease_generation)?,
+            target_node: node(w.target_mesh_name, &w.target_routing_id_hex)?,
+            operation: u128::from_str_radix(&w.operation, 16).map_err(|_| corrupt())?,
+            total: w.total,
+            source_actors: w.source_actors,
+            target_actors: w.target_actors,
+        };
+        if record.operation == 0 || !record.balanced() {
+            return Err(corrupt());
+        }
+        Ok(record)
+    }
+}
+
+/// What a NewOwner that conflicted found: the record still at the version the reservation
+/// expects and the reservation row unchanged (only the move record changed), or a conflict.
+fn only_move_record_changed(
+    reservation: &TargetReservation,
+    reads: &[(StoreKey, ReadResult)],
+) -> bool {
+    let at = |i: usize, v: &StoreVersion| matches!(reads.get(i), Some((_, ReadResult::Found { version, .. })) if version == v);
+    at(0, &reservation.expects) && at(1, &reservation.version)
+}
+
+impl AuthorityClient {
+    /// The `PerActor` User Spot authority transition (spec 21 §8.2): NewOwner of the Spot's
+    /// record through `reservation` (the Spot's own capacity; keeps the ObjectGeneration,
+    /// issues the next AuthorityOwnerGeneration, consumes the reservation and returns the
+    /// source's capacity) and, in the same batch, the move record of relocation operation
+    /// `operation`: `members` Actors, all counted on the source. Run by the target. A conflict
+    /// changes nothing.
+    pub async fn new_owner_per_actor_spot(
+        &self,
+        spot: &AuthorityHandle,
+        reservation: &TargetReservation,
+        operation: u128,
+        members: u32,
+    ) -> Result<Outcome<AuthorityHandle>, LocationError> {
+        let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
+        if spot.kind() != ObjectKind::UserSpot || operation == 0 {
+            return Err(InvalidOperation::ReservationForAnotherObject.into());
+        }
+        let same = reservation.same_object(spot);
+        let record = match Self::new_owner_record(spot, reservation, &admission.run, same)? {
+            Ok(record) => record,
+            Err(c) => return Ok(Outcome::Conflict(c)),
+        };
+        let row = PerActorMoveRecord {
+            spot: spot.id().clone(),
+            object_generation: spot.object_generation(),
+            source: spot.owner().clone(),
+            source_node: spot.node(),
+            target: reservation.target.run.clone(),
+            target_node: reservation.target.node.clone(),
+            operation,
+            total: members,
+            source_actors: members,
+            target_actors: 0,
+        }
+        .encode()?;
+        let move_key = per_actor_move_key(spot.id())?;
+        let extra = (move_key.clone(), None, Mutation::put(move_key, row));
+        // The move record has no expectation here: it cannot be the only row that changed.
+        Ok(self
+            .new_owner_with(spot, reservation, admission, record, extra)
+            .await?
+            .unwrap_or(Outcome::Conflict(Conflict::Reservation)))
+    }
+
+    /// A `PerActor` member Actor move (spec 21 §8.2): NewOwner of the Actor's record through
+    /// `reservation` and, in the same batch, one Actor moved from the source count to the
+    /// target count of the move record of the User Spot `spot` — only when that record belongs
+    /// to relocation operation `operation` and still counts an Actor on the source (else a
+    /// conflict: nothing changes). Run by the target.
+    pub async fn new_owner_per_actor_member(
+        &self,
+        actor: &AuthorityHandle,
+        reservation: &TargetReservation,
+        spot: &ObjectId,
+        operation: u128,
+    ) -> Result<Outcome<AuthorityHandle>, LocationError> {
+        if actor.kind() != ObjectKind::Actor {
+            return Err(InvalidOperation::ReservationForAnotherObject.into());
+        }
+        let move_key = per_actor_move_key(spot)?;
+        for _ in 0..MOVE_RECORD_RETRIES {
+            let (mut row, version) = match self.store.read(&move_key).await? {
+                ReadResult::Found { bytes, version, .. } => {
+                    (PerActorMoveRecord::decode(&bytes)?, version)
+                }
+                ReadResult::Missing { .. } => {
+                    return Ok(Outcome::Conflict(Conflict::Reservation));
+                }
+            };
+            if row.operation != operation || row.source_actors == 0 {
+                tracing::info!(
+                    spot = spot.as_str(),
+                    "PerActor member move: the move record is another operation's or complete"
+                );
+                return Ok(Outcome::Conflict(Conflict::Reservation));
+            }
+            row.source_actors -= 1;
+            row.target_actors += 1;
+            let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
+            let same = reservation.same_object(actor);
+            let record = match Self::new_owner_record(actor, reservation, &admission.run, same)? {
+                Ok(record) => record,
+                Err(c) => return Ok(Outcome::Conflict(c)),
+            };
+            let extra = (
+                move_key.clone(),
+                Some(Expect::Version(version)),
+                Mutation::put(move_key.clone(), row.encode()?),
+            );
+            match self
+                .new_owner_with(actor, reservation, admission, record, extra)
+                .await?
+            {
+                None => continue,
+                Some(other) => return Ok(other),
+            }
+        }
+        Err(LocationError::Contended)
+    }
+
+    /// NewOwner of `handle` (the record `record` already names the target) through
+    /// `reservation`, with one more row `extra` (key, expectation, mutation) in the batch. A
+    /// conflict on that row alone is `None` (the caller may read it again and retry).
+    async fn new_owner_with(
+        &self,
+        handle: &AuthorityHandle,
+        reservation: &TargetReservation,
+        admission: crate::location::Admission,
+        record: zlink_codec::records::AuthorityRecord,
+        (extra_key, extra_expect, extra): (StoreKey, Option<Expect>, Mutation),
+    ) -> Result<Option<Outcome<AuthorityHandle>>, LocationError> {
+        let size = record.payload.len() * 4 / 3 + 2048;
+        let key = keys::authority(handle.kind(), handle.id())?;
+        let op = Op {
+            plan: Plan {
+                own: vec![
+                    (
+                        key.clone(),
+                        Some(Expect::Version(reservation.expects.clone())),
+                    ),
+                    (
+                        reservation.key.clone(),
+                        Some(Expect::Version(reservation.version.clone())),
+                    ),
+                    (extra_key, extra_expect),
+                ],
+                authority_owner_generation: true,
+                // The target's capacity was allocated when it was secured; the source's is
+                // returned.
+                capacity: vec![CapMove {
+                    node: handle.node(),
+                    kind: CapMoveKind::Release,
+                    bundle: handle.bundle().clone(),
+                }],
+                leases: leases(&admission.run, None)?,
+                admission: Some((admission.op, admission.run)),
+                size_hint: size + 512,
+                ..Plan::default()
+            },
+            write: Write::Issued {
+                key,
+                record: Box::new(record),
+                fill_object: false,
+                fill_owner: true,
+                index: None,
+                also: vec![Mutation::Delete(reservation.key.clone()), extra],
+            },
+        };
+        match self.engine.submit(Box::new(op)).await? {
+            JobResult::RecordConflict { reads } => {
+                if only_move_record_changed(reservation, &reads) {
+                    Ok(None)
+                } else if matches!(
+                    reads.first(),
+                    Some((_, ReadResult::Found { version, .. })) if version == &reservation.expects
+                ) {
+                    Ok(Some(Outcome::Conflict(Conflict::Reservation)))
+                } else {
+                    Ok(Some(Outcome::Conflict(conflict_from_reads(
+                        handle.id(),
+                        &reads,
+                    )?)))
+                }
+            }
+            other => with_handle(record_outcome(handle.id(), other)?).map(Some),
+        }
+    }
+
+    /// The move record of the `PerActor` User Spot `spot`, if one was written.
+    #[cfg(test)]
+    pub(crate) async fn per_actor_move(
+        &self,
+        spot: &ObjectId,
+    ) -> Result<Option<PerActorMoveRecord>, LocationError> {
+        match self.store.read(&per_actor_move_key(spot)?).await? {
+            ReadResult::Found { bytes, .. } => Ok(Some(PerActorMoveRecord::decode(&bytes)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The stored bytes of the move record of `spot` (the tests decode them).
+    #[cfg(test)]
+    pub(crate) async fn per_actor_move_bytes(
+        &self,
+        spot: &ObjectId,
+    ) -> Result<Option<Vec<u8>>, LocationError> {
+        match self.store.read(&per_actor_move_key(spot)?).await? {
+            ReadResult::Found { bytes, .. } => Ok(Some(bytes.to_vec())),
+            _ => Ok(None),
+        }
+    }
+}
