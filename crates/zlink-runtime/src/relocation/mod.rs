@@ -143,6 +143,7 @@
 //! writes the move record) and then one such Actor unit per member — in `per_actor.rs`.
 
 mod aggregate;
+mod completion;
 mod drive;
 mod follow;
 pub(crate) mod gate;
@@ -176,16 +177,23 @@ pub(crate) use wire::{FOLLOW, encode_follow};
 
 pub(crate) use aggregate::relocate_spot_wide;
 #[cfg(test)]
+pub(crate) use completion::{Confirmation, redeliver};
+#[cfg(test)]
 pub(crate) use drive::CAPTURE_ATTEMPTS;
 pub(crate) use instance::{is_refollow, relocate_instance_spot};
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;
+#[cfg(test)]
+pub(crate) use stage::mark_of as relocation_mark;
 #[cfg(test)]
 pub(crate) use stage::recorded as recorded_stage;
 /// The relocation commands every Object Server node registers.
 pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
     let mut all = target::commands();
     all.push((wire::FOLLOW, |h, n, e| Box::pin(follow::followed(h, n, e))));
+    all.push((completion::COMPLETION, |_, n, e| {
+        Box::pin(completion::delivered(n, e))
+    }));
     all.extend(aggregate::commands());
     all
 }
@@ -270,6 +278,8 @@ pub(crate) struct Relocations {
     pub(crate) interruptions: interruption::Interruptions,
     /// Target side: units admitted (permits held) whose Restore has not arrived yet.
     admitted: Mutex<HashMap<u128, gate::TargetPermits>>,
+    /// Target side: the completion logs of requests relayed to moves committed here (21 §9.3).
+    pub(crate) completions: completion::Completions,
     /// Tests: runs after each stage record this node's moves wrote.
     #[cfg(test)]
     pub(crate) stage_hook: Mutex<Option<StageHook>>,
@@ -293,6 +303,15 @@ impl std::fmt::Debug for Relocations {
 }
 
 impl Relocations {
+    /// Tests: how many messages the source holds for `key` now.
+    #[cfg(test)]
+    pub(crate) fn held_len(&self, key: &ObjectKey) -> usize {
+        match self.gates.lock().get(key) {
+            Some(Gate::Holding(h)) => h.held.len(),
+            _ => 0,
+        }
+    }
+
     /// The interruptions of the units this node moved out so far: one per completed move,
     /// from the source admission seal to the target's processing-start signal (28 §5).
     #[cfg_attr(not(test), allow(dead_code))]

@@ -43,15 +43,6 @@ pub(crate) fn payload(
     record: &StageRecord,
     target: &TargetReservation,
 ) -> Option<Vec<u8>> {
-    let now = handle.payload();
-    let mut object: Map<String, Value> = if now.is_empty() {
-        Map::new()
-    } else {
-        match serde_json::from_slice(now.strip_prefix(MEMBERSHIP_TAG)?).ok()? {
-            Value::Object(o) => o,
-            _ => return None,
-        }
-    };
     let mark = match record {
         StageRecord::Preparing { target_list, .. } => serde_json::json!({
             "stage": "preparing",
@@ -74,13 +65,35 @@ pub(crate) fn payload(
                 "targetNode": node.routing_id.to_hex(),
             })
         }
-        // Completed is the target's, after the owner change (not written by this module).
+        // Completed is the target's, after the owner change (`completion.rs`).
         _ => return None,
+    };
+    with_mark(handle, mark)
+}
+
+/// The payload `handle` gets with its `relocation` field set to `mark` (the completion
+/// progress the new owner records after the move, `completion.rs`); `None` for a payload of
+/// another form, which must not be overwritten.
+pub(crate) fn with_mark(handle: &AuthorityHandle, mark: Value) -> Option<Vec<u8>> {
+    let now = handle.payload();
+    let mut object: Map<String, Value> = if now.is_empty() {
+        Map::new()
+    } else {
+        match serde_json::from_slice(now.strip_prefix(MEMBERSHIP_TAG)?).ok()? {
+            Value::Object(o) => o,
+            _ => return None,
+        }
     };
     object.insert("relocation".into(), mark);
     let mut out = MEMBERSHIP_TAG.to_vec();
     out.extend(serde_json::to_vec(&Value::Object(object)).ok()?);
     Some(out)
+}
+
+/// The `relocation` field of a record payload, if it has one.
+pub(crate) fn mark_of(payload: &[u8]) -> Option<Value> {
+    let json: Value = serde_json::from_slice(payload.strip_prefix(MEMBERSHIP_TAG)?).ok()?;
+    json.get("relocation").cloned()
 }
 
 /// The stage a record payload names, if any (`"preparing"`, `"captured"`, `"prepared"`) and

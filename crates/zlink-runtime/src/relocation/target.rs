@@ -61,24 +61,33 @@ async fn relay(
 ) -> Result<Option<Bytes>, ZLinkError> {
     let (relocation, message) = wire::decode_relay(env.payload())?;
     let from = env.source_rid().clone();
-    let key = host
+    let incoming = host
         .relocations
         .incoming
         .lock()
         .get(&relocation)
-        .map(|i| i.key.clone());
+        .map(|i| (i.key.clone(), i.cmd.kind.object_kind()));
+    let key = incoming.as_ref().map(|(k, _)| k.clone());
     let (id, call, cost) = inbound::prepare(&message)?;
-    let reply = message.reply_route().is_some().then(|| {
-        if message.source_rid() == &node.rid {
+    let reply = message.reply_route().is_some().then(|| match &incoming {
+        _ if message.source_rid() == &node.rid => {
             answering_here(Arc::clone(&node), message.clone())
-        } else {
-            inbound::answering(
-                Arc::clone(&node),
-                from.clone(),
-                message.clone(),
-                Box::new(()),
-            )
         }
+        // Accepted at the source, finishing after the owner change: a completion result of
+        // the move (21 §9.3, `completion.rs`).
+        Some((key, kind)) if key.1 == id => host.relocations.completions.accept(
+            &host,
+            &node,
+            (relocation, key, *kind),
+            from.clone(),
+            message.clone(),
+        ),
+        _ => inbound::answering(
+            Arc::clone(&node),
+            from.clone(),
+            message.clone(),
+            Box::new(()),
+        ),
     });
     let held = Held {
         route: if reply.is_some() {
@@ -285,6 +294,7 @@ async fn chunk(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
 /// Removes the Restore `relocation` and its temporary queue (the move will not commit here).
 fn forget(host: &ObjectHost, relocation: u128, key: &ObjectKey) {
     host.relocations.incoming.lock().remove(&relocation);
+    host.relocations.completions.abandoned(relocation);
     host.relocations.abandon(key);
 }
 
@@ -596,6 +606,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
     .await;
     let ok = match outcome {
         Ok(Outcome::Applied(handle)) => {
+            host.relocations.completions.committed(relocation);
             host.insert_live(key.clone(), Arc::clone(&prepared.live), &handle);
             host.relocations.open(&key, prepared.live.as_ref());
             host.routes.forget(&key);
@@ -622,6 +633,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
     drop(stage);
     host.relocations.incoming.lock().remove(&relocation);
     if ok.is_none() {
+        host.relocations.completions.abandoned(relocation);
         host.relocations.abandon(&key);
         prepared.live.close().await;
     }

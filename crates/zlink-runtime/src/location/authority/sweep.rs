@@ -354,4 +354,19 @@ impl AuthorityClient {
         let read = self.store.read(&lease_key(&run.owner_id)?).await?;
         Ok(LeaseSeen::from_read(&read).held_by(run))
     }
+
+    /// Whether `run`'s owner lease has ended, by a direct read of its row judged by the Store
+    /// clock: missing, expired, or held under another generation or by another owner.
+    pub(crate) async fn lease_ended(&self, run: &HostRun) -> Result<bool, LocationError> {
+        let read = self.store.read(&lease_key(&run.owner_id)?).await?;
+        let expired = match &read {
+            ReadResult::Found {
+                expires_at,
+                store_now,
+                ..
+            } => expires_at.is_some_and(|at| at <= *store_now),
+            _ => true,
+        };
+        Ok(expired || !LeaseSeen::from_read(&read).held_by(run))
+    }
 }

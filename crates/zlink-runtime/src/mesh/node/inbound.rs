@@ -236,6 +236,17 @@ pub(crate) fn answer(
     env: &Envelope,
     result: Result<(String, Vec<u8>), ZLinkError>,
 ) {
+    if let Some(r) = reply_for(env, result) {
+        send_reply(node, peer_rid, env.source_rid(), Some(r));
+    }
+}
+
+/// The reply (or error reply) `result` makes for the request `env`; `None` for a one-way or a
+/// content type the reply cannot carry (logged).
+pub(crate) fn reply_for(
+    env: &Envelope,
+    result: Result<(String, Vec<u8>), ZLinkError>,
+) -> Option<Reply> {
     let reply = match result {
         Ok((ct, payload)) => {
             Reply::to(env, ReplyStatus::Ok, Bytes::from(payload)).map(|r| r.with_content_type(&ct))
@@ -253,9 +264,12 @@ pub(crate) fn answer(
         }
     };
     match reply {
-        Some(Ok(r)) => send_reply(node, peer_rid, env.source_rid(), Some(r)),
-        Some(Err(e)) => tracing::warn!(%e, "reply content type rejected"),
-        None => {}
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => {
+            tracing::warn!(%e, "reply content type rejected");
+            None
+        }
+        None => None,
     }
 }
 

@@ -222,7 +222,7 @@ pub use self::core::{CallOptions, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT};
 pub use crate::relocation::InterruptionSummary;
 pub use handle::MeshNode;
 pub use host::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
-pub(crate) use inbound::answer as answer_request;
+pub(crate) use inbound::{answer as answer_request, reply_for};
 pub use mailbox::{DEFAULT_MAILBOX_BYTES, DEFAULT_MAILBOX_JOBS, JOB_OVERHEAD_BYTES};
 pub(crate) use mailbox::{Mailbox, MailboxPermit, job_cost};
 pub use observe::{HostEvent, HostObserver};

@@ -67,9 +67,15 @@ impl Pending {
     /// ([`PendingGuard::answered_elsewhere`]).
     pub(crate) fn complete_inbound(&self, inbound: InboundReply) -> bool {
         let from = Arc::clone(inbound.peer());
-        let reply = inbound.into_reply();
+        self.complete_from(inbound.into_reply(), &from.rid)
+    }
+
+    /// [`complete`](Self::complete) with a reply node `from` sent (read from a connection, or
+    /// delivered as a relocation completion record): one from another node than the request
+    /// went to marks the request answered elsewhere.
+    pub(crate) fn complete_from(&self, reply: Reply, from: &zlink_codec::RoutingId) -> bool {
         if let Some(e) = self.by_route.lock().get(&reply.reply_route().get()) {
-            if e.peer.rid != from.rid {
+            if &e.peer.rid != from {
                 e.elsewhere.store(true, Ordering::Release);
             }
         }

@@ -150,6 +150,20 @@ impl Instances {
         let _ = self.discovery.set(discovery);
     }
 
+    /// The root's Relocation Store, once the node started (relocation completion records keep
+    /// their payloads there, `relocation::completion`).
+    pub(crate) fn relocation_store(&self) -> Option<Arc<dyn DynRelocationStore>> {
+        self.configured.get().and_then(|c| c.store.clone())
+    }
+
+    /// The host run of the node `rid` of this mesh, as the node's discovery list last read it.
+    pub(crate) fn run_of(&self, rid: &zlink_codec::RoutingId) -> Option<crate::location::HostRun> {
+        let list = self.discovery.get()?.last_list()?;
+        list.into_iter()
+            .find(|n| &n.record.descriptor.routing_id == rid)
+            .map(|n| n.run)
+    }
+
     /// The object host, while the node runs.
     pub(crate) fn host(&self) -> Option<Arc<ObjectHost>> {
         self.host.get().and_then(Weak::upgrade)

@@ -141,8 +141,9 @@ impl RoomKit {
 /// authority record still pointed at when the deletion started (spec 21 §10: end of use is
 /// recorded in the Location Store before the payload is deleted). While `freeze` holds a gate,
 /// a read returns only once the gate opens (the reader's process stops right after it).
+/// Reads of a reference `lost` picks answer `Missing` (a payload permanently lost).
 #[derive(Debug)]
-struct Recorded {
+pub(in crate::mesh::node::tests) struct Recorded {
     inner: Arc<dyn DynRelocationStore>,
     location: Arc<dyn DynLocationStore>,
     puts: Mutex<Vec<(BlobRef, bool)>>,
@@ -150,17 +151,31 @@ struct Recorded {
     deletes: Mutex<Vec<BlobRef>>,
     deleted_while_pointed: AtomicUsize,
     freeze: Mutex<Option<Gate>>,
+    lost: Mutex<Option<Picks>>,
 }
 
+/// Which references a [`Recorded`] store treats as lost.
+type Picks = fn(&str) -> bool;
+
 impl Recorded {
-    fn puts(&self) -> Vec<BlobRef> {
+    /// From now on, reads of the references `which` picks answer `Missing`.
+    pub(in crate::mesh::node::tests) fn lose(&self, which: Picks) {
+        *self.lost.lock() = Some(which);
+    }
+
+    /// Deletions that started while an authority record still pointed at the reference.
+    pub(in crate::mesh::node::tests) fn deleted_while_pointed(&self) -> usize {
+        self.deleted_while_pointed.load(Ordering::SeqCst)
+    }
+
+    pub(in crate::mesh::node::tests) fn puts(&self) -> Vec<BlobRef> {
         let mut v: Vec<BlobRef> = self.puts.lock().iter().map(|(r, _)| r.clone()).collect();
         v.dedup();
         v
     }
 
     /// Whether every put stored new bytes and was read back (found) by the runtime.
-    fn all_stored_and_read_back(&self) -> bool {
+    pub(in crate::mesh::node::tests) fn all_stored_and_read_back(&self) -> bool {
         let reads = self.reads.lock();
         self.puts
             .lock()
@@ -168,11 +183,11 @@ impl Recorded {
             .all(|(r, stored)| *stored && reads.iter().any(|(read, found)| read == r && *found))
     }
 
-    fn deletes(&self) -> Vec<BlobRef> {
+    pub(in crate::mesh::node::tests) fn deletes(&self) -> Vec<BlobRef> {
         self.deletes.lock().clone()
     }
 
-    async fn is_stored(&self, reference: &BlobRef) -> bool {
+    pub(in crate::mesh::node::tests) async fn is_stored(&self, reference: &BlobRef) -> bool {
         matches!(
             self.inner.read(reference).await.expect("read"),
             BlobReadResult::Found { .. }
@@ -180,7 +195,7 @@ impl Recorded {
     }
 
     /// Deletes every envelope a test stored (the live Redis keeps nothing of a test).
-    async fn purge(&self) {
+    pub(in crate::mesh::node::tests) async fn purge(&self) {
         for r in self.puts() {
             let _ = self.inner.delete(&r).await;
         }
@@ -201,7 +216,17 @@ impl RelocationStore for Recorded {
     }
 
     async fn read(&self, reference: &BlobRef) -> StoreResult<BlobReadResult> {
-        let read = self.inner.read(reference).await;
+        let lost = self
+            .lost
+            .lock()
+            .as_ref()
+            .is_some_and(|which| which(reference.as_str()));
+        let read = match self.inner.read(reference).await {
+            Ok(BlobReadResult::Found { store_now, .. }) if lost => {
+                Ok(BlobReadResult::Missing { store_now })
+            }
+            other => other,
+        };
         let found = matches!(read, Ok(BlobReadResult::Found { .. }));
         self.reads.lock().push((reference.clone(), found));
         let freeze = self.freeze.lock().clone();
@@ -216,7 +241,7 @@ impl RelocationStore for Recorded {
     }
 
     async fn delete(&self, reference: &BlobRef) -> StoreResult<Deleted> {
-        let rows = snapshot_of(self.location.as_ref(), "authority\0spot\0").await;
+        let rows = snapshot_of(self.location.as_ref(), "authority\0").await;
         let pointed = rows.values().any(|(bytes, _)| {
             AuthorityRecord::decode(bytes)
                 .is_ok_and(|r| String::from_utf8_lossy(&r.payload).contains(reference.as_str()))
@@ -230,7 +255,7 @@ impl RelocationStore for Recorded {
 }
 
 /// The harness's kind of Relocation Store, recorded.
-async fn relocation_store(h: &Harness) -> Arc<Recorded> {
+pub(in crate::mesh::node::tests) async fn relocation_store(h: &Harness) -> Arc<Recorded> {
     let prefix = format!("zlrt-inst-{}", uuid::Uuid::new_v4().simple());
     let inner: Arc<dyn DynRelocationStore> = match (h.backend, &h.store_clock) {
         (_, Some(clock)) => Arc::new(MemoryRelocationStore::with_clock(Arc::new(clock.clone()))),
@@ -270,6 +295,7 @@ async fn relocation_store(h: &Harness) -> Arc<Recorded> {
         deletes: Mutex::new(Vec::new()),
         deleted_while_pointed: AtomicUsize::new(0),
         freeze: Mutex::new(None),
+        lost: Mutex::new(None),
     })
 }
 

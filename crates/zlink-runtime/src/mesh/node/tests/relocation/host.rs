@@ -50,6 +50,17 @@ pub(super) async fn start_root(
     options: &LocationOptions,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
+    start_root_with(h, spec, seen, options, relocation).await
+}
+
+/// [`start_root`] over the Relocation Store `relocation`.
+pub(super) async fn start_root_with(
+    h: &Harness,
+    spec: Spec,
+    seen: &Arc<Seen>,
+    options: &LocationOptions,
+    relocation: Arc<dyn DynRelocationStore>,
+) -> (ZLinkHost, MeshNode) {
     let seen = Arc::clone(seen);
     let mut b = ZLink::builder()
         .location_store(Arc::clone(&h.store))

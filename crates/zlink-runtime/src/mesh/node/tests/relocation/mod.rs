@@ -22,6 +22,7 @@ use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 mod aggregate_gate;
 mod attempts;
 mod callbacks;
+mod completion;
 mod follow;
 mod gate;
 mod host;
@@ -53,6 +54,8 @@ struct Seen {
     failing_captures: AtomicUsize,
     /// Captures produce 64 MiB + 1 bytes while set.
     oversize_capture: AtomicBool,
+    /// A [`Gated`] request finishes only once this is set.
+    release: AtomicBool,
 }
 
 /// Counts `n` down by one unless it is zero; whether it was not.
@@ -122,6 +125,17 @@ struct StepSend {
 }
 impl Message for StepSend {
     const PACKET: &'static str = "StepSend";
+}
+
+/// Adds one once [`Seen::release`] is set (a request that is still running when a test wants
+/// it to), and answers the total.
+#[derive(Debug, Serialize, Deserialize)]
+struct Gated;
+impl Message for Gated {
+    const PACKET: &'static str = "Gated";
+}
+impl Request for Gated {
+    type Reply = u64;
 }
 
 /// (total, applied, out-of-order) of the counter.
@@ -206,6 +220,22 @@ fn counter_type(
                 Box::pin(async move {
                     c.apply(step.stream, step.seq);
                     Ok(())
+                })
+            })
+            .on_request::<Gated, _>(|c, _req, _ctx| {
+                Box::pin(async move {
+                    let seen = c.seen.clone();
+                    for _ in 0..2000 {
+                        if seen
+                            .as_ref()
+                            .is_none_or(|s| s.release.load(Ordering::SeqCst))
+                        {
+                            break;
+                        }
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                    c.total += 1;
+                    Ok(c.total)
                 })
             })
             .on_request::<Totals, _>(|c, _req, _ctx| {

@@ -1,0 +1,281 @@
+//! Completion records (spec 21 §9.3; §12 "Location Cache And Completion Results"): a request
+//! another node sent, held by the source at the seal and relayed, finishes on the target after
+//! the owner changed; its result is stored in the Relocation Store, the record points at it,
+//! it is delivered to the requester until confirmed, and `completed` is recorded.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::{ObjectKind, ObjectRole};
+use zlink_relocation::unit::RecordedStage;
+use zlink_store_spi::DynRelocationStore;
+
+use super::super::instances::{Recorded, relocation_store};
+use super::*;
+use crate::relocation::Confirmation;
+
+/// Two counter servers and a client over the harness's store, every root on `relocation`.
+async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
+    let seen = Arc::new(Seen::default());
+    let options = fast_options();
+    let mut roots = Vec::new();
+    for role in [ObjectRole::Server, ObjectRole::Server, ObjectRole::Client] {
+        let spec = host::Spec {
+            role,
+            policy: Policy::Preserve,
+            version: 0,
+            wave: None,
+        };
+        let store: Arc<dyn DynRelocationStore> = relocation.clone();
+        roots.push(host::start_root_with(h, spec, &seen, &options, store).await);
+    }
+    for (_, n) in &roots {
+        wait_peers(n, 2).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut roots = roots.into_iter();
+    let (a, b, c) = (
+        roots.next().expect("a"),
+        roots.next().expect("b"),
+        roots.next().expect("c"),
+    );
+    Mesh {
+        servers: [a, b],
+        client: c,
+        seen,
+    }
+}
+
+/// At the `Captured` record of `source`'s move, the client sends `send` to `id` and the hook
+/// waits until the source holds it (so it is relayed to the target); the request's answer
+/// arrives on the returned receiver.
+fn request_at_capture<M>(
+    m: &Mesh,
+    source: &ZLinkHost,
+    id: &str,
+    send: fn() -> M,
+) -> tokio::sync::oneshot::Receiver<Result<u64, crate::mesh::messaging::ZLinkError>>
+where
+    M: Request<Reply = u64> + Send + Sync + 'static,
+{
+    let caller = m.client.0.actors().expect("manager");
+    let objects = Arc::clone(&source.actors().expect("manager").client.objects);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let tx = Arc::new(parking_lot::Mutex::new(Some(tx)));
+    let key = (
+        AuthorityKind::Actor,
+        zlink_codec::ObjectId::new(id).expect("id"),
+    );
+    let id = id.to_owned();
+    let hook: crate::relocation::StageHook = Arc::new(move |stage| {
+        let (caller, objects, tx, key, id) = (
+            caller.clone(),
+            Arc::clone(&objects),
+            Arc::clone(&tx),
+            key.clone(),
+            id.clone(),
+        );
+        Box::pin(async move {
+            if stage != RecordedStage::Captured {
+                return;
+            }
+            let Some(tx) = tx.lock().take() else { return };
+            tokio::spawn(async move {
+                let _ = tx.send(caller.request(&id, &send()).await);
+            });
+            wait_until("the source holds the request", || {
+                objects.relocations.held_len(&key) >= 1
+            })
+            .await;
+        })
+    });
+    let objects = &source.actors().expect("manager").client.objects;
+    *objects.relocations.stage_hook.lock() = Some(hook);
+    rx
+}
+
+/// The `relocation` field of the Actor's record, as read through `host`.
+async fn mark(host: &ZLinkHost, id: &str) -> serde_json::Value {
+    let client = host.actors().expect("manager").client;
+    let id = zlink_codec::ObjectId::new(id).expect("id");
+    match client.read(ObjectKind::Actor, &id).await.expect("read") {
+        AuthorityRead::Found { handle, .. } => {
+            crate::relocation::relocation_mark(handle.payload()).unwrap_or_default()
+        }
+        AuthorityRead::Missing { .. } => panic!("the record is missing"),
+    }
+}
+
+/// Waits until the Actor's record names the completion stage `stage`, and returns the mark.
+async fn wait_for_mark(host: &ZLinkHost, id: &str, stage: &str) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let m = mark(host, id).await;
+        if m.get("stage").and_then(|s| s.as_str()) == Some(stage) {
+            return m;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the record never named {stage}: {m}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether `reference` is a completion payload the runtime stored (`zlink-completion/` +
+/// RelocationId + `/` + sequence: the unit's index, not one of its chunks).
+fn is_completion_payload(reference: &str) -> bool {
+    reference
+        .strip_prefix("zlink-completion/")
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(id, seq)| {
+            id.chars().all(|c| c.is_ascii_hexdigit()) && seq.chars().all(|c| c.is_ascii_digit())
+        })
+}
+
+/// The completion payloads `recorded` saw stored.
+fn completion_payloads(recorded: &Recorded) -> Vec<zlink_store_spi::BlobRef> {
+    recorded
+        .puts()
+        .into_iter()
+        .filter(|r| is_completion_payload(r.as_str()))
+        .collect()
+}
+
+async fn a_request_finishing_after_the_owner_changed_is_stored_recorded_delivered_once_and_completed(
+    h: &Harness,
+) {
+    let recorded = relocation_store(h).await;
+    let m = mesh_on(h, &recorded).await;
+    let (caller, r) = m.counter_at_one("q1").await;
+    let (source, target) = m.owner_and_other(&r);
+    let answer = request_at_capture(&m, source, "q1", || Incr);
+    let moved = relocate(source, &r).await.expect("moved");
+    assert_eq!(moved.node, rid_of(target));
+    let got = answer.await.expect("answered");
+    assert_eq!(got.expect("the relayed request's result"), 2, "run once");
+    let done = wait_for_mark(target, "q1", "completed").await;
+    assert_eq!(done["accepted"], 1, "{done}");
+    assert_eq!(done["completed"], 1, "{done}");
+    let objects = &target.actors().expect("manager").client.objects;
+    wait_until("the log ended", || {
+        !objects.relocations.completions.ended.lock().is_empty()
+    })
+    .await;
+    let [received, already, expired, lost] = objects.relocations.completions.confirmations();
+    assert_eq!((received, already, expired, lost), (1, 0, 0, 0));
+    // Stored and read back before the record pointed at it; deleted only after the record
+    // stopped pointing at it; nothing of it is left.
+    let payloads = completion_payloads(&recorded);
+    assert_eq!(payloads.len(), 1, "{payloads:?}");
+    assert!(recorded.all_stored_and_read_back());
+    assert!(recorded.deletes().contains(&payloads[0]));
+    assert_eq!(recorded.deleted_while_pointed(), 0);
+    assert!(!recorded.is_stored(&payloads[0]).await);
+    assert_eq!(caller.request("q1", &Incr).await.expect("served"), 3);
+    m.shutdown().await;
+    recorded.purge().await;
+}
+
+async fn a_completion_delivered_again_is_already_terminal_and_answers_once(h: &Harness) {
+    let recorded = relocation_store(h).await;
+    let m = mesh_on(h, &recorded).await;
+    let (caller, r) = m.counter_at_one("q2").await;
+    let (source, target) = m.owner_and_other(&r);
+    let answer = request_at_capture(&m, source, "q2", || Incr);
+    relocate(source, &r).await.expect("moved");
+    assert_eq!(answer.await.expect("answered").expect("result"), 2);
+    wait_for_mark(target, "q2", "completed").await;
+    let client = target.actors().expect("manager").client;
+    let relocation: u128 = mark(target, "q2").await["id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("relocation id");
+    wait_until("the log ended", || {
+        client
+            .objects
+            .relocations
+            .completions
+            .ended
+            .lock()
+            .contains_key(&relocation)
+    })
+    .await;
+    let again = crate::relocation::redeliver(&client.objects, &client.node.inner, relocation).await;
+    assert_eq!(again, vec![Confirmation::AlreadyTerminal]);
+    // The requester's state is unchanged by the second delivery: the request ran once.
+    assert_eq!(caller.request("q2", &Incr).await.expect("served"), 3);
+    m.shutdown().await;
+    recorded.purge().await;
+}
+
+async fn a_lost_completion_payload_is_data_lost_and_the_owner_stays_the_target(h: &Harness) {
+    let recorded = relocation_store(h).await;
+    // The payload's index vanishes once stored (its chunks were read back when written).
+    recorded.lose(is_completion_payload);
+    let m = mesh_on(h, &recorded).await;
+    let (caller, r) = m.counter_at_one("q3").await;
+    let (source, target) = m.owner_and_other(&r);
+    let answer = request_at_capture(&m, source, "q3", || Incr);
+    relocate(source, &r).await.expect("moved");
+    let err = answer
+        .await
+        .expect("answered")
+        .expect_err("the stored result was lost");
+    assert_eq!(err.kind(), ErrorKind::DataLost, "{err}");
+    let lost = wait_for_mark(target, "q3", "dataLost").await;
+    assert_eq!(lost["accepted"], 1, "{lost}");
+    let objects = &target.actors().expect("manager").client.objects;
+    wait_until("the lost result is answered DataLost", || {
+        objects.relocations.completions.confirmations()[3] == 1
+    })
+    .await;
+    // The owner never reverts to the source.
+    assert_eq!(record(target, "q3").await.0, rid_of(target));
+    assert_eq!(caller.request("q3", &Incr).await.expect("served"), 3);
+    m.shutdown().await;
+    recorded.purge().await;
+}
+
+async fn a_requester_whose_lease_ended_is_confirmed_source_lease_expired(h: &Harness) {
+    let recorded = relocation_store(h).await;
+    let m = mesh_on(h, &recorded).await;
+    let (_, r) = m.counter_at_one("q4").await;
+    let (source, target) = m.owner_and_other(&r);
+    let answer = request_at_capture(&m, source, "q4", || Gated);
+    relocate(source, &r).await.expect("moved");
+    let target_rid = rid_of(target);
+    // The relayed request runs on the target; its requester stops (its lease released) before
+    // the result exists.
+    let Mesh {
+        servers: [(ha, _), (hb, _)],
+        client,
+        seen,
+    } = m;
+    client.0.shutdown().await;
+    let ended = answer.await.expect("ended");
+    assert!(
+        ended.is_err(),
+        "the stopped requester's request ended: {ended:?}"
+    );
+    seen.release.store(true, Ordering::SeqCst);
+    let target = if rid_of(&ha) == target_rid { &ha } else { &hb };
+    let done = wait_for_mark(target, "q4", "completed").await;
+    assert_eq!(done["completed"], 1, "{done}");
+    let objects = &target.actors().expect("manager").client.objects;
+    wait_until("the delivery is confirmed SourceLeaseExpired", || {
+        objects.relocations.completions.confirmations()[2] == 1
+    })
+    .await;
+    ha.shutdown().await;
+    hb.shutdown().await;
+    recorded.purge().await;
+}
+
+on_every_store!(
+    a_request_finishing_after_the_owner_changed_is_stored_recorded_delivered_once_and_completed,
+    a_completion_delivered_again_is_already_terminal_and_answers_once,
+    a_lost_completion_payload_is_data_lost_and_the_owner_stays_the_target,
+    a_requester_whose_lease_ended_is_confirmed_source_lease_expired,
+);

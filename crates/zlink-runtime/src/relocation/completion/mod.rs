@@ -1,0 +1,694 @@
+//! Completion records (spec 21 §9.3, §9.1 "Completed", §12 "Location Cache And Completion
+//! Results"; 23 "Publication order"): requests accepted at the source that finish after the
+//! owner changed.
+//!
+//! A request another node sent to the moving object and the source held at the seal is relayed
+//! to the target (`target.rs` `relay`) and runs there after the owner change. Its result is a
+//! **completion result** of the move: the target does not answer it on the reply lane but
+//!
+//! 1. keeps it, in object order (the order the object completed its requests), in the move's
+//!    completion log (one per RelocationId). The relayed requests are the move's *accepted*
+//!    count (all of them arrive before the cutover on the one ordered connection);
+//! 2. **stores** every result of the log so far as one payload in the Relocation Store
+//!    through the [`BlobLayer`] (chunks written and read back, then the index), under a
+//!    reference of the move and a sequence number — each result keyed inside by the
+//!    RelocationId, its source request information (the requester's node RID and lifecycle
+//!    generation, and its host run when the discovery list knows it) and its OperationId,
+//!    never inserted twice;
+//! 3. only then runs **one Location Store CAS** (a Preserve of the object's record by its new
+//!    owner) that sets the record's relocation progress: `completing` with the payload
+//!    reference, its CRC-32C and SHA-256, the accepted, completed and delivery-pending counts;
+//!    the payload that record pointed at before is deleted only after this CAS ended its use;
+//! 4. **delivers** the new results *from the stored payload* (read back and verified) to each
+//!    requester as the command `zlink.relocation.completion`, on the current route, until the
+//!    requester confirms: `TerminalReceived` (its waiter took this first result) or
+//!    `AlreadyTerminal` (the request had already ended: answered, timed out or cancelled) — or
+//!    the Location Store confirms that the requester's owner lease ended
+//!    (`SourceLeaseExpired`). A connection that closes or comes back is no confirmation: the
+//!    delivery is tried again;
+//! 5. once accepted = completed and nothing is pending, records **`completed`** (the progress
+//!    cleared to the RelocationId and the counts: owner, generations, membership and capacity
+//!    untouched) and then deletes the payload. Fewer results than accepted, or pending
+//!    deliveries, never record `completed`.
+//!
+//! A stored payload that is permanently missing or does not verify when it is read back for
+//! delivery is **`DataLost`**: the record says `dataLost`, each requester of the lost results
+//! is answered `DataLost` (its request ends once), the log ends without `completed`, and the
+//! owner never reverts to the source.
+//!
+//! Kept explicit: a relayed request whose requester is the target itself completes there at
+//! once (`answering_here`: its waiter is local, nothing to deliver); one-way sends have no
+//! result to deliver and are not counted; requests the source node itself sent follow after
+//! the cutover as its own requests and are answered normally. A log whose move did not commit
+//! (the prepared target removed) answers its requests directly. A record CAS that conflicts
+//! is tried again on the record as read now while this node owns the object and its progress
+//! names this move; once another move rewrote it the log stops recording but still delivers.
+//! A payload the store cannot take within `storeFailureGrace` is delivered from memory with a
+//! warning (no record points at it). Payloads of a host that stops mid-delivery stay in the
+//! Relocation Store for their retention (24 h by default) and are not resumed by another
+//! process (21 §9.1).
+
+mod payload;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::Notify;
+use zlink_codec::RoutingId;
+use zlink_codec::records::ObjectKind;
+use zlink_relocation::blob::BlobLayer;
+use zlink_store_spi::{BlobRef, DynRelocationStore};
+use zlink_transport::{Envelope, Reply, ReplyStatus};
+
+use super::stage;
+use crate::location::{AuthorityRead, HostRun, Outcome};
+use crate::mesh::messaging::{ErrorKind, ErrorReply, ZLinkError};
+use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
+use crate::objects::host::{ObjectHost, ObjectKey};
+use crate::objects::live::Completion;
+use payload::{decode_entries, encode_entries, hex};
+
+/// The command a target delivers one completion result with; the requester answers
+/// [`RECEIVED`] or [`ALREADY`].
+pub(crate) const COMPLETION: &str = "zlink.relocation.completion";
+/// The requester's answer: its waiter took this first result (`TerminalReceived`).
+const RECEIVED: &[u8] = b"received";
+/// The requester's answer: the request had already ended (`AlreadyTerminal`).
+const ALREADY: &[u8] = b"already";
+
+/// How long one delivery attempt waits for the requester's answer.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest pause between delivery attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How long results are delivered before the log gives up (the payload's retention: 21 §9.3
+/// keeps payload and reply bytes 24 h).
+const DELIVERY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How one completion result's delivery was confirmed (spec 21 §9.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Confirmation {
+    /// The requester took this first result.
+    TerminalReceived,
+    /// The requester had already ended the request.
+    AlreadyTerminal,
+    /// The Location Store confirmed that the requester's owner lease ended.
+    SourceLeaseExpired,
+    /// The stored result was lost (the requester was answered `DataLost`).
+    DataLost,
+}
+
+/// The completion logs of this node as a relocation target, by RelocationId, and how their
+/// deliveries ended.
+#[derive(Default)]
+pub(crate) struct Completions {
+    logs: Mutex<HashMap<u128, Arc<Log>>>,
+    confirmed: [AtomicU64; 4],
+    /// Tests: the last progress each ended log recorded.
+    #[cfg(test)]
+    pub(crate) ended: Mutex<HashMap<u128, Vec<(Entry, Confirmation)>>>,
+}
+
+/// One completion result.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    requester: RoutingId,
+    requester_generation: u64,
+    requester_run: Option<HostRun>,
+    reply: Reply,
+}
+
+/// One move's completion log.
+struct Log {
+    relocation: u128,
+    key: ObjectKey,
+    kind: ObjectKind,
+    state: Mutex<LogState>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct LogState {
+    /// The owner change applied here: results are recorded, not answered directly.
+    committed: bool,
+    /// The move did not commit: results are answered directly.
+    abandoned: bool,
+    /// Relayed requests accepted for this move.
+    accepted: u32,
+    /// Completion results in object order.
+    entries: Vec<Entry>,
+    /// How each delivered entry was confirmed (`None`: not yet).
+    confirmations: Vec<Option<Confirmation>>,
+    /// A writer task runs.
+    writing: bool,
+}
+
+impl Completions {
+    /// Counts one relayed request `request` (from node `from`, the source) for `relocation`
+    /// of the object `key` as accepted, and returns its completion: recorded and delivered
+    /// once the move committed, answered directly otherwise.
+    pub(crate) fn accept(
+        &self,
+        host: &Arc<ObjectHost>,
+        node: &Arc<NodeInner>,
+        (relocation, key, kind): (u128, &ObjectKey, ObjectKind),
+        from: RoutingId,
+        request: Envelope,
+    ) -> Completion {
+        let log = Arc::clone(self.logs.lock().entry(relocation).or_insert_with(|| {
+            Arc::new(Log {
+                relocation,
+                key: key.clone(),
+                kind,
+                state: Mutex::default(),
+                wake: Notify::new(),
+            })
+        }));
+        log.state.lock().accepted += 1;
+        let requester_run = host.instances.run_of(request.source_rid());
+        let (host, node) = (Arc::clone(host), Arc::clone(node));
+        Completion::new(move |out| {
+            let out = out.and_then(|o| {
+                o.ok_or_else(|| {
+                    ZLinkError::application(
+                        ErrorKind::InternalFailure,
+                        "the handler produced no reply",
+                    )
+                })
+            });
+            let direct = {
+                let s = log.state.lock();
+                s.abandoned || !s.committed
+            };
+            if direct {
+                crate::mesh::node::answer_request(&node, &from, &request, out);
+                return;
+            }
+            let Some(reply) = reply_for(&request, out) else {
+                return;
+            };
+            let entry = Entry {
+                requester: request.source_rid().clone(),
+                requester_generation: request.source_generation().get(),
+                requester_run,
+                reply,
+            };
+            let spawn = {
+                let mut s = log.state.lock();
+                s.entries.push(entry);
+                s.confirmations.push(None);
+                !std::mem::replace(&mut s.writing, true)
+            };
+            if spawn {
+                tokio::spawn(write_and_deliver(host, node, log));
+            } else {
+                log.wake.notify_one();
+            }
+        })
+    }
+
+    /// The owner change of `relocation` applied on this node: its results are recorded.
+    pub(crate) fn committed(&self, relocation: u128) {
+        if let Some(log) = self.logs.lock().get(&relocation) {
+            log.state.lock().committed = true;
+        }
+    }
+
+    /// `relocation` did not commit here: its requests are answered directly.
+    pub(crate) fn abandoned(&self, relocation: u128) {
+        if let Some(log) = self.logs.lock().remove(&relocation) {
+            log.state.lock().abandoned = true;
+        }
+    }
+
+    /// How many deliveries ended each way: (TerminalReceived, AlreadyTerminal,
+    /// SourceLeaseExpired, DataLost).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn confirmations(&self) -> [u64; 4] {
+        let c = &self.confirmed;
+        [0, 1, 2, 3].map(|i| c[i].load(Ordering::Relaxed))
+    }
+
+    fn count(&self, c: Confirmation) {
+        let i = match c {
+            Confirmation::TerminalReceived => 0,
+            Confirmation::AlreadyTerminal => 1,
+            Confirmation::SourceLeaseExpired => 2,
+            Confirmation::DataLost => 3,
+        };
+        self.confirmed[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The writer of one log: stores, records and delivers the results as they come, in batches
+/// (results completing while a batch is written go into the next one), then records
+/// `completed` (module doc).
+async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner>, log: Arc<Log>) {
+    let Some(store) = host.instances.relocation_store() else {
+        tracing::error!(
+            relocation = log.relocation,
+            "no Relocation Store: completion results cannot be stored"
+        );
+        return;
+    };
+    let layer = BlobLayer::new(store);
+    let mut w = Writer {
+        host: &host,
+        node: &node,
+        log: &log,
+        layer,
+        stored: 0,
+        sequence: 0,
+        previous: None,
+        recording: true,
+    };
+    let lost = w.run().await;
+    let (entries, confirmations) = {
+        let mut s = log.state.lock();
+        s.writing = false;
+        (s.entries.clone(), s.confirmations.clone())
+    };
+    host.relocations
+        .completions
+        .logs
+        .lock()
+        .remove(&log.relocation);
+    if !lost {
+        w.finish(entries.len()).await;
+    }
+    #[cfg(test)]
+    host.relocations.completions.ended.lock().insert(
+        log.relocation,
+        entries
+            .into_iter()
+            .zip(confirmations)
+            .filter_map(|(e, c)| c.map(|c| (e, c)))
+            .collect(),
+    );
+    #[cfg(not(test))]
+    drop((entries, confirmations));
+}
+
+struct Writer<'a> {
+    host: &'a Arc<ObjectHost>,
+    node: &'a Arc<NodeInner>,
+    log: &'a Arc<Log>,
+    layer: BlobLayer<dyn DynRelocationStore>,
+    /// Entries already in a stored payload (and delivered).
+    stored: usize,
+    sequence: u64,
+    /// The payload the record points at now.
+    previous: Option<BlobRef>,
+    /// The record still names this move's progress.
+    recording: bool,
+}
+
+impl Writer<'_> {
+    /// Batches until every accepted request has its result delivered; true when a stored
+    /// payload was lost (DataLost recorded).
+    async fn run(&mut self) -> bool {
+        loop {
+            let (all, accepted) = {
+                let s = self.log.state.lock();
+                (s.entries.clone(), s.accepted)
+            };
+            if all.len() == self.stored {
+                if all.len() as u64 >= u64::from(accepted) {
+                    return false;
+                }
+                // More results are to come: wait for the next one (a handler still runs).
+                self.log.wake.notified().await;
+                continue;
+            }
+            let n = all.len();
+            let payload = encode_entries(self.log.relocation, &all);
+            self.sequence += 1;
+            let reference = match BlobRef::new(format!(
+                "zlink-completion/{:032x}/{}",
+                self.log.relocation, self.sequence
+            )) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "completion payload reference refused");
+                    return false;
+                }
+            };
+            let fresh: Vec<usize> = (self.stored..n).collect();
+            match self.store(&reference, &payload).await {
+                Some(unit) => {
+                    let pending = self.pending_after(n);
+                    let mark = json!({
+                        "stage": "completing",
+                        "id": self.log.relocation.to_string(),
+                        "accepted": accepted,
+                        "completed": n,
+                        "pending": pending,
+                        "payload": reference.as_str(),
+                        "crc32c": format!("{:08x}", unit.crc32c),
+                        "sha256": hex(&unit.sha256),
+                    });
+                    self.record(mark).await;
+                    if let Some(old) = self.previous.replace(reference.clone()) {
+                        // The record no longer points at it: its use ended.
+                        self.delete(&old).await;
+                    }
+                    match self.layer.restore(&reference).await {
+                        Ok(restored) => match decode_entries(&restored.to_bytes()) {
+                            Some((_, stored)) if stored.len() == n => {
+                                self.deliver(&fresh, &stored).await;
+                            }
+                            _ => {
+                                self.data_lost(&fresh, &all, "the payload does not decode")
+                                    .await;
+                                return true;
+                            }
+                        },
+                        Err(e) if e.is_data_lost() => {
+                            self.data_lost(&fresh, &all, &e.to_string()).await;
+                            return true;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "completion payload not read back: delivered from memory");
+                            self.deliver(&fresh, &all).await;
+                        }
+                    }
+                }
+                None => self.deliver(&fresh, &all).await,
+            }
+            self.stored = n;
+        }
+    }
+
+    /// Deliveries still pending once the first `n` entries are stored (none of the fresh ones
+    /// confirmed yet).
+    fn pending_after(&self, n: usize) -> usize {
+        let s = self.log.state.lock();
+        n - s.confirmations[..n].iter().filter(|c| c.is_some()).count()
+    }
+
+    /// Stores and verifies `payload` (the blob layer reads every chunk back before it writes
+    /// the index), trying again on a store failure until `storeFailureGrace` has passed.
+    async fn store(
+        &self,
+        reference: &BlobRef,
+        payload: &Bytes,
+    ) -> Option<zlink_relocation::blob::StoredUnit> {
+        let until = tokio::time::Instant::now() + self.host.location.options().store_failure_grace;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match self.layer.store(reference, payload).await {
+                Ok(unit) => return Some(unit),
+                Err(e) if tokio::time::Instant::now() >= until => {
+                    tracing::warn!(error = %e, relocation = self.log.relocation, "completion results not stored: delivered from memory");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "completion payload store failed: trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    async fn delete(&self, reference: &BlobRef) {
+        if let Err(e) = self.layer.delete(reference).await {
+            tracing::debug!(error = %e, "completion payload not deleted (it expires)");
+        }
+    }
+
+    /// One Preserve of the object's record setting its relocation progress to `mark`, on
+    /// the record as read now, while this node owns it and its progress names this move.
+    async fn record(&mut self, mark: serde_json::Value) {
+        if !self.recording {
+            return;
+        }
+        let authority = self.host.location.authority();
+        let until = tokio::time::Instant::now() + self.host.location.options().store_failure_grace;
+        let id = self.log.relocation.to_string();
+        loop {
+            let handle = match authority.read(self.log.kind, &self.log.key.1).await {
+                Ok(AuthorityRead::Found { handle, .. }) => handle,
+                Ok(AuthorityRead::Missing { .. }) => {
+                    self.recording = false;
+                    return;
+                }
+                Err(e) if tokio::time::Instant::now() < until => {
+                    tracing::debug!(error = %e, "completion record read failed: trying again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "completion progress not recorded");
+                    return;
+                }
+            };
+            let ours = handle.node().routing_id == self.host.rid
+                && stage::mark_of(handle.payload())
+                    .and_then(|m| m.get("id").and_then(|v| v.as_str().map(str::to_owned)))
+                    .is_some_and(|m| m == id);
+            let Some(payload) = ours
+                .then(|| stage::with_mark(&handle, mark.clone()))
+                .flatten()
+            else {
+                tracing::info!(
+                    relocation = self.log.relocation,
+                    "the record moved on: completion progress no longer recorded"
+                );
+                self.recording = false;
+                return;
+            };
+            match authority.preserve(&handle, payload).await {
+                Ok(Outcome::Applied(_)) => return,
+                Ok(Outcome::Conflict(_)) => continue,
+                Err(e) if tokio::time::Instant::now() < until => {
+                    tracing::debug!(error = %e, "completion record write failed: trying again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "completion progress not recorded");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Delivers the entries `fresh` (indices) as `source` holds them, concurrently, and
+    /// records how each was confirmed.
+    async fn deliver(&self, fresh: &[usize], source: &[Entry]) {
+        let mut all = tokio::task::JoinSet::new();
+        for &i in fresh {
+            let Some(entry) = source.get(i).cloned() else {
+                continue;
+            };
+            let (host, node, relocation) = (
+                Arc::clone(self.host),
+                Arc::clone(self.node),
+                self.log.relocation,
+            );
+            all.spawn(async move { (i, deliver_one(&host, &node, relocation, &entry).await) });
+        }
+        while let Some(done) = all.join_next().await {
+            if let Ok((i, c)) = done {
+                self.confirm(i, c);
+            }
+        }
+    }
+
+    fn confirm(&self, i: usize, c: Confirmation) {
+        if let Some(slot) = self.log.state.lock().confirmations.get_mut(i) {
+            *slot = Some(c);
+        }
+        self.host.relocations.completions.count(c);
+    }
+
+    /// The stored payload is lost: records `dataLost`, answers each requester of the fresh
+    /// results `DataLost` (their results are not delivered from memory: the stored payload
+    /// is the official one).
+    async fn data_lost(&mut self, fresh: &[usize], all: &[Entry], why: &str) {
+        tracing::error!(
+            relocation = self.log.relocation,
+            why,
+            "DataLost: stored completion results are missing or corrupt"
+        );
+        let (accepted, n) = {
+            let s = self.log.state.lock();
+            (s.accepted, s.entries.len())
+        };
+        self.record(json!({
+            "stage": "dataLost",
+            "id": self.log.relocation.to_string(),
+            "accepted": accepted,
+            "completed": n,
+        }))
+        .await;
+        let lost = ZLinkError::application(
+            ErrorKind::DataLost,
+            "the stored completion result of this request was lost",
+        );
+        let error = Bytes::from(ErrorReply::from_error(&lost).encode());
+        let answers: Vec<Entry> = fresh
+            .iter()
+            .filter_map(|&i| all.get(i))
+            .map(|e| Entry {
+                reply: Reply::new(
+                    ReplyStatus::Error,
+                    e.reply.operation_id(),
+                    e.reply.reply_route(),
+                    error.clone(),
+                ),
+                ..e.clone()
+            })
+            .collect();
+        let mut sends = tokio::task::JoinSet::new();
+        for (&i, entry) in fresh.iter().zip(answers) {
+            let (host, node, relocation) = (
+                Arc::clone(self.host),
+                Arc::clone(self.node),
+                self.log.relocation,
+            );
+            sends.spawn(async move {
+                deliver_one(&host, &node, relocation, &entry).await;
+                i
+            });
+        }
+        while let Some(done) = sends.join_next().await {
+            if let Ok(i) = done {
+                self.confirm(i, Confirmation::DataLost);
+            }
+        }
+    }
+
+    /// Every result delivered: records `completed` when accepted = completed and nothing is
+    /// pending, then deletes the payload.
+    async fn finish(&mut self, n: usize) {
+        let (accepted, pending) = {
+            let s = self.log.state.lock();
+            (
+                s.accepted,
+                s.confirmations.iter().filter(|c| c.is_none()).count(),
+            )
+        };
+        if u64::from(accepted) != n as u64 || pending != 0 {
+            tracing::error!(
+                relocation = self.log.relocation,
+                accepted,
+                completed = n,
+                pending,
+                "completion results do not add up: Completed not recorded"
+            );
+            return;
+        }
+        self.record(json!({
+            "stage": "completed",
+            "id": self.log.relocation.to_string(),
+            "accepted": accepted,
+            "completed": n,
+        }))
+        .await;
+        if let Some(old) = self.previous.take() {
+            self.delete(&old).await;
+        }
+    }
+}
+
+/// Tests: delivers every result the ended log `relocation` delivered once more, as a
+/// retransmission would, and returns how each was confirmed this time.
+#[cfg(test)]
+pub(crate) async fn redeliver(
+    host: &Arc<ObjectHost>,
+    node: &Arc<NodeInner>,
+    relocation: u128,
+) -> Vec<Confirmation> {
+    let entries = host
+        .relocations
+        .completions
+        .ended
+        .lock()
+        .get(&relocation)
+        .cloned()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for (e, _) in entries {
+        out.push(deliver_one(host, node, relocation, &e).await);
+    }
+    out
+}
+
+/// Delivers one result to its requester until it is confirmed (module doc, step 4).
+async fn deliver_one(
+    host: &Arc<ObjectHost>,
+    node: &Arc<NodeInner>,
+    relocation: u128,
+    entry: &Entry,
+) -> Confirmation {
+    let body = encode_entries(relocation, std::slice::from_ref(entry));
+    let until = tokio::time::Instant::now() + DELIVERY_WINDOW;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let answer = match node.route_to(&entry.requester) {
+            Ok(peer) => {
+                node.control_request(&peer, COMPLETION, body.clone(), DELIVERY_TIMEOUT)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(ReplyBody::Ok { payload, .. }) if payload.as_ref() == RECEIVED => {
+                return Confirmation::TerminalReceived;
+            }
+            Ok(ReplyBody::Ok { payload, .. }) if payload.as_ref() == ALREADY => {
+                return Confirmation::AlreadyTerminal;
+            }
+            Ok(other) => tracing::warn!(?other, "unexpected completion delivery answer"),
+            Err(e) => tracing::debug!(error = %e, "completion delivery failed: trying again"),
+        }
+        let run = entry
+            .requester_run
+            .clone()
+            .or_else(|| host.instances.run_of(&entry.requester));
+        if let Some(run) = run {
+            match host.location.authority().lease_ended(&run).await {
+                Ok(true) => return Confirmation::SourceLeaseExpired,
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "requester lease not read"),
+            }
+        }
+        if tokio::time::Instant::now() >= until {
+            tracing::warn!(
+                requester = %entry.requester,
+                "completion result not delivered within its retention"
+            );
+            return Confirmation::AlreadyTerminal;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// The `zlink.relocation.completion` handler on the requester: completes the waiting request
+/// with the delivered result (`received`), or answers `already` when it had ended.
+pub(crate) async fn delivered(
+    node: Arc<NodeInner>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let (_, entries) = decode_entries(env.payload()).ok_or_else(|| {
+        ZLinkError::application(ErrorKind::ProtocolError, "undecodable completion record")
+    })?;
+    let mut took = false;
+    for e in entries {
+        if e.requester_generation != node.generation.get() {
+            continue;
+        }
+        took |= node.pending.complete_from(e.reply, env.source_rid());
+    }
+    Ok(Some(Bytes::from_static(if took {
+        RECEIVED
+    } else {
+        ALREADY
+    })))
+}
