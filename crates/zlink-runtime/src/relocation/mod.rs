@@ -42,7 +42,9 @@
 //! 7. the source **relays** its held messages that came from other nodes, in hold order, on
 //!    the command plane the cutover follows (each keeps its OperationId, payload, original
 //!    source and reply route, and enters the temporary queue; a request the target sent
-//!    itself completes there), then sends the **cutover**;
+//!    itself completes there; a request from any other node is a **completion result** of
+//!    the move, stored, recorded and delivered to its requester as `completion/` describes,
+//!    spec 21 §9.3), then sends the **cutover**;
 //! 8. on the cutover — or, when none came, once `RelocationCutoverWaitTimeout` has passed
 //!    after ready — the target runs NewOwner (the CAS conditioned on the reservation and the
 //!    Prepared record's version). Committed: the activation joins the live set, the temporary

@@ -192,6 +192,18 @@
 //! | §9 step 4: every Entry, User and Instance Spot gets one `HostShutdown` closing; no member Actor | `host_shutdown_closing_callback_runs_for_every_spot`* |
 //! | §9, §12 item 9: a failing closing callback → `ForceStopped/TeardownFailed`; one past the deadline → `ForceStopped/DeadlineExceeded` | `a_failing_closing_callback_is_teardown_failed`*, `a_closing_callback_past_the_deadline_is_deadline_exceeded`* |
 //!
+//! Completion records (spec 21 §9.3; §12 "Location Cache And Completion Results";
+//! `tests/relocation/completion.rs`, every test on the three stores, the Relocation Store on
+//! memory or the same live Redis / Cluster):
+//!
+//! | behaviour | test |
+//! |---|---|
+//! | a request held at the seal and relayed finishes on the target: its result is stored and read back before the record points at it (`completing`), delivered once (`TerminalReceived`), `completed` recorded with accepted = completed, the payload deleted only after the record stopped pointing at it, nothing left | `a_request_finishing_after_the_owner_changed_is_stored_recorded_delivered_once_and_completed`* |
+//! | a result delivered again is `AlreadyTerminal`; the request ran once | `a_completion_delivered_again_is_already_terminal_and_answers_once`* |
+//! | a stored payload permanently missing → `dataLost` recorded, the requester answered `DataLost`, the owner stays the target | `a_lost_completion_payload_is_data_lost_and_the_owner_stays_the_target`* |
+//! | a requester that stopped (its lease released) before its result existed → `SourceLeaseExpired`, then `completed` | `a_requester_whose_lease_ended_is_confirmed_source_lease_expired`* |
+//! | the payload encoding round-trips every result in order; a damaged one does not decode | `relocation::completion::payload::tests` |
+//!
 //! Unit tests next to the code: `lifecycle::tests` (admission per state), `mailbox::tests`
 //! (both axes reserved together; proptest), `peers::tests` (weighted choice, 64-bit sum;
 //! proptest), `discover::tests` (the connection rule), `objects::instance::envelope::tests`

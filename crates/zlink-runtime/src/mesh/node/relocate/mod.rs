@@ -69,8 +69,9 @@
 //! Each terminal result is stored ([`HostStatus`](super::HostStatus)`::last_relocation`) and
 //! announced once to the observers ([`HostEvent::Relocation`](super::HostEvent)). Where
 //! spec 21 §9.3 names `ForceStopped` for a Relocate whose deadline passes, this runtime
-//! reports `Blocked/DeadlineExceeded` (28 §14 item 5). Not built: completion records
-//! (21 §9.3).
+//! reports `Blocked/DeadlineExceeded` (28 §14 item 5); completion results of requests the
+//! target finishes for a moved object are kept in the Relocation Store for their retention
+//! (24 h) while they are delivered (`relocation::completion`), whatever the host result.
 
 mod run;
 mod slot;
