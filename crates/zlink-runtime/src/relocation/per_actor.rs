@@ -48,7 +48,7 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 use zlink_codec::keys::AuthorityKind;
-use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_codec::records::ObjectKind;
 use zlink_codec::{ObjectId, RoutingId};
 use zlink_relocation::unit::UnitKind;
 
@@ -58,10 +58,10 @@ use super::source::{Ready, relocate_actor_unit, start_single};
 pub(crate) use super::target::resend_restores;
 use super::wire::{PerActorPart, Rebuild};
 use crate::location::AuthorityRead;
-use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
-use crate::objects::host::{ObjectHost, ObjectKey, store_failure, what};
+use crate::objects::host::{ObjectHost, ObjectKey, store_failure};
 use crate::objects::live::LiveObject;
 use crate::objects::membership::Membership;
 use crate::objects::registration::{RelocationChoice, SpotExecution};
@@ -148,31 +148,7 @@ pub(crate) async fn transition_per_actor_spot(
 ) -> Result<PerActorMove, ZLinkError> {
     let host = &client.objects;
     let key: ObjectKey = (AuthorityKind::Spot, spot.clone());
-    let handle = match host
-        .location
-        .authority()
-        .read(ObjectKind::UserSpot, spot)
-        .await
-        .map_err(store_failure)?
-    {
-        AuthorityRead::Found { handle, .. } => handle,
-        AuthorityRead::Missing { .. } => {
-            return Err(ZLinkError::NoRoute {
-                target: what(key.0, &key.1),
-            });
-        }
-    };
-    if handle.state() != AllocationState::Active {
-        return Err(ZLinkError::Unavailable {
-            target: what(key.0, &key.1),
-            reason: UnavailableReason::NotServing,
-        });
-    }
-    if host.location.host_run().as_ref() != Some(handle.owner())
-        || handle.node().routing_id != host.rid
-    {
-        return Err(invalid("the Spot is not owned by this node"));
-    }
+    let handle = super::source::read_owned_spot(client, &key).await?;
     let hosted = host
         .types
         .get(handle.stable_type())

@@ -436,6 +436,30 @@ pub(super) async fn read_record(
     }
 }
 
+/// The record of the User Spot `key` as it is now, `Active` and owned by this node's run:
+/// else `NoRoute` (missing), `Unavailable` (not serving) or `InvalidOperation` (another owner).
+pub(super) async fn read_owned_spot(
+    client: &ObjectClient,
+    key: &ObjectKey,
+) -> Result<AuthorityHandle, ZLinkError> {
+    let handle = read_record(client, key, ObjectKind::UserSpot).await?;
+    if handle.state() != zlink_codec::records::AllocationState::Active {
+        return Err(ZLinkError::Unavailable {
+            target: what(key.0, &key.1),
+            reason: crate::mesh::messaging::UnavailableReason::NotServing,
+        });
+    }
+    let host = &client.objects;
+    if host.location.host_run().as_ref() != Some(handle.owner())
+        || handle.node().routing_id != host.rid
+    {
+        return Err(crate::objects::client::invalid(
+            "the Spot is not owned by this node",
+        ));
+    }
+    Ok(handle)
+}
+
 /// Message Follow (spec 21 §7.3): forwards, in order, every message the gate of `key` takes
 /// until `until` to the new owner the follow record names — never re-reading the store; then
 /// the gate closes and this node answers by the record. A message from another node goes as

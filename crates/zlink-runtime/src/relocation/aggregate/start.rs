@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use zlink_codec::keys::AuthorityKind;
-use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_codec::records::ObjectKind;
 use zlink_codec::{ObjectId, RoutingId};
 use zlink_relocation::inventory::{
     InventoryBuilder, InventoryEntry, MemberKind, ObjectGeneration as InvGeneration,
@@ -17,10 +17,10 @@ use zlink_relocation::unit::{
 };
 
 use super::source::Group;
-use crate::location::{AuthorityRead, TargetNode};
+use crate::location::TargetNode;
 use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
-use crate::objects::host::{ObjectKey, stale, store_failure, what};
+use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
 use crate::objects::registration::RelocationChoice;
 
@@ -64,31 +64,7 @@ pub(crate) async fn relocate_spot_wide(
     });
     let host = &client.objects;
     let skey: ObjectKey = (AuthorityKind::Spot, spot.clone());
-    let handle = match host
-        .location
-        .authority()
-        .read(ObjectKind::UserSpot, spot)
-        .await
-        .map_err(store_failure)?
-    {
-        AuthorityRead::Found { handle, .. } => handle,
-        AuthorityRead::Missing { .. } => {
-            return Err(ZLinkError::NoRoute {
-                target: what(skey.0, &skey.1),
-            });
-        }
-    };
-    if handle.state() != AllocationState::Active {
-        return Err(ZLinkError::Unavailable {
-            target: what(skey.0, &skey.1),
-            reason: UnavailableReason::NotServing,
-        });
-    }
-    if host.location.host_run().as_ref() != Some(handle.owner())
-        || handle.node().routing_id != host.rid
-    {
-        return Err(invalid("the Spot is not owned by this node"));
-    }
+    let handle = super::super::source::read_owned_spot(client, &skey).await?;
     let (spot_live, spot_generation) = host
         .live_incarnation(&skey)
         .ok_or_else(|| stale("the Spot is not live on this node"))?;
