@@ -16,25 +16,37 @@ use crate::location::{
 /// The pause between two attempts after a failed Store request.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
+/// Which NewOwner a move runs.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Change<'a> {
+    /// One object's (an Entry Spot member Actor, an Instance Spot).
+    Single,
+    /// A unit of a `PerActor` User Spot move: the Spot authority transition or one member,
+    /// each also writing its move record (spec 21 §8.2).
+    PerActor(&'a PerActorPart),
+    /// A `SpotWide` User Spot aggregate's, writing the inventory root `root` (21 §8).
+    SpotWide { root: &'a [u8] },
+}
+
 /// Runs NewOwner for `id` (of `kind`) through `reservation`. A Store failure or a contention
 /// whose outcome is unknown is never guessed: the record is read again — still the version the
 /// reservation expects → the same NewOwner again (same condition and reservation row);
 /// naming this reservation's target for the same incarnation → it applied; anything else →
 /// a conflict (another change: the move is stale) — until `until`, then the last error
-/// (`location_update_failed`: the caller removes its prepared object). A unit of a `PerActor`
-/// User Spot move (`part`) runs the NewOwner that also writes its move record (the Spot
-/// authority transition or one member Actor, spec 21 §8.2); its applied read is the same.
+/// (`location_update_failed`: the caller removes its prepared object). `change` names the
+/// NewOwner (see [`Change`]); the applied read is the same for every one: the record names
+/// the reservation's target for the same incarnation.
 pub(super) async fn new_owner_settled(
     authority: &AuthorityClient,
     kind: ObjectKind,
     id: &zlink_codec::ObjectId,
     reservation: &TargetReservation,
     until: Instant,
-    part: Option<&PerActorPart>,
+    change: Change<'_>,
 ) -> Result<Outcome<AuthorityHandle>, LocationError> {
-    let per_actor = match part {
-        None => None,
-        Some(p) => {
+    let per_actor = match change {
+        Change::Single | Change::SpotWide { .. } => None,
+        Change::PerActor(p) => {
             let spot = zlink_codec::ObjectId::new(p.spot.as_str())
                 .map_err(|_| LocationError::corrupt(RecordName::PerActorMove))?;
             let operation = p
@@ -47,11 +59,20 @@ pub(super) async fn new_owner_settled(
     loop {
         attempt += 1;
         let tried = match authority.read(kind, id).await {
-            Ok(AuthorityRead::Found { handle, .. }) => match reservation.owner_change_read(&handle)
-            {
+            Ok(AuthorityRead::Found { handle, .. }) => match match change {
+                Change::SpotWide { .. } => reservation.owner_change_read_of_aggregate(&handle),
+                _ => reservation.owner_change_read(&handle),
+            } {
                 OwnerChangeRead::NotApplied if handle.state() == AllocationState::Active => {
                     match &per_actor {
-                        None => authority.new_owner(&handle, reservation).await,
+                        None => match change {
+                            Change::SpotWide { root } => {
+                                authority
+                                    .new_owner_spot_wide(&handle, reservation, root.to_vec())
+                                    .await
+                            }
+                            _ => authority.new_owner(&handle, reservation).await,
+                        },
                         Some((_, operation, Some(members))) => {
                             authority
                                 .new_owner_per_actor_spot(

@@ -601,7 +601,10 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
         &key.1,
         &prepared.reservation,
         until,
-        part.as_ref(),
+        part.as_ref().map_or(
+            super::owner_change::Change::Single,
+            super::owner_change::Change::PerActor,
+        ),
     )
     .await;
     let ok = match outcome {

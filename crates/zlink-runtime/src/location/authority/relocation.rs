@@ -149,9 +149,27 @@ impl TargetReservation {
     /// incarnation owned by this reservation's target run and node (applied), or anything else
     /// (another change: the move is stale).
     pub(crate) fn owner_change_read(&self, handle: &AuthorityHandle) -> OwnerChangeRead {
+        self.owner_change_read_with(handle, self.same_object(handle))
+    }
+
+    /// [`owner_change_read`](Self::owner_change_read) of a `SpotWide` aggregate NewOwner by
+    /// its Spot's record: the reservation secures the Spot's and every member's capacity
+    /// together, so the record's own bundle is not the reservation's.
+    pub(crate) fn owner_change_read_of_aggregate(&self, spot: &AuthorityHandle) -> OwnerChangeRead {
+        let same = &self.row.id == spot.id()
+            && self.row.kind.authority_kind() == spot.kind().authority_kind()
+            && self.row.object_generation == spot.object_generation();
+        self.owner_change_read_with(spot, same)
+    }
+
+    fn owner_change_read_with(
+        &self,
+        handle: &AuthorityHandle,
+        same_object: bool,
+    ) -> OwnerChangeRead {
         if self.matches(handle) {
             OwnerChangeRead::NotApplied
-        } else if self.same_object(handle)
+        } else if same_object
             && handle.owner() == &self.target.run
             && handle.node() == self.target.node
             && handle.state() == AllocationState::Active

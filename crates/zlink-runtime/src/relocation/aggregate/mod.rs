@@ -21,7 +21,8 @@
 //! with one temporary-queue group, and on the cutover runs one aggregate NewOwner
 //! (`new_owner_spot_wide`: one CAS over the Spot's record, the reservation row, the inventory
 //! root row and the capacity rows); members resolve through the Spot's record, so that CAS
-//! alone moves them. Committed: every participant joins the live set and its queue opens;
+//! alone moves them. A lost reply of that CAS is settled by reading the Spot's record and the
+//! same CAS tried again until `storeFailureGrace` (21 §10, `owner_change.rs`). Committed: every participant joins the live set and its queue opens;
 //! then, before the cutover is answered, each member's record follows the Spot's owner
 //! (`follow_spot_owner`, no capacity moved; 64 at once), so the allocation rows count the
 //! records again and the source's sweeps find none of them (a member not rewritten still

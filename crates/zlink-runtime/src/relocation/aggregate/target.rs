@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use zlink_codec::ObjectId;
 use zlink_codec::keys::AuthorityKind;
-use zlink_codec::records::{AllocationState, ObjectKind};
+use zlink_codec::records::ObjectKind;
 use zlink_relocation::inventory::{InventoryRoot, MemberKind, PageDigest};
 use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::Envelope;
@@ -452,15 +452,18 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
     };
     let authority = host.location.authority();
     let spot = ObjectId::new(cmd.spot.as_str()).ok()?;
-    let outcome = match authority.read(ObjectKind::UserSpot, &spot).await {
-        Ok(AuthorityRead::Found { handle, .. }) if handle.state() == AllocationState::Active => {
-            authority
-                .new_owner_spot_wide(&handle, &reservation, cmd.root.clone())
-                .await
-        }
-        Ok(_) => Ok(Outcome::Conflict(crate::location::Conflict::Reservation)),
-        Err(e) => Err(e),
-    };
+    // A lost reply is settled by reading and the same CAS tried again until the Store failure
+    // grace has passed (spec 21 §10), as for a single object.
+    let until = tokio::time::Instant::now() + host.location.options().store_failure_grace;
+    let outcome = super::super::owner_change::new_owner_settled(
+        authority,
+        ObjectKind::UserSpot,
+        &spot,
+        &reservation,
+        until,
+        super::super::owner_change::Change::SpotWide { root: &cmd.root },
+    )
+    .await;
     let ok = match outcome {
         Ok(Outcome::Applied(handle)) => {
             for b in &group {

@@ -85,9 +85,19 @@ async fn root(
     actors: Option<i64>,
     refuses: bool,
 ) -> (ZLinkHost, MeshNode) {
+    root_over(Arc::clone(&h.store), role, actors, refuses).await
+}
+
+/// [`root`] over the Location Store `store`.
+async fn root_over(
+    store: Arc<dyn zlink_store_spi::DynLocationStore>,
+    role: ObjectRole,
+    actors: Option<i64>,
+    refuses: bool,
+) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let host = ZLink::builder()
-        .location_store(Arc::clone(&h.store))
+        .location_store(store)
         .relocation_store(relocation)
         .location_options(fast_options())
         .route_mesh(mesh(), move |n| {
@@ -246,6 +256,7 @@ on_every_store!(
     the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit,
     a_spot_wide_relocation_cancelled_before_relay_ready_serves_every_held_message_on_the_source,
     a_member_created_into_a_spot_wide_spot_during_its_relocation_is_refused,
+    a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_moves,
 );
 
 async fn a_spot_wide_relocation_moves_the_spot_and_every_member_with_their_state(h: &Harness) {
@@ -624,5 +635,79 @@ fn node_key(n: &MeshNode) -> crate::location::NodeKey {
     crate::location::NodeKey {
         mesh: n.mesh_name().clone(),
         routing_id: n.routing_id().clone(),
+    }
+}
+
+/// Spec 21 §10 / §12 "Store Failure": the target's aggregate NewOwner applies but its reply is
+/// lost, and the engine cannot settle it (its re-read of the Spot's record fails too). The
+/// target settles it by reading the record (it names this reservation's target for the same
+/// incarnation) instead of dropping the prepared group: the Spot and every member serve from
+/// the target with their state.
+async fn a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_moves(h: &Harness) {
+    use crate::location::tests::support::authority_key;
+    use std::sync::atomic::AtomicBool;
+    use zlink_relocation::unit::RecordedStage;
+    use zlink_store_conformance::{Fault, FaultyLocationStore};
+    let source = root(h, ObjectRole::Server, None, false).await;
+    let client = root(h, ObjectRole::Client, None, false).await;
+    wait_peers(&source.1, 1).await;
+    wait_peers(&client.1, 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (hall, ids) = hall_with(&source.0, 3, &[]).await;
+    let lossy = Arc::new(FaultyLocationStore::new(Arc::clone(&h.store)));
+    let target = root_over(lossy.clone(), ObjectRole::Server, None, false).await;
+    let r = [source, target, client];
+    for (_, n) in &r {
+        wait_peers(n, 2).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let actors = r[2].0.actors().expect("actors");
+    for id in &ids {
+        let seq = actors.request(id, &Step { stream: 0, seq: 1 }).await;
+        assert_eq!(seq.expect("step"), 1);
+    }
+    let key = authority_key(ObjectKind::UserSpot, &hall.id);
+    // Once the source recorded Prepared, the target's next write touching the Spot's record
+    // is its NewOwner: it applies and loses its reply; the engine's read right after it fails.
+    let armed = Arc::new(AtomicBool::new(false));
+    let on_write = {
+        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(&lossy), key.clone());
+        Arc::new(move || {
+            if armed.swap(false, Ordering::SeqCst) {
+                lossy.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
+            }
+        })
+    };
+    lossy.set_write_hook(Some(on_write));
+    let hook: crate::relocation::StageHook = {
+        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(&lossy), key.clone());
+        Arc::new(move |stage| {
+            if stage == RecordedStage::Prepared {
+                lossy.fail_next_write_touching(key.clone(), Fault::LOSE_REPLY);
+                armed.store(true, Ordering::SeqCst);
+            }
+            Box::pin(async {})
+        })
+    };
+    *r[0].0.object_host(0).relocations.stage_hook.lock() = Some(hook);
+    relocate(&r[0].0, &hall).await.expect("moved");
+    lossy.set_write_hook(None);
+    let (node, _) = spot_record(&r[2].0, &hall).await;
+    assert_eq!(
+        &node,
+        r[1].1.routing_id(),
+        "the Spot's record names the target"
+    );
+    assert!(live_here(&r[1].0, AuthorityKind::Spot, hall.id.as_str()));
+    for id in &ids {
+        assert!(
+            live_here(&r[1].0, AuthorityKind::Actor, id),
+            "{id} lives on the target"
+        );
+        let (total, applied, disorder) = actors.request(id, &Totals).await.expect("totals");
+        assert_eq!((total, applied, disorder), (1, 1, 0), "{id}'s state moved");
+    }
+    for (host, _) in r {
+        host.shutdown().await;
     }
 }
