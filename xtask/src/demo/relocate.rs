@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
 use zlink_runtime::mesh::messaging::{BoxError, ErrorKind, Message, Request};
 use zlink_runtime::mesh::node::{
-    CallOptions, RelocateOptions, RelocationOutcome, RelocationReason, ZLinkHost,
+    CallOptions, CompletionCounts, RelocateOptions, RelocationOutcome, RelocationReason, ZLinkHost,
 };
 use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter, ActorType};
 
@@ -331,8 +331,29 @@ pub(super) async fn relocate_under_load(
         STREAMERS[1] + 1,
         ok(not_moved.is_empty()),
     );
+    // Requests the source held at a seal and relayed finished on the targets as completion
+    // records (stored, recorded, delivered to the streaming roots, spec 21 §9.3).
+    let completions = STREAMERS
+        .iter()
+        .map(|k| hosts[*k].status().completions)
+        .fold(CompletionCounts::default(), |a, b| a + b);
+    println!(
+        "           completion records on roots {} and {}: recorded {}, delivered {} (already \
+         ended {}, requester gone {}), data lost {} {}",
+        STREAMERS[0] + 1,
+        STREAMERS[1] + 1,
+        completions.recorded,
+        completions.terminal_received,
+        completions.already_terminal,
+        completions.source_lease_expired,
+        completions.data_lost,
+        ok(completions.data_lost == 0),
+    );
 
     let mut failed = Vec::new();
+    if completions.data_lost > 0 {
+        failed.push(format!("{} completion results lost", completions.data_lost));
+    }
     if (result.outcome, result.reason, result.remaining)
         != (RelocationOutcome::Relocated, RelocationReason::None, 0)
     {

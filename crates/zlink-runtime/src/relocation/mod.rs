@@ -199,6 +199,7 @@ pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
     all.extend(aggregate::commands());
     all
 }
+pub use completion::CompletionCounts;
 pub use interruption::InterruptionSummary;
 pub(crate) use interruption::Interruptions;
 

@@ -355,6 +355,13 @@ impl ZLinkHost {
             last_relocation: self.inner.relocate.lock().last(),
             shutdown: self.inner.report.get().cloned(),
             nodes: self.inner.nodes.iter().map(MeshNode::status).collect(),
+            completions: self
+                .inner
+                .objects
+                .iter()
+                .flatten()
+                .map(|o| o.host.relocations.completions.counts())
+                .fold(super::CompletionCounts::default(), |a, b| a + b),
         }
     }
 

@@ -231,7 +231,7 @@ mod tests;
 
 pub(crate) use self::core::{Address, NodeInner, ObjectSink, ReplyBody, SPOT_ADDRESS};
 pub use self::core::{CallOptions, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT};
-pub use crate::relocation::InterruptionSummary;
+pub use crate::relocation::{CompletionCounts, InterruptionSummary};
 pub use handle::MeshNode;
 pub use host::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub(crate) use inbound::{answer as answer_request, reply_for};

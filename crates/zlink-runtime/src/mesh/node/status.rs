@@ -21,6 +21,9 @@ pub struct HostStatus {
     pub shutdown: Option<ShutdownReport>,
     /// Each MeshNode, in registration order.
     pub nodes: Vec<NodeStatus>,
+    /// Completion results of requests relayed to objects that moved here, over every
+    /// MeshNode (spec 21 §9.3).
+    pub completions: super::CompletionCounts,
 }
 
 /// One MeshNode.

@@ -102,12 +102,46 @@ pub(crate) enum Confirmation {
     DataLost,
 }
 
+/// What this host did with completion results of requests relayed to objects that moved to
+/// it (spec 21 §9.3): how many it recorded and how each delivery was confirmed
+/// ([`HostStatus::completions`](crate::mesh::node::HostStatus)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompletionCounts {
+    /// Results stored and recorded (each once, in its move's completion log).
+    pub recorded: u64,
+    /// Deliveries the requester confirmed as the first result it received.
+    pub terminal_received: u64,
+    /// Deliveries the requester answered as already ended.
+    pub already_terminal: u64,
+    /// Deliveries ended because the Location Store showed the requester's lease ended.
+    pub source_lease_expired: u64,
+    /// Results whose stored payload was lost (the requester was answered `DataLost`).
+    pub data_lost: u64,
+}
+
+impl std::ops::Add for CompletionCounts {
+    type Output = Self;
+
+    /// The sum of two hosts' or nodes' counts.
+    fn add(self, other: Self) -> Self {
+        Self {
+            recorded: self.recorded + other.recorded,
+            terminal_received: self.terminal_received + other.terminal_received,
+            already_terminal: self.already_terminal + other.already_terminal,
+            source_lease_expired: self.source_lease_expired + other.source_lease_expired,
+            data_lost: self.data_lost + other.data_lost,
+        }
+    }
+}
+
 /// The completion logs of this node as a relocation target, by RelocationId, and how their
 /// deliveries ended.
 #[derive(Default)]
 pub(crate) struct Completions {
     logs: Mutex<HashMap<u128, Arc<Log>>>,
     confirmed: [AtomicU64; 4],
+    recorded: AtomicU64,
     /// Tests: the last progress each ended log recorded.
     #[cfg(test)]
     pub(crate) ended: Mutex<HashMap<u128, Vec<(Entry, Confirmation)>>>,
@@ -227,10 +261,26 @@ impl Completions {
 
     /// How many deliveries ended each way: (TerminalReceived, AlreadyTerminal,
     /// SourceLeaseExpired, DataLost).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn confirmations(&self) -> [u64; 4] {
         let c = &self.confirmed;
         [0, 1, 2, 3].map(|i| c[i].load(Ordering::Relaxed))
+    }
+
+    /// This node's counts so far.
+    pub(crate) fn counts(&self) -> CompletionCounts {
+        let [
+            terminal_received,
+            already_terminal,
+            source_lease_expired,
+            data_lost,
+        ] = self.confirmations();
+        CompletionCounts {
+            recorded: self.recorded.load(Ordering::Relaxed),
+            terminal_received,
+            already_terminal,
+            source_lease_expired,
+            data_lost,
+        }
     }
 
     fn count(&self, c: Confirmation) {
@@ -352,6 +402,10 @@ impl Writer<'_> {
                         "sha256": hex(&unit.sha256),
                     });
                     self.record(mark).await;
+                    let completions = &self.host.relocations.completions;
+                    completions
+                        .recorded
+                        .fetch_add(fresh.len() as u64, Ordering::Relaxed);
                     if let Some(old) = self.previous.replace(reference.clone()) {
                         // The record no longer points at it: its use ended.
                         self.delete(&old).await;

@@ -163,8 +163,18 @@ async fn a_request_finishing_after_the_owner_changed_is_stored_recorded_delivere
         !objects.relocations.completions.ended.lock().is_empty()
     })
     .await;
-    let [received, already, expired, lost] = objects.relocations.completions.confirmations();
-    assert_eq!((received, already, expired, lost), (1, 0, 0, 0));
+    let c = target.status().completions;
+    assert_eq!(
+        (
+            c.recorded,
+            c.terminal_received,
+            c.already_terminal,
+            c.source_lease_expired,
+            c.data_lost
+        ),
+        (1, 1, 0, 0, 0),
+        "{c:?}"
+    );
     // Stored and read back before the record pointed at it; deleted only after the record
     // stopped pointing at it; nothing of it is left.
     let payloads = completion_payloads(&recorded);
