@@ -152,12 +152,20 @@ pub(in crate::mesh::node::tests) struct Recorded {
     deleted_while_pointed: AtomicUsize,
     freeze: Mutex<Option<Gate>>,
     lost: Mutex<Option<Picks>>,
+    /// The authority rows a deletion checks for a pointer to the deleted reference.
+    pointers: Mutex<&'static str>,
 }
 
 /// Which references a [`Recorded`] store treats as lost.
 type Picks = fn(&str) -> bool;
 
 impl Recorded {
+    /// Deletions check the authority rows under `prefix` (`authority\0spot\0` unless set)
+    /// for a pointer to the deleted reference.
+    pub(in crate::mesh::node::tests) fn pointers_under(&self, prefix: &'static str) {
+        *self.pointers.lock() = prefix;
+    }
+
     /// From now on, reads of the references `which` picks answer `Missing`.
     pub(in crate::mesh::node::tests) fn lose(&self, which: Picks) {
         *self.lost.lock() = Some(which);
@@ -241,7 +249,8 @@ impl RelocationStore for Recorded {
     }
 
     async fn delete(&self, reference: &BlobRef) -> StoreResult<Deleted> {
-        let rows = snapshot_of(self.location.as_ref(), "authority\0").await;
+        let prefix = *self.pointers.lock();
+        let rows = snapshot_of(self.location.as_ref(), prefix).await;
         let pointed = rows.values().any(|(bytes, _)| {
             AuthorityRecord::decode(bytes)
                 .is_ok_and(|r| String::from_utf8_lossy(&r.payload).contains(reference.as_str()))
@@ -296,6 +305,7 @@ pub(in crate::mesh::node::tests) async fn relocation_store(h: &Harness) -> Arc<R
         deleted_while_pointed: AtomicUsize::new(0),
         freeze: Mutex::new(None),
         lost: Mutex::new(None),
+        pointers: Mutex::new("authority\0spot\0"),
     })
 }
 

@@ -17,6 +17,7 @@ use crate::relocation::Confirmation;
 
 /// Two counter servers and a client over the harness's store, every root on `relocation`.
 async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
+    relocation.pointers_under("authority\0actor\0");
     let seen = Arc::new(Seen::default());
     let options = fast_options();
     let mut roots = Vec::new();
