@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use zlink_codec::ObjectId;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::ObjectKind;
 use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::{Envelope, Reply, ReplyStatus};
 
@@ -61,14 +63,28 @@ async fn relay(
 ) -> Result<Option<Bytes>, ZLinkError> {
     let (relocation, message) = wire::decode_relay(env.payload())?;
     let from = env.source_rid().clone();
+    let (id, call, cost) = inbound::prepare(&message)?;
     let incoming = host
         .relocations
         .incoming
         .lock()
         .get(&relocation)
         .map(|i| (i.key.clone(), i.cmd.kind.object_kind()));
+    // A participant of a `SpotWide` aggregate prepared here (its queue takes it, if it is one).
+    let incoming = incoming.or_else(|| {
+        host.relocations
+            .spot_wide
+            .lock()
+            .contains_key(&relocation)
+            .then(|| {
+                if message.address() == crate::mesh::node::SPOT_ADDRESS {
+                    ((AuthorityKind::Spot, id.clone()), ObjectKind::UserSpot)
+                } else {
+                    ((AuthorityKind::Actor, id.clone()), ObjectKind::Actor)
+                }
+            })
+    });
     let key = incoming.as_ref().map(|(k, _)| k.clone());
-    let (id, call, cost) = inbound::prepare(&message)?;
     let reply = message.reply_route().is_some().then(|| match &incoming {
         _ if message.source_rid() == &node.rid => {
             answering_here(Arc::clone(&node), message.clone())
@@ -610,6 +626,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
     let ok = match outcome {
         Ok(Outcome::Applied(handle)) => {
             host.relocations.completions.committed(relocation);
+            host.relocations.completions.settled(relocation);
             host.insert_live(key.clone(), Arc::clone(&prepared.live), &handle);
             host.relocations.open(&key, prepared.live.as_ref());
             host.routes.forget(&key);

@@ -28,9 +28,11 @@
 //! records again and the source's sweeps find none of them (a member not rewritten still
 //! resolves through the Spot); the source follows every participant. A conflict, an abort
 //! before relay-ready or no ready discards the whole group unrun, and the source runs each
-//! held queue here again in order. Deviations and gaps, kept explicit: held messages are not relayed before the
-//! cutover (they follow right after it, in order); a stage record whose reply is lost cancels the move instead of being settled by
-//! reading; between the aggregate CAS and the members' follow writes the allocation rows and
+//! held queue here again in order. After relay-ready each participant's held messages from other nodes are relayed, in
+//! hold order, into its temporary queue on the target before the cutover (they are completion
+//! records there, `completion/`); those sent on this node follow right after the cutover.
+//! Deviations and gaps, kept explicit: a stage record whose reply is lost cancels the move
+//! instead of being settled by reading; between the aggregate CAS and the members' follow writes the allocation rows and
 //! the member records disagree (a crash there leaves members whose record names the source).
 //!
 //! **Lifecycle callbacks (28 §5, §6 steps 7 and 10; `objects::lifecycle`):** after the

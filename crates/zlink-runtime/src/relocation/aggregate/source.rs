@@ -35,8 +35,8 @@ use crate::relocation::follow::FollowRecord;
 use crate::relocation::gate::{self, AdmitCommand, SourcePermits};
 use crate::relocation::send;
 use crate::relocation::source::{
-    answered, cutover_applied, cutover_failed, forward, relocation_out, request, request_within,
-    send_cutover,
+    answered, cutover_applied, cutover_failed, forward, relay, relocation_out, request,
+    request_within, send_cutover,
 };
 use crate::relocation::stage::{self, StageWriteError};
 use crate::relocation::wire::{self, MoveRef, ReadyCommand};
@@ -64,6 +64,9 @@ pub(super) struct Group<'a> {
     /// When the seal was set (the interruption starts there, 28 §5).
     pub(super) sealed_at: Option<tokio::time::Instant>,
     pub(super) release_refused: bool,
+    /// A relay of held messages that failed after relay-ready (fed to the unit as a deadline
+    /// at the cutover).
+    pub(super) relay_failed: Option<ZLinkError>,
     pub(super) followed: bool,
     pub(super) owner_generation: Option<u64>,
     pub(super) error: Option<ZLinkError>,
@@ -217,7 +220,18 @@ impl Group<'_> {
                 self.reopen().await;
                 Vec::new()
             }
-            // Held work is not relayed: it follows right after the cutover, in its order.
+            // Each participant's held messages from other nodes go to its temporary queue on
+            // the target, in hold order, before the cutover (those sent on this node follow
+            // right after it).
+            Effect::RelayHeldWork => {
+                let to = self.to();
+                for p in &self.parts {
+                    if let Err(e) = relay(self.client, &p.key, &to, self.relocation()) {
+                        self.relay_failed.get_or_insert(e);
+                    }
+                }
+                Vec::new()
+            }
             _ => Vec::new(),
         }
     }
@@ -509,6 +523,12 @@ impl Group<'_> {
 
     async fn cutover(&mut self) -> Vec<Event> {
         let attempt = self.unit.plan().binding().attempt;
+        if let Some(e) = self.relay_failed.take() {
+            // A relay that failed after relay-ready: fed to the unit as a deadline.
+            self.fail(e);
+            self.interrupt = true;
+            return vec![Event::Deadline];
+        }
         let applied =
             send_cutover(self.client, &self.to(), super::CUTOVER, self.relocation()).await;
         match applied {

@@ -164,6 +164,7 @@ pub(crate) async fn relocate_spot_wide(
         sealed: false,
         sealed_at: None,
         release_refused: false,
+        relay_failed: None,
         followed: false,
         owner_generation: None,
         error: None,

@@ -418,6 +418,7 @@ async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> 
     };
     drop(stage);
     host.relocations.spot_wide.lock().remove(&relocation);
+    host.relocations.completions.abandoned(relocation);
     for b in group {
         host.relocations.abandon(&b.key);
         b.live.close().await;
@@ -466,6 +467,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
     .await;
     let ok = match outcome {
         Ok(Outcome::Applied(handle)) => {
+            host.relocations.completions.committed(relocation);
             for b in &group {
                 if b.key.0 == AuthorityKind::Spot {
                     host.insert_live(b.key.clone(), Arc::clone(&b.live), &handle);
@@ -496,6 +498,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
                 host.routes.forget(&b.key);
             }
             follow_owner(host, &handle, &group).await;
+            host.relocations.completions.settled(relocation);
             tracing::info!(relocation, spot = %cmd.spot, participants = group.len(), "SpotWide relocation committed here");
             Some(CutoverReply {
                 version: handle.version().as_str().to_owned(),
@@ -519,6 +522,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
     drop(stage);
     host.relocations.spot_wide.lock().remove(&relocation);
     if ok.is_none() {
+        host.relocations.completions.abandoned(relocation);
         for b in group {
             host.relocations.abandon(&b.key);
             b.live.close().await;

@@ -2,21 +2,25 @@
 //! Results"; 23 "Publication order"): requests accepted at the source that finish after the
 //! owner changed.
 //!
-//! A request another node sent to the moving object and the source held at the seal is relayed
-//! to the target (`target.rs` `relay`) and runs there after the owner change. Its result is a
-//! **completion result** of the move: the target does not answer it on the reply lane but
+//! A request another node sent to the moving object — one object, or a participant of a
+//! `SpotWide` aggregate — and the source held at the seal is relayed to the target
+//! (`target.rs` `relay`) and runs there after the owner change. Its result is a **completion
+//! result** of the move: the target does not answer it on the reply lane but
 //!
-//! 1. keeps it, in object order (the order the object completed its requests), in the move's
-//!    completion log (one per RelocationId). The relayed requests are the move's *accepted*
-//!    count (all of them arrive before the cutover on the one ordered connection);
+//! 1. keeps it, in object order (the order the object completed its requests), in the
+//!    completion log of the move and object (one per RelocationId and object). The relayed
+//!    requests are its *accepted* count (all of them arrive before the cutover on the one
+//!    ordered connection);
 //! 2. **stores** every result of the log so far as one payload in the Relocation Store
 //!    through the [`BlobLayer`] (chunks written and read back, then the index), under a
 //!    reference of the move and a sequence number — each result keyed inside by the
 //!    RelocationId, its source request information (the requester's node RID and lifecycle
 //!    generation, and its host run when the discovery list knows it) and its OperationId,
 //!    never inserted twice;
-//! 3. only then runs **one Location Store CAS** (a Preserve of the object's record by its new
-//!    owner) that sets the record's relocation progress: `completing` with the payload
+//! 3. only then — once the object's record names this node: at the owner change, or for a
+//!    `SpotWide` member once its record followed the Spot's owner — runs **one Location Store
+//!    CAS** (a Preserve of the object's record by its new owner) that sets the record's
+//!    relocation progress: `completing` with the payload
 //!    reference, its CRC-32C and SHA-256, the accepted, completed and delivery-pending counts;
 //!    the payload that record pointed at before is deleted only after this CAS ended its use;
 //! 4. **delivers** the new results *from the stored payload* (read back and verified) to each
@@ -139,7 +143,7 @@ impl std::ops::Add for CompletionCounts {
 /// deliveries ended.
 #[derive(Default)]
 pub(crate) struct Completions {
-    logs: Mutex<HashMap<u128, Arc<Log>>>,
+    logs: Mutex<HashMap<(u128, ObjectKey), Arc<Log>>>,
     confirmed: [AtomicU64; 4],
     recorded: AtomicU64,
     /// Tests: the last progress each ended log recorded.
@@ -163,6 +167,9 @@ struct Log {
     kind: ObjectKind,
     state: Mutex<LogState>,
     wake: Notify,
+    /// Notified once the records of the move's objects name this node (see
+    /// [`Completions::settled`]).
+    settle: Notify,
 }
 
 #[derive(Default)]
@@ -179,6 +186,11 @@ struct LogState {
     confirmations: Vec<Option<Confirmation>>,
     /// A writer task runs.
     writing: bool,
+    /// A stored payload was lost (DataLost recorded): later results are answered directly.
+    lost: bool,
+    /// The records of the move's objects name this node (a `SpotWide` member's record is
+    /// rewritten after the aggregate CAS): the progress may be recorded.
+    settled: bool,
 }
 
 impl Completions {
@@ -193,15 +205,21 @@ impl Completions {
         from: RoutingId,
         request: Envelope,
     ) -> Completion {
-        let log = Arc::clone(self.logs.lock().entry(relocation).or_insert_with(|| {
-            Arc::new(Log {
-                relocation,
-                key: key.clone(),
-                kind,
-                state: Mutex::default(),
-                wake: Notify::new(),
-            })
-        }));
+        let log = Arc::clone(
+            self.logs
+                .lock()
+                .entry((relocation, key.clone()))
+                .or_insert_with(|| {
+                    Arc::new(Log {
+                        relocation,
+                        key: key.clone(),
+                        kind,
+                        state: Mutex::default(),
+                        wake: Notify::new(),
+                        settle: Notify::new(),
+                    })
+                }),
+        );
         log.state.lock().accepted += 1;
         let requester_run = host.instances.run_of(request.source_rid());
         let (host, node) = (Arc::clone(host), Arc::clone(node));
@@ -215,8 +233,13 @@ impl Completions {
                 })
             });
             let direct = {
-                let s = log.state.lock();
-                s.abandoned || !s.committed
+                let mut s = log.state.lock();
+                let direct = s.abandoned || s.lost || !s.committed;
+                if direct && !s.lost {
+                    // Not a result of the move: no longer counted as accepted by it.
+                    s.accepted = s.accepted.saturating_sub(1);
+                }
+                direct
             };
             if direct {
                 crate::mesh::node::answer_request(&node, &from, &request, out);
@@ -245,18 +268,39 @@ impl Completions {
         })
     }
 
-    /// The owner change of `relocation` applied on this node: its results are recorded.
+    /// The owner change of `relocation` applied on this node: the results of its objects are
+    /// recorded (a log that accepted nothing is dropped).
     pub(crate) fn committed(&self, relocation: u128) {
-        if let Some(log) = self.logs.lock().get(&relocation) {
-            log.state.lock().committed = true;
+        self.logs.lock().retain(|(r, _), log| {
+            if *r != relocation {
+                return true;
+            }
+            let mut s = log.state.lock();
+            s.committed = true;
+            s.accepted > 0 || !s.entries.is_empty()
+        });
+    }
+
+    /// The records of `relocation`'s objects name this node now (at the owner change for one
+    /// object; once every member record followed the Spot's owner for a `SpotWide` aggregate):
+    /// its logs may record their progress.
+    pub(crate) fn settled(&self, relocation: u128) {
+        for ((r, _), log) in self.logs.lock().iter() {
+            if *r == relocation {
+                log.state.lock().settled = true;
+                log.settle.notify_waiters();
+            }
         }
     }
 
-    /// `relocation` did not commit here: its requests are answered directly.
+    /// `relocation` did not commit here: the requests of its objects are answered directly.
     pub(crate) fn abandoned(&self, relocation: u128) {
-        if let Some(log) = self.logs.lock().remove(&relocation) {
-            log.state.lock().abandoned = true;
-        }
+        self.logs.lock().retain(|(r, _), log| {
+            if *r == relocation {
+                log.state.lock().abandoned = true;
+            }
+            *r != relocation
+        });
     }
 
     /// How many deliveries ended each way: (TerminalReceived, AlreadyTerminal,
@@ -320,25 +364,30 @@ async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner>, log: Arc
     let (entries, confirmations) = {
         let mut s = log.state.lock();
         s.writing = false;
+        s.lost = lost;
         (s.entries.clone(), s.confirmations.clone())
     };
     host.relocations
         .completions
         .logs
         .lock()
-        .remove(&log.relocation);
+        .remove(&(log.relocation, log.key.clone()));
     if !lost {
         w.finish(entries.len()).await;
     }
     #[cfg(test)]
-    host.relocations.completions.ended.lock().insert(
-        log.relocation,
-        entries
-            .into_iter()
-            .zip(confirmations)
-            .filter_map(|(e, c)| c.map(|c| (e, c)))
-            .collect(),
-    );
+    host.relocations
+        .completions
+        .ended
+        .lock()
+        .entry(log.relocation)
+        .or_default()
+        .extend(
+            entries
+                .into_iter()
+                .zip(confirmations)
+                .filter_map(|(e, c)| c.map(|c| (e, c))),
+        );
     #[cfg(not(test))]
     drop((entries, confirmations));
 }
@@ -481,6 +530,7 @@ impl Writer<'_> {
         if !self.recording {
             return;
         }
+        self.wait_settled().await;
         let authority = self.host.location.authority();
         let until = tokio::time::Instant::now() + self.host.location.options().store_failure_grace;
         let id = self.log.relocation.to_string();
@@ -501,10 +551,7 @@ impl Writer<'_> {
                     return;
                 }
             };
-            let ours = handle.node().routing_id == self.host.rid
-                && stage::mark_of(handle.payload())
-                    .and_then(|m| m.get("id").and_then(|v| v.as_str().map(str::to_owned)))
-                    .is_some_and(|m| m == id);
+            let ours = handle.node().routing_id == self.host.rid && free_for(handle.payload(), &id);
             let Some(payload) = ours
                 .then(|| stage::with_mark(&handle, mark.clone()))
                 .flatten()
@@ -527,6 +574,25 @@ impl Writer<'_> {
                     tracing::warn!(error = %e, "completion progress not recorded");
                     return;
                 }
+            }
+        }
+    }
+
+    /// Waits (at most `storeFailureGrace`) until the move's records name this node.
+    async fn wait_settled(&self) {
+        let grace = self.host.location.options().store_failure_grace;
+        let until = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.log.settle.notified();
+            if self.log.state.lock().settled {
+                return;
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                tracing::warn!(
+                    relocation = self.log.relocation,
+                    "the move's records did not settle: completion progress recorded anyway"
+                );
+                return;
             }
         }
     }
@@ -646,6 +712,23 @@ impl Writer<'_> {
         .await;
         if let Some(old) = self.previous.take() {
             self.delete(&old).await;
+        }
+    }
+}
+
+/// Whether a record whose payload is `payload` may take the completion progress of the move
+/// `id`: its progress names this move, or it names none in progress (no mark — a `SpotWide`
+/// member's record —, or a finished one of an earlier move). Another move's stage in
+/// progress is never overwritten.
+fn free_for(payload: &[u8], id: &str) -> bool {
+    match stage::mark_of(payload) {
+        None => true,
+        Some(m) => {
+            m.get("id").and_then(|v| v.as_str()) == Some(id)
+                || matches!(
+                    m.get("stage").and_then(|v| v.as_str()),
+                    Some("completed" | "dataLost")
+                )
         }
     }
 }

@@ -257,6 +257,7 @@ on_every_store!(
     a_spot_wide_relocation_cancelled_before_relay_ready_serves_every_held_message_on_the_source,
     a_member_created_into_a_spot_wide_spot_during_its_relocation_is_refused,
     a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_moves,
+    a_member_request_held_at_the_seal_is_relayed_and_completed_on_the_target,
 );
 
 async fn a_spot_wide_relocation_moves_the_spot_and_every_member_with_their_state(h: &Harness) {
@@ -707,6 +708,91 @@ async fn a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_
         let (total, applied, disorder) = actors.request(id, &Totals).await.expect("totals");
         assert_eq!((total, applied, disorder), (1, 1, 0), "{id}'s state moved");
     }
+    for (host, _) in r {
+        host.shutdown().await;
+    }
+}
+
+/// Spec 21 §1.3 step 5, §9.3: a request to a member that the source held at the aggregate's
+/// seal is relayed to the member's temporary queue on the target before the cutover, runs
+/// there once after the owner change, and is a completion record of the move: the member's
+/// record says `completed` and the requester got its result once.
+async fn a_member_request_held_at_the_seal_is_relayed_and_completed_on_the_target(h: &Harness) {
+    use zlink_relocation::unit::RecordedStage;
+    let (r, hall, ids) = roots(h, 2, &[], (None, false)).await;
+    let actors = r[2].0.actors().expect("actors");
+    let id = ids[0].clone();
+    assert_eq!(
+        actors
+            .request(&id, &Step { stream: 0, seq: 1 })
+            .await
+            .expect("step"),
+        1
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let tx = Arc::new(parking_lot::Mutex::new(Some(tx)));
+    let source = r[0].0.object_host(0);
+    let key = (
+        AuthorityKind::Actor,
+        ObjectId::new(id.as_str()).expect("id"),
+    );
+    let hook: crate::relocation::StageHook = {
+        let (actors, id, source, key) =
+            (actors.clone(), id.clone(), Arc::clone(&source), key.clone());
+        Arc::new(move |stage| {
+            let (actors, id, source, key, tx) = (
+                actors.clone(),
+                id.clone(),
+                Arc::clone(&source),
+                key.clone(),
+                Arc::clone(&tx),
+            );
+            Box::pin(async move {
+                if stage != RecordedStage::Captured {
+                    return;
+                }
+                let Some(tx) = tx.lock().take() else { return };
+                tokio::spawn(async move {
+                    let _ = tx.send(actors.request(&id, &Step { stream: 0, seq: 2 }).await);
+                });
+                wait_until("the source holds the member request", || {
+                    source.relocations.held_len(&key) >= 1
+                })
+                .await;
+            })
+        })
+    };
+    *source.relocations.stage_hook.lock() = Some(hook);
+    relocate(&r[0].0, &hall).await.expect("moved");
+    let answered = rx.await.expect("answered");
+    assert_eq!(answered.expect("the relayed step"), 2);
+    let target = r[1].0.object_host(0);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let read = target
+            .location
+            .authority()
+            .read(ObjectKind::Actor, &key.1)
+            .await
+            .expect("read");
+        let AuthorityRead::Found { handle, .. } = read else {
+            panic!("the member's record is missing");
+        };
+        let mark = crate::relocation::relocation_mark(handle.payload()).unwrap_or_default();
+        if mark["stage"] == "completed" {
+            assert_eq!(mark["completed"], 1, "{mark}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never completed: {mark}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let c = r[1].0.status().completions;
+    assert_eq!((c.recorded, c.terminal_received), (1, 1), "{c:?}");
+    let (total, applied, disorder) = actors.request(&id, &Totals).await.expect("totals");
+    assert_eq!((total, applied, disorder), (3, 2, 0), "ran once, in order");
     for (host, _) in r {
         host.shutdown().await;
     }
