@@ -41,6 +41,16 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 /// Deletes every key under `{prefix}:` on the Redis at `url` (what a benchmark run wrote);
 /// returns how many keys went.
 pub(crate) async fn purge_prefix(url: &str, prefix: &str) -> Result<usize, String> {
+    scan_keys(url, &format!("{prefix}:*"), true).await
+}
+
+/// How many keys match `pattern` (SCAN MATCH), deleting nothing.
+pub(crate) async fn count_keys(url: &str, pattern: &str) -> Result<usize, String> {
+    scan_keys(url, pattern, false).await
+}
+
+/// Scans the keys matching `pattern`, unlinking them when `unlink`; how many matched.
+async fn scan_keys(url: &str, pattern: &str, unlink: bool) -> Result<usize, String> {
     let config = fred::types::config::Config::from_url(url).map_err(|e| e.to_string())?;
     let client = fred::types::Builder::from_config(config)
         .build()
@@ -48,7 +58,6 @@ pub(crate) async fn purge_prefix(url: &str, prefix: &str) -> Result<usize, Strin
     client.init().await.map_err(|e| e.to_string())?;
     let mut cursor = "0".to_owned();
     let mut deleted = 0;
-    let pattern = format!("{prefix}:*");
     loop {
         let reply: Vec<fred::types::Value> = client
             .custom(
@@ -56,7 +65,7 @@ pub(crate) async fn purge_prefix(url: &str, prefix: &str) -> Result<usize, Strin
                 vec![
                     fred::types::Value::from(cursor.as_str()),
                     "MATCH".into(),
-                    pattern.as_str().into(),
+                    pattern.into(),
                     "COUNT".into(),
                     5000.into(),
                 ],
@@ -67,8 +76,8 @@ pub(crate) async fn purge_prefix(url: &str, prefix: &str) -> Result<usize, Strin
             <[fred::types::Value; 2]>::try_from(reply).map_err(|_| "SCAN: bad reply")?;
         cursor = next.as_string().ok_or("SCAN: bad cursor")?;
         let keys = keys.into_array();
-        if !keys.is_empty() {
-            deleted += keys.len();
+        deleted += keys.len();
+        if unlink && !keys.is_empty() {
             let _: fred::types::Value = client
                 .custom(
                     fred::types::CustomCommand::new_static("UNLINK", None, false),

@@ -183,7 +183,17 @@ async fn on_redis(args: &Args, prefix: &str, hosts: &mut Vec<ZLinkHost>) -> Resu
     let after = run_load(&client, &ids, Window::For(d)).await?;
     let relocated = during.relocated.clone().ok_or("no relocate result")?;
     report(&before, &during, &after, &relocated);
-    check_moved(&client, &ids, &b).await
+    check_moved(&client, &ids, &b).await?;
+    let c = hosts[1].status().completions;
+    let left =
+        super::super::count_keys(&args.url, &format!("{prefix}:*zlink-completion/*")).await?;
+    println!(
+        "   completion records on B (requests held at a seal, relayed, finished after the owner \
+         change): recorded {}, delivered {} (already ended {}, requester gone {}), data lost {}; \
+         completion payload keys left in the Relocation Store: {left}",
+        c.recorded, c.terminal_received, c.already_terminal, c.source_lease_expired, c.data_lost
+    );
+    Ok(())
 }
 
 /// Creates `n` Actors through A's manager (c=64); each must land on A.

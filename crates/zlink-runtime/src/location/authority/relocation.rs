@@ -500,20 +500,46 @@ impl AuthorityClient {
             Ok(record) => record,
             Err(c) => return Ok(Outcome::Conflict(c)),
         };
-        let size = record.payload.len() * 4 / 3 + 1024;
+        // Without another row, a conflict is never on that row alone.
+        Ok(self
+            .new_owner_with(handle, reservation, admission, record, None)
+            .await?
+            .unwrap_or(Outcome::Conflict(Conflict::Reservation)))
+    }
+
+    /// NewOwner of `handle` (the record `record` already names the target) through
+    /// `reservation`, with one more row `extra` (key, expectation, mutation) in the same batch
+    /// when there is one. A conflict on that row alone (the record and the reservation row as
+    /// expected) is `None`: the caller may read it again and retry.
+    pub(super) async fn new_owner_with(
+        &self,
+        handle: &AuthorityHandle,
+        reservation: &TargetReservation,
+        admission: crate::location::Admission,
+        record: zlink_codec::records::AuthorityRecord,
+        extra: Option<(StoreKey, Option<Expect>, Mutation)>,
+    ) -> Result<Option<Outcome<AuthorityHandle>>, LocationError> {
+        let size = record.payload.len() * 4 / 3 + if extra.is_some() { 2048 } else { 1024 };
         let key = keys::authority(handle.kind(), handle.id())?;
+        let mut own = vec![
+            (
+                key.clone(),
+                Some(Expect::Version(reservation.expects.clone())),
+            ),
+            (
+                reservation.key.clone(),
+                Some(Expect::Version(reservation.version.clone())),
+            ),
+        ];
+        let mut also = vec![Mutation::Delete(reservation.key.clone())];
+        let with_extra = extra.is_some();
+        if let Some((extra_key, extra_expect, mutation)) = extra {
+            own.push((extra_key, extra_expect));
+            also.push(mutation);
+        }
         let op = Op {
             plan: Plan {
-                own: vec![
-                    (
-                        key.clone(),
-                        Some(Expect::Version(reservation.expects.clone())),
-                    ),
-                    (
-                        reservation.key.clone(),
-                        Some(Expect::Version(reservation.version.clone())),
-                    ),
-                ],
+                own,
                 authority_owner_generation: true,
                 // The target's capacity was allocated when it was secured (the reservation row
                 // is consumed here); the source's is returned.
@@ -533,22 +559,25 @@ impl AuthorityClient {
                 fill_object: false,
                 fill_owner: true,
                 index: None,
-                also: vec![Mutation::Delete(reservation.key.clone())],
+                also,
             },
         };
+        let at = |reads: &[(StoreKey, ReadResult)], i: usize, v: &StoreVersion| matches!(reads.get(i), Some((_, ReadResult::Found { version, .. })) if version == v);
         match self.engine.submit(Box::new(op)).await? {
             JobResult::RecordConflict { reads } => {
-                let record_unchanged = matches!(
-                    reads.first(),
-                    Some((_, ReadResult::Found { version, .. })) if version == &reservation.expects
-                );
-                if record_unchanged {
-                    Ok(Outcome::Conflict(Conflict::Reservation))
+                let record_unchanged = at(&reads, 0, &reservation.expects);
+                if with_extra && record_unchanged && at(&reads, 1, &reservation.version) {
+                    Ok(None)
+                } else if record_unchanged {
+                    Ok(Some(Outcome::Conflict(Conflict::Reservation)))
                 } else {
-                    Ok(Outcome::Conflict(conflict_from_reads(handle.id(), &reads)?))
+                    Ok(Some(Outcome::Conflict(conflict_from_reads(
+                        handle.id(),
+                        &reads,
+                    )?)))
                 }
             }
-            other => with_handle(record_outcome(handle.id(), other)?),
+            other => with_handle(record_outcome(handle.id(), other)?).map(Some),
         }
     }
 }

@@ -19,16 +19,14 @@
 use serde::{Deserialize, Serialize};
 use zlink_codec::records::ObjectKind;
 use zlink_codec::{OwnerId, RoutingId};
-use zlink_store_spi::{LocationStore, Mutation, ReadResult, StoreKey, StoreVersion};
+use zlink_store_spi::{LocationStore, Mutation, ReadResult, StoreKey};
 
-use super::super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan};
+use super::super::super::engine::Expect;
 use super::super::super::error::{InvalidOperation, LocationError, RecordName};
 use super::super::super::generation::{ObjectGeneration, OwnerLeaseGeneration};
 use super::super::super::identity::{HostRun, NodeKey, ObjectId};
-use super::super::super::keys;
 use super::super::AuthorityClient;
 use super::super::handle::AuthorityHandle;
-use super::super::op::{Op, Write, conflict_from_reads, leases, record_outcome, with_handle};
 use super::super::outcome::{Conflict, Outcome};
 use super::TargetReservation;
 use crate::location::admission::AdmissionOp;
@@ -161,16 +159,6 @@ impl PerActorMoveRecord {
     }
 }
 
-/// What a NewOwner that conflicted found: the record still at the version the reservation
-/// expects and the reservation row unchanged (only the move record changed), or a conflict.
-fn only_move_record_changed(
-    reservation: &TargetReservation,
-    reads: &[(StoreKey, ReadResult)],
-) -> bool {
-    let at = |i: usize, v: &StoreVersion| matches!(reads.get(i), Some((_, ReadResult::Found { version, .. })) if version == v);
-    at(0, &reservation.expects) && at(1, &reservation.version)
-}
-
 impl AuthorityClient {
     /// The `PerActor` User Spot authority transition (spec 21 §8.2): NewOwner of the Spot's
     /// record through `reservation` (the Spot's own capacity; keeps the ObjectGeneration,
@@ -211,7 +199,7 @@ impl AuthorityClient {
         let extra = (move_key.clone(), None, Mutation::put(move_key, row));
         // The move record has no expectation here: it cannot be the only row that changed.
         Ok(self
-            .new_owner_with(spot, reservation, admission, record, extra)
+            .new_owner_with(spot, reservation, admission, record, Some(extra))
             .await?
             .unwrap_or(Outcome::Conflict(Conflict::Reservation)))
     }
@@ -262,7 +250,7 @@ impl AuthorityClient {
                 Mutation::put(move_key.clone(), row.encode()?),
             );
             match self
-                .new_owner_with(actor, reservation, admission, record, extra)
+                .new_owner_with(actor, reservation, admission, record, Some(extra))
                 .await?
             {
                 None => continue,
@@ -270,74 +258,6 @@ impl AuthorityClient {
             }
         }
         Err(LocationError::Contended)
-    }
-
-    /// NewOwner of `handle` (the record `record` already names the target) through
-    /// `reservation`, with one more row `extra` (key, expectation, mutation) in the batch. A
-    /// conflict on that row alone is `None` (the caller may read it again and retry).
-    async fn new_owner_with(
-        &self,
-        handle: &AuthorityHandle,
-        reservation: &TargetReservation,
-        admission: crate::location::Admission,
-        record: zlink_codec::records::AuthorityRecord,
-        (extra_key, extra_expect, extra): (StoreKey, Option<Expect>, Mutation),
-    ) -> Result<Option<Outcome<AuthorityHandle>>, LocationError> {
-        let size = record.payload.len() * 4 / 3 + 2048;
-        let key = keys::authority(handle.kind(), handle.id())?;
-        let op = Op {
-            plan: Plan {
-                own: vec![
-                    (
-                        key.clone(),
-                        Some(Expect::Version(reservation.expects.clone())),
-                    ),
-                    (
-                        reservation.key.clone(),
-                        Some(Expect::Version(reservation.version.clone())),
-                    ),
-                    (extra_key, extra_expect),
-                ],
-                authority_owner_generation: true,
-                // The target's capacity was allocated when it was secured; the source's is
-                // returned.
-                capacity: vec![CapMove {
-                    node: handle.node(),
-                    kind: CapMoveKind::Release,
-                    bundle: handle.bundle().clone(),
-                }],
-                leases: leases(&admission.run, None)?,
-                admission: Some((admission.op, admission.run)),
-                size_hint: size + 512,
-                ..Plan::default()
-            },
-            write: Write::Issued {
-                key,
-                record: Box::new(record),
-                fill_object: false,
-                fill_owner: true,
-                index: None,
-                also: vec![Mutation::Delete(reservation.key.clone()), extra],
-            },
-        };
-        match self.engine.submit(Box::new(op)).await? {
-            JobResult::RecordConflict { reads } => {
-                if only_move_record_changed(reservation, &reads) {
-                    Ok(None)
-                } else if matches!(
-                    reads.first(),
-                    Some((_, ReadResult::Found { version, .. })) if version == &reservation.expects
-                ) {
-                    Ok(Some(Outcome::Conflict(Conflict::Reservation)))
-                } else {
-                    Ok(Some(Outcome::Conflict(conflict_from_reads(
-                        handle.id(),
-                        &reads,
-                    )?)))
-                }
-            }
-            other => with_handle(record_outcome(handle.id(), other)?).map(Some),
-        }
     }
 
     /// The move record of the `PerActor` User Spot `spot`, if one was written.
