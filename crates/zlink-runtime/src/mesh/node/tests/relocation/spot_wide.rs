@@ -646,9 +646,7 @@ fn node_key(n: &MeshNode) -> crate::location::NodeKey {
 /// the target with their state.
 async fn a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_moves(h: &Harness) {
     use crate::location::tests::support::authority_key;
-    use std::sync::atomic::AtomicBool;
-    use zlink_relocation::unit::RecordedStage;
-    use zlink_store_conformance::{Fault, FaultyLocationStore};
+    use zlink_store_conformance::FaultyLocationStore;
     let source = root(h, ObjectRole::Server, None, false).await;
     let client = root(h, ObjectRole::Client, None, false).await;
     wait_peers(&source.1, 1).await;
@@ -668,28 +666,7 @@ async fn a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_
         assert_eq!(seq.expect("step"), 1);
     }
     let key = authority_key(ObjectKind::UserSpot, &hall.id);
-    // Once the source recorded Prepared, the target's next write touching the Spot's record
-    // is its NewOwner: it applies and loses its reply; the engine's read right after it fails.
-    let armed = Arc::new(AtomicBool::new(false));
-    let on_write = {
-        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(&lossy), key.clone());
-        Arc::new(move || {
-            if armed.swap(false, Ordering::SeqCst) {
-                lossy.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
-            }
-        })
-    };
-    lossy.set_write_hook(Some(on_write));
-    let hook: crate::relocation::StageHook = {
-        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(&lossy), key.clone());
-        Arc::new(move |stage| {
-            if stage == RecordedStage::Prepared {
-                lossy.fail_next_write_touching(key.clone(), Fault::LOSE_REPLY);
-                armed.store(true, Ordering::SeqCst);
-            }
-            Box::pin(async {})
-        })
-    };
+    let hook = super::stages::lose_the_next_owner_change_reply(&lossy, &key);
     *r[0].0.object_host(0).relocations.stage_hook.lock() = Some(hook);
     relocate(&r[0].0, &hall).await.expect("moved");
     lossy.set_write_hook(None);

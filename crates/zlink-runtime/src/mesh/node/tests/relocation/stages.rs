@@ -299,6 +299,33 @@ async fn a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_r
     m.shutdown().await;
 }
 
+/// A stage hook for the source: once it recorded `Prepared`, the target's next write through
+/// `lossy` touching `key` (its NewOwner) applies and loses its reply, and the read right after
+/// it (the engine's own settle) fails too.
+pub(super) fn lose_the_next_owner_change_reply(
+    lossy: &Arc<FaultyLocationStore>,
+    key: &zlink_store_spi::StoreKey,
+) -> crate::relocation::StageHook {
+    let armed = Arc::new(AtomicBool::new(false));
+    let on_write = {
+        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(lossy), key.clone());
+        Arc::new(move || {
+            if armed.swap(false, Ordering::SeqCst) {
+                lossy.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
+            }
+        })
+    };
+    lossy.set_write_hook(Some(on_write));
+    let (lossy, key) = (Arc::clone(lossy), key.clone());
+    Arc::new(move |stage| {
+        if stage == RecordedStage::Prepared {
+            lossy.fail_next_write_touching(key.clone(), Fault::LOSE_REPLY);
+            armed.store(true, Ordering::SeqCst);
+        }
+        Box::pin(async {})
+    })
+}
+
 /// Spec 21 §10 on the target: its NewOwner applies but the reply is lost, and the engine's
 /// own re-read of the record fails too. The target reads the record again (the owner change
 /// is there: this reservation's target, the same incarnation) instead of dropping its
@@ -319,28 +346,7 @@ async fn a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_m
         ObjectKind::Actor,
         &zlink_codec::ObjectId::new("l3").expect("id"),
     );
-    // Once the source recorded Prepared, the target's next write touching the record is its
-    // NewOwner: it applies and loses its reply; the read right after it (the engine's) fails.
-    let armed = Arc::new(AtomicBool::new(false));
-    let on_write = {
-        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(&lossy), key.clone());
-        Arc::new(move || {
-            if armed.swap(false, Ordering::SeqCst) {
-                lossy.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
-            }
-        })
-    };
-    lossy.set_write_hook(Some(on_write));
-    let hook: crate::relocation::StageHook = {
-        let (armed, lossy, key) = (Arc::clone(&armed), Arc::clone(&lossy), key.clone());
-        Arc::new(move |stage| {
-            if stage == RecordedStage::Prepared {
-                lossy.fail_next_write_touching(key.clone(), Fault::LOSE_REPLY);
-                armed.store(true, Ordering::SeqCst);
-            }
-            Box::pin(async {})
-        })
-    };
+    let hook = lose_the_next_owner_change_reply(&lossy, &key);
     let objects = &source.actors().expect("manager").client.objects;
     *objects.relocations.stage_hook.lock() = Some(hook);
     let moved = relocate(source, &r).await.expect("moved");
