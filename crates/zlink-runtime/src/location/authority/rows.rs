@@ -124,22 +124,9 @@ impl ReservationRow {
         if w.record_version != 1 {
             return Err(corrupt());
         }
-        let run = |owner: String, generation: &str| -> Result<HostRun, LocationError> {
-            Ok(HostRun {
-                owner_id: OwnerId::new(owner).map_err(|_| corrupt())?,
-                lease_generation: generation
-                    .parse()
-                    .ok()
-                    .and_then(OwnerLeaseGeneration::new)
-                    .ok_or_else(corrupt)?,
-            })
-        };
-        let node = |mesh: String, rid: &str| -> Result<NodeKey, LocationError> {
-            Ok(NodeKey {
-                mesh: MeshName::new(mesh).map_err(|_| corrupt())?,
-                routing_id: RoutingId::from_hex(rid).map_err(|_| corrupt())?,
-            })
-        };
+        let run =
+            |owner, generation: &str| wire_run(RecordName::CapacityReservation, owner, generation);
+        let node = |mesh, rid: &str| wire_node(RecordName::CapacityReservation, mesh, rid);
         let spot_type = match w.spot_type {
             None => None,
             Some((kind, stable_type, count)) => Some(SpotTypeSlots {
@@ -172,6 +159,38 @@ impl ReservationRow {
             bundle: CapacityBundle::new(w.actors, w.spots, spot_type)?,
         })
     }
+}
+
+/// A host run from a row's wire fields (owner id, decimal lease generation); corrupt
+/// `record` when they are not valid.
+pub(super) fn wire_run(
+    record: RecordName,
+    owner: String,
+    generation: &str,
+) -> Result<HostRun, LocationError> {
+    let corrupt = || LocationError::corrupt(record);
+    Ok(HostRun {
+        owner_id: OwnerId::new(owner).map_err(|_| corrupt())?,
+        lease_generation: generation
+            .parse()
+            .ok()
+            .and_then(OwnerLeaseGeneration::new)
+            .ok_or_else(corrupt)?,
+    })
+}
+
+/// A node from a row's wire fields (MeshName, RoutingId hex); corrupt `record` when they are
+/// not valid.
+pub(super) fn wire_node(
+    record: RecordName,
+    mesh: String,
+    rid: &str,
+) -> Result<NodeKey, LocationError> {
+    let corrupt = || LocationError::corrupt(record);
+    Ok(NodeKey {
+        mesh: MeshName::new(mesh).map_err(|_| corrupt())?,
+        routing_id: RoutingId::from_hex(rid).map_err(|_| corrupt())?,
+    })
 }
 
 #[cfg(test)]

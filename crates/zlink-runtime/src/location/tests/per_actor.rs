@@ -5,18 +5,6 @@
 use super::prelude::*;
 use crate::location::PerActorMoveRecord;
 
-/// An Active User Spot `object` of type `game` owned by `host`.
-async fn active_spot(host: &Host, object: &str) -> AuthorityHandle {
-    let h = reserve(host, ObjectKind::UserSpot, object, "game", host).await;
-    host.rt
-        .authority()
-        .commit(&h, None)
-        .await
-        .expect("commit")
-        .applied()
-        .expect("commit applied")
-}
-
 async fn record(host: &Host, spot: &str) -> Option<PerActorMoveRecord> {
     host.rt
         .authority()

@@ -68,7 +68,17 @@ pub(super) async fn reserve(
 
 /// An active actor `object` owned by `host`.
 pub(super) async fn active_actor(host: &Host, object: &str) -> AuthorityHandle {
-    let h = reserve(host, ObjectKind::Actor, object, "chat", host).await;
+    active(host, ObjectKind::Actor, object, "chat").await
+}
+
+/// An Active User Spot `object` of type `game` owned by `host`.
+pub(super) async fn active_spot(host: &Host, object: &str) -> AuthorityHandle {
+    active(host, ObjectKind::UserSpot, object, "game").await
+}
+
+/// An Active `kind` `object` of `stable_type` owned by `host`.
+async fn active(host: &Host, kind: ObjectKind, object: &str, stable_type: &str) -> AuthorityHandle {
+    let h = reserve(host, kind, object, stable_type, host).await;
     host.rt
         .authority()
         .commit(&h, None)

@@ -4,18 +4,6 @@
 
 use super::prelude::*;
 
-/// An Active User Spot `object` of type `game` owned by `host`.
-async fn active_spot(host: &Host, object: &str) -> AuthorityHandle {
-    let h = reserve(host, ObjectKind::UserSpot, object, "game", host).await;
-    host.rt
-        .authority()
-        .commit(&h, None)
-        .await
-        .expect("commit")
-        .applied()
-        .expect("commit applied")
-}
-
 /// The target's capacity for the Spot and its 3 members is secured at once; the aggregate
 /// NewOwner moves the Spot (same ObjectGeneration, a greater AuthorityOwnerGeneration), writes
 /// the inventory root, consumes the reservation and moves every slot; each member's record

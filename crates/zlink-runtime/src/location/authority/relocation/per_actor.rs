@@ -18,16 +18,16 @@
 
 use serde::{Deserialize, Serialize};
 use zlink_codec::records::ObjectKind;
-use zlink_codec::{OwnerId, RoutingId};
 use zlink_store_spi::{LocationStore, Mutation, ReadResult, StoreKey};
 
 use super::super::super::engine::Expect;
 use super::super::super::error::{InvalidOperation, LocationError, RecordName};
-use super::super::super::generation::{ObjectGeneration, OwnerLeaseGeneration};
+use super::super::super::generation::ObjectGeneration;
 use super::super::super::identity::{HostRun, NodeKey, ObjectId};
 use super::super::AuthorityClient;
 use super::super::handle::AuthorityHandle;
 use super::super::outcome::{Conflict, Outcome};
+use super::super::rows::{wire_node, wire_run};
 use super::TargetReservation;
 use crate::location::admission::AdmissionOp;
 
@@ -119,22 +119,8 @@ impl PerActorMoveRecord {
         if w.record_version != 1 {
             return Err(corrupt());
         }
-        let run = |owner: String, generation: &str| -> Result<HostRun, LocationError> {
-            Ok(HostRun {
-                owner_id: OwnerId::new(owner).map_err(|_| corrupt())?,
-                lease_generation: generation
-                    .parse()
-                    .ok()
-                    .and_then(OwnerLeaseGeneration::new)
-                    .ok_or_else(corrupt)?,
-            })
-        };
-        let node = |mesh: String, rid: &str| -> Result<NodeKey, LocationError> {
-            Ok(NodeKey {
-                mesh: zlink_codec::MeshName::new(mesh).map_err(|_| corrupt())?,
-                routing_id: RoutingId::from_hex(rid).map_err(|_| corrupt())?,
-            })
-        };
+        let run = |owner, generation: &str| wire_run(RecordName::PerActorMove, owner, generation);
+        let node = |mesh, rid: &str| wire_node(RecordName::PerActorMove, mesh, rid);
         let record = Self {
             spot: ObjectId::new(w.spot).map_err(|_| corrupt())?,
             object_generation: w
