@@ -1,5 +1,5 @@
-//! Repository rules as tests (`cargo test -p xtask`): the crate dependency rule of
-//! ARCHITECTURE.md and no machine paths in tracked files.
+//! Repository rules as tests (`cargo test -p xtask`): the crate dependency rule drawn in
+//! `docs/architecture.md` and no machine paths in tracked files.
 
 #[cfg(test)]
 mod tests {
@@ -33,6 +33,79 @@ mod tests {
             }
         }
         deps
+    }
+
+    /// The dependency table of `docs/architecture.md`: crate → the zlink crates it may name.
+    fn drawn_dependencies() -> std::collections::BTreeMap<String, Vec<String>> {
+        let path = workspace_root().join("docs").join("architecture.md");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut table = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let cells: Vec<&str> = line.trim().trim_matches('|').split('|').collect();
+            let [krate, allowed] = cells[..] else {
+                continue;
+            };
+            let krate = krate.trim();
+            if !krate.starts_with("zlink-") {
+                continue;
+            }
+            let allowed = allowed
+                .split(',')
+                .map(str::trim)
+                .filter(|d| d.starts_with("zlink-"))
+                .map(str::to_owned)
+                .collect();
+            table.insert(krate.to_owned(), allowed);
+        }
+        table
+    }
+
+    #[test]
+    fn every_crate_depends_only_on_the_zlink_crates_docs_architecture_draws() {
+        let table = drawn_dependencies();
+        let crates_dir = workspace_root().join("crates");
+        let mut crates: Vec<String> = std::fs::read_dir(&crates_dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", crates_dir.display()))
+            .filter_map(Result::ok)
+            .filter(|e| e.path().join("Cargo.toml").is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        crates.sort();
+        let mut problems = Vec::new();
+        for krate in &crates {
+            let Some(allowed) = table.get(krate) else {
+                problems.push(format!("{krate} is not drawn in docs/architecture.md"));
+                continue;
+            };
+            for dep in normal_dependencies(krate) {
+                if dep.starts_with("zlink-") && !allowed.contains(&dep) {
+                    problems.push(format!(
+                        "{krate} depends on {dep}, which docs/architecture.md does not draw"
+                    ));
+                }
+            }
+        }
+        for drawn in table.keys() {
+            if !crates.contains(drawn) {
+                problems.push(format!(
+                    "docs/architecture.md draws {drawn}, which does not exist"
+                ));
+            }
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    #[test]
+    fn location_core_depends_on_the_spi_and_the_codec_only() {
+        let zlink: Vec<String> = normal_dependencies("zlink-location")
+            .into_iter()
+            .filter(|d| d.starts_with("zlink-") && d != "zlink-store-spi" && d != "zlink-codec")
+            .collect();
+        assert!(
+            zlink.is_empty(),
+            "zlink-location depends on {zlink:?}; it knows no network, object or relocation engine"
+        );
     }
 
     #[test]
@@ -102,6 +175,7 @@ mod tests {
                     "zlink-store-spi",
                     "zlink-codec",
                     "zlink-transport",
+                    "zlink-location",
                     "zlink-relocation",
                 ]
                 .contains(&d.as_str())

@@ -48,13 +48,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use zlink_location::{
+    AuthorityHandle, CapacityLimits, LocationRuntime, MeshName, NodeKey, ObjectId, ObjectKind,
+    Outcome, ReserveRequest, RoutingId, StableType, TargetNode, TargetReservation,
+};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
-use zlink_runtime::location::testing::{
-    self, AuthorityHandle, Outcome, ReserveRequest, TargetNode, TargetReservation,
-};
-use zlink_runtime::location::{
-    CapacityLimits, LocationRuntime, MeshName, NodeKey, ObjectId, ObjectKind, RoutingId, StableType,
-};
 use zlink_store_spi::{
     Condition, DynLocationStore, LocationStore, Mutation, StoreKey, WriteRequest,
 };
@@ -236,7 +234,8 @@ async fn reserve_commit(
     target: &TargetNode,
     id: ObjectId,
 ) -> Result<AuthorityHandle, String> {
-    let reserved = testing::authority(rt)
+    let reserved = rt
+        .authority()
         .reserve(ReserveRequest {
             kind: ObjectKind::Actor,
             id,
@@ -249,7 +248,7 @@ async fn reserve_commit(
         .map_err(|e| e.to_string())?
         .applied()
         .ok_or("reserve conflicted")?;
-    testing::authority(rt)
+    rt.authority()
         .commit(&reserved, None)
         .await
         .map_err(|e| e.to_string())?
@@ -601,7 +600,8 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
             let (ra, pa, ptb, pool) = (ra.clone(), pa.clone(), ptb.clone(), pool.clone());
             async move {
                 let h = reserve_commit(&ra, &pa, object(&format!("no{c}"), i)?).await?;
-                let res = testing::authority(&ra)
+                let res = ra
+                    .authority()
                     .secure_target(&h, (*ptb).clone(), None)
                     .await
                     .map_err(|e| e.to_string())?
@@ -617,7 +617,7 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
             let (rb, pool) = (rb.clone(), pool.clone());
             async move {
                 let (h, res) = pool.take(i).ok_or("missing prepared object")?;
-                match testing::authority(&rb).new_owner(&h, &res).await {
+                match rb.authority().new_owner(&h, &res).await {
                     Ok(Outcome::Applied(_)) => Ok(()),
                     Ok(Outcome::Conflict(c)) => Err(format!("new owner conflicted: {c:?}")),
                     Err(e) => Err(e.to_string()),

@@ -24,12 +24,12 @@ use zlink_codec::{ObjectId, OperationId, RoutingId, StableType};
 use super::create::{CREATE_OBJECT, CreateCommand, CreationOrder};
 use super::host::{ObjectHost, ObjectKey, store_failure, what};
 use super::membership::Membership;
-use crate::location::{
+use crate::mesh::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
+use crate::mesh::node::{MeshNode, ReplyBody};
+use zlink_location::{
     AuthorityHandle, AuthorityRead, Conflict, Discovery, InvalidOperation, LocationError,
     OperationKey, Outcome,
 };
-use crate::mesh::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
-use crate::mesh::node::{MeshNode, ReplyBody};
 
 use super::messages::owner_unreachable;
 
@@ -159,7 +159,7 @@ impl ObjectClient {
             Some(r) => {
                 let p = PendingCreation::for_request(op.operation.to_hex(), r)
                     .map_err(|e| too_large(&e.to_string()))?;
-                crate::location::AuthorityClient::creation_record_fits(
+                zlink_location::AuthorityClient::creation_record_fits(
                     &self.objects.mesh,
                     call.kind,
                     &call.stable_type,
@@ -340,7 +340,7 @@ impl ObjectClient {
     async fn spot_node(
         &self,
         spot: &super::refs::SpotRef,
-    ) -> Result<crate::location::NodeKey, ZLinkError> {
+    ) -> Result<zlink_location::NodeKey, ZLinkError> {
         match self.read(ObjectKind::UserSpot, &spot.id).await? {
             AuthorityRead::Missing { .. } => Err(ZLinkError::NoRoute {
                 target: what(AuthorityKind::Spot, &spot.id),

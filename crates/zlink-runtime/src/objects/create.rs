@@ -26,9 +26,9 @@ use super::membership::Membership;
 use super::refs::terminal_ref;
 use super::registration::SpotExecution;
 use super::registration::{CreationContext, CreationDecision, FactoryContext};
-use crate::location::{AuthorityHandle, AuthorityRead, OperationKey, Outcome, TerminalWrite};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use zlink_codec::keys::AuthorityKind;
+use zlink_location::{AuthorityHandle, AuthorityRead, OperationKey, Outcome, TerminalWrite};
 
 /// The command-plane name of the remote creation of an Actor or User Spot.
 pub(crate) const CREATE_OBJECT: &str = "zlink.object.create";

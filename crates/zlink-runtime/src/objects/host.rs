@@ -14,8 +14,8 @@ use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 
 use super::live::{ErasedType, LiveObject};
 use super::registration::{EntryCallback, EntryClosing, ObjectCall};
-use crate::location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 use crate::mesh::messaging::{ErrorKind, RouteKind, UnavailableReason, ZLinkError};
+use zlink_location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 
 /// The default per-object mailbox: jobs.
 pub const DEFAULT_ACTOR_MAILBOX_JOBS: usize = 1024;
@@ -58,6 +58,8 @@ pub(crate) struct ObjectHost {
     live: Mutex<HashMap<ObjectKey, LiveEntry>>,
     pub(crate) codecs: Registry,
     pub(crate) location: Arc<LocationRuntime>,
+    /// The root's relocation settings.
+    pub(crate) relocation_options: crate::mesh::config::RelocationOptions,
     pub(crate) routes: super::routes::RouteCache,
     pub(crate) mailbox: (usize, usize),
     /// The Entry Spot's Actor creation callback (`None`: every creation is approved).
@@ -72,7 +74,7 @@ pub(crate) struct ObjectHost {
     /// The permits `activations` started with.
     pub(crate) activation_limit: u32,
     /// The node's capacity limits (the descriptor projects them beside the usage).
-    pub(crate) limits: crate::location::CapacityLimits,
+    pub(crate) limits: zlink_location::CapacityLimits,
     /// Instance Spot cold activation on this node (`instance/`).
     pub(crate) instances: super::instance::Instances,
     /// Live relocations through this node: held, followed and prepared objects.
@@ -135,6 +137,7 @@ impl ObjectHost {
             live: Mutex::new(HashMap::new()),
             codecs,
             location,
+            relocation_options: crate::mesh::config::RelocationOptions::default(),
             routes: super::routes::RouteCache::new(route_cache_max_age),
             mailbox: (DEFAULT_ACTOR_MAILBOX_JOBS, DEFAULT_ACTOR_MAILBOX_BYTES),
             entry_spot: entry.0,
@@ -142,11 +145,20 @@ impl ObjectHost {
             entry_closing: None,
             activations: Arc::new(tokio::sync::Semaphore::new(DEFAULT_ACTIVATION_CONCURRENCY)),
             activation_limit: DEFAULT_ACTIVATION_CONCURRENCY as u32,
-            limits: crate::location::CapacityLimits::default(),
+            limits: zlink_location::CapacityLimits::default(),
             instances: super::instance::Instances::new(),
             relocations: crate::relocation::Relocations::default(),
             host_state: None,
         }
+    }
+
+    /// The same host with the root's relocation settings.
+    pub(crate) fn with_relocation_options(
+        mut self,
+        options: crate::mesh::config::RelocationOptions,
+    ) -> Self {
+        self.relocation_options = options;
+        self
     }
 
     /// The same host with the Entry Spot's closing callback.
@@ -198,7 +210,7 @@ impl ObjectHost {
     }
 
     /// The same host with the node's capacity limits.
-    pub(crate) fn with_limits(mut self, limits: crate::location::CapacityLimits) -> Self {
+    pub(crate) fn with_limits(mut self, limits: zlink_location::CapacityLimits) -> Self {
         self.limits = limits;
         self
     }
@@ -236,7 +248,7 @@ impl ObjectHost {
         &self,
         key: ObjectKey,
         live: Arc<dyn LiveObject>,
-        record: &crate::location::AuthorityHandle,
+        record: &zlink_location::AuthorityHandle,
     ) {
         let entry = LiveEntry {
             run: record.owner().clone(),
@@ -255,7 +267,7 @@ impl ObjectHost {
         &self,
         key: ObjectKey,
         live: Arc<dyn LiveObject>,
-        spot: &crate::location::AuthorityHandle,
+        spot: &zlink_location::AuthorityHandle,
         stable_type: StableType,
         generation: u64,
     ) {
@@ -591,6 +603,6 @@ pub(crate) fn stale(why: &str) -> ZLinkError {
     )
 }
 
-pub(crate) fn store_failure(e: crate::location::LocationError) -> ZLinkError {
+pub(crate) fn store_failure(e: zlink_location::LocationError) -> ZLinkError {
     ZLinkError::application(ErrorKind::InternalFailure, &format!("location store: {e}"))
 }

@@ -21,7 +21,7 @@ use crate::relocation::Held;
 pub(crate) const END_OBJECT: &str = "zlink.object.end";
 
 impl ObjectSink for ObjectHost {
-    fn owner_gone(&self, run: crate::location::HostRun) {
+    fn owner_gone(&self, run: zlink_location::HostRun) {
         if Some(&run) == self.location.host_run().as_ref() {
             return;
         }
@@ -50,10 +50,10 @@ impl ObjectSink for ObjectHost {
                 }
             }
             match location.authority().recovery_sweep(&run).await {
-                Ok(crate::location::Outcome::Applied(report)) => {
+                Ok(zlink_location::Outcome::Applied(report)) => {
                     tracing::info!(owner = %run.owner_id, ?report, "recovery-sweep of a dead run");
                 }
-                Ok(crate::location::Outcome::Conflict(c)) => {
+                Ok(zlink_location::Outcome::Conflict(c)) => {
                     tracing::info!(owner = %run.owner_id, ?c, "recovery-sweep found the run alive");
                 }
                 Err(e) => {

@@ -15,11 +15,11 @@ use super::client::{ObjectClient, invalid};
 use super::host::{ObjectHost, ObjectKey, what};
 use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
-use crate::location::AuthorityRead;
 use crate::mesh::messaging::{
     ErrorKind, ErrorReply, Metadata, OutboundMessage, RouteKind, UnavailableReason, ZLinkError,
 };
 use crate::mesh::node::{Address, ReplyBody};
+use zlink_location::AuthorityRead;
 
 /// The record names an owner this node cannot reach (its route is not ready, or its lease
 /// is gone and discovery dropped it): `Unavailable`, never `NotFound` (spec 06 §20).

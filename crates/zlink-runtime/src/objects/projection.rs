@@ -10,7 +10,7 @@ use zlink_codec::records::{ActivationConcurrency, DescriptorCapacity, ObjectKind
 use zlink_codec::records::{SlotUsage, SpotTypeUsage};
 
 use super::host::ObjectHost;
-use crate::location::{LocationError, NodeKey};
+use zlink_location::{LocationError, NodeKey};
 
 /// The most per-type entries a descriptor carries (spec 21 §4).
 const MAX_SPOT_TYPES: usize = 1024;

@@ -18,7 +18,7 @@ use zlink_codec::{ObjectId, RoutingId};
 use zlink_store_spi::StoreVersion;
 
 use super::host::ObjectKey;
-use crate::location::{AuthorityHandle, HostRun};
+use zlink_location::{AuthorityHandle, HostRun};
 
 /// One entry: what a hit needs inline (the node, shared; when it was seen), the fence a later
 /// read is compared with boxed, so the map stays compact.

@@ -82,7 +82,7 @@ impl SpotManager {
         let (_, id) = key(id)?;
         let read = self.client.read(ObjectKind::UserSpot, &id).await?;
         Ok(match read {
-            crate::location::AuthorityRead::Found { handle, .. }
+            zlink_location::AuthorityRead::Found { handle, .. }
                 if handle.state() == zlink_codec::records::AllocationState::Active =>
             {
                 Some(SpotRef::of(&handle))

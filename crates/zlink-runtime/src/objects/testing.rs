@@ -10,7 +10,7 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_store_spi::StoreVersion;
 
 use super::routes::{RouteCache, Seen};
-use crate::location::{HostRun, OwnerLeaseGeneration};
+use zlink_location::{HostRun, OwnerLeaseGeneration};
 
 /// A node's route cache on its own (`cargo xtask bench objects` measures its hit resolve):
 /// every entry belongs to one made-up host run, so entries leave only by age.
@@ -27,7 +27,7 @@ impl RouteCacheBench {
         Self {
             cache: RouteCache::new(max_age),
             run: HostRun {
-                owner_id: crate::location::testing::new_owner_id(),
+                owner_id: zlink_location::new_owner_id(),
                 lease_generation: OwnerLeaseGeneration::MIN,
             },
             version: StoreVersion::new("1").unwrap_or_else(|_| unreachable!("a valid version")),

@@ -25,11 +25,11 @@ use super::source::{
 };
 use super::stage::{self, Settled, StageWriteError};
 use super::wire::{self, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
-use crate::location::{AuthorityHandle, Outcome, TargetReservation};
 use crate::mesh::messaging::{ErrorKind, ErrorMessage, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
+use zlink_location::{AuthorityHandle, Outcome, TargetReservation};
 
 /// The pause between two attempts to settle a stage record or a release whose outcome is
 /// unknown (spec 21 §10: re-read, and retry the same write, until the deadline).
@@ -153,7 +153,7 @@ impl<'a> Move<'a> {
     /// captured.
     pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<AuthorityHandle, ZLinkError> {
         let relocations = &self.client.objects.relocations;
-        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        let gate = relocations.gate(&self.client.objects.relocation_options)?;
         let claim = gate.source_claim(u32::from(self.rebuild == Rebuild::Preserve))?;
         self.permits = Some(gate.admit_outbound(claim).await?);
         let mut queue: VecDeque<Effect> = effects.into();
@@ -355,7 +355,7 @@ impl<'a> Move<'a> {
                     break Ok(Outcome::Applied(*applied));
                 }
                 Settled::Changed => {
-                    break Ok(Outcome::Conflict(crate::location::Conflict::Reservation));
+                    break Ok(Outcome::Conflict(zlink_location::Conflict::Reservation));
                 }
                 Settled::NotApplied if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(SETTLE_PAUSE).await;
@@ -437,13 +437,7 @@ impl<'a> Move<'a> {
                 payload: summary,
             }];
         }
-        let limit = self
-            .client
-            .objects
-            .location
-            .options()
-            .relocation
-            .payload_chunk_limit;
+        let limit = self.client.objects.relocation_options.payload_chunk_limit;
         let attempt = self.binding().attempt.get();
         match send::split(&self.handle, (self.relocation(), attempt), limit, payload) {
             Ok((header, chunks, summary, encoded)) => {
@@ -490,7 +484,7 @@ impl<'a> Move<'a> {
         };
         inner.send_control(&peer, wire::RESTORE, wire::encode(&cmd)?)?;
         let relocations = &self.client.objects.relocations;
-        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        let gate = relocations.gate(&self.client.objects.relocation_options)?;
         send::chunks(inner, &peer, gate, chunks).await?;
         let body = wire::encode(&MoveRef::of(self.relocation()))?;
         answered(request(self.client, &to, wire::PREPARE, body).await).map(|_| ())
@@ -578,7 +572,7 @@ impl<'a> Move<'a> {
         loop {
             let released = match authority.reservation_now(&reservation).await {
                 Ok(Some(now)) => authority.release_target(&now).await,
-                Ok(None) => Ok(Outcome::Conflict(crate::location::Conflict::Reservation)),
+                Ok(None) => Ok(Outcome::Conflict(zlink_location::Conflict::Reservation)),
                 Err(e) => Err(e),
             };
             match released {

@@ -64,7 +64,7 @@ use zlink_relocation::transfer::{
     PayloadUnit, RESTORE_HEADER_LEN,
 };
 
-use crate::location::RelocationOptions;
+use crate::mesh::config::RelocationOptions;
 use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 
 /// The target admission request (a command-plane request, answered once the target holds

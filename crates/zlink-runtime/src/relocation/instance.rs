@@ -29,12 +29,12 @@ use zlink_relocation::unit::UnitKind;
 
 use super::drive::Move;
 use super::source::{Ready, start_single};
-use crate::location::AuthorityRead;
 use crate::mesh::messaging::{UnavailableReason, ZLinkError};
 use crate::objects::SpotRef;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, store_failure, what};
 use crate::objects::instance::Ending;
+use zlink_location::AuthorityRead;
 
 /// The tag a stage record gives an Instance Spot's record payload (`stage.rs`).
 const STAGED_TAG: &[u8] = b"m1";

@@ -325,7 +325,7 @@ impl Relocations {
     /// The unit gate, made from `options` (the root's, validated at startup) on first use.
     pub(crate) fn gate(
         &self,
-        options: &crate::location::RelocationOptions,
+        options: &crate::mesh::config::RelocationOptions,
     ) -> Result<&gate::UnitGate, gate::GateError> {
         if let Some(g) = self.gate.get() {
             return Ok(g);

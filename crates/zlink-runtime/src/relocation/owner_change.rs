@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use zlink_codec::records::{AllocationState, ObjectKind};
 
 use super::wire::PerActorPart;
-use crate::location::{
+use zlink_location::{
     AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome,
     OwnerChangeRead, RecordName, TargetReservation,
 };

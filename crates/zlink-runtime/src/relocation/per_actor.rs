@@ -57,7 +57,6 @@ use super::source::{Ready, relocate_actor_unit, start_single};
 #[cfg(test)]
 pub(crate) use super::target::resend_restores;
 use super::wire::{PerActorPart, Rebuild};
-use crate::location::AuthorityRead;
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
@@ -65,6 +64,7 @@ use crate::objects::host::{ObjectHost, ObjectKey, store_failure};
 use crate::objects::live::LiveObject;
 use crate::objects::membership::Membership;
 use crate::objects::registration::{RelocationChoice, SpotExecution};
+use zlink_location::AuthorityRead;
 
 /// A `PerActor` User Spot whose authority moved: its member Actors still to move and the
 /// source Spot activation to close once they did.

@@ -17,9 +17,9 @@ use zlink_transport::{Envelope, PeerHandle};
 use super::gate::{self, UnitGate};
 use super::source::answered;
 use super::wire;
-use crate::location::AuthorityHandle;
 use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use crate::mesh::node::NodeInner;
+use zlink_location::AuthorityHandle;
 
 /// The command-plane ping: its answer acknowledges every chunk sent before it on the same
 /// connection (the target runs one-way commands in arrival order before a later request).

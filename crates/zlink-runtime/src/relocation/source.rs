@@ -19,7 +19,6 @@ use super::drive::Move;
 use super::follow::{FollowChain, FollowRecord, Followed, next_hop};
 use super::stage;
 use super::wire::{self, Rebuild};
-use crate::location::{AuthorityHandle, AuthorityRead, TargetNode};
 use crate::mesh::messaging::{ErrorReply, UnavailableReason, ZLinkError};
 use crate::mesh::node::ReplyBody;
 use crate::objects::ActorRef;
@@ -29,6 +28,7 @@ use crate::objects::live::LiveObject;
 use crate::objects::membership::Membership;
 use crate::objects::messages::owner_unreachable;
 use crate::objects::registration::RelocationChoice;
+use zlink_location::{AuthorityHandle, AuthorityRead, TargetNode};
 
 /// How long the source waits for the target's relay-ready and cutover answers.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -239,8 +239,11 @@ pub(super) async fn request_within(
 /// target that is still settling its owner change.
 pub(super) fn cutover_answer_timeout(client: &ObjectClient) -> Duration {
     let options = client.objects.location.options();
-    ANSWER_TIMEOUT
-        .max(options.store_failure_grace + options.relocation.cutover_wait_timeout + ANSWER_TIMEOUT)
+    ANSWER_TIMEOUT.max(
+        options.store_failure_grace
+            + client.objects.relocation_options.cutover_wait_timeout
+            + ANSWER_TIMEOUT,
+    )
 }
 
 /// Sends the cutover of `relocation` (`command`: the single-object or the aggregate one) to

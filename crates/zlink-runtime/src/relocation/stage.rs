@@ -1,6 +1,6 @@
 //! The stage records of a live Actor move (spec 21 §6.1, §8.2, §9.1): each is a Preserve of the
 //! Actor's authority record that carries the move's reservation
-//! ([`AuthorityClient::preserve_carrying`](crate::location::AuthorityClient::preserve_carrying)),
+//! ([`AuthorityClient::preserve_carrying`](zlink_location::AuthorityClient::preserve_carrying)),
 //! conditioned on the version the previous write of this move returned, so a NewOwner
 //! conditioned on the reservation is conditioned on the latest stage record.
 //!
@@ -22,7 +22,7 @@
 use serde_json::{Map, Value};
 use zlink_relocation::unit::{StageRecord, TargetListChecksum};
 
-use crate::location::{
+use zlink_location::{
     AuthorityClient, AuthorityHandle, AuthorityRead, LocationError, Outcome, TargetReservation,
 };
 

@@ -19,7 +19,6 @@ use zlink_transport::{Envelope, Reply, ReplyStatus};
 use super::Held;
 use super::gate::{self, AdmitCommand};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
-use crate::location::{Outcome, TargetReservation};
 use crate::mesh::messaging::RouteKind;
 use crate::mesh::messaging::{BoxFuture, ErrorKind, ErrorReply, ZLinkError};
 use crate::mesh::node::NodeInner;
@@ -27,6 +26,7 @@ use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::inbound;
 use crate::objects::live::{Built, Completion, LiveObject};
 use crate::objects::registration::FactoryContext;
+use zlink_location::{Outcome, TargetReservation};
 
 /// How long a Restore waits for its prepare request before it is forgotten (longer than the
 /// source waits for relay-ready).
@@ -241,7 +241,7 @@ async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
                 .map_err(|e| format!("the Restore declares more than was admitted: {e}")),
             None => host
                 .relocations
-                .gate(&host.location.options().relocation)
+                .gate(&host.relocation_options)
                 .and_then(|g| g.try_inbound(declared))
                 .map_err(|e| e.to_string()),
         };
@@ -483,7 +483,7 @@ async fn ready(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
         .map_err(|e| failed(&e.to_string()))?;
     p.ready = true;
     drop(stage);
-    let wait = host.location.options().relocation.cutover_wait_timeout;
+    let wait = host.relocation_options.cutover_wait_timeout;
     tokio::spawn(async move {
         tokio::time::sleep(wait).await;
         if commit(&host, relocation).await.is_some() {
@@ -515,10 +515,7 @@ async fn admit(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
         relocation: cmd.relocation,
     }
     .id()?;
-    let gate = host
-        .relocations
-        .gate(&host.location.options().relocation)?
-        .clone();
+    let gate = host.relocations.gate(&host.relocation_options)?.clone();
     let permits = tokio::time::timeout(gate::ADMIT_WAIT, gate.admit_inbound(cmd.bytes))
         .await
         .map_err(|_| {

@@ -4,8 +4,8 @@
 use zlink_codec::records::{ObjectKind, ObjectRole};
 use zlink_codec::{ChannelName, CodecError, MeshName, StableType};
 
-use crate::location::ConfigError;
 use crate::mesh::messaging::HandlerKey;
+use zlink_location::ConfigError;
 
 /// What a [`StartupError`] is about, coarse enough to branch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -445,6 +445,13 @@ pub enum StartupError {
         #[source]
         source: ConfigError,
     },
+    /// The root relocation settings break a rule of spec 06 §3 / 28 §5.
+    #[error("relocation options are invalid: {source}")]
+    RelocationOptions {
+        /// The rule broken.
+        #[source]
+        source: super::RelocationConfigError,
+    },
     /// A codec registration is invalid (spec 06 §12).
     #[error("codec registration is invalid: {0}")]
     Codec(#[source] CodecError),
@@ -531,7 +538,9 @@ impl StartupError {
             | E::NotASpotKind { .. }
             | E::ServerSettingOnNonServer { .. }
             | E::UnspecifiedAdvertisedHost { .. } => K::InvalidCombination,
-            E::LocationOptions { .. } | E::Codec(_) => K::InvalidOptions,
+            E::LocationOptions { .. } | E::RelocationOptions { .. } | E::Codec(_) => {
+                K::InvalidOptions
+            }
         }
     }
 }

@@ -85,6 +85,7 @@ mod error;
 mod hosted;
 mod node;
 mod plan;
+mod relocation_options;
 mod root;
 mod validate;
 
@@ -100,6 +101,7 @@ pub use node::{
     DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_ROUTING_ID_PREFIX, MeshNodeBuilder, Topology,
 };
 pub use plan::{ManualPeer, MeshNodePlan, ObjectTypePlan, PeerEndpoint, RoutingIdPlan, ZLinkPlan};
+pub use relocation_options::{RelocationConfigError, RelocationOptions};
 pub use root::{DEFAULT_BIND_HOST, ZLink, ZLinkBuilder};
 pub use validate::{MAX_MAINTENANCE_WAVE_LEN, MAX_ROUTING_ID_PREFIX_LEN};
 

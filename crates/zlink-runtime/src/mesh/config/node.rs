@@ -278,7 +278,7 @@ impl<H> MeshNodeBuilder<H> {
 
     /// Registers a RouteMesh Channel Server membership with the default weight 100.
     pub fn channel_server(self, channel: ChannelName) -> Self {
-        self.channel_server_weighted(channel, i64::from(crate::location::DEFAULT_WEIGHT))
+        self.channel_server_weighted(channel, i64::from(zlink_location::DEFAULT_WEIGHT))
     }
 
     /// Registers a RouteMesh Channel Server membership with a weight in 0..=10000 (spec 06

@@ -12,8 +12,8 @@ use zlink_store_spi::{DynLocationStore, DynRelocationStore};
 
 use super::hosted::HostedService;
 use super::node::Topology;
-use crate::location::{CapacityLimits, LocationOptions};
 use crate::mesh::messaging::HandlerKey;
+use zlink_location::{CapacityLimits, LocationOptions};
 
 /// A validated `host:port` endpoint (port 1..=65535; an IPv6 host without brackets).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -132,6 +132,7 @@ pub struct MeshNodePlan<H> {
     pub(crate) capacity_limits: CapacityLimits,
     pub(crate) activation_concurrency: u32,
     pub(crate) location_options: LocationOptions,
+    pub(crate) relocation_options: super::RelocationOptions,
     pub(crate) mailbox_jobs: usize,
     pub(crate) mailbox_bytes: usize,
     pub(crate) object_types: Vec<ObjectTypePlan>,
@@ -250,6 +251,11 @@ impl<H> MeshNodePlan<H> {
     /// Follow overrides.
     pub fn location_options(&self) -> &LocationOptions {
         &self.location_options
+    }
+
+    /// The root's relocation settings.
+    pub fn relocation_options(&self) -> &super::RelocationOptions {
+        &self.relocation_options
     }
 }
 

@@ -13,9 +13,9 @@ use super::error::StartupError;
 use super::hosted::HostedService;
 use super::node::MeshNodeBuilder;
 use super::plan::ZLinkPlan;
-use crate::location::LocationOptions;
 use crate::mesh::messaging::{Filter, FilterContext, Next, NodeHandler, ZLinkError};
 use crate::mesh::messaging::{FnFilter, ScopedFactories};
+use zlink_location::LocationOptions;
 
 /// The default bind host of every listener (loopback: nothing is exposed unless asked).
 pub const DEFAULT_BIND_HOST: &str = "127.0.0.1";
@@ -27,6 +27,7 @@ pub struct ZLinkBuilder<H> {
     pub(crate) location_stores: Vec<Arc<dyn DynLocationStore>>,
     pub(crate) relocation_stores: Vec<Arc<dyn DynRelocationStore>>,
     pub(crate) location_options: LocationOptions,
+    pub(crate) relocation_options: super::RelocationOptions,
     pub(crate) codecs: RegistryBuilder,
     pub(crate) application_version: u64,
     pub(crate) maintenance_wave: Option<String>,
@@ -44,6 +45,7 @@ impl<H> fmt::Debug for ZLinkBuilder<H> {
             .field("location_stores", &self.location_stores.len())
             .field("relocation_stores", &self.relocation_stores.len())
             .field("location_options", &self.location_options)
+            .field("relocation_options", &self.relocation_options)
             .field("application_version", &self.application_version)
             .field("maintenance_wave", &self.maintenance_wave)
             .field("bind_host", &self.bind_host)
@@ -72,6 +74,7 @@ impl<H> ZLinkBuilder<H> {
             location_stores: Vec::new(),
             relocation_stores: Vec::new(),
             location_options: LocationOptions::default(),
+            relocation_options: super::RelocationOptions::default(),
             codecs: RegistryBuilder::default(),
             application_version: 0,
             maintenance_wave: None,
@@ -127,6 +130,12 @@ impl<H> ZLinkBuilder<H> {
     /// Sets the root location options (validated at start, spec 21 §5 / §7.3).
     pub fn location_options(mut self, options: LocationOptions) -> Self {
         self.location_options = options;
+        self
+    }
+
+    /// Sets the root relocation settings (validated at start, spec 06 §3, 28 §5).
+    pub fn relocation_options(mut self, options: super::RelocationOptions) -> Self {
+        self.relocation_options = options;
         self
     }
 

@@ -16,8 +16,8 @@ use super::node::{
 };
 use super::plan::{ManualPeer, MeshNodePlan, PeerEndpoint, RoutingIdPlan, ZLinkPlan};
 use super::root::ZLinkBuilder;
-use crate::location::{CapacityLimits, DEFAULT_WEIGHT, LocationOptions, MAX_WEIGHT};
 use crate::mesh::messaging::{HandlerKey, PacketName};
+use zlink_location::{CapacityLimits, DEFAULT_WEIGHT, LocationOptions, MAX_WEIGHT};
 
 /// The longest automatic routing-id prefix (spec 06 §23).
 pub const MAX_ROUTING_ID_PREFIX_LEN: usize = 64;
@@ -32,6 +32,9 @@ pub(crate) fn validate<H>(root: ZLinkBuilder<H>) -> Result<ZLinkPlan<H>, Startup
     root.location_options
         .validate()
         .map_err(|source| StartupError::LocationOptions { mesh: None, source })?;
+    root.relocation_options
+        .validate()
+        .map_err(|source| StartupError::RelocationOptions { source })?;
     let codecs = root.codecs.build().map_err(StartupError::Codec)?;
     if root.application_version > MAX_DECIMAL {
         return Err(StartupError::ApplicationVersionOutOfRange {
@@ -51,6 +54,7 @@ pub(crate) fn validate<H>(root: ZLinkBuilder<H>) -> Result<ZLinkPlan<H>, Startup
         bind_host: &root.bind_host,
         advertised_host: root.advertised_host.as_deref(),
         location_options: &root.location_options,
+        relocation_options: &root.relocation_options,
     };
     let mut meshes = BTreeSet::new();
     let mut channel_index: BTreeMap<ChannelName, MeshName> = BTreeMap::new();
@@ -104,6 +108,7 @@ struct RootIdentity<'a> {
     bind_host: &'a str,
     advertised_host: Option<&'a str>,
     location_options: &'a LocationOptions,
+    relocation_options: &'a super::RelocationOptions,
 }
 
 fn at_most_once<T>(mut stores: Vec<T>, store: StoreKind) -> Result<Option<T>, StartupError> {
@@ -444,6 +449,7 @@ fn validate_node<H>(
         capacity_limits,
         activation_concurrency,
         location_options,
+        relocation_options: root.relocation_options.clone(),
         mailbox_jobs: jobs as usize,
         mailbox_bytes: bytes as usize,
         object_types,

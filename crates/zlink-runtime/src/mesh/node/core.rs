@@ -179,7 +179,7 @@ pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
     ) -> Option<crate::mesh::messaging::BoxFuture<'static, ()>>;
 
     /// A host run's owner lease is gone (discovery no longer lists it): reclaim what it owned.
-    fn owner_gone(&self, run: crate::location::HostRun);
+    fn owner_gone(&self, run: zlink_location::HostRun);
 
     /// The usage this node's descriptor projects now (`None` when it cannot be read).
     fn projection(

@@ -23,7 +23,7 @@ use zlink_codec::{ChannelName, Generation, ObjectId, RoutingId};
 use zlink_transport::PeerIntent;
 
 use super::core::NodeInner;
-use crate::location::{
+use zlink_location::{
     CapacityLimits, DescriptorPublisher, Discovery, DiscoveryView, HostRun, LocationError,
 };
 
@@ -217,7 +217,7 @@ async fn project_usage(node: &NodeInner) {
 /// object layer, which reclaims their authority rows with the recovery-sweep (an extension
 /// beyond spec 21, which leaves object failover to a future contract; delete only).
 fn owners_gone(node: &NodeInner, view: &DiscoveryView, runs: &mut HashSet<HostRun>) {
-    if !matches!(view.status, crate::location::DiscoveryStatus::Fresh) {
+    if !matches!(view.status, zlink_location::DiscoveryStatus::Fresh) {
         return;
     }
     let now: HashSet<HostRun> = view.nodes.iter().map(|n| n.run.clone()).collect();
@@ -267,7 +267,7 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
     node.peers.write().set_discovered(known);
     // A Ready peer that a fresh full list does not name (its lease expired, or it dialed us
     // after leaving) and that no manual intent names is closed: only listed nodes are peers.
-    if matches!(view.status, crate::location::DiscoveryStatus::Fresh) {
+    if matches!(view.status, zlink_location::DiscoveryStatus::Fresh) {
         let strays: Vec<_> = {
             let peers = node.peers.read();
             peers

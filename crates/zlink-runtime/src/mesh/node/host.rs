@@ -16,9 +16,9 @@ use super::discover::NodeDescriptor;
 use super::handle::MeshNode;
 use super::lifecycle::Lifecycle;
 use super::status::{HostStatus, ShutdownOutcome, ShutdownReason, ShutdownReport};
-use crate::location::LocationRuntime;
 use crate::mesh::config::RunningHostedServices;
 use crate::mesh::messaging::{Message, Request, ZLinkError};
+use zlink_location::LocationRuntime;
 
 /// The default shutdown deadline (spec 28 §12).
 pub const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
@@ -80,7 +80,7 @@ impl ZLinkHost {
     }
 
     /// The discovery of this root's `i`-th MeshNode.
-    pub(crate) fn object_discovery(&self, i: usize) -> Arc<crate::location::Discovery> {
+    pub(crate) fn object_discovery(&self, i: usize) -> Arc<zlink_location::Discovery> {
         match self.inner.objects[i]
             .as_ref()
             .and_then(|o| o.discovery.clone())
@@ -278,12 +278,12 @@ impl ZLinkHost {
     /// It scans the authority rows: an operator query, not a hot path.
     pub async fn object_capacity(
         &self,
-    ) -> Result<Vec<(MeshName, zlink_codec::RoutingId, crate::location::NodeUsage)>, ZLinkError>
+    ) -> Result<Vec<(MeshName, zlink_codec::RoutingId, zlink_location::NodeUsage)>, ZLinkError>
     {
         let mut out = Vec::new();
         for (node, o) in self.inner.nodes.iter().zip(&self.inner.objects) {
             let Some(o) = o else { continue };
-            let key = crate::location::NodeKey {
+            let key = zlink_location::NodeKey {
                 mesh: node.mesh_name().clone(),
                 routing_id: node.routing_id().clone(),
             };
@@ -315,9 +315,9 @@ impl ZLinkHost {
     /// owner's lease is gone. A Store failure is an error, never an absent object.
     pub async fn locate(
         &self,
-        kind: crate::location::LookupKind,
+        kind: zlink_location::LookupKind,
         id: &zlink_codec::ObjectId,
-    ) -> Result<Option<crate::location::LocationEntry>, ZLinkError> {
+    ) -> Result<Option<zlink_location::LocationEntry>, ZLinkError> {
         self.location_runtime()
             .await?
             .lookup(kind, id)
@@ -331,16 +331,16 @@ impl ZLinkHost {
     /// fails the whole page.
     pub async fn list_locations(
         &self,
-        filter: crate::location::ListFilter,
+        filter: zlink_location::ListFilter,
         page_size: u32,
-        token: Option<&crate::location::PageToken>,
-    ) -> Result<crate::location::Page, ZLinkError> {
+        token: Option<&zlink_location::PageToken>,
+    ) -> Result<zlink_location::Page, ZLinkError> {
         self.location_runtime()
             .await?
             .list(filter, page_size, token)
             .await
             .map_err(|e| match e {
-                crate::location::LocationError::InvalidOperation(i) => ZLinkError::application(
+                zlink_location::LocationError::InvalidOperation(i) => ZLinkError::application(
                     crate::mesh::messaging::ErrorKind::InvalidOperation,
                     &i.to_string(),
                 ),

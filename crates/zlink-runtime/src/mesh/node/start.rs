@@ -22,13 +22,13 @@ use super::lifecycle::Lifecycle;
 use super::mailbox::Mailbox;
 use super::peers::PeerTable;
 use super::pending::Pending;
-use crate::location::{LocationError, LocationRuntime};
 use crate::mesh::config::{
     DEFAULT_ROUTING_ID_PREFIX, HostedStartError, MeshNodePlan, RoutingIdPlan, StartupError,
     Topology, ZLink, ZLinkPlan, start_hosted_services,
 };
 use crate::mesh::messaging::{Dispatcher, NodeHandler, ZLinkError};
 use zlink_codec::records::ObjectRole;
+use zlink_location::{LocationError, LocationRuntime};
 
 /// Why a root failed to start. Every configuration error surfaces as
 /// [`StartError::Config`] before any socket binds or Store request.
@@ -328,7 +328,7 @@ type NodeStart = (
 pub(crate) struct NodeObjects {
     pub(crate) host: Arc<crate::objects::host::ObjectHost>,
     /// The node's discovery (automatic topology): placement candidates come from its list.
-    pub(crate) discovery: Option<Arc<crate::location::Discovery>>,
+    pub(crate) discovery: Option<Arc<zlink_location::Discovery>>,
 }
 
 async fn start_node(
@@ -345,7 +345,7 @@ async fn start_node(
             .read(zlink_codec::records::ObjectKind::UserSpot, entry)
             .await
             .map_err(StartError::Location)?;
-        if matches!(read, crate::location::AuthorityRead::Found { .. }) {
+        if matches!(read, zlink_location::AuthorityRead::Found { .. }) {
             return Err(StartError::EntrySpotExists {
                 mesh: mesh.as_str().to_owned(),
                 id: entry.as_str().to_owned(),
@@ -433,6 +433,7 @@ async fn start_node(
                     (facts.entry_spot_id.clone(), n.entry_callback.clone()),
                 )
                 .with_entry_closing(n.entry_closing.clone())
+                .with_relocation_options(n.relocation_options().clone())
                 .with_activation_concurrency(n.activation_concurrency())
                 .with_limits(n.capacity_limits().clone())
                 .with_host_state(life.subscribe()),

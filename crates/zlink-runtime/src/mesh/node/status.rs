@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use zlink_codec::records::{HostState, ObjectRole};
 use zlink_codec::{ChannelName, Generation, MeshName, RoutingId};
 
-use crate::location::SweepReport;
 use crate::mesh::config::{PeerEndpoint, Topology};
+use zlink_location::SweepReport;
 
 /// The whole host: its state and each MeshNode.
 #[derive(Debug, Clone)]

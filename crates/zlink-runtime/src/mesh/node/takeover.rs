@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::core::NodeInner;
-use crate::location::{HostRun, LocationRuntime};
+use zlink_location::{HostRun, LocationRuntime};
 
 /// Follows the run `rt` holds until the runtime is dropped; `nodes` are this host's nodes.
 pub(crate) async fn follow(rt: Arc<LocationRuntime>, nodes: Vec<Arc<NodeInner>>) {

@@ -9,7 +9,6 @@ use zlink_codec::{ObjectId, OperationId, StableType};
 
 use super::envelope::ActivationEnvelope;
 use super::{deadline_exceeded, type_mismatch};
-use crate::location::AuthorityRead;
 use crate::mesh::messaging::{
     ErrorKind, Message, Metadata, OutboundMessage, Request, RouteKind, ZLinkError, decode_reply,
 };
@@ -17,6 +16,7 @@ use crate::mesh::node::ReplyBody;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::messages::owner_unreachable;
 use crate::objects::spots::is_entry_spot_id;
+use zlink_location::AuthorityRead;
 
 /// One Spot direct call with Instance intent (from
 /// [`SpotManager::instance`](crate::objects::SpotManager::instance)): delivered once to the

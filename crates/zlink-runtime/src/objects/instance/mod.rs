@@ -69,8 +69,8 @@ use zlink_codec::{ObjectId, StableType};
 use zlink_store_spi::{DynRelocationStore, Retention};
 
 use super::host::ObjectHost;
-use crate::location::{CapacityBundle, Discovery, LocationError, PlacementRng, TargetNode};
 use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use zlink_location::{CapacityBundle, Discovery, LocationError, PlacementRng, TargetNode};
 
 pub use call::InstanceCall;
 pub(crate) use ending::{Ending, Endings, moving};
@@ -157,7 +157,7 @@ impl Instances {
     }
 
     /// The host run of the node `rid` of this mesh, as the node's discovery list last read it.
-    pub(crate) fn run_of(&self, rid: &zlink_codec::RoutingId) -> Option<crate::location::HostRun> {
+    pub(crate) fn run_of(&self, rid: &zlink_codec::RoutingId) -> Option<zlink_location::HostRun> {
         let list = self.discovery.get()?.last_list()?;
         list.into_iter()
             .find(|n| &n.record.descriptor.routing_id == rid)
@@ -285,7 +285,7 @@ impl Instances {
             .map_err(super::host::store_failure)?;
         let bundle = CapacityBundle::for_object(ObjectKind::InstanceSpot, stable_type);
         let mut rng = self.rng.lock();
-        match crate::location::choose(
+        match zlink_location::choose(
             &candidates,
             ObjectKind::InstanceSpot,
             stable_type,

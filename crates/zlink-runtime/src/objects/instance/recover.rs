@@ -10,8 +10,8 @@ use zlink_store_spi::{BlobReadResult, RelocationStore};
 
 use super::envelope::{ActivationEnvelope, RecoveryRoot};
 use super::target::{build, end_of_use, open_with_first};
-use crate::location::{AuthorityHandle, Conflict, HostRun, Outcome};
 use crate::objects::host::ObjectHost;
+use zlink_location::{AuthorityHandle, Conflict, HostRun, Outcome};
 
 /// How many times a stored envelope that reads as missing is read again before it is
 /// declared lost (spec 21 §10: a limited number of re-reads).

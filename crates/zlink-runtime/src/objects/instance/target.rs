@@ -14,8 +14,6 @@ use zlink_transport::{Envelope, PeerHandle};
 
 use super::envelope::{ActivationEnvelope, MAX_HOPS, RecoveryRoot, decode_output, encode_output};
 use super::{Activating, deadline_exceeded, settled, type_mismatch};
-use crate::location::{AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome};
-use crate::location::{InvalidOperation, ReserveRequest};
 use crate::mesh::messaging::{
     ErrorKind, ErrorReply, Metadata, RouteKind, UnavailableReason, ZLinkError,
 };
@@ -24,6 +22,8 @@ use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::live::{Built, LiveObject};
 use crate::objects::messages::owner_unreachable;
 use crate::objects::registration::{FactoryContext, MessageContext, ObjectCall, ObjectOutput};
+use zlink_location::{AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome};
+use zlink_location::{InvalidOperation, ReserveRequest};
 
 /// The command-plane name of an Instance Spot activation envelope.
 pub(crate) const ACTIVATE_SPOT: &str = "zlink.spot.activate";

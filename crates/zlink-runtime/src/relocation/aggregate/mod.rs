@@ -79,8 +79,8 @@ use serde::{Deserialize, Serialize};
 
 use super::target::Command;
 use super::wire::protocol;
-use crate::location::ReservationWire;
 use crate::mesh::messaging::ZLinkError;
+use zlink_location::ReservationWire;
 
 pub(crate) use start::relocate_spot_wide;
 pub(super) use target::Incoming;

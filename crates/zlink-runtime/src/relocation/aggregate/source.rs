@@ -22,9 +22,6 @@ use zlink_store_spi::StoreVersion;
 
 use super::start::{Part, capacity_exceeded, internal};
 use super::{Payload, RestoreCommand};
-use crate::location::{
-    AuthorityHandle, AuthorityRead, LocationError, Outcome, TargetNode, TargetReservation,
-};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::objects::RelocationReadyOutcome;
 use crate::objects::client::{ObjectClient, invalid};
@@ -40,6 +37,9 @@ use crate::relocation::source::{
 };
 use crate::relocation::stage::{self, StageWriteError};
 use crate::relocation::wire::{self, MoveRef, ReadyCommand};
+use zlink_location::{
+    AuthorityHandle, AuthorityRead, LocationError, Outcome, TargetNode, TargetReservation,
+};
 
 /// How long the source waits for the target's admission: the target's own wait plus an
 /// answer's way back.
@@ -97,7 +97,7 @@ impl Group<'_> {
     /// to, and settles.
     pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<(), ZLinkError> {
         let relocations = &self.client.objects.relocations;
-        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        let gate = relocations.gate(&self.client.objects.relocation_options)?;
         let preserved = self.parts.iter().filter(|p| p.preserve).count();
         let preserved = u32::try_from(preserved).unwrap_or(u32::MAX);
         let listed = Payload::listed_len(&self.pages, self.parts.len());
@@ -110,9 +110,7 @@ impl Group<'_> {
                 > self
                     .client
                     .objects
-                    .location
-                    .options()
-                    .relocation
+                    .relocation_options
                     .max_payload_in_flight_bytes,
             "SpotWide relocation admitted at the unit gate"
         );
@@ -457,13 +455,7 @@ impl Group<'_> {
                 return vec![Event::CaptureFailed];
             }
         };
-        let limit = self
-            .client
-            .objects
-            .location
-            .options()
-            .relocation
-            .payload_chunk_limit;
+        let limit = self.client.objects.relocation_options.payload_chunk_limit;
         let attempt = self.unit.plan().binding().attempt.get();
         match send::split(&self.handle, (self.relocation(), attempt), limit, payload) {
             Ok((header, chunks, summary, encoded)) => {
@@ -502,7 +494,7 @@ impl Group<'_> {
         };
         inner.send_control(&peer, super::RESTORE, wire::encode(&cmd)?)?;
         let relocations = &self.client.objects.relocations;
-        let gate = relocations.gate(&self.client.objects.location.options().relocation)?;
+        let gate = relocations.gate(&self.client.objects.relocation_options)?;
         send::chunks_as(inner, &peer, gate, chunks, super::CHUNK).await?;
         let body = wire::encode(&MoveRef::of(self.relocation()))?;
         answered(request(self.client, &self.to(), super::PREPARE, body).await).map(|_| ())
@@ -600,7 +592,7 @@ impl Group<'_> {
         let authority = self.client.objects.location.authority();
         let released = match authority.reservation_now(&reservation).await {
             Ok(Some(now)) => authority.release_target(&now).await,
-            Ok(None) => Ok(Outcome::Conflict(crate::location::Conflict::Reservation)),
+            Ok(None) => Ok(Outcome::Conflict(zlink_location::Conflict::Reservation)),
             Err(e) => Err(e),
         };
         if !matches!(released, Ok(Outcome::Applied(()))) {

@@ -17,12 +17,12 @@ use zlink_relocation::unit::{
 };
 
 use super::source::Group;
-use crate::location::TargetNode;
 use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
 use crate::objects::registration::RelocationChoice;
+use zlink_location::TargetNode;
 
 /// One participant on the source: the Spot or a member Actor.
 pub(super) struct Part {

@@ -18,7 +18,6 @@ use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::Envelope;
 
 use super::{Payload, RestoreCommand};
-use crate::location::{AuthorityRead, Outcome, TargetReservation};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::objects::RelocationReadyOutcome;
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
@@ -27,6 +26,7 @@ use crate::objects::live::{Built, LiveObject, Turn};
 use crate::objects::registration::{FactoryContext, RelocationChoice};
 use crate::relocation::gate::{self, AdmitCommand, TargetPermits};
 use crate::relocation::wire::{self, CutoverReply, MoveRef, ReadyCommand, protocol};
+use zlink_location::{AuthorityRead, Outcome, TargetReservation};
 use zlink_relocation::transfer::{PayloadClaim, PayloadUnit};
 
 /// How long a Restore or a prepared group waits for the source before it is dropped.
@@ -97,7 +97,7 @@ pub(super) async fn restore(
                 .map_err(|e| format!("the Restore declares more than was admitted: {e}")),
             None => host
                 .relocations
-                .gate(&host.location.options().relocation)
+                .gate(&host.relocation_options)
                 .and_then(|g| {
                     g.try_inbound_claim(PayloadClaim::exact(
                         PayloadUnit::SpotWideAggregate,
@@ -142,10 +142,7 @@ pub(super) async fn admit(
         relocation: cmd.relocation,
     }
     .id()?;
-    let gate = host
-        .relocations
-        .gate(&host.location.options().relocation)?
-        .clone();
+    let gate = host.relocations.gate(&host.relocation_options)?.clone();
     let claim = PayloadClaim::exact(PayloadUnit::SpotWideAggregate, cmd.bytes);
     let permits = tokio::time::timeout(gate::ADMIT_WAIT, gate.admit_inbound_claim(claim))
         .await
@@ -361,7 +358,7 @@ pub(super) async fn ready(
         TargetReservation::from_wire(&cmd.reservation, own).map_err(|e| failed(&e.to_string()))?;
     *ready = true;
     drop(stage);
-    let wait = host.location.options().relocation.cutover_wait_timeout;
+    let wait = host.relocation_options.cutover_wait_timeout;
     tokio::spawn(async move {
         tokio::time::sleep(wait).await;
         if commit(&host, relocation).await.is_some() {
@@ -536,7 +533,7 @@ async fn commit(host: &Arc<ObjectHost>, relocation: u128) -> Option<Option<Cutov
 /// at most 64 at once. A member not rewritten still resolves through the Spot's record.
 async fn follow_owner(
     host: &Arc<ObjectHost>,
-    spot: &crate::location::AuthorityHandle,
+    spot: &zlink_location::AuthorityHandle,
     group: &[Built1],
 ) {
     let mut running = tokio::task::JoinSet::new();

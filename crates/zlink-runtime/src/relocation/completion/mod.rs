@@ -70,12 +70,12 @@ use zlink_store_spi::{BlobRef, DynRelocationStore};
 use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::stage;
-use crate::location::{AuthorityRead, HostRun, Outcome};
 use crate::mesh::messaging::{ErrorKind, ErrorReply, ZLinkError};
 use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::Completion;
 use payload::{decode_entries, encode_entries, hex};
+use zlink_location::{AuthorityRead, HostRun, Outcome};
 
 /// The command a target delivers one completion result with; the requester answers
 /// [`RECEIVED`] or [`ALREADY`].

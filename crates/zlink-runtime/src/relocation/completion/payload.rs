@@ -8,7 +8,7 @@ use zlink_codec::RoutingId;
 use zlink_transport::{OperationId, Reply, ReplyRouteId, ReplyStatus};
 
 use super::Entry;
-use crate::location::HostRun;
+use zlink_location::HostRun;
 
 /// The tag of a stored completion payload.
 const PAYLOAD_TAG: &[u8] = b"zc1";
@@ -98,7 +98,7 @@ pub(super) fn decode_entries(bytes: &[u8]) -> Option<(u128, Vec<Entry>)> {
         let requester_run = match (head.requester_owner, head.requester_lease) {
             (Some(o), Some(l)) => Some(HostRun {
                 owner_id: zlink_codec::OwnerId::new(o).ok()?,
-                lease_generation: crate::location::OwnerLeaseGeneration::new(l.parse().ok()?)?,
+                lease_generation: zlink_location::OwnerLeaseGeneration::new(l.parse().ok()?)?,
             }),
             _ => None,
         };

@@ -7,9 +7,9 @@ use zlink_codec::payload::{PayloadCodec, Selector};
 use zlink_codec::records::{MAX_DECIMAL, ObjectRole};
 
 use super::*;
-use crate::location::{ConfigError, LocationOptions};
 use crate::mesh::config::{HostField, StartupErrorKind, StoreKind, StoreRequirement, Topology};
 use crate::mesh::messaging::RouteKind;
+use zlink_location::{ConfigError, LocationOptions};
 
 #[test]
 fn valid_configuration_becomes_the_plan() {
@@ -200,19 +200,16 @@ fn route_cache_and_follow_gap_bounds() {
 fn relocation_chunk_limit_above_the_frame_bound_fails_startup() {
     use zlink_relocation::transfer::MAX_CHUNK_LIMIT;
     let with = |limit: usize| {
-        start(root().location_options(
-            LocationOptions::default().relocation(
-                crate::location::RelocationOptions::default().payload_chunk_limit(limit),
-            ),
+        start(root().relocation_options(
+            crate::mesh::config::RelocationOptions::default().payload_chunk_limit(limit),
         ))
     };
     assert!(with(MAX_CHUNK_LIMIT).is_ok());
     let err = with(MAX_CHUNK_LIMIT + 1).unwrap_err();
     assert!(matches!(
         err,
-        StartupError::LocationOptions {
-            mesh: None,
-            source: ConfigError::RelocationTransfer(_)
+        StartupError::RelocationOptions {
+            source: crate::mesh::config::RelocationConfigError::Transfer(_)
         }
     ));
     assert_eq!(err.kind(), StartupErrorKind::InvalidOptions);

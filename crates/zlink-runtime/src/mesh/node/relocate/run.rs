@@ -11,7 +11,6 @@ use zlink_codec::records::{HostState, ObjectKind};
 use zlink_codec::{ChannelName, RoutingId, StableType};
 
 use super::types::{RelocationMode, RelocationOutcome, RelocationReason, RelocationResult};
-use crate::location::AuthorityRead;
 use crate::mesh::config::Topology;
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use crate::mesh::node::control;
@@ -20,6 +19,7 @@ use crate::objects::ActorRef;
 use crate::objects::client::ObjectClient;
 use crate::objects::membership::Membership;
 use crate::objects::registration::RelocationChoice;
+use zlink_location::AuthorityRead;
 
 /// How often the target wait re-reads the descriptor list and the peer table.
 const TARGET_POLL: Duration = Duration::from_millis(100);
@@ -312,7 +312,7 @@ async fn eligible_targets(
     host: &HostInner,
     units: &[Unit],
     ask: Ask,
-) -> Result<Option<Vec<Targets>>, crate::location::LocationError> {
+) -> Result<Option<Vec<Targets>>, zlink_location::LocationError> {
     let mut all = Vec::with_capacity(host.objects.len());
     for (i, o) in host.objects.iter().enumerate() {
         let mut targets = Targets::new();
@@ -357,7 +357,7 @@ async fn eligible_targets(
             .collect();
         let candidates = discovery.candidates(objects.location.authority()).await?;
         for (kind, ty) in types {
-            let one = crate::location::CapacityBundle::for_object(kind, ty);
+            let one = zlink_location::CapacityBundle::for_object(kind, ty);
             let list: Vec<(RoutingId, u16)> = candidates
                 .iter()
                 .filter(|c| {
@@ -410,9 +410,7 @@ async fn move_all(
             .iter()
             .flatten()
             .next()
-            .map_or(64, |o| {
-                o.host.location.options().relocation.max_active_outbound
-            })
+            .map_or(64, |o| o.host.relocation_options.max_active_outbound)
             .max(1) as usize;
         let mut running = JoinSet::new();
         let mut queue = units.drain(..);
@@ -662,7 +660,7 @@ fn announce_weights(host: &HostInner, zero: bool) {
 async fn publish_each(
     host: &HostInner,
     state: HostState,
-) -> Result<(), (usize, crate::location::LocationError)> {
+) -> Result<(), (usize, zlink_location::LocationError)> {
     for (i, (node, d)) in host.nodes.iter().zip(&host.descriptors).enumerate() {
         if let Some(d) = d {
             let weights = node.inner.weights.read().clone();
@@ -693,7 +691,7 @@ async fn roll_back(host: &HostInner, attempted: usize) -> Vec<String> {
 }
 
 /// Publishes `state` in every descriptor of this host.
-async fn publish(host: &HostInner, state: HostState) -> Result<(), crate::location::LocationError> {
+async fn publish(host: &HostInner, state: HostState) -> Result<(), zlink_location::LocationError> {
     for (node, d) in host.nodes.iter().zip(&host.descriptors) {
         if let Some(d) = d {
             let weights = node.inner.weights.read().clone();

@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::records::ObjectRole;
 
 use super::support::*;
-use crate::location::tests::Harness;
 use crate::mesh::config::MeshNodeBuilder;
 use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request, ZLinkError};
 use crate::objects::{Actor, ActorType};
+use zlink_testkit::Harness;
 
 struct Counter {
     n: u64,
@@ -240,7 +240,7 @@ async fn actor_manager_needs_an_object_role() {
 /// A counter-type Object Server over `store` with `options` (short leases in these tests).
 async fn short_lease_server(
     store: Arc<dyn zlink_store_spi::DynLocationStore>,
-    options: crate::location::LocationOptions,
+    options: zlink_location::LocationOptions,
     factories: &Arc<AtomicUsize>,
 ) -> (crate::mesh::node::ZLinkHost, crate::mesh::node::MeshNode) {
     let host = crate::mesh::config::ZLink::builder()
@@ -256,7 +256,7 @@ async fn short_lease_server(
 }
 
 async fn actors_of_a_dead_owner_are_recreated_with_a_higher_generation(h: &Harness) {
-    use crate::location::tests::support::short_lease;
+    use super::support::short_lease;
     use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
     let factories = Arc::new(AtomicUsize::new(0));
     let options = short_lease().polling_interval(std::time::Duration::from_millis(100));
@@ -318,9 +318,10 @@ async fn actors_of_a_dead_owner_are_recreated_with_a_higher_generation(h: &Harne
 /// with their capacity, and `get_or_create` makes new incarnations with a higher
 /// ObjectGeneration.
 async fn an_earlier_run_of_this_host_is_reclaimed_after_a_lease_takeover(h: &Harness) {
-    use crate::location::tests::support::{short_lease, snapshot_of};
+    use super::support::short_lease;
     use std::time::Duration;
     use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
+    use zlink_testkit::snapshot_of;
     let factories = Arc::new(AtomicUsize::new(0));
     let options = short_lease().polling_interval(Duration::from_millis(100));
     let start_with = |store: Arc<dyn zlink_store_spi::DynLocationStore>| {
@@ -374,7 +375,7 @@ async fn an_earlier_run_of_this_host_is_reclaimed_after_a_lease_takeover(h: &Har
         .await
         .values()
         .map(|(bytes, _)| {
-            crate::location::testing::CapacityRow::decode(bytes)
+            zlink_location::CapacityRow::decode(bytes)
                 .expect("allocation row")
                 .actors
         })

@@ -1,9 +1,9 @@
 //! Two nodes find each other through the Location Store and exchange node-direct requests.
 
 use super::support::*;
-use crate::location::tests::Harness;
 use crate::mesh::messaging::ErrorKind;
 use crate::mesh::node::{HostState, ShutdownOutcome};
+use zlink_testkit::Harness;
 
 on_every_store!(nodes_discover_each_other_and_exchange_requests);
 

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::{ChannelName, RoutingId};
 
 use super::support::*;
-use crate::location::tests::Harness;
 use crate::mesh::messaging::{ErrorKind, Message, Request};
 use crate::mesh::node::{CallOptions, MeshNode, ShutdownOutcome, ZLinkHost};
+use zlink_testkit::Harness;
 
 /// A channel request its server answers with its own RID.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

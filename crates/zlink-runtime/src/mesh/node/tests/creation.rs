@@ -13,13 +13,13 @@ use zlink_codec::terminal::{CreationOutcome, CreationTerminal};
 use zlink_store_spi::{LocationStore, ReadResult};
 
 use super::support::*;
-use crate::location::tests::Harness;
-use crate::location::{AuthorityRead, OperationKey, Outcome};
 use crate::mesh::config::MeshNodeBuilder;
 use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request};
 use crate::mesh::node::ZLinkHost;
 use crate::objects::create::{CreateCommand, CreationOrder};
 use crate::objects::{Actor, ActorType, CreationDecision};
+use zlink_location::{AuthorityRead, OperationKey, Outcome};
+use zlink_testkit::Harness;
 
 /// An Actor that remembers the creation request it was built with.
 struct Keeper {
@@ -209,7 +209,7 @@ async fn the_terminal_is_kept_until_five_minutes_past_the_original_deadline(h: &
 }
 
 /// Reserves `id` on `host`'s node (as a creating source would) and returns the handle.
-async fn reserve_on(host: &ZLinkHost, id: &str) -> crate::location::AuthorityHandle {
+async fn reserve_on(host: &ZLinkHost, id: &str) -> zlink_location::AuthorityHandle {
     let objects = host.object_host(0);
     let discovery = host.object_discovery(0);
     let authority = objects.location.authority();
@@ -308,7 +308,7 @@ async fn a_request_at_the_record_bound_fits_and_one_byte_more_changes_nothing(h:
         // The reservation id of a creation is its OperationId in 32 hex digits.
         let p = zlink_codec::records::PendingCreation::for_request("0".repeat(32), &vec![7u8; n]);
         p.is_ok_and(|p| {
-            crate::location::AuthorityClient::creation_record_fits(
+            zlink_location::AuthorityClient::creation_record_fits(
                 &mesh(),
                 ObjectKind::Actor,
                 &zlink_codec::StableType::new("keeper").expect("type"),

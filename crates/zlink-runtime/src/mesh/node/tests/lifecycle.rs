@@ -17,12 +17,12 @@ use zlink_store_spi::{DynLocationStore, StoreKey, StoreVersion};
 type Snapshot = BTreeMap<StoreKey, (Bytes, StoreVersion)>;
 
 use super::support::*;
-use crate::location::tests::Harness;
 use crate::mesh::config::{
     HostedFuture, HostedService, MeshNodeBuilder, StartupErrorKind, Topology, ZLink,
 };
 use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request};
 use crate::mesh::node::{ShutdownOutcome, ShutdownReason, StartError, StartErrorKind};
+use zlink_testkit::Harness;
 
 /// A request whose handler sleeps `ms` milliseconds before replying "done".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

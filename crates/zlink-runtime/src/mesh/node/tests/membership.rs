@@ -10,12 +10,12 @@ use zlink_codec::ObjectId;
 use zlink_codec::records::{ObjectKind, ObjectRole};
 
 use super::support::*;
-use crate::location::AuthorityRead;
-use crate::location::tests::Harness;
 use crate::mesh::config::MeshNodeBuilder;
 use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request};
 use crate::mesh::node::ZLinkHost;
 use crate::objects::{Actor, Spot, SpotExecution};
+use zlink_location::AuthorityRead;
+use zlink_testkit::Harness;
 
 struct Hall {
     busy: Arc<AtomicBool>,

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
 
 use super::support::*;
-use crate::location::tests::Harness;
 use crate::mesh::messaging::{ErrorKind, Message, Metadata, Request};
 use crate::mesh::node::CallOptions;
+use zlink_testkit::Harness;
 
 /// A byte payload echoed back by its handler.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

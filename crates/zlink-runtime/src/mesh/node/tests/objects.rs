@@ -3,9 +3,9 @@
 use zlink_codec::records::{MeshNodeRecord, ObjectKind, ObjectRole, RelocationPolicy};
 
 use super::support::*;
-use crate::location::tests::Harness;
-use crate::location::tests::support::snapshot_of;
 use crate::objects::{Actor, Spot};
+use zlink_testkit::Harness;
+use zlink_testkit::snapshot_of;
 
 struct Counter;
 impl Actor for Counter {}

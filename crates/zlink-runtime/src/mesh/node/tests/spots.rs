@@ -11,10 +11,10 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::ObjectRole;
 
 use super::support::*;
-use crate::location::tests::Harness;
 use crate::mesh::config::MeshNodeBuilder;
 use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request};
 use crate::objects::{Actor, CreationDecision, Spot, SpotType};
+use zlink_testkit::Harness;
 
 struct Room {
     said: Vec<String>,
@@ -93,8 +93,8 @@ on_every_store!(
 );
 
 async fn operators_locate_and_list_objects_through_the_host(h: &Harness) {
-    use crate::location::{EntryState, ListFilter, LookupKind};
     use zlink_codec::records::ObjectKind;
+    use zlink_location::{EntryState, ListFilter, LookupKind};
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(h, server(&factories)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::{ChannelName, MeshName};
 use zlink_store_spi::DynLocationStore;
 
-use crate::location::LocationOptions;
-use crate::location::tests::Harness;
 use crate::mesh::config::{MeshNodeBuilder, ZLink, ZLinkBuilder};
 use crate::mesh::messaging::{Message, NodeHandler, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
+use zlink_location::LocationOptions;
+use zlink_testkit::Harness;
 
 /// How long any wait in these tests may take before it fails.
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
@@ -114,7 +114,7 @@ macro_rules! on_every_store {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let h = crate::location::tests::Harness::memory();
+                    let h = zlink_testkit::Harness::memory();
                     super::$name(&h).await;
                 }
             )*
@@ -123,7 +123,7 @@ macro_rules! on_every_store {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let Some(h) = crate::location::tests::Harness::redis(stringify!($name)).await else {
+                    let Some(h) = zlink_testkit::Harness::redis(stringify!($name)).await else {
                         return;
                     };
                     super::$name(&h).await;
@@ -134,7 +134,7 @@ macro_rules! on_every_store {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let Some(h) = crate::location::tests::Harness::cluster(stringify!($name)).await else {
+                    let Some(h) = zlink_testkit::Harness::cluster(stringify!($name)).await else {
                         return;
                     };
                     super::$name(&h).await;
@@ -210,5 +210,60 @@ pub(crate) async fn stop_all(hosts: &[&ZLinkHost]) {
         tokio::time::timeout(WAIT, h.shutdown_within(Duration::from_secs(2)))
             .await
             .expect("shutdown ends");
+    }
+}
+
+/// Short lease timings for tests that wait for a lease to expire: 100 + 100 < 1000 - 500.
+pub(crate) fn short_lease() -> LocationOptions {
+    LocationOptions::default()
+        .owner_lease_renew_interval(Duration::from_millis(100))
+        .owner_lease_renew_timeout(Duration::from_millis(100))
+        .owner_lease_ttl(Duration::from_millis(1000))
+        .owner_lease_fencing_margin(Duration::from_millis(500))
+}
+
+/// The Store key of an object's authority record.
+pub(crate) fn authority_key(
+    kind: zlink_location::ObjectKind,
+    id: &zlink_location::ObjectId,
+) -> zlink_store_spi::StoreKey {
+    zlink_location::authority_key(kind, id).expect("authority key")
+}
+
+/// A location runtime of its own over the harness's store (default options, renew loop off),
+/// for tests that read or write the Store beside the roots.
+pub(crate) async fn location_runtime(h: &Harness) -> zlink_location::LocationRuntime {
+    zlink_location::LocationRuntime::builder(h.store.clone())
+        .renew_loop(false)
+        .start()
+        .await
+        .expect("runtime starts")
+}
+
+/// What a test root is configured with: its location options, and optionally relocation
+/// settings beside them ([`WithRelocation`]).
+pub(crate) trait RootOptions {
+    /// The builder with these options set.
+    fn apply<H>(&self, builder: ZLinkBuilder<H>) -> ZLinkBuilder<H>;
+}
+
+impl RootOptions for LocationOptions {
+    fn apply<H>(&self, builder: ZLinkBuilder<H>) -> ZLinkBuilder<H> {
+        builder.location_options(self.clone())
+    }
+}
+
+/// Location options with relocation settings.
+#[derive(Debug, Clone)]
+pub(crate) struct WithRelocation(
+    pub(crate) LocationOptions,
+    pub(crate) crate::mesh::config::RelocationOptions,
+);
+
+impl RootOptions for WithRelocation {
+    fn apply<H>(&self, builder: ZLinkBuilder<H>) -> ZLinkBuilder<H> {
+        builder
+            .location_options(self.0.clone())
+            .relocation_options(self.1.clone())
     }
 }

@@ -11,12 +11,12 @@ use zlink_codec::records::{HostState, ObjectRole};
 use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
 use zlink_store_spi::DynLocationStore;
 
+use super::support::short_lease;
 use super::support::*;
-use crate::location::tests::Harness;
-use crate::location::tests::support::short_lease;
 use crate::mesh::config::Topology;
 use crate::mesh::messaging::ErrorKind;
 use crate::mesh::node::{MeshNode, ShutdownOutcome};
+use zlink_testkit::Harness;
 
 fn rid(bytes: &[u8]) -> RoutingId {
     RoutingId::new(bytes.to_vec()).expect("rid")

@@ -21,13 +21,13 @@ use zlink_store_spi::{
 mod restarts;
 
 use super::support::*;
-use crate::location::tests::Harness;
-use crate::location::tests::support::{CLUSTER_ENV, REDIS_ENV, short_lease, snapshot_of};
-use crate::location::{AuthorityHandle, AuthorityRead, LocationOptions, LocationRuntime};
 use crate::mesh::config::{MeshNodeBuilder, ZLink};
 use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request, ZLinkError};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Spot, SpotType};
+use zlink_location::{AuthorityHandle, AuthorityRead, LocationOptions, LocationRuntime};
+use zlink_testkit::Harness;
+use zlink_testkit::{CLUSTER_ENV, REDIS_ENV, snapshot_of};
 
 /// One Instance Spot: counts the messages it ran and logs them with its node's label.
 struct Room {
@@ -431,7 +431,7 @@ async fn first_message_creates_the_instance_spot_and_is_answered_by_it(h: &Harne
         hb.spots().expect("m"),
         hc.spots().expect("m"),
     ];
-    let rt = h.runtime().await;
+    let rt = location_runtime(h).await;
 
     // The first message creates the Spot and its reply comes from it.
     let first = spots[0]
@@ -674,7 +674,7 @@ async fn racing_first_messages_run_one_factory_and_every_message_is_answered_onc
     );
     // The winner removed its recovery root, then deleted its envelope; the losers' envelopes
     // are pointed to by nothing and expire with their retention.
-    let rt = h.runtime().await;
+    let rt = location_runtime(h).await;
     assert!(
         record(&rt, "hot")
             .await

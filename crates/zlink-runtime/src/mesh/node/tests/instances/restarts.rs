@@ -50,7 +50,7 @@ async fn envelope_no_record_points_to_is_gone_after_its_retention(h: &Harness) {
     let puts = relocation.puts();
     assert_eq!(puts.len(), 1);
     assert!(relocation.all_stored_and_read_back(), "stored and verified");
-    let rt = h.runtime().await;
+    let rt = location_runtime(h).await;
     assert!(record(&rt, "r").await.is_none(), "no record points at it");
     assert_eq!(factories.load(Ordering::SeqCst), 0);
     h.advance_store_time(retention + Duration::from_millis(500))
@@ -96,7 +96,7 @@ async fn creation_whose_owner_died_before_ready_is_cancelled(h: &Harness) {
             .request(&Say("first".into()))
             .await
     });
-    let rt = h.runtime().await;
+    let rt = location_runtime(h).await;
     let reader = &rt;
     let creating = eventually(h, "the record is Creating", move || async move {
         record(reader, "r")
@@ -171,7 +171,7 @@ async fn ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message(h:
             .request(&Say("first".into()))
             .await
     });
-    let rt = h.runtime().await;
+    let rt = location_runtime(h).await;
     let reader = &rt;
     let ready = eventually(
         h,

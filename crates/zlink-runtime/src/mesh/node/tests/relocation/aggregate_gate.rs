@@ -9,11 +9,11 @@ use std::pin::Pin;
 use zlink_relocation::transfer::{PayloadClaim, PayloadUnit};
 
 use super::spot_wide::{relocate, roots, spot_record};
-use crate::location::RelocationOptions;
-use crate::location::tests::Harness;
+use crate::mesh::config::RelocationOptions;
 use crate::mesh::node::ZLinkHost;
 use crate::mesh::node::tests::support::*;
 use crate::relocation::gate::{GateUsage, SourcePermits, UnitGate};
+use zlink_testkit::Harness;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -25,7 +25,7 @@ fn gate_of(host: &ZLinkHost) -> UnitGate {
     let objects = host.object_host(0);
     objects
         .relocations
-        .gate(&objects.location.options().relocation)
+        .gate(&objects.relocation_options)
         .expect("gate")
         .clone()
 }

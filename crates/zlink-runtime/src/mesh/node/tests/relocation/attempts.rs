@@ -5,11 +5,11 @@
 use std::sync::atomic::Ordering;
 
 use super::{Incr, Mesh, Policy, mesh_of, record};
-use crate::location::tests::Harness;
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{RelocateOptions, RelocationOutcome, RelocationReason};
 use crate::objects::live::RESTORE_ATTEMPTS;
 use crate::relocation::CAPTURE_ATTEMPTS;
+use zlink_testkit::Harness;
 
 on_every_store!(
     a_restore_that_fails_is_tried_again_on_a_new_instance_and_the_move_completes,

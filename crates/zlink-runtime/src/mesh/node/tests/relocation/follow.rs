@@ -22,7 +22,7 @@ struct Mesh3 {
     client: (ZLinkHost, MeshNode),
 }
 
-async fn mesh3(h: &Harness, options: crate::location::LocationOptions) -> Mesh3 {
+async fn mesh3(h: &Harness, options: zlink_location::LocationOptions) -> Mesh3 {
     let seen = Arc::new(Seen::default());
     let mut servers = Vec::new();
     for _ in 0..3 {

@@ -8,7 +8,7 @@ use zlink_relocation::transfer::{
 };
 
 use super::*;
-use crate::location::RelocationOptions;
+use crate::mesh::config::RelocationOptions;
 use crate::relocation::gate::{GateError, GateUsage, SourcePermits, UnitGate, encoded_len};
 
 on_every_store!(
@@ -311,15 +311,15 @@ async fn two_on_one_server(m: &Mesh) -> (ActorRef, ActorRef) {
     panic!("three counters on two servers: two share one");
 }
 
-fn relocation_options(r: RelocationOptions) -> crate::location::LocationOptions {
-    fast_options().relocation(r)
+fn relocation_options(r: RelocationOptions) -> WithRelocation {
+    WithRelocation(fast_options(), r)
 }
 
 fn gate_of(host: &ZLinkHost) -> UnitGate {
     let objects = &host.actors().expect("manager").client.objects;
     objects
         .relocations
-        .gate(&objects.location.options().relocation)
+        .gate(&objects.relocation_options)
         .expect("gate")
         .clone()
 }

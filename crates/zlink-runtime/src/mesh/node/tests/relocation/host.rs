@@ -8,14 +8,13 @@ use zlink_codec::records::{HostState, ObjectRole};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Incr, Policy, Seen, counter_type};
-use crate::location::LocationOptions;
-use crate::location::tests::Harness;
 use crate::mesh::config::ZLink;
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{
     HostEvent, MeshNode, RelocateError, RelocateOptions, RelocationMode, RelocationOutcome,
     RelocationReason, ZLinkHost,
 };
+use zlink_testkit::Harness;
 
 /// One root of the relocation tests: role, policy, application version, maintenance wave.
 #[derive(Clone)]
@@ -47,7 +46,7 @@ pub(super) async fn start_root(
     h: &Harness,
     spec: Spec,
     seen: &Arc<Seen>,
-    options: &LocationOptions,
+    options: &impl RootOptions,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     start_root_with(h, spec, seen, options, relocation).await
@@ -58,14 +57,14 @@ pub(super) async fn start_root_with(
     h: &Harness,
     spec: Spec,
     seen: &Arc<Seen>,
-    options: &LocationOptions,
+    options: &impl RootOptions,
     relocation: Arc<dyn DynRelocationStore>,
 ) -> (ZLinkHost, MeshNode) {
     let seen = Arc::clone(seen);
-    let mut b = ZLink::builder()
+    let mut b = options
+        .apply(ZLink::builder())
         .location_store(Arc::clone(&h.store))
         .relocation_store(relocation)
-        .location_options(options.clone())
         .application_version(spec.version);
     if let Some(w) = spec.wave {
         b = b.maintenance_wave(w);
@@ -98,7 +97,7 @@ impl Roots {
         Self::start_with(h, specs, &fast_options()).await
     }
 
-    async fn start_with(h: &Harness, specs: &[Spec], options: &LocationOptions) -> Self {
+    async fn start_with(h: &Harness, specs: &[Spec], options: &impl RootOptions) -> Self {
         let seen = Arc::new(Seen::default());
         let mut roots = Vec::new();
         for s in specs {
@@ -557,8 +556,10 @@ async fn shutdown_after_relocated_leaves_the_moved_actors_serving(h: &Harness) {
 
 /// A source, a target and a client whose relocations move one unit at a time.
 async fn one_unit_at_a_time(h: &Harness) -> Roots {
-    let options = fast_options()
-        .relocation(crate::location::RelocationOptions::default().max_active_outbound(1));
+    let options = WithRelocation(
+        fast_options(),
+        crate::mesh::config::RelocationOptions::default().max_active_outbound(1),
+    );
     Roots::start_with(h, &[server(1), server(1), client()], &options).await
 }
 

@@ -12,14 +12,14 @@ use zlink_codec::{ObjectId, RoutingId};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Incr, Policy, Seen, Snapshot, Step, StepSend, Totals, counter_type};
-use crate::location::AuthorityRead;
-use crate::location::tests::Harness;
 use crate::mesh::config::ZLink;
 use crate::mesh::messaging::{BoxError, ErrorKind, ZLinkError};
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{MeshNode, RelocateOptions, RelocationOutcome, ZLinkHost};
 use crate::objects::instance::Ending;
 use crate::objects::{Spot, SpotRef, SpotStateAdapter, SpotType};
+use zlink_location::AuthorityRead;
+use zlink_testkit::Harness;
 
 /// Handlers of [`Block`] for a Spot id registered here wait until it is notified.
 static BLOCKS: std::sync::LazyLock<

@@ -12,12 +12,12 @@ use zlink_relocation::unit::RecordedStage;
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::support::*;
-use crate::location::AuthorityRead;
-use crate::location::tests::Harness;
 use crate::mesh::config::ZLink;
 use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
+use zlink_location::AuthorityRead;
+use zlink_testkit::Harness;
 
 mod aggregate_gate;
 mod attempts;
@@ -261,7 +261,7 @@ async fn root(
     role: ObjectRole,
     policy: Policy,
     seen: &Arc<Seen>,
-    options: &crate::location::LocationOptions,
+    options: &impl RootOptions,
 ) -> (ZLinkHost, MeshNode) {
     let spec = host::Spec {
         role,
@@ -276,7 +276,7 @@ async fn mesh_of(h: &Harness, policy: Policy) -> Mesh {
     mesh_with(h, policy, fast_options()).await
 }
 
-async fn mesh_with(h: &Harness, policy: Policy, options: crate::location::LocationOptions) -> Mesh {
+async fn mesh_with(h: &Harness, policy: Policy, options: impl RootOptions) -> Mesh {
     let seen = Arc::new(Seen::default());
     let a = root(h, ObjectRole::Server, policy, &seen, &options).await;
     let b = root(h, ObjectRole::Server, policy, &seen, &options).await;

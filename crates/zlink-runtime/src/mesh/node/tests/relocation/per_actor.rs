@@ -11,13 +11,13 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{HostState, ObjectKind};
 
 use super::Totals;
-use crate::location::AuthorityRead;
-use crate::location::tests::Harness;
 use crate::mesh::messaging::ErrorKind;
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{RelocateOptions, RelocationOutcome, RelocationReason};
 use crate::objects::ActorRef;
 use rig::{Serves, Where, live_here, member_ref, rig};
+use zlink_location::AuthorityRead;
+use zlink_testkit::Harness;
 
 on_every_store!(
     per_actor_spot_and_members_move_with_host_relocate,
@@ -277,7 +277,7 @@ async fn a_spot_transition_refused_by_the_target_leaves_the_store_untouched_and_
     );
     assert_eq!(after.object_generation(), before.object_generation());
     assert!(rig.move_record().await.is_none(), "no move record");
-    let target_node = crate::location::NodeKey {
+    let target_node = zlink_location::NodeKey {
         mesh: rig.target().node.mesh_name().clone(),
         routing_id: rig.target().node.routing_id().clone(),
     };

@@ -11,13 +11,13 @@ use zlink_codec::records::{HostState, ObjectKind, ObjectRole};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Step, Totals};
-use crate::location::AuthorityRead;
-use crate::location::tests::Harness;
 use crate::mesh::config::ZLink;
 use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request, ZLinkError};
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{MeshNode, RelocateOptions, RelocationOutcome, ZLinkHost};
 use crate::objects::{Actor, ActorStateAdapter, Spot, SpotExecution, SpotRef, SpotStateAdapter};
+use zlink_location::AuthorityRead;
+use zlink_testkit::Harness;
 
 /// A `SpotWide` hall counting the messages it handled.
 #[derive(Default)]
@@ -632,8 +632,8 @@ async fn a_member_created_into_a_spot_wide_spot_during_its_relocation_is_refused
     }
 }
 
-fn node_key(n: &MeshNode) -> crate::location::NodeKey {
-    crate::location::NodeKey {
+fn node_key(n: &MeshNode) -> zlink_location::NodeKey {
+    zlink_location::NodeKey {
         mesh: n.mesh_name().clone(),
         routing_id: n.routing_id().clone(),
     }
@@ -645,7 +645,7 @@ fn node_key(n: &MeshNode) -> crate::location::NodeKey {
 /// incarnation) instead of dropping the prepared group: the Spot and every member serve from
 /// the target with their state.
 async fn a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_moves(h: &Harness) {
-    use crate::location::tests::support::authority_key;
+    use crate::mesh::node::tests::support::authority_key;
     use zlink_store_conformance::FaultyLocationStore;
     let source = root(h, ObjectRole::Server, None, false).await;
     let client = root(h, ObjectRole::Client, None, false).await;

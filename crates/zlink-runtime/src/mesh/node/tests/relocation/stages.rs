@@ -42,7 +42,7 @@ fn hook_stages(source: &ZLinkHost, id: &str, preserve_at: Option<RecordedStage>)
                     .preserve(&handle, payload)
                     .await
                     .expect("preserve");
-                assert!(matches!(done, crate::location::Outcome::Applied(_)));
+                assert!(matches!(done, zlink_location::Outcome::Applied(_)));
             }
         })
     });
@@ -131,7 +131,7 @@ async fn preserve_during_a_move_cancels_it(h: &Harness, id: &str, at: RecordedSt
 /// store, and one client node; the wrappers in the servers' order.
 pub(super) async fn faulty_mesh(
     h: &Harness,
-    options: crate::location::LocationOptions,
+    options: zlink_location::LocationOptions,
 ) -> (Mesh, [Arc<FaultyLocationStore>; 2]) {
     let seen = Arc::new(Seen::default());
     let faulty = [
@@ -161,7 +161,7 @@ pub(super) async fn faulty_mesh(
 async fn a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation(
     h: &Harness,
 ) {
-    use crate::location::tests::support::authority_key;
+    use crate::mesh::node::tests::support::authority_key;
     let (m, faulty) = faulty_mesh(h, fast_options()).await;
     let (caller, r) = m.counter_at_one("l1").await;
     let (source, target) = m.owner_and_other(&r);
@@ -209,7 +209,7 @@ async fn a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_r
 async fn server_over(
     store: Arc<dyn zlink_store_spi::DynLocationStore>,
     seen: &Arc<Seen>,
-    options: &crate::location::LocationOptions,
+    options: &zlink_location::LocationOptions,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let seen = Arc::clone(seen);
@@ -231,7 +231,7 @@ async fn server_over(
 
 /// No reservation row remains and the allocation rows count exactly `records` actors.
 async fn no_reservation_leaked(h: &Harness, records: u64) {
-    use crate::location::tests::support::snapshot_of;
+    use zlink_testkit::snapshot_of;
     assert!(
         snapshot_of(h.store.as_ref(), "capacity-reservation\0")
             .await
@@ -242,7 +242,7 @@ async fn no_reservation_leaked(h: &Harness, records: u64) {
         .await
         .values()
         .map(|(bytes, _)| {
-            crate::location::testing::CapacityRow::decode(bytes)
+            zlink_location::CapacityRow::decode(bytes)
                 .expect("allocation row")
                 .actors
         })
@@ -256,7 +256,7 @@ async fn no_reservation_leaked(h: &Harness, records: u64) {
 /// write had carried it once more), so the target capacity is returned; the Actor stays and
 /// serves with its state, and a later move succeeds.
 async fn a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_reads(h: &Harness) {
-    use crate::location::tests::support::authority_key;
+    use crate::mesh::node::tests::support::authority_key;
     let options = fast_options().store_failure_grace(std::time::Duration::from_millis(500));
     let (m, faulty) = faulty_mesh(h, options).await;
     let (caller, r) = m.counter_at_one("l2").await;
@@ -333,7 +333,7 @@ pub(super) fn lose_the_next_owner_change_reply(
 async fn a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_move_completes(
     h: &Harness,
 ) {
-    use crate::location::tests::support::authority_key;
+    use crate::mesh::node::tests::support::authority_key;
     let (m, faulty) = faulty_mesh(h, fast_options()).await;
     let (caller, r) = m.counter_at_one("l3").await;
     let (source, target) = m.owner_and_other(&r);

@@ -13,8 +13,6 @@ use zlink_codec::{ObjectId, RoutingId};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Step, Totals};
-use crate::location::AuthorityRead;
-use crate::location::tests::Harness;
 use crate::mesh::config::ZLink;
 use crate::mesh::messaging::{BoxError, Message, Request, RouteKind, ZLinkError};
 use crate::mesh::node::tests::support::*;
@@ -26,6 +24,8 @@ use crate::objects::{
     Actor, ClosingReason, ReadinessMode, RelocationReadyOutcome, Spot, SpotExecution, SpotRef,
     SpotStateAdapter, SpotType,
 };
+use zlink_location::AuthorityRead;
+use zlink_testkit::Harness;
 
 /// What the callbacks and handlers of every node did, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]

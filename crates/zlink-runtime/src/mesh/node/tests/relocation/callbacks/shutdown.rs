@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{DESK, Ev, Log, roots};
-use crate::location::tests::Harness;
+use zlink_testkit::Harness;
 use crate::mesh::node::{ShutdownOutcome, ShutdownReason};
 use crate::objects::{ClosingReason, ReadinessMode};
 

@@ -12,14 +12,14 @@ use zlink_codec::{ObjectId, RoutingId};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::super::{Step, Totals};
-use crate::location::tests::Harness;
-use crate::location::{AuthorityRead, PerActorMoveRecord};
 use crate::mesh::config::ZLink;
 use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request};
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, Spot, SpotExecution, SpotRef};
 use crate::objects::{SpotStateAdapter, client::ObjectClient};
+use zlink_location::{AuthorityRead, PerActorMoveRecord};
+use zlink_testkit::Harness;
 
 /// A `PerActor` room counting the messages it handled.
 #[derive(Default)]

@@ -1,0 +1,301 @@
+//! The host-wide local admission deadline and the gate every state-changing operation passes
+//! (spec 21 §5).
+//!
+//! The deadline is computed from one successful register/read/renew of the owner lease: with
+//! `t0` the local monotonic time taken *before* the request was sent, and the Store's
+//! `StoreNow` and `ExpiresAt` of the result,
+//!
+//! ```text
+//! deadline = t0 + (ExpiresAt - StoreNow) - fencingMargin
+//! ```
+//!
+//! The Store observed `StoreNow` no earlier than `t0`, so network delay can only make the
+//! deadline earlier than the lease's real end, never later. A Store failure, a grace period or
+//! a per-object deadline never extends it; only a later successful observation of the *same*
+//! host run can move it (and only forward).
+
+use std::fmt;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use zlink_store_spi::StoreTime;
+
+use super::clock::SharedClock;
+use super::identity::HostRun;
+
+/// The new work the gate guards (the spec 21 §5 table, plus authority changes in general).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AdmissionOp {
+    /// Publishing a MeshNode / ClientServer / fanout descriptor.
+    DescriptorPublish,
+    /// An automatic routing-id owner change.
+    AutomaticRidOwnerChange,
+    /// Starting an Actor/Spot/Instance message.
+    ObjectMessageStart,
+    /// Starting a timer callback.
+    TimerStart,
+    /// Confirming a factory result in the Store (commit / abort of a creation).
+    FactoryResult,
+    /// Confirming a restore result in the Store.
+    RestoreResult,
+    /// A relocation source/target state change (NewOwner included).
+    RelocationChange,
+    /// Reserving capacity (Reserve, securing relocation target capacity).
+    CapacityReservation,
+    /// Any other authority change (Preserve, Delete).
+    AuthorityChange,
+}
+
+impl AdmissionOp {
+    /// Every guarded operation.
+    pub const ALL: [AdmissionOp; 9] = [
+        AdmissionOp::DescriptorPublish,
+        AdmissionOp::AutomaticRidOwnerChange,
+        AdmissionOp::ObjectMessageStart,
+        AdmissionOp::TimerStart,
+        AdmissionOp::FactoryResult,
+        AdmissionOp::RestoreResult,
+        AdmissionOp::RelocationChange,
+        AdmissionOp::CapacityReservation,
+        AdmissionOp::AuthorityChange,
+    ];
+}
+
+impl fmt::Display for AdmissionOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Why the gate refused new work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdmissionRefused {
+    /// No owner lease has been acquired yet, or it was released.
+    #[error("{op} refused: no owner lease")]
+    NoLease {
+        /// The refused operation.
+        op: AdmissionOp,
+    },
+    /// The local admission deadline has passed.
+    #[error("{op} refused: admission deadline passed {late_by:?} ago")]
+    DeadlinePassed {
+        /// The refused operation.
+        op: AdmissionOp,
+        /// How long ago the deadline passed.
+        late_by: Duration,
+    },
+    /// The Store's host-run combination differs from the one this work was admitted under.
+    #[error("{op} refused: host run changed")]
+    HostRunChanged {
+        /// The refused operation.
+        op: AdmissionOp,
+    },
+}
+
+/// Permission for one piece of new work, under one host run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// The operation admitted.
+    pub op: AdmissionOp,
+    /// The host run it was admitted under.
+    pub run: HostRun,
+    /// The local monotonic deadline at admission.
+    pub deadline: Duration,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    run: Option<HostRun>,
+    deadline: Option<Duration>,
+}
+
+/// The host-wide admission gate (one per host; every location component shares it).
+pub struct AdmissionGate {
+    clock: SharedClock,
+    fencing_margin: Duration,
+    state: Mutex<GateState>,
+}
+
+impl fmt::Debug for AdmissionGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.state.lock();
+        f.debug_struct("AdmissionGate")
+            .field("run", &s.run)
+            .field("deadline", &s.deadline)
+            .field("fencing_margin", &self.fencing_margin)
+            .finish()
+    }
+}
+
+impl AdmissionGate {
+    /// A closed gate (no lease yet).
+    pub fn new(clock: SharedClock, fencing_margin: Duration) -> Self {
+        AdmissionGate {
+            clock,
+            fencing_margin,
+            state: Mutex::new(GateState::default()),
+        }
+    }
+
+    /// The local monotonic time now (the `t0` to take before a lease request).
+    pub fn now(&self) -> Duration {
+        self.clock.now()
+    }
+
+    /// Admits `op` if the deadline has not passed, else refuses.
+    pub fn admit(&self, op: AdmissionOp) -> Result<Admission, AdmissionRefused> {
+        let s = self.state.lock();
+        let (Some(run), Some(deadline)) = (s.run.clone(), s.deadline) else {
+            return Err(AdmissionRefused::NoLease { op });
+        };
+        let now = self.clock.now();
+        if now >= deadline {
+            return Err(AdmissionRefused::DeadlinePassed {
+                op,
+                late_by: now - deadline,
+            });
+        }
+        Ok(Admission { op, run, deadline })
+    }
+
+    /// Admits `op` only under the given host run.
+    pub fn admit_for(&self, op: AdmissionOp, run: &HostRun) -> Result<Admission, AdmissionRefused> {
+        let a = self.admit(op)?;
+        if &a.run != run {
+            return Err(AdmissionRefused::HostRunChanged { op });
+        }
+        Ok(a)
+    }
+
+    /// The current deadline, if any.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.state.lock().deadline
+    }
+
+    /// The current host run, if any.
+    pub fn host_run(&self) -> Option<HostRun> {
+        self.state.lock().run.clone()
+    }
+
+    /// Records a successful lease observation. `t0` is the local monotonic time taken before the
+    /// request; `store_now` and `expires_at` come from its result. A different host run replaces
+    /// the state; the same run only ever moves the deadline forward (every observation is a safe
+    /// bound on its own).
+    pub fn observe(
+        &self,
+        run: &HostRun,
+        t0: Duration,
+        store_now: StoreTime,
+        expires_at: StoreTime,
+    ) -> Duration {
+        let remaining = Duration::from_millis(store_now.millis_until(expires_at));
+        let deadline = t0 + remaining.saturating_sub(self.fencing_margin);
+        let mut s = self.state.lock();
+        if s.run.as_ref() == Some(run) {
+            let d = s.deadline.map_or(deadline, |cur| cur.max(deadline));
+            s.deadline = Some(d);
+            d
+        } else {
+            s.run = Some(run.clone());
+            s.deadline = Some(deadline);
+            deadline
+        }
+    }
+
+    /// Closes the gate (lease released or lost): every later admission is refused until a new
+    /// lease is observed.
+    pub fn close(&self) {
+        let mut s = self.state.lock();
+        s.deadline = None;
+        s.run = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::{ManualMonotonic, MonotonicClock};
+    use crate::generation::OwnerLeaseGeneration;
+    use crate::identity::OwnerId;
+
+    fn run(g: u64) -> HostRun {
+        HostRun {
+            owner_id: OwnerId::new("owner-a").expect("id"),
+            lease_generation: OwnerLeaseGeneration::new(g).expect("gen"),
+        }
+    }
+
+    #[test]
+    fn deadline_is_t0_plus_remaining_minus_margin_and_admits_strictly_before_it() {
+        let clock = ManualMonotonic::new();
+        let gate = AdmissionGate::new(Arc::new(clock.clone()), Duration::from_secs(5));
+        assert!(matches!(
+            gate.admit(AdmissionOp::TimerStart),
+            Err(AdmissionRefused::NoLease { .. })
+        ));
+        let t0 = clock.now();
+        // The response arrives 2 s later: the deadline does not move with it.
+        clock.advance(Duration::from_secs(2));
+        let d = gate.observe(
+            &run(1),
+            t0,
+            StoreTime::from_millis(1_000_000),
+            StoreTime::from_millis(1_015_000),
+        );
+        assert_eq!(d, Duration::from_secs(10));
+        clock.advance(Duration::from_millis(7_999));
+        assert!(gate.admit(AdmissionOp::TimerStart).is_ok());
+        clock.advance(Duration::from_millis(1));
+        assert!(matches!(
+            gate.admit(AdmissionOp::TimerStart),
+            Err(AdmissionRefused::DeadlinePassed { .. })
+        ));
+    }
+
+    #[test]
+    fn a_remaining_time_below_the_margin_admits_nothing() {
+        let clock = ManualMonotonic::new();
+        let gate = AdmissionGate::new(Arc::new(clock.clone()), Duration::from_secs(5));
+        gate.observe(
+            &run(1),
+            clock.now(),
+            StoreTime::from_millis(0),
+            StoreTime::from_millis(4_000),
+        );
+        assert!(gate.admit(AdmissionOp::CapacityReservation).is_err());
+    }
+
+    #[test]
+    fn an_older_observation_never_pulls_the_deadline_back_and_a_new_run_replaces_it() {
+        let clock = ManualMonotonic::new();
+        let gate = AdmissionGate::new(Arc::new(clock.clone()), Duration::from_secs(5));
+        let t_old = clock.now();
+        clock.advance(Duration::from_secs(3));
+        let t_new = clock.now();
+        let now = StoreTime::from_millis(0);
+        let exp = StoreTime::from_millis(15_000);
+        assert_eq!(
+            gate.observe(&run(1), t_new, now, exp),
+            Duration::from_secs(13)
+        );
+        assert_eq!(
+            gate.observe(&run(1), t_old, now, exp),
+            Duration::from_secs(13)
+        );
+        // A different host run (a takeover) is a fresh start.
+        assert_eq!(
+            gate.observe(&run(2), t_old, now, exp),
+            Duration::from_secs(10)
+        );
+        assert!(matches!(
+            gate.admit_for(AdmissionOp::FactoryResult, &run(1)),
+            Err(AdmissionRefused::HostRunChanged { .. })
+        ));
+        gate.close();
+        assert!(gate.admit(AdmissionOp::FactoryResult).is_err());
+    }
+}

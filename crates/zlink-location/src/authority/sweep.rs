@@ -1,0 +1,372 @@
+//! The owner sweeps (spec 21 §3.1, §5, §8.1, §11): reclaiming the authority rows and the
+//! relocation target capacity of one host run. Descriptors are never touched (they go through
+//! their own lease expiry and takeover).
+//!
+//! - **Self-sweep** (this run's shutdown): only this run's rows, through the admission gate
+//!   (no Store change after the admission deadline, §5), each delete conditioned on the
+//!   first-read version and this run's owner lease.
+//! - **Recovery-sweep** (another run died): that run's rows, each batch also conditioned on its
+//!   owner-lease row *as read directly* (Missing, expired by StoreNow, or held at another
+//!   LeaseGeneration); never judged by enumerating leases (§3.1). If the lease is held by that
+//!   run again, nothing is reclaimed. An earlier run of this host itself (same OwnerId, its
+//!   lease lost and taken over under a new generation) is swept the same way; there the
+//!   batches' condition on this run's own lease row — the row both runs share — is the proof
+//!   that the earlier run is dead.
+//!
+//! Both read one same-point-in-time snapshot of the authority rows and of the reservation rows
+//! and treat every row found only as a candidate: each change is conditioned on the version
+//! read. **Reserved rows** of the swept run (a creation whose factory ran there) are removed
+//! like Active ones and their reserved capacity returned: no other host can finish that
+//! creation. **Reservations** (relocation target capacity) whose target is the swept run are
+//! released, since that target can no longer finish the move; so are those whose source is
+//! the swept run, except (recovery only) where the target's lease is still held: such a move
+//! may still be completed by its target's NewOwner (§8.1: the source does not take over), so
+//! the reservation is kept and the object's authority row is skipped as *relocating*; the
+//! target releases it if the move fails, and a later sweep reclaims the row. Space is never
+//! returned merely because time passed (§8.1), so without these sweeps nothing would.
+//!
+//! **Allocation rows** (`node-capacity`, runtime-private) of the swept run's nodes — the nodes
+//! its authority rows are placed on, the targets of its released reservations, and the nodes
+//! its MeshNode descriptors name — are removed once nothing is allocated on them: a delete or
+//! release on such a node asks its batch to delete the row instead of storing it at zero, and
+//! a node the sweep releases nothing on gets a batch of its own that deletes the row only if
+//! it is already at zero. Either way the delete is conditioned on the row's version as read,
+//! under the same guards (the dead run's lease row, this run's lease and admission), so a row
+//! that still counts a slot — an object skipped as *relocating*, a reservation of a live
+//! target, anything reserved meanwhile — stays. The sweep reads descriptors but never changes
+//! one.
+
+use std::collections::HashSet;
+
+use zlink_codec::records::{DescriptorRecord, MeshNodeDescriptor};
+use zlink_codec::{KeyParts, LogicalKey};
+use zlink_store_spi::{LocationStore, Mutation, ReadResult, ScanPrefix, StoreKey};
+
+use super::super::admission::AdmissionOp;
+use super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan};
+use super::super::error::{InvalidOperation, LocationError};
+use super::super::identity::{HostRun, NodeKey, ObjectId};
+use super::super::keys::PrivateFamily;
+use super::super::lease::{LeaseSeen, lease_key};
+use super::AuthorityClient;
+use super::handle::AuthorityHandle;
+use super::op::{Op, Write, leases};
+use super::outcome::{Conflict, Outcome};
+use super::rows::ReservationRow;
+
+/// What an owner sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SweepReport {
+    /// Authority rows of the swept run found in the snapshot.
+    pub matched: usize,
+    /// Rows deleted (with their lookup index and capacity).
+    pub removed: usize,
+    /// Rows that changed after the snapshot (their version-checked delete conflicted).
+    pub changed: usize,
+    /// Rows skipped because a move of the object may still be completed by a live target.
+    pub relocating: usize,
+    /// Rows that could not be decoded (left untouched).
+    pub undecodable: usize,
+    /// Relocation target reservations released (their capacity returned).
+    pub reservations_released: usize,
+    /// Reservations that changed after the snapshot (left as they are).
+    pub reservations_changed: usize,
+    /// Nodes of the swept run the sweep released nothing on, whose allocation row was removed
+    /// if it was already at zero (see the module docs).
+    pub idle_nodes_checked: usize,
+}
+
+/// Which sweep runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sweep {
+    /// This run's own rows.
+    Own,
+    /// A dead run's rows.
+    Recovery,
+}
+
+/// One pending job of the sweep.
+enum Pending {
+    Authority(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
+    Reservation(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
+    /// Removes an idle node's allocation row if it is at zero.
+    IdleNode(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
+}
+
+impl AuthorityClient {
+    /// The self-sweep (spec 21 §11) of this host run, at shutdown: see the module docs.
+    pub async fn self_sweep(&self) -> Result<SweepReport, LocationError> {
+        let admission = self.gate.admit(AdmissionOp::AuthorityChange)?;
+        self.sweep(&admission.run, &admission.run, Vec::new(), Sweep::Own)
+            .await
+    }
+
+    /// The recovery-sweep (spec 21 §3.1, §11) of another host run `dead`: see the module
+    /// docs. `Conflict::RunStillLive` if `dead`'s owner lease is held by that run; `dead` may be
+    /// an earlier run of this host (a lease taken over under a new generation), but not the
+    /// current one (`InvalidOperation::RecoveryOfOwnRun`).
+    pub async fn recovery_sweep(
+        &self,
+        dead: &HostRun,
+    ) -> Result<Outcome<SweepReport>, LocationError> {
+        let admission = self.gate.admit(AdmissionOp::AuthorityChange)?;
+        if dead == &admission.run {
+            return Err(InvalidOperation::RecoveryOfOwnRun.into());
+        }
+        if dead.owner_id == admission.run.owner_id {
+            // An earlier run of this host (its lease was lost and taken over under a new
+            // generation): every batch is conditioned on this run's lease, which is the one
+            // row both runs share, so while it is held the earlier run is dead.
+            let report = self
+                .sweep(&admission.run, dead, Vec::new(), Sweep::Recovery)
+                .await?;
+            return Ok(Outcome::Applied(report));
+        }
+        let key = lease_key(&dead.owner_id)?;
+        let read = self.store.read(&key).await?;
+        let guard = match &read {
+            ReadResult::Missing { .. } => Expect::Missing,
+            ReadResult::Found {
+                version,
+                expires_at,
+                store_now,
+                ..
+            } => {
+                let expired = expires_at.is_some_and(|at| at <= *store_now);
+                if LeaseSeen::from_read(&read).held_by(dead) && !expired {
+                    return Ok(Outcome::Conflict(Conflict::RunStillLive));
+                }
+                Expect::Version(version.clone())
+            }
+        };
+        let report = self
+            .sweep(&admission.run, dead, vec![(key, guard)], Sweep::Recovery)
+            .await?;
+        Ok(Outcome::Applied(report))
+    }
+
+    async fn sweep(
+        &self,
+        own: &HostRun,
+        swept: &HostRun,
+        guards: Vec<(StoreKey, Expect)>,
+        which: Sweep,
+    ) -> Result<SweepReport, LocationError> {
+        let mut report = SweepReport::default();
+        let mut pending = Vec::new();
+        // The swept run's nodes the sweep releases capacity on.
+        let mut released: HashSet<NodeKey> = HashSet::new();
+        // Reservations first: their rows decide which objects are still relocating.
+        let mut relocating: HashSet<ObjectId> = HashSet::new();
+        for item in self
+            .scan_all(&PrivateFamily::CapacityReservation.prefix())
+            .await?
+        {
+            let Ok(row) = ReservationRow::decode(&item.bytes) else {
+                tracing::warn!(key = %item.key, "owner sweep skips an undecodable reservation row");
+                continue;
+            };
+            let release = if &row.target == swept {
+                true
+            } else if &row.source == swept {
+                which == Sweep::Own || !self.lease_held(&row.target).await?
+            } else {
+                false
+            };
+            if !release {
+                if &row.source == swept {
+                    relocating.insert(row.id.clone());
+                }
+                continue;
+            }
+            // The target's row goes once empty when the target is the swept run.
+            let drop_empty = if &row.target == swept {
+                released.insert(row.target_node.clone());
+                vec![row.target_node.clone()]
+            } else {
+                Vec::new()
+            };
+            let op = Op {
+                plan: Plan {
+                    own: vec![(
+                        item.key.clone(),
+                        Some(Expect::Version(item.version.clone())),
+                    )],
+                    guards: guards.clone(),
+                    capacity: vec![CapMove {
+                        node: row.target_node.clone(),
+                        kind: CapMoveKind::Release,
+                        bundle: row.bundle.clone(),
+                    }],
+                    drop_empty,
+                    leases: leases(own, None)?,
+                    admission: Some((AdmissionOp::AuthorityChange, own.clone())),
+                    size_hint: 512,
+                    ..Plan::default()
+                },
+                write: Write::Rows(vec![Mutation::Delete(item.key.clone())]),
+            };
+            pending.push(Pending::Reservation(self.spawn(op)));
+        }
+        for item in self
+            .scan_all(&super::super::keys::authority_prefix())
+            .await?
+        {
+            let id = match LogicalKey::parse(item.key.as_str()) {
+                Ok(KeyParts::Authority { id, .. }) => id,
+                Ok(_) => continue,
+                Err(_) => {
+                    report.undecodable += 1;
+                    continue;
+                }
+            };
+            let handle = match AuthorityHandle::decode(id, &item.bytes, item.version.clone()) {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!(key = %item.key, error = %e, "owner sweep skips an undecodable authority row");
+                    report.undecodable += 1;
+                    continue;
+                }
+            };
+            if handle.owner() != swept {
+                continue;
+            }
+            report.matched += 1;
+            if relocating.contains(handle.id()) {
+                report.relocating += 1;
+                continue;
+            }
+            let mut op = self.delete_op(
+                &handle,
+                own,
+                Some(AdmissionOp::AuthorityChange),
+                guards.clone(),
+            )?;
+            // The swept run's node: its row goes once empty.
+            released.insert(handle.node());
+            op.plan.drop_empty.push(handle.node());
+            pending.push(Pending::Authority(self.spawn(op)));
+        }
+        for node in self.descriptor_nodes(swept).await? {
+            if released.contains(&node) {
+                continue;
+            }
+            report.idle_nodes_checked += 1;
+            let op = Op {
+                plan: Plan {
+                    guards: guards.clone(),
+                    drop_empty: vec![node],
+                    leases: leases(own, None)?,
+                    admission: Some((AdmissionOp::AuthorityChange, own.clone())),
+                    size_hint: 256,
+                    ..Plan::default()
+                },
+                write: Write::Rows(Vec::new()),
+            };
+            pending.push(Pending::IdleNode(self.spawn(op)));
+        }
+        let mut failure = None;
+        for p in pending {
+            let (task, authority) = match p {
+                Pending::Authority(t) => (t, true),
+                Pending::Reservation(t) => (t, false),
+                Pending::IdleNode(t) => {
+                    match t.await {
+                        // Removed if it was empty, else left; a broken guard changed nothing.
+                        Ok(Ok(
+                            JobResult::Applied { .. }
+                            | JobResult::GuardBroken
+                            | JobResult::RecordConflict { .. },
+                        )) => {}
+                        Ok(Ok(JobResult::LeaseStale { .. })) => {
+                            failure.get_or_insert(LocationError::LeaseLost);
+                        }
+                        Ok(Err(e)) => {
+                            failure.get_or_insert(e);
+                        }
+                        Err(_) => {
+                            failure.get_or_insert(LocationError::Stopped);
+                        }
+                    }
+                    continue;
+                }
+            };
+            match task.await {
+                Ok(Ok(JobResult::Applied { .. })) if authority => report.removed += 1,
+                Ok(Ok(JobResult::Applied { .. })) => report.reservations_released += 1,
+                Ok(Ok(JobResult::RecordConflict { .. } | JobResult::GuardBroken)) if authority => {
+                    report.changed += 1
+                }
+                Ok(Ok(JobResult::RecordConflict { .. } | JobResult::GuardBroken)) => {
+                    report.reservations_changed += 1
+                }
+                Ok(Ok(JobResult::LeaseStale { .. })) => {
+                    failure.get_or_insert(LocationError::LeaseLost);
+                }
+                Ok(Err(e)) => {
+                    failure.get_or_insert(e);
+                }
+                Err(_) => {
+                    failure.get_or_insert(LocationError::Stopped);
+                }
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
+    }
+
+    fn spawn(&self, op: Op) -> tokio::task::JoinHandle<Result<JobResult, LocationError>> {
+        let engine = self.engine.clone();
+        tokio::spawn(async move { engine.submit(Box::new(op)).await })
+    }
+
+    /// The nodes whose MeshNode descriptor names `run` (read only; one snapshot). A descriptor
+    /// that cannot be decoded is skipped.
+    async fn descriptor_nodes(&self, run: &HostRun) -> Result<Vec<NodeKey>, LocationError> {
+        let prefix = ScanPrefix::new(zlink_codec::keys::prefix::mesh_nodes())
+            .map_err(LocationError::Argument)?;
+        let mut nodes = Vec::new();
+        for item in self.scan_all(&prefix).await? {
+            match DescriptorRecord::<MeshNodeDescriptor>::decode(&item.bytes) {
+                Ok(r)
+                    if r.owner_id == run.owner_id
+                        && r.lease_generation == run.lease_generation.to_codec() =>
+                {
+                    nodes.push(NodeKey {
+                        mesh: r.descriptor.mesh_name,
+                        routing_id: r.descriptor.routing_id,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(key = %item.key, error = %e, "owner sweep skips an undecodable descriptor");
+                }
+            }
+        }
+        Ok(nodes)
+    }
+
+    /// Whether `run`'s owner lease is held by that run, by a direct read of its row.
+    async fn lease_held(&self, run: &HostRun) -> Result<bool, LocationError> {
+        let read = self.store.read(&lease_key(&run.owner_id)?).await?;
+        Ok(LeaseSeen::from_read(&read).held_by(run))
+    }
+
+    /// Whether `run`'s owner lease has ended, by a direct read of its row judged by the Store
+    /// clock: missing, expired, or held under another generation or by another owner.
+    pub async fn lease_ended(&self, run: &HostRun) -> Result<bool, LocationError> {
+        let read = self.store.read(&lease_key(&run.owner_id)?).await?;
+        let expired = match &read {
+            ReadResult::Found {
+                expires_at,
+                store_now,
+                ..
+            } => expires_at.is_some_and(|at| at <= *store_now),
+            _ => true,
+        };
+        Ok(expired || !LeaseSeen::from_read(&read).held_by(run))
+    }
+}

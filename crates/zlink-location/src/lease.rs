@@ -1,0 +1,454 @@
+//! The host's owner lease (spec 21 §3.1, §5): acquire, renew, release and takeover, and the
+//! renew loop that keeps the admission deadline fresh.
+//!
+//! - **Acquire** issues a new OwnerLeaseGeneration from `zlink:v11:owner-counter` in the *same*
+//!   conditional batch that creates the lease row (`Missing(lease)` + the counter's version).
+//! - **Renew** re-puts the same record under `Version(lease)` with the TTL as retention; the
+//!   generation is kept. A conflict is re-checked with an exact read: the row may hold our
+//!   record under a version we did not see (an earlier renew whose answer was lost), or be gone.
+//! - **Takeover**: once the row is gone (expired), acquiring again issues a *new* generation
+//!   for the same OwnerId.
+//! - **Release** deletes the row under `Version(lease)` and keeps the generation.
+//!
+//! Every successful register/read/renew refreshes the host-wide [`AdmissionGate`] with the
+//! local monotonic time taken *before* the request.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use zlink_codec::LogicalKey;
+use zlink_codec::records::OwnerLeaseRecord;
+use zlink_store_spi::{
+    Condition, DynLocationStore, LocationStore, Mutation, ReadResult, Retention, StoreKey,
+    StoreVersion, WriteRequest, WriteResult,
+};
+
+use super::admission::AdmissionGate;
+use super::counters::CounterRow;
+use super::error::{InvalidOperation, LocationError, put_version};
+use super::generation::{GenerationKind, OwnerLeaseGeneration};
+use super::identity::{HostRun, OwnerId};
+use super::keys;
+
+/// How many times acquire re-reads the owner counter after losing a race for it.
+const ACQUIRE_ATTEMPTS: usize = 256;
+
+/// The lease row key of an owner.
+pub(crate) fn lease_key(owner: &OwnerId) -> Result<StoreKey, LocationError> {
+    Ok(keys::store_key(&LogicalKey::owner_lease(owner))?)
+}
+
+/// What the runtime last saw of one owner lease row: who holds it and under which version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseSeen {
+    /// The holder, `None` if the row was missing (or expired).
+    pub holder: Option<HostRun>,
+    /// The row's version (with `holder`).
+    pub version: Option<StoreVersion>,
+}
+
+impl LeaseSeen {
+    /// From an exact read of a lease row; an undecodable row counts as held by nobody valid.
+    pub fn from_read(read: &ReadResult) -> Self {
+        match read {
+            ReadResult::Missing { .. } => LeaseSeen {
+                holder: None,
+                version: None,
+            },
+            ReadResult::Found { bytes, version, .. } => {
+                let holder = OwnerLeaseRecord::decode(bytes).ok().and_then(|r| {
+                    OwnerLeaseGeneration::new(r.lease_generation.get()).map(|g| HostRun {
+                        owner_id: r.owner_id,
+                        lease_generation: g,
+                    })
+                });
+                LeaseSeen {
+                    holder,
+                    version: Some(version.clone()),
+                }
+            }
+        }
+    }
+
+    /// Whether the row is held by exactly `run`.
+    pub fn held_by(&self, run: &HostRun) -> bool {
+        self.holder.as_ref() == Some(run) && self.version.is_some()
+    }
+}
+
+/// The lease rows the runtime has seen, shared by the lease manager (which updates its own row
+/// after every renew) and the authority batches (which condition on lease versions).
+#[derive(Debug, Default)]
+pub struct LeaseBook {
+    rows: Mutex<HashMap<StoreKey, LeaseSeen>>,
+}
+
+impl LeaseBook {
+    /// Whether the row was last seen held by exactly `run` (no copy made).
+    pub fn held_by(&self, key: &StoreKey, run: &HostRun) -> bool {
+        self.rows.lock().get(key).is_some_and(|s| s.held_by(run))
+    }
+
+    /// Whether anything is known of the row.
+    pub fn knows(&self, key: &StoreKey) -> bool {
+        self.rows.lock().contains_key(key)
+    }
+
+    /// The version the row was last seen with.
+    pub fn version(&self, key: &StoreKey) -> Option<StoreVersion> {
+        self.rows.lock().get(key).and_then(|s| s.version.clone())
+    }
+
+    pub fn set(&self, key: StoreKey, seen: LeaseSeen) {
+        self.rows.lock().insert(key, seen);
+    }
+
+    pub fn forget(&self, key: &StoreKey) {
+        self.rows.lock().remove(key);
+    }
+}
+
+/// The result of one renew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RenewOutcome {
+    /// The lease was extended; the admission deadline moved forward.
+    Renewed {
+        /// The new local admission deadline.
+        deadline: Duration,
+    },
+    /// The lease row is gone (expired or deleted): the gate is closed. Acquire again to take
+    /// over under a new generation.
+    Lost,
+}
+
+#[derive(Debug)]
+struct Held {
+    run: HostRun,
+    version: StoreVersion,
+    bytes: Vec<u8>,
+}
+
+/// The owner lease of one host.
+#[derive(Debug)]
+pub(crate) struct OwnerLease {
+    store: Arc<dyn DynLocationStore>,
+    gate: Arc<AdmissionGate>,
+    book: Arc<LeaseBook>,
+    owner_id: OwnerId,
+    key: StoreKey,
+    retention: Retention,
+    held: Mutex<Option<Held>>,
+    /// The run held (`None` while lost): a takeover under a new generation is seen here.
+    runs: tokio::sync::watch::Sender<Option<HostRun>>,
+}
+
+impl OwnerLease {
+    pub(crate) fn new(
+        store: Arc<dyn DynLocationStore>,
+        gate: Arc<AdmissionGate>,
+        book: Arc<LeaseBook>,
+        owner_id: OwnerId,
+        retention: Retention,
+    ) -> Result<Self, LocationError> {
+        let key = lease_key(&owner_id)?;
+        Ok(OwnerLease {
+            store,
+            gate,
+            book,
+            owner_id,
+            key,
+            retention,
+            held: Mutex::new(None),
+            runs: tokio::sync::watch::Sender::new(None),
+        })
+    }
+
+    /// This host's OwnerId.
+    pub(crate) fn owner_id(&self) -> &OwnerId {
+        &self.owner_id
+    }
+
+    /// The host run currently held, if any.
+    pub(crate) fn run(&self) -> Option<HostRun> {
+        self.held.lock().as_ref().map(|h| h.run.clone())
+    }
+
+    /// Follows the run held: `None` while the lease is lost, then the run of a takeover (a new
+    /// LeaseGeneration). Only changes are sent.
+    pub(crate) fn watch_runs(&self) -> tokio::sync::watch::Receiver<Option<HostRun>> {
+        self.runs.subscribe()
+    }
+
+    fn announce(&self, run: Option<HostRun>) {
+        self.runs.send_if_modified(|current| {
+            if *current == run {
+                return false;
+            }
+            *current = run;
+            true
+        });
+    }
+
+    fn adopt(&self, run: HostRun, version: StoreVersion, bytes: Vec<u8>) {
+        self.book.set(
+            self.key.clone(),
+            LeaseSeen {
+                holder: Some(run.clone()),
+                version: Some(version.clone()),
+            },
+        );
+        *self.held.lock() = Some(Held {
+            run: run.clone(),
+            version,
+            bytes,
+        });
+        self.announce(Some(run));
+    }
+
+    fn lose(&self) {
+        self.gate.close();
+        *self.held.lock() = None;
+        self.announce(None);
+        self.book.set(
+            self.key.clone(),
+            LeaseSeen {
+                holder: None,
+                version: None,
+            },
+        );
+    }
+
+    /// Acquires owner eligibility: issues a new OwnerLeaseGeneration and creates the lease row
+    /// in one conditional batch. Also the takeover path once the row has expired.
+    ///
+    /// `GenerationExhausted` writes nothing (and repeats identically).
+    pub(crate) async fn acquire(&self) -> Result<HostRun, LocationError> {
+        let counter_key = GenerationKind::OwnerLease.counter_key();
+        let mut last_error = None;
+        for _ in 0..ACQUIRE_ATTEMPTS {
+            let t0 = self.gate.now();
+            let counter = CounterRow::from_read(
+                GenerationKind::OwnerLease,
+                &self.store.read(&counter_key).await?,
+            )?;
+            let (issued, next) = counter.issue(1)?;
+            let generation =
+                OwnerLeaseGeneration::new(issued).ok_or(LocationError::GenerationExhausted {
+                    kind: GenerationKind::OwnerLease,
+                })?;
+            let run = HostRun {
+                owner_id: self.owner_id.clone(),
+                lease_generation: generation,
+            };
+            let bytes = OwnerLeaseRecord {
+                owner_id: self.owner_id.clone(),
+                lease_generation: generation.to_codec(),
+            }
+            .encode()
+            .map_err(InvalidOperation::RecordOutOfBounds)?;
+            let request = WriteRequest::new(
+                vec![Condition::Missing(self.key.clone()), counter.condition()],
+                vec![
+                    counter.put(next),
+                    Mutation::put_expiring(self.key.clone(), bytes.clone(), self.retention),
+                ],
+            )?;
+            match self.store.write(&request).await {
+                Ok(WriteResult::Applied {
+                    put_versions,
+                    store_now,
+                }) => {
+                    let version = put_version(&put_versions, 1)?;
+                    self.gate
+                        .observe(&run, t0, store_now, store_now.plus(self.retention));
+                    self.adopt(run.clone(), version, bytes);
+                    tracing::info!(owner = %self.owner_id, generation = %generation, "owner lease acquired");
+                    return Ok(run);
+                }
+                Ok(WriteResult::Conflict { .. }) => {
+                    // Another host took the counter value (or our row still exists): re-check.
+                    if let Some(run) = self.recover_from_read(t0).await? {
+                        return Ok(run);
+                    }
+                }
+                Err(e) if e.outcome_unknown() => {
+                    // Reconstruct: if the row now holds our record, the write happened.
+                    if let Some(run) = self.recover_from_read(t0).await? {
+                        return Ok(run);
+                    }
+                    last_error = Some(e);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last_error.map_or(LocationError::Contended, LocationError::from))
+    }
+
+    /// Reads our lease row; if it holds a record of ours, adopts it (refreshing the deadline
+    /// from this read) and returns its run.
+    async fn recover_from_read(&self, t0: Duration) -> Result<Option<HostRun>, LocationError> {
+        let read = self.store.read(&self.key).await?;
+        let seen = LeaseSeen::from_read(&read);
+        if let (
+            Some(run),
+            ReadResult::Found {
+                bytes,
+                version,
+                expires_at,
+                store_now,
+            },
+        ) = (seen.holder.clone(), &read)
+        {
+            if run.owner_id == self.owner_id {
+                let expires = expires_at.unwrap_or(*store_now);
+                self.gate.observe(&run, t0, *store_now, expires);
+                self.adopt(run.clone(), version.clone(), bytes.to_vec());
+                return Ok(Some(run));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Extends the lease (same generation). On a lost row the gate closes and `Lost` is
+    /// returned; a Store error leaves the deadline where it was (it is never extended without
+    /// a successful observation).
+    pub(crate) async fn renew(&self) -> Result<RenewOutcome, LocationError> {
+        let (run, version, bytes) = {
+            let held = self.held.lock();
+            let Some(h) = held.as_ref() else {
+                return Ok(RenewOutcome::Lost);
+            };
+            (h.run.clone(), h.version.clone(), h.bytes.clone())
+        };
+        let t0 = self.gate.now();
+        let request = WriteRequest::new(
+            vec![Condition::Version(self.key.clone(), version)],
+            vec![Mutation::put_expiring(
+                self.key.clone(),
+                bytes.clone(),
+                self.retention,
+            )],
+        )?;
+        let outcome = self.store.write(&request).await;
+        match outcome {
+            Ok(WriteResult::Applied {
+                put_versions,
+                store_now,
+            }) => {
+                let version = put_version(&put_versions, 0)?;
+                let deadline =
+                    self.gate
+                        .observe(&run, t0, store_now, store_now.plus(self.retention));
+                self.adopt(run, version, bytes);
+                Ok(RenewOutcome::Renewed { deadline })
+            }
+            Ok(WriteResult::Conflict { .. }) => self.after_conflict(&run, t0).await,
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn after_conflict(
+        &self,
+        run: &HostRun,
+        t0: Duration,
+    ) -> Result<RenewOutcome, LocationError> {
+        match self.recover_from_read(t0).await? {
+            // The row holds our record under a version we had not seen (a renew whose answer
+            // was lost): adopted, and the deadline refreshed from that read.
+            Some(_) => Ok(RenewOutcome::Renewed {
+                deadline: self.gate.deadline().unwrap_or(t0),
+            }),
+            _ => {
+                tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "owner lease lost");
+                self.lose();
+                Ok(RenewOutcome::Lost)
+            }
+        }
+    }
+
+    /// Releases the lease: closes the gate first (no new work), then deletes the row under its
+    /// version. The generation is not changed.
+    pub(crate) async fn release(&self) -> Result<(), LocationError> {
+        let version = {
+            let held = self.held.lock();
+            match held.as_ref() {
+                Some(h) => h.version.clone(),
+                None => return Ok(()),
+            }
+        };
+        self.gate.close();
+        let request = WriteRequest::new(
+            vec![Condition::Version(self.key.clone(), version)],
+            vec![Mutation::Delete(self.key.clone())],
+        )?;
+        let result = self.store.write(&request).await;
+        *self.held.lock() = None;
+        self.announce(None);
+        self.book.forget(&self.key);
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The expiry the Store reports for our row right now, if it exists.
+    #[cfg(test)]
+    pub(crate) async fn store_expiry(
+        &self,
+    ) -> Result<Option<(zlink_store_spi::StoreTime, zlink_store_spi::StoreTime)>, LocationError>
+    {
+        match self.store.read(&self.key).await? {
+            ReadResult::Found {
+                expires_at: Some(e),
+                store_now,
+                ..
+            } => Ok(Some((store_now, e))),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The background renew loop: every renew interval, one renew bounded by the renew timeout;
+/// after `Lost`, a takeover under a new generation. Stops when dropped.
+#[derive(Debug)]
+pub(crate) struct RenewLoop {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RenewLoop {
+    pub(crate) fn spawn(lease: Arc<OwnerLease>, interval: Duration, timeout: Duration) -> Self {
+        let task = tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                match tokio::time::timeout(timeout, lease.renew()).await {
+                    Ok(Ok(RenewOutcome::Renewed { .. })) => {}
+                    Ok(Ok(RenewOutcome::Lost)) => {
+                        match tokio::time::timeout(timeout, lease.acquire()).await {
+                            Ok(Ok(run)) => tracing::warn!(
+                                owner = %run.owner_id,
+                                generation = %run.lease_generation,
+                                "owner lease taken over under a new generation"
+                            ),
+                            Ok(Err(e)) => tracing::warn!(error = %e, "owner lease takeover failed"),
+                            Err(_) => tracing::warn!("owner lease takeover timed out"),
+                        }
+                    }
+                    Ok(Err(e)) => tracing::warn!(error = %e, "owner lease renew failed"),
+                    Err(_) => tracing::warn!("owner lease renew timed out"),
+                }
+            }
+        });
+        RenewLoop { task }
+    }
+}
+
+impl Drop for RenewLoop {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,269 @@
+//! The location runtime of one host: startup validation, the owner lease with its renew loop
+//! and admission gate, the authority engine, descriptor publishers and discovery readers.
+
+use std::sync::Arc;
+
+use zlink_store_spi::DynLocationStore;
+
+use super::admission::{Admission, AdmissionGate, AdmissionOp, AdmissionRefused};
+use super::authority::{AuthorityClient, SweepReport};
+use super::clock::{MonotonicClock, SharedClock, SystemMonotonic};
+use super::descriptor::{DescriptorPublisher, PublishableDescriptor, validate_descriptor};
+use super::discovery::Discovery;
+use super::engine::{Engine, EngineConfig};
+use super::error::LocationError;
+use super::identity::ObjectId;
+use super::identity::{HostRun, MeshName, OwnerId, new_owner_id};
+use super::lease::{LeaseBook, OwnerLease, RenewLoop};
+use super::options::LocationOptions;
+use super::query::{ListFilter, LocationEntry, LookupKind, Page, PageToken, Query};
+
+/// Builds and starts a [`LocationRuntime`].
+#[derive(Debug)]
+pub struct LocationRuntimeBuilder {
+    store: Arc<dyn DynLocationStore>,
+    options: LocationOptions,
+    clock: SharedClock,
+    renew_loop: bool,
+    engine: EngineConfig,
+}
+
+impl LocationRuntimeBuilder {
+    /// Sets the location options (validated by [`start`](Self::start)).
+    pub fn options(mut self, options: LocationOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the local monotonic clock (default: the host's).
+    pub fn clock(mut self, clock: Arc<dyn MonotonicClock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Whether to run the background renew loop (default on; tests that drive the lease by
+    /// hand turn it off).
+    pub fn renew_loop(mut self, on: bool) -> Self {
+        self.renew_loop = on;
+        self
+    }
+
+    /// The most authority operations coalesced into one batch (default 128, at least 1).
+    pub fn max_batch_operations(mut self, n: usize) -> Self {
+        self.engine.max_jobs = n.max(1);
+        self
+    }
+
+    /// Validates the options (before any Store request), acquires the owner lease (a new
+    /// OwnerId and LeaseGeneration), starts the authority engine and the renew loop.
+    pub async fn start(self) -> Result<LocationRuntime, LocationError> {
+        self.options.validate()?;
+        let retention = self.options.lease_retention()?;
+        let gate = Arc::new(AdmissionGate::new(
+            self.clock.clone(),
+            self.options.owner_lease_fencing_margin,
+        ));
+        let book = Arc::new(LeaseBook::default());
+        let engine = Engine::start(self.store.clone(), gate.clone(), book.clone(), self.engine)?;
+        let lease = Arc::new(OwnerLease::new(
+            self.store.clone(),
+            gate.clone(),
+            book.clone(),
+            new_owner_id(),
+            retention,
+        )?);
+        lease.acquire().await?;
+        let renew = self.renew_loop.then(|| {
+            RenewLoop::spawn(
+                lease.clone(),
+                self.options.owner_lease_renew_interval,
+                self.options.owner_lease_renew_timeout,
+            )
+        });
+        let authority = AuthorityClient::new(self.store.clone(), gate.clone(), engine);
+        Ok(LocationRuntime {
+            store: self.store,
+            options: self.options,
+            clock: self.clock,
+            gate,
+            book,
+            lease,
+            authority,
+            _renew: renew,
+        })
+    }
+
+    /// Like [`start`](Self::start), but first checks every descriptor this host will publish
+    /// (1 MiB, 1,024 list entries, every field bound): if one fails, startup fails before any
+    /// Store request and nothing is published.
+    pub async fn start_checking<D: PublishableDescriptor>(
+        self,
+        descriptors: &[D],
+    ) -> Result<LocationRuntime, LocationError> {
+        self.options.validate()?;
+        // The OwnerId is not known yet; a UUID has the same length as the one start() issues.
+        let probe = HostRun {
+            owner_id: new_owner_id(),
+            lease_generation: super::generation::OwnerLeaseGeneration::MIN,
+        };
+        for d in descriptors {
+            validate_descriptor(d, &probe)?;
+        }
+        self.start().await
+    }
+}
+
+/// The location runtime of one host.
+#[derive(Debug)]
+pub struct LocationRuntime {
+    store: Arc<dyn DynLocationStore>,
+    options: LocationOptions,
+    clock: SharedClock,
+    gate: Arc<AdmissionGate>,
+    book: Arc<LeaseBook>,
+    lease: Arc<OwnerLease>,
+    authority: AuthorityClient,
+    _renew: Option<RenewLoop>,
+}
+
+impl LocationRuntime {
+    /// A builder over `store` with default options and the host's monotonic clock.
+    pub fn builder(store: Arc<dyn DynLocationStore>) -> LocationRuntimeBuilder {
+        LocationRuntimeBuilder {
+            store,
+            options: LocationOptions::default(),
+            clock: Arc::new(SystemMonotonic::new()),
+            renew_loop: true,
+            engine: EngineConfig::default(),
+        }
+    }
+
+    /// The validated options.
+    pub fn options(&self) -> &LocationOptions {
+        &self.options
+    }
+
+    /// The host-wide admission gate (the tests move its clock).
+    #[cfg(test)]
+    pub(crate) fn gate(&self) -> &Arc<AdmissionGate> {
+        &self.gate
+    }
+
+    /// Admits one piece of new work (for example starting an object message or a timer).
+    pub fn admit(&self, op: AdmissionOp) -> Result<Admission, AdmissionRefused> {
+        self.gate.admit(op)
+    }
+
+    /// The owner lease (never handed out: releasing it is `shutdown`'s job; the tests stall it).
+    #[cfg(test)]
+    pub(crate) fn lease(&self) -> &Arc<OwnerLease> {
+        &self.lease
+    }
+
+    /// This host's OwnerId.
+    pub fn owner_id(&self) -> &OwnerId {
+        self.lease.owner_id()
+    }
+
+    /// The current host run, if the lease is held.
+    pub fn host_run(&self) -> Option<HostRun> {
+        self.lease.run()
+    }
+
+    /// Follows the run this host holds: `None` while its lease is lost, then the run of the
+    /// takeover under a new LeaseGeneration (the runtime republishes descriptors and
+    /// reclaims the earlier run's rows when it changes).
+    pub fn watch_runs(&self) -> tokio::sync::watch::Receiver<Option<HostRun>> {
+        self.lease.watch_runs()
+    }
+
+    /// The authority operations (crate-internal: applications never see records or
+    /// versions, spec 21 §2.1).
+    pub fn authority(&self) -> &AuthorityClient {
+        &self.authority
+    }
+
+    /// Looks up the current location of one ActorId or SpotId for operational tools (spec 21
+    /// §7.4): `None` when no record exists (nothing is created); a Reserved object is
+    /// `Creating`; a committed one `Ready` while its owner's lease is held by the owning run,
+    /// else `Unavailable`. A Store failure is the error (kind
+    /// [`ErrorKind::Store`](super::ErrorKind::Store)), never an absent object; nothing is
+    /// cached.
+    pub async fn lookup(
+        &self,
+        kind: LookupKind,
+        id: &ObjectId,
+    ) -> Result<Option<LocationEntry>, LocationError> {
+        self.query().lookup(kind, id).await
+    }
+
+    /// One page of the location list of `filter` for operational tools (spec 21 §7.4):
+    /// `page_size` in `1..=1000` (else `InvalidOperation::PageSizeOutOfRange`, before any
+    /// Store request), at most 4 MiB encoded (see [`LocationEntry::to_json`] and
+    /// [`PageToken::MAX_LEN`]). Pass `None` to start a cycle and each page's `next` to go on;
+    /// one cycle reads one snapshot and never returns an id twice. A Store failure fails the
+    /// whole page (no partial entries); an expired token is `ScanExpired`. There is no
+    /// function returning every entry at once.
+    pub async fn list(
+        &self,
+        filter: ListFilter,
+        page_size: u32,
+        token: Option<&PageToken>,
+    ) -> Result<Page, LocationError> {
+        self.query().list(&filter, page_size, token).await
+    }
+
+    fn query(&self) -> Query<'_> {
+        Query {
+            store: &self.store,
+            authority: &self.authority,
+        }
+    }
+
+    /// A publisher for one descriptor of this host; the descriptor is checked against every
+    /// bound now (nothing is published by this call).
+    pub fn descriptor_publisher<D: PublishableDescriptor>(
+        &self,
+        descriptor: D,
+    ) -> Result<DescriptorPublisher<D>, LocationError> {
+        let run = self.lease.run().ok_or(LocationError::LeaseLost)?;
+        DescriptorPublisher::new(
+            self.store.clone(),
+            self.gate.clone(),
+            self.book.clone(),
+            &run,
+            descriptor,
+        )
+    }
+
+    /// A discovery reader of one mesh.
+    pub fn discovery(&self, mesh: &MeshName) -> Result<Discovery, LocationError> {
+        Discovery::new(
+            self.store.clone(),
+            self.clock.clone(),
+            self.options.store_failure_grace,
+            mesh,
+        )
+    }
+
+    /// Host shutdown: the self-sweep of this run's authority rows and relocation
+    /// reservations (spec 21 §11, through the admission gate and under this run's lease),
+    /// then the lease is released. Descriptors are withdrawn by their publishers, never by
+    /// the sweep. Past the admission deadline nothing is swept (the error says why) and the
+    /// rows are left to a recovery sweep by another host.
+    pub async fn shutdown(self) -> Result<SweepReport, LocationError> {
+        let report = self.authority.self_sweep().await?;
+        self.lease.release().await?;
+        Ok(report)
+    }
+
+    /// The self-sweep alone (spec 28 §9 cleanup step 2: owner records before descriptors).
+    pub async fn self_sweep(&self) -> Result<SweepReport, LocationError> {
+        self.authority.self_sweep().await
+    }
+
+    /// Releases the owner lease (spec 28 §9 cleanup step 3, after the descriptors).
+    pub async fn release_lease(&self) -> Result<(), LocationError> {
+        self.lease.release().await.map(|_| ())
+    }
+}

@@ -1,0 +1,116 @@
+//! The location runtime suite: every behaviour test is one `async fn` over a [`Harness`], run
+//! on the in-memory store (`memory::name`), on the live Redis single node (`redis::name`,
+//! `ZLINK_TEST_REDIS_URL`) and on the live 3-master Redis Cluster (`cluster::name`,
+//! `ZLINK_TEST_REDIS_CLUSTER`). A missing variable skips loudly under a plain `cargo test` and
+//! fails when `CI` or `ZLINK_REQUIRE_REDIS` is set.
+
+mod authority;
+mod capacity_model;
+mod descriptors;
+mod engine;
+mod lease;
+mod per_actor;
+mod prelude;
+mod query;
+mod relocation;
+mod spot_wide;
+pub(crate) mod support;
+mod sweep;
+
+pub(crate) use support::Harness;
+
+macro_rules! on_every_store {
+    ($($area:ident :: $name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let h = super::Harness::memory();
+                    super::$area::$name(&h).await;
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(h) = super::Harness::redis(stringify!($name)).await else {
+                        return;
+                    };
+                    super::$area::$name(&h).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(h) = super::Harness::cluster(stringify!($name)).await else {
+                        return;
+                    };
+                    super::$area::$name(&h).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    // Spec 21 §12 "Generation And Owner Lease".
+    lease::generations_never_swap,
+    lease::generation_exhausted_changes_nothing_and_repeats,
+    lease::lease_timing_violation_fails_startup,
+    lease::expired_admission_deadline_blocks_all_new_work,
+    // Spec 21 §12 "Descriptor And Location Lookup".
+    descriptors::oversized_descriptor_fails_startup_without_publishing,
+    authority::missing_read_creates_no_generation_and_records_never_expire,
+    authority::lookup_by_global_id_ignores_mesh_name,
+    descriptors::discovery_pages_are_bounded_and_same_point_in_time,
+    // Runtime behaviour (spec 21 §3–§6, §8, §10, §11).
+    authority::concurrent_reserves_of_one_id_have_exactly_one_winner,
+    lease::lease_stall_refuses_new_work_after_deadline_before_ttl,
+    lease::acquire_issues_a_new_generation_renew_and_release_keep_it,
+    lease::renew_loop_keeps_the_lease_and_refreshes_the_deadline,
+    lease::takeover_of_an_expired_lease_issues_a_new_generation,
+    lease::lost_renew_reply_is_recovered_without_a_new_generation,
+    descriptors::renew_at_unchanged_revision_is_stale_and_never_overwrites,
+    descriptors::revision_overflow_enters_error_state_and_stops_publishing,
+    descriptors::descriptor_key_of_a_live_host_is_not_taken_over,
+    descriptors::discovery_lists_only_hosts_with_a_valid_lease,
+    descriptors::discovery_uses_pages_only_when_change_number_matches,
+    descriptors::store_failure_grace_keeps_the_list_and_never_extends_the_deadline,
+    authority::reserved_record_refuses_preserve_new_owner_and_delete,
+    authority::commit_abort_and_delete_move_capacity_with_the_record,
+    authority::reserve_past_the_limit_is_capacity_exceeded_and_changes_nothing,
+    relocation::new_owner_keeps_object_generation_and_moves_capacity,
+    relocation::secure_target_is_idempotent_and_checks_the_target_lease,
+    authority::preserve_and_delete_need_a_valid_owner_lease,
+    authority::placement_chooses_only_eligible_nodes,
+    authority::weight_zero_keeps_existing_objects_and_reservations,
+    sweep::recovery_sweep_reclaims_only_a_dead_run_and_never_descriptors,
+    sweep::recovery_sweep_judges_the_lease_row_read_directly,
+    sweep::recovery_sweep_of_this_hosts_earlier_run_keeps_the_current_one,
+    sweep::recovery_sweep_releases_reservations_of_the_dead_run,
+    sweep::self_sweep_runs_under_this_runs_lease_and_admission,
+    sweep::recovery_sweep_removes_the_dead_runs_emptied_allocation_row,
+    sweep::recovery_sweep_keeps_a_row_that_still_counts_a_slot,
+    sweep::self_sweep_removes_this_runs_empty_allocation_rows,
+    relocation::reservation_made_before_a_regular_preserve_cannot_move_the_object,
+    relocation::reservation_made_before_another_move_cannot_move_the_object,
+    relocation::non_owner_cannot_secure_a_target,
+    relocation::carrying_preserve_keeps_the_reservation_and_stales_older_copies,
+    relocation::a_lost_new_owner_reply_is_settled_by_reading_the_record,
+    spot_wide::spot_wide_relocation_moves_the_spot_its_members_capacity_and_root,
+    spot_wide::spot_wide_relocation_short_of_capacity_or_a_type_stores_nothing,
+    per_actor::per_actor_moves_keep_the_move_record_counts_summing_to_the_members,
+    engine::lost_write_reply_is_reconstructed_from_the_store,
+    engine::concurrent_operations_coalesce_into_shared_batches,
+    engine::unknown_outcome_recovery_does_not_stall_other_batches,
+    authority::capacity_counters_equal_allocations_after_random_operations,
+    // Operational location queries (spec 21 §7.4).
+    query::lookup_of_a_missing_id_is_none_and_creates_nothing,
+    query::lookup_shows_creating_ready_and_unavailable_once_the_lease_is_gone,
+    query::list_pages_return_each_id_exactly_once_per_cycle,
+    query::page_size_out_of_range_is_refused_before_any_store_request,
+    query::store_failure_mid_cycle_fails_the_page_with_no_entries,
+);

@@ -1,0 +1,17 @@
+//! The location vocabulary an application configures and reads: the location options and their
+//! relocation settings, identities, generations, capacity limits, the admission state and the
+//! operational query types. The location core itself is the `zlink-location` crate; this module
+//! re-exports the part of it applications use.
+
+pub use zlink_location::{
+    Admission, AdmissionOp, AdmissionRefused, AuthorityOwnerGeneration, CapacityLimits,
+    ConfigError, ContractViolation, DEFAULT_COLD_ACTIVATION_RETENTION, DEFAULT_WEIGHT, EntryState,
+    ErrorKind, GenerationKind, HostRun, InvalidOperation, ListFilter, LocationEntry, LocationError,
+    LocationOptions, LocationRuntime, LocationRuntimeBuilder, LookupKind, MAX_ENTRY_LEN,
+    MAX_PAGE_SIZE, MAX_SLOTS, MAX_WEIGHT, ManualMonotonic, MeshName, MonotonicClock, NodeKey,
+    NodeUsage, ObjectGeneration, ObjectId, ObjectKind, OwnerId, OwnerLeaseGeneration, Page,
+    PageToken, ROUTE_CACHE_FOLLOW_GAP, RecordName, RoutingId, SlotKind, StableType, SweepReport,
+    SystemMonotonic, Usage,
+};
+
+pub use crate::mesh::config::{RelocationConfigError, RelocationOptions};
