@@ -134,7 +134,7 @@ mod runtime;
 
 pub use admission::{Admission, AdmissionOp, AdmissionRefused};
 pub use authority::SweepReport;
-pub use capacity::{CapacityLimits, MAX_SLOTS, NodeUsage, Usage};
+pub use capacity::{CapacityLimits, CapacityRow, MAX_SLOTS, NodeUsage, Usage};
 pub use clock::{ManualMonotonic, MonotonicClock, SystemMonotonic};
 pub use error::{
     ContractViolation, ErrorKind, InvalidOperation, LocationError, RecordName, SlotKind,

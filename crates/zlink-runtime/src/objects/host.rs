@@ -591,6 +591,13 @@ pub(crate) fn stale(why: &str) -> ZLinkError {
     )
 }
 
+/// A Location Store operation that did not succeed, as a call result: a node without room
+/// keeps its kind (`CapacityExceeded`, spec 21 §4; 28 §4), anything else is an
+/// `InternalFailure` naming the Store error.
 pub(crate) fn store_failure(e: crate::location::LocationError) -> ZLinkError {
-    ZLinkError::application(ErrorKind::InternalFailure, &format!("location store: {e}"))
+    let kind = match e {
+        crate::location::LocationError::CapacityExceeded => ErrorKind::CapacityExceeded,
+        _ => ErrorKind::InternalFailure,
+    };
+    ZLinkError::application(kind, &format!("location store: {e}"))
 }
