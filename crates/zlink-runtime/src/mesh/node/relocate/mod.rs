@@ -43,7 +43,8 @@
 //!    host's [`ShutdownReport`](super::ShutdownReport) (`HostStatus::shutdown`, the
 //!    `Termination` event), which a later `shutdown` returns again. While `Relocating`, objects keep running their
 //!    messages until each one's seal; creations, joins and Instance Spot claims here are
-//!    refused (`Unavailable`, spec 28 §10);
+//!    refused (`Unavailable`, spec 28 §10), and from `Relocating` on this host places no new
+//!    object on itself, even while its own discovery list still shows it `serving`;
 //! 4. **units** move through the live relocation of one Actor, one Instance Spot, one
 //!    `SpotWide` aggregate or one `PerActor` User Spot (`crate::relocation`), at most
 //!    `MaxActiveOutboundRelocations` at once, each to the eligible target with the fewest

@@ -1,4 +1,5 @@
-//! Host Relocate target selection (spec 28 §4 filter step 4 and "No target yet", §8).
+//! Host Relocate target selection (spec 28 §4 filter step 4 and "No target yet", §8) and
+//! placement while a host takes no new objects (28 §10; 21 §4).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,6 +169,7 @@ on_every_store!(
     host_relocate_counts_capacity_taken_by_earlier_units,
     a_target_without_room_is_not_chosen_and_the_kind_is_capacity_exceeded,
     host_relocate_waits_for_an_eligible_target_until_the_deadline,
+    a_host_not_taking_new_objects_never_places_on_itself,
 );
 
 async fn host_relocate_counts_capacity_taken_by_earlier_units(h: &Harness) {
@@ -281,4 +283,70 @@ async fn host_relocate_waits_for_an_eligible_target_until_the_deadline(h: &Harne
     assert_eq!(hosts.count_on(&hosts.target(1)).await, 1);
     hosts.all_answer_two().await;
     hosts.shutdown().await;
+}
+
+async fn a_host_not_taking_new_objects_never_places_on_itself(h: &Harness) {
+    // The source outweighs the target 10000:1 and re-reads its discovery list only every
+    // 30 s: right after Relocated its own list still shows it `serving` (21 §4 takes the last
+    // full list). It takes no new objects (28 §10), so it never places one on itself.
+    fn heavy(n: MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler> {
+        n.placement_weight(10_000)
+    }
+    fn light(n: MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler> {
+        n.placement_weight(1)
+    }
+    const PROBES: usize = 8;
+    let seen = Arc::new(Seen::default());
+    let target = root(h, ObjectRole::Server, &seen, fast_options(), light).await;
+    let slow = fast_options().polling_interval(Duration::from_secs(30));
+    let source = root(h, ObjectRole::Server, &seen, slow, heavy).await;
+    wait_peers(&source.1, 1).await;
+    wait_peers(&target.1, 1).await;
+    // An Instance Spot on the source, cold-activated by itself (its list names itself).
+    let spots = source.0.spots().expect("manager");
+    let mut own = None;
+    for i in 0..20 {
+        let id = format!("self-{i}");
+        assert_eq!(
+            spots
+                .instance(&id)
+                .stable_type("tally")
+                .request(&Incr)
+                .await
+                .expect("created"),
+            1
+        );
+        if source.0.spots().expect("manager").client.objects.is_live(&(
+            zlink_codec::keys::AuthorityKind::Spot,
+            zlink_codec::ObjectId::new(&id).expect("id"),
+        )) {
+            own = Some(id);
+            break;
+        }
+    }
+    assert!(own.is_some(), "placement never chose the heavy source");
+    let result = source
+        .0
+        .relocate(RelocateOptions::planned_maintenance())
+        .await
+        .expect("valid");
+    assert_eq!(result.outcome, RelocationOutcome::Relocated, "{result:?}");
+    // At once: first messages of new Instance Spots and new Actors from the relocated host.
+    let actors = source.0.actors().expect("manager");
+    for i in 0..PROBES {
+        let id = format!("after-{i}");
+        let got = spots
+            .instance(&id)
+            .stable_type("tally")
+            .request(&Incr)
+            .await;
+        assert_eq!(got.expect("placed on an eligible node"), 1, "{id}");
+        let made = actors
+            .get_or_create("counter", &id)
+            .await
+            .expect("created on an eligible node");
+        assert_eq!(&made.node, target.1.routing_id(), "{id}");
+    }
+    source.0.shutdown().await;
+    target.0.shutdown().await;
 }
