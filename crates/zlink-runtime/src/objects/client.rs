@@ -209,6 +209,11 @@ impl ObjectClient {
                         .await
                         .map_err(store_failure)?;
                     let mut payload = Vec::new();
+                    if call.spot.is_none() {
+                        // A Spot member goes to the Spot's node; anything else never to this
+                        // host while it takes no new objects.
+                        candidates.retain(|c| self.objects.may_place_on(&c.target.node));
+                    }
                     if let Some(spot) = &call.spot {
                         let node = self.spot_node(spot).await?;
                         candidates.retain(|c| c.target.node == node);

@@ -184,6 +184,13 @@ impl ObjectHost {
             .is_none_or(|s| *s.borrow() == zlink_codec::records::HostState::Serving)
     }
 
+    /// Whether a new object may be placed on `node` from here (spec 21 §4 placement): any
+    /// listed node, except this one while it takes no new objects (28 §10). Its own discovery
+    /// list may still show it `serving` until the next full read; it never places on itself.
+    pub(crate) fn may_place_on(&self, node: &zlink_location::NodeKey) -> bool {
+        self.accepts_new_objects() || node.routing_id != self.rid || node.mesh != self.mesh
+    }
+
     /// The error a creation, join or claim gets while the host does not accept new objects.
     pub(crate) fn not_accepting(&self) -> ZLinkError {
         ZLinkError::Unavailable {
@@ -603,6 +610,13 @@ pub(crate) fn stale(why: &str) -> ZLinkError {
     )
 }
 
+/// A Location Store operation that did not succeed, as a call result: a node without room
+/// keeps its kind (`CapacityExceeded`, spec 21 §4; 28 §4), anything else is an
+/// `InternalFailure` naming the Store error.
 pub(crate) fn store_failure(e: zlink_location::LocationError) -> ZLinkError {
-    ZLinkError::application(ErrorKind::InternalFailure, &format!("location store: {e}"))
+    let kind = match e {
+        zlink_location::LocationError::CapacityExceeded => ErrorKind::CapacityExceeded,
+        _ => ErrorKind::InternalFailure,
+    };
+    ZLinkError::application(kind, &format!("location store: {e}"))
 }

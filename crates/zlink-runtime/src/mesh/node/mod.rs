@@ -156,7 +156,8 @@
 //! | restart row 2: Creating, owner gone before Ready → the survivors' recovery cancels the record; a new incarnation follows; the late factory result changes nothing | `creation_whose_owner_died_before_ready_is_cancelled`* |
 //! | restart row 3: Ready, first message not completed, owner gone → a survivor takes the record over (conditioned on the dead lease), runs the stored first message first, removes the root, deletes the envelope | `ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message`* |
 //!
-//! Host Relocate (spec 28 §12; `tests/relocation/host.rs`, every test on the three stores):
+//! Host Relocate (spec 28 §12; `tests/relocation/host.rs` unless named, every test on the
+//! three stores):
 //!
 //! | behaviour (28 §12 item) | test |
 //! |---|---|
@@ -165,6 +166,9 @@
 //! | 1: the same maintenance wave is excluded | `a_node_of_the_same_maintenance_wave_is_no_target`* |
 //! | 1: without a target the operation waits to its deadline, then `Blocked/TargetUnavailable`, still `Serving`; after `Blocked` nothing is kept | `without_an_eligible_target_the_relocate_is_blocked_and_the_host_serves_on`* |
 //! | 1: a registered manual peer blocks (`ManualTopologyUnsupported`), admission untouched | `a_registered_manual_peer_blocks_the_relocate`* |
+//! | 1 (28 §4 filter step 4): each unit takes its bundle from its target's remaining room, earlier units of the same Relocate counted; a target without room left is never chosen (the next one with room is), a unit no target has room for is never started; a move named to a target without room is `CapacityExceeded` (never `InternalFailure`), nothing changes (`tests/relocation/targets.rs`) | `host_relocate_counts_capacity_taken_by_earlier_units`*, `a_target_without_room_is_not_chosen_and_the_kind_is_capacity_exceeded`*; `relocate::targets::tests` |
+//! | 1 (28 §4 "No target yet", §8): a unit no target has room for waits for one until the deadline and moves to one that becomes eligible meanwhile (`Relocated`); with none by the deadline → `Blocked/TargetUnavailable`, the moved units stay on their targets, the rest serve on from the source, the host `Serving` (`tests/relocation/targets.rs`) | `host_relocate_waits_for_an_eligible_target_until_the_deadline`*, `host_relocate_counts_capacity_taken_by_earlier_units`* |
+//! | 28 §10, 21 §4: a host that takes no new objects (here `Relocated`, its own list still showing it `serving`) never places a new Instance Spot or Actor on itself; the first call goes to an eligible node (`tests/relocation/targets.rs`) | `a_host_not_taking_new_objects_never_places_on_itself`* |
 //! | 2, 8: a blocked preflight (`RelocationDisabled`) keeps `Serving` and changes nothing | `a_disabled_type_blocks_the_relocate_before_anything_changes`* |
 //! | 2: a host with no stateful object is `Relocated` without a target search | `an_empty_host_is_relocated_without_a_target_search`* |
 //! | 2, 9: `Shutdown` after `Relocated` is a separate step; the moved Actors keep serving from their targets; no authority row left to sweep | `shutdown_after_relocated_leaves_the_moved_actors_serving`* |

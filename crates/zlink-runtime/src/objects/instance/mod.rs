@@ -279,10 +279,12 @@ impl Instances {
                 "object placement needs automatic topology",
             )
         })?;
-        let candidates = discovery
+        let mut candidates = discovery
             .candidates(host.location.authority())
             .await
             .map_err(super::host::store_failure)?;
+        // Never this host while it takes no new objects (28 §10), whatever its list says.
+        candidates.retain(|c| host.may_place_on(&c.target.node));
         let bundle = CapacityBundle::for_object(ObjectKind::InstanceSpot, stable_type);
         let mut rng = self.rng.lock();
         match zlink_location::choose(

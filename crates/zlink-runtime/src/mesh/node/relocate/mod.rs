@@ -9,7 +9,8 @@
 //! (`ShutdownRequested` once a shutdown sealed admission) outside `Serving`. The operation
 //! itself runs in its own task, so a caller that stops waiting ends only its wait.
 //!
-//! The operation (`run.rs`), in the order of spec 28 §4:
+//! The operation (`run.rs`; its units in `units.rs`, target selection in `targets.rs`, the
+//! moves in `moves.rs`), in the order of spec 28 §4:
 //! 1. **preflight** from `Serving`, nothing changed yet: a manual topology component
 //!    (a manual MeshNode or a manual peer intent) → `ManualTopologyUnsupported`; each live
 //!    object becomes a unit after its record is read: an Entry Spot member Actor, an Instance
@@ -26,9 +27,8 @@
 //!    one); another Object Server of the MeshName, `Serving`, lease valid; the type
 //!    registered (its kind and type offered; for a `PerActor` User Spot also every member's
 //!    Actor type, since its members move to the Spot's target); a positive weight and room
-//!    for the unit's bundle (one Actor, or one Spot of the type); another maintenance wave
-//!    when this host has one; an admitted Ready peer whose lifecycle generation is the
-//!    descriptor's.
+//!    for one object of the kind; another maintenance wave when this host has one; an
+//!    admitted Ready peer whose lifecycle generation is the descriptor's.
 //!    Missing targets are waited for (the descriptor list re-read every 100 ms) until the
 //!    deadline → `TargetUnavailable`, the host still `Serving`;
 //! 3. **`Relocating`**: the state, zero Channel weights told to the peers, and `relocating`
@@ -43,13 +43,20 @@
 //!    host's [`ShutdownReport`](super::ShutdownReport) (`HostStatus::shutdown`, the
 //!    `Termination` event), which a later `shutdown` returns again. While `Relocating`, objects keep running their
 //!    messages until each one's seal; creations, joins and Instance Spot claims here are
-//!    refused (`Unavailable`, spec 28 §10);
+//!    refused (`Unavailable`, spec 28 §10), and from `Relocating` on this host places no new
+//!    object on itself, even while its own discovery list still shows it `serving`;
 //! 4. **units** move through the live relocation of one Actor, one Instance Spot, one
 //!    `SpotWide` aggregate or one `PerActor` User Spot (`crate::relocation`), at most
 //!    `MaxActiveOutboundRelocations` at once, each to the eligible target with the fewest
-//!    units per weight so far. A `PerActor` User Spot's members move to the node its
-//!    authority moved to (concurrently, as units of their own under the unit gate), and count
-//!    as moved units each. After the deadline no unit starts; a started one ends safely
+//!    units per weight so far among those with room left for the unit's bundle (one Actor,
+//!    one Instance Spot, or a User Spot plus one Actor slot per member live here), counting
+//!    what this Relocate's earlier units took (28 §4 filter step 4): a target without room
+//!    left is never chosen. A unit no target has room for is not started; once every other
+//!    unit ended, the targets and their capacity rows are re-read every 100 ms until one has
+//!    room (it then moves) or the deadline passes (28 §4 "No target yet"), the host staying
+//!    `Relocating`. A `PerActor` User Spot's members move to the node its authority moved to
+//!    (concurrently, as units of their own under the unit gate), and count as moved units
+//!    each. After the deadline no unit starts; a started one ends safely
 //!    (it cancels before the owner change or completes after it). A `SpotWide` Spot with
 //!    `ApplicationSignaled` readiness seals only at a boundary a handler signals (28 §5,
 //!    `objects::lifecycle`), waiting for it at most until the deadline: a Spot that never
@@ -57,8 +64,10 @@
 //!    source User and Instance Spots get `OnClosing(RelocationOut)` after the location change.
 //!    Objects that became live before the seal are moved in a further round;
 //! 5. **terminal**: nothing left → `Relocated` (state and descriptors); otherwise `Blocked`
-//!    with `DeadlineExceeded` (the deadline passed), `TargetUnavailable` (a target was out of
-//!    capacity), `StoreUnavailable` (nothing moved and the Location Store does not answer),
+//!    with `TargetUnavailable` (units no target had room for by the deadline, every other
+//!    unit done, 28 §4 and §8; or the Store refused a target's capacity, `CapacityExceeded`),
+//!    `DeadlineExceeded` (the deadline passed with units not started or not done),
+//!    `StoreUnavailable` (nothing moved and the Location Store does not answer),
 //!    `StateIncompatible` (the adapter's capture failed on each of its 3 attempts, the
 //!    target's restore failed on each of its 3 attempts — every one on a new instance from
 //!    the factory — or the state is over 64 MiB; the unit did not move) or
@@ -73,9 +82,12 @@
 //! target finishes for a moved object are kept in the Relocation Store for their retention
 //! (24 h) while they are delivered (`relocation::completion`), whatever the host result.
 
+mod moves;
 mod run;
 mod slot;
+mod targets;
 mod types;
+mod units;
 
 pub(crate) use slot::{SlotCell, relocate};
 pub use types::{

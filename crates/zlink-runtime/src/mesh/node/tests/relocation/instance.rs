@@ -38,7 +38,7 @@ impl crate::mesh::messaging::Request for Block {
 
 /// An Instance Spot keeping, per stream, the last sequence number it applied.
 #[derive(Default)]
-struct Tally {
+pub(super) struct Tally {
     total: u64,
     applied: u64,
     last: BTreeMap<u32, u64>,
@@ -80,7 +80,10 @@ impl SpotStateAdapter<Tally> for TallyAdapter {
     }
 }
 
-fn tally_type(policy: Policy, seen: Arc<Seen>) -> impl FnOnce(SpotType<Tally>) -> SpotType<Tally> {
+pub(super) fn tally_type(
+    policy: Policy,
+    seen: Arc<Seen>,
+) -> impl FnOnce(SpotType<Tally>) -> SpotType<Tally> {
     move |t| {
         let for_factory = Arc::clone(&seen);
         let t = t

@@ -31,6 +31,7 @@ mod per_actor;
 mod rollback;
 mod spot_wide;
 mod stages;
+mod targets;
 
 /// Which relocation policy the counter type chooses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
