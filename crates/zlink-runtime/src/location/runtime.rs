@@ -153,6 +153,13 @@ impl LocationRuntime {
         self.gate.admit(op)
     }
 
+    /// Whether new work is admitted now (a lease is held and the local admission deadline has
+    /// not passed): the lock-free check of [`admit`](Self::admit) the object runtime makes at
+    /// the start of every message job.
+    pub fn is_admitting(&self) -> bool {
+        self.gate.is_open()
+    }
+
     /// The owner lease (never handed to applications: releasing it is the runtime's job).
     pub(crate) fn lease(&self) -> &Arc<OwnerLease> {
         &self.lease

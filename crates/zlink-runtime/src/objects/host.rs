@@ -58,6 +58,8 @@ pub(crate) struct ObjectHost {
     live: Mutex<HashMap<ObjectKey, LiveEntry>>,
     pub(crate) codecs: Registry,
     pub(crate) location: Arc<LocationRuntime>,
+    /// The admission door every message job of this node's activations passes.
+    pub(crate) door: super::door::Door,
     pub(crate) routes: super::routes::RouteCache,
     pub(crate) mailbox: (usize, usize),
     /// The Entry Spot's Actor creation callback (`None`: every creation is approved).
@@ -134,6 +136,7 @@ impl ObjectHost {
             types,
             live: Mutex::new(HashMap::new()),
             codecs,
+            door: super::door::Door::new(Arc::clone(&location)),
             location,
             routes: super::routes::RouteCache::new(route_cache_max_age),
             mailbox: (DEFAULT_ACTOR_MAILBOX_JOBS, DEFAULT_ACTOR_MAILBOX_BYTES),
@@ -592,5 +595,9 @@ pub(crate) fn stale(why: &str) -> ZLinkError {
 }
 
 pub(crate) fn store_failure(e: crate::location::LocationError) -> ZLinkError {
+    if let crate::location::LocationError::Admission(_) = e {
+        // The admission deadline passed while the work was on its way (spec 21 §5).
+        return super::door::refused();
+    }
     ZLinkError::application(ErrorKind::InternalFailure, &format!("location store: {e}"))
 }

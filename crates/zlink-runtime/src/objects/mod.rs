@@ -32,6 +32,11 @@
 //!   `find` returns only a Ready ref ([`ActorRef`] / [`SpotRef`], ObjectGeneration as a
 //!   decimal string in JSON). `destroy` / `close` end exactly the ref's incarnation (missing →
 //!   false, other incarnation → InvalidOperation, not Ready or unreachable → Unavailable).
+//! - **The admission door** (spec 21 §5, `door.rs`): every message job an activation starts —
+//!   Actor or Spot, local or from the mesh, relayed or followed — passes the host's admission
+//!   gate when it is submitted and again when it starts, and a factory's activation is
+//!   confirmed and made live only through it; past the local admission deadline the caller
+//!   gets `Unavailable` (`AdmissionClosed`) and nothing runs. The check is lock-free.
 //! - **Membership** (kept in the Actor's authority record): the placing node's Entry Spot, or
 //!   the User Spot an Actor was created into (`in_spot`, placed on the Spot's node) or joined
 //!   on the same node ([`ActorManager::join`], a Preserve CAS; the activation stays). A member
@@ -118,6 +123,7 @@ pub(crate) mod activation;
 mod call;
 pub(crate) mod client;
 pub(crate) mod create;
+pub(crate) mod door;
 pub(crate) mod host;
 pub(crate) mod inbound;
 pub(crate) mod instance;
