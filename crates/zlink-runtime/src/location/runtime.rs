@@ -2,6 +2,7 @@
 //! and admission gate, the authority engine, descriptor publishers and discovery readers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use zlink_store_spi::DynLocationStore;
 
@@ -158,6 +159,12 @@ impl LocationRuntime {
     /// the start of every message job.
     pub fn is_admitting(&self) -> bool {
         self.gate.is_open()
+    }
+
+    /// The time now on this host's monotonic clock (the clock admission deadlines and the
+    /// lease ends discovery reads live on).
+    pub fn monotonic_now(&self) -> Duration {
+        self.clock.now()
     }
 
     /// The owner lease (never handed to applications: releasing it is the runtime's job).

@@ -42,10 +42,11 @@
 //!   on the same node ([`ActorManager::join`], a Preserve CAS; the activation stays). A member
 //!   of a `SpotWide` Spot resolves its owner through the Spot's record.
 //! - **Messaging by global id**: `request` / `send` on either manager resolve the Ready owner
-//!   through the node's route cache (`routeCacheMaxAge`; Missing / Creating / Store errors
-//!   never cached; an entry is dropped when a read shows another StoreVersion, ObjectGeneration
-//!   or AuthorityOwnerGeneration, when a call through it ends NotFound / Unavailable, and with
-//!   every entry of a run whose lease is gone). A node that no longer holds the activation
+//!   through the node's route cache (`routeCacheMaxAge`, and never past the last time the
+//!   owner accepts new work as discovery last read its lease, spec 21 §7.3; Missing /
+//!   Creating / Store errors never cached; an entry is dropped when a read shows another
+//!   StoreVersion, ObjectGeneration or AuthorityOwnerGeneration, when a call through it ends
+//!   NotFound / Unavailable, and with every entry of a run whose lease is gone). A node that no longer holds the activation
 //!   answers by the record, so a stale route never runs a message on a previous incarnation.
 //! - **Owner death** (an explicit extension beyond spec 21, which leaves object failover to a
 //!   future contract): when a fresh discovery list no longer names a host run (its owner lease
