@@ -15,6 +15,7 @@
 //! host run can move it (and only forward).
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -112,10 +113,17 @@ struct GateState {
 }
 
 /// The host-wide admission gate (one per host; every location component shares it).
+///
+/// [`admit`](Self::admit) hands out an [`Admission`] naming the host run (for Store work);
+/// [`is_open`](Self::is_open) is the lock-free check the object runtime makes at the start of
+/// every message job: one atomic load and one monotonic clock read.
 pub struct AdmissionGate {
     clock: SharedClock,
     fencing_margin: Duration,
     state: Mutex<GateState>,
+    /// The deadline in nanoseconds of the monotonic clock, mirrored from `state` (0: closed,
+    /// which no clock reading is before).
+    open_until: AtomicU64,
 }
 
 impl fmt::Debug for AdmissionGate {
@@ -136,7 +144,15 @@ impl AdmissionGate {
             clock,
             fencing_margin,
             state: Mutex::new(GateState::default()),
+            open_until: AtomicU64::new(0),
         }
+    }
+
+    /// Whether new work is admitted now: a lease is held and its deadline has not passed
+    /// (the same answer [`admit`](Self::admit) gives, without the host run). Lock-free.
+    pub fn is_open(&self) -> bool {
+        let until = self.open_until.load(Ordering::Acquire);
+        u64::try_from(self.clock.now().as_nanos()).is_ok_and(|now| now < until)
     }
 
     /// The local monotonic time now (the `t0` to take before a lease request).
@@ -196,12 +212,20 @@ impl AdmissionGate {
         if s.run.as_ref() == Some(run) {
             let d = s.deadline.map_or(deadline, |cur| cur.max(deadline));
             s.deadline = Some(d);
+            self.mirror(Some(d));
             d
         } else {
             s.run = Some(run.clone());
             s.deadline = Some(deadline);
+            self.mirror(Some(deadline));
             deadline
         }
+    }
+
+    /// Mirrors the deadline for [`is_open`](Self::is_open) (called under the state lock).
+    fn mirror(&self, deadline: Option<Duration>) {
+        let nanos = deadline.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.open_until.store(nanos, Ordering::Release);
     }
 
     /// Closes the gate (lease released or lost): every later admission is refused until a new
@@ -210,6 +234,7 @@ impl AdmissionGate {
         let mut s = self.state.lock();
         s.deadline = None;
         s.run = None;
+        self.mirror(None);
     }
 }
 
@@ -237,6 +262,7 @@ mod tests {
             gate.admit(AdmissionOp::TimerStart),
             Err(AdmissionRefused::NoLease { .. })
         ));
+        assert!(!gate.is_open());
         let t0 = clock.now();
         // The response arrives 2 s later: the deadline does not move with it.
         clock.advance(Duration::from_secs(2));
@@ -249,11 +275,13 @@ mod tests {
         assert_eq!(d, Duration::from_secs(10));
         clock.advance(Duration::from_millis(7_999));
         assert!(gate.admit(AdmissionOp::TimerStart).is_ok());
+        assert!(gate.is_open());
         clock.advance(Duration::from_millis(1));
         assert!(matches!(
             gate.admit(AdmissionOp::TimerStart),
             Err(AdmissionRefused::DeadlinePassed { .. })
         ));
+        assert!(!gate.is_open(), "the lock-free check agrees with admit");
     }
 
     #[test]
@@ -295,7 +323,9 @@ mod tests {
             gate.admit_for(AdmissionOp::FactoryResult, &run(1)),
             Err(AdmissionRefused::HostRunChanged { .. })
         ));
+        assert!(gate.is_open());
         gate.close();
         assert!(gate.admit(AdmissionOp::FactoryResult).is_err());
+        assert!(!gate.is_open());
     }
 }

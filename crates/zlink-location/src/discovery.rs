@@ -48,6 +48,11 @@ pub struct DiscoveredNode {
     pub version: StoreVersion,
     /// The node's host run (its lease row holds exactly this).
     pub run: HostRun,
+    /// When the run's owner lease ends as this read bounds it, on this host's monotonic clock:
+    /// `t0 + (ExpiresAt − StoreNow)` with `t0` taken before the lease read, so never later
+    /// than the real end (`None` when the row carries no expiry). The owner accepts no new
+    /// work past this minus its fencing margin (spec 21 §5, §7.3).
+    pub lease_until: Option<Duration>,
 }
 
 impl DiscoveredNode {
@@ -311,15 +316,25 @@ impl Discovery {
                     owner_id: record.owner_id.clone(),
                     lease_generation: generation,
                 };
+                let t0 = self.clock.now();
                 let lease: ReadResult = self.store.read(&lease_key(&run.owner_id)?).await?;
                 if !LeaseSeen::from_read(&lease).held_by(&run) {
                     excluded += 1;
                     continue;
                 }
+                let lease_until = match &lease {
+                    ReadResult::Found {
+                        expires_at: Some(expires_at),
+                        store_now,
+                        ..
+                    } => Some(t0 + Duration::from_millis(store_now.millis_until(*expires_at))),
+                    _ => None,
+                };
                 nodes.push(DiscoveredNode {
                     record,
                     version: item.version,
                     run,
+                    lease_until,
                 });
             }
             return Ok(DiscoveryView {

@@ -19,7 +19,7 @@
 //! | ObjectGeneration, AuthorityOwnerGeneration and OwnerLeaseGeneration never swap | `generations_never_swap` |
 //! | issuing after 2^63-1 is always GenerationExhausted and changes nothing | `generation_exhausted_changes_nothing_and_repeats` |
 //! | §5's time relationship checked at startup; a violation is a startup error | `lease_timing_violation_fails_startup` |
-//! | past the last time new work is accepted, descriptor publishing, object messages/timers and relocation changes are blocked together | `expired_admission_deadline_blocks_all_new_work` |
+//! | past the last time new work is accepted, descriptor publishing, object messages/timers and relocation changes are blocked together | `expired_admission_deadline_blocks_all_new_work` (the gate and every Store change); object message jobs (from the mesh, local, and queued before the deadline) and factory completion on a running host: `mesh::node::tests::admission::object_messages_past_the_admission_deadline_are_refused_and_never_run`, `…::a_factory_finishing_past_the_admission_deadline_is_not_made_live` (this runtime has no timers) |
 //!
 //! Spec 21 §12 "Descriptor And Location Lookup":
 //!

@@ -2,6 +2,7 @@
 //! and admission gate, the authority engine, descriptor publishers and discovery readers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use zlink_store_spi::DynLocationStore;
 
@@ -152,6 +153,19 @@ impl LocationRuntime {
     /// Admits one piece of new work (for example starting an object message or a timer).
     pub fn admit(&self, op: AdmissionOp) -> Result<Admission, AdmissionRefused> {
         self.gate.admit(op)
+    }
+
+    /// Whether new work is admitted now (a lease is held and the local admission deadline has
+    /// not passed): the lock-free check of [`admit`](Self::admit) the object runtime makes at
+    /// the start of every message job.
+    pub fn is_admitting(&self) -> bool {
+        self.gate.is_open()
+    }
+
+    /// The time now on this host's monotonic clock (the clock admission deadlines and the
+    /// lease ends discovery reads live on).
+    pub fn monotonic_now(&self) -> Duration {
+        self.clock.now()
     }
 
     /// The owner lease (never handed out: releasing it is `shutdown`'s job; the tests stall it).

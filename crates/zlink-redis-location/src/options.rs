@@ -34,6 +34,9 @@ pub(crate) enum OptionsError {
     /// The operation timeout is zero.
     #[error("the operation timeout must be positive")]
     ZeroTimeout,
+    /// The reconnect delays are zero, out of order, or beyond `u32` milliseconds.
+    #[error("the reconnect delays must satisfy 0 < first <= longest <= u32::MAX ms")]
+    ReconnectDelay,
 }
 
 fn rejected(e: OptionsError) -> StoreError {
@@ -52,6 +55,9 @@ fn rejected(e: OptionsError) -> StoreError {
 ///   connection included; past it the operation fails with
 ///   [`StoreError::TimedOut`](zlink_store_spi::StoreError::TimedOut) and, if it had been sent,
 ///   may or may not have committed.
+/// - **Reconnect delay** (default 50 ms doubling up to 250 ms, plus up to 25 ms of jitter):
+///   how soon a lost connection is dialled again, well inside the owner lease's fencing
+///   margin so a short Redis restart costs no lease renewal.
 ///
 /// `Debug` never shows the password.
 ///
@@ -75,6 +81,7 @@ pub struct RedisLocationOptions {
     pub(crate) config: Config,
     pub(crate) key_prefix: String,
     pub(crate) operation_timeout: Duration,
+    pub(crate) reconnect_delay: (Duration, Duration),
 }
 
 impl RedisLocationOptions {
@@ -82,12 +89,20 @@ impl RedisLocationOptions {
     pub const DEFAULT_KEY_PREFIX: &'static str = "zlink";
     /// The operation timeout used unless another is set.
     pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
+    /// The first reconnect delay used unless another is set.
+    pub const DEFAULT_RECONNECT_DELAY_FIRST: Duration = Duration::from_millis(50);
+    /// The longest reconnect delay used unless another is set.
+    pub const DEFAULT_RECONNECT_DELAY_LONGEST: Duration = Duration::from_millis(250);
 
     fn with_config(config: Config) -> Self {
         RedisLocationOptions {
             config,
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
             operation_timeout: Self::DEFAULT_OPERATION_TIMEOUT,
+            reconnect_delay: (
+                Self::DEFAULT_RECONNECT_DELAY_FIRST,
+                Self::DEFAULT_RECONNECT_DELAY_LONGEST,
+            ),
         }
     }
 
@@ -155,6 +170,34 @@ impl RedisLocationOptions {
         }
         self.operation_timeout = timeout;
         Ok(self)
+    }
+
+    /// Sets the reconnect delays: a lost connection is dialled again after `first`, each
+    /// further attempt waiting twice as long up to `longest` (plus a jitter of up to half of
+    /// `first`), forever. `0 < first <= longest`, both within `u32::MAX` milliseconds.
+    pub fn with_reconnect_delay(mut self, first: Duration, longest: Duration) -> StoreResult<Self> {
+        let ms = |d: Duration| u32::try_from(d.as_millis()).ok();
+        match (ms(first), ms(longest)) {
+            (Some(f), Some(l)) if f > 0 && f <= l => {}
+            _ => return Err(rejected(OptionsError::ReconnectDelay)),
+        }
+        self.reconnect_delay = (first, longest);
+        Ok(self)
+    }
+
+    /// The reconnect delays: the first and the longest.
+    pub fn reconnect_delay(&self) -> (Duration, Duration) {
+        self.reconnect_delay
+    }
+
+    /// fred's reconnect policy for these options (validated delays).
+    pub(crate) fn reconnect_policy(&self) -> fred::types::config::ReconnectPolicy {
+        let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+        let (first, longest) = (ms(self.reconnect_delay.0), ms(self.reconnect_delay.1));
+        let mut policy =
+            fred::types::config::ReconnectPolicy::new_exponential(0, first, longest, 2);
+        policy.set_jitter(first / 2);
+        policy
     }
 
     /// The key prefix.
@@ -231,6 +274,7 @@ impl fmt::Debug for RedisLocationOptions {
             )
             .field("key_prefix", &self.key_prefix)
             .field("operation_timeout", &self.operation_timeout)
+            .field("reconnect_delay", &self.reconnect_delay)
             .finish()
     }
 }
@@ -320,6 +364,26 @@ mod tests {
         let o = o.with_operation_timeout(Duration::from_millis(1)).unwrap();
         assert_eq!(o.operation_timeout(), Duration::from_millis(1));
         assert!(o.with_operation_timeout(Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn reconnect_delays_default_well_under_a_second_and_are_checked() {
+        let o = RedisLocationOptions::from_url("redis://127.0.0.1").unwrap();
+        assert_eq!(
+            o.reconnect_delay(),
+            (Duration::from_millis(50), Duration::from_millis(250))
+        );
+        let ms = Duration::from_millis;
+        let o = o.with_reconnect_delay(ms(10), ms(10)).unwrap();
+        assert_eq!(o.reconnect_delay(), (ms(10), ms(10)));
+        for (first, longest) in [
+            (ms(0), ms(10)),
+            (ms(20), ms(10)),
+            (ms(1), Duration::from_secs(u64::from(u32::MAX))),
+        ] {
+            let e = o.clone().with_reconnect_delay(first, longest).unwrap_err();
+            assert!(reason(e).contains("reconnect"), "{first:?} {longest:?}");
+        }
     }
 
     #[test]

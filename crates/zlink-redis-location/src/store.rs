@@ -13,7 +13,6 @@ use bytes::Bytes;
 use fred::clients::Client;
 use fred::error::{Error as RedisError, ErrorKind as RedisErrorKind};
 use fred::interfaces::{ClientLike, LuaInterface};
-use fred::types::config::ReconnectPolicy;
 use fred::types::scripts::Script;
 use fred::types::{Builder, Key, Value};
 use zlink_store_spi::{
@@ -192,7 +191,8 @@ impl RedisLocationStore {
                 c.connection_timeout = timeout;
                 c.internal_command_timeout = timeout;
             })
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+            // Reconnect forever, promptly (each operation's timeout bounds how long it waits).
+            .set_policy(options.reconnect_policy());
         let client = builder.build().map_err(map_redis)?;
         // The connection task runs until the store is dropped or closed; if setting up fails
         // or times out it is aborted here, so nothing keeps reconnecting in the background.

@@ -37,6 +37,9 @@ pub(crate) enum OptionsError {
     /// The connection pool size is outside 1..=64.
     #[error("the connection pool size {0} is outside 1..=64")]
     PoolSize(usize),
+    /// The reconnect delays are zero, out of order, or beyond `u32` milliseconds.
+    #[error("the reconnect delays must satisfy 0 < first <= longest <= u32::MAX ms")]
+    ReconnectDelay,
     /// TLS could not be set up (the system trust store could not be loaded).
     #[error("TLS could not be configured")]
     Tls,
@@ -59,6 +62,8 @@ fn rejected(e: OptionsError) -> StoreError {
 ///   [`StoreError::TimedOut`](zlink_store_spi::StoreError::TimedOut) and a write already sent
 ///   may still apply.
 /// - **Pool size** (default 4, at most [`MAX_POOL_SIZE`](Self::MAX_POOL_SIZE)).
+/// - **Reconnect delay** (default 50 ms doubling up to 250 ms, plus up to 25 ms of jitter):
+///   how soon a lost connection is dialled again, forever.
 ///
 /// Every rejected value is a [`StoreError::Failure`] of kind
 /// [`FailureKind::Configuration`], whose `source` says which option. `Debug` never shows the
@@ -85,6 +90,7 @@ pub struct RedisRelocationOptions {
     pub(crate) key_prefix: String,
     pub(crate) operation_timeout: Duration,
     pub(crate) pool_size: usize,
+    pub(crate) reconnect_delay: (Duration, Duration),
 }
 
 impl fmt::Debug for RedisRelocationOptions {
@@ -107,6 +113,7 @@ impl fmt::Debug for RedisRelocationOptions {
             .field("key_prefix", &self.key_prefix)
             .field("operation_timeout", &self.operation_timeout)
             .field("pool_size", &self.pool_size)
+            .field("reconnect_delay", &self.reconnect_delay)
             .finish()
     }
 }
@@ -146,6 +153,10 @@ impl RedisRelocationOptions {
     pub const DEFAULT_POOL_SIZE: usize = 4;
     /// The largest connection pool.
     pub const MAX_POOL_SIZE: usize = 64;
+    /// The first reconnect delay used unless another is set.
+    pub const DEFAULT_RECONNECT_DELAY_FIRST: Duration = Duration::from_millis(50);
+    /// The longest reconnect delay used unless another is set.
+    pub const DEFAULT_RECONNECT_DELAY_LONGEST: Duration = Duration::from_millis(250);
 
     fn with_config(config: Config) -> Self {
         RedisRelocationOptions {
@@ -153,6 +164,10 @@ impl RedisRelocationOptions {
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
             operation_timeout: Self::DEFAULT_OPERATION_TIMEOUT,
             pool_size: Self::DEFAULT_POOL_SIZE,
+            reconnect_delay: (
+                Self::DEFAULT_RECONNECT_DELAY_FIRST,
+                Self::DEFAULT_RECONNECT_DELAY_LONGEST,
+            ),
         }
     }
 
@@ -253,6 +268,34 @@ impl RedisRelocationOptions {
         }
         self.pool_size = size;
         Ok(self)
+    }
+
+    /// Sets the reconnect delays: a lost connection is dialled again after `first`, each
+    /// further attempt waiting twice as long up to `longest` (plus a jitter of up to half of
+    /// `first`), forever. `0 < first <= longest`, both within `u32::MAX` milliseconds.
+    pub fn with_reconnect_delay(mut self, first: Duration, longest: Duration) -> StoreResult<Self> {
+        let ms = |d: Duration| u32::try_from(d.as_millis()).ok();
+        match (ms(first), ms(longest)) {
+            (Some(f), Some(l)) if f > 0 && f <= l => {}
+            _ => return Err(rejected(OptionsError::ReconnectDelay)),
+        }
+        self.reconnect_delay = (first, longest);
+        Ok(self)
+    }
+
+    /// The reconnect delays: the first and the longest.
+    pub fn reconnect_delay(&self) -> (Duration, Duration) {
+        self.reconnect_delay
+    }
+
+    /// fred's reconnect policy for these options (validated delays).
+    pub(crate) fn reconnect_policy(&self) -> fred::types::config::ReconnectPolicy {
+        let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+        let (first, longest) = (ms(self.reconnect_delay.0), ms(self.reconnect_delay.1));
+        let mut policy =
+            fred::types::config::ReconnectPolicy::new_exponential(0, first, longest, 2);
+        policy.set_jitter(first / 2);
+        policy
     }
 
     /// The key prefix.
@@ -400,6 +443,25 @@ mod tests {
             reason(RedisRelocationOptions::cluster(Vec::<String>::new()).unwrap_err()),
             OptionsError::NoSeeds
         );
+    }
+
+    #[test]
+    fn reconnect_delays_default_well_under_a_second_and_are_checked() {
+        let ms = Duration::from_millis;
+        assert_eq!(local().reconnect_delay(), (ms(50), ms(250)));
+        let o = local().with_reconnect_delay(ms(10), ms(10)).unwrap();
+        assert_eq!(o.reconnect_delay(), (ms(10), ms(10)));
+        for (first, longest) in [
+            (ms(0), ms(10)),
+            (ms(20), ms(10)),
+            (ms(1), Duration::from_secs(u64::from(u32::MAX))),
+        ] {
+            assert_eq!(
+                reason(local().with_reconnect_delay(first, longest).unwrap_err()),
+                OptionsError::ReconnectDelay,
+                "{first:?} {longest:?}"
+            );
+        }
     }
 
     #[test]

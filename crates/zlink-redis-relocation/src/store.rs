@@ -8,7 +8,7 @@ use bytes::Bytes;
 use fred::clients::Pool;
 use fred::error::{Error as FredError, ErrorKind as FredErrorKind};
 use fred::interfaces::{ClientLike, KeysInterface, LuaInterface, TransactionInterface};
-use fred::types::config::{Options, ReconnectPolicy};
+use fred::types::config::Options;
 use fred::types::{Builder, ClusterHash, CustomCommand, Expiration, SetOptions, Value};
 use tokio::time::Instant;
 use zlink_store_spi::{
@@ -194,8 +194,8 @@ impl RedisRelocationStore {
             .with_performance_config(|p| {
                 p.default_command_timeout = timeout;
             })
-            // Reconnect forever; each operation's timeout bounds how long it waits for that.
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+            // Reconnect forever, promptly; each operation's timeout bounds how long it waits.
+            .set_policy(options.reconnect_policy());
         let pool = builder.build_pool(options.pool_size).map_err(map_error)?;
         let connected = tokio::time::timeout(timeout, async {
             pool.init().await.map_err(map_error)?;

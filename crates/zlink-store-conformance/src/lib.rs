@@ -4,6 +4,7 @@ mod faulty;
 pub mod live;
 mod location;
 mod model;
+mod private_redis;
 mod relocation;
 mod util;
 
@@ -19,6 +20,7 @@ pub use faulty::{
 };
 pub use location::*;
 pub use model::{ModelConfig, location_model_matches_reference};
+pub use private_redis::PrivateRedis;
 pub use relocation::*;
 
 /// The result of one check: `Err` carries a human-readable reason.

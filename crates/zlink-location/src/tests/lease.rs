@@ -247,6 +247,8 @@ pub(super) async fn expired_admission_deadline_blocks_all_new_work(h: &Harness) 
     // Default timings: deadline = t0 + 15 s - 5 s.
     clock.advance(Duration::from_secs(10));
     let before = h.snapshot().await;
+    // The lock-free check the object runtime makes at every message job's start agrees.
+    assert!(!a.rt.is_admitting());
     for op in AdmissionOp::ALL {
         assert!(matches!(
             a.rt.admit(op),

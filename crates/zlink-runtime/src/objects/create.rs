@@ -192,6 +192,9 @@ impl ObjectHost {
             self.cancel(handle).await;
             return Err(self.not_accepting());
         }
+        // Past the admission deadline no factory runs (spec 21 §5); the reservation cannot be
+        // cancelled either (that is a Store change), it stays for the owner sweep.
+        self.door.check()?;
         let hosted = self
             .types
             .get(handle.stable_type())
@@ -285,7 +288,12 @@ impl ObjectHost {
             .map_err(|_| ZLinkError::ShuttingDown)?;
         let built = hosted
             .erased
-            .build(ctx, self.codecs.clone(), self.mailbox, turn)
+            .build(
+                ctx,
+                self.codecs.clone(),
+                (self.mailbox, self.door.clone()),
+                turn,
+            )
             .await;
         drop(permit);
         // An Actor's creation is decided by the placing node's Entry Spot callback.
@@ -339,6 +347,14 @@ impl ObjectHost {
                 ));
             }
         };
+        // The factory's activation is not made live, nor its result confirmed, past the
+        // admission deadline (spec 21 §5): nothing of it runs.
+        if let Err(e) = self.door.check() {
+            if let Some(l) = live {
+                l.close().await;
+            }
+            return Err(e);
+        }
         match live {
             Some(live) => match self
                 .location

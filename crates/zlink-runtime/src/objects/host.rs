@@ -60,6 +60,8 @@ pub(crate) struct ObjectHost {
     pub(crate) location: Arc<LocationRuntime>,
     /// The root's relocation settings.
     pub(crate) relocation_options: crate::mesh::config::RelocationOptions,
+    /// The admission door every message job of this node's activations passes.
+    pub(crate) door: super::door::Door,
     pub(crate) routes: super::routes::RouteCache,
     pub(crate) mailbox: (usize, usize),
     /// The Entry Spot's Actor creation callback (`None`: every creation is approved).
@@ -136,6 +138,7 @@ impl ObjectHost {
             types,
             live: Mutex::new(HashMap::new()),
             codecs,
+            door: super::door::Door::new(Arc::clone(&location)),
             location,
             relocation_options: crate::mesh::config::RelocationOptions::default(),
             routes: super::routes::RouteCache::new(route_cache_max_age),
@@ -610,11 +613,13 @@ pub(crate) fn stale(why: &str) -> ZLinkError {
     )
 }
 
-/// A Location Store operation that did not succeed, as a call result: a node without room
-/// keeps its kind (`CapacityExceeded`, spec 21 §4; 28 §4), anything else is an
-/// `InternalFailure` naming the Store error.
+/// A Location Store operation that did not succeed, as a call result: past the admission
+/// deadline the work is refused (`Unavailable`, spec 21 §5), a node without room keeps its kind
+/// (`CapacityExceeded`, spec 21 §4; 28 §4), anything else is an `InternalFailure` naming the
+/// Store error.
 pub(crate) fn store_failure(e: zlink_location::LocationError) -> ZLinkError {
     let kind = match e {
+        zlink_location::LocationError::Admission(_) => return super::door::refused(),
         zlink_location::LocationError::CapacityExceeded => ErrorKind::CapacityExceeded,
         _ => ErrorKind::InternalFailure,
     };

@@ -21,6 +21,20 @@ use crate::relocation::Held;
 pub(crate) const END_OBJECT: &str = "zlink.object.end";
 
 impl ObjectSink for ObjectHost {
+    fn owners_listed(&self, view: &zlink_location::DiscoveryView) {
+        // Both clocks are read now: the monotonic one after the Instant, so the remaining
+        // time converted is never longer than the read showed.
+        let now = tokio::time::Instant::now();
+        let mono = self.location.monotonic_now();
+        let margin = self.location.options().owner_lease_fencing_margin;
+        for n in &view.nodes {
+            if let Some(end) = n.lease_until {
+                let left = end.saturating_sub(mono).saturating_sub(margin);
+                self.routes.owner_admits_until(&n.run, now + left);
+            }
+        }
+    }
+
     fn owner_gone(&self, run: zlink_location::HostRun) {
         if Some(&run) == self.location.host_run().as_ref() {
             return;

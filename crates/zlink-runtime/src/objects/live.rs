@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 use zlink_codec::payload::Registry;
 
 use super::activation::{Activation, ActivationTask, Job, SubmitError};
+use super::door::Door;
 use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
     CaptureFn, CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall,
@@ -86,12 +87,12 @@ pub(crate) type Turn = Arc<tokio::sync::Mutex<()>>;
 pub(crate) trait ErasedType: Send + Sync {
     /// Runs the factory and, for a Spot with a creation callback, the callback on the new
     /// state; when approved, starts the activation (mailbox of `jobs` jobs and `bytes` bytes;
-    /// every turn taken under `turn` when one is given).
+    /// every turn taken under `turn` when one is given; every message job passing `door`).
     fn build(
         &self,
         ctx: FactoryContext,
         codecs: Registry,
-        mailbox: (usize, usize),
+        mailbox: ((usize, usize), Door),
         turn: Option<Turn>,
     ) -> BoxFuture<'static, Built>;
 
@@ -104,15 +105,17 @@ pub(crate) trait ErasedType: Send + Sync {
         ctx: FactoryContext,
         state: Option<bytes::Bytes>,
         codecs: Registry,
-        mailbox: (usize, usize),
+        mailbox: ((usize, usize), Door),
     ) -> BoxFuture<'static, Built>;
 }
 
 /// A running activation with its state type erased.
 pub(crate) trait LiveObject: Send + Sync {
     /// Queues one message; a request's result arrives on `reply`, exactly once. A full mailbox
-    /// is `CapacityExceeded` and changes nothing; an unknown packet is `NoHandler`; a refusal
-    /// is both returned and given to `reply`.
+    /// is `CapacityExceeded` and changes nothing; an unknown packet is `NoHandler`; past the
+    /// host's admission deadline (spec 21 §5) it is `Unavailable` — checked here and again
+    /// when the job starts, so a job queued before the deadline does not run after it; a
+    /// refusal is both returned and given to `reply`.
     fn submit(
         &self,
         route: RouteKind,
@@ -156,7 +159,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         &self,
         ctx: FactoryContext,
         codecs: Registry,
-        mailbox: (usize, usize),
+        (mailbox, door): ((usize, usize), Door),
         turn: Option<Turn>,
     ) -> BoxFuture<'static, Built> {
         let factory = self.factory.clone();
@@ -197,7 +200,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                 },
             };
             let parts = (handlers, codecs, capture, lifecycle);
-            let live = LiveInstance::start(state, mailbox, parts, turn);
+            let live = LiveInstance::start(state, (mailbox, door), parts, turn);
             Built::Approved { live, reply }
         })
     }
@@ -207,7 +210,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         ctx: FactoryContext,
         bytes: Option<bytes::Bytes>,
         codecs: Registry,
-        mailbox: (usize, usize),
+        mailbox: ((usize, usize), Door),
     ) -> BoxFuture<'static, Built> {
         let factory = self.factory.clone();
         let handlers = Arc::clone(&self.handlers);
@@ -282,7 +285,7 @@ type Parts<T> = (
 impl<T: Send + 'static> LiveInstance<T> {
     fn start(
         state: T,
-        mailbox: (usize, usize),
+        (mailbox, door): ((usize, usize), Door),
         (handlers, codecs, capture, lifecycle): Parts<T>,
         turn: Option<Turn>,
     ) -> Arc<dyn LiveObject> {
@@ -291,6 +294,7 @@ impl<T: Send + 'static> LiveInstance<T> {
         Arc::new(LiveInstance {
             activation: task.activation().clone(),
             task: Mutex::new(Some(task)),
+            door,
             handlers,
             codecs,
             turn: Mutex::new(turn),
@@ -304,6 +308,8 @@ impl<T: Send + 'static> LiveInstance<T> {
 struct LiveInstance<T> {
     activation: Activation<T>,
     task: Mutex<Option<ActivationTask<T>>>,
+    /// The host's admission door every message job passes (spec 21 §5).
+    door: Door,
     handlers: Arc<HandlerTable<T>>,
     codecs: Registry,
     turn: Mutex<Option<Turn>>,
@@ -321,6 +327,12 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
         cost: usize,
         reply: Option<Completion>,
     ) -> Result<(), ZLinkError> {
+        if let Err(e) = self.door.check() {
+            if let Some(done) = reply {
+                done.complete(Err(e.clone()));
+            }
+            return Err(e);
+        }
         let readiness = self.readiness.clone();
         call.context.relocation = super::lifecycle::RelocationReady(readiness.clone());
         let ready = self.lifecycle.ready.clone();
@@ -343,12 +355,21 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
         // here, completed with the refusal (never with ShuttingDown as well).
         let slot = Arc::new(Mutex::new(reply));
         let for_job = Arc::clone(&slot);
+        let door = self.door.clone();
         let job = job(move |state: &mut T| {
             Box::pin(async move {
                 let _turn = match &turn {
                     Some(t) => Some(t.lock().await),
                     None => None,
                 };
+                // The job starts only while the host admits new work (spec 21 §5).
+                if let Err(e) = door.check() {
+                    match for_job.lock().take() {
+                        Some(done) => done.complete(Err(e)),
+                        None => tracing::debug!(error = %e, "object one-way message refused"),
+                    }
+                    return;
+                }
                 let out = handler(state, call, &codecs).await;
                 let reply = for_job.lock().take();
                 match reply {
@@ -579,7 +600,12 @@ mod tests {
         };
         let built = r
             .erased
-            .rebuild(ctx, Some(payload), Registry::default(), (16, 1 << 20))
+            .rebuild(
+                ctx,
+                Some(payload),
+                Registry::default(),
+                ((16, 1 << 20), Door::unguarded()),
+            )
             .await;
         let Built::Approved { live, .. } = built else {
             panic!("the rebuild did not approve");

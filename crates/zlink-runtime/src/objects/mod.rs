@@ -32,15 +32,21 @@
 //!   `find` returns only a Ready ref ([`ActorRef`] / [`SpotRef`], ObjectGeneration as a
 //!   decimal string in JSON). `destroy` / `close` end exactly the ref's incarnation (missing →
 //!   false, other incarnation → InvalidOperation, not Ready or unreachable → Unavailable).
+//! - **The admission door** (spec 21 §5, `door.rs`): every message job an activation starts —
+//!   Actor or Spot, local or from the mesh, relayed or followed — passes the host's admission
+//!   gate when it is submitted and again when it starts, and a factory's activation is
+//!   confirmed and made live only through it; past the local admission deadline the caller
+//!   gets `Unavailable` (`AdmissionClosed`) and nothing runs. The check is lock-free.
 //! - **Membership** (kept in the Actor's authority record): the placing node's Entry Spot, or
 //!   the User Spot an Actor was created into (`in_spot`, placed on the Spot's node) or joined
 //!   on the same node ([`ActorManager::join`], a Preserve CAS; the activation stays). A member
 //!   of a `SpotWide` Spot resolves its owner through the Spot's record.
 //! - **Messaging by global id**: `request` / `send` on either manager resolve the Ready owner
-//!   through the node's route cache (`routeCacheMaxAge`; Missing / Creating / Store errors
-//!   never cached; an entry is dropped when a read shows another StoreVersion, ObjectGeneration
-//!   or AuthorityOwnerGeneration, when a call through it ends NotFound / Unavailable, and with
-//!   every entry of a run whose lease is gone). A node that no longer holds the activation
+//!   through the node's route cache (`routeCacheMaxAge`, and never past the last time the
+//!   owner accepts new work as discovery last read its lease, spec 21 §7.3; Missing /
+//!   Creating / Store errors never cached; an entry is dropped when a read shows another
+//!   StoreVersion, ObjectGeneration or AuthorityOwnerGeneration, when a call through it ends
+//!   NotFound / Unavailable, and with every entry of a run whose lease is gone). A node that no longer holds the activation
 //!   answers by the record, so a stale route never runs a message on a previous incarnation.
 //! - **Owner death** (an explicit extension beyond spec 21, which leaves object failover to a
 //!   future contract): when a fresh discovery list no longer names a host run (its owner lease
@@ -118,6 +124,7 @@ pub(crate) mod activation;
 mod call;
 pub(crate) mod client;
 pub(crate) mod create;
+pub(crate) mod door;
 pub(crate) mod host;
 pub(crate) mod inbound;
 pub(crate) mod instance;

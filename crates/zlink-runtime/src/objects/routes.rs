@@ -6,9 +6,17 @@
 //! opaque and compared only for equality, spec 22 §3) or another generation, when a call
 //! through it ends `NotFound` or `Unavailable`, and with every entry of a host run whose
 //! owner lease is gone (discovery no longer lists it). Shared by every manager of the node.
+//!
+//! An entry never outlives the last time its owner accepts new work (spec 21 §7.3): each
+//! owner run has a window, moved forward by every discovery read of its lease
+//! (`t0 + (ExpiresAt − StoreNow) − fencingMargin` on this host's clock, `t0` before the read,
+//! so never later than the owner's own admission deadline for the mesh's fencing margin); a
+//! hit needs both the entry younger than `routeCacheMaxAge` and the window open. An owner
+//! whose lease no read has shown yet has a closed window: its routes are read, not cached.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -26,7 +34,24 @@ use zlink_location::{AuthorityHandle, HostRun};
 struct Route {
     node: Arc<RoutingId>,
     at: Instant,
+    /// The owner run's admission window (shared by every entry of that run).
+    owner: Arc<Window>,
     fence: Box<Fence>,
+}
+
+/// The last time one owner run accepts new work, in nanoseconds after the cache's epoch
+/// (0: not known, closed). It only moves forward.
+#[derive(Debug, Default)]
+struct Window(AtomicU64);
+
+impl Window {
+    fn open_at(&self, now: u64) -> bool {
+        now < self.0.load(Ordering::Acquire)
+    }
+
+    fn extend(&self, until: u64) {
+        self.0.fetch_max(until, Ordering::AcqRel);
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -53,6 +78,10 @@ pub(crate) struct RouteCache {
     max_age: Duration,
     /// Actors, then Spots: a lookup borrows the id (no key is built per hit).
     by_id: [Mutex<HashMap<ObjectId, Route>>; 2],
+    /// The admission window of every owner run an entry or a lease read named.
+    owners: Mutex<HashMap<HostRun, Arc<Window>>>,
+    /// The origin of the windows' times.
+    epoch: Instant,
 }
 
 fn slot(kind: AuthorityKind) -> usize {
@@ -67,19 +96,44 @@ impl RouteCache {
         Self {
             max_age,
             by_id: [Mutex::new(HashMap::new()), Mutex::new(HashMap::new())],
+            owners: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
         }
     }
 
-    /// The cached owner node of `key`, if the entry is younger than the maximum age.
+    /// Nanoseconds from the epoch to `at` (0 before it, saturating far ahead).
+    fn since_epoch(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The window of `run`, created closed when unknown.
+    fn window(&self, run: &HostRun) -> Arc<Window> {
+        Arc::clone(self.owners.lock().entry(run.clone()).or_default())
+    }
+
+    /// A read of `run`'s owner lease shows it accepts new work until `until` (later reads
+    /// only move this forward): its routes may be served until then.
+    pub(crate) fn owner_admits_until(&self, run: &HostRun, until: Instant) {
+        self.window(run).extend(self.since_epoch(until));
+    }
+
+    /// The cached owner node of `key`, if the entry is younger than the maximum age and its
+    /// owner still accepts new work (its window is open).
     pub(crate) fn get(&self, key: &ObjectKey) -> Option<Arc<RoutingId>> {
         self.get_by(key.0, &key.1)
     }
 
     /// [`get`](Self::get) by kind and borrowed id.
     pub(crate) fn get_by(&self, kind: AuthorityKind, id: &ObjectId) -> Option<Arc<RoutingId>> {
+        let now = Instant::now();
         let mut map = self.by_id[slot(kind)].lock();
         match map.get(id) {
-            Some(r) if r.at.elapsed() < self.max_age => Some(Arc::clone(&r.node)),
+            Some(r)
+                if now.saturating_duration_since(r.at) < self.max_age
+                    && r.owner.open_at(self.since_epoch(now)) =>
+            {
+                Some(Arc::clone(&r.node))
+            }
             Some(_) => {
                 map.remove(id);
                 None
@@ -107,11 +161,13 @@ impl RouteCache {
         if self.max_age.is_zero() {
             return;
         }
+        let owner = self.window(&seen.run);
         self.by_id[slot(key.0)].lock().insert(
             key.1.clone(),
             Route {
                 node: Arc::new(seen.node),
                 at: Instant::now(),
+                owner,
                 fence: Box::new(Fence {
                     run: seen.run,
                     object_generation: seen.object_generation,
@@ -146,8 +202,10 @@ impl RouteCache {
         self.by_id[slot(key.0)].lock().remove(&key.1);
     }
 
-    /// Drops every entry owned by `run` (its owner lease is gone). Returns how many.
+    /// Drops every entry owned by `run` (its owner lease is gone), and its window. Returns
+    /// how many entries.
     pub(crate) fn forget_run(&self, run: &HostRun) -> usize {
+        self.owners.lock().remove(run);
         let mut dropped = 0;
         for m in &self.by_id {
             let mut map = m.lock();
@@ -156,5 +214,95 @@ impl RouteCache {
             dropped += before - map.len();
         }
         dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zlink_location::{OwnerId, OwnerLeaseGeneration};
+
+    fn run(g: u64) -> HostRun {
+        HostRun {
+            owner_id: OwnerId::new("owner-a").expect("owner id"),
+            lease_generation: OwnerLeaseGeneration::new(g).expect("generation"),
+        }
+    }
+
+    fn key(id: &str) -> ObjectKey {
+        (AuthorityKind::Actor, ObjectId::new(id).expect("id"))
+    }
+
+    fn seen(run: &HostRun) -> Seen {
+        Seen {
+            node: RoutingId::new("owner-node").expect("rid"),
+            run: run.clone(),
+            object_generation: 1,
+            owner_generation: 1,
+            version: StoreVersion::new("1").expect("version"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cached_route_ends_at_its_owners_admission_deadline_before_its_max_age() {
+        let cache = RouteCache::new(Duration::from_secs(15));
+        let owner = run(1);
+        let until = Instant::now() + Duration::from_millis(50);
+        cache.owner_admits_until(&owner, until);
+        cache.insert(&key("a"), seen(&owner));
+        assert!(
+            cache.get(&key("a")).is_some(),
+            "served while the owner admits"
+        );
+        tokio::time::sleep_until(until).await;
+        assert!(
+            cache.get(&key("a")).is_none(),
+            "served past the owner's last admission, well inside routeCacheMaxAge"
+        );
+        // The entry is gone: a window moved forward later does not bring it back.
+        cache.owner_admits_until(&owner, Instant::now() + Duration::from_secs(60));
+        assert!(cache.get(&key("a")).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_later_lease_read_moves_the_window_forward_and_an_earlier_one_never_back() {
+        let cache = RouteCache::new(Duration::from_secs(15));
+        let owner = run(1);
+        let first = Instant::now() + Duration::from_millis(50);
+        cache.owner_admits_until(&owner, first);
+        cache.insert(&key("a"), seen(&owner));
+        cache.owner_admits_until(&owner, Instant::now() + Duration::from_secs(60));
+        // An older, shorter bound arriving late does not shorten it.
+        cache.owner_admits_until(&owner, first);
+        tokio::time::sleep_until(first).await;
+        assert!(
+            cache.get(&key("a")).is_some(),
+            "the renewed owner still admits"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_owner_whose_lease_no_read_has_shown_is_not_served_from_the_cache() {
+        let cache = RouteCache::new(Duration::from_secs(15));
+        let (known, unknown) = (run(1), run(2));
+        cache.owner_admits_until(&known, Instant::now() + Duration::from_secs(60));
+        cache.insert(&key("a"), seen(&known));
+        cache.insert(&key("b"), seen(&unknown));
+        assert!(cache.get(&key("a")).is_some());
+        assert!(cache.get(&key("b")).is_none());
+    }
+
+    #[tokio::test]
+    async fn forgetting_a_run_drops_its_entries_and_its_window() {
+        let cache = RouteCache::new(Duration::from_secs(15));
+        let owner = run(1);
+        cache.owner_admits_until(&owner, Instant::now() + Duration::from_secs(60));
+        cache.insert(&key("a"), seen(&owner));
+        assert_eq!(cache.forget_run(&owner), 1);
+        cache.insert(&key("a"), seen(&owner));
+        assert!(
+            cache.get(&key("a")).is_none(),
+            "the window went with the run"
+        );
     }
 }

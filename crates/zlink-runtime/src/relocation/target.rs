@@ -441,7 +441,12 @@ async fn build(
     let state = (cmd.rebuild == Rebuild::Preserve).then_some(payload);
     match hosted
         .erased
-        .rebuild(ctx, state, host.codecs.clone(), host.mailbox)
+        .rebuild(
+            ctx,
+            state,
+            host.codecs.clone(),
+            (host.mailbox, host.door.clone()),
+        )
         .await
     {
         Built::Approved { live, .. } => Ok(Prepared {

@@ -438,6 +438,9 @@ pub enum UnavailableReason {
     ConnectionLost,
     /// The host is not serving yet.
     NotServing,
+    /// The owner's local admission deadline has passed (its owner lease could not be renewed
+    /// in time, spec 21 §5): it starts no new object work.
+    AdmissionClosed,
 }
 
 impl fmt::Display for UnavailableReason {
@@ -447,6 +450,7 @@ impl fmt::Display for UnavailableReason {
             Self::NoEligibleMember => "no ready member with a positive weight",
             Self::ConnectionLost => "the connection went down before the reply",
             Self::NotServing => "the host is not serving",
+            Self::AdmissionClosed => "the owner's admission deadline has passed",
         })
     }
 }

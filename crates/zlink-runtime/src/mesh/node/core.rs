@@ -181,6 +181,10 @@ pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
     /// A host run's owner lease is gone (discovery no longer lists it): reclaim what it owned.
     fn owner_gone(&self, run: zlink_location::HostRun);
 
+    /// A fresh discovery list: each listed run's owner lease as its read bounds it (the
+    /// route cache serves a run's routes only until that run stops accepting new work).
+    fn owners_listed(&self, view: &zlink_location::DiscoveryView);
+
     /// The usage this node's descriptor projects now (`None` when it cannot be read).
     fn projection(
         &self,

@@ -213,7 +213,8 @@ async fn project_usage(node: &NodeInner) {
     }
 }
 
-/// Host runs that a fresh list no longer names (their owner lease is gone) are handed to the
+/// A fresh list's lease ends are handed to the object layer (its route cache, spec 21 §7.3);
+/// host runs that it no longer names (their owner lease is gone) are handed to the
 /// object layer, which reclaims their authority rows with the recovery-sweep (an extension
 /// beyond spec 21, which leaves object failover to a future contract; delete only).
 fn owners_gone(node: &NodeInner, view: &DiscoveryView, runs: &mut HashSet<HostRun>) {
@@ -222,6 +223,8 @@ fn owners_gone(node: &NodeInner, view: &DiscoveryView, runs: &mut HashSet<HostRu
     }
     let now: HashSet<HostRun> = view.nodes.iter().map(|n| n.run.clone()).collect();
     if let Some(objects) = node.objects.get() {
+        // The lease ends this read showed bound how long each run's routes are cached.
+        objects.owners_listed(view);
         for gone in runs.difference(&now) {
             tracing::info!(mesh = %node.mesh, owner = %gone.owner_id, "an owner run left the list");
             objects.owner_gone(gone.clone());

@@ -373,6 +373,11 @@ async fn create(
             return Err(e);
         }
     };
+    // Not made live past the admission deadline (spec 21 §5); the row stays for the sweep.
+    if let Err(e) = host.door.check() {
+        live.close().await;
+        return Err(e);
+    }
     let ready = match host.location.authority().commit(&handle, None).await {
         Ok(Outcome::Applied(ready)) => ready,
         Ok(Outcome::Conflict(c)) => {
@@ -417,7 +422,12 @@ pub(super) async fn build(
     };
     let built = hosted
         .erased
-        .build(ctx, host.codecs.clone(), host.mailbox, None)
+        .build(
+            ctx,
+            host.codecs.clone(),
+            (host.mailbox, host.door.clone()),
+            None,
+        )
         .await;
     drop(permit);
     match built {

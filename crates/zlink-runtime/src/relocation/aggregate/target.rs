@@ -296,7 +296,12 @@ async fn build(
         };
         match t
             .erased
-            .rebuild(ctx, state, host.codecs.clone(), host.mailbox)
+            .rebuild(
+                ctx,
+                state,
+                host.codecs.clone(),
+                (host.mailbox, host.door.clone()),
+            )
             .await
         {
             Built::Approved { live, .. } => {

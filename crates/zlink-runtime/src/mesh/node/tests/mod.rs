@@ -5,6 +5,7 @@
 mod support;
 
 mod actors;
+mod admission;
 mod basics;
 mod channels;
 mod creation;
