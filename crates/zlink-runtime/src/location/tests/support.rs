@@ -12,11 +12,11 @@ use zlink_codec::records::{
     ObjectKind, ObjectRole, RelocationPolicy, SlotUsage,
 };
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
-use zlink_store_conformance::live;
+use zlink_store_conformance::{FaultyLocationStore, live};
 use zlink_store_spi::{
     Bytes, Condition, DynLocationStore, LocationStore, LocationStoreExt, ManualClock,
     MemoryLocationStore, Mutation, PageLimit, ReadResult, ScanPrefix, StoreKey, StoreVersion,
-    WriteRequest,
+    UnreadableKind, WriteRequest,
 };
 
 use super::purge::Purge;
@@ -156,6 +156,39 @@ impl Harness {
         }
     }
 
+    /// Puts each of `keys` (any bytes), then makes it a key the Store cannot read: on Redis its
+    /// record becomes a plain string (a foreign Redis type under the namespace); on memory,
+    /// which can hold only bytes, a `FaultyLocationStore` over it reports the keys unreadable
+    /// as a provider does. Returns the store to run over.
+    pub(crate) async fn plant_foreign(&self, keys: &[StoreKey]) -> Arc<dyn DynLocationStore> {
+        let puts = keys.iter().map(|k| Mutation::put(k.clone(), "x")).collect();
+        let put = WriteRequest::new(vec![], puts).expect("put");
+        self.store.write(&put).await.expect("put");
+        match &self.purge {
+            Some(purge) => {
+                for k in keys {
+                    purge.plant_foreign(k).await;
+                }
+                self.store.clone()
+            }
+            None => {
+                let faulty = FaultyLocationStore::new(self.store.clone());
+                for k in keys {
+                    faulty.set_unreadable(k.clone(), UnreadableKind::ForeignType);
+                }
+                Arc::new(faulty)
+            }
+        }
+    }
+
+    /// Puts garbage bytes under `key` through the Store: a record the Store reads, whose bytes
+    /// are no record of the runtime.
+    pub(crate) async fn plant_garbage(&self, key: &StoreKey) {
+        let put =
+            WriteRequest::new(vec![], vec![Mutation::put(key.clone(), "garbage")]).expect("put");
+        self.store.write(&put).await.expect("put");
+    }
+
     pub(crate) async fn runtime(&self) -> LocationRuntime {
         self.runtime_with(self.store.clone(), LocationOptions::default(), None)
             .await
@@ -187,6 +220,7 @@ pub(crate) async fn snapshot_of(
         .await
         .expect("scan")
         .expect("snapshot did not expire")
+        .items
         .into_iter()
         .map(|i| (i.key, (i.bytes, i.version)))
         .collect()
