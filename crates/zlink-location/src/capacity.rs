@@ -239,6 +239,9 @@ pub struct NodeUsage {
     pub spots: Usage,
     /// Per (Spot kind, stable type).
     pub spot_types: BTreeMap<(ObjectKind, StableType), Usage>,
+    /// Rows of the scanned families the Store could not read (another data type, a corrupt
+    /// stored record) or whose bytes did not decode: left out of the counts (each logged).
+    pub skipped: usize,
 }
 
 impl NodeUsage {

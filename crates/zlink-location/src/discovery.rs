@@ -140,8 +140,8 @@ pub struct DiscoveryView {
     pub pages: Vec<PageStats>,
     /// How many full list reads it took (a changed change number starts over).
     pub attempts: u32,
-    /// Descriptors left out: undecodable (unknown `recordVersion` included) or whose lease is
-    /// not valid.
+    /// Descriptors left out: unreadable by the Store (another data type, a corrupt stored
+    /// record), undecodable (unknown `recordVersion` included) or whose lease is not valid.
     pub excluded: usize,
 }
 
@@ -285,7 +285,7 @@ impl Discovery {
     async fn read_full(&self, hook: Option<PageHook<'_>>) -> Result<DiscoveryView, LocationError> {
         for attempt in 1..=READ_ATTEMPTS {
             let before = self.change_number().await?;
-            let Some((items, pages)) = self.scan(hook).await? else {
+            let Some((items, unreadable, pages)) = self.scan(hook).await? else {
                 continue;
             };
             let after = self.change_number().await?;
@@ -297,7 +297,8 @@ impl Discovery {
                 continue;
             }
             let mut nodes = Vec::with_capacity(items.len());
-            let mut excluded = 0;
+            // A descriptor key the Store cannot read costs only itself.
+            let mut excluded = unreadable;
             for item in items {
                 let record = match MeshNodeRecord::decode(&item.bytes) {
                     Ok(r) => r,
@@ -348,14 +349,17 @@ impl Discovery {
         Err(LocationError::Contended)
     }
 
-    /// Reads every page of one snapshot; `None` if the snapshot expired mid-way.
+    /// Reads every page of one snapshot: its items, how many keys the Store could not read
+    /// (each logged) and the page sizes; `None` if the snapshot expired mid-way.
     #[allow(clippy::type_complexity)]
     async fn scan(
         &self,
         hook: Option<PageHook<'_>>,
-    ) -> Result<Option<(Vec<zlink_store_spi::ScanItem>, Vec<PageStats>)>, LocationError> {
+    ) -> Result<Option<(Vec<zlink_store_spi::ScanItem>, usize, Vec<PageStats>)>, LocationError>
+    {
         let mut request = ScanRequest::first(self.prefix.clone(), self.page_limit);
         let mut items = Vec::new();
+        let mut unreadable = 0;
         let mut pages = Vec::new();
         loop {
             let page = match self.store.scan(&request).await? {
@@ -368,6 +372,10 @@ impl Discovery {
                 cursor_len: page.next_cursor.as_ref().map(|c| c.len()),
             });
             items.extend(page.items);
+            for u in &page.unreadable {
+                tracing::warn!(key = %u.key, kind = %u.kind, "descriptor left out: the Store cannot read it");
+            }
+            unreadable += page.unreadable.len();
             match page.next_cursor {
                 Some(cursor) => {
                     if let Some(h) = hook {
@@ -375,7 +383,7 @@ impl Discovery {
                     }
                     request = ScanRequest::next(self.prefix.clone(), self.page_limit, cursor);
                 }
-                None => return Ok(Some((items, pages))),
+                None => return Ok(Some((items, unreadable, pages))),
             }
         }
     }

@@ -88,6 +88,8 @@
 //! | an unknown write outcome is settled by an exact read of the first-read version | `lost_write_reply_is_reconstructed_from_the_store` |
 //! | settling one unknown outcome never stalls batches on other rows | `unknown_outcome_recovery_does_not_stall_other_batches` |
 //! | concurrent reservations of one host coalesce into shared batches (block issuance) | `concurrent_operations_coalesce_into_shared_batches` |
+//! | corrupt or foreign data costs only its key: sweeps skip and count garbage rows (`undecodable`) and keys the Store cannot read (`unreadable`) | `sweeps_skip_and_count_undecodable_records`, `a_wrong_typed_key_costs_only_that_key_in_a_sweep` |
+//! | ... the capacity read counts the readable rows and the skipped ones (`NodeUsage::skipped`); discovery and the location list leave out only the unreadable rows | `object_capacity_survives_a_foreign_key`, `discovery_and_lists_leave_out_only_the_unreadable_rows` |
 //!
 //! Bounds (at the bound and one past it) are unit tests next to their types:
 //! `options::tests` (lease inequality, positivity, route cache gap, TTL),

@@ -12,7 +12,9 @@
 //! **List** reads the lookup index rows (`location-index\0{kind}\0[{stableType}\0]`) by one
 //! snapshot scan (spec 21 §6.2) and resolves each to its authority record by an exact read;
 //! an index row whose record is gone or now holds another kind or stable type is left out (the
-//! new object appears in a later cycle). The MeshName filter applies to the record's node.
+//! new object appears in a later cycle). Corrupt or foreign data costs only its entry: an index
+//! row the Store cannot read, or whose authority row the Store cannot read or the codec
+//! rejects, is left out (logged). The MeshName filter applies to the record's node.
 //! Every page of a cycle reads the snapshot fixed by the cycle's first page, so no id appears
 //! twice in a cycle; a change completed during the cycle may first appear in the next one.
 //!
@@ -32,7 +34,7 @@ use serde::Serialize;
 use zlink_codec::records::AllocationState;
 use zlink_store_spi::{
     DynLocationStore, LocationStore, MAX_PAGE_ENCODED_LEN, PageLimit, ScanCursor, ScanPrefix,
-    ScanRequest, ScanResult,
+    ScanRequest, ScanResult, StoreError,
 };
 
 use super::authority::{AuthorityClient, AuthorityHandle, AuthorityRead};
@@ -445,6 +447,9 @@ impl Query<'_> {
                 ScanResult::Page(p) => p,
             };
             let kept = entries.len();
+            for u in &page.unreadable {
+                tracing::warn!(key = %u.key, kind = %u.kind, "lookup index row left out: the Store cannot read it");
+            }
             for item in &page.items {
                 let Some(entry) = self.resolve(filter, &item.key, &mut leases).await? else {
                     continue;
@@ -497,9 +502,19 @@ impl Query<'_> {
             tracing::warn!(%key, "lookup index key left out: not an index key");
             return Ok(None);
         };
-        let handle = match self.authority.read(kind, &id).await? {
-            AuthorityRead::Missing { .. } => return Ok(None),
-            AuthorityRead::Found { handle, .. } => handle,
+        let handle = match self.authority.read(kind, &id).await {
+            Ok(AuthorityRead::Missing { .. }) => return Ok(None),
+            Ok(AuthorityRead::Found { handle, .. }) => handle,
+            // Corrupt or foreign data costs only this entry.
+            Err(LocationError::Store(StoreError::Unreadable(u))) => {
+                tracing::warn!(key = %u.key, kind = %u.kind, "location entry left out: the Store cannot read its authority row");
+                return Ok(None);
+            }
+            Err(e @ (LocationError::Decode { .. } | LocationError::CorruptRecord { .. })) => {
+                tracing::warn!(%key, error = %e, "location entry left out: its authority row does not decode");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
         };
         if handle.kind() != kind || handle.stable_type() != &stable_type {
             return Ok(None);

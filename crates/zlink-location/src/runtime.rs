@@ -216,7 +216,8 @@ impl LocationRuntime {
     /// Store request), at most 4 MiB encoded (see [`LocationEntry::to_json`] and
     /// [`PageToken::MAX_LEN`]). Pass `None` to start a cycle and each page's `next` to go on;
     /// one cycle reads one snapshot and never returns an id twice. A Store failure fails the
-    /// whole page (no partial entries); an expired token is `ScanExpired`. There is no
+    /// whole page (no partial entries), but corrupt or foreign data costs only its entry (left
+    /// out and logged); an expired token is `ScanExpired`. There is no
     /// function returning every entry at once.
     pub async fn list(
         &self,

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod cursor;
 mod layout;
 mod options;
 mod record;

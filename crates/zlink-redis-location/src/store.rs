@@ -4,9 +4,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
 use std::future::Future;
-use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,17 +14,17 @@ use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::scripts::Script;
 use fred::types::{Builder, Key, Value};
 use zlink_store_spi::{
-    Condition, FailureKind, LocationStore, MAX_PAGE_ENCODED_LEN, Mutation, ReadResult, ScanCursor,
-    ScanItem, ScanPage, ScanPrefix, ScanRequest, ScanResult, StoreError, StoreKey, StoreResult,
-    StoreTime, StoreVersion, WriteRequest, WriteResult,
+    Condition, FailureKind, LocationStore, MAX_PAGE_ENCODED_LEN, Mutation, ReadResult, ScanItem,
+    ScanPage, ScanRequest, ScanResult, StoreError, StoreKey, StoreResult, StoreTime, StoreVersion,
+    UnreadableKey, UnreadableKind, WriteRequest, WriteResult,
 };
 
+use crate::cursor::{decode_cursor, encode_cursor, nonce};
 use crate::layout::{
     Layout, hex, index_member_of, index_resume_after, index_start, key_of_index_member, sha256_hex,
-    unhex,
 };
 use crate::options::RedisLocationOptions;
-use crate::record::{FormatError, Record, decode_member, member_head};
+use crate::record::{FormatError, decode_member, member_head};
 
 /// How long a scan snapshot lives after its first page, by the Redis clock. Records keep the
 /// versions a live snapshot needs for this long at most, and an expiring record's key outlives
@@ -38,10 +36,12 @@ const MAX_SNAPSHOTS: u64 = 256;
 const SCAN_EXTRA_ENTRIES: usize = 64;
 /// Stored bytes one scan page may decode.
 const SCAN_MAX_WORK: usize = 2 * MAX_PAGE_ENCODED_LEN;
-/// The cursor format tag.
-const CURSOR_TAG: &str = "z1";
 /// The error prefix the scripts use for records they cannot read.
 const FORMAT_ERROR_PREFIX: &str = "ZLINK-FORMAT";
+/// What the read and scan scripts answer for a record key holding another Redis type.
+const UNREADABLE_FOREIGN_TYPE: i64 = 1;
+/// What the scan script answers for a record member not of the record format.
+const UNREADABLE_CORRUPT: i64 = 2;
 
 const READ_LUA: &str = include_str!("lua/read.lua");
 const WRITE_LUA: &str = concat!(
@@ -80,8 +80,6 @@ enum ProviderError {
     Redis(#[from] RedisError),
     #[error("stored record: {0}")]
     Format(#[from] FormatError),
-    #[error("a record stored under the key of {expected:?} names {found:?}")]
-    KeyMismatch { expected: String, found: String },
 }
 
 fn map_redis(e: RedisError) -> StoreError {
@@ -111,7 +109,7 @@ fn format_error(e: FormatError) -> StoreError {
     StoreError::failure(FailureKind::Format, ProviderError::Format(e))
 }
 
-fn reply_error(what: &'static str) -> StoreError {
+pub(crate) fn reply_error(what: &'static str) -> StoreError {
     format_error(FormatError::Reply(what))
 }
 
@@ -301,11 +299,29 @@ impl RedisLocationStore {
         let mut parts = array(reply)?.into_iter();
         let now = parse_time(parts.next(), parts.next())?;
         let member = match parts.next() {
-            None | Some(Value::Null) => return Ok(ReadResult::Missing { store_now: now }),
+            None => return Ok(ReadResult::Missing { store_now: now }),
+            Some(Value::Null) => {
+                return match parts.next() {
+                    None => Ok(ReadResult::Missing { store_now: now }),
+                    Some(Value::Integer(UNREADABLE_FOREIGN_TYPE)) => {
+                        Err(unreadable(key, UnreadableKind::ForeignType))
+                    }
+                    Some(_) => Err(reply_error("unknown read status")),
+                };
+            }
             Some(v) => bulk(v)?,
         };
-        let record = decode_member(&member).map_err(format_error)?;
-        check_key(&record, key)?;
+        let record = match decode_member(&member) {
+            Ok(r) if r.key == *key => r,
+            Ok(_) => {
+                tracing::debug!(%key, "the record names another key");
+                return Err(unreadable(key, UnreadableKind::Corrupt));
+            }
+            Err(e) => {
+                tracing::debug!(%key, error = %e, "undecodable record");
+                return Err(unreadable(key, UnreadableKind::Corrupt));
+            }
+        };
         Ok(if record.alive_at(now) {
             ReadResult::Found {
                 bytes: record.bytes,
@@ -393,6 +409,17 @@ impl RedisLocationStore {
                     store_now: now,
                 })
             }
+            2 => {
+                let slot = integer(parts.next())?;
+                let kind = match integer(parts.next())? {
+                    UNREADABLE_FOREIGN_TYPE => UnreadableKind::ForeignType,
+                    UNREADABLE_CORRUPT => UnreadableKind::Corrupt,
+                    _ => return Err(reply_error("unknown unreadable reason")),
+                };
+                let key = key_of_slot(request, slot)
+                    .ok_or_else(|| reply_error("unreadable key slot out of range"))?;
+                Err(unreadable(key, kind))
+            }
             _ => Err(reply_error("unknown write status")),
         }
     }
@@ -441,25 +468,48 @@ impl RedisLocationStore {
                 .next()
                 .ok_or_else(|| reply_error("no scan position"))?,
         )?;
-        let mut items = Vec::with_capacity(parts.len());
+        let mut items = Vec::with_capacity(parts.len() / 2);
+        let mut unreadable = Vec::new();
         let mut size = 0usize;
-        for member in parts {
-            let record = decode_member(&bulk(member)?).map_err(format_error)?;
-            if !request.prefix.matches(&record.key) {
-                return Err(format_error(FormatError::Reply(
-                    "scanned record outside the prefix",
-                )));
+        while let Some(member) = parts.next() {
+            let key = key_of_index_member(&bulk(member)?)
+                .ok_or_else(|| reply_error("malformed scan index member"))?;
+            if !request.prefix.matches(&key) {
+                return Err(reply_error("scanned key outside the prefix"));
             }
-            let item = ScanItem {
-                key: record.key,
-                bytes: record.bytes,
-                version: record.version,
-                expires_at: record.expires_at,
+            let entry = parts
+                .next()
+                .ok_or_else(|| reply_error("scan entry without its record"))?;
+            let kind = match entry {
+                Value::Integer(UNREADABLE_FOREIGN_TYPE) => UnreadableKind::ForeignType,
+                Value::Integer(UNREADABLE_CORRUPT) => UnreadableKind::Corrupt,
+                Value::Integer(_) => return Err(reply_error("unknown scan entry status")),
+                v => match decode_member(&bulk(v)?) {
+                    Ok(record) if record.key == key => {
+                        let item = ScanItem {
+                            key: record.key,
+                            bytes: record.bytes,
+                            version: record.version,
+                            expires_at: record.expires_at,
+                        };
+                        size += item.encoded_len();
+                        items.push(item);
+                        continue;
+                    }
+                    Ok(_) => {
+                        tracing::debug!(%key, "scanned record names another key");
+                        UnreadableKind::Corrupt
+                    }
+                    Err(e) => {
+                        tracing::debug!(%key, error = %e, "scanned record undecodable");
+                        UnreadableKind::Corrupt
+                    }
+                },
             };
-            size += item.encoded_len();
-            items.push(item);
+            size += key.len();
+            unreadable.push(UnreadableKey::new(key, kind));
         }
-        if items.len() > limit || size > MAX_PAGE_ENCODED_LEN {
+        if items.len() + unreadable.len() > limit || size > MAX_PAGE_ENCODED_LEN {
             return Err(reply_error("scan page over its bounds"));
         }
         let next_cursor = if status == 2 {
@@ -480,6 +530,7 @@ impl RedisLocationStore {
         };
         Ok(ScanResult::Page(ScanPage {
             items,
+            unreadable,
             next_cursor,
             store_now: now,
         }))
@@ -522,18 +573,24 @@ fn key_slot<'a>(
     }
 }
 
-fn check_key(record: &Record, key: &StoreKey) -> StoreResult<()> {
-    if record.key == *key {
-        Ok(())
-    } else {
-        Err(StoreError::failure(
-            FailureKind::Format,
-            ProviderError::KeyMismatch {
-                expected: key.to_string(),
-                found: record.key.to_string(),
-            },
-        ))
-    }
+/// The logical key of `KEYS` slot `slot` (1-based) of the write script for `request`: slots
+/// 4 and up hold each key once, in order of first use across the conditions, then the
+/// mutations (see [`key_slot`]).
+fn key_of_slot(request: &WriteRequest, slot: i64) -> Option<&StoreKey> {
+    let index = usize::try_from(slot.checked_sub(4)?).ok()?;
+    let mut seen = std::collections::HashSet::new();
+    request
+        .conditions()
+        .iter()
+        .map(Condition::key)
+        .chain(request.mutations().iter().map(Mutation::key))
+        .filter(|k| seen.insert(*k))
+        .nth(index)
+}
+
+/// `key` cannot be read: a typed per-key error, no Redis text.
+fn unreadable(key: &StoreKey, kind: UnreadableKind) -> StoreError {
+    StoreError::Unreadable(UnreadableKey::new(key.clone(), kind))
 }
 
 fn array(v: Value) -> StoreResult<Vec<Value>> {
@@ -578,89 +635,4 @@ fn parse_time(secs: Option<Value>, micros: Option<Value>) -> StoreResult<StoreTi
         .and_then(|ms| ms.checked_add(us / 1000))
         .ok_or_else(|| reply_error("time out of range"))?;
     Ok(StoreTime::from_millis(ms))
-}
-
-/// A fresh snapshot nonce: random per call and per process.
-fn nonce() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{:016x}", RandomState::new().hash_one(n))
-}
-
-/// `z1.{snapshot id}.{hex of the last key examined}`.
-fn encode_cursor(snapshot: &str, after: &StoreKey) -> StoreResult<ScanCursor> {
-    ScanCursor::new(format!("{CURSOR_TAG}.{snapshot}.{}", hex(after.as_bytes())))
-        .map_err(|_| reply_error("cursor over its bound"))
-}
-
-/// The snapshot id and resume key of a cursor issued for `prefix`; `None` for anything else.
-fn decode_cursor(cursor: &ScanCursor, prefix: &ScanPrefix) -> Option<(String, StoreKey)> {
-    let rest = cursor
-        .as_str()
-        .strip_prefix(CURSOR_TAG)?
-        .strip_prefix('.')?;
-    let (snapshot, key_hex) = rest.rsplit_once('.')?;
-    let id_ok = !snapshot.is_empty()
-        && snapshot.len() <= 256
-        && snapshot
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b':');
-    if !id_ok {
-        return None;
-    }
-    let key = StoreKey::from_utf8(&unhex(key_hex)?).ok()?;
-    prefix.matches(&key).then(|| (snapshot.to_owned(), key))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursor_round_trips_and_rejects_garbage() {
-        let prefix = ScanPrefix::new("p/").unwrap();
-        let key = StoreKey::new("p/\u{e9}\0x").unwrap();
-        let c = encode_cursor("12:1700000000000:0123456789abcdef:abcd", &key).unwrap();
-        assert_eq!(
-            decode_cursor(&c, &prefix),
-            Some(("12:1700000000000:0123456789abcdef:abcd".to_owned(), key))
-        );
-        // Another prefix, or garbage: no snapshot.
-        assert_eq!(decode_cursor(&c, &ScanPrefix::new("q/").unwrap()), None);
-        for g in [
-            "x",
-            "z1",
-            "z1.",
-            "z1..",
-            "z1.1:2.zz",
-            "z1.A.70",
-            "z2.1:2.70",
-            "z1.1:2.7",
-        ] {
-            assert_eq!(
-                decode_cursor(&ScanCursor::new(g).unwrap(), &ScanPrefix::all()),
-                None,
-                "{g}"
-            );
-        }
-    }
-
-    #[test]
-    fn largest_cursor_fits_its_bound() {
-        let key = StoreKey::new("k".repeat(StoreKey::MAX_LEN)).unwrap();
-        let id = format!(
-            "{}:{}:{:016x}:{}",
-            u64::MAX,
-            u64::MAX,
-            u64::MAX,
-            "f".repeat(40)
-        );
-        let c = encode_cursor(&id, &key).unwrap();
-        assert!(c.len() <= ScanCursor::MAX_LEN);
-    }
-
-    #[test]
-    fn nonces_differ() {
-        assert_ne!(nonce(), nonce());
-    }
 }

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use common::{fresh_prefix, key, record_key, seq_key, targets};
 use fred::types::Value;
 use zlink_store_spi::{
-    Argument, ArgumentError, Condition, FailureKind, LocationStore, Mutation, ReadResult,
-    Retention, StoreError, StoreKey, WriteRequest, WriteResult,
+    Argument, ArgumentError, Condition, LocationStore, Mutation, ReadResult, Retention, StoreError,
+    StoreKey, UnreadableKind, WriteRequest, WriteResult,
 };
 
 fn versions(r: WriteResult) -> Vec<zlink_store_spi::StoreVersion> {
@@ -197,8 +197,8 @@ async fn batch_one_past_the_limits_is_rejected_before_any_io() {
     }
 }
 
-/// A record key holding another Redis type fails the batch with a format error before any
-/// command writes: the other mutations are not applied and no sequence is issued.
+/// A record key holding another Redis type fails the batch with the typed error naming that key
+/// before any command writes: the other mutations are not applied and no sequence is issued.
 #[tokio::test]
 async fn foreign_type_under_a_record_key_aborts_before_any_write() {
     for t in targets().await {
@@ -232,11 +232,9 @@ async fn foreign_type_under_a_record_key_aborts_before_any_write() {
             let r = store.write(&WriteRequest::new(vec![], muts).unwrap()).await;
             assert!(
                 matches!(
-                    r,
-                    Err(StoreError::Failure {
-                        kind: FailureKind::Format,
-                        ..
-                    })
+                    &r,
+                    Err(StoreError::Unreadable(u))
+                        if u.key == bad && u.kind == UnreadableKind::ForeignType
                 ),
                 "{}: {r:?}",
                 t.name

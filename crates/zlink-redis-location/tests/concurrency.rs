@@ -106,7 +106,8 @@ async fn scan_consistently(store: &RedisLocationStore, name: &str) -> u32 {
         .scan_all(&ScanPrefix::all(), PageLimit::new(7).unwrap(), 10)
         .await
         .expect("scan")
-        .expect("snapshot kept expiring");
+        .expect("snapshot kept expiring")
+        .items;
     let values: Vec<&[u8]> = items
         .iter()
         .filter(|i| i.key != key("k20-extra"))

@@ -36,6 +36,7 @@ async fn keys_of(store: &RedisLocationStore) -> Vec<StoreKey> {
         .await
         .unwrap()
         .unwrap()
+        .items
         .into_iter()
         .map(|i| i.key)
         .collect()

@@ -1,8 +1,8 @@
 //! Spec 22 §9 / §10 "Official Redis Provider's Key/Byte Format": the golden fixture
 //! `fixtures/golden/store-record-v1.json` consumed as-is — key derivation, the exact member bytes
 //! the scripts store (str family, raw bytes, decimal version, unsigned expiry, boolean
-//! tombstone), reading fixture members written by another implementation, and explicit format
-//! errors for unknown tags and malformed members.
+//! tombstone), reading fixture members written by another implementation, and explicit per-key
+//! errors for unknown tags and malformed members (the key is unreadable, never guessed at).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -14,8 +14,8 @@ use common::{Target, fresh_prefix, hex, key, record_key, seq_key, targets, unhex
 use fred::types::Value;
 use serde_json::Value as Json;
 use zlink_store_spi::{
-    Condition, FailureKind, LocationStore, Mutation, PageLimit, ReadResult, Retention, ScanPrefix,
-    ScanRequest, ScanResult, StoreError, StoreKey, WriteRequest, WriteResult,
+    Condition, LocationStore, Mutation, PageLimit, ReadResult, Retention, ScanPrefix, ScanRequest,
+    ScanResult, StoreError, StoreKey, UnreadableKey, UnreadableKind, WriteRequest, WriteResult,
 };
 
 fn fixture() -> Json {
@@ -365,19 +365,44 @@ fn version_of(s: &str) -> zlink_store_spi::StoreVersion {
     zlink_store_spi::StoreVersion::new(s).expect("version")
 }
 
-fn assert_format_error(r: Result<impl std::fmt::Debug, StoreError>, what: &str) {
+/// `r` is the typed per-key error naming `k` as unreadable for `kind`.
+fn assert_unreadable(
+    r: Result<impl std::fmt::Debug, StoreError>,
+    k: &StoreKey,
+    kind: UnreadableKind,
+    what: &str,
+) {
     match r {
-        Err(StoreError::Failure {
-            kind: FailureKind::Format,
-            ..
-        }) => {}
-        other => panic!("{what}: expected a format error, got {other:?}"),
+        Err(StoreError::Unreadable(u)) if u == UnreadableKey::new(k.clone(), kind) => {}
+        other => panic!("{what}: expected {k:?} unreadable ({kind:?}), got {other:?}"),
     }
 }
 
-/// Spec 22 §10: "An unrecognized format tag … fails explicitly": reads, conditions and scans
-/// that meet a member with another tag fail with a format error, and a batch whose condition
-/// meets one changes nothing (no mutation, no sequence).
+/// A scan of the whole store lists `k` as unreadable for `kind`, and no item of it.
+async fn assert_scanned_unreadable(
+    store: &impl LocationStore,
+    k: &StoreKey,
+    kind: UnreadableKind,
+    what: &str,
+) {
+    let scan = ScanRequest::first(ScanPrefix::all(), PageLimit::LARGEST);
+    match store.scan(&scan).await {
+        Ok(ScanResult::Page(p)) => {
+            assert_eq!(
+                p.unreadable,
+                vec![UnreadableKey::new(k.clone(), kind)],
+                "{what}"
+            );
+            assert!(p.items.iter().all(|i| &i.key != k), "{what}");
+        }
+        other => panic!("{what}: expected a page, got {other:?}"),
+    }
+}
+
+/// Spec 22 §10: "An unrecognized format tag … fails explicitly": a read or a condition that
+/// meets a member with another tag fails with the typed error naming that key, a batch whose
+/// condition meets one changes nothing (no mutation, no sequence), and a scan lists the key as
+/// unreadable.
 #[tokio::test]
 async fn unknown_format_tag_fails_explicitly() {
     for t in targets().await {
@@ -398,7 +423,7 @@ async fn unknown_format_tag_fails_explicitly() {
                     vec![rk.as_str().into(), 1.into(), Value::Bytes(m.into())],
                 )
                 .await;
-            assert_format_error(store.read(&k).await, "read");
+            assert_unreadable(store.read(&k).await, &k, UnreadableKind::Corrupt, "read");
             let seq_before = t
                 .raw
                 .cmd("GET", vec![seq_key(&prefix).as_str().into()])
@@ -408,7 +433,12 @@ async fn unknown_format_tag_fails_explicitly() {
                 vec![Mutation::put(other.clone(), "x")],
             )
             .expect("req");
-            assert_format_error(store.write(&req).await, "condition");
+            assert_unreadable(
+                store.write(&req).await,
+                &k,
+                UnreadableKind::Corrupt,
+                "condition",
+            );
             assert!(
                 store.read(&other).await.expect("read").is_missing(),
                 "nothing applied"
@@ -418,16 +448,15 @@ async fn unknown_format_tag_fails_explicitly() {
                 .cmd("GET", vec![seq_key(&prefix).as_str().into()])
                 .await;
             assert_eq!(seq_before, seq_after, "no sequence issued");
-            let scan = ScanRequest::first(ScanPrefix::all(), PageLimit::LARGEST);
-            assert_format_error(store.scan(&scan).await, "scan");
+            assert_scanned_unreadable(&store, &k, UnreadableKind::Corrupt, "scan").await;
         }
         t.raw.purge(&prefix).await;
     }
 }
 
 /// A malformed member (truncated, trailing bytes, a `bin` string, a map, a signed expiry, a
-/// member naming another key) or a record key holding another Redis type is a format error,
-/// never a guess.
+/// member naming another key) or a record key holding another Redis type makes that key
+/// unreadable (`Corrupt` / `ForeignType`), never a guess.
 #[tokio::test]
 async fn malformed_member_fails_explicitly() {
     for t in targets().await {
@@ -464,9 +493,27 @@ async fn malformed_member_fails_explicitly() {
         t.raw
             .cmd("SET", vec![rk.as_str().into(), "a string".into()])
             .await;
-        assert_format_error(store.read(&k).await, "string under the record key");
-        let scan = ScanRequest::first(ScanPrefix::all(), PageLimit::LARGEST);
-        assert_format_error(store.scan(&scan).await, "string under the record key");
+        let what = "string under the record key";
+        let foreign = UnreadableKind::ForeignType;
+        assert_unreadable(store.read(&k).await, &k, foreign, what);
+        assert_scanned_unreadable(&store, &k, foreign, what).await;
+        let cas = WriteRequest::new(
+            vec![Condition::Version(k.clone(), version_of("7"))],
+            vec![Mutation::put(key("other"), "x")],
+        )
+        .expect("cas");
+        assert_unreadable(store.write(&cas).await, &k, foreign, what);
+        // A put to it is refused before anything is written, naming the key.
+        let blind = WriteRequest::new(
+            vec![],
+            vec![
+                Mutation::put(key("other"), "x"),
+                Mutation::put(k.clone(), "x"),
+            ],
+        )
+        .expect("put");
+        assert_unreadable(store.write(&blind).await, &k, foreign, what);
+        assert!(store.read(&key("other")).await.expect("read").is_missing());
         for (name, m) in cases {
             t.raw.cmd("DEL", vec![rk.as_str().into()]).await;
             t.raw
@@ -475,16 +522,18 @@ async fn malformed_member_fails_explicitly() {
                     vec![rk.as_str().into(), 1.into(), Value::Bytes(m.into())],
                 )
                 .await;
-            assert_format_error(store.read(&k).await, name);
+            let corrupt = UnreadableKind::Corrupt;
+            assert_unreadable(store.read(&k).await, &k, corrupt, name);
+            assert_scanned_unreadable(&store, &k, corrupt, name).await;
+            // The write script does not compare a member's key with the record key's (only
+            // reads and scans do), so a member naming another key is not a condition error.
             if name != "other key" {
-                let scan = ScanRequest::first(ScanPrefix::all(), PageLimit::LARGEST);
-                assert_format_error(store.scan(&scan).await, name);
                 let cas = WriteRequest::new(
                     vec![Condition::Version(k.clone(), version_of("7"))],
                     vec![Mutation::put(k.clone(), "x")],
                 )
                 .expect("cas");
-                assert_format_error(store.write(&cas).await, name);
+                assert_unreadable(store.write(&cas).await, &k, corrupt, name);
             }
         }
         t.raw.purge(&prefix).await;

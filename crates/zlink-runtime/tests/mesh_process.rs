@@ -175,7 +175,7 @@ impl StoreView {
             .expect("scan")
             .expect("the snapshot did not expire");
         let mut rows = Rows::default();
-        for item in items {
+        for item in items.items {
             let key = item.key.as_str();
             let json = || -> serde_json::Value {
                 serde_json::from_slice(&item.bytes).expect("a runtime-private JSON row")

@@ -289,9 +289,17 @@ async fn run_ops(
                     return fail(at("first page Expired".into()));
                 };
                 let now = probe.store_now.as_millis();
-                let items = io(store.scan_all(&p, limit, 3).await, "scan")?
+                let listing = io(store.scan_all(&p, limit, 3).await, "scan")?
                     .ok_or_else(|| at("scan kept expiring".into()))?;
-                let got: Vec<(String, Vec<u8>, StoreVersion)> = items
+                // Everything under the prefix was written through the SPI: all readable.
+                if !listing.unreadable.is_empty() {
+                    return fail(at(format!(
+                        "scan reported keys written through the SPI as unreadable: {:?}",
+                        listing.unreadable
+                    )));
+                }
+                let got: Vec<(String, Vec<u8>, StoreVersion)> = listing
+                    .items
                     .into_iter()
                     .map(|i| (i.key.to_string(), i.bytes.to_vec(), i.version))
                     .collect();

@@ -111,7 +111,10 @@ pub(crate) async fn cleanup(store: &dyn DynLocationStore, prefix: &str) -> Check
             store.scan_all(&scan_prefix, PageLimit::LARGEST, 4).await,
             "cleanup scan",
         )?;
-        let Some(items) = items else { continue };
+        // Only readable keys can be deleted through the SPI.
+        let Some(items) = items.map(|l| l.items) else {
+            continue;
+        };
         if items.is_empty() {
             return Ok(());
         }

@@ -53,6 +53,7 @@ impl LocationStore for LiveScans {
             .await?
             .unwrap_or_default();
         let rest: Vec<ScanItem> = all
+            .items
             .into_iter()
             .filter(|i| after.as_deref().is_none_or(|a| i.key.as_str() > a))
             .collect();
@@ -64,6 +65,7 @@ impl LocationStore for LiveScans {
         };
         Ok(ScanResult::Page(ScanPage {
             items,
+            unreadable: Vec::new(),
             next_cursor,
             store_now: StoreTime::host_now(),
         }))

@@ -3,6 +3,8 @@
 use std::error::Error as StdError;
 use std::fmt;
 
+use crate::types::StoreKey;
+
 /// What a caller can branch on when a store operation fails.
 ///
 /// Normal outcomes (`Missing`, `Conflict`, `Expired`, `AlreadyStored`, ...) are result
@@ -13,7 +15,7 @@ pub enum StoreErrorKind {
     /// An input violated a bound or a rule of the SPI. Checked before any I/O: nothing was sent
     /// and nothing changed.
     InvalidArgument,
-    /// The provider failed (connection, protocol, malformed stored data, ...). If the operation
+    /// The provider failed (connection, protocol, an unexpected reply, ...). If the operation
     /// had started, whether it committed is unknown.
     Failure,
     /// The operation did not finish within the provider's operation timeout. If it had started,
@@ -22,6 +24,53 @@ pub enum StoreErrorKind {
     /// The operation was cancelled by the provider or its owner. If it had started, whether it
     /// committed is unknown.
     Cancelled,
+    /// One stored key holds data the provider cannot read (see [`UnreadableKey`]). Only that
+    /// key is affected; nothing changed.
+    Unreadable,
+}
+
+/// Why a provider cannot read one stored key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UnreadableKind {
+    /// The backend holds the key as another data type than the provider's records: something
+    /// other than the provider wrote it.
+    ForeignType,
+    /// The key holds the provider's data type, but its stored record is not of a format the
+    /// provider knows (an unknown format tag, a malformed or truncated record, a record that
+    /// names another key). The provider never guesses how to read it.
+    Corrupt,
+}
+
+impl fmt::Display for UnreadableKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            UnreadableKind::ForeignType => "foreign data type",
+            UnreadableKind::Corrupt => "corrupt record",
+        })
+    }
+}
+
+/// One stored key the provider cannot read, and why.
+///
+/// A scan page lists such keys beside its readable items
+/// ([`ScanPage::unreadable`](crate::ScanPage::unreadable)); an exact read of one fails with
+/// [`StoreError::Unreadable`]. Either way only that key is affected: the provider reports no
+/// backend text, only the logical key and the kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnreadableKey {
+    /// The logical key.
+    pub key: StoreKey,
+    /// Why it cannot be read.
+    pub kind: UnreadableKind,
+}
+
+impl UnreadableKey {
+    /// `key` cannot be read because of `kind`.
+    pub fn new(key: StoreKey, kind: UnreadableKind) -> Self {
+        UnreadableKey { key, kind }
+    }
 }
 
 /// Which input an [`ArgumentError`] is about.
@@ -117,8 +166,9 @@ pub enum ArgumentError {
 pub enum FailureKind {
     /// The backend could not be reached or the connection broke.
     Unavailable,
-    /// The backend answered something the provider cannot interpret: a malformed or unknown
-    /// stored record format (never guessed at), or an unexpected reply shape.
+    /// The backend answered something the provider cannot interpret: its own bookkeeping in
+    /// an unknown format (never guessed at), or an unexpected reply shape. One stored key
+    /// that cannot be read is [`StoreError::Unreadable`] instead.
     Format,
     /// The backend refused or failed the command.
     Backend,
@@ -163,6 +213,10 @@ pub enum StoreError {
     /// See [`StoreErrorKind::Cancelled`].
     #[error("store operation cancelled; whether it committed is unknown")]
     Cancelled,
+    /// See [`StoreErrorKind::Unreadable`]. `Display` shows only the kind; the key is in the
+    /// value.
+    #[error("stored key unreadable: {}", .0.kind)]
+    Unreadable(UnreadableKey),
 }
 
 impl StoreError {
@@ -173,6 +227,7 @@ impl StoreError {
             StoreError::Failure { .. } => StoreErrorKind::Failure,
             StoreError::TimedOut => StoreErrorKind::TimedOut,
             StoreError::Cancelled => StoreErrorKind::Cancelled,
+            StoreError::Unreadable(_) => StoreErrorKind::Unreadable,
         }
     }
 
@@ -192,6 +247,14 @@ impl StoreError {
         StoreError::Failure { kind, source: None }
     }
 
+    /// The key that cannot be read, if this is [`StoreError::Unreadable`].
+    pub fn as_unreadable(&self) -> Option<&UnreadableKey> {
+        match self {
+            StoreError::Unreadable(u) => Some(u),
+            _ => None,
+        }
+    }
+
     /// The argument error, if this is one.
     pub fn as_argument(&self) -> Option<&ArgumentError> {
         match self {
@@ -201,9 +264,13 @@ impl StoreError {
     }
 
     /// Whether the operation may have committed even though it returned this error
-    /// (time-outs, cancellations and failures after the operation started).
+    /// (time-outs, cancellations and failures after the operation started). Argument errors
+    /// and unreadable keys are decided before anything changes.
     pub fn outcome_unknown(&self) -> bool {
-        !matches!(self, StoreError::InvalidArgument(_))
+        !matches!(
+            self,
+            StoreError::InvalidArgument(_) | StoreError::Unreadable(_)
+        )
     }
 }
 

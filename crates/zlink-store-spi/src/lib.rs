@@ -10,10 +10,13 @@ mod types;
 use std::future::Future;
 use std::pin::Pin;
 
-pub use error::{Argument, ArgumentError, FailureKind, StoreError, StoreErrorKind, StoreResult};
+pub use error::{
+    Argument, ArgumentError, FailureKind, StoreError, StoreErrorKind, StoreResult, UnreadableKey,
+    UnreadableKind,
+};
 pub use location::{
     Condition, DynLocationStore, LocationStore, LocationStoreExt, Mutation, ReadResult, ScanItem,
-    ScanPage, ScanRequest, ScanResult, WriteRequest, WriteResult,
+    ScanListing, ScanPage, ScanRequest, ScanResult, WriteRequest, WriteResult,
 };
 pub use relocation::{
     BlobReadResult, Deleted, DynRelocationStore, PutResult, RelocationStore, RenewResult,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::BoxFuture;
-use crate::error::{Argument, ArgumentError, StoreResult};
+use crate::error::{Argument, ArgumentError, StoreResult, UnreadableKey};
 use crate::types::{
     PageLimit, Retention, ScanCursor, ScanPrefix, StoreKey, StoreTime, StoreVersion,
     check_value_len,
@@ -351,6 +351,11 @@ impl ScanItem {
 pub struct ScanPage {
     /// Items in key byte order, at most the page limit and at most 4 MiB encoded.
     pub items: Vec<ScanItem>,
+    /// Keys of the page's range the provider could not read (another data type, a corrupt
+    /// record), in key byte order. They cost only themselves: every other key of the page is
+    /// in `items`. Items and unreadable keys together are at most the page limit. A provider
+    /// whose storage cannot hold such a key (the in-memory one) always leaves this empty.
+    pub unreadable: Vec<UnreadableKey>,
     /// Present when more items remain in the snapshot.
     pub next_cursor: Option<ScanCursor>,
     /// The provider clock when the page was read.
@@ -383,7 +388,8 @@ pub enum ScanResult {
 /// bytes after the call copies them. Returned [`Bytes`] are immutable while held.
 pub trait LocationStore: Send + Sync + fmt::Debug + 'static {
     /// Exact read of one key, as one observation (bytes, version, expiry and StoreNow together).
-    /// An expired value reads as `Missing`.
+    /// An expired value reads as `Missing`. A key holding data the provider cannot read is
+    /// [`StoreError::Unreadable`](crate::StoreError::Unreadable), carrying the key.
     ///
     /// Cancellation: before the first poll, no I/O; after, nothing changes either way (reads
     /// never mutate), so simply read again.
@@ -403,7 +409,9 @@ pub trait LocationStore: Send + Sync + fmt::Debug + 'static {
     /// One page of a snapshot scan. The first page (no cursor) fixes a point in time; every
     /// continuation page reads that same snapshot, unaffected by later writes. Items come in key
     /// byte order; values expired at the snapshot are left out (an item may expire while the
-    /// scan runs: scan items are candidates to re-check with an exact read).
+    /// scan runs: scan items are candidates to re-check with an exact read). A key the provider
+    /// cannot read is listed in [`ScanPage::unreadable`] and costs only itself: it never fails
+    /// the page.
     ///
     /// Cancellation: before the first poll, no I/O; after, the snapshot may or may not have been
     /// created: start again from the first page.
@@ -468,30 +476,42 @@ impl<S: LocationStore + ?Sized> LocationStore for Arc<S> {
     }
 }
 
+/// Every key under a prefix, read from one snapshot by [`LocationStoreExt::scan_all`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScanListing {
+    /// The readable items, in key byte order.
+    pub items: Vec<ScanItem>,
+    /// The keys the provider could not read, in key byte order (see [`ScanPage::unreadable`]).
+    pub unreadable: Vec<UnreadableKey>,
+}
+
 /// Conveniences over any [`LocationStore`] (implemented for all of them; providers do not
 /// implement it).
 pub trait LocationStoreExt: LocationStore {
-    /// Reads every item under `prefix` from one snapshot, page by page. If the snapshot expires
-    /// mid-way the pages read so far are discarded and the scan starts again, at most
-    /// `max_restarts` times; after that the last `Expired` is returned as `Ok(None)`.
+    /// Reads every item under `prefix` from one snapshot, page by page, with the keys the
+    /// provider could not read. If the snapshot expires mid-way the pages read so far are
+    /// discarded and the scan starts again, at most `max_restarts` times; after that the last
+    /// `Expired` is returned as `Ok(None)`.
     fn scan_all(
         &self,
         prefix: &ScanPrefix,
         limit: PageLimit,
         max_restarts: usize,
-    ) -> impl Future<Output = StoreResult<Option<Vec<ScanItem>>>> + Send {
+    ) -> impl Future<Output = StoreResult<Option<ScanListing>>> + Send {
         async move {
             'restart: for _ in 0..=max_restarts {
-                let mut items = Vec::new();
+                let mut listing = ScanListing::default();
                 let mut request = ScanRequest::first(prefix.clone(), limit);
                 loop {
                     match self.scan(&request).await? {
                         ScanResult::Expired => continue 'restart,
                         ScanResult::Page(page) => {
-                            items.extend(page.items);
+                            listing.items.extend(page.items);
+                            listing.unreadable.extend(page.unreadable);
                             match page.next_cursor {
                                 Some(c) => request.cursor = Some(c),
-                                None => return Ok(Some(items)),
+                                None => return Ok(Some(listing)),
                             }
                         }
                     }

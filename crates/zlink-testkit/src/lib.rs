@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
-use zlink_store_conformance::live;
+use zlink_store_conformance::{FaultyLocationStore, live};
 use zlink_store_spi::{
     Bytes, Condition, DynLocationStore, LocationStore, LocationStoreExt, ManualClock,
     MemoryLocationStore, Mutation, PageLimit, ReadResult, ScanPrefix, StoreKey, StoreVersion,
-    WriteRequest,
+    UnreadableKind, WriteRequest,
 };
 
 mod purge;
@@ -114,6 +114,39 @@ impl Harness {
         }
     }
 
+    /// Puts each of `keys` (any bytes), then makes it a key the Store cannot read: on Redis its
+    /// record becomes a plain string (a foreign Redis type under the namespace); on memory,
+    /// which can hold only bytes, a `FaultyLocationStore` over it reports the keys unreadable
+    /// as a provider does. Returns the store to run over.
+    pub async fn plant_foreign(&self, keys: &[StoreKey]) -> Arc<dyn DynLocationStore> {
+        let puts = keys.iter().map(|k| Mutation::put(k.clone(), "x")).collect();
+        let put = WriteRequest::new(vec![], puts).expect("put");
+        self.store.write(&put).await.expect("put");
+        match &self.purge {
+            Some(purge) => {
+                for k in keys {
+                    purge.plant_foreign(k).await;
+                }
+                self.store.clone()
+            }
+            None => {
+                let faulty = FaultyLocationStore::new(self.store.clone());
+                for k in keys {
+                    faulty.set_unreadable(k.clone(), UnreadableKind::ForeignType);
+                }
+                Arc::new(faulty)
+            }
+        }
+    }
+
+    /// Puts garbage bytes under `key` through the Store: a record the Store reads, whose bytes
+    /// are no record of the runtime.
+    pub async fn plant_garbage(&self, key: &StoreKey) {
+        let put =
+            WriteRequest::new(vec![], vec![Mutation::put(key.clone(), "garbage")]).expect("put");
+        self.store.write(&put).await.expect("put");
+    }
+
     /// Every logical key with its bytes and version, read from one snapshot.
     pub async fn snapshot(&self) -> BTreeMap<StoreKey, (Bytes, StoreVersion)> {
         snapshot_of(self.store.as_ref(), "").await
@@ -138,6 +171,7 @@ pub async fn snapshot_of(
         .await
         .expect("scan")
         .expect("snapshot did not expire")
+        .items
         .into_iter()
         .map(|i| (i.key, (i.bytes, i.version)))
         .collect()

@@ -52,6 +52,33 @@ impl Purge {
         }
     }
 
+    /// Replaces the record of logical key `key` by a plain Redis string: a key of another type
+    /// under the store's namespace, still listed by the provider's scan index.
+    pub(crate) async fn plant_foreign(&self, key: &zlink_store_spi::StoreKey) {
+        use sha2::{Digest, Sha256};
+        let config = self.config().expect("the test Redis config");
+        let client = Builder::from_config(config).build().expect("raw client");
+        client.init().await.expect("raw client connects");
+        let sha: String = Sha256::digest(key.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let record = format!("{}:{{zlink-location-v3}}:opaque:{sha}", self.prefix);
+        let _: i64 = client.del(record.as_str()).await.expect("DEL");
+        let _: Value = client
+            .custom(
+                CustomCommand::new_static(
+                    "SET",
+                    fred::util::redis_keyslot(record.as_bytes()),
+                    false,
+                ),
+                vec![Value::from(record.as_str()), Value::from("foreign")],
+            )
+            .await
+            .expect("SET");
+        let _ = client.quit().await;
+    }
+
     /// Deletes every key under `prefix:`. Best effort: a purge that cannot reach Redis leaves
     /// the keys (the prefix is unique to the test run).
     pub(crate) async fn run(&self) {

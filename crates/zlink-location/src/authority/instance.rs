@@ -38,12 +38,17 @@ impl AuthorityClient {
         dead: &HostRun,
     ) -> Result<Vec<AuthorityHandle>, LocationError> {
         let mut out = Vec::new();
-        for item in self.scan_all(&keys::authority_prefix()).await? {
+        // Unreadable keys are logged by the scan; undecodable rows are skipped too.
+        for item in self.scan_all(&keys::authority_prefix()).await?.items {
             let Ok(KeyParts::Authority { id, .. }) = LogicalKey::parse(item.key.as_str()) else {
                 continue;
             };
-            let Ok(handle) = AuthorityHandle::decode(id, &item.bytes, item.version.clone()) else {
-                continue;
+            let handle = match AuthorityHandle::decode(id, &item.bytes, item.version.clone()) {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!(key = %item.key, error = %e, "instance recovery skips an undecodable authority row");
+                    continue;
+                }
             };
             if handle.owner() == dead
                 && handle.kind() == ObjectKind::InstanceSpot

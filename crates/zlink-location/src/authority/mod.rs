@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use zlink_codec::Generation;
 use zlink_codec::records::{Allocation, AllocationState, AuthorityRecord, PendingCreation};
 use zlink_store_spi::{
-    DynLocationStore, LocationStore, LocationStoreExt, Mutation, PageLimit, ReadResult, ScanItem,
-    ScanPrefix, StoreKey,
+    DynLocationStore, LocationStore, LocationStoreExt, Mutation, PageLimit, ReadResult,
+    ScanListing, ScanPrefix, StoreKey,
 };
 
 use super::admission::{Admission, AdmissionGate, AdmissionOp};
@@ -154,33 +154,62 @@ impl AuthorityClient {
         Ok(rows)
     }
 
-    async fn scan_all(&self, prefix: &ScanPrefix) -> Result<Vec<ScanItem>, LocationError> {
-        self.store
+    /// Every row under `prefix`, from one snapshot. A key the Store cannot read (another data
+    /// type, a corrupt stored record) costs only itself: it is logged here and left in
+    /// `unreadable` for the caller to count.
+    async fn scan_all(&self, prefix: &ScanPrefix) -> Result<ScanListing, LocationError> {
+        let listing = self
+            .store
             .scan_all(prefix, PageLimit::LARGEST, SCAN_RESTARTS)
             .await?
-            .ok_or(LocationError::Contended)
+            .ok_or(LocationError::Contended)?;
+        for u in &listing.unreadable {
+            tracing::warn!(key = %u.key, kind = %u.kind, "location scan skips a key the Store cannot read");
+        }
+        Ok(listing)
     }
 
     /// A node's slots split into in use and reserved, derived from one snapshot of the
     /// authority rows and the relocation reservations (the records are the source of truth;
     /// the allocation row only carries their sum). For operators and the descriptor copy: it
-    /// scans every authority row.
+    /// scans every authority row. A row that cannot be read or decoded is left out, logged
+    /// and counted in [`NodeUsage::skipped`].
     pub async fn node_usage(&self, node: &NodeKey) -> Result<NodeUsage, LocationError> {
         let mut usage = NodeUsage::default();
-        for item in self.scan_all(&keys::authority_prefix()).await? {
-            let record = AuthorityRecord::decode(&item.bytes)
-                .map_err(LocationError::decode(RecordName::Authority))?;
+        let authority = self.scan_all(&keys::authority_prefix()).await?;
+        usage.skipped += authority.unreadable.len();
+        for item in authority.items {
+            let record = match AuthorityRecord::decode(&item.bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(key = %item.key, error = %e, "capacity read skips an undecodable authority row");
+                    usage.skipped += 1;
+                    continue;
+                }
+            };
             let at = &record.allocation.descriptor;
             if at.mesh_name == node.mesh && at.routing_id == node.routing_id {
-                let bundle = CapacityBundle::from_record(&record.allocation.capacity)?;
+                let Ok(bundle) = CapacityBundle::from_record(&record.allocation.capacity) else {
+                    tracing::warn!(key = %item.key, "capacity read skips an authority row with an invalid capacity bundle");
+                    usage.skipped += 1;
+                    continue;
+                };
                 usage.add(&bundle, record.allocation.state == AllocationState::Active);
             }
         }
-        for item in self
+        let reservations = self
             .scan_all(&PrivateFamily::CapacityReservation.prefix())
-            .await?
-        {
-            let row = ReservationRow::decode(&item.bytes)?;
+            .await?;
+        usage.skipped += reservations.unreadable.len();
+        for item in reservations.items {
+            let row = match ReservationRow::decode(&item.bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(key = %item.key, error = %e, "capacity read skips an undecodable reservation row");
+                    usage.skipped += 1;
+                    continue;
+                }
+            };
             if &row.target_node == node {
                 usage.add(&row.bundle, false);
             }

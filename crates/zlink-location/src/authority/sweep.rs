@@ -35,6 +35,11 @@
 //! that still counts a slot — an object skipped as *relocating*, a reservation of a live
 //! target, anything reserved meanwhile — stays. The sweep reads descriptors but never changes
 //! one.
+//!
+//! **Corrupt or foreign data** costs only its row: a key the Store cannot read (another data
+//! type, a corrupt stored record) and a row whose bytes do not decode are skipped, logged,
+//! left untouched and counted ([`SweepReport::unreadable`], [`SweepReport::undecodable`]); the
+//! sweep — and the shutdown that runs it — goes on with every other row.
 
 use std::collections::HashSet;
 
@@ -66,8 +71,12 @@ pub struct SweepReport {
     pub changed: usize,
     /// Rows skipped because a move of the object may still be completed by a live target.
     pub relocating: usize,
-    /// Rows that could not be decoded (left untouched).
+    /// Authority and reservation rows whose bytes could not be decoded (left untouched).
     pub undecodable: usize,
+    /// Keys under the swept families (authority, reservation and descriptor rows) the Store
+    /// could not read — another data type, a corrupt stored record — skipped and left
+    /// untouched.
+    pub unreadable: usize,
     /// Relocation target reservations released (their capacity returned).
     pub reservations_released: usize,
     /// Reservations that changed after the snapshot (left as they are).
@@ -159,13 +168,18 @@ impl AuthorityClient {
         let mut released: HashSet<NodeKey> = HashSet::new();
         // Reservations first: their rows decide which objects are still relocating.
         let mut relocating: HashSet<ObjectId> = HashSet::new();
-        for item in self
+        let reservations = self
             .scan_all(&PrivateFamily::CapacityReservation.prefix())
-            .await?
-        {
-            let Ok(row) = ReservationRow::decode(&item.bytes) else {
-                tracing::warn!(key = %item.key, "owner sweep skips an undecodable reservation row");
-                continue;
+            .await?;
+        report.unreadable += reservations.unreadable.len();
+        for item in reservations.items {
+            let row = match ReservationRow::decode(&item.bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(key = %item.key, error = %e, "owner sweep skips an undecodable reservation row");
+                    report.undecodable += 1;
+                    continue;
+                }
             };
             let release = if &row.target == swept {
                 true
@@ -209,14 +223,16 @@ impl AuthorityClient {
             };
             pending.push(Pending::Reservation(self.spawn(op)));
         }
-        for item in self
+        let authority = self
             .scan_all(&super::super::keys::authority_prefix())
-            .await?
-        {
+            .await?;
+        report.unreadable += authority.unreadable.len();
+        for item in authority.items {
             let id = match LogicalKey::parse(item.key.as_str()) {
                 Ok(KeyParts::Authority { id, .. }) => id,
                 Ok(_) => continue,
-                Err(_) => {
+                Err(e) => {
+                    tracing::warn!(key = %item.key, error = %e, "owner sweep skips a row whose key does not parse");
                     report.undecodable += 1;
                     continue;
                 }
@@ -248,7 +264,9 @@ impl AuthorityClient {
             op.plan.drop_empty.push(handle.node());
             pending.push(Pending::Authority(self.spawn(op)));
         }
-        for node in self.descriptor_nodes(swept).await? {
+        let (nodes, unreadable) = self.descriptor_nodes(swept).await?;
+        report.unreadable += unreadable;
+        for node in nodes {
             if released.contains(&node) {
                 continue;
             }
@@ -323,13 +341,18 @@ impl AuthorityClient {
         tokio::spawn(async move { engine.submit(Box::new(op)).await })
     }
 
-    /// The nodes whose MeshNode descriptor names `run` (read only; one snapshot). A descriptor
-    /// that cannot be decoded is skipped.
-    async fn descriptor_nodes(&self, run: &HostRun) -> Result<Vec<NodeKey>, LocationError> {
+    /// The nodes whose MeshNode descriptor names `run` (read only; one snapshot), and how many
+    /// descriptor keys the Store could not read. A descriptor that cannot be decoded is
+    /// skipped.
+    async fn descriptor_nodes(
+        &self,
+        run: &HostRun,
+    ) -> Result<(Vec<NodeKey>, usize), LocationError> {
         let prefix = ScanPrefix::new(zlink_codec::keys::prefix::mesh_nodes())
             .map_err(LocationError::Argument)?;
         let mut nodes = Vec::new();
-        for item in self.scan_all(&prefix).await? {
+        let descriptors = self.scan_all(&prefix).await?;
+        for item in descriptors.items {
             match DescriptorRecord::<MeshNodeDescriptor>::decode(&item.bytes) {
                 Ok(r)
                     if r.owner_id == run.owner_id
@@ -346,7 +369,7 @@ impl AuthorityClient {
                 }
             }
         }
-        Ok(nodes)
+        Ok((nodes, descriptors.unreadable.len()))
     }
 
     /// Whether `run`'s owner lease is held by that run, by a direct read of its row.

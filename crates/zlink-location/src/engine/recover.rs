@@ -42,6 +42,7 @@ pub(super) fn store_error_like(e: &StoreError) -> StoreError {
         StoreError::InvalidArgument(a) => StoreError::InvalidArgument(a.clone()),
         StoreError::Failure { kind, .. } => StoreError::failure_kind(*kind),
         StoreError::TimedOut => StoreError::TimedOut,
+        StoreError::Unreadable(u) => StoreError::Unreadable(u.clone()),
         _ => StoreError::Cancelled,
     }
 }

@@ -6,6 +6,7 @@
 
 mod authority;
 mod capacity_model;
+mod corrupt;
 mod descriptors;
 mod engine;
 mod lease;
@@ -56,6 +57,11 @@ macro_rules! on_every_store {
 }
 
 on_every_store!(
+    // Corrupt or foreign data costs only its key (sweeps, capacity, discovery, lists).
+    corrupt::sweeps_skip_and_count_undecodable_records,
+    corrupt::a_wrong_typed_key_costs_only_that_key_in_a_sweep,
+    corrupt::object_capacity_survives_a_foreign_key,
+    corrupt::discovery_and_lists_leave_out_only_the_unreadable_rows,
     // Spec 21 §12 "Generation And Owner Lease".
     lease::generations_never_swap,
     lease::generation_exhausted_changes_nothing_and_repeats,

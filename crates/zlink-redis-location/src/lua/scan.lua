@@ -5,7 +5,11 @@
 --   [7] nonce for a new snapshot id, [8] page byte bound, [9] most index entries to examine,
 --   [10] most stored bytes to decode, [11] most live snapshots.
 -- Returns {0, now} when the snapshot is gone or foreign, else
---   {1 (last page) or 2 (more), now, snapshot id, last index member examined, members...}.
+--   {1 (last page) or 2 (more), now, snapshot id, last index member examined, entries...}
+--   where each entry is two values: the index member of the key, then either the record
+--   member at the snapshot or, for a key the provider cannot read, an integer: 1 when the
+--   record key holds another Redis type, 2 when its member is not of the record format.
+--   Entries (readable or not) count against the page limit.
 local SEQ, INDEX, SNAPS, CREATED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl = tonumber(ARGV[1])
 local REC, hp = ARGV[2], ARGV[3]
@@ -51,13 +55,36 @@ while not done do
     end
     examined = examined + 1
     local rk = REC .. string.sub(im, -64)
-    local m = redis.call('ZREVRANGEBYSCORE', rk, bound, '-inf', 'LIMIT', 0, 1)[1]
+    local r = redis.pcall('ZREVRANGEBYSCORE', rk, bound, '-inf', 'LIMIT', 0, 1)
+    local m, unreadable = nil, nil
+    if r.err then
+      if not string.find(r.err, 'WRONGTYPE', 1, true) then
+        return r
+      end
+      unreadable = 1
+    else
+      m = r[1]
+    end
+    local klen, blen, version, expires, tombstone
     if m then
       work = work + #m
-      local klen, blen, version, expires, tombstone = decode(m)
+      klen, blen, version, expires, tombstone = decode(m)
       if not klen then
-        return format_error(blen)
+        unreadable = 2
       end
+    end
+    if unreadable then
+      -- Costs only this key: reported by its index member, beside the page's other items.
+      local n = (#im - 65) / 2
+      if size + n > max_page then
+        more, done = true, true
+        break
+      end
+      size = size + n
+      out[5 + 2 * count] = im
+      out[6 + 2 * count] = unreadable
+      count = count + 1
+    elseif m then
       if not tombstone and (expires == 0 or expires > taken) then
         local n = klen + blen + #version
         if size + n > max_page then
@@ -65,8 +92,9 @@ while not done do
           break
         end
         size = size + n
+        out[5 + 2 * count] = im
+        out[6 + 2 * count] = m
         count = count + 1
-        out[4 + count] = m
       end
     elseif redis.call('EXISTS', rk) == 0 then
       -- The record is gone (deleted or expired when no snapshot could see it any more).

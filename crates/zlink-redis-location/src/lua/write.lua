@@ -8,7 +8,9 @@
 --   rawBytes ('' for a delete's tombstone) as cmsgpack str-family strings; the script appends
 --   the version, the expiry and the tombstone flag exactly as cmsgpack.pack writes them.
 -- Returns {0, now} for Conflict (nothing written, no sequence issued) or {1, now, version}
--- ({1, now} when there is no mutation).
+-- ({1, now} when there is no mutation), or {2, now, slot, reason} when the record key in that
+-- KEYS slot cannot be read — reason 1: it holds another Redis type, 2: its newest member is
+-- not of the record format — found before anything is written.
 local SEQ, INDEX, SNAPS = KEYS[1], KEYS[2], KEYS[3]
 local ttl = tonumber(ARGV[1])
 local nc, nm = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -20,17 +22,29 @@ local now = now_ms()
 local ABSENT, HELD, DURABLE = 1, 2, 3
 local state = {}
 
--- 1. Every condition, before anything is written. Reading a key of another type fails here,
---    before any write.
+-- A record key holding another Redis type: {2, now, slot, 1}; any other error as it is.
+local function foreign(slot, r)
+  if string.find(r.err, 'WRONGTYPE', 1, true) then
+    return {2, now, slot, 1}
+  end
+  return r
+end
+
+-- 1. Every condition, before anything is written. A key of another type or a member not of
+--    the record format is reported here, before any write.
 for i = 1, nc do
   local slot = 3 + i
-  local m = redis.call('ZREVRANGE', KEYS[slot], 0, 0)[1]
+  local r = redis.pcall('ZREVRANGE', KEYS[slot], 0, 0)
+  if r.err then
+    return foreign(slot, r)
+  end
+  local m = r[1]
   local expected = ARGV[3 + i]
   local current = false
   if m then
     local klen, blen, version, expires, tombstone = decode(m)
     if not klen then
-      return format_error(blen)
+      return {2, now, slot, 2}
     end
     if tombstone then
       state[slot] = HELD
@@ -57,7 +71,8 @@ end
 
 -- 2. Every key the mutations write must be a record (or absent), so that no command below
 --    can fail half-way through the commit: ZCARD, which counts a record's members, fails on a
---    key of another type, here, before any write. A key a condition read is known already.
+--    key of another type, here, before any write (reported as its slot). A key a condition
+--    read is known already.
 local first_mutation = 4 + nc
 local a = first_mutation
 -- {0, member, 0, member, ...}: the index members of the records this batch creates.
@@ -67,7 +82,11 @@ for _ = 1, nm do
   local slot = tonumber(ARGV[a])
   local s = state[slot]
   if not s then
-    if redis.call('ZCARD', KEYS[slot]) == 0 then
+    local n = redis.pcall('ZCARD', KEYS[slot])
+    if type(n) == 'table' and n.err then
+      return foreign(slot, n)
+    end
+    if n == 0 then
       s = ABSENT
     else
       s = HELD

@@ -1,13 +1,14 @@
 //! [`FaultyLocationStore`]: a Location Store wrapper that injects faults.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use zlink_store_spi::{
-    DynLocationStore, LocationStore, ReadResult, ScanRequest, ScanResult, StoreKey, StoreResult,
-    WriteRequest, WriteResult,
+    DynLocationStore, LocationStore, ReadResult, ScanRequest, ScanResult, StoreError, StoreKey,
+    StoreResult, UnreadableKey, UnreadableKind, WriteRequest, WriteResult,
 };
 
 use super::{Fault, OpKind, Switchboard, WriteHook};
@@ -79,6 +80,8 @@ pub struct FaultyLocationStore<S = Arc<dyn DynLocationStore>> {
     switches: Switchboard<OPS>,
     /// One-shot faults for the next operation that touches a key, in the order set.
     keyed: Mutex<Vec<Keyed>>,
+    /// Keys reported unreadable, as a provider reports corrupt or foreign data.
+    unreadable: Mutex<BTreeMap<StoreKey, UnreadableKind>>,
 }
 
 /// A one-shot fault for the next operation of `op` that touches `key`.
@@ -96,6 +99,7 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             inner,
             switches: Switchboard::new(),
             keyed: Mutex::new(Vec::new()),
+            unreadable: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -155,6 +159,25 @@ impl<S: LocationStore> FaultyLocationStore<S> {
         });
     }
 
+    /// From now on `key` holds data the store cannot read, as a provider reports corrupt or
+    /// foreign data (a Redis key of another type, say): scan pages list it in
+    /// [`ScanPage::unreadable`](zlink_store_spi::ScanPage::unreadable) in place of its item
+    /// (only while the inner store holds it), and reads and writes that touch it fail with
+    /// [`StoreError::Unreadable`] without reaching the inner store. Kept by
+    /// [`heal`](Self::heal).
+    pub fn set_unreadable(&self, key: StoreKey, kind: UnreadableKind) {
+        self.unreadable.lock().insert(key, kind);
+    }
+
+    fn unreadable_error(&self, touches: impl Fn(&StoreKey) -> bool) -> Option<StoreError> {
+        let unreadable = self.unreadable.lock();
+        let (key, kind) = unreadable.iter().find(|(k, _)| touches(k))?;
+        Some(StoreError::Unreadable(UnreadableKey::new(
+            key.clone(),
+            *kind,
+        )))
+    }
+
     /// Takes the first one-shot fault set for `op` on a key `touches`.
     fn take_keyed(&self, op: LocationOp, touches: impl Fn(&StoreKey) -> bool) -> Option<Fault> {
         let mut keyed = self.keyed.lock();
@@ -208,6 +231,7 @@ impl<S: fmt::Debug> fmt::Debug for FaultyLocationStore<S> {
         d.field("inner", &self.inner);
         self.switches.debug_fields::<LocationOp>(&mut d);
         d.field("keyed", &*self.keyed.lock());
+        d.field("unreadable", &*self.unreadable.lock());
         d.finish()
     }
 }
@@ -217,6 +241,9 @@ impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
         let mut plan = self.switches.enter(LocationOp::Read);
         if let Some(fault) = self.take_keyed(LocationOp::Read, |k| k == key) {
             plan = plan.with_fault(fault);
+        }
+        if let Some(e) = self.unreadable_error(|k| k == key) {
+            return Err(e);
         }
         plan.run(|| self.inner.read(key)).await
     }
@@ -230,11 +257,30 @@ impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
         if let Some(fault) = self.take_keyed(LocationOp::Write, touches) {
             plan = plan.with_fault(fault);
         }
+        if let Some(e) = self.unreadable_error(touches) {
+            return Err(e);
+        }
         plan.run(|| self.inner.write(request)).await
     }
 
     async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
         let plan = self.switches.enter(LocationOp::Scan);
-        plan.run(|| self.inner.scan(request)).await
+        let mut result = plan.run(|| self.inner.scan(request)).await;
+        if let Ok(ScanResult::Page(page)) = &mut result {
+            let unreadable = self.unreadable.lock();
+            if !unreadable.is_empty() {
+                let mut moved = Vec::new();
+                page.items.retain(|i| match unreadable.get(&i.key) {
+                    Some(kind) => {
+                        moved.push(UnreadableKey::new(i.key.clone(), *kind));
+                        false
+                    }
+                    None => true,
+                });
+                page.unreadable.extend(moved);
+                page.unreadable.sort_by(|a, b| a.key.cmp(&b.key));
+            }
+        }
+        result
     }
 }

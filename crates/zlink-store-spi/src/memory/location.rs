@@ -436,6 +436,8 @@ impl MemoryLocationStore {
         };
         ScanResult::Page(ScanPage {
             items,
+            // Every stored value is bytes this store wrote: nothing here is unreadable.
+            unreadable: Vec::new(),
             next_cursor,
             store_now: now,
         })

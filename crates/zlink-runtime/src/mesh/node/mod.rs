@@ -62,6 +62,7 @@
 //! | a restarted fixed RID presents a larger lifecycle generation and is accepted | `restarted_fixed_rid_presents_a_larger_generation_and_is_accepted_again` |
 //! | shutdown: Draining, ShuttingDown for new calls, out of selection, descriptor and lease gone, Stopped (28 §9, §10) | `shutdown_removes_descriptor_and_lease_and_peers_stop_selecting_the_draining_node`* |
 //! | shutdown finishes accepted work; past the deadline ForceStopped/DeadlineExceeded; concurrent calls share one report (28 §3, §12) | `shutdown_waits_for_accepted_work_to_finish`, `shutdown_past_its_deadline_is_force_stopped_and_concurrent_calls_share_the_report` |
+//! | corrupt or foreign data under the prefix (a wrong-typed key, a garbage record) costs only its key: `object_capacity` counts the rest, shutdown completes `Stopped` with its sweep counting both | `shutdown_completes_with_a_foreign_key_under_the_prefix`* |
 //! | hosted services start in order before Serving, stop in reverse; a failed start leaves nothing (06 §22) | `hosted_services_start_in_order_before_serving_and_stop_in_reverse`, `hosted_service_start_failure_stops_started_services_and_leaves_no_rows`* |
 //! | configuration errors fail before any socket binds or Store request (06 §23) | `configuration_errors_fail_before_any_bind_or_store_request` |
 //! | a forwarded request keeps OperationId, reply route and source; the handler answers the source (21 §7.3, §9.3) | `forwarded_request_is_answered_to_its_source_under_its_own_ids` |

@@ -3,6 +3,7 @@
 use zlink_codec::records::{MeshNodeRecord, ObjectKind, ObjectRole, RelocationPolicy};
 
 use super::support::*;
+use crate::mesh::node::{ShutdownOutcome, ShutdownReason};
 use crate::objects::{Actor, Spot};
 use zlink_testkit::Harness;
 use zlink_testkit::snapshot_of;
@@ -33,6 +34,7 @@ fn counter_and_room(
 on_every_store!(
     object_server_descriptor_lists_its_types_and_entry_spot,
     the_descriptor_projects_the_nodes_usage,
+    shutdown_completes_with_a_foreign_key_under_the_prefix,
 );
 
 async fn object_server_descriptor_lists_its_types_and_entry_spot(h: &Harness) {
@@ -133,4 +135,62 @@ async fn the_descriptor_projects_the_nodes_usage(h: &Harness) {
         d = stored_descriptor(h, &node).await;
     }
     host.shutdown().await;
+}
+
+/// Corrupt or foreign data under the store's prefix costs only its key: with a key the Store
+/// cannot read (on Redis a plain string where a record lives) and a garbage record among the
+/// authority rows, `object_capacity` counts the node's objects (the two skipped) and the
+/// shutdown completes `Stopped`, its sweep removing every row of this run and counting the two.
+async fn shutdown_completes_with_a_foreign_key_under_the_prefix(h: &Harness) {
+    use super::support::authority_key;
+    let foreign = authority_key(
+        ObjectKind::Actor,
+        &zlink_codec::ObjectId::new("f").expect("id"),
+    );
+    let garbage = authority_key(
+        ObjectKind::Actor,
+        &zlink_codec::ObjectId::new("g").expect("id"),
+    );
+    let store = h.plant_foreign(std::slice::from_ref(&foreign)).await;
+    h.plant_garbage(&garbage).await;
+    let (host, _node) = start_on(&store, counter_and_room).await;
+    let actors = host.actors().expect("actors");
+    // Placement needs the node's own descriptor discovered first.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for i in 0..3 {
+        loop {
+            match actors.get_or_create("counter", &format!("p-{i}")).await {
+                Ok(_) => break,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "not placeable yet");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("created: {e:?}"),
+            }
+        }
+    }
+    let capacity = host.object_capacity().await.expect("object capacity");
+    assert_eq!(capacity.len(), 1);
+    let usage = &capacity[0].2;
+    assert_eq!((usage.actors.active, usage.skipped), (3, 2), "{usage:?}");
+    let report = host.shutdown().await;
+    assert_eq!(
+        (report.outcome, report.reason),
+        (ShutdownOutcome::Stopped, ShutdownReason::None),
+        "{report:?}"
+    );
+    let sweep = report.sweep.expect("the self-sweep ran");
+    assert_eq!(
+        (sweep.removed, sweep.unreadable, sweep.undecodable),
+        (3, 1, 1),
+        "{sweep:?}"
+    );
+    // Only the planted keys are left among the authority rows (the foreign one is not
+    // readable on Redis, so it is not listed there).
+    let left: Vec<_> = snapshot_of(h.store.as_ref(), "authority\0")
+        .await
+        .into_keys()
+        .filter(|k| k != &foreign)
+        .collect();
+    assert_eq!(left, vec![garbage]);
 }
