@@ -9,6 +9,7 @@ mod bench;
 mod conformance;
 mod conformance_redis;
 mod demo;
+mod faults;
 mod services;
 mod test_cmd;
 mod tidy;
@@ -42,6 +43,11 @@ commands:
                               a SpotWide Spot of N members vs its inventory pages written raw;
                               --redis URL, --case big-state|host|spotwide, --actors N, --rounds N, --seconds S,
                               --state-mib N)
+  faults [--scenario NAME]... [--actors N]
+                              the process-level fault suite: a private redis-server, 3 mesh_node
+                              processes, N counter Actors (1000) probed under kill -9 / SIGSTOP of a
+                              node or of Redis, a Redis restart with and without AOF, foreign keys;
+                              an invariant checker on every reply, one table row per scenario
   demo [options]              3 roots create Counter Actors and message them by id; checks the counts;
                               relocates root 1 under load (none lost, duplicated or out of order);
                               then create Instance Spots by their first message (cold activation)
@@ -76,6 +82,7 @@ fn main() -> ExitCode {
         }),
         "bench" => bench::run(rest),
         "demo" => demo::run(rest),
+        "faults" => faults::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

@@ -3,7 +3,8 @@
 //! (`ZLINK_TEST_REDIS_URL`, `ZLINK_TEST_REDIS_URL_2`, `ZLINK_TEST_REDIS_CLUSTER`) together with
 //! `ZLINK_REQUIRE_REDIS=1` (a live test that finds its variable missing fails instead of
 //! skipping), then runs `cargo fmt --check`, clippy with `-D warnings`, every workspace test,
-//! and the golden conformance runner (offline and live against the single node).
+//! the golden conformance runner (offline and live against the single node) and the fault
+//! suite (`cargo xtask faults`, the scenarios in [`crate::faults::CI_SCENARIOS`]).
 
 use std::process::Command;
 
@@ -68,5 +69,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         &["xtask", "conformance", "--redis", &services.single],
         &env,
     );
-    tests.and(conformance)
+    // The process-level fault suite (real redis-server and mesh_node processes, loopback).
+    let mut fault_args: Vec<&str> = vec!["xtask", "faults"];
+    for s in crate::faults::CI_SCENARIOS {
+        fault_args.extend(["--scenario", s]);
+    }
+    let faults = run_step("fault suite", &fault_args, &env);
+    tests.and(conformance).and(faults)
 }

@@ -1,4 +1,4 @@
-//! The Actor commands of `--objects`: `ACTORS`, `GET`, `INCR`, `TOTALS` and `STREAM`.
+//! The Actor commands of `--objects`: `ACTORS`, `GET`, `INCR`, `TOTALS`, `STREAM` and `LOAD`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use zlink_runtime::mesh::messaging::ErrorKind;
 use zlink_runtime::mesh::node::CallOptions;
 use zlink_runtime::objects::ActorManager;
 
-use crate::counter::{COUNTER, Incr, Step, Totals};
+use crate::counter::{COUNTER, Incr, Probe, Step, Totals};
 use crate::say;
 
 /// How many `get_or_create` calls one `ACTORS` / `GET` command runs at a time.
@@ -63,8 +63,92 @@ pub(crate) async fn actor_command(actors: &ActorManager, words: &[String]) -> St
             )
             .await
         }
+        Some("LOAD") => {
+            let (Some(prefix), Some(first), Some(count), Some(millis), Some(pause), Some(timeout)) = (
+                arg(1),
+                number(2),
+                number(3),
+                number(4),
+                number(5),
+                number(6),
+            ) else {
+                return "BAD LOAD <prefix> <first> <count> <millis> <pause-ms> <timeout-ms>".into();
+            };
+            load(
+                actors,
+                ids(prefix, first, count),
+                Duration::from_millis(millis),
+                Duration::from_millis(pause),
+                Duration::from_millis(timeout),
+            )
+            .await
+        }
         _ => format!("BAD {}", words.join(" ")),
     }
+}
+
+/// Milliseconds since the Unix epoch (every process of a fault run shares the machine's clock).
+fn wall_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default()
+}
+
+/// One sequential loop of `Probe`s per id, all ids at once, for `window`, `pause` apart: every
+/// request ends in exactly one line, `P <id> <sent-ms> <answered-ms> <node> <generation>
+/// <nonce> <count>` or `E <id> <sent-ms> <ended-ms> <kind>`. After a `NotFound` the loop asks
+/// `get_or_create` for the id (the Actor may have been recreated elsewhere) before its next
+/// probe. Returns `LOAD-DONE <answered> <failed>`.
+async fn load(
+    actors: &ActorManager,
+    ids: Vec<String>,
+    window: Duration,
+    pause: Duration,
+    timeout: Duration,
+) -> String {
+    let end = Instant::now() + window;
+    let options = CallOptions::default().reply_timeout(timeout);
+    let (answered, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut tasks = Vec::new();
+    for id in ids {
+        let (actors, options) = (actors.clone(), options.clone());
+        let (answered, failed) = (Arc::clone(&answered), Arc::clone(&failed));
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < end {
+                let sent = wall_ms();
+                match actors.request_with(&id, &Probe, &options).await {
+                    Ok(r) => {
+                        answered.fetch_add(1, Ordering::Relaxed);
+                        say(&format!(
+                            "P {id} {sent} {} {} {} {} {}",
+                            wall_ms(),
+                            r.node,
+                            r.generation,
+                            r.nonce,
+                            r.count
+                        ));
+                    }
+                    Err(e) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        say(&format!("E {id} {sent} {} {}", wall_ms(), e.kind()));
+                        if e.kind() == ErrorKind::NotFound {
+                            let _ = actors.get_or_create(COUNTER, &id).await;
+                        }
+                    }
+                }
+                tokio::time::sleep(pause).await;
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    format!(
+        "LOAD-DONE {} {}",
+        answered.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed)
+    )
 }
 
 /// The ids `<prefix>-<i>` for `i` in `first..first+count`.

@@ -49,6 +49,13 @@ pub(crate) struct Counter {
     dups: u64,
     /// Steps whose `seq` skipped past the last one + 1.
     gaps: u64,
+    /// The ObjectGeneration the factory built this activation for (0 after a restore: a
+    /// generation is never part of the captured state).
+    #[serde(skip)]
+    generation: u64,
+    /// A random number naming this activation (drawn by the factory or the first `Probe`).
+    #[serde(skip)]
+    nonce: u64,
 }
 impl Actor for Counter {}
 
@@ -99,6 +106,30 @@ impl Request for Totals {
     type Reply = [u64; 4];
 }
 
+/// Adds one to a counter Actor like [`Incr`]; replies with who answered (the fault suite's
+/// invariant checker reads every reply).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Probe;
+impl Message for Probe {
+    const PACKET: &'static str = "Probe";
+}
+impl Request for Probe {
+    type Reply = ProbeReply;
+}
+
+/// Which process and activation answered a [`Probe`], and the count after it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ProbeReply {
+    /// The answering node's routing id (hex).
+    pub(crate) node: String,
+    /// The activation's ObjectGeneration.
+    pub(crate) generation: u64,
+    /// The activation's nonce.
+    pub(crate) nonce: u64,
+    /// The count after this probe.
+    pub(crate) count: u64,
+}
+
 /// Captures and restores the whole counter as JSON.
 struct Json;
 impl ActorStateAdapter<Counter> for Json {
@@ -113,10 +144,32 @@ impl ActorStateAdapter<Counter> for Json {
 /// The counter type's registration under `policy`.
 pub(crate) fn counter_type(
     policy: Policy,
+    node: std::sync::Arc<std::sync::OnceLock<String>>,
 ) -> impl FnOnce(ActorType<Counter>) -> ActorType<Counter> {
     move |t| {
         let t = t
-            .factory(|_ctx| async { Ok(Counter::default()) })
+            .factory(|ctx| async move {
+                Ok(Counter {
+                    generation: ctx.generation,
+                    nonce: fresh_nonce(),
+                    ..Counter::default()
+                })
+            })
+            .on_request::<Probe, _>(move |c, _probe, _ctx| {
+                let node = node.get().cloned().unwrap_or_default();
+                Box::pin(async move {
+                    if c.nonce == 0 {
+                        c.nonce = fresh_nonce();
+                    }
+                    c.n += 1;
+                    Ok(ProbeReply {
+                        node,
+                        generation: c.generation,
+                        nonce: c.nonce,
+                        count: c.n,
+                    })
+                })
+            })
             .on_request::<Incr, _>(|c, _incr, _ctx| {
                 Box::pin(async move {
                     c.n += 1;
@@ -138,4 +191,9 @@ pub(crate) fn counter_type(
             Policy::Disable => t.disable_relocation(),
         }
     }
+}
+
+/// A random, non-zero activation nonce.
+fn fresh_nonce() -> u64 {
+    (uuid::Uuid::new_v4().as_u128() as u64).max(1)
 }

@@ -41,6 +41,13 @@
 //!   `STREAM-TIMEOUT <id> <seq>` for a step that timed out), per error kind
 //!   `STREAM-REFUSED <kind> <n>`, and last `STREAM-DONE <answered> <refused> <timeouts>`
 //!   (`actors.rs`)
+//! - `LOAD <prefix> <first> <count> <millis> <pause-ms> <timeout-ms>` → per id of `ACTORS`'
+//!   range, one sequential loop of `Probe` requests (`pause-ms` apart, each with a
+//!   `timeout-ms` reply timeout) for `millis` ms; every request ends in exactly one line:
+//!   `P <id> <sent-ms> <answered-ms> <node-rid-hex> <generation> <activation-nonce> <count>` or
+//!   `E <id> <sent-ms> <ended-ms> <kind>` (wall-clock milliseconds; after `NotFound` the loop
+//!   asks `get_or_create` for the id), then `LOAD-DONE <answered> <failed>` — what
+//!   `cargo xtask faults` checks its invariants on
 //! - `RELOCATE [deadline-ms]` → a PlannedMaintenance host Relocate of this node's host:
 //!   `RELOCATED <outcome> <reason> <moved> <remaining>` (then `QUIT` stops the host)
 //!
@@ -248,6 +255,9 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         .get_one::<String>("relocation")
         .and_then(|p| Policy::parse(p))
         .unwrap_or(Policy::Disable);
+    // The node's routing id, known once the root started (the Probe replies name it).
+    let rid_hex = Arc::new(std::sync::OnceLock::new());
+    let rid_for_counter = Arc::clone(&rid_hex);
     let mut builder = ZLink::builder();
     let automatic = if let Some(url) = args.get_one::<String>("redis") {
         let prefix = args
@@ -291,7 +301,7 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
             if objects {
                 n = n
                     .object_role(ObjectRole::Server)
-                    .actor_type::<Counter>(COUNTER, counter::counter_type(policy));
+                    .actor_type::<Counter>(COUNTER, counter::counter_type(policy, rid_for_counter));
             }
             n.on_request::<Echo, _, _>(|e, _ctx| async move { Ok(e.bytes) })
                 .on_request::<Slow, _, _>(|s, _ctx| async move {
@@ -312,6 +322,7 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         .start()
         .await?;
     let node = host.node(&mesh).ok_or("the demo node is missing")?;
+    let _ = rid_hex.set(node.routing_id().to_string());
     let actors = if objects { Some(host.actors()?) } else { None };
     say(&format!("READY {} {}", node.routing_id(), node.endpoint()));
 
@@ -329,7 +340,7 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
         match words.first().map(String::as_str) {
             Some("QUIT") => break,
-            Some("ACTORS" | "GET" | "INCR" | "TOTALS" | "STREAM") => match &actors {
+            Some("ACTORS" | "GET" | "INCR" | "TOTALS" | "STREAM" | "LOAD") => match &actors {
                 Some(actors) => {
                     let actors = actors.clone();
                     tokio::spawn(async move { say(&actors::actor_command(&actors, &words).await) });

@@ -13,7 +13,8 @@ use super::routes::{RouteCache, Seen};
 use zlink_location::{HostRun, OwnerLeaseGeneration};
 
 /// A node's route cache on its own (`cargo xtask bench objects` measures its hit resolve):
-/// every entry belongs to one made-up host run, so entries leave only by age.
+/// every entry belongs to one made-up host run whose admission window never closes, so entries
+/// leave only by age (the resolve still checks the window, as a node's does).
 #[derive(Debug)]
 pub struct RouteCacheBench {
     cache: RouteCache,
@@ -24,12 +25,16 @@ pub struct RouteCacheBench {
 impl RouteCacheBench {
     /// An empty cache whose entries live `max_age` (0 disables it, as `routeCacheMaxAge`).
     pub fn new(max_age: Duration) -> Self {
+        let cache = RouteCache::new(max_age);
+        let run = HostRun {
+            owner_id: zlink_location::new_owner_id(),
+            lease_generation: OwnerLeaseGeneration::MIN,
+        };
+        let year = Duration::from_secs(365 * 24 * 60 * 60);
+        cache.owner_admits_until(&run, tokio::time::Instant::now() + year);
         Self {
-            cache: RouteCache::new(max_age),
-            run: HostRun {
-                owner_id: zlink_location::new_owner_id(),
-                lease_generation: OwnerLeaseGeneration::MIN,
-            },
+            cache,
+            run,
             version: StoreVersion::new("1").unwrap_or_else(|_| unreachable!("a valid version")),
         }
     }
