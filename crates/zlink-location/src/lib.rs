@@ -85,6 +85,11 @@
 //! | self-sweep under this run's lease and admission; nothing after the deadline (§5, §11) | `self_sweep_runs_under_this_runs_lease_and_admission` |
 //! | sweeps remove the swept run's allocation rows once empty, conditioned on the version read, in the guarded batches (beyond §11: the rows are runtime-private) | `recovery_sweep_removes_the_dead_runs_emptied_allocation_row`, `self_sweep_removes_this_runs_empty_allocation_rows` |
 //! | a swept run's row that still counts a slot (relocating object, live target's reservation) stays; once empty a later sweep removes it | `recovery_sweep_keeps_a_row_that_still_counts_a_slot` |
+//! | at-access recovery of one dead run's object (beyond §11: a run nobody saw leave): its record, index and capacity go under the lease-row guard read directly, never while the lease is held, never this host's own | `recover_object_removes_a_dead_runs_record_only_once_its_lease_is_gone` |
+//! | ... two survivors recovering one record at once: one batch applies, Reserve makes exactly one new incarnation | `concurrent_recoveries_make_exactly_one_new_incarnation` |
+//! | ... a move a live target may still finish keeps the record (§8.1) | `recover_object_keeps_a_record_a_live_target_may_still_move` |
+//! | the owner runs of the authority rows, each once, in bounded pages of one snapshot continued by cursor | `owner_runs_lists_each_run_once_in_bounded_pages` |
+//! | `deadRunSweepInterval`: 0 (off) or `ownerLeaseTtl..=1 day`, at both bounds and past them | `options::tests::dead_run_sweep_interval_is_off_or_between_the_lease_ttl_and_a_day` |
 //! | an unknown write outcome is settled by an exact read of the first-read version | `lost_write_reply_is_reconstructed_from_the_store` |
 //! | settling one unknown outcome never stalls batches on other rows | `unknown_outcome_recovery_does_not_stall_other_batches` |
 //! | concurrent reservations of one host coalesce into shared batches (block issuance) | `concurrent_operations_coalesce_into_shared_batches` |
@@ -131,7 +136,8 @@ pub use identity::{
     HostRun, MeshName, NodeKey, ObjectId, ObjectKind, OwnerId, RoutingId, StableType,
 };
 pub use options::{
-    ConfigError, DEFAULT_COLD_ACTIVATION_RETENTION, LocationOptions, ROUTE_CACHE_FOLLOW_GAP,
+    ConfigError, DEFAULT_COLD_ACTIVATION_RETENTION, LocationOptions, MAX_DEAD_RUN_SWEEP_INTERVAL,
+    ROUTE_CACHE_FOLLOW_GAP,
 };
 pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use query::{
@@ -142,8 +148,8 @@ pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub use authority::{
     AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome,
-    OwnerChangeRead, PerActorMoveRecord, ReservationWire, ReserveRequest, TargetReservation,
-    TerminalWrite,
+    OwnerChangeRead, OwnerRuns, PerActorMoveRecord, ReservationWire, ReserveRequest,
+    TargetReservation, TerminalWrite,
 };
 pub use capacity::{CapacityBundle, CapacityRow, SpotTypeSlots};
 pub use descriptor::{DescriptorPublisher, PublishOutcome, PublishableDescriptor};

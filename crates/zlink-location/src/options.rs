@@ -11,6 +11,10 @@ pub const ROUTE_CACHE_FOLLOW_GAP: Duration = Duration::from_secs(5);
 /// The default retention of a stored cold-activation envelope (spec 23: 24 h).
 pub const DEFAULT_COLD_ACTIVATION_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// The longest `deadRunSweepInterval` (one day): a sweep of dead runs nobody saw leave the list
+/// that runs less often than this leaves their capacity held for too long.
+pub const MAX_DEAD_RUN_SWEEP_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// A location configuration error, reported at startup before any Store request or socket.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -110,6 +114,14 @@ pub struct LocationOptions {
     /// record points at (a lost reservation race, a creation that never reached the Location
     /// Store) is gone when this retention ends (spec 21 §7.1, §10).
     pub cold_activation_retention: Duration,
+    /// `deadRunSweepInterval` (`None`, the default: three `ownerLeaseTtl`; `Some(0)` disables
+    /// it): how often each Object Server looks through the authority rows for owner runs whose
+    /// lease is gone though no live peer saw them leave the list (a whole-mesh restart, a
+    /// crash nobody observed), and recovery-sweeps them. Each round waits this long plus up to
+    /// a quarter more (jitter), and reads a bounded number of pages and lease rows. A value
+    /// given is 0 or within `ownerLeaseTtl..=`[`MAX_DEAD_RUN_SWEEP_INTERVAL`] (a run cannot
+    /// be found dead sooner than its lease runs out).
+    pub dead_run_sweep_interval: Option<Duration>,
 }
 
 impl Default for LocationOptions {
@@ -124,6 +136,7 @@ impl Default for LocationOptions {
             route_cache_max_age: Duration::from_secs(15),
             message_follow_duration: Duration::from_secs(30),
             cold_activation_retention: DEFAULT_COLD_ACTIVATION_RETENTION,
+            dead_run_sweep_interval: None,
         }
     }
 }
@@ -183,6 +196,22 @@ impl LocationOptions {
         self
     }
 
+    /// Sets `deadRunSweepInterval` (0 disables the periodic sweep of dead runs).
+    pub fn dead_run_sweep_interval(mut self, d: Duration) -> Self {
+        self.dead_run_sweep_interval = Some(d);
+        self
+    }
+
+    /// How often the periodic sweep of dead runs runs (`None`: disabled): the value given, or
+    /// three `ownerLeaseTtl` by default.
+    pub fn dead_run_sweep_period(&self) -> Option<Duration> {
+        match self.dead_run_sweep_interval {
+            Some(d) if d.is_zero() => None,
+            Some(d) => Some(d),
+            None => Some(self.owner_lease_ttl.saturating_mul(3)),
+        }
+    }
+
     /// Checks every rule of spec 21 §5 / §7.3 and guide 10 §3:
     ///
     /// - the four lease values, `pollingInterval` and `storeFailureGrace` are positive;
@@ -190,7 +219,9 @@ impl LocationOptions {
     /// - the TTL fits a Store retention;
     /// - when `routeCacheMaxAge` and `messageFollowDuration` are both positive,
     ///   `routeCacheMaxAge + 5 s <= messageFollowDuration` (0 disables either feature);
-    /// - the cold-activation retention is positive and fits a Store retention.
+    /// - the cold-activation retention is positive and fits a Store retention;
+    /// - a `deadRunSweepInterval` given is 0 (off) or within `ownerLeaseTtl..=`
+    ///   [`MAX_DEAD_RUN_SWEEP_INTERVAL`].
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = [
             ("ownerLeaseRenewInterval", self.owner_lease_renew_interval),
@@ -227,6 +258,16 @@ impl LocationOptions {
         if Retention::new(self.cold_activation_retention).is_err() {
             return Err(ConfigError::RetentionTooLong {
                 option: "coldActivationRetention",
+            });
+        }
+        if let Some(sweep) = self.dead_run_sweep_interval.filter(|d| {
+            !d.is_zero() && (*d < self.owner_lease_ttl || *d > MAX_DEAD_RUN_SWEEP_INTERVAL)
+        }) {
+            return Err(ConfigError::OutOfRange {
+                option: "deadRunSweepInterval",
+                value: i64::try_from(sweep.as_millis()).unwrap_or(i64::MAX),
+                min: i64::try_from(self.owner_lease_ttl.as_millis()).unwrap_or(i64::MAX),
+                max: i64::try_from(MAX_DEAD_RUN_SWEEP_INTERVAL.as_millis()).unwrap_or(i64::MAX),
             });
         }
         let cache = self.route_cache_max_age;
@@ -377,6 +418,40 @@ mod tests {
         assert_eq!(at.validate(), Ok(()));
         let past = LocationOptions::default().owner_lease_ttl(max + ms(1));
         assert_eq!(past.validate(), Err(ConfigError::TtlTooLong));
+    }
+
+    #[test]
+    fn dead_run_sweep_interval_is_off_or_between_the_lease_ttl_and_a_day() {
+        let ttl = LocationOptions::default().owner_lease_ttl;
+        let default = LocationOptions::default();
+        assert_eq!(default.dead_run_sweep_period(), Some(ttl * 3));
+        let off = LocationOptions::default().dead_run_sweep_interval(Duration::ZERO);
+        assert_eq!(off.validate(), Ok(()));
+        assert_eq!(off.dead_run_sweep_period(), None);
+        let at_ttl = LocationOptions::default().dead_run_sweep_interval(ttl);
+        assert_eq!(at_ttl.validate(), Ok(()));
+        let below = LocationOptions::default().dead_run_sweep_interval(ttl - ms(1));
+        assert!(matches!(
+            below.validate(),
+            Err(ConfigError::OutOfRange {
+                option: "deadRunSweepInterval",
+                value: 14_999,
+                min: 15_000,
+                ..
+            })
+        ));
+        let at_max =
+            LocationOptions::default().dead_run_sweep_interval(MAX_DEAD_RUN_SWEEP_INTERVAL);
+        assert_eq!(at_max.validate(), Ok(()));
+        let past =
+            LocationOptions::default().dead_run_sweep_interval(MAX_DEAD_RUN_SWEEP_INTERVAL + ms(1));
+        assert!(matches!(
+            past.validate(),
+            Err(ConfigError::OutOfRange {
+                option: "deadRunSweepInterval",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Authority operations (spec 21 §6.1, §3.3): Reserve, Commit, Abort, Preserve, NewOwner and
 //! Delete, relocation target capacity ([`relocation`]), the owner sweeps ([`sweep`]),
-//! placement-driven Reserve (§4, §7) and the takeover of a dead run's Ready Instance Spot for
-//! its restore ([`instance`], §7.1).
+//! placement-driven Reserve (§4, §7), the takeover of a dead run's Ready Instance Spot for
+//! its restore ([`instance`], §7.1) and the recovery of what a dead run nobody saw leave left
+//! behind ([`recover`]: one object at access, the owner runs a periodic sweep judges).
 //!
 //! Each operation is one conditional batch (run by the engine, which may coalesce concurrent
 //! operations of this host into one batch) carrying the expected versions, the counter moves,
@@ -33,6 +34,7 @@ mod handle;
 mod instance;
 mod op;
 mod outcome;
+mod recover;
 mod relocation;
 mod rows;
 mod sweep;
@@ -40,6 +42,7 @@ mod terminal;
 
 pub use handle::{AuthorityHandle, AuthorityRead};
 pub use outcome::{Conflict, Outcome};
+pub use recover::OwnerRuns;
 pub use relocation::TargetReservation;
 pub use relocation::{OwnerChangeRead, PerActorMoveRecord, ReservationWire};
 pub use sweep::SweepReport;

@@ -40,6 +40,9 @@ pub enum Conflict {
     /// The recovery sweep found the swept run's owner lease held again: nothing of that run
     /// is reclaimed (spec 21 §3.1).
     RunStillLive,
+    /// The at-access recovery of a dead run's object found a move of it that a live target
+    /// may still complete (spec 21 §8.1): the record is kept, as the recovery-sweep keeps it.
+    Relocating,
 }
 
 impl Conflict {

@@ -373,7 +373,7 @@ impl AuthorityClient {
     }
 
     /// Whether `run`'s owner lease is held by that run, by a direct read of its row.
-    async fn lease_held(&self, run: &HostRun) -> Result<bool, LocationError> {
+    pub(super) async fn lease_held(&self, run: &HostRun) -> Result<bool, LocationError> {
         let read = self.store.read(&lease_key(&run.owner_id)?).await?;
         Ok(LeaseSeen::from_read(&read).held_by(run))
     }

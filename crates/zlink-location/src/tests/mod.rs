@@ -13,6 +13,7 @@ mod lease;
 mod per_actor;
 mod prelude;
 mod query;
+mod recover;
 mod relocation;
 mod spot_wide;
 pub(crate) mod support;
@@ -101,6 +102,10 @@ on_every_store!(
     sweep::recovery_sweep_removes_the_dead_runs_emptied_allocation_row,
     sweep::recovery_sweep_keeps_a_row_that_still_counts_a_slot,
     sweep::self_sweep_removes_this_runs_empty_allocation_rows,
+    recover::recover_object_removes_a_dead_runs_record_only_once_its_lease_is_gone,
+    recover::concurrent_recoveries_make_exactly_one_new_incarnation,
+    recover::recover_object_keeps_a_record_a_live_target_may_still_move,
+    recover::owner_runs_lists_each_run_once_in_bounded_pages,
     relocation::reservation_made_before_a_regular_preserve_cannot_move_the_object,
     relocation::reservation_made_before_another_move_cannot_move_the_object,
     relocation::non_owner_cannot_secure_a_target,

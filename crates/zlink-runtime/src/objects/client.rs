@@ -175,6 +175,10 @@ impl ObjectClient {
             }
             match self.read(call.kind, &call.id).await? {
                 AuthorityRead::Found { handle, .. } => {
+                    // A record whose owner run is dead is recovered, then read again.
+                    if self.objects.recover_if_dead(&handle).await? {
+                        continue;
+                    }
                     if handle.kind() != call.kind || handle.stable_type() != &call.stable_type {
                         return Err(ZLinkError::application(
                             ErrorKind::TypeMismatch,

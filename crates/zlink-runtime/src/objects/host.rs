@@ -81,6 +81,8 @@ pub(crate) struct ObjectHost {
     pub(crate) instances: super::instance::Instances,
     /// Live relocations through this node: held, followed and prepared objects.
     pub(crate) relocations: crate::relocation::Relocations,
+    /// Recovering dead runs' objects nobody saw leave (`recovery.rs`).
+    pub(crate) recovery: super::recovery::Recovery,
     /// The host state (`None` in tests built without a root): new objects are placed here
     /// only while `Serving` (spec 28 §10).
     host_state: Option<tokio::sync::watch::Receiver<zlink_codec::records::HostState>>,
@@ -151,6 +153,7 @@ impl ObjectHost {
             limits: zlink_location::CapacityLimits::default(),
             instances: super::instance::Instances::new(),
             relocations: crate::relocation::Relocations::default(),
+            recovery: super::recovery::Recovery::default(),
             host_state: None,
         }
     }

@@ -43,38 +43,12 @@ impl ObjectSink for ObjectHost {
         if dropped > 0 {
             tracing::debug!(owner = %run.owner_id, dropped, "route cache entries of a dead run dropped");
         }
-        let location = Arc::clone(&self.location);
-        let host = self.instances.host();
-        let own_earlier = location
-            .host_run()
-            .is_some_and(|now| now.owner_id == run.owner_id);
-        tokio::spawn(async move {
-            if let (true, Some(host)) = (own_earlier, &host) {
-                // An earlier run of this host (its lease was lost, then taken over under a
-                // new generation): its activations close before its rows are reclaimed, so
-                // no message runs on an incarnation whose record is gone.
-                let closed = host.close_run(&run).await;
-                tracing::warn!(owner = %run.owner_id, generation = %run.lease_generation, closed, "activations of this host's earlier run closed");
-            }
-            // The run's Ready Instance Spots whose first message had not completed are restored
-            // before the sweep removes their rows (spec 21 §7.1).
-            if let Some(host) = host {
-                if !super::instance::before_sweep(&host, &run).await {
-                    return;
-                }
-            }
-            match location.authority().recovery_sweep(&run).await {
-                Ok(zlink_location::Outcome::Applied(report)) => {
-                    tracing::info!(owner = %run.owner_id, ?report, "recovery-sweep of a dead run");
-                }
-                Ok(zlink_location::Outcome::Conflict(c)) => {
-                    tracing::info!(owner = %run.owner_id, ?c, "recovery-sweep found the run alive");
-                }
-                Err(e) => {
-                    tracing::warn!(owner = %run.owner_id, error = %e, "recovery-sweep failed")
-                }
-            }
-        });
+        // Reclaimed like any dead run: restored Instance Spots, then the recovery-sweep.
+        tokio::spawn(super::recovery::reclaim_dead_run(
+            Arc::clone(&self.location),
+            self.instances.host(),
+            run,
+        ));
     }
 
     fn projection(&self) -> BoxFuture<'_, Option<super::projection::Projection>> {

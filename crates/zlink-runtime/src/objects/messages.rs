@@ -76,7 +76,20 @@ impl ObjectClient {
             AuthorityKind::Actor => ObjectKind::Actor,
             AuthorityKind::Spot => ObjectKind::UserSpot,
         };
-        match self.read(kind, &key.1).await? {
+        let mut read = self.read(kind, &key.1).await?;
+        // A record whose owner run is dead is recovered (at most twice), then read again: the
+        // caller gets the record as it is now, not an endless `Unavailable`.
+        for _ in 0..2 {
+            match &read {
+                AuthorityRead::Found { handle, .. }
+                    if self.objects.recover_if_dead(handle).await? =>
+                {
+                    read = self.read(kind, &key.1).await?;
+                }
+                _ => break,
+            }
+        }
+        match read {
             AuthorityRead::Found { handle, .. } if handle.state() == AllocationState::Active => {
                 // A member of a SpotWide Spot resolves through the Spot's aggregate authority.
                 if let Some(m) = Membership::decode(handle.payload()).filter(|m| m.spot_wide) {

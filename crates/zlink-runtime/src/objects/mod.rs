@@ -134,6 +134,7 @@ mod manager;
 pub(crate) mod membership;
 pub(crate) mod messages;
 mod projection;
+pub(crate) mod recovery;
 mod refs;
 pub(crate) mod registration;
 mod routes;

@@ -117,6 +117,13 @@ impl RouteCache {
         self.window(run).extend(self.since_epoch(until));
     }
 
+    /// Whether a discovery read showed `run`'s owner lease admitting new work until later
+    /// than now (its window is open).
+    pub(crate) fn owner_admits(&self, run: &HostRun) -> bool {
+        let now = self.since_epoch(Instant::now());
+        self.owners.lock().get(run).is_some_and(|w| w.open_at(now))
+    }
+
     /// The cached owner node of `key`, if the entry is younger than the maximum age and its
     /// owner still accepts new work (its window is open).
     pub(crate) fn get(&self, key: &ObjectKey) -> Option<Arc<RoutingId>> {

@@ -82,6 +82,16 @@
 //! remote owner; missing → false; a stale ref → InvalidOperation and the new incarnation
 //! lives on).
 //!
+//! Dead runs nobody saw leave the list (`tests/recovery.rs`, `objects/recovery.rs`; beyond
+//! spec 21, delete only): `get_or_create_recovers_a_record_whose_owner_lease_is_gone_though_nobody_saw_it_leave`*
+//! (a root dies unobserved; a fresh root's message by id is `NotFound` and get_or_create makes
+//! new incarnations with a higher ObjectGeneration, the old capacity released — at access, the
+//! periodic sweep off), `a_periodic_sweep_reclaims_dead_runs_nobody_observed`* (whole-mesh
+//! restart: within a bounded wait the old runs' rows are gone and the allocation rows count
+//! exactly the live activations), `a_stalled_owner_whose_lease_is_held_is_never_recovered`*
+//! (an owner holding its lease but serving nothing reachable: get_or_create returns its ref
+//! and periodic rounds leave its record untouched).
+//!
 //! Spec 21 §12 "Creation" and the 21 §7 / 06 §17 result table (`tests/creation.rs`,
 //! `tests/spots.rs`, `tests/membership.rs`; * = memory, live Redis and live cluster):
 //!

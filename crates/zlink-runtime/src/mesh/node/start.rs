@@ -268,6 +268,15 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
                     if let Some(o) = started.objects[i].as_mut() {
                         o.host.instances.set_discovery(Arc::clone(&discovery));
                         o.discovery = Some(Arc::clone(&discovery));
+                        // Dead runs nobody saw leave the list (objects/recovery.rs).
+                        if let Some(period) = rt.options().dead_run_sweep_period() {
+                            started
+                                .tasks
+                                .push(tokio::spawn(crate::objects::recovery::run(
+                                    Arc::downgrade(&o.host),
+                                    period,
+                                )));
+                        }
                     }
                     started.tasks.push(tokio::spawn(discover::run(
                         Arc::clone(&node.inner),

@@ -15,6 +15,7 @@ mod lifecycle;
 mod membership;
 mod messaging;
 mod objects;
+mod recovery;
 mod relocation;
 mod spots;
 mod topology;
