@@ -110,7 +110,14 @@ pub struct LocationOptions {
     /// record points at (a lost reservation race, a creation that never reached the Location
     /// Store) is gone when this retention ends (spec 21 §7.1, §10).
     pub cold_activation_retention: Duration,
+    /// How long past a creation's deadline its node keeps trying to end it (retrying an Abort
+    /// the Store did not confirm), and after which any node that meets its still-`Reserved`
+    /// record may cancel it (default 10 s; spec 21 §7, §10).
+    pub creation_cleanup_window: Duration,
 }
+
+/// The default [`LocationOptions::creation_cleanup_window`].
+pub const DEFAULT_CREATION_CLEANUP_WINDOW: Duration = Duration::from_secs(10);
 
 impl Default for LocationOptions {
     fn default() -> Self {
@@ -124,6 +131,7 @@ impl Default for LocationOptions {
             route_cache_max_age: Duration::from_secs(15),
             message_follow_duration: Duration::from_secs(30),
             cold_activation_retention: DEFAULT_COLD_ACTIVATION_RETENTION,
+            creation_cleanup_window: DEFAULT_CREATION_CLEANUP_WINDOW,
         }
     }
 }
@@ -183,6 +191,12 @@ impl LocationOptions {
         self
     }
 
+    /// Sets the creation cleanup window (positive).
+    pub fn creation_cleanup_window(mut self, d: Duration) -> Self {
+        self.creation_cleanup_window = d;
+        self
+    }
+
     /// Checks every rule of spec 21 §5 / §7.3 and guide 10 §3:
     ///
     /// - the four lease values, `pollingInterval` and `storeFailureGrace` are positive;
@@ -190,7 +204,8 @@ impl LocationOptions {
     /// - the TTL fits a Store retention;
     /// - when `routeCacheMaxAge` and `messageFollowDuration` are both positive,
     ///   `routeCacheMaxAge + 5 s <= messageFollowDuration` (0 disables either feature);
-    /// - the cold-activation retention is positive and fits a Store retention.
+    /// - the cold-activation retention is positive and fits a Store retention;
+    /// - the creation cleanup window is positive.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = [
             ("ownerLeaseRenewInterval", self.owner_lease_renew_interval),
@@ -200,6 +215,7 @@ impl LocationOptions {
             ("pollingInterval", self.polling_interval),
             ("storeFailureGrace", self.store_failure_grace),
             ("coldActivationRetention", self.cold_activation_retention),
+            ("creationCleanupWindow", self.creation_cleanup_window),
         ];
         for (option, value) in positive {
             if value.is_zero() {
