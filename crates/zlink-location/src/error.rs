@@ -66,6 +66,8 @@ pub enum RecordName {
     LocationIndex,
     /// A creation-operation-terminal-v1 record (spec 21 §7).
     CreationTerminal,
+    /// A creation deadline row of a `Reserved` record (runtime-private, spec 21 §7).
+    CreationDeadline,
     /// A `PerActor` User Spot move record (spec 21 §8, runtime-private).
     PerActorMove,
 }
@@ -82,6 +84,7 @@ impl std::fmt::Display for RecordName {
             RecordName::CapacityReservation => "capacity reservation",
             RecordName::LocationIndex => "location index",
             RecordName::CreationTerminal => "creation terminal",
+            RecordName::CreationDeadline => "creation deadline",
             RecordName::PerActorMove => "PerActor User Spot move",
         })
     }

@@ -30,6 +30,15 @@ pub(crate) enum PrivateKey<'a> {
     /// `capacity-reservation\0{32 lowercase hex digits}`: relocation target capacity secured
     /// ahead of a NewOwner (spec 21 §8.1).
     CapacityReservation(u128),
+    /// `creation-deadline\0{objectKind}\0{Id}`: the creation deadline and operation of a
+    /// `Reserved` record (spec 21 §7), written in the Reserve batch and removed with the
+    /// reservation (Commit, Abort, any delete of the Reserved record).
+    CreationDeadline {
+        /// The object kind.
+        kind: ObjectKind,
+        /// The global id.
+        id: &'a ObjectId,
+    },
     /// `mesh-change\0{MeshName}`: the descriptor change number of one mesh.
     MeshChange(&'a MeshName),
     /// `client-server-change\0{ChannelName}`.
@@ -85,6 +94,9 @@ impl PrivateKey<'_> {
             PrivateKey::CapacityReservation(id) => {
                 format!("{}\0{id:032x}", PrivateFamily::CapacityReservation.tag())
             }
+            PrivateKey::CreationDeadline { kind, id } => {
+                [CREATION_DEADLINE, kind.as_str(), id.as_str()].join("\0")
+            }
             PrivateKey::MeshChange(mesh) => format!("mesh-change\0{}", mesh.as_str()),
             PrivateKey::ClientServerChange(c) => format!("client-server-change\0{}", c.as_str()),
             PrivateKey::FanoutPublisherChange(c) => {
@@ -129,6 +141,17 @@ pub(crate) fn location_index(
         id,
     }
     .store_key()
+}
+
+/// The tag of the creation deadline rows.
+const CREATION_DEADLINE: &str = "creation-deadline";
+
+/// Runtime-private: the creation deadline row of a `Reserved` record.
+pub(crate) fn creation_deadline(
+    kind: ObjectKind,
+    id: &ObjectId,
+) -> Result<StoreKey, ArgumentError> {
+    PrivateKey::CreationDeadline { kind, id }.store_key()
 }
 
 /// The tag of the lookup index rows.

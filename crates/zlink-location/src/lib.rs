@@ -136,8 +136,8 @@ pub use identity::{
     HostRun, MeshName, NodeKey, ObjectId, ObjectKind, OwnerId, RoutingId, StableType,
 };
 pub use options::{
-    ConfigError, DEFAULT_COLD_ACTIVATION_RETENTION, LocationOptions, MAX_DEAD_RUN_SWEEP_INTERVAL,
-    ROUTE_CACHE_FOLLOW_GAP,
+    ConfigError, DEFAULT_COLD_ACTIVATION_RETENTION, DEFAULT_CREATION_CLEANUP_WINDOW,
+    LocationOptions, MAX_DEAD_RUN_SWEEP_INTERVAL, ROUTE_CACHE_FOLLOW_GAP,
 };
 pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use query::{
@@ -147,9 +147,9 @@ pub use query::{
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub use authority::{
-    AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, OperationKey, Outcome,
-    OwnerChangeRead, OwnerRuns, PerActorMoveRecord, ReservationWire, ReserveRequest,
-    TargetReservation, TerminalWrite,
+    Abandoned, AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, CreationMark,
+    OperationKey, Outcome, OwnerChangeRead, OwnerRuns, PerActorMoveRecord, ReservationWire,
+    ReserveRequest, TargetReservation, TerminalWrite,
 };
 pub use capacity::{CapacityBundle, CapacityRow, SpotTypeSlots};
 pub use descriptor::{DescriptorPublisher, PublishOutcome, PublishableDescriptor};

@@ -122,7 +122,14 @@ pub struct LocationOptions {
     /// given is 0 or within `ownerLeaseTtl..=`[`MAX_DEAD_RUN_SWEEP_INTERVAL`] (a run cannot
     /// be found dead sooner than its lease runs out).
     pub dead_run_sweep_interval: Option<Duration>,
+    /// How long past a creation's deadline its node keeps trying to end it (retrying an Abort
+    /// the Store did not confirm), and after which any node that meets its still-`Reserved`
+    /// record may cancel it (default 10 s; spec 21 §7, §10).
+    pub creation_cleanup_window: Duration,
 }
+
+/// The default [`LocationOptions::creation_cleanup_window`].
+pub const DEFAULT_CREATION_CLEANUP_WINDOW: Duration = Duration::from_secs(10);
 
 impl Default for LocationOptions {
     fn default() -> Self {
@@ -137,6 +144,7 @@ impl Default for LocationOptions {
             message_follow_duration: Duration::from_secs(30),
             cold_activation_retention: DEFAULT_COLD_ACTIVATION_RETENTION,
             dead_run_sweep_interval: None,
+            creation_cleanup_window: DEFAULT_CREATION_CLEANUP_WINDOW,
         }
     }
 }
@@ -212,6 +220,12 @@ impl LocationOptions {
         }
     }
 
+    /// Sets the creation cleanup window (positive).
+    pub fn creation_cleanup_window(mut self, d: Duration) -> Self {
+        self.creation_cleanup_window = d;
+        self
+    }
+
     /// Checks every rule of spec 21 §5 / §7.3 and guide 10 §3:
     ///
     /// - the four lease values, `pollingInterval` and `storeFailureGrace` are positive;
@@ -222,6 +236,7 @@ impl LocationOptions {
     /// - the cold-activation retention is positive and fits a Store retention;
     /// - a `deadRunSweepInterval` given is 0 (off) or within `ownerLeaseTtl..=`
     ///   [`MAX_DEAD_RUN_SWEEP_INTERVAL`].
+    /// - the creation cleanup window is positive.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = [
             ("ownerLeaseRenewInterval", self.owner_lease_renew_interval),
@@ -231,6 +246,7 @@ impl LocationOptions {
             ("pollingInterval", self.polling_interval),
             ("storeFailureGrace", self.store_failure_grace),
             ("coldActivationRetention", self.cold_activation_retention),
+            ("creationCleanupWindow", self.creation_cleanup_window),
         ];
         for (option, value) in positive {
             if value.is_zero() {

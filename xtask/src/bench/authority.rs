@@ -243,6 +243,7 @@ async fn reserve_commit(
             target: target.clone(),
             payload: vec![0u8; 64],
             pending_creation: None,
+            creation: None,
         })
         .await
         .map_err(|e| e.to_string())?

@@ -129,6 +129,7 @@ impl AuthorityClient {
                 fill_object: false,
                 fill_owner: true,
                 index: None,
+                creation: None,
                 also: Vec::new(),
             },
         };

@@ -1,8 +1,10 @@
 //! Authority operations (spec 21 §6.1, §3.3): Reserve, Commit, Abort, Preserve, NewOwner and
 //! Delete, relocation target capacity ([`relocation`]), the owner sweeps ([`sweep`]),
 //! placement-driven Reserve (§4, §7), the takeover of a dead run's Ready Instance Spot for
-//! its restore ([`instance`], §7.1) and the recovery of what a dead run nobody saw leave left
-//! behind ([`recover`]: one object at access, the owner runs a periodic sweep judges).
+//! its restore ([`instance`], §7.1), the recovery of what a dead run nobody saw leave left
+//! behind ([`recover`]: one object at access, the owner runs a periodic sweep judges) and the
+//! cancellation of an abandoned creation's reservation by any node that meets it
+//! ([`creation`], §7, §10).
 //!
 //! Each operation is one conditional batch (run by the engine, which may coalesce concurrent
 //! operations of this host into one batch) carrying the expected versions, the counter moves,
@@ -30,6 +32,7 @@ use super::identity::{HostRun, NodeKey, ObjectId, ObjectKind, StableType};
 use super::keys::{self, PrivateFamily};
 use super::placement::{self, Candidate, PlacementRng, TargetNode};
 
+mod creation;
 mod handle;
 mod instance;
 mod op;
@@ -40,6 +43,7 @@ mod rows;
 mod sweep;
 mod terminal;
 
+pub use creation::{Abandoned, CreationMark};
 pub use handle::{AuthorityHandle, AuthorityRead};
 pub use outcome::{Conflict, Outcome};
 pub use recover::OwnerRuns;
@@ -79,6 +83,10 @@ pub struct ReserveRequest {
     pub payload: Vec<u8>,
     /// Creation-in-progress state, if any.
     pub pending_creation: Option<PendingCreation>,
+    /// The creating operation and its deadline, written beside the record so that any node
+    /// can end an abandoned reservation ([`AuthorityClient::cancel_abandoned`]); `None` writes
+    /// no row.
+    pub creation: Option<CreationMark>,
 }
 
 /// The authority operations of one host.
@@ -261,8 +269,17 @@ impl AuthorityClient {
         let size = record.payload.len() * 4 / 3 + 1024;
         let key = keys::authority(request.kind, &request.id)?;
         let index = keys::location_index(request.kind, &request.stable_type, &request.id)?;
+        let mut own = vec![(key.clone(), Some(Expect::Missing)), (index.clone(), None)];
+        let creation = match request.creation {
+            None => None,
+            Some(mark) => {
+                let row = keys::creation_deadline(request.kind, &request.id)?;
+                own.push((row.clone(), None));
+                Some((row, mark))
+            }
+        };
         let plan = Plan {
-            own: vec![(key.clone(), Some(Expect::Missing)), (index.clone(), None)],
+            own,
             object_generation: true,
             authority_owner_generation: true,
             capacity: vec![CapMove {
@@ -283,6 +300,7 @@ impl AuthorityClient {
                 fill_object: true,
                 fill_owner: true,
                 index: Some(index),
+                creation,
                 also: Vec::new(),
             },
         };
@@ -363,7 +381,14 @@ impl AuthorityClient {
         payload: Option<Vec<u8>>,
         terminal: Option<TerminalWrite>,
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
-        let also = terminal.map(TerminalWrite::row).into_iter().collect();
+        let mut also: Vec<_> = terminal
+            .map(TerminalWrite::row)
+            .map(|(k, e, m)| (k, Some(e), m))
+            .into_iter()
+            .collect();
+        if let Some((k, m)) = Self::mark_removal(handle)? {
+            also.push((k, None, m));
+        }
         let admission = self.gate.admit(AdmissionOp::FactoryResult)?;
         if let Some(c) = Self::require(handle, AllocationState::Reserved)
             .or_else(|| Self::require_owner(handle, &admission.run))
@@ -387,13 +412,13 @@ impl AuthorityClient {
         handle: &AuthorityHandle,
         admission: Admission,
         record: AuthorityRecord,
-        also: Vec<(StoreKey, Expect, Mutation)>,
+        also: Vec<(StoreKey, Option<Expect>, Mutation)>,
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
         let bytes = encode(&record)?;
         let (key, mut plan) = rewrite_plan(handle, admission, bytes.len())?;
         let mut mutations = Vec::with_capacity(also.len());
         for (k, expect, m) in also {
-            plan.own.push((k, Some(expect)));
+            plan.own.push((k, expect));
             mutations.push(m);
         }
         let op = Op {
@@ -447,12 +472,19 @@ impl AuthorityClient {
     ) -> Result<Op, LocationError> {
         let key = keys::authority(handle.kind(), handle.id())?;
         let index = keys::location_index(handle.kind(), handle.stable_type(), handle.id())?;
+        let mut own = vec![
+            (key.clone(), Some(Expect::Version(handle.version().clone()))),
+            (index.clone(), None),
+        ];
+        let mut rows = vec![Mutation::Delete(key), Mutation::Delete(index)];
+        // A Reserved record's creation deadline row goes with it.
+        if let Some((k, m)) = Self::mark_removal(handle)? {
+            own.push((k, None));
+            rows.push(m);
+        }
         Ok(Op {
             plan: Plan {
-                own: vec![
-                    (key.clone(), Some(Expect::Version(handle.version().clone()))),
-                    (index.clone(), None),
-                ],
+                own,
                 guards,
                 capacity: vec![CapMove {
                     node: handle.node(),
@@ -464,7 +496,7 @@ impl AuthorityClient {
                 size_hint: 512,
                 ..Plan::default()
             },
-            write: Write::Rows(vec![Mutation::Delete(key), Mutation::Delete(index)]),
+            write: Write::Rows(rows),
         })
     }
 
@@ -501,8 +533,33 @@ impl AuthorityClient {
     /// reserves on it; a candidate whose capacity or lease turns out stale is excluded and
     /// another one chosen. No eligible candidate is `CapacityExceeded`. If the row already
     /// exists, its record is returned as `Conflict::Record` (the existing creation is
-    /// followed; no second factory runs).
+    /// followed; no second factory runs). Writes no creation deadline row (see
+    /// [`place_and_reserve_creation`](Self::place_and_reserve_creation)).
     pub async fn place_and_reserve(
+        &self,
+        candidates: Vec<Candidate>,
+        kind: ObjectKind,
+        id: ObjectId,
+        stable_type: StableType,
+        payload: Vec<u8>,
+        pending_creation: Option<PendingCreation>,
+    ) -> Result<Outcome<AuthorityHandle>, LocationError> {
+        self.place_and_reserve_creation(
+            candidates,
+            kind,
+            id,
+            stable_type,
+            payload,
+            pending_creation,
+            None,
+        )
+        .await
+    }
+
+    /// [`place_and_reserve`](Self::place_and_reserve) for a Create/GetOrCreate operation:
+    /// `creation` is written beside the `Reserved` record in the same batch.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn place_and_reserve_creation(
         &self,
         mut candidates: Vec<Candidate>,
         kind: ObjectKind,
@@ -510,6 +567,7 @@ impl AuthorityClient {
         stable_type: StableType,
         payload: Vec<u8>,
         pending_creation: Option<PendingCreation>,
+        creation: Option<CreationMark>,
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
         let bundle = CapacityBundle::for_object(kind, &stable_type);
         loop {
@@ -526,6 +584,7 @@ impl AuthorityClient {
                 target: target.clone(),
                 payload: payload.clone(),
                 pending_creation: pending_creation.clone(),
+                creation: creation.clone(),
             };
             match self.reserve(request).await {
                 Ok(Outcome::Conflict(Conflict::LeaseStale { target: true, .. }))

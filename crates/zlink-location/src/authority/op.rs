@@ -29,6 +29,8 @@ pub enum Write {
         fill_object: bool,
         fill_owner: bool,
         index: Option<StoreKey>,
+        /// The creation deadline row, filled with the issued ObjectGeneration.
+        creation: Option<(StoreKey, super::CreationMark)>,
         also: Vec<Mutation>,
     },
     /// An authority record encoded up front (Commit, Preserve), then `also`.
@@ -81,6 +83,7 @@ impl EngineOp for Op {
                 fill_object,
                 fill_owner,
                 index,
+                creation,
                 also,
             } => {
                 let mut record = AuthorityRecord::clone(record);
@@ -95,6 +98,12 @@ impl EngineOp for Op {
                     mutations.push(Mutation::put(
                         index.clone(),
                         index_bytes(record.object_generation.get())?,
+                    ));
+                }
+                if let Some((key, mark)) = creation {
+                    mutations.push(Mutation::put(
+                        key.clone(),
+                        mark.encode(record.object_generation.get())?,
                     ));
                 }
                 mutations.extend(also.iter().cloned());

@@ -559,6 +559,7 @@ impl AuthorityClient {
                 fill_object: false,
                 fill_owner: true,
                 index: None,
+                creation: None,
                 also,
             },
         };

@@ -193,6 +193,7 @@ async fn run_step(w: &World, step: Step) -> Done {
                     target,
                     payload: Vec::new(),
                     pending_creation: None,
+                    creation: None,
                 })
                 .await;
             outcome_handle(obj, r)

@@ -46,6 +46,7 @@ pub(super) fn request(
         target,
         payload: b"internal".to_vec(),
         pending_creation: None,
+        creation: None,
     }
 }
 

@@ -396,6 +396,7 @@ async fn list_page_ends_before_the_entry_that_would_cross_4_mib() {
                         target: host.target(),
                         payload: Vec::new(),
                         pending_creation: None,
+                        creation: None,
                     })
                     .await
                     .expect("reserve")

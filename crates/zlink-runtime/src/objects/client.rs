@@ -10,6 +10,16 @@
 //! source run and OperationId can name it), and the record re-read, until the deadline; a
 //! reservation whose target never answered is cancelled by its first-secured version when the
 //! deadline passes, so no `Reserved` row is left behind.
+//!
+//! Every Reserve records the operation and its deadline on the Store's clock beside the record
+//! (`zlink_location::CreationMark`). A Reserve whose reply is lost is not judged a failure:
+//! the record is read again, and a `Reserved` record whose mark names this operation is this
+//! creation (it goes on). A caller that meets a `Reserved` record of another creation checks,
+//! at most every [`ABANDON_CHECK`], whether that creation is abandoned — its creating run's
+//! lease gone, or the Store's clock past its deadline plus the cleanup window — and then
+//! cancels it in one guarded batch and competes for a new reservation
+//! (`AuthorityClient::cancel_abandoned`); a cancel the Store does not confirm is retried until
+//! the deadline plus the cleanup window.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +37,8 @@ use super::membership::Membership;
 use crate::mesh::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
 use crate::mesh::node::{MeshNode, ReplyBody};
 use zlink_location::{
-    AuthorityHandle, AuthorityRead, Conflict, Discovery, InvalidOperation, LocationError,
-    OperationKey, Outcome,
+    AuthorityHandle, AuthorityRead, Conflict, CreationMark, Discovery, ErrorKind as StoreErrorKind,
+    InvalidOperation, LocationError, OperationKey, Outcome,
 };
 
 use super::messages::owner_unreachable;
@@ -38,6 +48,10 @@ pub const DEFAULT_CREATE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// How often a caller re-reads a record another creation holds in `Creating`.
 const CREATING_POLL: Duration = Duration::from_millis(10);
+
+/// How often a caller waiting on another creation's `Reserved` record checks whether that
+/// creation is abandoned.
+const ABANDON_CHECK: Duration = Duration::from_millis(100);
 
 pub(crate) fn invalid(what: &str) -> ZLinkError {
     ZLinkError::application(ErrorKind::InvalidOperation, what)
@@ -169,6 +183,9 @@ impl ObjectClient {
                 Some(p)
             }
         };
+        // A Reserve whose reply was lost: the record read next may be this creation's.
+        let mut reserve_unknown = false;
+        let mut next_check = Instant::now();
         loop {
             if Instant::now() >= deadline {
                 return Err(deadline_exceeded());
@@ -203,10 +220,37 @@ impl ObjectClient {
                             reply: None,
                         });
                     }
+                    let authority = self.objects.location.authority();
+                    if reserve_unknown {
+                        let mark = authority
+                            .creation_mark(&handle)
+                            .await
+                            .map_err(store_failure)?;
+                        if mark.is_some_and(|m| m.op == op) {
+                            // Our own Reserve applied; only its reply was lost.
+                            let order = CreationOrder {
+                                op: op.clone(),
+                                remaining: deadline.saturating_duration_since(Instant::now()),
+                            };
+                            let t = self.create_on(&handle, &order, deadline).await?;
+                            return from_terminal(t);
+                        }
+                    }
+                    if Instant::now() >= next_check {
+                        next_check = Instant::now() + ABANDON_CHECK;
+                        match authority.cancel_abandoned(&handle).await {
+                            // Cancelled: read again and compete for a new reservation.
+                            Ok(Outcome::Applied(_)) => continue,
+                            Ok(Outcome::Conflict(_)) => {}
+                            Err(e) => {
+                                tracing::debug!(error = %e, "abandoned-creation check failed")
+                            }
+                        }
+                    }
                     // Creating: wait for its result.
                     tokio::time::sleep(CREATING_POLL).await;
                 }
-                AuthorityRead::Missing { .. } => {
+                AuthorityRead::Missing { store_now } => {
                     let mut candidates = self
                         .discovery
                         .candidates(self.objects.location.authority())
@@ -228,17 +272,24 @@ impl ObjectClient {
                         }
                         .encode();
                     }
+                    let mark = CreationMark::new(
+                        op.clone(),
+                        store_now,
+                        deadline.saturating_duration_since(Instant::now()),
+                        self.objects.cleanup_window(),
+                    );
                     let outcome = self
                         .objects
                         .location
                         .authority()
-                        .place_and_reserve(
+                        .place_and_reserve_creation(
                             candidates,
                             call.kind,
                             call.id.clone(),
                             call.stable_type.clone(),
                             payload,
                             pending.clone(),
+                            Some(mark),
                         )
                         .await;
                     match outcome {
@@ -264,6 +315,17 @@ impl ObjectClient {
                         Err(LocationError::InvalidOperation(
                             InvalidOperation::RecordOutOfBounds(e),
                         )) => return Err(too_large(&e.to_string())),
+                        // Whether the Store changed is unknown (spec 21 §10): read again.
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                StoreErrorKind::Store | StoreErrorKind::Contended
+                            ) =>
+                        {
+                            tracing::debug!(error = %e, "a reservation was not confirmed; reading again");
+                            reserve_unknown = true;
+                            tokio::time::sleep(CREATING_POLL).await;
+                        }
                         Err(e) => return Err(store_failure(e)),
                     }
                 }
@@ -289,7 +351,8 @@ impl ObjectClient {
             Ok(p) => p,
             Err(e) => {
                 // Nothing was sent: the reservation is cancelled by its first-secured version.
-                self.objects.cancel(handle).await;
+                let until = deadline + self.objects.cleanup_window();
+                self.objects.cancel(handle, until).await;
                 return Err(owner_unreachable(e));
             }
         };
@@ -333,7 +396,8 @@ impl ObjectClient {
             match self.read(handle.kind(), handle.id()).await? {
                 AuthorityRead::Found { handle: now, .. } if now.version() == handle.version() => {
                     if Instant::now() >= deadline {
-                        self.objects.cancel(handle).await;
+                        let until = deadline + self.objects.cleanup_window();
+                        self.objects.cancel(handle, until).await;
                         return Err(deadline_exceeded());
                     }
                 }

@@ -4,6 +4,15 @@
 //! returned and the Rejected/Failed terminal. A framework failure before the callback cancels
 //! the reservation without a terminal.
 //!
+//! Every creation ends (spec 21 §7, §10): a Store error on the Ready commit is not judged a
+//! failure — the operation's terminal and the record are read again until the commit is known
+//! to have applied (the creation is live) or not (the record still at its first-read version:
+//! it is aborted with a typed Failed terminal). An abort or a cancel the Store does not
+//! confirm is retried until the creation's deadline plus the cleanup window
+//! (`LocationOptions::creation_cleanup_window`); past that, the reservation is left to the
+//! next node that meets it (`AuthorityClient::cancel_abandoned`), whose creation deadline
+//! row makes it cancellable by anyone.
+//!
 //! The remote form is the `zlink.object.create` command (our command for 47 / 49, its reply
 //! standing for command 20): it names the source host run generation, the operation id, the
 //! object (kind, id, stable type, ObjectGeneration, AuthorityOwnerGeneration), the first-secured
@@ -12,23 +21,27 @@
 //! `creation-operation-terminal-v1` value itself: the same bytes the Store keeps, sent with the
 //! current correlation.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::terminal::{CreationOutcome, CreationTerminal};
 use zlink_codec::{Generation, ObjectId, OperationId, RoutingId};
 
 use super::host::{ObjectHost, stale, store_failure, what};
-use super::live::{Built, Turn};
+use super::live::{Built, LiveObject, Turn};
 use super::membership::Membership;
 use super::refs::terminal_ref;
 use super::registration::SpotExecution;
 use super::registration::{CreationContext, CreationDecision, FactoryContext};
 use crate::mesh::messaging::{ErrorKind, ZLinkError};
 use zlink_codec::keys::AuthorityKind;
-use zlink_location::{AuthorityHandle, AuthorityRead, OperationKey, Outcome, TerminalWrite};
+use zlink_location::{
+    AuthorityHandle, AuthorityRead, Conflict, LocationError, OperationKey, Outcome, TerminalWrite,
+};
 
 /// The command-plane name of the remote creation of an Actor or User Spot.
 pub(crate) const CREATE_OBJECT: &str = "zlink.object.create";
@@ -180,6 +193,7 @@ impl ObjectHost {
     ) -> CreationResult {
         let node = handle.node();
         let run = self.location.host_run();
+        let until = Instant::now() + order.remaining + self.cleanup_window();
         if handle.state() != AllocationState::Reserved
             || node.routing_id != self.rid
             || node.mesh != self.mesh
@@ -189,7 +203,7 @@ impl ObjectHost {
         }
         if !self.accepts_new_objects() {
             // Relocating, Relocated or Draining: no new object here (spec 28 §10).
-            self.cancel(handle).await;
+            self.cancel(handle, until).await;
             return Err(self.not_accepting());
         }
         // Past the admission deadline no factory runs (spec 21 §5); the reservation cannot be
@@ -201,7 +215,7 @@ impl ObjectHost {
             .filter(|t| t.kind == handle.kind())
             .cloned();
         let Some(hosted) = hosted else {
-            self.cancel(handle).await;
+            self.cancel(handle, until).await;
             return Err(ZLinkError::application(
                 ErrorKind::TypeMismatch,
                 &format!(
@@ -217,7 +231,7 @@ impl ObjectHost {
                 Ok(bytes) => Some(Bytes::from(bytes)),
                 Err(e) => {
                     // The stored request does not verify: the factory must not run.
-                    self.cancel(handle).await;
+                    self.cancel(handle, until).await;
                     return Err(ZLinkError::application(
                         ErrorKind::DataLost,
                         &format!("the stored creation request does not verify: {e}"),
@@ -251,7 +265,7 @@ impl ObjectHost {
                         .live_object(&spot)
                         .filter(|_| !self.relocations.covers(&spot));
                     let Some(live) = live else {
-                        self.cancel(handle).await;
+                        self.cancel(handle, until).await;
                         return Err(ZLinkError::Unavailable {
                             target: what(spot.0, &spot.1),
                             reason: crate::mesh::messaging::UnavailableReason::NotServing,
@@ -340,7 +354,7 @@ impl ObjectHost {
                 if let Some(l) = live {
                     l.close().await;
                 }
-                self.cancel(handle).await;
+                self.cancel(handle, until).await;
                 return Err(ZLinkError::application(
                     ErrorKind::InvalidOperation,
                     &format!("the creation result cannot be stored: {e}"),
@@ -376,34 +390,209 @@ impl ObjectHost {
                     Err(stale("the record changed before the commit"))
                 }
                 Err(e) => {
-                    live.close().await;
-                    Err(store_failure(e))
+                    // Whether the Store changed is unknown: read again (spec 21 §10).
+                    tracing::warn!(error = %e, "the creation commit was not confirmed; reading again");
+                    let commit = Unconfirmed {
+                        handle,
+                        order,
+                        terminal,
+                        until,
+                    };
+                    self.confirm_commit(commit, live, e).await
                 }
             },
-            None => match self
-                .location
-                .authority()
-                .abort_also(handle, Some(write))
-                .await
-            {
-                Ok(Outcome::Applied(())) => Ok(terminal),
-                Ok(Outcome::Conflict(c)) => {
-                    tracing::info!(?c, "creation abort conflicted");
-                    Err(stale("the record changed before the abort"))
-                }
-                Err(e) => Err(store_failure(e)),
-            },
+            None => self.abort_with(handle, &order.op, write, until).await,
         }
     }
 
-    /// Cancels a reservation without a terminal (a framework failure before the callback).
-    pub(crate) async fn cancel(&self, handle: &AuthorityHandle) {
-        match self.location.authority().abort(handle).await {
-            Ok(Outcome::Applied(())) => {}
-            Ok(Outcome::Conflict(c)) => tracing::debug!(?c, "cancel found the record changed"),
-            Err(e) => tracing::warn!(error = %e, "cancelling a reservation failed"),
+    /// The cleanup window past a creation's deadline (see the module docs).
+    pub(crate) fn cleanup_window(&self) -> Duration {
+        self.location.options().creation_cleanup_window
+    }
+
+    /// Aborts `handle` with the terminal `write` in one batch, retried until `until` while the
+    /// Store does not confirm it; the terminal stored for `op` is the result (also when an
+    /// earlier, unconfirmed attempt applied).
+    async fn abort_with(
+        &self,
+        handle: &AuthorityHandle,
+        op: &OperationKey,
+        write: TerminalWrite,
+        until: Instant,
+    ) -> CreationResult {
+        match self.abort_until(handle, Some(write), until).await {
+            // The terminal was written in that batch; read it back as the one answer.
+            Ok(Outcome::Applied(())) => self.stored_terminal(op, until).await,
+            Ok(Outcome::Conflict(c)) => match self.stored_terminal(op, until).await {
+                Ok(t) => Ok(t),
+                Err(_) => {
+                    tracing::info!(?c, "creation abort conflicted");
+                    Err(stale("the record changed before the abort"))
+                }
+            },
+            Err(e) => Err(store_failure(e)),
         }
     }
+
+    /// The stored terminal of `op`, read (retried on Store errors) until `until`.
+    async fn stored_terminal(&self, op: &OperationKey, until: Instant) -> CreationResult {
+        let mut pause = RETRY_FIRST;
+        loop {
+            match self.location.authority().read_terminal(op).await {
+                Ok(Some(t)) => return Ok(t),
+                Ok(None) => return Err(stale("no result is stored for the creation")),
+                Err(e) if Instant::now() >= until => return Err(store_failure(e)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading a creation terminal failed; retrying")
+                }
+            }
+            pause = backoff(pause).await;
+        }
+    }
+
+    /// Aborts `handle` (with `terminal` in the same batch), retrying while the Store does not
+    /// confirm it until `until`. A retry after an unconfirmed attempt that applied finds the
+    /// record gone (`Conflict::Record`).
+    async fn abort_until(
+        &self,
+        handle: &AuthorityHandle,
+        terminal: Option<TerminalWrite>,
+        until: Instant,
+    ) -> Result<Outcome<()>, LocationError> {
+        let mut pause = RETRY_FIRST;
+        loop {
+            match self
+                .location
+                .authority()
+                .abort_also(handle, terminal.clone())
+                .await
+            {
+                Ok(o) => return Ok(o),
+                // Only an unconfirmed Store change is retried: a refused admission or a lost
+                // lease stays so for this run (the row is left to the sweeps and to the next
+                // node that meets it).
+                Err(e) if !unconfirmed(&e) || Instant::now() >= until => return Err(e),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    id = handle.id().as_str(),
+                    "aborting a reservation failed; retrying"
+                ),
+            }
+            pause = backoff(pause).await;
+        }
+    }
+
+    /// The Ready commit of a creation returned an error: its terminal and record decide
+    /// whether it applied (the activation becomes live) or not (the reservation is aborted with
+    /// a typed Failed terminal), read again until the deadline plus the cleanup window.
+    async fn confirm_commit(
+        &self,
+        commit: Unconfirmed<'_>,
+        live: Arc<dyn LiveObject>,
+        error: LocationError,
+    ) -> CreationResult {
+        let Unconfirmed {
+            handle,
+            order,
+            terminal,
+            until,
+        } = commit;
+        let authority = self.location.authority();
+        let mut pause = RETRY_FIRST;
+        loop {
+            let known = async {
+                let stored = authority.read_terminal(&order.op).await?;
+                let now = authority.read(handle.kind(), handle.id()).await?;
+                Ok::<_, LocationError>((stored, now))
+            }
+            .await;
+            match known {
+                Ok((Some(t), AuthorityRead::Found { handle: ready, .. }))
+                    if t.outcome == CreationOutcome::Created
+                        && ready.state() == AllocationState::Active
+                        && ready.object_generation() == handle.object_generation()
+                        && ready.owner() == handle.owner() =>
+                {
+                    // The commit applied; only its reply was lost.
+                    self.insert_live(
+                        (ready.kind().authority_kind(), ready.id().clone()),
+                        live,
+                        &ready,
+                    );
+                    return Ok(t);
+                }
+                Ok((None, AuthorityRead::Found { handle: now, .. }))
+                    if now.version() == handle.version() =>
+                {
+                    // The commit did not apply: abort with a typed Failed terminal.
+                    live.close().await;
+                    let mut failure = format!("the Store did not record Ready: {error}");
+                    truncate_utf8(&mut failure, zlink_codec::terminal::MAX_FAILURE_BYTES);
+                    let failed = CreationTerminal {
+                        outcome: CreationOutcome::Failed { failure },
+                        reply: None,
+                        ..terminal
+                    };
+                    let write = TerminalWrite::new(&order.op, &failed, order.remaining)
+                        .map_err(store_failure)?;
+                    return self.abort_with(handle, &order.op, write, until).await;
+                }
+                Ok(_) => {
+                    // Another terminal, or the record gone or changed: not this creation's.
+                    live.close().await;
+                    return Err(stale("the record changed before the commit"));
+                }
+                Err(e) if Instant::now() >= until => {
+                    live.close().await;
+                    return Err(store_failure(e));
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "confirming a creation commit failed; retrying")
+                }
+            }
+            pause = backoff(pause).await;
+        }
+    }
+
+    /// Cancels a reservation without a terminal (a framework failure before the callback, a
+    /// target that never answered), retried until `until` while the Store does not confirm it.
+    pub(crate) async fn cancel(&self, handle: &AuthorityHandle, until: Instant) {
+        match self.abort_until(handle, None, until).await {
+            Ok(Outcome::Applied(()))
+            | Ok(Outcome::Conflict(Conflict::Record { current: None })) => {}
+            Ok(Outcome::Conflict(c)) => tracing::debug!(?c, "cancel found the record changed"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                id = handle.id().as_str(),
+                "cancelling a reservation failed until past its cleanup window; the next node that meets it cancels it"
+            ),
+        }
+    }
+}
+
+/// A Ready commit whose result the Store did not confirm.
+struct Unconfirmed<'a> {
+    handle: &'a AuthorityHandle,
+    order: &'a CreationOrder,
+    terminal: CreationTerminal,
+    until: Instant,
+}
+
+/// Whether `e` leaves the Store change unconfirmed (worth retrying).
+fn unconfirmed(e: &LocationError) -> bool {
+    matches!(
+        e.kind(),
+        zlink_location::ErrorKind::Store | zlink_location::ErrorKind::Contended
+    )
+}
+
+/// The first pause between retries of a Store change that was not confirmed.
+const RETRY_FIRST: Duration = Duration::from_millis(20);
+
+/// Sleeps `pause` and returns the next one (doubling, at most 500 ms).
+async fn backoff(pause: Duration) -> Duration {
+    tokio::time::sleep(pause).await;
+    (pause * 2).min(Duration::from_millis(500))
 }
 
 /// Cuts `text` to at most `max` bytes on a character boundary.

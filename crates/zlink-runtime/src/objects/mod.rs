@@ -29,6 +29,13 @@
 //!   Store time, readable only under the same source RID, run generation and OperationId). A
 //!   lost reply is recovered from the terminal; a target that never answers is cancelled at
 //!   the deadline by the first-secured version (`DeadlineExceeded`, no `Reserved` row left).
+//!   Every creation ends (21 §7, §10): the Reserve records the operation and its Store-clock
+//!   deadline beside the record (`creation-deadline` row); a lost Reserve reply is resolved by
+//!   reading that row; a Store error on the Ready commit is confirmed by reading again (live,
+//!   or aborted with a typed Failed terminal); an abort or cancel the Store does not confirm
+//!   is retried until the deadline plus `creationCleanupWindow`; and a caller that meets a
+//!   `Reserved` record whose creating run's lease is gone, or whose deadline plus window has
+//!   passed on the Store's clock, cancels it in one guarded batch and competes again.
 //!   `find` returns only a Ready ref ([`ActorRef`] / [`SpotRef`], ObjectGeneration as a
 //!   decimal string in JSON). `destroy` / `close` end exactly the ref's incarnation (missing →
 //!   false, other incarnation → InvalidOperation, not Ready or unreachable → Unavailable).

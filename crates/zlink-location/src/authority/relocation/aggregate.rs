@@ -122,6 +122,7 @@ impl AuthorityClient {
                 fill_object: false,
                 fill_owner: true,
                 index: None,
+                creation: None,
                 also: vec![
                     Mutation::Delete(reservation.key.clone()),
                     Mutation::put(root_key, root),
@@ -191,6 +192,7 @@ impl AuthorityClient {
                 fill_object: false,
                 fill_owner: true,
                 index: None,
+                creation: None,
                 also: Vec::new(),
             },
         };

@@ -342,6 +342,7 @@ async fn create(
             target,
             payload: root.encode()?,
             pending_creation: None,
+            creation: None,
         })
         .await;
     let handle = match reserved {
@@ -369,7 +370,7 @@ async fn create(
     let live = match build(host, &hosted, &handle, deadline).await {
         Ok(live) => live,
         Err(e) => {
-            host.cancel(&handle).await;
+            host.cancel(&handle, deadline + host.cleanup_window()).await;
             return Err(e);
         }
     };

@@ -9,6 +9,7 @@ mod admission;
 mod basics;
 mod channels;
 mod creation;
+mod creation_ends;
 mod forwarding;
 mod instances;
 mod lifecycle;

@@ -296,6 +296,7 @@ async fn a_stalled_owner_whose_lease_is_held_is_never_recovered(h: &Harness) {
             target,
             payload: Vec::new(),
             pending_creation: None,
+            creation: None,
         })
         .await
         .expect("reserve")
