@@ -107,6 +107,7 @@ mod counters;
 mod descriptor;
 mod discovery;
 mod engine;
+mod epoch;
 mod error;
 mod generation;
 mod identity;
@@ -151,6 +152,7 @@ pub use discovery::{
     DiscoveredNode, Discovery, DiscoveryStatus, DiscoveryView, PageStats, target_of,
 };
 pub use identity::new_owner_id;
+pub use lease::LeaseTerm;
 pub use keys::authority as authority_key;
 #[cfg(test)]
 pub(crate) use lease::RenewOutcome;
