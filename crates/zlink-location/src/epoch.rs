@@ -118,7 +118,10 @@ mod tests {
         assert_eq!(epoch.checked(row(GenerationKind::Object, 1)).next, 905);
         assert!(epoch.take_loss());
         // Kinds never mix.
-        assert_eq!(epoch.checked(row(GenerationKind::AuthorityOwner, 1)).next, 1);
+        assert_eq!(
+            epoch.checked(row(GenerationKind::AuthorityOwner, 1)).next,
+            1
+        );
         assert!(!epoch.take_loss());
     }
 

@@ -252,7 +252,11 @@ impl OwnerLease {
                 version: Some(version.clone()),
             },
         );
-        *self.held.lock() = Some(Held { run, version, bytes });
+        *self.held.lock() = Some(Held {
+            run,
+            version,
+            bytes,
+        });
     }
 
     fn lose(&self) {
@@ -380,7 +384,9 @@ impl OwnerLease {
         let seen = LeaseSeen::from_read(&read);
         let as_read = match &read {
             ReadResult::Missing { .. } => Condition::Missing(self.key.clone()),
-            ReadResult::Found { version, .. } => Condition::Version(self.key.clone(), version.clone()),
+            ReadResult::Found { version, .. } => {
+                Condition::Version(self.key.clone(), version.clone())
+            }
         };
         if let (
             Some(run),

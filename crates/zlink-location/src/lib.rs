@@ -152,8 +152,8 @@ pub use discovery::{
     DiscoveredNode, Discovery, DiscoveryStatus, DiscoveryView, PageStats, target_of,
 };
 pub use identity::new_owner_id;
-pub use lease::LeaseTerm;
 pub use keys::authority as authority_key;
+pub use lease::LeaseTerm;
 #[cfg(test)]
 pub(crate) use lease::RenewOutcome;
 pub use placement::{Candidate, PlacementRng, TargetNode, check_weight, choose};

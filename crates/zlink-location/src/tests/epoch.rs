@@ -9,7 +9,10 @@ async fn wipe(store: &dyn DynLocationStore) {
     for key in snapshot_of(store, "").await.keys() {
         force_delete(store, key).await;
     }
-    assert!(snapshot_of(store, "").await.is_empty(), "the store is empty");
+    assert!(
+        snapshot_of(store, "").await.is_empty(),
+        "the store is empty"
+    );
 }
 
 /// The highest ObjectGeneration and AuthorityOwnerGeneration among `handles`.
@@ -38,7 +41,10 @@ pub(super) async fn a_store_that_lost_its_data_is_a_lost_lease_and_generations_n
     let before = a.run();
 
     wipe(h.store.as_ref()).await;
-    assert_eq!(a.rt.lease().renew().await.expect("renew"), RenewOutcome::Lost);
+    assert_eq!(
+        a.rt.lease().renew().await.expect("renew"),
+        RenewOutcome::Lost
+    );
     assert!(!a.rt.is_admitting());
     assert!(a.rt.admit(AdmissionOp::ObjectMessageStart).is_err());
     assert_eq!(a.rt.host_run(), None);
@@ -53,7 +59,10 @@ pub(super) async fn a_store_that_lost_its_data_is_a_lost_lease_and_generations_n
     );
     assert!(a.rt.is_admitting());
     let again = active_actor(&a, "x0").await;
-    assert!(again.object_generation().get() > object, "object generation went back");
+    assert!(
+        again.object_generation().get() > object,
+        "object generation went back"
+    );
     assert!(again.authority_owner_generation().get() > owner);
 
     // A host that never saw the old data issues above it too: the re-acquire raised the
@@ -81,7 +90,10 @@ pub(super) async fn a_counter_below_a_held_generation_is_data_loss(h: &Harness) 
     let next = active_actor(&a, "z").await;
     assert!(next.object_generation().get() > object);
     assert!(next.authority_owner_generation().get() > owner);
-    assert_eq!(a.rt.lease().renew().await.expect("renew"), RenewOutcome::Lost);
+    assert_eq!(
+        a.rt.lease().renew().await.expect("renew"),
+        RenewOutcome::Lost
+    );
     assert!(!a.rt.is_admitting());
     let again = a.rt.lease().acquire().await.expect("re-acquire");
     assert!(again.lease_generation > held[0].owner().lease_generation);

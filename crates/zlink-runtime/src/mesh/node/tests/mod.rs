@@ -17,4 +17,5 @@ mod messaging;
 mod objects;
 mod relocation;
 mod spots;
+mod store_loss;
 mod topology;
