@@ -4,8 +4,10 @@
 //!
 //! - Every generation this host issues (owner lease acquire, authority batches) or holds
 //!   (records it reads or takes over) is recorded as the highest *seen* of its kind.
-//! - A counter read that answers at or below the highest seen of its kind can only come from
-//!   a Store that lost data (a correct counter only grows): it is *noticed* as data loss and
+//! - A counter read that answers at or below the highest of its kind seen *before the read*
+//!   can only come from a Store that lost data (a correct counter only grows past every value
+//!   it issued; a value seen after the read may be newer, so it does not count): it is
+//!   *noticed* as data loss and
 //!   the value is raised to `highest + 1` before anything is issued from it, so the next
 //!   issuance is strictly above every generation this host has seen. The counter move rides
 //!   in the same conditional batch as before (under the version or the absence just read).
@@ -50,19 +52,21 @@ impl StoreEpoch {
         self.slot(kind).load(Ordering::Acquire)
     }
 
-    /// Whether `row` answers at or below a generation this host has seen (Store data loss).
-    pub(crate) fn is_behind(&self, row: &CounterRow) -> bool {
-        let highest = self.highest(row.kind);
-        highest > 0 && row.next <= highest
+    /// Whether `row` answers at or below `seen`, the [`highest`](Self::highest) of its kind
+    /// taken *before* the row was read (Store data loss). A value seen after the read may have
+    /// been issued after it, so only what was seen before counts.
+    pub(crate) fn is_behind(row: &CounterRow, seen: u64) -> bool {
+        seen > 0 && row.next <= seen
     }
 
-    /// `row` as it may be issued from: a counter behind what this host has seen is noticed as
-    /// data loss and raised to one past the highest seen (at most the exhausted sentinel, so
-    /// issuing from it stays `GenerationExhausted` past the range). The row's version is kept:
-    /// the raise is written under the same condition as any counter move.
-    pub(crate) fn checked(&self, mut row: CounterRow) -> CounterRow {
-        if self.is_behind(&row) {
-            let highest = self.highest(row.kind);
+    /// `row` as it may be issued from, `seen` being the highest of its kind taken before the
+    /// read: a counter behind it is noticed as data loss and raised to one past it (at most
+    /// the exhausted sentinel, so issuing from it stays `GenerationExhausted` past the range).
+    /// The row's version is kept: the raise is written under the same condition as any
+    /// counter move.
+    pub(crate) fn checked(&self, mut row: CounterRow, seen: u64) -> CounterRow {
+        if Self::is_behind(&row, seen) {
+            let highest = seen;
             tracing::warn!(
                 counter = %row.kind,
                 stored = row.next,
@@ -103,23 +107,38 @@ mod tests {
     fn a_counter_at_or_below_a_seen_generation_is_raised_past_it_and_noticed() {
         let epoch = StoreEpoch::default();
         // Nothing seen: any counter is taken as it is.
-        assert_eq!(epoch.checked(row(GenerationKind::Object, 1)).next, 1);
+        assert_eq!(epoch.checked(row(GenerationKind::Object, 1), 0).next, 1);
         assert!(!epoch.take_loss());
         epoch.observe(GenerationKind::Object, 904);
         epoch.observe(GenerationKind::Object, 276);
-        assert_eq!(epoch.highest(GenerationKind::Object), 904);
+        let seen = epoch.highest(GenerationKind::Object);
+        assert_eq!(seen, 904);
         // Above what was seen: untouched, nothing noticed.
-        assert_eq!(epoch.checked(row(GenerationKind::Object, 905)).next, 905);
+        assert_eq!(
+            epoch.checked(row(GenerationKind::Object, 905), seen).next,
+            905
+        );
         assert!(!epoch.take_loss());
         // At or below: raised to one past it, noticed once.
-        assert_eq!(epoch.checked(row(GenerationKind::Object, 904)).next, 905);
+        assert_eq!(
+            epoch.checked(row(GenerationKind::Object, 904), seen).next,
+            905
+        );
         assert!(epoch.take_loss());
         assert!(!epoch.take_loss());
-        assert_eq!(epoch.checked(row(GenerationKind::Object, 1)).next, 905);
+        assert_eq!(
+            epoch.checked(row(GenerationKind::Object, 1), seen).next,
+            905
+        );
         assert!(epoch.take_loss());
         // Kinds never mix.
         assert_eq!(
-            epoch.checked(row(GenerationKind::AuthorityOwner, 1)).next,
+            epoch
+                .checked(
+                    row(GenerationKind::AuthorityOwner, 1),
+                    epoch.highest(GenerationKind::AuthorityOwner)
+                )
+                .next,
             1
         );
         assert!(!epoch.take_loss());
@@ -129,7 +148,8 @@ mod tests {
     fn raising_past_the_last_issuable_value_stays_exhausted() {
         let epoch = StoreEpoch::default();
         epoch.observe(GenerationKind::OwnerLease, MAX_ISSUED);
-        let raised = epoch.checked(row(GenerationKind::OwnerLease, 1));
+        let seen = epoch.highest(GenerationKind::OwnerLease);
+        let raised = epoch.checked(row(GenerationKind::OwnerLease, 1), seen);
         assert_eq!(raised.next, EXHAUSTED);
         assert!(raised.issue(1).is_err());
     }

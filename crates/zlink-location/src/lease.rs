@@ -289,10 +289,14 @@ impl OwnerLease {
         let mut last_error = None;
         for _ in 0..ACQUIRE_ATTEMPTS {
             let t0 = self.gate.now();
-            let counter = self.epoch.checked(CounterRow::from_read(
-                GenerationKind::OwnerLease,
-                &self.store.read(&counter_key).await?,
-            )?);
+            let seen = self.epoch.highest(GenerationKind::OwnerLease);
+            let counter = self.epoch.checked(
+                CounterRow::from_read(
+                    GenerationKind::OwnerLease,
+                    &self.store.read(&counter_key).await?,
+                )?,
+                seen,
+            );
             let (issued, next) = counter.issue(1)?;
             let raises = self.behind_authority_counters().await?;
             let generation =
@@ -361,12 +365,13 @@ impl OwnerLease {
     async fn behind_authority_counters(&self) -> Result<Vec<CounterRow>, LocationError> {
         let mut raised = Vec::new();
         for kind in [GenerationKind::Object, GenerationKind::AuthorityOwner] {
-            if self.epoch.highest(kind) == 0 {
+            let seen = self.epoch.highest(kind);
+            if seen == 0 {
                 continue;
             }
             let row = CounterRow::from_read(kind, &self.store.read(&kind.counter_key()).await?)?;
-            if self.epoch.is_behind(&row) {
-                raised.push(self.epoch.checked(row));
+            if StoreEpoch::is_behind(&row, seen) {
+                raised.push(self.epoch.checked(row, seen));
             }
         }
         Ok(raised)

@@ -310,8 +310,11 @@ impl Worker {
             let plan = job.op.plan();
             for kind in plan.counters() {
                 if !self.cache.counters.contains_key(&kind) {
+                    let seen = self.epoch.highest(kind);
                     let read = self.store.read(&kind.counter_key()).await?;
-                    let row = self.epoch.checked(CounterRow::from_read(kind, &read)?);
+                    let row = self
+                        .epoch
+                        .checked(CounterRow::from_read(kind, &read)?, seen);
                     self.cache.counters.insert(kind, row);
                 }
             }

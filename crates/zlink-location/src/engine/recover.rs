@@ -242,10 +242,11 @@ impl Recovery {
     ) -> Fresh {
         let mut fresh = Fresh::default();
         for kind in counters {
+            let seen = self.epoch.highest(kind);
             let row = match self.store.read(&kind.counter_key()).await {
                 Ok(read) => CounterRow::from_read(kind, &read)
                     .ok()
-                    .map(|row| self.epoch.checked(row)),
+                    .map(|row| self.epoch.checked(row, seen)),
                 Err(_) => None,
             };
             fresh.counters.push((kind, row));
