@@ -9,6 +9,11 @@
 //! - **Takeover**: once the row is gone (expired), acquiring again issues a *new* generation
 //!   for the same OwnerId.
 //! - **Release** deletes the row under `Version(lease)` and keeps the generation.
+//! - **Store data loss** ([`StoreEpoch`]): a row that vanished while held, or a counter that
+//!   answers at or below a generation this host holds, is a lost lease. Acquire issues strictly
+//!   above every LeaseGeneration this host has seen, and raises the ObjectGeneration and
+//!   AuthorityOwnerGeneration counters past the highest this host has seen in the same batch,
+//!   so no host recreating an object after the loss hands out a generation that goes back.
 //!
 //! Every successful register/read/renew refreshes the host-wide [`AdmissionGate`] with the
 //! local monotonic time taken *before* the request.
@@ -27,6 +32,7 @@ use zlink_store_spi::{
 
 use super::admission::AdmissionGate;
 use super::counters::CounterRow;
+use super::epoch::StoreEpoch;
 use super::error::{InvalidOperation, LocationError, put_version};
 use super::generation::{GenerationKind, OwnerLeaseGeneration};
 use super::identity::{HostRun, OwnerId};
@@ -110,6 +116,17 @@ impl LeaseBook {
     }
 }
 
+/// One holding of the owner lease: the run and which acquisition of this host it is. Every
+/// acquire (start, takeover, re-acquire after Store data loss) is a new term, so a follower
+/// tells a new holding from the one it knew even if the run looked the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseTerm {
+    /// The run held.
+    pub run: HostRun,
+    /// This host's acquisition count, from 1 (the lease acquired at start).
+    pub term: u64,
+}
+
 /// The result of one renew.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RenewOutcome {
@@ -121,6 +138,16 @@ pub(crate) enum RenewOutcome {
     /// The lease row is gone (expired or deleted): the gate is closed. Acquire again to take
     /// over under a new generation.
     Lost,
+}
+
+/// What an exact re-read of our lease row found.
+enum Reread {
+    /// Our record (adopted).
+    Ours(HostRun),
+    /// Our record of a holding that was lost: the condition to replace it under.
+    Lost(Condition),
+    /// Missing or not ours: the condition for the next attempt.
+    Other(Condition),
 }
 
 #[derive(Debug)]
@@ -140,8 +167,11 @@ pub(crate) struct OwnerLease {
     key: StoreKey,
     retention: Retention,
     held: Mutex<Option<Held>>,
-    /// The run held (`None` while lost): a takeover under a new generation is seen here.
-    runs: tokio::sync::watch::Sender<Option<HostRun>>,
+    epoch: Arc<StoreEpoch>,
+    /// How many times this host acquired the lease.
+    terms: std::sync::atomic::AtomicU64,
+    /// The term held (`None` while lost): a takeover is seen here.
+    runs: tokio::sync::watch::Sender<Option<LeaseTerm>>,
 }
 
 impl OwnerLease {
@@ -149,6 +179,7 @@ impl OwnerLease {
         store: Arc<dyn DynLocationStore>,
         gate: Arc<AdmissionGate>,
         book: Arc<LeaseBook>,
+        epoch: Arc<StoreEpoch>,
         owner_id: OwnerId,
         retention: Retention,
     ) -> Result<Self, LocationError> {
@@ -161,6 +192,8 @@ impl OwnerLease {
             key,
             retention,
             held: Mutex::new(None),
+            epoch,
+            terms: std::sync::atomic::AtomicU64::new(0),
             runs: tokio::sync::watch::Sender::new(None),
         })
     }
@@ -175,23 +208,43 @@ impl OwnerLease {
         self.held.lock().as_ref().map(|h| h.run.clone())
     }
 
-    /// Follows the run held: `None` while the lease is lost, then the run of a takeover (a new
-    /// LeaseGeneration). Only changes are sent.
-    pub(crate) fn watch_runs(&self) -> tokio::sync::watch::Receiver<Option<HostRun>> {
+    /// Follows the term held: `None` while the lease is lost, then the term of a takeover (a
+    /// new acquisition, under a new LeaseGeneration). Only changes are sent.
+    pub(crate) fn watch_terms(&self) -> tokio::sync::watch::Receiver<Option<LeaseTerm>> {
         self.runs.subscribe()
     }
 
-    fn announce(&self, run: Option<HostRun>) {
+    fn announce(&self, term: Option<LeaseTerm>) {
         self.runs.send_if_modified(|current| {
-            if *current == run {
+            if *current == term {
                 return false;
             }
-            *current = run;
+            *current = term;
             true
         });
     }
 
+    /// Adopts `run` as a new term (an acquire).
+    fn adopt_new(&self, run: HostRun, version: StoreVersion, bytes: Vec<u8>) {
+        self.epoch
+            .observe(GenerationKind::OwnerLease, run.lease_generation.get());
+        let term = self.terms.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+        self.keep(run.clone(), version, bytes);
+        self.announce(Some(LeaseTerm { run, term }));
+    }
+
+    /// Keeps holding `run` under `version` (a renew, or an acquire recovered from a read: the
+    /// term is unchanged if the run is).
     fn adopt(&self, run: HostRun, version: StoreVersion, bytes: Vec<u8>) {
+        let same = self.run().as_ref() == Some(&run);
+        if same {
+            self.keep(run, version, bytes);
+        } else {
+            self.adopt_new(run, version, bytes);
+        }
+    }
+
+    fn keep(&self, run: HostRun, version: StoreVersion, bytes: Vec<u8>) {
         self.book.set(
             self.key.clone(),
             LeaseSeen {
@@ -200,11 +253,10 @@ impl OwnerLease {
             },
         );
         *self.held.lock() = Some(Held {
-            run: run.clone(),
+            run,
             version,
             bytes,
         });
-        self.announce(Some(run));
     }
 
     fn lose(&self) {
@@ -223,17 +275,30 @@ impl OwnerLease {
     /// Acquires owner eligibility: issues a new OwnerLeaseGeneration and creates the lease row
     /// in one conditional batch. Also the takeover path once the row has expired.
     ///
+    /// The generation is strictly above every LeaseGeneration this host has seen, and the
+    /// authority counters found behind what this host has seen (Store data loss) are raised
+    /// past it in the same batch.
+    ///
     /// `GenerationExhausted` writes nothing (and repeats identically).
     pub(crate) async fn acquire(&self) -> Result<HostRun, LocationError> {
         let counter_key = GenerationKind::OwnerLease.counter_key();
+        // A record of ours at or below this generation is a holding that was lost (Store data
+        // loss noticed while the row survived): replaced under its version, never adopted.
+        let lost_up_to = self.epoch.highest(GenerationKind::OwnerLease);
+        let mut lease_condition = Condition::Missing(self.key.clone());
         let mut last_error = None;
         for _ in 0..ACQUIRE_ATTEMPTS {
             let t0 = self.gate.now();
-            let counter = CounterRow::from_read(
-                GenerationKind::OwnerLease,
-                &self.store.read(&counter_key).await?,
-            )?;
+            let seen = self.epoch.highest(GenerationKind::OwnerLease);
+            let counter = self.epoch.checked(
+                CounterRow::from_read(
+                    GenerationKind::OwnerLease,
+                    &self.store.read(&counter_key).await?,
+                )?,
+                seen,
+            );
             let (issued, next) = counter.issue(1)?;
+            let raises = self.behind_authority_counters().await?;
             let generation =
                 OwnerLeaseGeneration::new(issued).ok_or(LocationError::GenerationExhausted {
                     kind: GenerationKind::OwnerLease,
@@ -248,13 +313,16 @@ impl OwnerLease {
             }
             .encode()
             .map_err(InvalidOperation::RecordOutOfBounds)?;
-            let request = WriteRequest::new(
-                vec![Condition::Missing(self.key.clone()), counter.condition()],
-                vec![
-                    counter.put(next),
-                    Mutation::put_expiring(self.key.clone(), bytes.clone(), self.retention),
-                ],
-            )?;
+            let mut conditions = vec![lease_condition.clone(), counter.condition()];
+            let mut mutations = vec![
+                counter.put(next),
+                Mutation::put_expiring(self.key.clone(), bytes.clone(), self.retention),
+            ];
+            for raised in &raises {
+                conditions.push(raised.condition());
+                mutations.push(raised.put(raised.next));
+            }
+            let request = WriteRequest::new(conditions, mutations)?;
             match self.store.write(&request).await {
                 Ok(WriteResult::Applied {
                     put_versions,
@@ -263,20 +331,25 @@ impl OwnerLease {
                     let version = put_version(&put_versions, 1)?;
                     self.gate
                         .observe(&run, t0, store_now, store_now.plus(self.retention));
-                    self.adopt(run.clone(), version, bytes);
-                    tracing::info!(owner = %self.owner_id, generation = %generation, "owner lease acquired");
+                    self.adopt_new(run.clone(), version, bytes);
+                    // Handled: the lease is held under a generation above any seen and the
+                    // counters are past what this host holds.
+                    self.epoch.take_loss();
+                    tracing::info!(owner = %self.owner_id, generation = %generation, raised = raises.len(), "owner lease acquired");
                     return Ok(run);
                 }
                 Ok(WriteResult::Conflict { .. }) => {
                     // Another host took the counter value (or our row still exists): re-check.
-                    if let Some(run) = self.recover_from_read(t0).await? {
-                        return Ok(run);
+                    match self.recover_from_read(t0, lost_up_to).await? {
+                        Reread::Ours(run) => return Ok(run),
+                        Reread::Lost(c) | Reread::Other(c) => lease_condition = c,
                     }
                 }
                 Err(e) if e.outcome_unknown() => {
                     // Reconstruct: if the row now holds our record, the write happened.
-                    if let Some(run) = self.recover_from_read(t0).await? {
-                        return Ok(run);
+                    match self.recover_from_read(t0, lost_up_to).await? {
+                        Reread::Ours(run) => return Ok(run),
+                        Reread::Lost(c) | Reread::Other(c) => lease_condition = c,
                     }
                     last_error = Some(e);
                 }
@@ -286,11 +359,40 @@ impl OwnerLease {
         Err(last_error.map_or(LocationError::Contended, LocationError::from))
     }
 
-    /// Reads our lease row; if it holds a record of ours, adopts it (refreshing the deadline
-    /// from this read) and returns its run.
-    async fn recover_from_read(&self, t0: Duration) -> Result<Option<HostRun>, LocationError> {
+    /// The ObjectGeneration and AuthorityOwnerGeneration counters that answer at or below a
+    /// generation this host has seen, each raised to one past it (read only once this host
+    /// has seen one of the kind).
+    async fn behind_authority_counters(&self) -> Result<Vec<CounterRow>, LocationError> {
+        let mut raised = Vec::new();
+        for kind in [GenerationKind::Object, GenerationKind::AuthorityOwner] {
+            let seen = self.epoch.highest(kind);
+            if seen == 0 {
+                continue;
+            }
+            let row = CounterRow::from_read(kind, &self.store.read(&kind.counter_key()).await?)?;
+            if StoreEpoch::is_behind(&row, seen) {
+                raised.push(self.epoch.checked(row, seen));
+            }
+        }
+        Ok(raised)
+    }
+
+    /// Reads our lease row; if it holds a record of ours above generation `lost_up_to`, adopts
+    /// it (refreshing the deadline from this read) and returns its run; else the condition the
+    /// row is as read under.
+    async fn recover_from_read(
+        &self,
+        t0: Duration,
+        lost_up_to: u64,
+    ) -> Result<Reread, LocationError> {
         let read = self.store.read(&self.key).await?;
         let seen = LeaseSeen::from_read(&read);
+        let as_read = match &read {
+            ReadResult::Missing { .. } => Condition::Missing(self.key.clone()),
+            ReadResult::Found { version, .. } => {
+                Condition::Version(self.key.clone(), version.clone())
+            }
+        };
         if let (
             Some(run),
             ReadResult::Found {
@@ -302,19 +404,32 @@ impl OwnerLease {
         ) = (seen.holder.clone(), &read)
         {
             if run.owner_id == self.owner_id {
+                if run.lease_generation.get() <= lost_up_to {
+                    return Ok(Reread::Lost(as_read));
+                }
                 let expires = expires_at.unwrap_or(*store_now);
                 self.gate.observe(&run, t0, *store_now, expires);
                 self.adopt(run.clone(), version.clone(), bytes.to_vec());
-                return Ok(Some(run));
+                return Ok(Reread::Ours(run));
             }
         }
-        Ok(None)
+        // Missing (the next attempt creates it), or not ours (left as it is: the next attempt
+        // expects it missing again).
+        Ok(match read {
+            ReadResult::Missing { .. } => Reread::Other(as_read),
+            ReadResult::Found { .. } => Reread::Other(Condition::Missing(self.key.clone())),
+        })
     }
 
     /// Extends the lease (same generation). On a lost row the gate closes and `Lost` is
     /// returned; a Store error leaves the deadline where it was (it is never extended without
     /// a successful observation).
     pub(crate) async fn renew(&self) -> Result<RenewOutcome, LocationError> {
+        if self.epoch.take_loss() && self.held.lock().is_some() {
+            tracing::warn!(owner = %self.owner_id, "Store data loss noticed: the owner lease is treated as lost");
+            self.lose();
+            return Ok(RenewOutcome::Lost);
+        }
         let (run, version, bytes) = {
             let held = self.held.lock();
             let Some(h) = held.as_ref() else {
@@ -354,14 +469,20 @@ impl OwnerLease {
         run: &HostRun,
         t0: Duration,
     ) -> Result<RenewOutcome, LocationError> {
-        match self.recover_from_read(t0).await? {
+        match self.recover_from_read(t0, 0).await? {
             // The row holds our record under a version we had not seen (a renew whose answer
             // was lost): adopted, and the deadline refreshed from that read.
-            Some(_) => Ok(RenewOutcome::Renewed {
+            Reread::Ours(_) => Ok(RenewOutcome::Renewed {
                 deadline: self.gate.deadline().unwrap_or(t0),
             }),
             _ => {
-                tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "owner lease lost");
+                if self.gate.deadline().is_some_and(|d| d > t0) {
+                    // Gone before this host's own admission deadline, which ends before the
+                    // row's expiry: the Store lost it (spec 21 §5 keeps it until then).
+                    tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "Store data loss: the owner lease row vanished while held");
+                } else {
+                    tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "owner lease lost");
+                }
                 self.lose();
                 Ok(RenewOutcome::Lost)
             }

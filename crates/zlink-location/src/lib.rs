@@ -3,7 +3,7 @@
 //! # Module layout
 //!
 //! Modules build upward: vocabulary (`identity`, `generation`, `clock`, `admission`,
-//! `options`), then `error`, then `keys` and `counters`, then `lease`, `capacity`,
+//! `options`), then `error`, then `keys`, `counters` and `epoch`, then `lease`, `capacity`,
 //! `placement`, `engine`, `authority`, `descriptor`, `discovery`, `query` and `runtime`.
 //!
 //! # Verification map
@@ -62,6 +62,8 @@
 //! | acquire issues a new generation; renew and release keep it; OwnerId never reused | `acquire_issues_a_new_generation_renew_and_release_keep_it`, `identity::tests::owner_ids_are_never_reused` |
 //! | renew loop every renew interval within the renew timeout | `renew_loop_keeps_the_lease_and_refreshes_the_deadline` |
 //! | takeover of an expired lease issues a new generation | `takeover_of_an_expired_lease_issues_a_new_generation` |
+//! | Store data loss (every key gone) is a lost lease: admission stops; the re-acquire issues a LeaseGeneration above the one held and raises the counters, so recreated objects get ObjectGeneration / AuthorityOwnerGeneration above any held, here or on a host that never saw the old data (`docs/store-epoch.md`) | `a_store_that_lost_its_data_is_a_lost_lease_and_generations_never_go_back` |
+//! | a counter at or below a generation this host holds is data loss: issued above it, the next renew reports the lease lost, the re-acquire replaces the surviving row under a higher generation | `a_counter_below_a_held_generation_is_data_loss`, `epoch::tests::*` |
 //! | a lost renew reply is reconstructed, not guessed | `lost_renew_reply_is_recovered_without_a_new_generation` |
 //! | RENEW at an unchanged Revision is stale and never overwrites | `renew_at_unchanged_revision_is_stale_and_never_overwrites` |
 //! | Revision overflow → Error state, publishing stops | `revision_overflow_enters_error_state_and_stops_publishing` |
@@ -112,6 +114,7 @@ mod counters;
 mod descriptor;
 mod discovery;
 mod engine;
+mod epoch;
 mod error;
 mod generation;
 mod identity;
@@ -158,6 +161,7 @@ pub use discovery::{
 };
 pub use identity::new_owner_id;
 pub use keys::authority as authority_key;
+pub use lease::LeaseTerm;
 #[cfg(test)]
 pub(crate) use lease::RenewOutcome;
 pub use placement::{Candidate, PlacementRng, TargetNode, check_weight, choose};

@@ -12,10 +12,11 @@ use super::clock::{MonotonicClock, SharedClock, SystemMonotonic};
 use super::descriptor::{DescriptorPublisher, PublishableDescriptor, validate_descriptor};
 use super::discovery::Discovery;
 use super::engine::{Engine, EngineConfig};
+use super::epoch::StoreEpoch;
 use super::error::LocationError;
 use super::identity::ObjectId;
 use super::identity::{HostRun, MeshName, OwnerId, new_owner_id};
-use super::lease::{LeaseBook, OwnerLease, RenewLoop};
+use super::lease::{LeaseBook, LeaseTerm, OwnerLease, RenewLoop};
 use super::options::LocationOptions;
 use super::query::{ListFilter, LocationEntry, LookupKind, Page, PageToken, Query};
 
@@ -65,11 +66,19 @@ impl LocationRuntimeBuilder {
             self.options.owner_lease_fencing_margin,
         ));
         let book = Arc::new(LeaseBook::default());
-        let engine = Engine::start(self.store.clone(), gate.clone(), book.clone(), self.engine)?;
+        let epoch = Arc::new(StoreEpoch::default());
+        let engine = Engine::start(
+            self.store.clone(),
+            gate.clone(),
+            book.clone(),
+            epoch.clone(),
+            self.engine,
+        )?;
         let lease = Arc::new(OwnerLease::new(
             self.store.clone(),
             gate.clone(),
             book.clone(),
+            epoch.clone(),
             new_owner_id(),
             retention,
         )?);
@@ -81,7 +90,7 @@ impl LocationRuntimeBuilder {
                 self.options.owner_lease_renew_timeout,
             )
         });
-        let authority = AuthorityClient::new(self.store.clone(), gate.clone(), engine);
+        let authority = AuthorityClient::new(self.store.clone(), gate.clone(), engine, epoch);
         Ok(LocationRuntime {
             store: self.store,
             options: self.options,
@@ -184,11 +193,12 @@ impl LocationRuntime {
         self.lease.run()
     }
 
-    /// Follows the run this host holds: `None` while its lease is lost, then the run of the
-    /// takeover under a new LeaseGeneration (the runtime republishes descriptors and
-    /// reclaims the earlier run's rows when it changes).
-    pub fn watch_runs(&self) -> tokio::sync::watch::Receiver<Option<HostRun>> {
-        self.lease.watch_runs()
+    /// Follows the lease term this host holds: `None` while its lease is lost, then the term
+    /// of the takeover (a new acquisition under a new LeaseGeneration, also after the Store
+    /// lost its data; the runtime republishes descriptors and reclaims the earlier run's
+    /// activations and rows when it changes).
+    pub fn watch_terms(&self) -> tokio::sync::watch::Receiver<Option<LeaseTerm>> {
+        self.lease.watch_terms()
     }
 
     /// The authority operations (crate-internal: applications never see records or

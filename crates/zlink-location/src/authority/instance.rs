@@ -69,6 +69,7 @@ impl AuthorityClient {
         target: &TargetNode,
     ) -> Result<Outcome<AuthorityHandle>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::RelocationChange)?;
+        self.seen(handle);
         if target.run != admission.run || handle.owner().owner_id == admission.run.owner_id {
             return Err(InvalidOperation::TakeoverNotByThisRun.into());
         }

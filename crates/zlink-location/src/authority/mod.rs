@@ -27,7 +27,9 @@ use zlink_store_spi::{
 use super::admission::{Admission, AdmissionGate, AdmissionOp};
 use super::capacity::{CapacityBundle, CapacityRow, NodeUsage};
 use super::engine::{CapMove, CapMoveKind, Engine, Expect, Plan, read_counts};
+use super::epoch::StoreEpoch;
 use super::error::{LocationError, RecordName};
+use super::generation::GenerationKind;
 use super::identity::{HostRun, NodeKey, ObjectId, ObjectKind, StableType};
 use super::keys::{self, PrivateFamily};
 use super::placement::{self, Candidate, PlacementRng, TargetNode};
@@ -95,6 +97,8 @@ pub struct AuthorityClient {
     store: Arc<dyn DynLocationStore>,
     gate: Arc<AdmissionGate>,
     engine: Engine,
+    /// The generations this host has seen (records it reads or takes ownership of).
+    epoch: Arc<StoreEpoch>,
     rng: Mutex<PlacementRng>,
 }
 
@@ -103,11 +107,13 @@ impl AuthorityClient {
         store: Arc<dyn DynLocationStore>,
         gate: Arc<AdmissionGate>,
         engine: Engine,
+        epoch: Arc<StoreEpoch>,
     ) -> Self {
         AuthorityClient {
             store,
             gate,
             engine,
+            epoch,
             rng: Mutex::new(PlacementRng::new()),
         }
     }
@@ -127,11 +133,23 @@ impl AuthorityClient {
                 version,
                 store_now,
                 ..
-            } => Ok(AuthorityRead::Found {
-                handle: AuthorityHandle::decode(id.clone(), &bytes, version)?,
-                store_now,
-            }),
+            } => {
+                let handle = AuthorityHandle::decode(id.clone(), &bytes, version)?;
+                self.seen(&handle);
+                Ok(AuthorityRead::Found { handle, store_now })
+            }
         }
+    }
+
+    /// Records the generations of a record this host read or takes ownership of, so no
+    /// counter that lost them (Store data loss) hands out one at or below them.
+    fn seen(&self, handle: &AuthorityHandle) {
+        self.epoch
+            .observe(GenerationKind::Object, handle.object_generation().get());
+        self.epoch.observe(
+            GenerationKind::AuthorityOwner,
+            handle.authority_owner_generation().get(),
+        );
     }
 
     /// Reads a node's allocation row: the slots secured on it, in use or reserved (zero when

@@ -519,6 +519,7 @@ impl AuthorityClient {
         record: zlink_codec::records::AuthorityRecord,
         extra: Option<(StoreKey, Option<Expect>, Mutation)>,
     ) -> Result<Option<Outcome<AuthorityHandle>>, LocationError> {
+        self.seen(handle);
         let size = record.payload.len() * 4 / 3 + if extra.is_some() { 2048 } else { 1024 };
         let key = keys::authority(handle.kind(), handle.id())?;
         let mut own = vec![

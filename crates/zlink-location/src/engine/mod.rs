@@ -50,6 +50,7 @@ use zlink_store_spi::{
 use super::admission::AdmissionGate;
 use super::capacity::CapacityRow;
 use super::counters::CounterRow;
+use super::epoch::StoreEpoch;
 use super::error::{InvalidOperation, LocationError};
 use super::identity::NodeKey;
 use super::keys;
@@ -80,6 +81,7 @@ impl Engine {
         store: Arc<dyn DynLocationStore>,
         gate: Arc<AdmissionGate>,
         book: Arc<LeaseBook>,
+        epoch: Arc<StoreEpoch>,
         config: EngineConfig,
     ) -> Result<Self, LocationError> {
         let handle =
@@ -90,6 +92,7 @@ impl Engine {
             store,
             gate,
             book,
+            epoch,
             config,
             cache: Cache::default(),
             locks: Locks::default(),
@@ -147,6 +150,9 @@ struct Worker {
     store: Arc<dyn DynLocationStore>,
     gate: Arc<AdmissionGate>,
     book: Arc<LeaseBook>,
+    /// The generations this host has seen: every issued block is recorded, every counter
+    /// read is checked against it (Store data loss).
+    epoch: Arc<StoreEpoch>,
     config: EngineConfig,
     cache: Cache,
     locks: Locks,
@@ -225,6 +231,7 @@ impl Worker {
                 let recovery = Recovery {
                     store: self.store.clone(),
                     book: self.book.clone(),
+                    epoch: self.epoch.clone(),
                     config: self.config,
                     backoff_seed: self.rng.next_u64(),
                 };
@@ -263,6 +270,8 @@ impl Worker {
     fn on_applied(&mut self, flight: Flight, put_versions: &[StoreVersion]) {
         let version = |i: usize| put_versions.get(i).cloned();
         for c in &flight.counters {
+            // The block issued ends just below the stored next value.
+            self.epoch.observe(c.kind, c.next.saturating_sub(1));
             self.cache.counters.insert(
                 c.kind,
                 CounterRow {
@@ -301,8 +310,11 @@ impl Worker {
             let plan = job.op.plan();
             for kind in plan.counters() {
                 if !self.cache.counters.contains_key(&kind) {
+                    let seen = self.epoch.highest(kind);
                     let read = self.store.read(&kind.counter_key()).await?;
-                    let row = CounterRow::from_read(kind, &read)?;
+                    let row = self
+                        .epoch
+                        .checked(CounterRow::from_read(kind, &read)?, seen);
                     self.cache.counters.insert(kind, row);
                 }
             }

@@ -13,6 +13,7 @@ use zlink_store_spi::{
 };
 
 use super::super::counters::CounterRow;
+use super::super::epoch::StoreEpoch;
 use super::super::error::LocationError;
 use super::super::generation::GenerationKind;
 use super::super::identity::NodeKey;
@@ -65,6 +66,7 @@ enum Recheck {
 pub(super) struct Recovery {
     pub store: Arc<dyn DynLocationStore>,
     pub book: Arc<LeaseBook>,
+    pub epoch: Arc<StoreEpoch>,
     pub config: EngineConfig,
     pub backoff_seed: u64,
 }
@@ -240,8 +242,11 @@ impl Recovery {
     ) -> Fresh {
         let mut fresh = Fresh::default();
         for kind in counters {
+            let seen = self.epoch.highest(kind);
             let row = match self.store.read(&kind.counter_key()).await {
-                Ok(read) => CounterRow::from_read(kind, &read).ok(),
+                Ok(read) => CounterRow::from_read(kind, &read)
+                    .ok()
+                    .map(|row| self.epoch.checked(row, seen)),
                 Err(_) => None,
             };
             fresh.counters.push((kind, row));

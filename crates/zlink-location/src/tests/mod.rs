@@ -9,6 +9,7 @@ mod capacity_model;
 mod corrupt;
 mod descriptors;
 mod engine;
+mod epoch;
 mod lease;
 mod per_actor;
 mod prelude;
@@ -79,6 +80,9 @@ on_every_store!(
     lease::acquire_issues_a_new_generation_renew_and_release_keep_it,
     lease::renew_loop_keeps_the_lease_and_refreshes_the_deadline,
     lease::takeover_of_an_expired_lease_issues_a_new_generation,
+    // A Store that lost its data (spec 21 §3, §5, §10; docs/store-epoch.md).
+    epoch::a_store_that_lost_its_data_is_a_lost_lease_and_generations_never_go_back,
+    epoch::a_counter_below_a_held_generation_is_data_loss,
     lease::lost_renew_reply_is_recovered_without_a_new_generation,
     descriptors::renew_at_unchanged_revision_is_stale_and_never_overwrites,
     descriptors::revision_overflow_enters_error_state_and_stops_publishing,

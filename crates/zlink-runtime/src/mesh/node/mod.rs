@@ -78,7 +78,11 @@
 //! ObjectGeneration on a live node), `an_earlier_run_of_this_host_is_reclaimed_after_a_lease_takeover`*
 //! (a host whose lease ran out and was taken over under a new generation republishes its
 //! descriptors, closes the earlier run's activations and reclaims that run's rows and
-//! capacity itself), `destroy_ends_only_the_named_incarnation`* (local and
+//! capacity itself), `store_loss::after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher_generations`*
+//! (every key of the Store deleted under three live roots: each re-acquires above its earlier
+//! LeaseGeneration, closes that run's activations, is seen as a peer and listed again, and
+//! every Actor is recreated with a higher ObjectGeneration, live on one node;
+//! `docs/store-epoch.md`), `destroy_ends_only_the_named_incarnation`* (local and
 //! remote owner; missing → false; a stale ref → InvalidOperation and the new incarnation
 //! lives on).
 //!

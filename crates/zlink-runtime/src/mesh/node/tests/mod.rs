@@ -19,4 +19,5 @@ mod objects;
 mod recovery;
 mod relocation;
 mod spots;
+mod store_loss;
 mod topology;
