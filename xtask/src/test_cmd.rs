@@ -4,7 +4,7 @@
 //! `ZLINK_REQUIRE_REDIS=1` (a live test that finds its variable missing fails instead of
 //! skipping), then runs `cargo fmt --check`, clippy with `-D warnings`, every workspace test,
 //! the golden conformance runner (offline and live against the single node) and the fault
-//! suite (`cargo xtask faults`, the scenarios in [`crate::faults::CI_SCENARIOS`]).
+//! suite (`cargo xtask faults`, every scenario).
 
 use std::process::Command;
 
@@ -70,10 +70,6 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         &env,
     );
     // The process-level fault suite (real redis-server and mesh_node processes, loopback).
-    let mut fault_args: Vec<&str> = vec!["xtask", "faults"];
-    for s in crate::faults::CI_SCENARIOS {
-        fault_args.extend(["--scenario", s]);
-    }
-    let faults = run_step("fault suite", &fault_args, &env);
+    let faults = run_step("fault suite", &["xtask", "faults"], &env);
     tests.and(conformance).and(faults)
 }

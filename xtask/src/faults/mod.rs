@@ -41,17 +41,6 @@ const PROBE_TIMEOUT_MS: u64 = 2_000;
 /// How long every Actor has to answer again after the heal (lease TTL + 5 s).
 const REACH_WITHIN_MS: u128 = TTL_MS as u128 + 5_000;
 
-/// The scenarios `cargo xtask test` runs: every scenario whose fix has landed
-/// (`redis-restart-empty` needs the store-epoch detection and is run by `cargo xtask faults`
-/// alone until then).
-pub(crate) const CI_SCENARIOS: [&str; 5] = [
-    "owner-kill",
-    "owner-stall",
-    "redis-stall",
-    "redis-restart-aof",
-    "foreign-keys",
-];
-
 /// The scenarios, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scenario {
