@@ -6,69 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use zlink_codec::records::ObjectRole;
 use zlink_location::{AuthorityRead, HostRun, LocationOptions, ObjectKind};
 use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
-use zlink_store_spi::DynLocationStore;
 use zlink_testkit::{Harness, snapshot_of};
 
 use super::support::*;
-use crate::mesh::config::ZLink;
-use crate::mesh::messaging::{Message, Request};
-use crate::mesh::node::{MeshNode, ZLinkHost};
-use crate::objects::Actor;
-
-struct Counter {
-    n: u64,
-}
-impl Actor for Counter {}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Incr;
-impl Message for Incr {
-    const PACKET: &'static str = "Incr";
-}
-impl Request for Incr {
-    type Reply = u64;
-}
-
-/// A root with one Object Server of the `counter` Actor type over `store`.
-async fn server(
-    store: Arc<dyn DynLocationStore>,
-    options: LocationOptions,
-    factories: &Arc<AtomicUsize>,
-) -> (ZLinkHost, MeshNode) {
-    let f = Arc::clone(factories);
-    let host = ZLink::builder()
-        .location_store(store)
-        .location_options(options)
-        .route_mesh(mesh(), move |b| {
-            b.object_role(ObjectRole::Server)
-                .actor_type::<Counter>("counter", move |t| {
-                    t.factory(move |_ctx| {
-                        let f = Arc::clone(&f);
-                        async move {
-                            f.fetch_add(1, Ordering::SeqCst);
-                            Ok(Counter { n: 0 })
-                        }
-                    })
-                    .disable_relocation()
-                    .on_request::<Incr, _>(|c, _req, _ctx| {
-                        Box::pin(async move {
-                            c.n += 1;
-                            Ok(c.n)
-                        })
-                    })
-                })
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("node");
-    (host, node)
-}
+use crate::mesh::node::ZLinkHost;
 
 /// Short leases, fast discovery, and the periodic sweep every `sweep` (0: off).
 fn options(sweep: Duration) -> LocationOptions {
@@ -159,7 +102,7 @@ async fn get_or_create_recovers_a_record_whose_owner_lease_is_gone_though_nobody
 ) {
     let factories = Arc::new(AtomicUsize::new(0));
     let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
-    let (hd, _) = server(faulty.clone(), options(Duration::ZERO), &factories).await;
+    let (hd, _) = counter_server(faulty.clone(), options(Duration::ZERO), &factories).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let md = hd.actors().expect("manager");
     let mut old = Vec::new();
@@ -173,7 +116,7 @@ async fn get_or_create_recovers_a_record_whose_owner_lease_is_gone_though_nobody
     let dead = runs(&[&hd]);
     kill_unobserved(h, &[&faulty], &dead).await;
 
-    let (ha, a) = server(h.store.clone(), options(Duration::ZERO), &factories).await;
+    let (ha, a) = counter_server(h.store.clone(), options(Duration::ZERO), &factories).await;
     // Its discovery lists it as a placement candidate.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let ma = ha.actors().expect("manager");
@@ -211,8 +154,8 @@ async fn a_periodic_sweep_reclaims_dead_runs_nobody_observed(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
     let f1 = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let f2 = Arc::new(FaultyLocationStore::new(h.store.clone()));
-    let (h1, n1) = server(f1.clone(), options(Duration::ZERO), &factories).await;
-    let (h2, n2) = server(f2.clone(), options(Duration::ZERO), &factories).await;
+    let (h1, n1) = counter_server(f1.clone(), options(Duration::ZERO), &factories).await;
+    let (h2, n2) = counter_server(f2.clone(), options(Duration::ZERO), &factories).await;
     wait_peers(&n1, 1).await;
     wait_peers(&n2, 1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -228,8 +171,8 @@ async fn a_periodic_sweep_reclaims_dead_runs_nobody_observed(h: &Harness) {
 
     // New roots, sweeping at the smallest interval allowed (the owner-lease TTL).
     let sweep = short_lease().owner_lease_ttl;
-    let (ha, a) = server(h.store.clone(), options(sweep), &factories).await;
-    let (hb, b) = server(h.store.clone(), options(sweep), &factories).await;
+    let (ha, a) = counter_server(h.store.clone(), options(sweep), &factories).await;
+    let (hb, b) = counter_server(h.store.clone(), options(sweep), &factories).await;
     wait_peers(&a, 1).await;
     wait_peers(&b, 1).await;
     // Every node's discovery lists both as placement candidates.
@@ -311,7 +254,7 @@ async fn a_stalled_owner_whose_lease_is_held_is_never_recovered(h: &Harness) {
         .expect("ready");
 
     let sweep = short_lease().owner_lease_ttl;
-    let (ha, _) = server(h.store.clone(), options(sweep), &factories).await;
+    let (ha, _) = counter_server(h.store.clone(), options(sweep), &factories).await;
     let ma = ha.actors().expect("manager");
     let got = ma.get_or_create("counter", "held").await.expect("the ref");
     assert_eq!(got.generation, record.object_generation().get());

@@ -5,57 +5,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use zlink_codec::records::ObjectRole;
 use zlink_store_spi::{
     Condition, DynLocationStore, LocationStore, Mutation, ReadResult, WriteRequest,
 };
 use zlink_testkit::{Harness, snapshot_of};
 
 use super::support::*;
-use crate::mesh::config::{MeshNodeBuilder, ZLink};
-use crate::mesh::messaging::{Message, NodeHandler, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
-use crate::objects::{Actor, ActorRef};
-
-struct Counter {
-    n: u64,
-}
-impl Actor for Counter {}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Incr;
-impl Message for Incr {
-    const PACKET: &'static str = "Incr";
-}
-impl Request for Incr {
-    type Reply = u64;
-}
+use crate::objects::ActorRef;
 
 /// An Object Server of the counter type with short leases, over `store`.
 async fn server(store: Arc<dyn DynLocationStore>) -> (ZLinkHost, MeshNode) {
-    let host = ZLink::builder()
-        .location_store(store)
-        .location_options(short_lease().polling_interval(Duration::from_millis(100)))
-        .route_mesh(mesh(), |b: MeshNodeBuilder<NodeHandler>| {
-            b.object_role(ObjectRole::Server)
-                .actor_type::<Counter>("counter", |t| {
-                    t.factory(|_ctx| async move { Ok(Counter { n: 0 }) })
-                        .disable_relocation()
-                        .on_request::<Incr, _>(|c, _req, _ctx| {
-                            Box::pin(async move {
-                                c.n += 1;
-                                Ok(c.n)
-                            })
-                        })
-                })
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("node");
-    (host, node)
+    let options = short_lease().polling_interval(Duration::from_millis(100));
+    counter_server(store, options, &Arc::default()).await
 }
 
 /// Deletes every key of the store (the Redis prefix of the test): a Store restarted without

@@ -267,3 +267,57 @@ impl RootOptions for WithRelocation {
             .relocation_options(self.1.clone())
     }
 }
+
+/// A counter Actor: `Incr` adds one and answers the count.
+pub(crate) struct Counter {
+    pub(crate) n: u64,
+}
+impl crate::objects::Actor for Counter {}
+
+/// Adds one to a [`Counter`]; answers the new count.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Incr;
+impl Message for Incr {
+    const PACKET: &'static str = "Incr";
+}
+impl Request for Incr {
+    type Reply = u64;
+}
+
+/// A root with one Object Server of the `counter` Actor type (DisableRelocation) over `store`,
+/// each factory run counted in `factories`.
+pub(crate) async fn counter_server(
+    store: Arc<dyn DynLocationStore>,
+    options: LocationOptions,
+    factories: &Arc<std::sync::atomic::AtomicUsize>,
+) -> (ZLinkHost, MeshNode) {
+    let f = Arc::clone(factories);
+    let host = ZLink::builder()
+        .location_store(store)
+        .location_options(options)
+        .route_mesh(mesh(), move |b| {
+            b.object_role(zlink_codec::records::ObjectRole::Server)
+                .actor_type::<Counter>("counter", move |t| {
+                    t.factory(move |_ctx| {
+                        let f = Arc::clone(&f);
+                        async move {
+                            f.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            Ok(Counter { n: 0 })
+                        }
+                    })
+                    .disable_relocation()
+                    .on_request::<Incr, _>(|c, _req, _ctx| {
+                        Box::pin(async move {
+                            c.n += 1;
+                            Ok(c.n)
+                        })
+                    })
+                })
+        })
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    let node = host.node(&mesh()).expect("node");
+    (host, node)
+}
