@@ -96,6 +96,18 @@ impl<S: Send + 'static> Activation<S> {
             .map_err(|_| SubmitError::Closed)
     }
 
+    /// [`submit`](Self::submit) past the mailbox bound (held work a relocation accepted; it is
+    /// never `Full`).
+    pub(crate) fn submit_past_bound(&self, bytes: usize, job: Job<S>) -> Result<(), SubmitError> {
+        if self.tx.is_closed() {
+            return Err(SubmitError::Closed);
+        }
+        let permit = self.mailbox.reserve_past_bound(bytes);
+        self.tx
+            .send(Queued::Job { job, permit })
+            .map_err(|_| SubmitError::Closed)
+    }
+
     /// (jobs, bytes) pending or executing.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn usage(&self) -> (usize, usize) {
@@ -247,6 +259,47 @@ mod tests {
         release_tx.send(()).unwrap();
         task.close().await;
         assert_eq!(a.usage(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_held_job_enters_a_full_mailbox_past_its_bound_and_runs_in_order() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let task = Activation::spawn(Counted { value: 0, drops }, 1, 10);
+        let a = task.activation().clone();
+        let (release_tx, release_rx) = oneshot::channel::<()>();
+        let (started_tx, started_rx) = oneshot::channel::<()>();
+        a.submit(
+            10,
+            Box::new(move |_s: &mut Counted| {
+                Box::pin(async move {
+                    let _ = started_tx.send(());
+                    let _ = release_rx.await;
+                })
+            }),
+        )
+        .unwrap();
+        started_rx.await.unwrap();
+        assert_eq!(a.submit(1, add(1, None)), Err(SubmitError::Full));
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let (tx, rx) = oneshot::channel();
+            a.submit_past_bound(5, add(1, Some(tx))).unwrap();
+            seen.push(rx);
+        }
+        assert_eq!(a.usage(), (4, 25), "counted past both bounds");
+        release_tx.send(()).unwrap();
+        let mut sums = Vec::new();
+        for rx in seen {
+            sums.push(rx.await.unwrap());
+        }
+        assert_eq!(sums, vec![1, 2, 3], "every held job ran, in order");
+        task.close().await;
+        assert_eq!(a.usage(), (0, 0), "returned once they ran");
+        assert_eq!(
+            a.submit_past_bound(1, add(1, None)),
+            Err(SubmitError::Closed),
+            "a closed activation still refuses"
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]

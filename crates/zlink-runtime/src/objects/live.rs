@@ -124,6 +124,18 @@ pub(crate) trait LiveObject: Send + Sync {
         reply: Option<Completion>,
     ) -> Result<(), ZLinkError>;
 
+    /// [`submit`](Self::submit) for work a relocation held and now hands over (the source's
+    /// hold at a cancel, the target's temporary queue at the commit; spec 21 §9.2, §9.4): it
+    /// enters the mailbox past its bound, never `CapacityExceeded` (the hold is bounded
+    /// itself). The door, the handler and a closing activation still refuse it.
+    fn submit_held(
+        &self,
+        route: RouteKind,
+        call: ObjectCall,
+        cost: usize,
+        reply: Option<Completion>,
+    ) -> Result<(), ZLinkError>;
+
     /// Stops new messages, finishes accepted ones, drops the state once.
     fn close(&self) -> BoxFuture<'static, ()>;
 
@@ -319,13 +331,16 @@ struct LiveInstance<T> {
     readiness: Option<Arc<Readiness>>,
 }
 
-impl<T: Send + 'static> LiveObject for LiveInstance<T> {
-    fn submit(
+impl<T: Send + 'static> LiveInstance<T> {
+    /// Queues one message ([`LiveObject::submit`]); `bounded: false` enters the mailbox past
+    /// its bound ([`LiveObject::submit_held`]).
+    fn submit_job(
         &self,
         route: RouteKind,
         mut call: ObjectCall,
         cost: usize,
         reply: Option<Completion>,
+        bounded: bool,
     ) -> Result<(), ZLinkError> {
         if let Err(e) = self.door.check() {
             if let Some(done) = reply {
@@ -401,7 +416,12 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
                 }
             })
         });
-        self.activation.submit(cost, job).map_err(|e| {
+        let submitted = if bounded {
+            self.activation.submit(cost, job)
+        } else {
+            self.activation.submit_past_bound(cost, job)
+        };
+        submitted.map_err(|e| {
             let e = match e {
                 SubmitError::Full => ZLinkError::application(
                     ErrorKind::CapacityExceeded,
@@ -415,7 +435,28 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
             e
         })
     }
+}
 
+impl<T: Send + 'static> LiveObject for LiveInstance<T> {
+    fn submit(
+        &self,
+        route: RouteKind,
+        call: ObjectCall,
+        cost: usize,
+        reply: Option<Completion>,
+    ) -> Result<(), ZLinkError> {
+        self.submit_job(route, call, cost, reply, true)
+    }
+
+    fn submit_held(
+        &self,
+        route: RouteKind,
+        call: ObjectCall,
+        cost: usize,
+        reply: Option<Completion>,
+    ) -> Result<(), ZLinkError> {
+        self.submit_job(route, call, cost, reply, false)
+    }
     fn close(&self) -> BoxFuture<'static, ()> {
         let task = self.task.lock().take();
         Box::pin(async move {

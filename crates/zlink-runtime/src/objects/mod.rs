@@ -11,7 +11,8 @@
 //!   exists as a Spot ends startup with `AlreadyExists`).
 //! - **Activations**: one per object on its owner node, built once by the factory, behind a
 //!   mailbox bounded on both jobs and bytes (reserved together, returned when the handler
-//!   finishes), running one turn at a time with a bounded slice; a `SpotWide` User Spot and its
+//!   finishes; work a relocation held and hands over enters past the bound, the hold being
+//!   bounded itself — `relocation` module doc), running one turn at a time with a bounded slice; a `SpotWide` User Spot and its
 //!   member Actors share one turn; closed exactly once after accepted turns.
 //! - **Managers**: [`ActorManager`] (`ZLinkHost::actors` / `actors_in`) and [`SpotManager`]
 //!   (`ZLinkHost::spots` / `spots_in`; none → NotConfigured, several → InvalidOperation,

@@ -23,7 +23,8 @@
 //!    refuses a list without its User Spot), so the all-zero checksum is recorded;
 //! 3. **seal** the Actor: new messages for it arriving here are held, in arrival order, in a
 //!    bounded hold ([`HOLD_MAX_RECORDS`] records, [`HOLD_MAX_BYTES`] bytes; past it a request
-//!    gets `Unavailable`, a one-way send is dropped and counted). Jobs the mailbox had already
+//!    gets `Unavailable`, a one-way send is dropped and counted — see *Dropped one-way
+//!    messages* below). Jobs the mailbox had already
 //!    accepted run to completion here first: the capture is a job of its own queued after
 //!    them, so their work is part of the captured state — nothing is lost or duplicated, it
 //!    simply runs before the move;
@@ -136,6 +137,23 @@
 //! the factory (the failed one discarded, 21 §9.2); every attempt failing is
 //! `ZLinkError::StateIncompatible` (a target reports it as its refusal's kind), which the host
 //! Relocate reports as `StateIncompatible` (28 §8). Not built: Sessions.
+//!
+//! **Dropped one-way messages** (21 §9.2, §9.4; 06 §11). A one-way has no reply, so a move
+//! that cannot run one never drops it silently: it increments the node's count
+//! (`HostStatus::dropped_one_way`, summed over the host) and logs `warn` with the object and
+//! the reason. The drops are: past a full hold; queued on a target whose move did not commit
+//! (its NewOwner conflicted or failed, the source aborted, the Restore was never prepared —
+//! including one-ways the source relayed after relay-ready); held for a follow that ended
+//! before they were handed to it; and refused when held work is handed over (the admission
+//! door closed, no handler for the packet, the activation closing). Held work is never
+//! refused for a **full mailbox**: the hold at a cancel (21 §9.4, restored to the source queue
+//! in its original order) and the temporary queue at the commit (21 §9.2, entered into the
+//! real execution queue in order before Ready — so every one-way the cutover accepted runs)
+//! enter the activation's mailbox past its bound (`LiveObject::submit_held`). Waiting for room
+//! instead would have to happen under the gate lock that keeps later messages from overtaking
+//! them; the hold itself is bounded (1,024 records, 16 MiB, the per-object mailbox's own
+//! defaults), so the overshoot is at most one hold and returns as the jobs run. A request
+//! refused at any of these points is answered with its error and not counted.
 //!
 //! **`SpotWide` User Spots** (21 §8, §8.2, §9.1; 28 §6) move as one unit — the Spot and
 //! every member at the seal, one reservation, one aggregate Restore, one NewOwner CAS on the
@@ -270,7 +288,8 @@ pub(crate) struct Relocations {
     incoming: Mutex<HashMap<u128, target::Incoming>>,
     /// Target side: `SpotWide` aggregate Restores and prepared groups, by RelocationId.
     spot_wide: Mutex<HashMap<u128, aggregate::Incoming>>,
-    /// One-way messages dropped past a hold's bound.
+    /// One-way messages dropped: past a hold's bound, refused at a resubmit, or in a
+    /// temporary queue of a move that did not commit (`HostStatus::dropped_one_way`).
     dropped: AtomicU64,
     /// Followed messages not forwarded (hop bound, cycle, generation; spec 21 §7.3).
     follow_refused: AtomicU64,
@@ -313,6 +332,11 @@ impl Relocations {
             Some(Gate::Holding(h)) => h.held.len(),
             _ => 0,
         }
+    }
+
+    /// One-way messages the relocations on this node dropped (`HostStatus::dropped_one_way`).
+    pub(crate) fn dropped_one_way(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// The interruptions of the units this node moved out so far: one per completed move,
@@ -392,9 +416,13 @@ impl Relocations {
         };
         match gate {
             Gate::Holding(h) | Gate::Queueing(h) => {
+                let one_way = m.reply.is_none();
                 if !h.push(key, m) {
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(object = %what(key.0, &key.1), "message refused: the relocation hold is full");
+                    if one_way {
+                        self.drop_one_way(key, &"the relocation hold is full");
+                    } else {
+                        tracing::debug!(object = %what(key.0, &key.1), "request refused: the relocation hold is full");
+                    }
                 }
                 None
             }
@@ -410,6 +438,24 @@ impl Relocations {
                 }
                 gates.remove(key);
                 Some(m)
+            }
+        }
+    }
+
+    /// Counts and logs one one-way message dropped for `reason` (no one else hears of it).
+    fn drop_one_way(&self, key: &ObjectKey, reason: &dyn std::fmt::Display) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(object = %what(key.0, &key.1), %reason, "relocation dropped a one-way message");
+    }
+
+    /// Hands held message `m` of `key` to `live` past its mailbox bound (`submit_held`); a
+    /// refused one-way is counted and logged, a refused request is answered through its
+    /// completion.
+    fn resubmit(&self, key: &ObjectKey, m: Held, live: &dyn LiveObject) {
+        let one_way = m.reply.is_none();
+        if let Err(e) = live.submit_held(m.route, m.call, m.cost, m.reply) {
+            if one_way {
+                self.drop_one_way(key, &e);
             }
         }
     }
@@ -450,8 +496,7 @@ impl Relocations {
         let mut gates = self.gates.lock();
         if let Some(Gate::Holding(h)) = gates.remove(key) {
             for m in h.held {
-                // A refused request is answered through its completion.
-                let _ = live.submit(m.route, m.call, m.cost, m.reply);
+                self.resubmit(key, m, live);
             }
         }
     }
@@ -484,7 +529,15 @@ impl Relocations {
         let mut gates = self.gates.lock();
         if let Some(Gate::Holding(h)) = gates.remove(key) {
             for m in h.held {
-                let _ = tx.send((m, None));
+                if let Err(mpsc::error::SendError((m, _))) = tx.send((m, None)) {
+                    match m.reply {
+                        Some(done) => done.complete(Err(ZLinkError::Unavailable {
+                            target: what(key.0, &key.1),
+                            reason: UnavailableReason::NotServing,
+                        })),
+                        None => self.drop_one_way(key, &"the message follow has ended"),
+                    }
+                }
             }
         }
         gates.insert(key.clone(), Gate::Following { until, record, tx });
@@ -526,13 +579,13 @@ impl Relocations {
         let mut gates = self.gates.lock();
         if let Some(Gate::Queueing(h)) = gates.remove(key) {
             for m in h.held {
-                let _ = live.submit(m.route, m.call, m.cost, m.reply);
+                self.resubmit(key, m, live);
             }
         }
     }
 
     /// Target: the move did not commit here: queued requests get `Unavailable` (the callers
-    /// re-read the record), one-ways are dropped.
+    /// re-read the record), one-ways are dropped, counted and logged.
     fn abandon(&self, key: &ObjectKey) {
         let removed = {
             let mut gates = self.gates.lock();
@@ -543,11 +596,12 @@ impl Relocations {
         };
         if let Some(Gate::Queueing(h)) = removed {
             for m in h.held {
-                if let Some(done) = m.reply {
-                    done.complete(Err(ZLinkError::Unavailable {
+                match m.reply {
+                    Some(done) => done.complete(Err(ZLinkError::Unavailable {
                         target: what(key.0, &key.1),
                         reason: UnavailableReason::NotServing,
-                    }));
+                    })),
+                    None => self.drop_one_way(key, &"the move did not commit here"),
                 }
             }
         }
@@ -701,7 +755,11 @@ mod tests {
             "a request past it"
         );
         assert!(r.intercept(&key(), message(1, None)).is_none());
-        assert_eq!(r.dropped.load(Ordering::Relaxed), 2, "both counted");
+        assert_eq!(
+            r.dropped_one_way(),
+            1,
+            "the one-way counted (the request was answered)"
+        );
         assert_eq!(held(&r), HOLD_MAX_RECORDS, "nothing else changed");
     }
 

@@ -362,6 +362,13 @@ impl ZLinkHost {
                 .flatten()
                 .map(|o| o.host.relocations.completions.counts())
                 .fold(super::CompletionCounts::default(), |a, b| a + b),
+            dropped_one_way: self
+                .inner
+                .objects
+                .iter()
+                .flatten()
+                .map(|o| o.host.relocations.dropped_one_way())
+                .sum(),
         }
     }
 

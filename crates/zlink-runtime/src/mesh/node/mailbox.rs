@@ -75,6 +75,19 @@ impl Mailbox {
         })
     }
 
+    /// Reserves both axes without checking the bounds: for work a relocation already accepted
+    /// into its own bounded hold (it enters the mailbox past the bound rather than being
+    /// refused; `relocation` module doc). The permit returns it like any other.
+    pub(crate) fn reserve_past_bound(self: &Arc<Self>, bytes: usize) -> MailboxPermit {
+        let mut u = self.used.lock();
+        u.jobs += 1;
+        u.bytes = u.bytes.saturating_add(bytes);
+        MailboxPermit {
+            mailbox: Arc::clone(self),
+            bytes,
+        }
+    }
+
     /// Waits for room on both axes.
     pub(crate) async fn reserve(self: &Arc<Self>, bytes: usize) -> MailboxPermit {
         if let Some(p) = self.try_reserve(bytes) {

@@ -24,6 +24,13 @@ pub struct HostStatus {
     /// Completion results of requests relayed to objects that moved here, over every
     /// MeshNode (spec 21 §9.3).
     pub completions: super::CompletionCounts,
+    /// One-way messages the relocations of this host's objects dropped, over every MeshNode:
+    /// refused by a full hold, refused when held work was resubmitted (the admission door
+    /// closed, no handler, the activation closing), or queued for a move that did not commit
+    /// here. Held work is never refused for a full mailbox, and a one-way the cutover accepted
+    /// is never dropped for one (`relocation` module doc). Each drop is also logged at `warn`
+    /// with the object and the reason.
+    pub dropped_one_way: u64,
 }
 
 /// One MeshNode.

@@ -23,6 +23,7 @@ mod aggregate_gate;
 mod attempts;
 mod callbacks;
 mod completion;
+mod drops;
 mod follow;
 mod gate;
 mod host;
