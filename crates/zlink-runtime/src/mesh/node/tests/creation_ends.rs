@@ -129,7 +129,19 @@ on_every_store!(
     a_reserved_row_past_its_deadline_and_cleanup_window_is_cancelled_by_the_next_node_that_meets_it,
 );
 
-async fn a_store_error_after_reserve_aborts_the_creation_and_records_its_terminal(h: &Harness) {
+/// Starts a one-slot [`gated_server`], creates the `plain` Actor `object` (approved for ids
+/// starting `ok`, rejected otherwise), lets the next `failures` writes touching its record fail
+/// unsettled once the factory runs, opens the gate and returns the host, its manager and the
+/// creation's error.
+async fn create_with_failing_writes(
+    h: &Harness,
+    object: &'static str,
+    failures: usize,
+) -> (
+    ZLinkHost,
+    crate::objects::ActorManager,
+    crate::mesh::messaging::ZLinkError,
+) {
     let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let (entered, gate) = (Arc::new(AtomicUsize::new(0)), Gate::new());
     let (ha, _a) = start_with(
@@ -142,19 +154,24 @@ async fn a_store_error_after_reserve_aborts_the_creation_and_records_its_termina
     let m = ha.actors().expect("manager");
     let call = {
         let m = m.clone();
-        tokio::spawn(async move { m.create("plain", "ok-1").await })
+        tokio::spawn(async move { m.create("plain", object).await })
     };
     wait_until("the factory runs", || entered.load(Ordering::SeqCst) == 1).await;
-    // The Ready commit is the next write touching the record: it fails and the read that
-    // would settle it fails too, so the Store's error reaches the creation.
-    let key = authority_key(ObjectKind::Actor, &id("ok-1"));
-    unsettled_failures(&faulty, &key, 1);
+    let key = authority_key(ObjectKind::Actor, &id(object));
+    unsettled_failures(&faulty, &key, failures);
     gate.open();
     let err = tokio::time::timeout(WAIT, call)
         .await
         .expect("the call ends")
         .expect("task")
-        .expect_err("the commit failed");
+        .expect_err("the creation fails");
+    (ha, m, err)
+}
+
+async fn a_store_error_after_reserve_aborts_the_creation_and_records_its_terminal(h: &Harness) {
+    // The Ready commit is the next write touching the record: it fails and the read that
+    // would settle it fails too, so the Store's error reaches the creation.
+    let (ha, m, err) = create_with_failing_writes(h, "ok-1", 1).await;
     assert_eq!(err.kind(), ErrorKind::InternalFailure, "{err}");
     assert!(
         record(&ha, "ok-1").await.is_none(),
@@ -173,30 +190,8 @@ async fn a_store_error_after_reserve_aborts_the_creation_and_records_its_termina
 }
 
 async fn a_failing_abort_is_retried_until_the_creation_ends(h: &Harness) {
-    let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
-    let (entered, gate) = (Arc::new(AtomicUsize::new(0)), Gate::new());
-    let (ha, _a) = start_with(
-        faulty.clone(),
-        fast_options(),
-        gated_server(&entered, &gate, 1),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let m = ha.actors().expect("manager");
-    let call = {
-        let m = m.clone();
-        tokio::spawn(async move { m.create("plain", "no-1").await })
-    };
-    wait_until("the factory runs", || entered.load(Ordering::SeqCst) == 1).await;
     // The declined creation's abort fails three times (the Store never applies it).
-    let key = authority_key(ObjectKind::Actor, &id("no-1"));
-    unsettled_failures(&faulty, &key, 3);
-    gate.open();
-    let err = tokio::time::timeout(WAIT, call)
-        .await
-        .expect("the call ends")
-        .expect("task")
-        .expect_err("declined");
+    let (ha, m, err) = create_with_failing_writes(h, "no-1", 3).await;
     assert_eq!(err.kind(), ErrorKind::Rejected, "{err}");
     assert!(
         record(&ha, "no-1").await.is_none(),
