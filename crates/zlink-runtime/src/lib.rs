@@ -2,5 +2,6 @@
 
 pub mod location;
 pub mod mesh;
+pub mod messaging;
 pub mod objects;
 pub(crate) mod relocation;

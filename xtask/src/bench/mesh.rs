@@ -23,7 +23,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use zlink_codec::{MeshName, RoutingId};
 use zlink_runtime::mesh::config::{Topology, ZLink};
-use zlink_runtime::mesh::messaging::{Message, Request};
+use zlink_runtime::messaging::{Message, Request};
 use zlink_runtime::mesh::node::{MeshNode, ZLinkHost};
 
 use super::transport::{

@@ -153,9 +153,9 @@ async fn start_root(
     url: &str,
     prefix: &str,
     node: impl FnOnce(
-        zlink_runtime::mesh::config::MeshNodeBuilder<zlink_runtime::mesh::messaging::NodeHandler>,
+        zlink_runtime::mesh::config::MeshNodeBuilder<zlink_runtime::messaging::NodeHandler>,
     ) -> zlink_runtime::mesh::config::MeshNodeBuilder<
-        zlink_runtime::mesh::messaging::NodeHandler,
+        zlink_runtime::messaging::NodeHandler,
     >,
 ) -> Result<zlink_runtime::mesh::node::ZLinkHost, String> {
     use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};

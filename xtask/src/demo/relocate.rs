@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
-use zlink_runtime::mesh::messaging::{BoxError, ErrorKind, Message, Request};
+use zlink_runtime::messaging::{BoxError, ErrorKind, Message, Request};
 use zlink_runtime::mesh::node::{
     CallOptions, CompletionCounts, RelocateOptions, RelocationOutcome, RelocationReason, ZLinkHost,
 };

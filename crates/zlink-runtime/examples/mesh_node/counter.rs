@@ -2,7 +2,7 @@
 //! the relocation policy `--relocation` chooses (with a JSON state adapter for `preserve`).
 
 use serde::{Deserialize, Serialize};
-use zlink_runtime::mesh::messaging::{BoxError, Message, Request};
+use zlink_runtime::messaging::{BoxError, Message, Request};
 use zlink_runtime::objects::{Actor, ActorStateAdapter, ActorType};
 
 /// The registered Actor type of `--objects`.

@@ -5,5 +5,4 @@
 //! node-direct and channel calls, the command plane, status and shutdown.
 
 pub mod config;
-pub mod messaging;
 pub mod node;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::mesh::messaging::BoxFuture;
+use crate::messaging::BoxFuture;
 use crate::mesh::node::{Mailbox, MailboxPermit};
 
 /// The most jobs an activation runs in a row before yielding.

@@ -17,7 +17,7 @@ use zlink_codec::{ObjectId, StableType};
 
 use super::client::{ObjectClient, Obtain, invalid};
 use super::refs::{ActorRef, SpotRef};
-use crate::mesh::messaging::ZLinkError;
+use crate::messaging::ZLinkError;
 
 /// A ref type a creation call yields (sealed: [`ActorRef`] and [`SpotRef`]).
 pub trait CreatedRef: sealed::Sealed + Send + 'static {}

@@ -34,7 +34,7 @@ use zlink_codec::{ObjectId, OperationId, RoutingId, StableType};
 use super::create::{CREATE_OBJECT, CreateCommand, CreationOrder};
 use super::host::{ObjectHost, ObjectKey, store_failure, what};
 use super::membership::Membership;
-use crate::mesh::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
+use crate::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
 use crate::mesh::node::{MeshNode, ReplyBody};
 use zlink_location::{
     AuthorityHandle, AuthorityRead, Conflict, CreationMark, Discovery, ErrorKind as StoreErrorKind,

@@ -37,7 +37,7 @@ use super::membership::Membership;
 use super::refs::terminal_ref;
 use super::registration::SpotExecution;
 use super::registration::{CreationContext, CreationDecision, FactoryContext};
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{ErrorKind, ZLinkError};
 use zlink_codec::keys::AuthorityKind;
 use zlink_location::{
     AuthorityHandle, AuthorityRead, Conflict, LocationError, OperationKey, Outcome, TerminalWrite,
@@ -268,7 +268,7 @@ impl ObjectHost {
                         self.cancel(handle, until).await;
                         return Err(ZLinkError::Unavailable {
                             target: what(spot.0, &spot.1),
-                            reason: crate::mesh::messaging::UnavailableReason::NotServing,
+                            reason: crate::messaging::UnavailableReason::NotServing,
                         });
                     };
                     let turn = live.turn();

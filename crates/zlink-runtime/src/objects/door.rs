@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::mesh::messaging::{UnavailableReason, ZLinkError};
+use crate::messaging::{UnavailableReason, ZLinkError};
 use zlink_location::LocationRuntime;
 
 /// A cheap handle to the host's admission gate (clones share it).

@@ -14,7 +14,7 @@ use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 
 use super::live::{ErasedType, LiveObject};
 use super::registration::{EntryCallback, EntryClosing, ObjectCall};
-use crate::mesh::messaging::{ErrorKind, RouteKind, UnavailableReason, ZLinkError};
+use crate::messaging::{ErrorKind, RouteKind, UnavailableReason, ZLinkError};
 use zlink_location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 
 /// The default per-object mailbox: jobs.
@@ -201,7 +201,7 @@ impl ObjectHost {
     pub(crate) fn not_accepting(&self) -> ZLinkError {
         ZLinkError::Unavailable {
             target: format!("new objects on MeshNode {:?}", self.mesh.as_str()),
-            reason: crate::mesh::messaging::UnavailableReason::NotServing,
+            reason: crate::messaging::UnavailableReason::NotServing,
         }
     }
 

@@ -13,7 +13,7 @@ use super::host::{ObjectHost, ObjectKey};
 use super::live::Completion;
 use super::messages::unframe_object_payload;
 use super::registration::{MessageContext, ObjectCall};
-use crate::mesh::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
+use crate::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
 use crate::mesh::node::{NodeInner, ObjectSink, SPOT_ADDRESS, answer_request, job_cost};
 use crate::relocation::Held;
 

@@ -38,7 +38,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::mesh::messaging::{BoxError, BoxFuture};
+use crate::messaging::{BoxError, BoxFuture};
 
 /// Why a Spot's activation closes (spec 28 §6 step 10, §9 step 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

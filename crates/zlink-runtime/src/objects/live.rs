@@ -16,7 +16,7 @@ use super::registration::{
     CaptureFn, CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall,
     ObjectOutput, TypedObject,
 };
-use crate::mesh::messaging::{BoxError, BoxFuture, ErrorKind, RouteKind, ZLinkError};
+use crate::messaging::{BoxError, BoxFuture, ErrorKind, RouteKind, ZLinkError};
 
 /// How building an activation ended.
 pub(crate) enum Built {
@@ -599,16 +599,16 @@ mod tests {
     /// Moves the state without copying; the copying pair fails, so using it is seen.
     struct Shared;
     impl ActorStateAdapter<Blob> for Shared {
-        fn capture(&self, _: &Blob) -> Result<Vec<u8>, crate::mesh::messaging::BoxError> {
+        fn capture(&self, _: &Blob) -> Result<Vec<u8>, crate::messaging::BoxError> {
             Err("the copying capture must not be used".into())
         }
-        fn restore(&self, _: &[u8]) -> Result<Blob, crate::mesh::messaging::BoxError> {
+        fn restore(&self, _: &[u8]) -> Result<Blob, crate::messaging::BoxError> {
             Err("the copying restore must not be used".into())
         }
-        fn capture_bytes(&self, b: &Blob) -> Result<Bytes, crate::mesh::messaging::BoxError> {
+        fn capture_bytes(&self, b: &Blob) -> Result<Bytes, crate::messaging::BoxError> {
             Ok(b.0.clone())
         }
-        fn restore_bytes(&self, bytes: Bytes) -> Result<Blob, crate::mesh::messaging::BoxError> {
+        fn restore_bytes(&self, bytes: Bytes) -> Result<Blob, crate::messaging::BoxError> {
             Ok(Blob(bytes))
         }
     }
@@ -616,10 +616,10 @@ mod tests {
     /// Copies on both sides (only the required pair is written).
     struct Copying;
     impl ActorStateAdapter<Blob> for Copying {
-        fn capture(&self, b: &Blob) -> Result<Vec<u8>, crate::mesh::messaging::BoxError> {
+        fn capture(&self, b: &Blob) -> Result<Vec<u8>, crate::messaging::BoxError> {
             Ok(b.0.to_vec())
         }
-        fn restore(&self, bytes: &[u8]) -> Result<Blob, crate::mesh::messaging::BoxError> {
+        fn restore(&self, bytes: &[u8]) -> Result<Blob, crate::messaging::BoxError> {
             Ok(Blob(Bytes::copy_from_slice(bytes)))
         }
     }

@@ -12,7 +12,7 @@ use super::call::{CreateCall, parse};
 use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient, invalid};
 use super::host::ObjectKey;
 use super::refs::ActorRef;
-use crate::mesh::messaging::{
+use crate::messaging::{
     Message, Metadata, OutboundMessage, Request, ZLinkError, decode_reply,
 };
 use crate::mesh::node::CallOptions;

@@ -15,7 +15,7 @@ use super::client::{ObjectClient, invalid};
 use super::host::{ObjectHost, ObjectKey, what};
 use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
-use crate::mesh::messaging::{
+use crate::messaging::{
     ErrorKind, ErrorReply, Metadata, OutboundMessage, RouteKind, UnavailableReason, ZLinkError,
 };
 use crate::mesh::node::{Address, ReplyBody};

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use zlink_store_spi::{PageLimit, ScanCursor};
 
 use super::host::{ObjectHost, store_failure};
-use crate::mesh::messaging::ZLinkError;
+use crate::messaging::ZLinkError;
 use zlink_location::{AuthorityHandle, Conflict, HostRun, LocationError, LocationRuntime, Outcome};
 
 /// Pages (of at most 1,000 authority rows) one periodic round reads.

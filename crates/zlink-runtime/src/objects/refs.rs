@@ -8,7 +8,7 @@ use zlink_codec::records::ObjectKind;
 use zlink_codec::terminal::ObjectRef;
 use zlink_codec::{Generation, MeshName, ObjectId, RoutingId};
 
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{ErrorKind, ZLinkError};
 use zlink_location::AuthorityHandle;
 
 /// The JSON form of a ref: ObjectGeneration as a decimal string (spec 21 §7.2), the node RID as

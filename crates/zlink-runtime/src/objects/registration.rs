@@ -23,7 +23,7 @@ use zlink_codec::payload::Registry;
 use zlink_codec::records::{ObjectKind, RelocationPolicy};
 
 use super::lifecycle::Lifecycle;
-use crate::mesh::messaging::{
+use crate::messaging::{
     BoxError, BoxFuture, Message, Metadata, PacketName, Request, RouteKind, ZLinkError,
 };
 
@@ -362,7 +362,7 @@ macro_rules! message_handlers {
                     + 'static,
             {
                 let handler: ObjectHandler<T> = Arc::new(move |state, call, codecs| {
-                    let decoded = crate::mesh::messaging::decode_payload::<R>(
+                    let decoded = crate::messaging::decode_payload::<R>(
                         codecs,
                         &call.content_type,
                         &call.payload,
@@ -372,7 +372,7 @@ macro_rules! message_handlers {
                             let fut = handler(state, request, call.context);
                             Box::pin(async move {
                                 let reply = fut.await?;
-                                crate::mesh::messaging::encode_payload(codecs, &reply).map(Some)
+                                crate::messaging::encode_payload(codecs, &reply).map(Some)
                             })
                         }
                         Err(e) => Box::pin(async move { Err(e) }),
@@ -392,7 +392,7 @@ macro_rules! message_handlers {
                     + 'static,
             {
                 let handler: ObjectHandler<T> = Arc::new(move |state, call, codecs| {
-                    match crate::mesh::messaging::decode_payload::<M>(
+                    match crate::messaging::decode_payload::<M>(
                         codecs,
                         &call.content_type,
                         &call.payload,

@@ -17,7 +17,7 @@ use super::host::ObjectKey;
 use super::instance::InstanceCall;
 use super::manager::{request_object, send_object};
 use super::refs::SpotRef;
-use crate::mesh::messaging::{Message, Request, ZLinkError};
+use crate::messaging::{Message, Request, ZLinkError};
 use crate::mesh::node::CallOptions;
 
 /// Creates, finds, closes and messages the User Spots of one object mesh (cheap to clone).
@@ -161,10 +161,10 @@ impl SpotManager {
     /// this manager's), [`metadata`](InstanceCall::metadata).
     ///
     /// ```no_run
-    /// # async fn f(spots: zlink_runtime::objects::SpotManager) -> Result<(), zlink_runtime::mesh::messaging::ZLinkError> {
+    /// # async fn f(spots: zlink_runtime::objects::SpotManager) -> Result<(), zlink_runtime::messaging::ZLinkError> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct Join;
-    /// # impl zlink_runtime::mesh::messaging::Message for Join { const PACKET: &'static str = "Join"; }
-    /// # impl zlink_runtime::mesh::messaging::Request for Join { type Reply = u32; }
+    /// # impl zlink_runtime::messaging::Message for Join { const PACKET: &'static str = "Join"; }
+    /// # impl zlink_runtime::messaging::Request for Join { type Reply = u32; }
     /// let members = spots.instance("room-1").stable_type("room").request(&Join).await?;
     /// # Ok(()) }
     /// ```

@@ -25,7 +25,7 @@ use super::source::{
 };
 use super::stage::{self, Settled, StageWriteError};
 use super::wire::{self, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
-use crate::mesh::messaging::{ErrorKind, ErrorMessage, ZLinkError};
+use crate::messaging::{ErrorKind, ErrorMessage, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;

@@ -12,7 +12,7 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_transport::Envelope;
 
 use super::{Held, Relocations, wire};
-use crate::mesh::messaging::{ErrorKind, RouteKind, ZLinkError};
+use crate::messaging::{ErrorKind, RouteKind, ZLinkError};
 use crate::mesh::node::{NodeInner, SPOT_ADDRESS};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::inbound;
@@ -384,8 +384,8 @@ mod tests {
                 payload: Bytes::new(),
                 context: crate::objects::registration::MessageContext {
                     id: "a".into(),
-                    packet: crate::mesh::messaging::PacketName::new("P").expect("packet"),
-                    metadata: crate::mesh::messaging::Metadata::empty(),
+                    packet: crate::messaging::PacketName::new("P").expect("packet"),
+                    metadata: crate::messaging::Metadata::empty(),
                     relocation: Default::default(),
                 },
             },

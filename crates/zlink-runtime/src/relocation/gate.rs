@@ -65,7 +65,7 @@ use zlink_relocation::transfer::{
 };
 
 use crate::mesh::config::RelocationOptions;
-use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 
 /// The target admission request (a command-plane request, answered once the target holds
 /// its permits): sent by the source before its seal, so the waits for the target's permits

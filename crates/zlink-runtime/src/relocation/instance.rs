@@ -29,7 +29,7 @@ use zlink_relocation::unit::UnitKind;
 
 use super::drive::Move;
 use super::source::{Ready, start_single};
-use crate::mesh::messaging::{UnavailableReason, ZLinkError};
+use crate::messaging::{UnavailableReason, ZLinkError};
 use crate::objects::SpotRef;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, store_failure, what};

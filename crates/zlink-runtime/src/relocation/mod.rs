@@ -184,7 +184,7 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::mesh::messaging::{RouteKind, UnavailableReason, ZLinkError};
+use crate::messaging::{RouteKind, UnavailableReason, ZLinkError};
 use crate::objects::host::{ObjectKey, what};
 use crate::objects::live::{Completion, LiveObject};
 use crate::objects::registration::ObjectCall;
@@ -310,7 +310,7 @@ pub(crate) struct Relocations {
 /// Tests: a callback run after a stage record applied (the move waits for it).
 #[cfg(test)]
 pub(crate) type StageHook = std::sync::Arc<
-    dyn Fn(zlink_relocation::unit::RecordedStage) -> crate::mesh::messaging::BoxFuture<'static, ()>
+    dyn Fn(zlink_relocation::unit::RecordedStage) -> crate::messaging::BoxFuture<'static, ()>
         + Send
         + Sync,
 >;
@@ -617,7 +617,7 @@ mod tests {
     use zlink_codec::keys::AuthorityKind;
 
     use super::*;
-    use crate::mesh::messaging::{ErrorKind, Metadata, PacketName};
+    use crate::messaging::{ErrorKind, Metadata, PacketName};
     use crate::objects::registration::MessageContext;
 
     fn key() -> ObjectKey {

@@ -57,7 +57,7 @@ use super::source::{Ready, relocate_actor_unit, start_single};
 #[cfg(test)]
 pub(crate) use super::target::resend_restores;
 use super::wire::{PerActorPart, Rebuild};
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{ErrorKind, ZLinkError};
 use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectHost, ObjectKey, store_failure};

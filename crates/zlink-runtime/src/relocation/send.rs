@@ -17,7 +17,7 @@ use zlink_transport::{Envelope, PeerHandle};
 use super::gate::{self, UnitGate};
 use super::source::answered;
 use super::wire;
-use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use crate::mesh::node::NodeInner;
 use zlink_location::AuthorityHandle;
 

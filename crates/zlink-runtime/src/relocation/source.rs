@@ -19,7 +19,7 @@ use super::drive::Move;
 use super::follow::{FollowChain, FollowRecord, Followed, next_hop};
 use super::stage;
 use super::wire::{self, Rebuild};
-use crate::mesh::messaging::{ErrorReply, UnavailableReason, ZLinkError};
+use crate::messaging::{ErrorReply, UnavailableReason, ZLinkError};
 use crate::mesh::node::ReplyBody;
 use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
@@ -285,7 +285,7 @@ pub(super) fn cutover_applied(
 /// conflicted and its prepared objects were removed) → a CAS conflict; anything else is not
 /// known → a deadline (the record settles it).
 pub(super) fn cutover_failed(attempt: TargetAttemptGeneration, e: &ZLinkError) -> Vec<Event> {
-    if e.kind() == crate::mesh::messaging::ErrorKind::Unavailable {
+    if e.kind() == crate::messaging::ErrorKind::Unavailable {
         vec![
             Event::CutoverReceived { attempt },
             Event::CasConflict { attempt },
@@ -449,7 +449,7 @@ pub(super) async fn read_owned_spot(
     if handle.state() != zlink_codec::records::AllocationState::Active {
         return Err(ZLinkError::Unavailable {
             target: what(key.0, &key.1),
-            reason: crate::mesh::messaging::UnavailableReason::NotServing,
+            reason: crate::messaging::UnavailableReason::NotServing,
         });
     }
     let host = &client.objects;
@@ -492,7 +492,7 @@ pub(super) async fn forward(
             rx.recv().await
         };
         let Some((mut m, chain)) = next else { break };
-        if m.route == crate::mesh::messaging::RouteKind::Send {
+        if m.route == crate::messaging::RouteKind::Send {
             if let Some(done) = m.reply.take() {
                 // An Instance Spot one-way whose caller waits for its admission.
                 done.complete(Err(super::instance::refollow()));

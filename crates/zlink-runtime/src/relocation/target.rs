@@ -19,8 +19,8 @@ use zlink_transport::{Envelope, Reply, ReplyStatus};
 use super::Held;
 use super::gate::{self, AdmitCommand};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, Rebuild, RestoreCommand};
-use crate::mesh::messaging::RouteKind;
-use crate::mesh::messaging::{BoxFuture, ErrorKind, ErrorReply, ZLinkError};
+use crate::messaging::RouteKind;
+use crate::messaging::{BoxFuture, ErrorKind, ErrorReply, ZLinkError};
 use crate::mesh::node::NodeInner;
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::inbound;
@@ -124,7 +124,7 @@ async fn relay(
         if let Some(done) = m.reply {
             done.complete(Err(ZLinkError::Unavailable {
                 target: format!("relocation {relocation}"),
-                reason: crate::mesh::messaging::UnavailableReason::NotServing,
+                reason: crate::messaging::UnavailableReason::NotServing,
             }));
         }
     }
@@ -390,7 +390,7 @@ impl Refusal {
             Self::Failed(why) => failed(&why),
             Self::Incompatible(why) => ZLinkError::StateIncompatible {
                 target: crate::objects::host::what(key.0, &key.1),
-                reason: crate::mesh::messaging::ErrorMessage::sanitise(&why),
+                reason: crate::messaging::ErrorMessage::sanitise(&why),
             },
         }
     }

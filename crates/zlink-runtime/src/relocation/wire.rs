@@ -10,7 +10,7 @@ use zlink_codec::{Generation, RoutingId};
 use zlink_transport::{Envelope, OperationId, ReplyRouteId};
 
 use super::follow::{FollowChain, Hop, MAX_FOLLOW_HOPS};
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{ErrorKind, ZLinkError};
 use zlink_location::ReservationWire;
 
 /// The Restore declaration (one-way): what moves and the transfer header.

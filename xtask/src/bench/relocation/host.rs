@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
 use zlink_codec::records::ObjectRole;
-use zlink_runtime::mesh::messaging::{BoxError, Message, Request};
+use zlink_runtime::messaging::{BoxError, Message, Request};
 use zlink_runtime::mesh::node::{MeshNode, RelocateOptions, ZLinkHost};
 use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter};
 

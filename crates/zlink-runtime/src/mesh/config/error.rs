@@ -4,7 +4,7 @@
 use zlink_codec::records::{ObjectKind, ObjectRole};
 use zlink_codec::{ChannelName, CodecError, MeshName, StableType};
 
-use crate::mesh::messaging::HandlerKey;
+use crate::messaging::HandlerKey;
 use zlink_location::ConfigError;
 
 /// What a [`StartupError`] is about, coarse enough to branch on.

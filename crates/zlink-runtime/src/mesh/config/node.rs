@@ -6,7 +6,7 @@ use std::time::Duration;
 use zlink_codec::records::{ObjectKind, ObjectRole};
 use zlink_codec::{ChannelName, MeshName, StableType};
 
-use crate::mesh::messaging::{
+use crate::messaging::{
     ChannelContext, Message, NodeContext, NodeHandler, Request, RouteKind, ZLinkError,
 };
 
@@ -83,7 +83,7 @@ pub(crate) struct PlacementSettings {
 }
 
 /// Configures one MeshNode under one MeshName (spec 06 §4). `H` is the handler value the
-/// messaging layer registers per [`HandlerKey`](crate::mesh::messaging::HandlerKey); this layer only checks the keys.
+/// messaging layer registers per [`HandlerKey`](crate::messaging::HandlerKey); this layer only checks the keys.
 ///
 /// Every setter records its value as given; out-of-range values and invalid combinations
 /// surface from [`ZLink::start_plan`](super::ZLink::start_plan) as a
@@ -147,7 +147,7 @@ impl<H> MeshNodeBuilder<H> {
     where
         F: Fn(crate::objects::CreationContext) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<
-                Output = Result<crate::objects::CreationDecision, crate::mesh::messaging::BoxError>,
+                Output = Result<crate::objects::CreationDecision, crate::messaging::BoxError>,
             > + Send
             + 'static,
     {
@@ -168,7 +168,7 @@ impl<H> MeshNodeBuilder<H> {
     pub fn on_entry_spot_closing<F, Fut>(mut self, callback: F) -> Self
     where
         F: Fn(crate::objects::ClosingContext) -> Fut + Send + Sync + 'static,
-        Fut: std::future::Future<Output = Result<(), crate::mesh::messaging::BoxError>>
+        Fut: std::future::Future<Output = Result<(), crate::messaging::BoxError>>
             + Send
             + 'static,
     {

@@ -12,7 +12,7 @@ use zlink_store_spi::{DynLocationStore, DynRelocationStore};
 
 use super::hosted::HostedService;
 use super::node::Topology;
-use crate::mesh::messaging::HandlerKey;
+use crate::messaging::HandlerKey;
 use zlink_location::{CapacityLimits, LocationOptions};
 
 /// A validated `host:port` endpoint (port 1..=65535; an IPv6 host without brackets).
@@ -270,8 +270,8 @@ pub struct ZLinkPlan<H> {
     pub(crate) hosted_services: Vec<Arc<dyn HostedService>>,
     pub(crate) nodes: Vec<MeshNodePlan<H>>,
     pub(crate) channel_index: BTreeMap<ChannelName, MeshName>,
-    pub(crate) filters: Vec<Arc<dyn crate::mesh::messaging::Filter>>,
-    pub(crate) factories: crate::mesh::messaging::ScopedFactories,
+    pub(crate) filters: Vec<Arc<dyn crate::messaging::Filter>>,
+    pub(crate) factories: crate::messaging::ScopedFactories,
 }
 
 impl<H: fmt::Debug> fmt::Debug for ZLinkPlan<H> {

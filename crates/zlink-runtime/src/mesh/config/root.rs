@@ -13,8 +13,8 @@ use super::error::StartupError;
 use super::hosted::HostedService;
 use super::node::MeshNodeBuilder;
 use super::plan::ZLinkPlan;
-use crate::mesh::messaging::{Filter, FilterContext, Next, NodeHandler, ZLinkError};
-use crate::mesh::messaging::{FnFilter, ScopedFactories};
+use crate::messaging::{Filter, FilterContext, Next, NodeHandler, ZLinkError};
+use crate::messaging::{FnFilter, ScopedFactories};
 use zlink_location::LocationOptions;
 
 /// The default bind host of every listener (loopback: nothing is exposed unless asked).

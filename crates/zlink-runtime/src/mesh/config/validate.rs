@@ -16,7 +16,7 @@ use super::node::{
 };
 use super::plan::{ManualPeer, MeshNodePlan, PeerEndpoint, RoutingIdPlan, ZLinkPlan};
 use super::root::ZLinkBuilder;
-use crate::mesh::messaging::{HandlerKey, PacketName};
+use crate::messaging::{HandlerKey, PacketName};
 use zlink_location::{CapacityLimits, DEFAULT_WEIGHT, LocationOptions, MAX_WEIGHT};
 
 /// The longest automatic routing-id prefix (spec 06 §23).

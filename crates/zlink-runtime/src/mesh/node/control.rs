@@ -23,7 +23,7 @@ use zlink_codec::ChannelName;
 use zlink_transport::{Envelope, InboundFrame as WireFrame, Reply, ReplyStatus};
 
 use super::core::NodeInner;
-use crate::mesh::messaging::{BoxFuture, ErrorKind, ErrorReply, ZLinkError};
+use crate::messaging::{BoxFuture, ErrorKind, ErrorReply, ZLinkError};
 
 /// The weights announcement.
 pub(crate) const WEIGHTS: &str = "zlink.weights";

@@ -20,7 +20,7 @@ use super::mailbox::{Mailbox, job_cost};
 use super::peers::{Member, PeerTable, pick_weighted, uniform_below};
 use super::pending::Pending;
 use crate::mesh::config::{ManualPeer, Topology};
-use crate::mesh::messaging::{
+use crate::messaging::{
     Cancellation, Correlation, DispatchOutcome, Dispatcher, InboundFrame, InboundReply,
     InboundTarget, Metadata, OutboundMessage, ReplyExpectation, SendEnd, UnavailableReason,
     ZLinkError,
@@ -176,7 +176,7 @@ pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
         peer: RoutingId,
         envelope: Envelope,
         guard: Box<dyn Send>,
-    ) -> Option<crate::mesh::messaging::BoxFuture<'static, ()>>;
+    ) -> Option<crate::messaging::BoxFuture<'static, ()>>;
 
     /// A host run's owner lease is gone (discovery no longer lists it): reclaim what it owned.
     fn owner_gone(&self, run: zlink_location::HostRun);
@@ -188,7 +188,7 @@ pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
     /// The usage this node's descriptor projects now (`None` when it cannot be read).
     fn projection(
         &self,
-    ) -> crate::mesh::messaging::BoxFuture<
+    ) -> crate::messaging::BoxFuture<
         '_,
         Option<(
             zlink_codec::records::DescriptorCapacity,
@@ -393,7 +393,7 @@ impl NodeInner {
                 Ok(ReplyBody::Error(Bytes::from(error.encode())))
             }
             DispatchOutcome::NoReply(_) => Err(ZLinkError::application(
-                crate::mesh::messaging::ErrorKind::InternalFailure,
+                crate::messaging::ErrorKind::InternalFailure,
                 "a request dispatch produced no reply",
             )),
         }
@@ -507,11 +507,11 @@ pub(crate) fn transport_error(e: TransportError) -> ZLinkError {
         TransportError::ShuttingDown => ZLinkError::ShuttingDown,
         other => match other.kind() {
             TransportErrorKind::Exhausted => ZLinkError::application(
-                crate::mesh::messaging::ErrorKind::InternalFailure,
+                crate::messaging::ErrorKind::InternalFailure,
                 &other.to_string(),
             ),
             TransportErrorKind::InvalidArgument => ZLinkError::application(
-                crate::mesh::messaging::ErrorKind::InvalidOperation,
+                crate::messaging::ErrorKind::InvalidOperation,
                 &other.to_string(),
             ),
             _ => ZLinkError::Unavailable {

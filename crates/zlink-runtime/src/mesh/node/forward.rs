@@ -6,7 +6,7 @@
 use zlink_transport::{Envelope, PeerHandle};
 
 use super::core::{NodeInner, transport_error};
-use crate::mesh::messaging::ZLinkError;
+use crate::messaging::ZLinkError;
 
 #[cfg_attr(not(test), allow(dead_code))]
 impl NodeInner {

@@ -12,7 +12,7 @@ use super::control;
 use super::core::{Address, CallOptions, NodeInner, ReplyBody};
 use super::status::{ManualPeerStatus, NodeStatus, PeerStatus};
 use crate::mesh::config::{ManualPeer, PeerEndpoint};
-use crate::mesh::messaging::{
+use crate::messaging::{
     ErrorKind, Message, OutboundMessage, Request, ZLinkError, decode_reply,
 };
 
@@ -312,7 +312,7 @@ impl MeshNode {
         {
             ReplyBody::Ok { .. } => Ok(()),
             ReplyBody::Error(bytes) => {
-                Err(crate::mesh::messaging::ErrorReply::decode(&bytes)?.into_error())
+                Err(crate::messaging::ErrorReply::decode(&bytes)?.into_error())
             }
         }
     }

@@ -17,7 +17,7 @@ use super::handle::MeshNode;
 use super::lifecycle::Lifecycle;
 use super::status::{HostStatus, ShutdownOutcome, ShutdownReason, ShutdownReport};
 use crate::mesh::config::RunningHostedServices;
-use crate::mesh::messaging::{Message, Request, ZLinkError};
+use crate::messaging::{Message, Request, ZLinkError};
 use zlink_location::LocationRuntime;
 
 /// The default shutdown deadline (spec 28 §12).
@@ -236,7 +236,7 @@ impl ZLinkHost {
                 let first = found.next();
                 if found.next().is_some() {
                     return Err(ZLinkError::application(
-                        crate::mesh::messaging::ErrorKind::InvalidOperation,
+                        crate::messaging::ErrorKind::InvalidOperation,
                         "several MeshNodes have an object role: name one with actors_in / spots_in",
                     ));
                 }
@@ -244,7 +244,7 @@ impl ZLinkHost {
                     Some((i, _)) => i,
                     None => {
                         return Err(ZLinkError::application(
-                            crate::mesh::messaging::ErrorKind::NotConfigured,
+                            crate::messaging::ErrorKind::NotConfigured,
                             "no MeshNode of this root has an object role",
                         ));
                     }
@@ -256,7 +256,7 @@ impl ZLinkHost {
             Some(o) => {
                 let discovery = o.discovery.clone().ok_or_else(|| {
                     ZLinkError::application(
-                        crate::mesh::messaging::ErrorKind::NotConfigured,
+                        crate::messaging::ErrorKind::NotConfigured,
                         "object placement needs automatic topology",
                     )
                 })?;
@@ -267,7 +267,7 @@ impl ZLinkHost {
                 })
             }
             None => Err(ZLinkError::application(
-                crate::mesh::messaging::ErrorKind::NotConfigured,
+                crate::messaging::ErrorKind::NotConfigured,
                 "this MeshNode has no object role",
             )),
         }
@@ -304,7 +304,7 @@ impl ZLinkHost {
         match self.inner.location.lock().await.as_ref() {
             Some(rt) => Ok(Arc::clone(rt)),
             None => Err(ZLinkError::application(
-                crate::mesh::messaging::ErrorKind::NotConfigured,
+                crate::messaging::ErrorKind::NotConfigured,
                 "this root has no Location Store (or it has stopped)",
             )),
         }
@@ -341,7 +341,7 @@ impl ZLinkHost {
             .await
             .map_err(|e| match e {
                 zlink_location::LocationError::InvalidOperation(i) => ZLinkError::application(
-                    crate::mesh::messaging::ErrorKind::InvalidOperation,
+                    crate::messaging::ErrorKind::InvalidOperation,
                     &i.to_string(),
                 ),
                 other => crate::objects::host::store_failure(other),

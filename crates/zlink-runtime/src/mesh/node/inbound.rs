@@ -13,7 +13,7 @@ use zlink_transport::{Envelope, FrameReceiver, PeerEvent, Reply, ReplyReceiver, 
 use super::control;
 use super::core::{NodeInner, log_send_end};
 use super::mailbox::job_cost;
-use crate::mesh::messaging::{
+use crate::messaging::{
     Cancellation, Correlation, DispatchOutcome, ErrorReply, InboundFrame, InboundTarget,
     ReplyExpectation, ZLinkError,
 };
@@ -119,7 +119,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
             HostState::Relocated => {
                 let refused = ZLinkError::Unavailable {
                     target: "this host (relocated)".into(),
-                    reason: crate::mesh::messaging::UnavailableReason::NotServing,
+                    reason: crate::messaging::UnavailableReason::NotServing,
                 };
                 answer(&node, peer_rid, &env, Err(refused));
                 continue;
@@ -183,7 +183,7 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
             },
             Err(e) => {
                 let err = ZLinkError::application(
-                    crate::mesh::messaging::ErrorKind::ProtocolError,
+                    crate::messaging::ErrorKind::ProtocolError,
                     &format!("bad channel address: {e}"),
                 );
                 answer(node, peer_rid, &env, Err(err));

@@ -9,7 +9,7 @@ use tokio::sync::{Notify, watch};
 use zlink_codec::records::HostState;
 
 use super::observe::{HostEvent, HostEvents, HostObserver};
-use crate::mesh::messaging::{Cancellation, UnavailableReason, ZLinkError};
+use crate::messaging::{Cancellation, UnavailableReason, ZLinkError};
 
 /// The shared lifecycle of one started root: its state and its accepted work.
 #[derive(Debug)]
@@ -164,13 +164,13 @@ mod tests {
     async fn only_serving_admits_and_draining_answers_shutting_down() {
         let life = Lifecycle::new();
         let err = life.admit().unwrap_err();
-        assert_eq!(err.kind(), crate::mesh::messaging::ErrorKind::Unavailable);
+        assert_eq!(err.kind(), crate::messaging::ErrorKind::Unavailable);
         assert!(life.transition(&[HostState::Preparing], HostState::Serving));
         let guard = life.admit().unwrap();
         assert_eq!(life.accepted(), 1);
         assert!(life.transition(&[HostState::Serving], HostState::Draining));
         let err = life.admit().unwrap_err();
-        assert_eq!(err.kind(), crate::mesh::messaging::ErrorKind::ShuttingDown);
+        assert_eq!(err.kind(), crate::messaging::ErrorKind::ShuttingDown);
         let waiter = tokio::spawn({
             let life = Arc::clone(&life);
             async move { life.drained().await }

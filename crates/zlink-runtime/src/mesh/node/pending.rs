@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use zlink_transport::{ConnectionId, InboundReply, OperationId, PeerInfo, Reply, ReplyRouteId};
 
-use crate::mesh::messaging::{UnavailableReason, ZLinkError};
+use crate::messaging::{UnavailableReason, ZLinkError};
 
 /// The end of one request, delivered to its waiter.
 pub(crate) type Completion = Result<Reply, ZLinkError>;

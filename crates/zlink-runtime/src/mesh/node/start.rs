@@ -26,7 +26,7 @@ use crate::mesh::config::{
     DEFAULT_ROUTING_ID_PREFIX, HostedStartError, MeshNodePlan, RoutingIdPlan, StartupError,
     Topology, ZLink, ZLinkPlan, start_hosted_services,
 };
-use crate::mesh::messaging::{Dispatcher, NodeHandler, ZLinkError};
+use crate::messaging::{Dispatcher, NodeHandler, ZLinkError};
 use zlink_codec::records::ObjectRole;
 use zlink_location::{LocationError, LocationRuntime};
 

@@ -9,7 +9,7 @@ use zlink_codec::{ObjectId, OperationId, StableType};
 
 use super::envelope::ActivationEnvelope;
 use super::{deadline_exceeded, type_mismatch};
-use crate::mesh::messaging::{
+use crate::messaging::{
     ErrorKind, Message, Metadata, OutboundMessage, Request, RouteKind, ZLinkError, decode_reply,
 };
 use crate::mesh::node::ReplyBody;

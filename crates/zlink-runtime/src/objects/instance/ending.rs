@@ -55,9 +55,9 @@ impl Endings {
 }
 
 /// The *moving* result of a Close that came after the relocation of the Spot `id` began.
-pub(crate) fn moving(id: &ObjectId) -> crate::mesh::messaging::ZLinkError {
-    crate::mesh::messaging::ZLinkError::application(
-        crate::mesh::messaging::ErrorKind::Unavailable,
+pub(crate) fn moving(id: &ObjectId) -> crate::messaging::ZLinkError {
+    crate::messaging::ZLinkError::application(
+        crate::messaging::ErrorKind::Unavailable,
         &format!(
             "spot {:?} is moving (a relocation committed first): the Close was not applied",
             id.as_str()

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::{MeshName, ObjectId, OperationId, RoutingId, StableType};
 use zlink_store_spi::BlobRef;
 
-use crate::mesh::messaging::{ErrorKind, PacketName, RouteKind, ZLinkError};
+use crate::messaging::{ErrorKind, PacketName, RouteKind, ZLinkError};
 
 /// The envelope's magic bytes.
 const MAGIC: &[u8; 8] = b"ZLCAENV1";

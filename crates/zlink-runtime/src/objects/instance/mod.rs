@@ -69,7 +69,7 @@ use zlink_codec::{ObjectId, StableType};
 use zlink_store_spi::{DynRelocationStore, Retention};
 
 use super::host::ObjectHost;
-use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use zlink_location::{CapacityBundle, Discovery, LocationError, PlacementRng, TargetNode};
 
 pub use call::InstanceCall;

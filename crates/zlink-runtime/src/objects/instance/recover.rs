@@ -176,7 +176,7 @@ async fn restore_one(
 async fn read_envelope(
     host: &ObjectHost,
     root: &RecoveryRoot,
-) -> Result<Option<ActivationEnvelope>, crate::mesh::messaging::ZLinkError> {
+) -> Result<Option<ActivationEnvelope>, crate::messaging::ZLinkError> {
     let (store, _) = host.instances.store()?;
     let blob = root.blob()?;
     for attempt in 0..READS {
@@ -190,8 +190,8 @@ async fn read_envelope(
             }
             Ok(BlobReadResult::Missing { .. }) => return Ok(None),
             Err(e) => {
-                return Err(crate::mesh::messaging::ZLinkError::application(
-                    crate::mesh::messaging::ErrorKind::InternalFailure,
+                return Err(crate::messaging::ZLinkError::application(
+                    crate::messaging::ErrorKind::InternalFailure,
                     &format!("relocation store: {e}"),
                 ));
             }

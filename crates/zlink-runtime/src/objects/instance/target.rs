@@ -14,7 +14,7 @@ use zlink_transport::{Envelope, PeerHandle};
 
 use super::envelope::{ActivationEnvelope, MAX_HOPS, RecoveryRoot, decode_output, encode_output};
 use super::{Activating, deadline_exceeded, settled, type_mismatch};
-use crate::mesh::messaging::{
+use crate::messaging::{
     ErrorKind, ErrorReply, Metadata, RouteKind, UnavailableReason, ZLinkError,
 };
 use crate::mesh::node::{NodeInner, ReplyBody, job_cost};

@@ -79,7 +79,7 @@ use serde::{Deserialize, Serialize};
 
 use super::target::Command;
 use super::wire::protocol;
-use crate::mesh::messaging::ZLinkError;
+use crate::messaging::ZLinkError;
 use zlink_location::ReservationWire;
 
 pub(crate) use start::relocate_spot_wide;

@@ -22,7 +22,7 @@ use zlink_store_spi::StoreVersion;
 
 use super::start::{Part, capacity_exceeded, internal};
 use super::{Payload, RestoreCommand};
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{ErrorKind, ZLinkError};
 use crate::objects::RelocationReadyOutcome;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{stale, store_failure};

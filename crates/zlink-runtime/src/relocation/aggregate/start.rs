@@ -17,7 +17,7 @@ use zlink_relocation::unit::{
 };
 
 use super::source::Group;
-use crate::mesh::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;

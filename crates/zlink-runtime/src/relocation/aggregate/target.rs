@@ -18,7 +18,7 @@ use zlink_relocation::transfer::{Assembly, PayloadChunk, RestoreHeader};
 use zlink_transport::Envelope;
 
 use super::{Payload, RestoreCommand};
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{ErrorKind, ZLinkError};
 use crate::objects::RelocationReadyOutcome;
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::lifecycle::LifecycleCall;

@@ -70,7 +70,7 @@ use zlink_store_spi::{BlobRef, DynRelocationStore};
 use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::stage;
-use crate::mesh::messaging::{ErrorKind, ErrorReply, ZLinkError};
+use crate::messaging::{ErrorKind, ErrorReply, ZLinkError};
 use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::Completion;

@@ -5,7 +5,7 @@ use zlink_codec::{RoutingId, StableType};
 
 use super::*;
 use crate::mesh::config::{MeshNodePlan, RoutingIdPlan, StartupErrorKind, Topology};
-use crate::mesh::messaging::{HandlerKey, PacketName, RouteKind};
+use crate::messaging::{HandlerKey, PacketName, RouteKind};
 
 fn node_of(plan: ZLinkPlan<u32>) -> MeshNodePlan<u32> {
     plan.nodes.into_iter().next().unwrap()

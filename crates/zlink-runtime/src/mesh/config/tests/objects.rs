@@ -4,7 +4,7 @@
 use zlink_codec::records::{ObjectKind, ObjectRole, RelocationPolicy};
 
 use super::*;
-use crate::mesh::messaging::BoxError;
+use crate::messaging::BoxError;
 use crate::objects::{
     Actor, ActorStateAdapter, ActorType, ReadinessMode, RelocationChoice, Spot, SpotExecution,
     SpotType,

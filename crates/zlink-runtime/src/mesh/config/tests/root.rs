@@ -8,7 +8,7 @@ use zlink_codec::records::{MAX_DECIMAL, ObjectRole};
 
 use super::*;
 use crate::mesh::config::{HostField, StartupErrorKind, StoreKind, StoreRequirement, Topology};
-use crate::mesh::messaging::RouteKind;
+use crate::messaging::RouteKind;
 use zlink_location::{ConfigError, LocationOptions};
 
 #[test]

@@ -13,7 +13,7 @@ use super::targets::wait_for_targets;
 use super::types::{RelocationMode, RelocationOutcome, RelocationReason, RelocationResult};
 use super::units::preflight;
 use crate::mesh::config::Topology;
-use crate::mesh::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{ErrorKind, ZLinkError};
 use crate::mesh::node::control;
 use crate::mesh::node::host::HostInner;
 

@@ -8,7 +8,7 @@ use zlink_codec::records::ObjectRole;
 
 use super::support::*;
 use crate::mesh::config::MeshNodeBuilder;
-use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request, ZLinkError};
+use crate::messaging::{ErrorKind, Message, NodeHandler, Request, ZLinkError};
 use crate::objects::{Actor, ActorType};
 use zlink_testkit::Harness;
 

@@ -15,7 +15,7 @@ use zlink_store_spi::DynLocationStore;
 
 use super::support::*;
 use crate::mesh::config::{MeshNodeBuilder, ZLink};
-use crate::mesh::messaging::{
+use crate::messaging::{
     ErrorKind, Message, Metadata, NodeHandler, OutboundMessage, Request, RouteKind,
 };
 use crate::mesh::node::ZLinkHost;
@@ -187,7 +187,7 @@ fn deliver<M: Message>(
     id: &str,
     msg: &M,
 ) -> (
-    Result<(), crate::mesh::messaging::ZLinkError>,
+    Result<(), crate::messaging::ZLinkError>,
     tokio::sync::oneshot::Receiver<crate::objects::registration::ObjectOutput>,
 ) {
     let inner = &owner.actors().expect("manager").client.node.inner;
@@ -219,7 +219,7 @@ async fn cut_off(faulty: &FaultyLocationStore<Arc<dyn DynLocationStore>>, owner:
     .await;
 }
 
-fn unavailable<T: std::fmt::Debug>(out: &Result<T, crate::mesh::messaging::ZLinkError>) -> bool {
+fn unavailable<T: std::fmt::Debug>(out: &Result<T, crate::messaging::ZLinkError>) -> bool {
     matches!(out, Err(e) if e.kind() == ErrorKind::Unavailable)
 }
 

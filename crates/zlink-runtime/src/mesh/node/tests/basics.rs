@@ -1,7 +1,7 @@
 //! Two nodes find each other through the Location Store and exchange node-direct requests.
 
 use super::support::*;
-use crate::mesh::messaging::ErrorKind;
+use crate::messaging::ErrorKind;
 use crate::mesh::node::{HostState, ShutdownOutcome};
 use zlink_testkit::Harness;
 

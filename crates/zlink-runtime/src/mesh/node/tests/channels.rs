@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::{ChannelName, RoutingId};
 
 use super::support::*;
-use crate::mesh::messaging::{ErrorKind, Message, Request};
+use crate::messaging::{ErrorKind, Message, Request};
 use crate::mesh::node::{CallOptions, MeshNode, ShutdownOutcome, ZLinkHost};
 use zlink_testkit::Harness;
 

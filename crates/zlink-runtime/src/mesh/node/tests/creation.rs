@@ -14,7 +14,7 @@ use zlink_store_spi::{LocationStore, ReadResult};
 
 use super::support::*;
 use crate::mesh::config::MeshNodeBuilder;
-use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request};
+use crate::messaging::{ErrorKind, Message, NodeHandler, Request};
 use crate::mesh::node::ZLinkHost;
 use crate::objects::create::{CreateCommand, CreationOrder};
 use crate::objects::{Actor, ActorType, CreationDecision};

@@ -20,7 +20,7 @@ use zlink_testkit::Harness;
 use super::support::*;
 use crate::mesh::config::MeshNodeBuilder;
 use crate::mesh::config::ZLink;
-use crate::mesh::messaging::{ErrorKind, NodeHandler};
+use crate::messaging::{ErrorKind, NodeHandler};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, CreationDecision};
 
@@ -140,7 +140,7 @@ async fn create_with_failing_writes(
 ) -> (
     ZLinkHost,
     crate::objects::ActorManager,
-    crate::mesh::messaging::ZLinkError,
+    crate::messaging::ZLinkError,
 ) {
     let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let (entered, gate) = (Arc::new(AtomicUsize::new(0)), Gate::new());

@@ -20,7 +20,7 @@ use super::support::*;
 use crate::mesh::config::{
     HostedFuture, HostedService, MeshNodeBuilder, StartupErrorKind, Topology, ZLink,
 };
-use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request};
+use crate::messaging::{ErrorKind, Message, NodeHandler, Request};
 use crate::mesh::node::{ShutdownOutcome, ShutdownReason, StartError, StartErrorKind};
 use zlink_testkit::Harness;
 

@@ -11,7 +11,7 @@ use zlink_codec::records::{ObjectKind, ObjectRole};
 
 use super::support::*;
 use crate::mesh::config::MeshNodeBuilder;
-use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request};
+use crate::messaging::{ErrorKind, Message, NodeHandler, Request};
 use crate::mesh::node::ZLinkHost;
 use crate::objects::{Actor, Spot, SpotExecution};
 use zlink_location::AuthorityRead;

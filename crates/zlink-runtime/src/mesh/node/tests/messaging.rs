@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
 
 use super::support::*;
-use crate::mesh::messaging::{ErrorKind, Message, Metadata, Request};
+use crate::messaging::{ErrorKind, Message, Metadata, Request};
 use crate::mesh::node::CallOptions;
 use zlink_testkit::Harness;
 
@@ -342,8 +342,8 @@ async fn known_peer_without_a_connection_is_unavailable() {
 fn filtered_node(
     ran: Log,
 ) -> impl FnOnce(
-    crate::mesh::config::MeshNodeBuilder<crate::mesh::messaging::NodeHandler>,
-) -> crate::mesh::config::MeshNodeBuilder<crate::mesh::messaging::NodeHandler> {
+    crate::mesh::config::MeshNodeBuilder<crate::messaging::NodeHandler>,
+) -> crate::mesh::config::MeshNodeBuilder<crate::messaging::NodeHandler> {
     move |b| {
         let on_channel = ran.clone();
         b.channel_server(channel("lobby"))
@@ -533,8 +533,8 @@ async fn command_plane_is_neither_matched_by_handler_keys_nor_filtered() {
 fn meta_node(
     ran: Count,
 ) -> impl FnOnce(
-    crate::mesh::config::MeshNodeBuilder<crate::mesh::messaging::NodeHandler>,
-) -> crate::mesh::config::MeshNodeBuilder<crate::mesh::messaging::NodeHandler> {
+    crate::mesh::config::MeshNodeBuilder<crate::messaging::NodeHandler>,
+) -> crate::mesh::config::MeshNodeBuilder<crate::messaging::NodeHandler> {
     move |b| {
         b.on_request::<ReadMeta, _, _>(move |_, ctx| {
             ran.hit();

@@ -15,8 +15,8 @@ impl Spot for Room {}
 
 /// An Object Server of the counter Actor type and the room User Spot type (at most 7 rooms).
 fn counter_and_room(
-    n: crate::mesh::config::MeshNodeBuilder<crate::mesh::messaging::NodeHandler>,
-) -> crate::mesh::config::MeshNodeBuilder<crate::mesh::messaging::NodeHandler> {
+    n: crate::mesh::config::MeshNodeBuilder<crate::messaging::NodeHandler>,
+) -> crate::mesh::config::MeshNodeBuilder<crate::messaging::NodeHandler> {
     n.object_role(ObjectRole::Server)
         .actor_type::<Counter>("counter", |t| {
             t.factory(|_| async { Ok(Counter) }).disable_relocation()

@@ -126,7 +126,7 @@ async fn get_or_create_recovers_a_record_whose_owner_lease_is_gone_though_nobody
         .request(old[0].id.as_str(), &Incr)
         .await
         .expect_err("the object is gone");
-    assert_eq!(err.kind(), crate::mesh::messaging::ErrorKind::NotFound);
+    assert_eq!(err.kind(), crate::messaging::ErrorKind::NotFound);
     for r in &old {
         let again = ma
             .get_or_create("counter", r.id.as_str())

@@ -12,7 +12,7 @@ use zlink_codec::records::ObjectRole;
 
 use super::support::*;
 use crate::mesh::config::MeshNodeBuilder;
-use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request};
+use crate::messaging::{ErrorKind, Message, NodeHandler, Request};
 use crate::objects::{Actor, CreationDecision, Spot, SpotType};
 use zlink_testkit::Harness;
 

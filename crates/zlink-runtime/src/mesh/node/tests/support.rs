@@ -8,7 +8,7 @@ use zlink_codec::{ChannelName, MeshName};
 use zlink_store_spi::DynLocationStore;
 
 use crate::mesh::config::{MeshNodeBuilder, ZLink, ZLinkBuilder};
-use crate::mesh::messaging::{Message, NodeHandler, Request};
+use crate::messaging::{Message, NodeHandler, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use zlink_location::LocationOptions;
 use zlink_testkit::Harness;

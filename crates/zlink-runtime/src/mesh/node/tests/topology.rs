@@ -14,7 +14,7 @@ use zlink_store_spi::DynLocationStore;
 use super::support::short_lease;
 use super::support::*;
 use crate::mesh::config::Topology;
-use crate::mesh::messaging::ErrorKind;
+use crate::messaging::ErrorKind;
 use crate::mesh::node::{MeshNode, ShutdownOutcome};
 use zlink_testkit::Harness;
 

@@ -22,7 +22,7 @@ mod restarts;
 
 use super::support::*;
 use crate::mesh::config::{MeshNodeBuilder, ZLink};
-use crate::mesh::messaging::{ErrorKind, Message, NodeHandler, Request, ZLinkError};
+use crate::messaging::{ErrorKind, Message, NodeHandler, Request, ZLinkError};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Spot, SpotType};
 use zlink_location::{AuthorityHandle, AuthorityRead, LocationOptions, LocationRuntime};

@@ -56,7 +56,7 @@ fn request_at_capture<M>(
     source: &ZLinkHost,
     id: &str,
     send: fn() -> M,
-) -> tokio::sync::oneshot::Receiver<Result<u64, crate::mesh::messaging::ZLinkError>>
+) -> tokio::sync::oneshot::Receiver<Result<u64, crate::messaging::ZLinkError>>
 where
     M: Request<Reply = u64> + Send + Sync + 'static,
 {

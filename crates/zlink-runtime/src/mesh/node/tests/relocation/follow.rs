@@ -3,7 +3,7 @@
 //! the follow window.
 
 use super::*;
-use crate::mesh::messaging::{Metadata, OutboundMessage, RouteKind};
+use crate::messaging::{Metadata, OutboundMessage, RouteKind};
 use crate::objects::host::ObjectKey;
 use crate::relocation::{Chain, Hop};
 
@@ -115,7 +115,7 @@ async fn inject_request(
         .expect("pending")
         .expect("a reply");
     assert_eq!(reply.status(), zlink_transport::ReplyStatus::Error);
-    let e = crate::mesh::messaging::ErrorReply::decode(&reply.into_payload())
+    let e = crate::messaging::ErrorReply::decode(&reply.into_payload())
         .expect("error reply")
         .into_error();
     e.kind()

@@ -458,7 +458,7 @@ async fn an_empty_host_is_relocated_without_a_target_search(h: &Harness) {
         .expect_err("no other server");
     assert_ne!(
         err.kind(),
-        crate::mesh::messaging::ErrorKind::InternalFailure,
+        crate::messaging::ErrorKind::InternalFailure,
         "{err}"
     );
     r.shutdown().await;
@@ -694,7 +694,7 @@ async fn a_relocated_host_refuses_node_direct_requests_and_keeps_its_connections
         .expect_err("refused: no local owner");
     assert_eq!(
         err.kind(),
-        crate::mesh::messaging::ErrorKind::Unavailable,
+        crate::messaging::ErrorKind::Unavailable,
         "{err}"
     );
     // The relocated host still calls out, and its connection stays up.

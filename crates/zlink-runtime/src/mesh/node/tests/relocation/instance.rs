@@ -13,7 +13,7 @@ use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Incr, Policy, Seen, Snapshot, Step, StepSend, Totals, counter_type};
 use crate::mesh::config::ZLink;
-use crate::mesh::messaging::{BoxError, ErrorKind, ZLinkError};
+use crate::messaging::{BoxError, ErrorKind, ZLinkError};
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{MeshNode, RelocateOptions, RelocationOutcome, ZLinkHost};
 use crate::objects::instance::Ending;
@@ -29,10 +29,10 @@ static BLOCKS: std::sync::LazyLock<
 /// A request that waits while [`BLOCKS`] holds a gate for the Spot's id.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Block;
-impl crate::mesh::messaging::Message for Block {
+impl crate::messaging::Message for Block {
     const PACKET: &'static str = "Block";
 }
-impl crate::mesh::messaging::Request for Block {
+impl crate::messaging::Request for Block {
     type Reply = u64;
 }
 

@@ -13,7 +13,7 @@ use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::support::*;
 use crate::mesh::config::ZLink;
-use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request};
+use crate::messaging::{BoxError, ErrorKind, Message, Request};
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, ActorType};
 use zlink_location::AuthorityRead;
@@ -329,7 +329,7 @@ fn rid_of(host: &ZLinkHost) -> zlink_codec::RoutingId {
 async fn relocate(
     from: &ZLinkHost,
     r: &ActorRef,
-) -> Result<ActorRef, crate::mesh::messaging::ZLinkError> {
+) -> Result<ActorRef, crate::messaging::ZLinkError> {
     let client = from.actors().expect("manager").client;
     crate::relocation::relocate_actor(&client, r, None).await
 }

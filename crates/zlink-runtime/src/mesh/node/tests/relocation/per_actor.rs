@@ -11,7 +11,7 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{HostState, ObjectKind};
 
 use super::Totals;
-use crate::mesh::messaging::ErrorKind;
+use crate::messaging::ErrorKind;
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{RelocateOptions, RelocationOutcome, RelocationReason};
 use crate::objects::ActorRef;

@@ -12,7 +12,7 @@ use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Step, Totals};
 use crate::mesh::config::ZLink;
-use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request, ZLinkError};
+use crate::messaging::{BoxError, ErrorKind, Message, Request, ZLinkError};
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{MeshNode, RelocateOptions, RelocationOutcome, ZLinkHost};
 use crate::objects::{Actor, ActorStateAdapter, Spot, SpotExecution, SpotRef, SpotStateAdapter};

@@ -11,7 +11,7 @@ use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 use super::instance::{Tally, tally_type};
 use super::{Counter, Incr, Policy, Seen, counter_type};
 use crate::mesh::config::{MeshNodeBuilder, ZLink};
-use crate::mesh::messaging::{ErrorKind, NodeHandler};
+use crate::messaging::{ErrorKind, NodeHandler};
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{
     MeshNode, RelocateOptions, RelocationOutcome, RelocationReason, ZLinkHost,

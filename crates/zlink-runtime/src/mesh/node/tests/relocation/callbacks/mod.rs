@@ -14,7 +14,7 @@ use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Step, Totals};
 use crate::mesh::config::ZLink;
-use crate::mesh::messaging::{BoxError, Message, Request, RouteKind, ZLinkError};
+use crate::messaging::{BoxError, Message, Request, RouteKind, ZLinkError};
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{
     MeshNode, RelocateOptions, RelocationOutcome, RelocationReason, ZLinkHost,
@@ -621,8 +621,8 @@ fn knock(key: &crate::objects::host::ObjectKey) -> crate::objects::registration:
         payload: bytes::Bytes::from_static(b"null"),
         context: crate::objects::MessageContext {
             id: key.1.as_str().to_owned(),
-            packet: crate::mesh::messaging::PacketName::new(Knock::PACKET).expect("packet"),
-            metadata: crate::mesh::messaging::Metadata::empty(),
+            packet: crate::messaging::PacketName::new(Knock::PACKET).expect("packet"),
+            metadata: crate::messaging::Metadata::empty(),
             relocation: Default::default(),
         },
     }

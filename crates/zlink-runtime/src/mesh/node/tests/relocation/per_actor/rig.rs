@@ -13,7 +13,7 @@ use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::super::{Step, Totals};
 use crate::mesh::config::ZLink;
-use crate::mesh::messaging::{BoxError, ErrorKind, Message, Request};
+use crate::messaging::{BoxError, ErrorKind, Message, Request};
 use crate::mesh::node::tests::support::*;
 use crate::mesh::node::{MeshNode, ZLinkHost};
 use crate::objects::{Actor, ActorRef, ActorStateAdapter, Spot, SpotExecution, SpotRef};
@@ -120,7 +120,7 @@ async fn root(h: &Harness, role: ObjectRole, label: u64, serves: Serves) -> Root
                     built.fetch_add(1, Ordering::SeqCst);
                     async move {
                         if refuse_room {
-                            return Err(crate::mesh::messaging::ZLinkError::application(
+                            return Err(crate::messaging::ZLinkError::application(
                                 ErrorKind::InternalFailure,
                                 "this node refuses rooms",
                             ));

@@ -13,7 +13,7 @@ use super::error::{InvalidText, ZLinkError};
 /// A typed message: a business object with a fixed packet name.
 ///
 /// ```
-/// use zlink_runtime::mesh::messaging::{Message, Request};
+/// use zlink_runtime::messaging::{Message, Request};
 ///
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct Ping { n: u32 }
@@ -42,7 +42,7 @@ pub trait Request: Message {
 /// whole key stays small and every part fits a one-byte length prefix.
 ///
 /// ```
-/// use zlink_runtime::mesh::messaging::PacketName;
+/// use zlink_runtime::messaging::PacketName;
 /// assert!(PacketName::new("game.Move").is_ok());
 /// assert!(PacketName::new("").is_err());
 /// assert!(PacketName::new("a\nb").is_err());
@@ -103,7 +103,7 @@ impl fmt::Debug for PacketName {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mesh::messaging::ErrorKind;
+    use crate::messaging::ErrorKind;
 
     #[test]
     fn packet_name_of_255_bytes_is_accepted_and_256_rejected() {

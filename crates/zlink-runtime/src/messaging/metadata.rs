@@ -18,11 +18,11 @@ use super::error::{FramePart, InvalidText, ZLinkError};
 /// An immutable, validated metadata snapshot.
 ///
 /// ```
-/// use zlink_runtime::mesh::messaging::Metadata;
+/// use zlink_runtime::messaging::Metadata;
 /// let m = Metadata::builder().set("trace", "a").set("trace", "b").build()?;
 /// assert_eq!(m.get("trace"), Some("b"));
 /// assert!(Metadata::builder().set("k", "v".repeat(1_024)).build().is_err());
-/// # Ok::<(), zlink_runtime::mesh::messaging::ZLinkError>(())
+/// # Ok::<(), zlink_runtime::messaging::ZLinkError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Metadata {
@@ -178,7 +178,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::mesh::messaging::ErrorKind;
+    use crate::messaging::ErrorKind;
 
     #[test]
     fn metadata_of_1024_bytes_is_accepted_and_1025_rejected() {

@@ -39,7 +39,7 @@
 //! ```
 //! use zlink_codec::payload::Registry;
 //! use zlink_codec::{MeshName, RoutingId};
-//! use zlink_runtime::mesh::messaging::*;
+//! use zlink_runtime::messaging::*;
 //!
 //! #[derive(serde::Serialize, serde::Deserialize)]
 //! struct Ping { n: u32 }
