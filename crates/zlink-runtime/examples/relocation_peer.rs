@@ -45,8 +45,8 @@ use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_runtime::location::LocationOptions;
 use zlink_runtime::mesh::config::ZLink;
-use zlink_runtime::messaging::{BoxError, Message, Request};
 use zlink_runtime::mesh::node::{RelocateOptions, ZLinkHost};
+use zlink_runtime::messaging::{BoxError, Message, Request};
 use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter, ActorType};
 
 /// The Actor type whose adapter copies the state (capture and restore).

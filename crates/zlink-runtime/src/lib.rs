@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod host;
 pub mod location;
 pub mod mesh;
 pub mod messaging;

@@ -14,4 +14,4 @@ pub use zlink_location::{
     SystemMonotonic, Usage,
 };
 
-pub use crate::mesh::config::{RelocationConfigError, RelocationOptions};
+pub use crate::host::config::{RelocationConfigError, RelocationOptions};

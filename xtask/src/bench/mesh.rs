@@ -23,8 +23,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use zlink_codec::{MeshName, RoutingId};
 use zlink_runtime::mesh::config::{Topology, ZLink};
-use zlink_runtime::messaging::{Message, Request};
 use zlink_runtime::mesh::node::{MeshNode, ZLinkHost};
+use zlink_runtime::messaging::{Message, Request};
 
 use super::transport::{
     Count, Latency, ROUNDS, Samples, Server, peer_binary, raw_one_way, raw_request_response,

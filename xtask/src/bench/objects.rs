@@ -40,8 +40,8 @@ use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, ObjectId, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_runtime::mesh::config::ZLink;
-use zlink_runtime::messaging::{Message, Request};
 use zlink_runtime::mesh::node::{MeshNode, ZLinkHost};
+use zlink_runtime::messaging::{Message, Request};
 use zlink_runtime::objects::testing::RouteCacheBench;
 use zlink_runtime::objects::{Actor, ActorManager};
 use zlink_store_spi::{

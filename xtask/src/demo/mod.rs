@@ -42,8 +42,8 @@ use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_runtime::location::LocationOptions;
 use zlink_runtime::mesh::config::ZLink;
-use zlink_runtime::messaging::{Message, Request};
 use zlink_runtime::mesh::node::ZLinkHost;
+use zlink_runtime::messaging::{Message, Request};
 use zlink_runtime::objects::{ActorManager, Spot, SpotManager};
 use zlink_store_spi::{
     DynLocationStore, DynRelocationStore, MemoryLocationStore, MemoryRelocationStore,

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
-use zlink_runtime::messaging::{BoxError, ErrorKind, Message, Request};
 use zlink_runtime::mesh::node::{
     CallOptions, CompletionCounts, RelocateOptions, RelocationOutcome, RelocationReason, ZLinkHost,
 };
+use zlink_runtime::messaging::{BoxError, ErrorKind, Message, Request};
 use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter, ActorType};
 
 /// The relocated root (root 1 in the output).

@@ -71,8 +71,8 @@ use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_runtime::location::LocationOptions;
 use zlink_runtime::mesh::config::{Topology, ZLink};
-use zlink_runtime::messaging::{Message, Request};
 use zlink_runtime::mesh::node::{CallOptions, MeshNode, RelocateOptions, ZLinkHost};
+use zlink_runtime::messaging::{Message, Request};
 
 mod actors;
 mod counter;

@@ -11,28 +11,7 @@
 //!
 //! # Verification map
 //!
-//! Spec 06 §25 "Handler registration and dispatch" and "Codec" (tests in `tests/`; classic
-//! fanout is dispatched elsewhere):
-//!
-//! | spec item | test |
-//! |---|---|
-//! | the same dispatch key twice fails startup | `registering_the_same_dispatch_key_twice_fails_startup` |
-//! | filters apply to node-direct/channel send and request | `filters_apply_to_node_direct_and_channel_send_and_request` |
-//! | no `next`: handler skipped, request Rejected | `filter_without_next_skips_the_handler_and_rejects_the_request` |
-//! | `next` twice: no re-run, application error, no retry | `second_next_call_is_an_application_error_and_does_not_rerun_the_handler`, `second_next_call_does_not_rerun_later_filters_either` |
-//! | same canonical content type: last registration wins | `last_registration_of_the_same_canonical_content_type_replaces_earlier_ones` |
-//! | receive content type not exactly registered: ProtocolError, never JSON | `content_type_not_exactly_registered_is_a_protocol_error_never_json` |
-//! | declared type without an extension is sent as JSON | `declared_type_without_an_extension_is_sent_as_json` |
-//! | several registrations match: the later one wins | `later_registration_wins_when_several_match_the_declared_type` |
-//!
-//! The rules behind them (§7 metadata, §9 keys and contexts, §10 order, scope, cancellation
-//! and cleanup, §19 kinds and the error reply) have unit tests next to their code and in
-//! `tests/`, e.g. `filters_run_in_registration_order_and_unwind_in_reverse`,
-//! `instances_and_scope_are_cleaned_up_exactly_once_however_the_dispatch_ends`,
-//! `cancellation_given_to_the_filter_reaches_the_handler`,
-//! `unknown_key_is_not_found_and_runs_no_handler_or_filter`,
-//! `metadata_of_1024_bytes_is_accepted_and_1025_rejected`,
-//! `every_kind_round_trips_as_an_error_reply`.
+//! `docs/verification.md`, section "zlink-runtime messaging: dispatch, filters, codecs".
 //!
 //! # Example
 //!

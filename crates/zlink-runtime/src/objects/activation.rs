@@ -18,8 +18,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::messaging::BoxFuture;
 use crate::mesh::node::{Mailbox, MailboxPermit};
+use crate::messaging::BoxFuture;
 
 /// The most jobs an activation runs in a row before yielding.
 pub(crate) const SLICE_JOBS: usize = 64;

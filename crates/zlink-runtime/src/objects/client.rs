@@ -34,8 +34,8 @@ use zlink_codec::{ObjectId, OperationId, RoutingId, StableType};
 use super::create::{CREATE_OBJECT, CreateCommand, CreationOrder};
 use super::host::{ObjectHost, ObjectKey, store_failure, what};
 use super::membership::Membership;
-use crate::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
 use crate::mesh::node::{MeshNode, ReplyBody};
+use crate::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
 use zlink_location::{
     AuthorityHandle, AuthorityRead, Conflict, CreationMark, Discovery, ErrorKind as StoreErrorKind,
     InvalidOperation, LocationError, OperationKey, Outcome,

@@ -59,7 +59,7 @@ pub(crate) struct ObjectHost {
     pub(crate) codecs: Registry,
     pub(crate) location: Arc<LocationRuntime>,
     /// The root's relocation settings.
-    pub(crate) relocation_options: crate::mesh::config::RelocationOptions,
+    pub(crate) relocation_options: crate::objects::RelocationOptions,
     /// The admission door every message job of this node's activations passes.
     pub(crate) door: super::door::Door,
     pub(crate) routes: super::routes::RouteCache,
@@ -142,7 +142,7 @@ impl ObjectHost {
             codecs,
             door: super::door::Door::new(Arc::clone(&location)),
             location,
-            relocation_options: crate::mesh::config::RelocationOptions::default(),
+            relocation_options: crate::objects::RelocationOptions::default(),
             routes: super::routes::RouteCache::new(route_cache_max_age),
             mailbox: (DEFAULT_ACTOR_MAILBOX_JOBS, DEFAULT_ACTOR_MAILBOX_BYTES),
             entry_spot: entry.0,
@@ -161,7 +161,7 @@ impl ObjectHost {
     /// The same host with the root's relocation settings.
     pub(crate) fn with_relocation_options(
         mut self,
-        options: crate::mesh::config::RelocationOptions,
+        options: crate::objects::RelocationOptions,
     ) -> Self {
         self.relocation_options = options;
         self

@@ -13,8 +13,8 @@ use super::host::{ObjectHost, ObjectKey};
 use super::live::Completion;
 use super::messages::unframe_object_payload;
 use super::registration::{MessageContext, ObjectCall};
-use crate::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
 use crate::mesh::node::{NodeInner, ObjectSink, SPOT_ADDRESS, answer_request, job_cost};
+use crate::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
 use crate::relocation::Held;
 
 /// The command-plane name of Destroy (Actor) / Close (Spot) on the owner node.

@@ -12,10 +12,8 @@ use super::call::{CreateCall, parse};
 use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient, invalid};
 use super::host::ObjectKey;
 use super::refs::ActorRef;
-use crate::messaging::{
-    Message, Metadata, OutboundMessage, Request, ZLinkError, decode_reply,
-};
 use crate::mesh::node::CallOptions;
+use crate::messaging::{Message, Metadata, OutboundMessage, Request, ZLinkError, decode_reply};
 
 /// Creates, finds and messages the Actors of one object mesh (cheap to clone).
 #[derive(Clone)]

@@ -15,10 +15,10 @@ use super::client::{ObjectClient, invalid};
 use super::host::{ObjectHost, ObjectKey, what};
 use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
+use crate::mesh::node::{Address, ReplyBody};
 use crate::messaging::{
     ErrorKind, ErrorReply, Metadata, OutboundMessage, RouteKind, UnavailableReason, ZLinkError,
 };
-use crate::mesh::node::{Address, ReplyBody};
 use zlink_location::AuthorityRead;
 
 /// The record names an owner this node cannot reach (its route is not ready, or its lease

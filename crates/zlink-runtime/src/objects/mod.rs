@@ -145,6 +145,7 @@ mod projection;
 pub(crate) mod recovery;
 mod refs;
 pub(crate) mod registration;
+mod relocation_options;
 mod routes;
 mod spots;
 #[cfg(feature = "testing")]
@@ -164,4 +165,5 @@ pub use registration::{
     SpotType,
 };
 pub(crate) use registration::{EntryCallback, EntryClosing, Registration};
+pub use relocation_options::{DEFAULT_RELOCATE_DEADLINE, RelocationConfigError, RelocationOptions};
 pub use spots::SpotManager;

@@ -17,8 +17,8 @@ use super::host::ObjectKey;
 use super::instance::InstanceCall;
 use super::manager::{request_object, send_object};
 use super::refs::SpotRef;
-use crate::messaging::{Message, Request, ZLinkError};
 use crate::mesh::node::CallOptions;
+use crate::messaging::{Message, Request, ZLinkError};
 
 /// Creates, finds, closes and messages the User Spots of one object mesh (cheap to clone).
 #[derive(Clone)]

@@ -12,8 +12,8 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_transport::Envelope;
 
 use super::{Held, Relocations, wire};
-use crate::messaging::{ErrorKind, RouteKind, ZLinkError};
 use crate::mesh::node::{NodeInner, SPOT_ADDRESS};
+use crate::messaging::{ErrorKind, RouteKind, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::inbound;
 

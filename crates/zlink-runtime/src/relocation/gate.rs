@@ -64,8 +64,8 @@ use zlink_relocation::transfer::{
     PayloadUnit, RESTORE_HEADER_LEN,
 };
 
-use crate::mesh::config::RelocationOptions;
 use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::objects::RelocationOptions;
 
 /// The target admission request (a command-plane request, answered once the target holds
 /// its permits): sent by the source before its seal, so the waits for the target's permits

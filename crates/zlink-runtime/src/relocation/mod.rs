@@ -349,7 +349,7 @@ impl Relocations {
     /// The unit gate, made from `options` (the root's, validated at startup) on first use.
     pub(crate) fn gate(
         &self,
-        options: &crate::mesh::config::RelocationOptions,
+        options: &crate::objects::RelocationOptions,
     ) -> Result<&gate::UnitGate, gate::GateError> {
         if let Some(g) = self.gate.get() {
             return Ok(g);

@@ -17,8 +17,8 @@ use zlink_transport::{Envelope, PeerHandle};
 use super::gate::{self, UnitGate};
 use super::source::answered;
 use super::wire;
-use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use crate::mesh::node::NodeInner;
+use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use zlink_location::AuthorityHandle;
 
 /// The command-plane ping: its answer acknowledges every chunk sent before it on the same

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
 use zlink_codec::records::ObjectRole;
-use zlink_runtime::messaging::{BoxError, Message, Request};
 use zlink_runtime::mesh::node::{MeshNode, RelocateOptions, ZLinkHost};
+use zlink_runtime::messaging::{BoxError, Message, Request};
 use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter};
 
 use super::{Args, mesh, ms, to_string};

@@ -20,8 +20,8 @@ use zlink_codec::records::ObjectRole;
 use zlink_relocation::inventory::{
     InventoryBuilder, InventoryEntry, MemberKind, ObjectGeneration, ObjectId, StableType,
 };
-use zlink_runtime::messaging::BoxError;
 use zlink_runtime::mesh::node::{RelocateOptions, ZLinkHost};
+use zlink_runtime::messaging::BoxError;
 use zlink_runtime::objects::{Actor, ActorStateAdapter, Spot, SpotRef};
 
 use super::{Args, ms, to_string};

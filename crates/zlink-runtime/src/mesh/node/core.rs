@@ -19,7 +19,7 @@ use super::lifecycle::Lifecycle;
 use super::mailbox::{Mailbox, job_cost};
 use super::peers::{Member, PeerTable, pick_weighted, uniform_below};
 use super::pending::Pending;
-use crate::mesh::config::{ManualPeer, Topology};
+use crate::mesh::peer::{ManualPeer, Topology};
 use crate::messaging::{
     Cancellation, Correlation, DispatchOutcome, Dispatcher, InboundFrame, InboundReply,
     InboundTarget, Metadata, OutboundMessage, ReplyExpectation, SendEnd, UnavailableReason,

@@ -313,28 +313,6 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
     }
 }
 
-/// The descriptor's placement capabilities of an Object Server's registered types: kind,
-/// stable type, policy, whether a state adapter exists, and the per-type limit (0 = none).
-pub(crate) fn capabilities(
-    types: &[crate::mesh::config::ObjectTypePlan],
-    limits: &CapacityLimits,
-) -> Vec<ObjectCapability> {
-    types
-        .iter()
-        .map(|t| ObjectCapability {
-            object_kind: t.kind(),
-            stable_type: t.stable_type().clone(),
-            policy: t.relocation().policy(),
-            has_snapshot_adapter: t.relocation() == crate::objects::RelocationChoice::Preserve,
-            limit: limits
-                .spot_types
-                .get(&(t.kind(), t.stable_type().clone()))
-                .copied()
-                .unwrap_or(0),
-        })
-        .collect()
-}
-
 /// A new Entry Spot id, `<prefix>-entry-<lowercase uuid v4>` (spec 21 §1.2).
 pub(crate) fn entry_spot_id(prefix: &str) -> Option<ObjectId> {
     #[cfg(test)]

@@ -11,10 +11,8 @@ use zlink_transport::PeerIntent;
 use super::control;
 use super::core::{Address, CallOptions, NodeInner, ReplyBody};
 use super::status::{ManualPeerStatus, NodeStatus, PeerStatus};
-use crate::mesh::config::{ManualPeer, PeerEndpoint};
-use crate::messaging::{
-    ErrorKind, Message, OutboundMessage, Request, ZLinkError, decode_reply,
-};
+use crate::mesh::peer::{ManualPeer, PeerEndpoint};
+use crate::messaging::{ErrorKind, Message, OutboundMessage, Request, ZLinkError, decode_reply};
 
 /// A running MeshNode (cheap to clone). Calls end with [`ZLinkError`] kinds per spec 06 §20:
 /// an unknown RID is `NotFound` and runs no handler, a known peer without a Ready connection is
@@ -219,7 +217,7 @@ impl MeshNode {
         endpoint: &str,
         expected_rid: Option<RoutingId>,
     ) -> Result<(), ZLinkError> {
-        let parsed = crate::mesh::config::parse_peer_endpoint(endpoint).map_err(|why| {
+        let parsed = crate::mesh::peer::parse_endpoint(endpoint).map_err(|why| {
             ZLinkError::application(
                 ErrorKind::InvalidOperation,
                 &format!("manual peer endpoint {endpoint:?}: {why}"),
@@ -238,7 +236,7 @@ impl MeshNode {
     /// Releases the manual peer intent of `endpoint` (its connection closes in order).
     /// Returns whether there was one.
     pub fn release_manual_peer(&self, endpoint: &str) -> bool {
-        let Ok(parsed) = crate::mesh::config::parse_peer_endpoint(endpoint) else {
+        let Ok(parsed) = crate::mesh::peer::parse_endpoint(endpoint) else {
             return false;
         };
         let removed = {

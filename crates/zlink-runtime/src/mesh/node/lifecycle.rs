@@ -8,7 +8,6 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 use zlink_codec::records::HostState;
 
-use super::observe::{HostEvent, HostEvents, HostObserver};
 use crate::messaging::{Cancellation, UnavailableReason, ZLinkError};
 
 /// The shared lifecycle of one started root: its state and its accepted work.
@@ -21,19 +20,35 @@ pub(crate) struct Lifecycle {
     idle: Notify,
     /// Cancelled when shutdown passes its deadline: work still running is abandoned.
     force: Cancellation,
-    /// The observers of state changes and terminal results.
-    events: HostEvents,
+    /// Told of every state change, in order, under the change lock.
+    listener: Arc<dyn StateListener>,
+}
+
+/// Where a lifecycle reports each state change (the host's observers), in order.
+pub(crate) trait StateListener: Send + Sync + std::fmt::Debug {
+    /// The state is now `to`; called under the lifecycle's change lock.
+    fn changed(&self, to: HostState);
+}
+
+/// A listener that ignores every change.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct NoListener;
+
+#[cfg(test)]
+impl StateListener for NoListener {
+    fn changed(&self, _: HostState) {}
 }
 
 impl Lifecycle {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn new(listener: Arc<dyn StateListener>) -> Arc<Self> {
         Arc::new(Self {
             state: watch::Sender::new(HostState::Preparing),
             change: Mutex::new(()),
             accepted: AtomicUsize::new(0),
             idle: Notify::new(),
             force: Cancellation::new(),
-            events: HostEvents::default(),
+            listener,
         })
     }
 
@@ -51,20 +66,15 @@ impl Lifecycle {
         }
         tracing::info!(from = ?now, to = ?to, "host state changed");
         self.state.send_replace(to);
-        self.events.emit(HostEvent::State(to));
+        self.listener.changed(to);
         true
     }
 
-    /// A new observer: the current state first, then every later change in order.
-    pub(crate) fn observe(&self) -> HostObserver {
+    /// Runs `f` with the current state while no state change can happen, so whatever `f`
+    /// does is ordered against every change the listener hears of.
+    pub(crate) fn serialized<R>(&self, f: impl FnOnce(HostState) -> R) -> R {
         let _g = self.change.lock();
-        self.events.subscribe(self.state())
-    }
-
-    /// Tells every observer of a terminal result.
-    pub(crate) fn emit(&self, event: HostEvent) {
-        let _g = self.change.lock();
-        self.events.emit(event);
+        f(self.state())
     }
 
     /// A receiver of every state change.
@@ -162,7 +172,7 @@ mod tests {
 
     #[tokio::test]
     async fn only_serving_admits_and_draining_answers_shutting_down() {
-        let life = Lifecycle::new();
+        let life = Lifecycle::new(Arc::new(NoListener));
         let err = life.admit().unwrap_err();
         assert_eq!(err.kind(), crate::messaging::ErrorKind::Unavailable);
         assert!(life.transition(&[HostState::Preparing], HostState::Serving));

@@ -9,10 +9,10 @@ use zlink_codec::{ObjectId, OperationId, StableType};
 
 use super::envelope::ActivationEnvelope;
 use super::{deadline_exceeded, type_mismatch};
+use crate::mesh::node::ReplyBody;
 use crate::messaging::{
     ErrorKind, Message, Metadata, OutboundMessage, Request, RouteKind, ZLinkError, decode_reply,
 };
-use crate::mesh::node::ReplyBody;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::messages::owner_unreachable;
 use crate::objects::spots::is_entry_spot_id;

@@ -14,10 +14,8 @@ use zlink_transport::{Envelope, PeerHandle};
 
 use super::envelope::{ActivationEnvelope, MAX_HOPS, RecoveryRoot, decode_output, encode_output};
 use super::{Activating, deadline_exceeded, settled, type_mismatch};
-use crate::messaging::{
-    ErrorKind, ErrorReply, Metadata, RouteKind, UnavailableReason, ZLinkError,
-};
 use crate::mesh::node::{NodeInner, ReplyBody, job_cost};
+use crate::messaging::{ErrorKind, ErrorReply, Metadata, RouteKind, UnavailableReason, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::live::{Built, LiveObject};
 use crate::objects::messages::owner_unreachable;

@@ -59,9 +59,8 @@ pub(crate) async fn relocate_spot_wide(
     target: Option<&RoutingId>,
     until: Option<tokio::time::Instant>,
 ) -> Result<(), ZLinkError> {
-    let until = until.unwrap_or_else(|| {
-        tokio::time::Instant::now() + crate::mesh::node::DEFAULT_RELOCATE_DEADLINE
-    });
+    let until = until
+        .unwrap_or_else(|| tokio::time::Instant::now() + crate::objects::DEFAULT_RELOCATE_DEADLINE);
     let host = &client.objects;
     let skey: ObjectKey = (AuthorityKind::Spot, spot.clone());
     let handle = super::super::source::read_owned_spot(client, &skey).await?;

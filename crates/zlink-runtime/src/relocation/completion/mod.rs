@@ -70,8 +70,8 @@ use zlink_store_spi::{BlobRef, DynRelocationStore};
 use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::stage;
-use crate::messaging::{ErrorKind, ErrorReply, ZLinkError};
 use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
+use crate::messaging::{ErrorKind, ErrorReply, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::Completion;
 use payload::{decode_entries, encode_entries, hex};
@@ -108,7 +108,7 @@ pub(crate) enum Confirmation {
 
 /// What this host did with completion results of requests relayed to objects that moved to
 /// it (spec 21 §9.3): how many it recorded and how each delivery was confirmed
-/// ([`HostStatus::completions`](crate::mesh::node::HostStatus)).
+/// (`HostStatus::completions`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CompletionCounts {

@@ -1,0 +1,635 @@
+//! [`ZLinkHost`]: a started root — its MeshNodes, Channel calls through the process-local
+//! route index, status and shutdown (spec 06 §6, §24; 28 §3, §9, §10).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use zlink_codec::records::HostState;
+use zlink_codec::{ChannelName, MeshName};
+
+use super::observe::{HostEvent, HostEvents};
+use super::status::{HostStatus, ShutdownOutcome, ShutdownReason, ShutdownReport};
+use crate::host::config::RunningHostedServices;
+use crate::mesh::node::control;
+use crate::mesh::node::core::CallOptions;
+use crate::mesh::node::discover::NodeDescriptor;
+use crate::mesh::node::handle::MeshNode;
+use crate::mesh::node::lifecycle::Lifecycle;
+use crate::messaging::{Message, Request, ZLinkError};
+use zlink_location::LocationRuntime;
+
+/// The default shutdown deadline (spec 28 §12).
+pub const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a forced teardown waits for abandoned work to observe its cancellation.
+const FORCED_SETTLE: Duration = Duration::from_secs(1);
+
+pub(crate) struct HostInner {
+    pub(crate) life: Arc<Lifecycle>,
+    /// The observers of the host's state changes and terminal results.
+    pub(crate) events: Arc<HostEvents>,
+    pub(crate) nodes: Vec<MeshNode>,
+    pub(crate) descriptors: Vec<Option<Arc<NodeDescriptor>>>,
+    pub(crate) objects: Vec<Option<super::start::NodeObjects>>,
+    pub(crate) channel_index: BTreeMap<ChannelName, usize>,
+    pub(crate) location: tokio::sync::Mutex<Option<Arc<LocationRuntime>>>,
+    pub(crate) hosted: tokio::sync::Mutex<Option<RunningHostedServices>>,
+    pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(crate) report: tokio::sync::OnceCell<ShutdownReport>,
+    /// The host Relocate operation and its kept results.
+    pub(crate) relocate: super::relocate::SlotCell,
+    /// This host's application version (spec 28 §2, §4).
+    pub(crate) application_version: u64,
+    /// This host's maintenance wave, if any (spec 28 §4).
+    pub(crate) maintenance_wave: Option<String>,
+}
+
+impl HostInner {
+    /// Tells every observer of a terminal result, ordered against state changes.
+    pub(crate) fn emit(&self, event: HostEvent) {
+        self.life.serialized(|_| self.events.emit(event));
+    }
+}
+
+impl Drop for HostInner {
+    fn drop(&mut self) {
+        // Dropped without shutdown: no task outlives the host.
+        for t in self.tasks.lock().drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// A started ZLink root (cheap to clone). Keep it for the host's lifetime and end it with
+/// [`shutdown`](Self::shutdown); dropping every clone without shutdown aborts its tasks
+/// without the orderly cleanup (descriptors and the owner lease then expire on their own).
+#[derive(Clone)]
+pub struct ZLinkHost {
+    inner: Arc<HostInner>,
+}
+
+#[cfg(test)]
+impl ZLinkHost {
+    /// The object host of this root's `i`-th MeshNode (tests reach the internals through it).
+    pub(crate) fn object_host(&self, i: usize) -> Arc<crate::objects::host::ObjectHost> {
+        match &self.inner.objects[i] {
+            Some(o) => Arc::clone(&o.host),
+            None => panic!("MeshNode {i} has no object role"),
+        }
+    }
+
+    /// The Store key of the descriptor of this root's `i`-th MeshNode.
+    pub(crate) fn descriptor_key(&self, i: usize) -> zlink_store_spi::StoreKey {
+        match &self.inner.descriptors[i] {
+            Some(d) => d.store_key(),
+            None => panic!("MeshNode {i} publishes no descriptor"),
+        }
+    }
+
+    /// The discovery of this root's `i`-th MeshNode.
+    pub(crate) fn object_discovery(&self, i: usize) -> Arc<zlink_location::Discovery> {
+        match self.inner.objects[i]
+            .as_ref()
+            .and_then(|o| o.discovery.clone())
+        {
+            Some(d) => d,
+            None => panic!("MeshNode {i} has no discovery"),
+        }
+    }
+}
+
+impl fmt::Debug for ZLinkHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZLinkHost")
+            .field("state", &self.inner.life.state())
+            .field("nodes", &self.inner.nodes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZLinkHost {
+    pub(crate) fn new(inner: HostInner) -> Self {
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The host state (spec 28 §3).
+    pub fn state(&self) -> HostState {
+        self.inner.life.state()
+    }
+
+    /// The MeshNode registered under `mesh`.
+    pub fn node(&self, mesh: &MeshName) -> Option<MeshNode> {
+        self.inner
+            .nodes
+            .iter()
+            .find(|n| n.mesh_name() == mesh)
+            .cloned()
+    }
+
+    /// Every MeshNode, in registration order.
+    pub fn nodes(&self) -> &[MeshNode] {
+        &self.inner.nodes
+    }
+
+    fn channel_node(&self, channel: &ChannelName) -> Result<&MeshNode, ZLinkError> {
+        self.inner
+            .channel_index
+            .get(channel)
+            .and_then(|i| self.inner.nodes.get(*i))
+            .ok_or_else(|| ZLinkError::NoRoute {
+                target: format!("channel {:?} (not in the route index)", channel.as_str()),
+            })
+    }
+
+    /// A one-way send on `channel`: the process-local route index names its MeshNode, which
+    /// picks one eligible Server member by weight and submits, in one call (spec 06 §6). A
+    /// name not in the index is `NotFound`; no Ready member with a positive weight is
+    /// `Unavailable`.
+    pub async fn channel_send<M: Message>(
+        &self,
+        channel: &ChannelName,
+        message: &M,
+    ) -> Result<(), ZLinkError> {
+        self.channel_send_with(channel, message, &CallOptions::default())
+            .await
+    }
+
+    /// [`channel_send`](Self::channel_send) with call options.
+    pub async fn channel_send_with<M: Message>(
+        &self,
+        channel: &ChannelName,
+        message: &M,
+        options: &CallOptions,
+    ) -> Result<(), ZLinkError> {
+        self.channel_node(channel)?
+            .channel_send(channel, message, options)
+            .await
+    }
+
+    /// A request on `channel` (member selection and submit in one call; a started request is
+    /// never resubmitted to another member).
+    pub async fn channel_request<R: Request>(
+        &self,
+        channel: &ChannelName,
+        request: &R,
+    ) -> Result<R::Reply, ZLinkError> {
+        self.channel_request_with(channel, request, &CallOptions::default())
+            .await
+    }
+
+    /// [`channel_request`](Self::channel_request) with call options.
+    pub async fn channel_request_with<R: Request>(
+        &self,
+        channel: &ChannelName,
+        request: &R,
+        options: &CallOptions,
+    ) -> Result<R::Reply, ZLinkError> {
+        self.channel_node(channel)?
+            .channel_request(channel, request, options)
+            .await
+    }
+
+    /// The Actor manager of the one object mesh of this root (spec 06 §15 mesh selection): no
+    /// MeshNode with an object role is `NotConfigured`; several are `InvalidOperation` (use
+    /// [`actors_in`](Self::actors_in)).
+    pub fn actors(&self) -> Result<crate::objects::ActorManager, ZLinkError> {
+        Ok(crate::objects::ActorManager::new(self.object_client(None)?))
+    }
+
+    /// The Actor manager of the object mesh `mesh`: an unknown MeshName is `NotFound`, one
+    /// without an object role `NotConfigured`.
+    pub fn actors_in(&self, mesh: &MeshName) -> Result<crate::objects::ActorManager, ZLinkError> {
+        Ok(crate::objects::ActorManager::new(
+            self.object_client(Some(mesh))?,
+        ))
+    }
+
+    /// The User Spot manager of the one object mesh of this root (the same mesh selection as
+    /// [`actors`](Self::actors)).
+    pub fn spots(&self) -> Result<crate::objects::SpotManager, ZLinkError> {
+        Ok(crate::objects::SpotManager::new(self.object_client(None)?))
+    }
+
+    /// The User Spot manager of the object mesh `mesh`.
+    pub fn spots_in(&self, mesh: &MeshName) -> Result<crate::objects::SpotManager, ZLinkError> {
+        Ok(crate::objects::SpotManager::new(
+            self.object_client(Some(mesh))?,
+        ))
+    }
+
+    /// The object client of `mesh`, or of the one object mesh (spec 06 §15 selection table).
+    fn object_client(
+        &self,
+        mesh: Option<&MeshName>,
+    ) -> Result<crate::objects::client::ObjectClient, ZLinkError> {
+        let i = match mesh {
+            Some(mesh) => self
+                .inner
+                .nodes
+                .iter()
+                .position(|n| n.mesh_name() == mesh)
+                .ok_or_else(|| ZLinkError::NoRoute {
+                    target: format!("MeshName {:?}", mesh.as_str()),
+                })?,
+            None => {
+                let mut found = self
+                    .inner
+                    .objects
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| o.is_some());
+                let first = found.next();
+                if found.next().is_some() {
+                    return Err(ZLinkError::application(
+                        crate::messaging::ErrorKind::InvalidOperation,
+                        "several MeshNodes have an object role: name one with actors_in / spots_in",
+                    ));
+                }
+                match first {
+                    Some((i, _)) => i,
+                    None => {
+                        return Err(ZLinkError::application(
+                            crate::messaging::ErrorKind::NotConfigured,
+                            "no MeshNode of this root has an object role",
+                        ));
+                    }
+                }
+            }
+        };
+        let node = self.inner.nodes[i].clone();
+        match &self.inner.objects[i] {
+            Some(o) => {
+                let discovery = o.discovery.clone().ok_or_else(|| {
+                    ZLinkError::application(
+                        crate::messaging::ErrorKind::NotConfigured,
+                        "object placement needs automatic topology",
+                    )
+                })?;
+                Ok(crate::objects::client::ObjectClient {
+                    node,
+                    objects: Arc::clone(&o.host),
+                    discovery,
+                })
+            }
+            None => Err(ZLinkError::application(
+                crate::messaging::ErrorKind::NotConfigured,
+                "this MeshNode has no object role",
+            )),
+        }
+    }
+
+    /// Per Object Client/Server node of this root: its slots in use (active) and secured by
+    /// creations in progress (reserved), read from the Location Store (spec 06 §24, 21 §4).
+    /// It scans the authority rows: an operator query, not a hot path.
+    pub async fn object_capacity(
+        &self,
+    ) -> Result<Vec<(MeshName, zlink_codec::RoutingId, zlink_location::NodeUsage)>, ZLinkError>
+    {
+        let mut out = Vec::new();
+        for (node, o) in self.inner.nodes.iter().zip(&self.inner.objects) {
+            let Some(o) = o else { continue };
+            let key = zlink_location::NodeKey {
+                mesh: node.mesh_name().clone(),
+                routing_id: node.routing_id().clone(),
+            };
+            let usage = o
+                .host
+                .location
+                .authority()
+                .node_usage(&key)
+                .await
+                .map_err(crate::objects::host::store_failure)?;
+            out.push((key.mesh, key.routing_id, usage));
+        }
+        Ok(out)
+    }
+
+    /// The location runtime of this root, or `NotConfigured` without a Location Store.
+    async fn location_runtime(&self) -> Result<Arc<LocationRuntime>, ZLinkError> {
+        match self.inner.location.lock().await.as_ref() {
+            Some(rt) => Ok(Arc::clone(rt)),
+            None => Err(ZLinkError::application(
+                crate::messaging::ErrorKind::NotConfigured,
+                "this root has no Location Store (or it has stopped)",
+            )),
+        }
+    }
+
+    /// Where the Actor or Spot `id` lives, for operational tools (spec 21 §7.4): `None` when no
+    /// record exists (nothing is created); `Creating`, `Ready`, or `Unavailable` when its
+    /// owner's lease is gone. A Store failure is an error, never an absent object.
+    pub async fn locate(
+        &self,
+        kind: zlink_location::LookupKind,
+        id: &zlink_codec::ObjectId,
+    ) -> Result<Option<zlink_location::LocationEntry>, ZLinkError> {
+        self.location_runtime()
+            .await?
+            .lookup(kind, id)
+            .await
+            .map_err(crate::objects::host::store_failure)
+    }
+
+    /// One page (1..=1000 entries, at most 4 MiB encoded) of the location list of `filter`
+    /// (object kind, optional stable type and MeshName), for operational tools (spec 21 §7.4):
+    /// pass `None` to start a cycle and each page's `next` token to go on. A Store failure
+    /// fails the whole page.
+    pub async fn list_locations(
+        &self,
+        filter: zlink_location::ListFilter,
+        page_size: u32,
+        token: Option<&zlink_location::PageToken>,
+    ) -> Result<zlink_location::Page, ZLinkError> {
+        self.location_runtime()
+            .await?
+            .list(filter, page_size, token)
+            .await
+            .map_err(|e| match e {
+                zlink_location::LocationError::InvalidOperation(i) => ZLinkError::application(
+                    crate::messaging::ErrorKind::InvalidOperation,
+                    &i.to_string(),
+                ),
+                other => crate::objects::host::store_failure(other),
+            })
+    }
+
+    /// A caller-owned snapshot of the host and every MeshNode (spec 06 §24).
+    pub fn status(&self) -> HostStatus {
+        HostStatus {
+            state: self.state(),
+            last_relocation: self.inner.relocate.lock().last(),
+            shutdown: self.inner.report.get().cloned(),
+            nodes: self.inner.nodes.iter().map(MeshNode::status).collect(),
+            completions: self
+                .inner
+                .objects
+                .iter()
+                .flatten()
+                .map(|o| o.host.relocations.completions.counts())
+                .fold(super::CompletionCounts::default(), |a, b| a + b),
+            dropped_one_way: self
+                .inner
+                .objects
+                .iter()
+                .flatten()
+                .map(|o| o.host.relocations.dropped_one_way())
+                .sum(),
+        }
+    }
+
+    /// An ordered stream of this host's state changes and terminal results (spec 28 §2,
+    /// §11): the current state first, then every change; nothing is dropped for a slow
+    /// observer.
+    pub fn observe(&self) -> super::HostObserver {
+        let events = &self.inner.events;
+        self.inner.life.serialized(|now| events.subscribe(now))
+    }
+
+    /// Moves every stateful object of this host to other nodes and leaves the host
+    /// `Relocated` on success, its descriptors, listeners and connections kept (spec 06 §2,
+    /// 28 §2–§8; see [`RelocateOptions`](super::RelocateOptions) and the `relocate` module
+    /// docs of this crate's `mesh::node` for the order). Invalid options are an error before
+    /// anything changes; every other ending is a [`RelocationResult`](super::RelocationResult)
+    /// — `Relocated`, or `Blocked` with its reason. Concurrent calls with the same mode and
+    /// effective version share one operation; other options get `Blocked/OperationInProgress`
+    /// at once; a call in `Relocated` returns the first `Relocated` result. Dropping the
+    /// returned future ends only this caller's wait. Call [`shutdown`](Self::shutdown)
+    /// afterwards.
+    pub async fn relocate(
+        &self,
+        options: super::RelocateOptions,
+    ) -> Result<super::RelocationResult, super::RelocateError> {
+        super::relocate::relocate(&self.inner, options).await
+    }
+
+    /// [`shutdown_within`](Self::shutdown_within) the default 30-second deadline.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        self.shutdown_within(DEFAULT_SHUTDOWN_DEADLINE).await
+    }
+
+    /// Shuts the host down (spec 28 §9): `Draining` (new application admission ends with
+    /// `ShuttingDown`), peers told to stop selecting this host, `Draining` descriptors,
+    /// accepted work finished until `deadline`, every Entry, User and Instance Spot's closing
+    /// callback run with a `HostShutdown` context and the remaining deadline (a failed one →
+    /// `ForceStopped/TeardownFailed`, one still running at the deadline →
+    /// `ForceStopped/DeadlineExceeded`), then this run's authority rows swept,
+    /// descriptors withdrawn, the owner lease released, hosted services stopped in reverse,
+    /// connections and listeners closed and every task ended. Concurrent and repeated calls
+    /// share one run and return the same report.
+    pub async fn shutdown_within(&self, deadline: Duration) -> ShutdownReport {
+        self.inner
+            .report
+            .get_or_init(|| run_shutdown(&self.inner, deadline))
+            .await
+            .clone()
+    }
+}
+
+/// The fixed maximum time of the bounded teardown after a `Relocating` descriptor whose
+/// rollback to `Serving` was not confirmed (spec 28 §8).
+const ROLLBACK_TEARDOWN: Duration = Duration::from_secs(10);
+
+/// Spec 28 §8: a `Relocating` descriptor write was not confirmed on some MeshNode and the
+/// rollback of an attempted descriptor to `Serving` was not confirmed either: no new work
+/// (`Draining`), cleanup bounded by [`ROLLBACK_TEARDOWN`], and the host's termination result
+/// `ForceStopped/TeardownFailed` whatever else happens (`unconfirmed` lead its failures). A
+/// shutdown already running (or done) keeps its own report. Returns the host's report.
+pub(crate) async fn force_stop(host: &HostInner, unconfirmed: Vec<String>) -> ShutdownReport {
+    host.report
+        .get_or_init(|| run_shutdown_with(host, ROLLBACK_TEARDOWN, unconfirmed))
+        .await
+        .clone()
+}
+
+async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
+    run_shutdown_with(host, deadline, Vec::new()).await
+}
+
+/// The shutdown; `forced` non-empty makes it `ForceStopped/TeardownFailed` (28 §8).
+async fn run_shutdown_with(
+    host: &HostInner,
+    deadline: Duration,
+    forced: Vec<String>,
+) -> ShutdownReport {
+    let end = tokio::time::Instant::now() + deadline;
+    let teardown_failed = !forced.is_empty();
+    let mut failures = forced;
+    host.life.transition(
+        &[
+            HostState::Preparing,
+            HostState::Serving,
+            HostState::Relocating,
+            HostState::Relocated,
+            HostState::Error,
+        ],
+        HostState::Draining,
+    );
+    if let Some(h) = host.hosted.lock().await.as_ref() {
+        for f in h.request_stop().await {
+            failures.push(format!(
+                "hosted service `{}` {}: {}",
+                f.service, f.stage, f.error
+            ));
+        }
+    }
+    // Out of new selection: peers at once over the command plane, others by the descriptor.
+    for node in &host.nodes {
+        let zero: BTreeMap<ChannelName, u16> = node
+            .inner
+            .weights
+            .read()
+            .keys()
+            .map(|c| (c.clone(), 0))
+            .collect();
+        node.inner
+            .broadcast_control(control::WEIGHTS, control::weights_payload(&zero));
+    }
+    for (node, d) in host.nodes.iter().zip(&host.descriptors) {
+        if let Some(d) = d {
+            let weights = node.inner.weights.read().clone();
+            if let Err(e) = d.publish_state(&weights, HostState::Draining).await {
+                failures.push(format!("Draining descriptor of {}: {e}", node.inner.mesh));
+            }
+        }
+    }
+
+    // Accepted work finishes until the deadline.
+    let drained = tokio::time::timeout_at(end, host.life.drained())
+        .await
+        .is_ok();
+    let mut abandoned = 0;
+    if !drained {
+        abandoned = host.life.accepted();
+        tracing::warn!(
+            abandoned,
+            "shutdown deadline passed with accepted work running"
+        );
+        host.life.force().cancel();
+        for node in &host.nodes {
+            abandoned += node.inner.pending.fail_all();
+        }
+        let _ = tokio::time::timeout(FORCED_SETTLE, host.life.drained()).await;
+    }
+
+    // Step 4 (28 §9): membership and instances still valid, every Entry, User and Instance
+    // Spot gets its `HostShutdown` closing callback, bounded by the deadline. A failed one →
+    // TeardownFailed; one still running at the deadline → DeadlineExceeded.
+    let mut closing_late = false;
+    for o in host.objects.iter().flatten() {
+        let closing = o.host.shutdown_closing(end).await;
+        closing_late |= closing.late;
+        failures.extend(closing.failures);
+    }
+    if closing_late {
+        tracing::warn!("shutdown deadline passed with a Spot closing callback running");
+    }
+
+    // Local object scope first: every activation finishes its accepted turns and ends (a
+    // closing callback past the deadline is waited for only briefly).
+    for o in host.objects.iter().flatten() {
+        if closing_late {
+            let _ = tokio::time::timeout(FORCED_SETTLE, o.host.close_all()).await;
+        } else {
+            o.host.close_all().await;
+        }
+    }
+
+    // Owner records, then descriptors, then the owner lease.
+    let mut sweep = None;
+    if let Some(rt) = host.location.lock().await.take() {
+        match rt.self_sweep().await {
+            Ok(r) => sweep = Some(r),
+            Err(e) => failures.push(format!("self-sweep: {e}")),
+        }
+        if let Some(run) = rt.host_run() {
+            for (node, d) in host.nodes.iter().zip(&host.descriptors) {
+                if let Some(d) = d {
+                    if let Err(e) = d.withdraw(&run).await {
+                        failures.push(format!("descriptor of {}: {e}", node.inner.mesh));
+                    }
+                }
+            }
+        }
+        if let Err(e) = rt.release_lease().await {
+            failures.push(format!("owner lease release: {e}"));
+        }
+    }
+    if let Some(h) = host.hosted.lock().await.take() {
+        for f in h.finish_stop().await {
+            failures.push(format!(
+                "hosted service `{}` {}: {}",
+                f.service, f.stage, f.error
+            ));
+        }
+    }
+
+    // Replies of finished work are queued on the reply lane; let them reach the wire before
+    // the connections close (bounded by the deadline).
+    let _ = tokio::time::timeout_at(end, replies_flushed(&host.nodes)).await;
+
+    // Connections, listeners and every task.
+    for node in &host.nodes {
+        node.inner.transport.shutdown().await;
+    }
+    let tasks: Vec<_> = host.tasks.lock().drain(..).collect();
+    for t in tasks {
+        t.abort();
+        let _ = t.await;
+    }
+    host.life
+        .transition(&[HostState::Draining], HostState::Stopped);
+
+    let (outcome, reason) = if teardown_failed {
+        (
+            ShutdownOutcome::ForceStopped,
+            ShutdownReason::TeardownFailed,
+        )
+    } else if !drained || closing_late {
+        (
+            ShutdownOutcome::ForceStopped,
+            ShutdownReason::DeadlineExceeded,
+        )
+    } else if !failures.is_empty() {
+        (
+            ShutdownOutcome::ForceStopped,
+            ShutdownReason::TeardownFailed,
+        )
+    } else {
+        (ShutdownOutcome::Stopped, ShutdownReason::None)
+    };
+    for f in &failures {
+        tracing::warn!(failure = %f, "shutdown cleanup step failed");
+    }
+    tracing::info!(?outcome, ?reason, "host stopped");
+    let report = ShutdownReport {
+        outcome,
+        reason,
+        sweep,
+        abandoned,
+        failures,
+    };
+    host.emit(HostEvent::Termination(report.clone()));
+    report
+}
+
+/// Completes once no Ready peer connection of `nodes` has a reply queued or being written.
+async fn replies_flushed(nodes: &[MeshNode]) {
+    loop {
+        let queued = nodes.iter().any(|n| {
+            n.inner
+                .peers
+                .read()
+                .all_ready()
+                .any(|p| p.handle.queue_usage(zlink_transport::Lane::Reply).0 > 0)
+        });
+        if !queued {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -1,0 +1,159 @@
+//! A Location Store that lost its data while the roots ran (spec 21 §3, §5, §10; the
+//! store-epoch decision in `docs/store-epoch.md`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use zlink_store_spi::{
+    Condition, DynLocationStore, LocationStore, Mutation, ReadResult, WriteRequest,
+};
+use zlink_testkit::{Harness, snapshot_of};
+
+use super::support::*;
+use crate::host::ZLinkHost;
+use crate::mesh::node::MeshNode;
+use crate::objects::ActorRef;
+
+/// An Object Server of the counter type with short leases, over `store`.
+async fn server(store: Arc<dyn DynLocationStore>) -> (ZLinkHost, MeshNode) {
+    let options = short_lease().polling_interval(Duration::from_millis(100));
+    counter_server(store, options, &Arc::default()).await
+}
+
+/// Deletes every key of the store (the Redis prefix of the test): a Store restarted without
+/// persistence. Each key of one snapshot is deleted once, under the version it holds then (the
+/// roots keep renewing meanwhile).
+async fn wipe(store: &dyn DynLocationStore) {
+    for key in snapshot_of(store, "").await.keys() {
+        for _ in 0..64 {
+            let ReadResult::Found { version, .. } = store.read(key).await.expect("read") else {
+                break;
+            };
+            let delete = WriteRequest::new(
+                vec![Condition::Version(key.clone(), version)],
+                vec![Mutation::Delete(key.clone())],
+            )
+            .expect("request");
+            if store.write(&delete).await.expect("write").is_applied() {
+                break;
+            }
+        }
+    }
+}
+
+/// How many live activations each actor id has across `hosts`.
+fn live_per_id(hosts: &[&ZLinkHost]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for h in hosts {
+        for ((_, id), _, _) in h.object_host(0).live_list() {
+            *out.entry(id.as_str().to_owned()).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+on_every_store!(
+    after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher_generations
+);
+
+/// Three roots with live counter Actors; every key of the Store is deleted. Each root notices
+/// the lost lease, takes it over under a new, higher LeaseGeneration, republishes its
+/// descriptor (every node sees its peers again) and closes the activations of its earlier run
+/// (their records are gone); every Actor is then reachable again as a new incarnation with an
+/// ObjectGeneration above the one it had, live on exactly one node.
+async fn after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher_generations(
+    h: &Harness,
+) {
+    let (ha, a) = server(h.store.clone()).await;
+    let (hb, b) = server(h.store.clone()).await;
+    let (hc, c) = server(h.store.clone()).await;
+    for n in [&a, &b, &c] {
+        wait_peers(n, 2).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let hosts = [&ha, &hb, &hc];
+    let m = ha.actors().expect("manager");
+    let mut old: Vec<ActorRef> = Vec::new();
+    for i in 0..12 {
+        let r = m
+            .get_or_create("counter", &format!("c-{i}"))
+            .await
+            .expect("created");
+        assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
+        old.push(r);
+    }
+    let runs: Vec<_> = hosts
+        .iter()
+        .map(|x| x.object_host(0).location.host_run().expect("run"))
+        .collect();
+
+    wipe(h.store.as_ref()).await;
+
+    // Every root holds its lease again under a higher generation, and the activations of its
+    // earlier run are closed (their records are gone).
+    wait_until(
+        "every root re-acquired above its earlier generation",
+        || {
+            hosts.iter().zip(&runs).all(|(x, first)| {
+                x.object_host(0).location.host_run().is_some_and(|r| {
+                    r.owner_id == first.owner_id && r.lease_generation > first.lease_generation
+                })
+            })
+        },
+    )
+    .await;
+    wait_until("the earlier runs' activations are closed", || {
+        live_per_id(&hosts).is_empty()
+    })
+    .await;
+    // Every node sees its peers again: the descriptors are republished under the new runs.
+    for n in [&a, &b, &c] {
+        wait_peers(n, 2).await;
+    }
+    let now: Vec<_> = hosts
+        .iter()
+        .map(|x| x.object_host(0).location.host_run().expect("run"))
+        .collect();
+    let discovery = ha.object_discovery(0);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !discovery
+        .refresh()
+        .await
+        .is_ok_and(|v| now.iter().all(|r| v.nodes.iter().any(|n| &n.run == r)))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every node listed again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Every Actor is reachable again, a new incarnation with a higher ObjectGeneration.
+    for r in &old {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let again = loop {
+            match m.get_or_create("counter", r.id.as_str()).await {
+                Ok(again) => break again,
+                Err(e) => {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "{r:?} not recreated: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        assert!(again.generation > r.generation, "{again:?} after {r:?}");
+        assert_eq!(
+            m.request(r.id.as_str(), &Incr).await.expect("incr"),
+            1,
+            "{r:?}: a new incarnation"
+        );
+    }
+    // No Actor is live on two nodes.
+    let live = live_per_id(&hosts);
+    assert_eq!(live.len(), old.len(), "{live:?}");
+    assert!(live.values().all(|&n| n == 1), "{live:?}");
+    stop_all(&hosts).await;
+}
