@@ -13,6 +13,7 @@ mod faults;
 mod services;
 mod test_cmd;
 mod tidy;
+mod tidy_layers;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

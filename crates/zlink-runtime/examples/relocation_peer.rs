@@ -43,11 +43,17 @@ use zlink_codec::MeshName;
 use zlink_codec::records::ObjectRole;
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
+use zlink_runtime::Actor;
+use zlink_runtime::ActorManager;
+use zlink_runtime::ActorStateAdapter;
+use zlink_runtime::ActorType;
+use zlink_runtime::BoxError;
+use zlink_runtime::Message;
+use zlink_runtime::RelocateOptions;
+use zlink_runtime::Request;
+use zlink_runtime::ZLink;
+use zlink_runtime::ZLinkHost;
 use zlink_runtime::location::LocationOptions;
-use zlink_runtime::mesh::config::ZLink;
-use zlink_runtime::mesh::node::{RelocateOptions, ZLinkHost};
-use zlink_runtime::messaging::{BoxError, Message, Request};
-use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter, ActorType};
 
 /// The Actor type whose adapter copies the state (capture and restore).
 const BLOB: &str = "blob";

@@ -1,8 +1,31 @@
 #![doc = include_str!("../README.md")]
 
-pub mod host;
-pub mod location;
-pub mod mesh;
-pub mod messaging;
-pub mod objects;
+// The layers, each importing only those above it in this list (docs/architecture.md; the
+// `xtask` tidy test `runtime_layers_import_only_downward` enforces it).
+pub(crate) mod host;
+pub(crate) mod mesh;
+pub(crate) mod messaging;
+pub(crate) mod objects;
 pub(crate) mod relocation;
+
+pub mod config;
+pub mod handler;
+pub mod location;
+pub mod status;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use host::config::{MeshNodeBuilder, ZLink, ZLinkBuilder};
+pub use host::{RelocateOptions, RelocationResult, ZLinkHost};
+pub use mesh::node::{CallOptions, MeshNode};
+pub use messaging::{
+    BoxError, ErrorKind, Filter, HandlerContext, Message, Metadata, Next, Request, ZLinkError,
+};
+pub use objects::{
+    Actor, ActorManager, ActorRef, ActorStateAdapter, ActorType, MessageContext, RelocationOptions,
+    Spot, SpotManager, SpotRef, SpotStateAdapter, SpotType,
+};
+pub use zlink_codec::{ChannelName, MeshName};
+pub use zlink_store_spi::{
+    DynLocationStore, DynRelocationStore, MemoryLocationStore, MemoryRelocationStore,
+};

@@ -22,9 +22,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use zlink_codec::{MeshName, RoutingId};
-use zlink_runtime::mesh::config::{Topology, ZLink};
-use zlink_runtime::mesh::node::{MeshNode, ZLinkHost};
-use zlink_runtime::messaging::{Message, Request};
+use zlink_runtime::MeshNode;
+use zlink_runtime::Message;
+use zlink_runtime::Request;
+use zlink_runtime::ZLink;
+use zlink_runtime::ZLinkHost;
+use zlink_runtime::config::Topology;
 
 use super::transport::{
     Count, Latency, ROUNDS, Samples, Server, peer_binary, raw_one_way, raw_request_response,

@@ -39,11 +39,14 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, ObjectId, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
-use zlink_runtime::mesh::config::ZLink;
-use zlink_runtime::mesh::node::{MeshNode, ZLinkHost};
-use zlink_runtime::messaging::{Message, Request};
-use zlink_runtime::objects::testing::RouteCacheBench;
-use zlink_runtime::objects::{Actor, ActorManager};
+use zlink_runtime::Actor;
+use zlink_runtime::ActorManager;
+use zlink_runtime::MeshNode;
+use zlink_runtime::Message;
+use zlink_runtime::Request;
+use zlink_runtime::ZLink;
+use zlink_runtime::ZLinkHost;
+use zlink_runtime::testing::RouteCacheBench;
 use zlink_store_spi::{
     Condition, DynLocationStore, Mutation, ReadResult, Retention, StoreKey, StoreVersion,
     WriteRequest, WriteResult,

@@ -153,11 +153,9 @@ async fn start_root(
     url: &str,
     prefix: &str,
     node: impl FnOnce(
-        zlink_runtime::mesh::config::MeshNodeBuilder<zlink_runtime::messaging::NodeHandler>,
-    ) -> zlink_runtime::mesh::config::MeshNodeBuilder<
-        zlink_runtime::messaging::NodeHandler,
-    >,
-) -> Result<zlink_runtime::mesh::node::ZLinkHost, String> {
+        zlink_runtime::MeshNodeBuilder<zlink_runtime::handler::NodeHandler>,
+    ) -> zlink_runtime::MeshNodeBuilder<zlink_runtime::handler::NodeHandler>,
+) -> Result<zlink_runtime::ZLinkHost, String> {
     use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
     use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
     let location = RedisLocationOptions::from_url(url)
@@ -172,7 +170,7 @@ async fn start_root(
     let relocation = RedisRelocationStore::connect(relocation)
         .await
         .map_err(|e| format!("connecting to {url}: {e}"))?;
-    zlink_runtime::mesh::config::ZLink::builder()
+    zlink_runtime::ZLink::builder()
         .location_store(std::sync::Arc::new(location))
         .relocation_store(std::sync::Arc::new(relocation))
         .location_options(

@@ -40,11 +40,14 @@ use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
+use zlink_runtime::ActorManager;
+use zlink_runtime::Message;
+use zlink_runtime::Request;
+use zlink_runtime::Spot;
+use zlink_runtime::SpotManager;
+use zlink_runtime::ZLink;
+use zlink_runtime::ZLinkHost;
 use zlink_runtime::location::LocationOptions;
-use zlink_runtime::mesh::config::ZLink;
-use zlink_runtime::mesh::node::ZLinkHost;
-use zlink_runtime::messaging::{Message, Request};
-use zlink_runtime::objects::{ActorManager, Spot, SpotManager};
 use zlink_store_spi::{
     DynLocationStore, DynRelocationStore, MemoryLocationStore, MemoryRelocationStore,
 };

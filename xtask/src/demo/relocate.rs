@@ -16,11 +16,20 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
-use zlink_runtime::mesh::node::{
-    CallOptions, CompletionCounts, RelocateOptions, RelocationOutcome, RelocationReason, ZLinkHost,
-};
-use zlink_runtime::messaging::{BoxError, ErrorKind, Message, Request};
-use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter, ActorType};
+use zlink_runtime::Actor;
+use zlink_runtime::ActorManager;
+use zlink_runtime::ActorStateAdapter;
+use zlink_runtime::ActorType;
+use zlink_runtime::BoxError;
+use zlink_runtime::CallOptions;
+use zlink_runtime::ErrorKind;
+use zlink_runtime::Message;
+use zlink_runtime::RelocateOptions;
+use zlink_runtime::Request;
+use zlink_runtime::ZLinkHost;
+use zlink_runtime::status::CompletionCounts;
+use zlink_runtime::status::RelocationOutcome;
+use zlink_runtime::status::RelocationReason;
 
 /// The relocated root (root 1 in the output).
 const SOURCE: usize = 0;

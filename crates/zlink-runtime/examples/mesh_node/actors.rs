@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zlink_runtime::mesh::node::CallOptions;
-use zlink_runtime::messaging::ErrorKind;
-use zlink_runtime::objects::ActorManager;
+use zlink_runtime::ActorManager;
+use zlink_runtime::CallOptions;
+use zlink_runtime::ErrorKind;
 
 use crate::counter::{COUNTER, Incr, Probe, Step, Totals};
 use crate::say;

@@ -2,8 +2,12 @@
 //! the relocation policy `--relocation` chooses (with a JSON state adapter for `preserve`).
 
 use serde::{Deserialize, Serialize};
-use zlink_runtime::messaging::{BoxError, Message, Request};
-use zlink_runtime::objects::{Actor, ActorStateAdapter, ActorType};
+use zlink_runtime::Actor;
+use zlink_runtime::ActorStateAdapter;
+use zlink_runtime::ActorType;
+use zlink_runtime::BoxError;
+use zlink_runtime::Message;
+use zlink_runtime::Request;
 
 /// The registered Actor type of `--objects`.
 pub(crate) const COUNTER: &str = "counter";

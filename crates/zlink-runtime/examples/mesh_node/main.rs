@@ -69,10 +69,15 @@ use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
+use zlink_runtime::CallOptions;
+use zlink_runtime::MeshNode;
+use zlink_runtime::Message;
+use zlink_runtime::RelocateOptions;
+use zlink_runtime::Request;
+use zlink_runtime::ZLink;
+use zlink_runtime::ZLinkHost;
+use zlink_runtime::config::Topology;
 use zlink_runtime::location::LocationOptions;
-use zlink_runtime::mesh::config::{Topology, ZLink};
-use zlink_runtime::mesh::node::{CallOptions, MeshNode, RelocateOptions, ZLinkHost};
-use zlink_runtime::messaging::{Message, Request};
 
 mod actors;
 mod counter;

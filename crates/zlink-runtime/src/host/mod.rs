@@ -7,10 +7,10 @@
 //!
 //! `docs/verification.md`, section "zlink-runtime running hosts: mesh, objects, relocation, shutdown".
 
-pub mod config;
-pub(crate) mod host;
+pub(crate) mod config;
 pub(crate) mod observe;
 pub(crate) mod relocate;
+pub(crate) mod running;
 pub(crate) mod start;
 mod status;
 
@@ -18,12 +18,12 @@ mod status;
 mod tests;
 
 pub use crate::relocation::{CompletionCounts, InterruptionSummary};
-pub use host::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub use observe::{HostEvent, HostObserver};
 pub use relocate::{
     DEFAULT_RELOCATE_DEADLINE, RelocateError, RelocateErrorKind, RelocateOptions, RelocationMode,
     RelocationOutcome, RelocationReason, RelocationResult,
 };
+pub use running::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub use start::{StartError, StartErrorKind};
 pub use status::{HostStatus, ShutdownOutcome, ShutdownReason, ShutdownReport};
 pub use zlink_codec::records::HostState;

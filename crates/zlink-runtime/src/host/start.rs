@@ -12,8 +12,8 @@ use zlink_codec::records::{HostState, MeshNodeDescriptor, ObjectCapability};
 use zlink_codec::{Generation, MAX_U63};
 use zlink_transport::{Transport, TransportConfig, TransportError};
 
-use super::host::{HostInner, ZLinkHost};
 use super::observe::HostEvents;
+use super::running::{HostInner, ZLinkHost};
 use crate::host::config::{
     DEFAULT_ROUTING_ID_PREFIX, HostedStartError, MeshNodePlan, RoutingIdPlan, StartupError,
     Topology, ZLink, ZLinkPlan, start_hosted_services,

@@ -4,5 +4,5 @@
 //! metadata, error replies), and [`node`] runs MeshNodes over `zlink-transport`: peers,
 //! node-direct and channel calls, the command plane, status and shutdown.
 
-pub mod node;
+pub(crate) mod node;
 pub(crate) mod peer;

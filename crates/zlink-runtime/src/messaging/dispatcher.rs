@@ -12,26 +12,37 @@
 //! 4. a new [`DispatchScope`] is created and the filter chain runs, then the handler;
 //! 5. a request gets the encoded reply or an [`ErrorReply`]; a send gets nothing back.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use zlink_codec::payload::Registry;
-use zlink_codec::{ChannelName, MeshName};
 
 use super::context::{
-    Cancellation, ChannelContext, DispatchInfo, DispatchScope, HandlerContext, NodeContext,
-    RouteKind, ScopedFactories,
+    Cancellation, DispatchInfo, DispatchScope, HandlerContext, RouteKind, ScopedFactories,
 };
 use super::error::{ErrorKind, FramePart, ZLinkError};
 use super::error_reply::ErrorReply;
-use super::filter::{Chain, Filter, FnFilter};
+use super::filter::{Chain, Filter};
 use super::frame::{DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd};
-use super::handler::{ErasedHandler, HandlerKey, HandlerTable, NodeHandler};
+use super::handler::{HandlerKey, HandlerTable, NodeHandler};
 use super::metadata::Metadata;
-use super::packet::{Message, PacketName, Request};
+use super::packet::PacketName;
+// The typed registration methods are the messaging tests' way in; the host registers handlers
+// through the plan.
+#[cfg(test)]
+use super::context::{ChannelContext, NodeContext};
+#[cfg(test)]
+use super::filter::FnFilter;
+#[cfg(test)]
+use super::handler::ErasedHandler;
+#[cfg(test)]
+use super::packet::{Message, Request};
+#[cfg(test)]
+use std::future::Future;
+#[cfg(test)]
+use zlink_codec::{ChannelName, MeshName};
 
 /// Collects the process-level handlers, filters and scoped dependencies (startup).
-pub struct DispatcherBuilder {
+pub(crate) struct DispatcherBuilder {
     codecs: Registry,
     handlers: HandlerTable,
     filters: Vec<Arc<dyn Filter>>,
@@ -50,6 +61,7 @@ impl std::fmt::Debug for DispatcherBuilder {
 }
 
 impl DispatcherBuilder {
+    #[cfg(test)]
     fn add<M: Message>(
         mut self,
         key: impl FnOnce(PacketName) -> HandlerKey,
@@ -65,8 +77,9 @@ impl DispatcherBuilder {
         self
     }
 
+    #[cfg(test)]
     /// Registers a node-direct send handler for `M` on a RouteMesh.
-    pub fn node_send<M, F, Fut>(self, mesh: MeshName, handler: F) -> Self
+    pub(crate) fn node_send<M, F, Fut>(self, mesh: MeshName, handler: F) -> Self
     where
         M: Message,
         F: Fn(M, NodeContext) -> Fut + Send + Sync + 'static,
@@ -83,8 +96,9 @@ impl DispatcherBuilder {
         )
     }
 
+    #[cfg(test)]
     /// Registers a node-direct request handler for `R` on a RouteMesh.
-    pub fn node_request<R, F, Fut>(self, mesh: MeshName, handler: F) -> Self
+    pub(crate) fn node_request<R, F, Fut>(self, mesh: MeshName, handler: F) -> Self
     where
         R: Request,
         F: Fn(R, NodeContext) -> Fut + Send + Sync + 'static,
@@ -101,8 +115,9 @@ impl DispatcherBuilder {
         )
     }
 
+    #[cfg(test)]
     /// Registers a channel send handler for `M`.
-    pub fn channel_send<M, F, Fut>(self, channel: ChannelName, handler: F) -> Self
+    pub(crate) fn channel_send<M, F, Fut>(self, channel: ChannelName, handler: F) -> Self
     where
         M: Message,
         F: Fn(M, ChannelContext) -> Fut + Send + Sync + 'static,
@@ -119,8 +134,9 @@ impl DispatcherBuilder {
         )
     }
 
+    #[cfg(test)]
     /// Registers a channel request handler for `R`.
-    pub fn channel_request<R, F, Fut>(self, channel: ChannelName, handler: F) -> Self
+    pub(crate) fn channel_request<R, F, Fut>(self, channel: ChannelName, handler: F) -> Self
     where
         R: Request,
         F: Fn(R, ChannelContext) -> Fut + Send + Sync + 'static,
@@ -159,8 +175,9 @@ impl DispatcherBuilder {
         self
     }
 
+    #[cfg(test)]
     /// Appends a closure filter (filters run in registration order).
-    pub fn filter<F, Fut>(self, filter: F) -> Self
+    pub(crate) fn filter<F, Fut>(self, filter: F) -> Self
     where
         F: Fn(super::context::FilterContext, super::filter::Next) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), ZLinkError>> + Send + 'static,
@@ -168,16 +185,18 @@ impl DispatcherBuilder {
         self.filter_object(FnFilter(filter))
     }
 
+    #[cfg(test)]
     /// Appends a filter object (filters run in registration order).
-    pub fn filter_object(mut self, filter: impl Filter) -> Self {
+    pub(crate) fn filter_object(mut self, filter: impl Filter) -> Self {
         self.filters.push(Arc::new(filter));
         self
     }
 
+    #[cfg(test)]
     /// Registers the factory of a scoped dependency: one instance per dispatch, created on
     /// first use and shared by that dispatch's filters and handler. A later registration of
     /// the same type replaces the earlier one.
-    pub fn scoped<T: Send + Sync + 'static>(
+    pub(crate) fn scoped<T: Send + Sync + 'static>(
         mut self,
         make: impl Fn() -> T + Send + Sync + 'static,
     ) -> Self {
@@ -187,7 +206,7 @@ impl DispatcherBuilder {
 
     /// Validates the registrations: the first error (a duplicate dispatch key is
     /// [`ZLinkError::DuplicateHandler`]) fails startup.
-    pub fn build(self) -> Result<Dispatcher, ZLinkError> {
+    pub(crate) fn build(self) -> Result<Dispatcher, ZLinkError> {
         if let Some(e) = self.first_error {
             return Err(e);
         }
@@ -204,7 +223,7 @@ impl DispatcherBuilder {
 
 /// Dispatches inbound node-direct and channel application frames (cheap to clone).
 #[derive(Clone)]
-pub struct Dispatcher {
+pub(crate) struct Dispatcher {
     inner: Arc<Inner>,
 }
 
@@ -226,7 +245,7 @@ impl std::fmt::Debug for Dispatcher {
 
 impl Dispatcher {
     /// A builder over the root codec registry.
-    pub fn builder(codecs: Registry) -> DispatcherBuilder {
+    pub(crate) fn builder(codecs: Registry) -> DispatcherBuilder {
         DispatcherBuilder {
             codecs,
             handlers: HandlerTable::default(),
@@ -237,14 +256,14 @@ impl Dispatcher {
     }
 
     /// The codec registry replies are encoded with.
-    pub fn codecs(&self) -> &Registry {
+    pub(crate) fn codecs(&self) -> &Registry {
         &self.inner.codecs
     }
 
     /// Dispatches one inbound frame. `cancellation` is the dispatch's signal: the filters and
     /// the handler see the same one. Dropping the returned future cancels the dispatch too;
     /// either way the scope and every per-dispatch instance are dropped exactly once.
-    pub async fn dispatch(
+    pub(crate) async fn dispatch(
         &self,
         frame: InboundFrame,
         cancellation: Cancellation,

@@ -118,7 +118,7 @@ impl fmt::Display for ErrorKind {
 /// boundary, so a remote peer can never inject multi-line or unbounded text into logs.
 ///
 /// ```
-/// use zlink_runtime::messaging::ErrorMessage;
+/// use zlink_runtime::handler::ErrorMessage;
 /// let m = ErrorMessage::sanitise("line one\nline two");
 /// assert_eq!(m.as_str(), "line one line two");
 /// assert_eq!(ErrorMessage::sanitise(&"x".repeat(300)).as_str().len(), 256);

@@ -29,7 +29,7 @@ impl Correlation {
 
 /// Whether the sender waits for a reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReplyExpectation {
+pub(crate) enum ReplyExpectation {
     /// A one-way send: nothing goes back, whatever happens.
     None,
     /// A request: exactly one reply or error reply goes back under this correlation.
@@ -42,7 +42,7 @@ pub enum ReplyExpectation {
 /// dispatcher validates each (packet name bounds, verbatim content-type lookup,
 /// `metadata-v1`) so a malformed frame becomes a `ProtocolError`, not a panic.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboundFrame {
+pub(crate) struct InboundFrame {
     /// Which handler namespace the frame addresses and where it came from.
     pub target: InboundTarget,
     /// Send (no reply) or request (reply under a correlation).
@@ -59,7 +59,7 @@ pub struct InboundFrame {
 
 impl InboundFrame {
     /// Send or request.
-    pub fn route_kind(&self) -> RouteKind {
+    pub(crate) fn route_kind(&self) -> RouteKind {
         match self.expect {
             ReplyExpectation::None => RouteKind::Send,
             ReplyExpectation::Reply(_) => RouteKind::Request,
@@ -70,7 +70,7 @@ impl InboundFrame {
 /// How a one-way send's dispatch ended. Nothing is sent back to the sender in any case; the
 /// transport may record it (drop metrics, message-flow records).
 #[derive(Debug, Clone)]
-pub enum SendEnd {
+pub(crate) enum SendEnd {
     /// The handler ran and completed normally.
     Handled,
     /// A filter did not call `next`: the handler did not run and the dispatch just ended.
@@ -81,10 +81,15 @@ pub enum SendEnd {
 
 /// What a dispatch produced.
 #[derive(Debug, Clone)]
-pub enum DispatchOutcome {
+pub(crate) enum DispatchOutcome {
     /// A request's business reply, to send back under `correlation`.
     Reply {
-        /// The request's correlation.
+        /// The request's correlation (the mesh answers under the frame's own; the messaging
+        /// tests check the two agree).
+        #[cfg_attr(
+            not(test),
+            expect(dead_code, reason = "checked by the messaging tests")
+        )]
         correlation: Correlation,
         /// The reply's canonical content type.
         content_type: String,
@@ -93,7 +98,12 @@ pub enum DispatchOutcome {
     },
     /// A request's error reply, to send back under `correlation`.
     ErrorReply {
-        /// The request's correlation.
+        /// The request's correlation (the mesh answers under the frame's own; the messaging
+        /// tests check the two agree).
+        #[cfg_attr(
+            not(test),
+            expect(dead_code, reason = "checked by the messaging tests")
+        )]
         correlation: Correlation,
         /// The error reply (encode with [`ErrorReply::encode`]).
         error: ErrorReply,

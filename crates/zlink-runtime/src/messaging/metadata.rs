@@ -18,11 +18,11 @@ use super::error::{FramePart, InvalidText, ZLinkError};
 /// An immutable, validated metadata snapshot.
 ///
 /// ```
-/// use zlink_runtime::messaging::Metadata;
+/// use zlink_runtime::Metadata;
 /// let m = Metadata::builder().set("trace", "a").set("trace", "b").build()?;
 /// assert_eq!(m.get("trace"), Some("b"));
 /// assert!(Metadata::builder().set("k", "v".repeat(1_024)).build().is_err());
-/// # Ok::<(), zlink_runtime::messaging::ZLinkError>(())
+/// # Ok::<(), zlink_runtime::ZLinkError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Metadata {

@@ -13,7 +13,8 @@ use super::error::{InvalidText, ZLinkError};
 /// A typed message: a business object with a fixed packet name.
 ///
 /// ```
-/// use zlink_runtime::messaging::{Message, Request};
+/// use zlink_runtime::Message;
+/// use zlink_runtime::Request;
 ///
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct Ping { n: u32 }
@@ -42,7 +43,7 @@ pub trait Request: Message {
 /// whole key stays small and every part fits a one-byte length prefix.
 ///
 /// ```
-/// use zlink_runtime::messaging::PacketName;
+/// use zlink_runtime::handler::PacketName;
 /// assert!(PacketName::new("game.Move").is_ok());
 /// assert!(PacketName::new("").is_err());
 /// assert!(PacketName::new("a\nb").is_err());

@@ -86,10 +86,8 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use zlink_codec::{MeshName, records::ObjectRole};
-//! use zlink_runtime::mesh::{config::ZLink, messaging::{Message, Request}};
-//! use zlink_runtime::objects::Actor;
-//! use zlink_store_spi::{DynLocationStore, MemoryLocationStore};
+//! use zlink_runtime::config::ObjectRole;
+//! use zlink_runtime::{Actor, DynLocationStore, MemoryLocationStore, MeshName, Message, Request, ZLink};
 //!
 //! struct Counter { n: u64 }
 //! impl Actor for Counter {}
@@ -119,11 +117,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Live relocation of one Entry Spot member Actor exists inside the crate (`relocation/`:
-//! RecreateOnRelocation and PreserveStateWith move, DisableRelocation is refused before
-//! capture). Not built yet: a public Relocate, moves of User Spot members and whole Spots (a
-//! cross-node join is refused with `InvalidOperation` because it moves the Actor), recovery of rows left by runs this node never saw in its list
-//! (for example its own previous run), Instance Spot activation by Logical Multicast, the
+//! Moves are the `relocation` layer's; objects still name two of its types (the held-work
+//! record and the per-host move registry) until that seam becomes a trait. Not built yet: Instance Spot activation by Logical Multicast, the
 //! durable activation inbox beyond the first message, and the descriptor's live
 //! `activationConcurrency.active` count (the permits are enforced, the count is not
 //! published).
@@ -149,7 +144,7 @@ mod relocation_options;
 mod routes;
 mod spots;
 #[cfg(feature = "testing")]
-pub mod testing;
+pub(crate) mod testing;
 
 pub use call::{CreateCall, Created, CreatedRef};
 pub use client::DEFAULT_CREATE_DEADLINE;

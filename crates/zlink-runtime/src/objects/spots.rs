@@ -161,10 +161,10 @@ impl SpotManager {
     /// this manager's), [`metadata`](InstanceCall::metadata).
     ///
     /// ```no_run
-    /// # async fn f(spots: zlink_runtime::objects::SpotManager) -> Result<(), zlink_runtime::messaging::ZLinkError> {
+    /// # async fn f(spots: zlink_runtime::SpotManager) -> Result<(), zlink_runtime::ZLinkError> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct Join;
-    /// # impl zlink_runtime::messaging::Message for Join { const PACKET: &'static str = "Join"; }
-    /// # impl zlink_runtime::messaging::Request for Join { type Reply = u32; }
+    /// # impl zlink_runtime::Message for Join { const PACKET: &'static str = "Join"; }
+    /// # impl zlink_runtime::Request for Join { type Reply = u32; }
     /// let members = spots.instance("room-1").stable_type("room").request(&Join).await?;
     /// # Ok(()) }
     /// ```

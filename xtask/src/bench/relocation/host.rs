@@ -26,9 +26,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
 use zlink_codec::records::ObjectRole;
-use zlink_runtime::mesh::node::{MeshNode, RelocateOptions, ZLinkHost};
-use zlink_runtime::messaging::{BoxError, Message, Request};
-use zlink_runtime::objects::{Actor, ActorManager, ActorStateAdapter};
+use zlink_runtime::Actor;
+use zlink_runtime::ActorManager;
+use zlink_runtime::ActorStateAdapter;
+use zlink_runtime::BoxError;
+use zlink_runtime::MeshNode;
+use zlink_runtime::Message;
+use zlink_runtime::RelocateOptions;
+use zlink_runtime::Request;
+use zlink_runtime::ZLinkHost;
 
 use super::{Args, mesh, ms, to_string};
 
@@ -253,7 +259,7 @@ type Relocated = (
     usize,
     usize,
     Duration,
-    zlink_runtime::mesh::node::InterruptionSummary,
+    zlink_runtime::status::InterruptionSummary,
 );
 
 /// What one load window saw.

@@ -20,9 +20,13 @@ use zlink_codec::records::ObjectRole;
 use zlink_relocation::inventory::{
     InventoryBuilder, InventoryEntry, MemberKind, ObjectGeneration, ObjectId, StableType,
 };
-use zlink_runtime::mesh::node::{RelocateOptions, ZLinkHost};
-use zlink_runtime::messaging::BoxError;
-use zlink_runtime::objects::{Actor, ActorStateAdapter, Spot, SpotRef};
+use zlink_runtime::Actor;
+use zlink_runtime::ActorStateAdapter;
+use zlink_runtime::BoxError;
+use zlink_runtime::RelocateOptions;
+use zlink_runtime::Spot;
+use zlink_runtime::SpotRef;
+use zlink_runtime::ZLinkHost;
 
 use super::{Args, ms, to_string};
 

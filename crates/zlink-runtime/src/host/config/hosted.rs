@@ -83,13 +83,13 @@ impl HostedStartError {
 /// The hosted services that started, in start order; [`stop`](Self::stop) stops them.
 #[derive(Debug)]
 #[must_use = "started hosted services must be stopped at shutdown"]
-pub struct RunningHostedServices {
+pub(crate) struct RunningHostedServices {
     started: Vec<Arc<dyn HostedService>>,
 }
 
 /// Starts `services` one at a time in order. On the first failure, stops what started in
 /// reverse and returns the failure (spec 06 §22).
-pub async fn start_hosted_services(
+pub(crate) async fn start_hosted_services(
     services: &[Arc<dyn HostedService>],
 ) -> Result<RunningHostedServices, HostedStartError> {
     let mut running = RunningHostedServices {
@@ -116,18 +116,14 @@ pub async fn start_hosted_services(
 
 impl RunningHostedServices {
     /// How many services are running.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.started.len()
-    }
-
-    /// Whether no service is running.
-    pub fn is_empty(&self) -> bool {
-        self.started.is_empty()
     }
 
     /// Sends every stop request in reverse start order, then every stop in reverse order.
     /// A failure is recorded (and logged) and the sequence continues (spec 06 §22).
-    pub async fn stop(self) -> Vec<HostedFailure> {
+    pub(crate) async fn stop(self) -> Vec<HostedFailure> {
         let mut failures = self.request_stop().await;
         failures.extend(self.finish_stop().await);
         failures
@@ -135,13 +131,13 @@ impl RunningHostedServices {
 
     /// The first half of [`stop`](Self::stop): every stop request, in reverse start order (at
     /// the beginning of shutdown).
-    pub async fn request_stop(&self) -> Vec<HostedFailure> {
+    pub(crate) async fn request_stop(&self) -> Vec<HostedFailure> {
         self.run_stage(HostedStage::StopRequest).await
     }
 
     /// The second half of [`stop`](Self::stop): every stop, in reverse start order (after
     /// accepted work finished).
-    pub async fn finish_stop(self) -> Vec<HostedFailure> {
+    pub(crate) async fn finish_stop(self) -> Vec<HostedFailure> {
         self.run_stage(HostedStage::Stop).await
     }
 

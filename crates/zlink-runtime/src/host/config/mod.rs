@@ -9,7 +9,8 @@
 //! [`StartupError::RootAlreadyStarted`].
 //!
 //! ```
-//! use zlink_runtime::mesh::config::{Topology, ZLink};
+//! use zlink_runtime::config::Topology;
+//! use zlink_runtime::ZLink;
 //! use zlink_codec::{ChannelName, MeshName};
 //!
 //! let root = ZLink::builder()
@@ -48,8 +49,8 @@ pub use crate::objects::{RelocationConfigError, RelocationOptions};
 pub use error::{HostField, StartupError, StartupErrorKind, StoreKind, StoreRequirement};
 pub use hosted::{
     HostedError, HostedFailure, HostedFuture, HostedService, HostedStage, HostedStartError,
-    RunningHostedServices, start_hosted_services,
 };
+pub(crate) use hosted::{RunningHostedServices, start_hosted_services};
 pub use node::{DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_ROUTING_ID_PREFIX, MeshNodeBuilder};
 pub use plan::{MeshNodePlan, ObjectTypePlan, RoutingIdPlan, ZLinkPlan};
 pub use root::{DEFAULT_BIND_HOST, ZLink, ZLinkBuilder};

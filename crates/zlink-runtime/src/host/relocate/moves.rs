@@ -12,7 +12,7 @@ use zlink_codec::records::HostState;
 use super::run::Ask;
 use super::targets::{Targets, wait_for_room};
 use super::units::{Moved, Unit, preflight};
-use crate::host::host::HostInner;
+use crate::host::running::HostInner;
 use crate::messaging::{ErrorKind, ZLinkError};
 use crate::objects::client::ObjectClient;
 

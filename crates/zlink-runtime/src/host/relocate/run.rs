@@ -13,7 +13,7 @@ use super::targets::wait_for_targets;
 use super::types::{RelocationMode, RelocationOutcome, RelocationReason, RelocationResult};
 use super::units::preflight;
 use crate::host::config::Topology;
-use crate::host::host::HostInner;
+use crate::host::running::HostInner;
 use crate::mesh::node::control;
 use crate::messaging::{ErrorKind, ZLinkError};
 
@@ -84,7 +84,7 @@ pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
                 ?unconfirmed,
                 "descriptor rollback not confirmed: bounded teardown of the host"
             );
-            let report = crate::host::host::force_stop(&host, unconfirmed).await;
+            let report = crate::host::running::force_stop(&host, unconfirmed).await;
             tracing::warn!(outcome = ?report.outcome, reason = ?report.reason, "host force-stopped");
         }
         return ask.blocked(RelocationReason::StoreUnavailable);

@@ -10,8 +10,8 @@ use zlink_codec::records::HostState;
 
 use super::run::{Ask, run};
 use super::types::{RelocateError, RelocateOptions, RelocationReason, RelocationResult};
-use crate::host::host::HostInner;
 use crate::host::observe::HostEvent;
+use crate::host::running::HostInner;
 
 /// The running operation and the kept results.
 #[derive(Debug, Default)]

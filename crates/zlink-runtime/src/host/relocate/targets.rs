@@ -12,7 +12,7 @@ use zlink_codec::{RoutingId, StableType};
 use super::run::{Ask, not_serving};
 use super::types::RelocationReason;
 use super::units::Unit;
-use crate::host::host::HostInner;
+use crate::host::running::HostInner;
 use zlink_location::{CapacityBundle, CapacityLimits, CapacityRow};
 
 /// How often a target wait re-reads the descriptor list and the peer table.

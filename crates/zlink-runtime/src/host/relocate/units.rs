@@ -9,7 +9,7 @@ use zlink_codec::StableType;
 use zlink_codec::records::ObjectKind;
 
 use super::types::RelocationReason;
-use crate::host::host::HostInner;
+use crate::host::running::HostInner;
 use crate::objects::ActorRef;
 use crate::objects::membership::Membership;
 use crate::objects::registration::RelocationChoice;

@@ -1,0 +1,15 @@
+//! What handlers, filters, factories and lifecycle callbacks receive and return beyond the
+//! root names: their contexts, cancellation, the parts of an error, the codec extension
+//! points, and the calls that create objects or reach Instance Spots (spec 06 §6–§12,
+//! §15–§19; 21 §7).
+
+pub use crate::messaging::{
+    BoxFuture, Cancellation, ChannelContext, DispatchKind, DispatchScope, ERROR_REPLY_TAG,
+    ErrorMessage, ErrorReply, FilterContext, FramePart, HandlerKey, InboundReply, InboundTarget,
+    InvalidText, MetadataBuilder, NodeContext, NodeHandler, OutboundMessage, PacketName, RouteKind,
+    UnavailableReason, decode_reply,
+};
+pub use crate::objects::{
+    ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,
+    FactoryContext, InstanceCall, RelocationReady, RelocationReadyOutcome,
+};

@@ -1,0 +1,10 @@
+//! What a running host reports: its status and each node's, the ordered stream of its state
+//! changes and terminal results, and the results of start, host Relocate and shutdown
+//! (spec 06 §24; 28 §2, §3, §9, §11).
+
+pub use crate::host::{
+    CompletionCounts, HostEvent, HostObserver, HostState, HostStatus, InterruptionSummary,
+    RelocateError, RelocateErrorKind, RelocationOutcome, RelocationReason, ShutdownOutcome,
+    ShutdownReason, ShutdownReport, StartError, StartErrorKind,
+};
+pub use crate::mesh::node::{ManualPeerStatus, NodeStatus, PeerStatus};
