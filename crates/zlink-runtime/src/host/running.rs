@@ -393,7 +393,7 @@ impl ZLinkHost {
     /// Moves every stateful object of this host to other nodes and leaves the host
     /// `Relocated` on success, its descriptors, listeners and connections kept (spec 06 §2,
     /// 28 §2–§8; see [`RelocateOptions`](super::RelocateOptions) and the `relocate` module
-    /// docs of this crate's `mesh::node` for the order). Invalid options are an error before
+    /// docs of this crate's `host` layer for the order). Invalid options are an error before
     /// anything changes; every other ending is a [`RelocationResult`](super::RelocationResult)
     /// — `Relocated`, or `Blocked` with its reason. Concurrent calls with the same mode and
     /// effective version share one operation; other options get `Blocked/OperationInProgress`
