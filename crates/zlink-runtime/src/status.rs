@@ -3,8 +3,8 @@
 //! (spec 06 §24; 28 §2, §3, §9, §11).
 
 pub use crate::host::{
-    CompletionCounts, HostEvent, HostObserver, HostState, HostStatus, InterruptionSummary,
-    RelocateError, RelocateErrorKind, RelocationOutcome, RelocationReason, ShutdownOutcome,
-    ShutdownReason, ShutdownReport, StartError, StartErrorKind,
+    CompletionCounts, DescriptorStep, HostEvent, HostObserver, HostState, HostStatus,
+    InterruptionSummary, RelocateError, RelocateErrorKind, RelocationOutcome, RelocationReason,
+    ShutdownFailure, ShutdownOutcome, ShutdownReason, ShutdownReport, StartError, StartErrorKind,
 };
 pub use crate::mesh::node::{ManualPeerStatus, NodeStatus, PeerStatus};

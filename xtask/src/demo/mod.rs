@@ -710,7 +710,8 @@ async fn shut_down(hosts: &[ZLinkHost]) -> Result<(), String> {
             if report.failures.is_empty() {
                 String::new()
             } else {
-                format!(": {}", report.failures.join("; "))
+                let lines: Vec<String> = report.failures.iter().map(|f| f.to_string()).collect();
+                format!(": {}", lines.join("; "))
             }
         );
         if !report.failures.is_empty() {

@@ -25,5 +25,7 @@ pub use relocate::{
 };
 pub use running::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub use start::{StartError, StartErrorKind};
-pub use status::{HostStatus, ShutdownOutcome, ShutdownReason, ShutdownReport};
+pub use status::{
+    DescriptorStep, HostStatus, ShutdownFailure, ShutdownOutcome, ShutdownReason, ShutdownReport,
+};
 pub use zlink_codec::records::HostState;

@@ -11,7 +11,9 @@ use zlink_codec::records::HostState;
 use zlink_codec::{ChannelName, MeshName};
 
 use super::observe::{HostEvent, HostEvents};
-use super::status::{HostStatus, ShutdownOutcome, ShutdownReason, ShutdownReport};
+use super::status::{
+    DescriptorStep, HostStatus, ShutdownFailure, ShutdownOutcome, ShutdownReason, ShutdownReport,
+};
 use crate::host::config::RunningHostedServices;
 use crate::mesh::node::control;
 use crate::mesh::node::core::CallOptions;
@@ -439,7 +441,10 @@ const ROLLBACK_TEARDOWN: Duration = Duration::from_secs(10);
 /// (`Draining`), cleanup bounded by [`ROLLBACK_TEARDOWN`], and the host's termination result
 /// `ForceStopped/TeardownFailed` whatever else happens (`unconfirmed` lead its failures). A
 /// shutdown already running (or done) keeps its own report. Returns the host's report.
-pub(crate) async fn force_stop(host: &HostInner, unconfirmed: Vec<String>) -> ShutdownReport {
+pub(crate) async fn force_stop(
+    host: &HostInner,
+    unconfirmed: Vec<ShutdownFailure>,
+) -> ShutdownReport {
     host.report
         .get_or_init(|| run_shutdown_with(host, ROLLBACK_TEARDOWN, unconfirmed))
         .await
@@ -454,7 +459,7 @@ async fn run_shutdown(host: &HostInner, deadline: Duration) -> ShutdownReport {
 async fn run_shutdown_with(
     host: &HostInner,
     deadline: Duration,
-    forced: Vec<String>,
+    forced: Vec<ShutdownFailure>,
 ) -> ShutdownReport {
     let end = tokio::time::Instant::now() + deadline;
     let teardown_failed = !forced.is_empty();
@@ -471,10 +476,7 @@ async fn run_shutdown_with(
     );
     if let Some(h) = host.hosted.lock().await.as_ref() {
         for f in h.request_stop().await {
-            failures.push(format!(
-                "hosted service `{}` {}: {}",
-                f.service, f.stage, f.error
-            ));
+            failures.push(ShutdownFailure::hosted(f));
         }
     }
     // Out of new selection: peers at once over the command plane, others by the descriptor.
@@ -493,7 +495,11 @@ async fn run_shutdown_with(
         if let Some(d) = d {
             let weights = node.inner.weights.read().clone();
             if let Err(e) = d.publish_state(&weights, HostState::Draining).await {
-                failures.push(format!("Draining descriptor of {}: {e}", node.inner.mesh));
+                failures.push(ShutdownFailure::descriptor(
+                    &node.inner.mesh,
+                    DescriptorStep::Draining,
+                    e,
+                ));
             }
         }
     }
@@ -523,7 +529,7 @@ async fn run_shutdown_with(
     for o in host.objects.iter().flatten() {
         let closing = o.host.shutdown_closing(end).await;
         closing_late |= closing.late;
-        failures.extend(closing.failures);
+        failures.extend(closing.failures.into_iter().map(ShutdownFailure::from));
     }
     if closing_late {
         tracing::warn!("shutdown deadline passed with a Spot closing callback running");
@@ -544,27 +550,28 @@ async fn run_shutdown_with(
     if let Some(rt) = host.location.lock().await.take() {
         match rt.self_sweep().await {
             Ok(r) => sweep = Some(r),
-            Err(e) => failures.push(format!("self-sweep: {e}")),
+            Err(e) => failures.push(ShutdownFailure::SelfSweep(Arc::new(e))),
         }
         if let Some(run) = rt.host_run() {
             for (node, d) in host.nodes.iter().zip(&host.descriptors) {
                 if let Some(d) = d {
                     if let Err(e) = d.withdraw(&run).await {
-                        failures.push(format!("descriptor of {}: {e}", node.inner.mesh));
+                        failures.push(ShutdownFailure::descriptor(
+                            &node.inner.mesh,
+                            DescriptorStep::Withdraw,
+                            e,
+                        ));
                     }
                 }
             }
         }
         if let Err(e) = rt.release_lease().await {
-            failures.push(format!("owner lease release: {e}"));
+            failures.push(ShutdownFailure::LeaseRelease(Arc::new(e)));
         }
     }
     if let Some(h) = host.hosted.lock().await.take() {
         for f in h.finish_stop().await {
-            failures.push(format!(
-                "hosted service `{}` {}: {}",
-                f.service, f.stage, f.error
-            ));
+            failures.push(ShutdownFailure::hosted(f));
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use zlink_codec::records::{HostState, MeshNodeDescriptor, ObjectCapability};
-use zlink_codec::{Generation, MAX_U63};
+use zlink_codec::{Generation, MAX_U63, MeshName, ObjectId};
 use zlink_transport::{Transport, TransportConfig, TransportError};
 
 use super::observe::HostEvents;
@@ -47,10 +47,10 @@ pub enum StartError {
     #[error("location runtime failed to start: {0}")]
     Location(#[source] LocationError),
     /// A MeshNode listener could not bind.
-    #[error("MeshNode {mesh:?} could not bind {endpoint}: {source}")]
+    #[error("MeshNode {mesh} could not bind {endpoint}: {source}")]
     Bind {
         /// The MeshName.
-        mesh: String,
+        mesh: MeshName,
         /// The bind endpoint.
         endpoint: String,
         /// The transport's error.
@@ -58,10 +58,10 @@ pub enum StartError {
         source: TransportError,
     },
     /// A manual peer intent was refused by the transport.
-    #[error("manual peer of MeshNode {mesh:?} refused: {source}")]
+    #[error("manual peer of MeshNode {mesh} refused: {source}")]
     ManualPeer {
         /// The MeshName.
-        mesh: String,
+        mesh: MeshName,
         /// Why.
         #[source]
         source: ZLinkError,
@@ -71,12 +71,12 @@ pub enum StartError {
     Hosted(#[from] HostedStartError),
     /// The framework-issued Entry Spot id of an Object Server is already a Spot id in the
     /// Location Store (spec 06 §15): startup ends at once, no other id is tried.
-    #[error("MeshNode {mesh:?}: the Entry Spot id {id:?} already exists")]
+    #[error("MeshNode {mesh}: the Entry Spot id {id} already exists")]
     EntrySpotExists {
         /// The MeshName.
-        mesh: String,
+        mesh: MeshName,
         /// The Entry Spot id.
-        id: String,
+        id: ObjectId,
     },
 }
 
@@ -363,8 +363,8 @@ async fn start_node(
             .map_err(StartError::Location)?;
         if matches!(read, zlink_location::AuthorityRead::Found { .. }) {
             return Err(StartError::EntrySpotExists {
-                mesh: mesh.as_str().to_owned(),
-                id: entry.as_str().to_owned(),
+                mesh: mesh.clone(),
+                id: entry.clone(),
             });
         }
     }
@@ -382,7 +382,7 @@ async fn start_node(
         Transport::start(config)
             .await
             .map_err(|source| StartError::Bind {
-                mesh: mesh.as_str().to_owned(),
+                mesh: mesh.clone(),
                 endpoint: listen,
                 source,
             })?;
@@ -541,7 +541,7 @@ async fn start_node(
             }
             inner.transport.shutdown().await;
             return Err(StartError::ManualPeer {
-                mesh: mesh.as_str().to_owned(),
+                mesh: mesh.clone(),
                 source,
             });
         }

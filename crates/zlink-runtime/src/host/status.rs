@@ -1,9 +1,17 @@
 //! Caller-owned status snapshots of the host and its shutdown (spec 06 §24, 28 §3, §11).
 
+use std::fmt;
+use std::sync::Arc;
+
+use zlink_codec::MeshName;
 use zlink_codec::records::HostState;
 
 use crate::mesh::node::NodeStatus;
-use zlink_location::SweepReport;
+use zlink_location::{LocationError, SweepReport};
+
+use super::config::{HostedError, HostedFailure, HostedStage};
+use crate::messaging::BoxError;
+use crate::objects::host::ClosingFailure;
 
 /// The whole host: its state and each MeshNode.
 #[derive(Debug, Clone)]
@@ -86,5 +94,105 @@ pub struct ShutdownReport {
     /// Requests and dispatches ended by the forced teardown.
     pub abandoned: usize,
     /// Cleanup failures, in order (hosted-service stages, Store cleanup).
-    pub failures: Vec<String>,
+    pub failures: Vec<ShutdownFailure>,
+}
+
+/// Which descriptor write of a shutdown or a Relocate rollback failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DescriptorStep {
+    /// Publishing `Draining` at the start of the shutdown (spec 28 §9 step 2).
+    Draining,
+    /// Withdrawing the descriptor after the self-sweep (spec 28 §9).
+    Withdraw,
+    /// Writing `Serving` back after a Relocate that could not complete (spec 28 §8).
+    ServingRollback,
+}
+
+impl fmt::Display for DescriptorStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Draining => "Draining descriptor",
+            Self::Withdraw => "descriptor withdrawal",
+            Self::ServingRollback => "Serving rollback of the descriptor",
+        })
+    }
+}
+
+/// One cleanup step of a shutdown that failed (spec 28 §9); its typed cause is the source.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShutdownFailure {
+    /// A hosted service's stop request or stop failed (spec 06 §22).
+    #[error("hosted service `{service}` {stage}: {error}")]
+    Hosted {
+        /// The service's name.
+        service: String,
+        /// The stage that failed.
+        stage: HostedStage,
+        /// The service's error.
+        #[source]
+        error: Arc<HostedError>,
+    },
+    /// A descriptor write failed.
+    #[error("{step} of {mesh}: {source}")]
+    Descriptor {
+        /// The MeshNode's MeshName.
+        mesh: MeshName,
+        /// Which write.
+        step: DescriptorStep,
+        /// The Location Store's error.
+        #[source]
+        source: Arc<LocationError>,
+    },
+    /// The self-sweep of this host's owner records failed (spec 21 §10).
+    #[error("self-sweep: {0}")]
+    SelfSweep(#[source] Arc<LocationError>),
+    /// Releasing the owner lease failed.
+    #[error("owner lease release: {0}")]
+    LeaseRelease(#[source] Arc<LocationError>),
+    /// A Spot's `HostShutdown` closing callback returned an error (spec 28 §9 step 4).
+    #[error("closing callback of {object}: {source}")]
+    ClosingCallback {
+        /// The object, as `<kind> <id>`.
+        object: String,
+        /// The callback's error.
+        #[source]
+        source: Arc<BoxError>,
+    },
+    /// A closing callback's task panicked or was cancelled.
+    #[error("closing callback task: {0}")]
+    ClosingTask(#[source] Arc<tokio::task::JoinError>),
+}
+
+impl From<ClosingFailure> for ShutdownFailure {
+    fn from(f: ClosingFailure) -> Self {
+        match f {
+            ClosingFailure::Callback { object, error } => Self::ClosingCallback {
+                object,
+                source: Arc::new(error),
+            },
+            ClosingFailure::Task(e) => Self::ClosingTask(Arc::new(e)),
+        }
+    }
+}
+
+impl ShutdownFailure {
+    /// A hosted-service stage failure.
+    pub(crate) fn hosted(f: HostedFailure) -> Self {
+        Self::Hosted {
+            service: f.service,
+            stage: f.stage,
+            error: Arc::new(f.error),
+        }
+    }
+
+    /// A failed descriptor write of `mesh`.
+    pub(crate) fn descriptor(mesh: &MeshName, step: DescriptorStep, e: LocationError) -> Self {
+        Self::Descriptor {
+            mesh: mesh.clone(),
+            step,
+            source: Arc::new(e),
+        }
+    }
 }

@@ -101,10 +101,24 @@ impl std::fmt::Debug for ObjectHost {
 /// How the `HostShutdown` closing callbacks of one node ended (spec 28 §9).
 #[derive(Debug, Default)]
 pub(crate) struct ClosingEnd {
-    /// One line per failed callback (→ `ForceStopped/TeardownFailed`).
-    pub(crate) failures: Vec<String>,
+    /// Each failed callback (→ `ForceStopped/TeardownFailed`).
+    pub(crate) failures: Vec<ClosingFailure>,
     /// A callback still ran at the deadline (→ `ForceStopped/DeadlineExceeded`).
     pub(crate) late: bool,
+}
+
+/// One `HostShutdown` closing callback that failed.
+#[derive(Debug)]
+pub(crate) enum ClosingFailure {
+    /// The callback returned an error.
+    Callback {
+        /// The object, as `<kind> <id>`.
+        object: String,
+        /// The callback's error.
+        error: crate::messaging::BoxError,
+    },
+    /// The callback's task panicked or was cancelled.
+    Task(tokio::task::JoinError),
 }
 
 /// A live activation with what its record says of it.
@@ -586,10 +600,10 @@ impl ObjectHost {
             while let Some(done) = running.join_next().await {
                 match done {
                     Ok((_, Ok(()))) => {}
-                    Ok((what, Err(e))) => end
+                    Ok((object, Err(error))) => end
                         .failures
-                        .push(format!("closing callback of {what}: {e}")),
-                    Err(e) => end.failures.push(format!("closing callback task: {e}")),
+                        .push(ClosingFailure::Callback { object, error }),
+                    Err(e) => end.failures.push(ClosingFailure::Task(e)),
                 }
             }
         };

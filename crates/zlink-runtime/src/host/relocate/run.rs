@@ -14,6 +14,7 @@ use super::types::{RelocationMode, RelocationOutcome, RelocationReason, Relocati
 use super::units::preflight;
 use crate::host::config::Topology;
 use crate::host::running::HostInner;
+use crate::host::status::{DescriptorStep, ShutdownFailure};
 use crate::mesh::node::control;
 use crate::messaging::{ErrorKind, ZLinkError};
 
@@ -250,15 +251,16 @@ async fn publish_each(
 
 /// Writes `Serving` back into the first `attempted` descriptors (28 §8 rollback); one line
 /// per descriptor whose rollback was not confirmed.
-async fn roll_back(host: &HostInner, attempted: usize) -> Vec<String> {
+async fn roll_back(host: &HostInner, attempted: usize) -> Vec<ShutdownFailure> {
     let mut unconfirmed = Vec::new();
     for (node, d) in host.nodes.iter().zip(&host.descriptors).take(attempted) {
         if let Some(d) = d {
             let weights = node.inner.weights.read().clone();
             if let Err(e) = d.publish_state(&weights, HostState::Serving).await {
-                unconfirmed.push(format!(
-                    "Serving rollback of the descriptor of {}: {e}",
-                    node.inner.mesh
+                unconfirmed.push(ShutdownFailure::descriptor(
+                    &node.inner.mesh,
+                    DescriptorStep::ServingRollback,
+                    e,
                 ));
             }
         }

@@ -52,7 +52,13 @@ async fn an_unconfirmed_descriptor_rollback_force_stops_the_host_with_teardown_f
         "{report:?}"
     );
     assert!(
-        report.failures[0].contains("Serving rollback"),
+        matches!(
+            report.failures[0],
+            crate::status::ShutdownFailure::Descriptor {
+                step: crate::status::DescriptorStep::ServingRollback,
+                ..
+            }
+        ),
         "the unconfirmed rollback leads the failures: {:?}",
         report.failures
     );

@@ -76,7 +76,10 @@ async fn a_failing_closing_callback_is_teardown_failed(h: &Harness) {
         report
             .failures
             .iter()
-            .any(|f| f.contains("closing callback") && f.contains(DESK)),
+            .any(|f| matches!(
+                f,
+                crate::status::ShutdownFailure::ClosingCallback { object, .. } if object.contains(DESK)
+            )),
         "{:?}",
         report.failures
     );
