@@ -1,0 +1,13 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod audit;
+pub mod error;
+pub mod family;
+pub mod finding;
+pub mod member;
+pub mod redis;
+pub mod schema;
+pub mod value;
+
+pub use error::{CliError, ErrorKind};
