@@ -228,7 +228,7 @@ fn check_counter_string(k: &RawKey) -> Result<u64, Mismatch> {
             Mismatch::new(
                 "value",
                 "canonical decimal in 1..=2^63-1",
-                format!("{:?}", show_bytes(b)),
+                format!("\"{}\"", show_bytes(b)),
             )
         }),
         other => Err(Mismatch::new("type", "string", other.type_name())),
@@ -255,10 +255,10 @@ fn check_index(
         })?;
         let (key_hex, sha) = (&m[..dot], &m[dot + 1..]);
         let key = unhex(key_hex).ok_or_else(|| {
-            Mismatch::at(field.clone(), 0, "lowercase hex of the logical key", format!("{:?}", show_bytes(key_hex)))
+            Mismatch::at(field.clone(), 0, "lowercase hex of the logical key", format!("\"{}\"", show_bytes(key_hex)))
         })?;
         if key.is_empty() || key.len() > crate::member::MAX_KEY_LEN || std::str::from_utf8(&key).is_err() {
-            return Err(Mismatch::new(field, "a UTF-8 logical key of 1..=1024 bytes", format!("{:?}", show_bytes(&key))));
+            return Err(Mismatch::new(field, "a UTF-8 logical key of 1..=1024 bytes", format!("\"{}\"", show_bytes(&key))));
         }
         let want = lower_hex(&Sha256::digest(&key));
         if sha != want.as_bytes() {
@@ -292,7 +292,7 @@ fn check_snapshots(k: &RawKey) -> Result<(), Mismatch> {
             return Err(Mismatch::new(
                 format!("member[{i}]"),
                 "{creation:020}:{boundary}:{takenAt}:{nonce hex}:{sha1 hex}",
-                format!("{:?}", show_bytes(m)),
+                format!("\"{}\"", show_bytes(m)),
             ));
         }
     }
@@ -338,7 +338,7 @@ fn check_record(
             return Err(Mismatch::new(
                 format!("member[{i}].originalKey"),
                 format!("a key whose sha256hex is {sha}"),
-                format!("{:?} (sha256hex {want})", show_bytes(&d.original_key)),
+                format!("\"{}\" (sha256hex {want})", show_bytes(&d.original_key)),
             ));
         }
     }

@@ -41,6 +41,9 @@ pub enum CliError {
         /// Why.
         reason: String,
     },
+    /// A key or bound built from an argument is not valid.
+    #[error("invalid argument: {0}")]
+    Argument(#[source] zlink_store_spi::ArgumentError),
     /// A Redis reply did not have the shape its command answers.
     #[error("unexpected reply to {command}")]
     Reply {
@@ -53,7 +56,7 @@ impl CliError {
     /// The error's kind.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            CliError::Input { .. } => ErrorKind::Usage,
+            CliError::Input { .. } | CliError::Argument(_) => ErrorKind::Usage,
             CliError::Redis(_) | CliError::Store(_) | CliError::Location(_) | CliError::Reply { .. } => {
                 ErrorKind::Store
             }
@@ -84,5 +87,11 @@ impl From<zlink_store_spi::StoreError> for CliError {
 impl From<zlink_location::LocationError> for CliError {
     fn from(e: zlink_location::LocationError) -> Self {
         CliError::Location(e)
+    }
+}
+
+impl From<zlink_store_spi::ArgumentError> for CliError {
+    fn from(e: zlink_store_spi::ArgumentError) -> Self {
+        CliError::Argument(e)
     }
 }

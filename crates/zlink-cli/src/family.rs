@@ -107,7 +107,7 @@ fn bad(part: usize, what: &str, text: &str) -> Mismatch {
     Mismatch::new(
         format!("key[{part}]"),
         what.to_owned(),
-        format!("{:?}", show_bytes(text.as_bytes())),
+        format!("\"{}\"", show_bytes(text.as_bytes())),
     )
 }
 
@@ -165,7 +165,7 @@ fn kind(part: usize, s: &str) -> Result<(), Mismatch> {
 /// (`key[i]`) or says the key names no family the runtime writes.
 pub fn classify(key: &[u8]) -> Result<Family, Mismatch> {
     let text = std::str::from_utf8(key)
-        .map_err(|_| Mismatch::new("key", "UTF-8", format!("{:?}", show_bytes(key))))?;
+        .map_err(|_| Mismatch::new("key", "UTF-8", format!("\"{}\"", show_bytes(key))))?;
     if Counter::from_logical_key(text).is_some() {
         return Ok(Family::Counter);
     }
@@ -201,7 +201,7 @@ pub fn classify(key: &[u8]) -> Result<Family, Mismatch> {
             return Err(Mismatch::new(
                 "key",
                 "a logical key of a family the runtime writes",
-                format!("{:?}", show_bytes(key)),
+                format!("\"{}\"", show_bytes(key)),
             ));
         }
     };

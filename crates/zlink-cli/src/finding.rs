@@ -130,7 +130,7 @@ pub fn first_difference(expected: &[u8], found: &[u8]) -> Option<(usize, String,
         if at >= b.len() {
             "end of bytes".to_owned()
         } else {
-            format!("{:?}", show_bytes(&b[at..end]))
+            format!("\"{}\"", show_bytes(&b[at..end]))
         }
     };
     Some((at, window(expected), window(found)))

@@ -186,7 +186,7 @@ fn key_matches(expected: &[u8], key: &[u8]) -> Result<(), Mismatch> {
         Err(Mismatch::new(
             "key",
             format!("{:?} (the key the record's own fields give)", show_bytes(expected)),
-            format!("{:?}", show_bytes(key)),
+            format!("\"{}\"", show_bytes(key)),
         ))
     }
 }
@@ -310,7 +310,7 @@ pub fn check_value(family: Family, key: &[u8], bytes: &[u8]) -> Result<Decoded, 
             key_matches(r.key(&id).as_bytes(), key)?;
             check_payload(&r.payload)?;
             let mut f = json_fields(bytes);
-            f.push(("payload (decoded)".into(), format!("{:?}", show_bytes(&r.payload))));
+            f.push(("payload (decoded)".into(), format!("\"{}\"", show_bytes(&r.payload))));
             f
         }
         Family::CreationTerminal => {
