@@ -162,7 +162,8 @@ fn is_sha(s: &str) -> bool {
 }
 
 fn integral(score: f64) -> Option<u64> {
-    (score >= 0.0 && score.fract() == 0.0 && score < 9.007_199_254_740_992e15).then_some(score as u64)
+    (score >= 0.0 && score.fract() == 0.0 && score < 9.007_199_254_740_992e15)
+        .then_some(score as u64)
 }
 
 /// Audits every key read under `prefix` (see the module docs).
@@ -187,7 +188,9 @@ pub fn audit(prefix: &str, keys: &[RawKey]) -> Report {
                 report.census.foreign += 1;
                 Err(Mismatch::new(
                     "key",
-                    format!("a key of the provider's layout ({prefix}:{HASHTAG}:opaque:…, seq, index, snapshots, snapshot-seq)"),
+                    format!(
+                        "a key of the provider's layout ({prefix}:{HASHTAG}:opaque:…, seq, index, snapshots, snapshot-seq)"
+                    ),
                     format!("a foreign {} key", k.value.type_name()),
                 ))
             }
@@ -250,15 +253,28 @@ fn check_index(
         if *score != 0.0 {
             return Err(Mismatch::new(field, "score 0", score.to_string()));
         }
-        let dot = m.iter().rposition(|&b| b == b'.').ok_or_else(|| {
-            Mismatch::new(field.clone(), "hex(K) \".\" sha256hex(K)", "no `.`")
-        })?;
+        let dot = m
+            .iter()
+            .rposition(|&b| b == b'.')
+            .ok_or_else(|| Mismatch::new(field.clone(), "hex(K) \".\" sha256hex(K)", "no `.`"))?;
         let (key_hex, sha) = (&m[..dot], &m[dot + 1..]);
         let key = unhex(key_hex).ok_or_else(|| {
-            Mismatch::at(field.clone(), 0, "lowercase hex of the logical key", format!("\"{}\"", show_bytes(key_hex)))
+            Mismatch::at(
+                field.clone(),
+                0,
+                "lowercase hex of the logical key",
+                format!("\"{}\"", show_bytes(key_hex)),
+            )
         })?;
-        if key.is_empty() || key.len() > crate::member::MAX_KEY_LEN || std::str::from_utf8(&key).is_err() {
-            return Err(Mismatch::new(field, "a UTF-8 logical key of 1..=1024 bytes", format!("\"{}\"", show_bytes(&key))));
+        if key.is_empty()
+            || key.len() > crate::member::MAX_KEY_LEN
+            || std::str::from_utf8(&key).is_err()
+        {
+            return Err(Mismatch::new(
+                field,
+                "a UTF-8 logical key of 1..=1024 bytes",
+                format!("\"{}\"", show_bytes(&key)),
+            ));
         }
         let want = lower_hex(&Sha256::digest(&key));
         if sha != want.as_bytes() {
@@ -280,14 +296,22 @@ fn check_snapshots(k: &RawKey) -> Result<(), Mismatch> {
     };
     for (i, (m, score)) in members.iter().enumerate() {
         if integral(*score).is_none() {
-            return Err(Mismatch::new(format!("member[{i}]"), "an integral expiry score", score.to_string()));
+            return Err(Mismatch::new(
+                format!("member[{i}]"),
+                "an integral expiry score",
+                score.to_string(),
+            ));
         }
         let text = std::str::from_utf8(m).unwrap_or("");
         let parts: Vec<&str> = text.split(':').collect();
         let ok = parts.len() == 5
             && parts[0].len() == 20
-            && parts[..3].iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-            && parts[3..].iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_hexdigit()));
+            && parts[..3]
+                .iter()
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            && parts[3..]
+                .iter()
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_hexdigit()));
         if !ok {
             return Err(Mismatch::new(
                 format!("member[{i}]"),
@@ -308,7 +332,11 @@ fn check_record(
     census: &mut Census,
 ) -> Result<(), Mismatch> {
     if !is_sha(sha) {
-        return Err(Mismatch::new("key", "opaque:{64 lowercase hex digits}", format!("opaque:{sha}")));
+        return Err(Mismatch::new(
+            "key",
+            "opaque:{64 lowercase hex digits}",
+            format!("opaque:{sha}"),
+        ));
     }
     let RawValue::ZSet(members) = &k.value else {
         return Err(Mismatch::new("type", "zset", k.value.type_name()));
@@ -321,16 +349,26 @@ fn check_record(
         let d = decode_member(bytes).map_err(|m| m.within(&format!("member[{i}]"), None))?;
         let field = format!("member[{i}].version");
         if integral(*score) != Some(d.version) {
-            return Err(Mismatch::new(field, format!("the member's score ({score})"), d.version.to_string()));
+            return Err(Mismatch::new(
+                field,
+                format!("the member's score ({score})"),
+                d.version.to_string(),
+            ));
         }
         if let Some(s) = seq {
             if d.version > s {
-                return Err(Mismatch::new(field, format!("at most the sequence ({s})"), d.version.to_string()));
+                return Err(Mismatch::new(
+                    field,
+                    format!("at most the sequence ({s})"),
+                    d.version.to_string(),
+                ));
             }
         }
         decoded.push(d);
     }
-    let newest = decoded.last().ok_or_else(|| Mismatch::new("members", "one", "none"))?;
+    let newest = decoded
+        .last()
+        .ok_or_else(|| Mismatch::new("members", "one", "none"))?;
     *logical = Some(newest.original_key.clone());
     for (i, d) in decoded.iter().enumerate() {
         let want = lower_hex(&Sha256::digest(&d.original_key));
@@ -343,7 +381,11 @@ fn check_record(
         }
     }
     if !index.contains(&newest.original_key) {
-        return Err(Mismatch::new("index", "an entry hex(K).sha256hex(K) in the scan index", "none"));
+        return Err(Mismatch::new(
+            "index",
+            "an entry hex(K).sha256hex(K) in the scan index",
+            "none",
+        ));
     }
     census.history_members += decoded.len() - 1;
     let expires = newest.expires_at_ms != 0;
@@ -363,7 +405,11 @@ fn check_record(
         if rule != expires {
             return Err(Mismatch::new(
                 "expiresAtMs",
-                if rule { "an expiry (non-zero)" } else { "0 (durable)" },
+                if rule {
+                    "an expiry (non-zero)"
+                } else {
+                    "0 (durable)"
+                },
                 newest.expires_at_ms.to_string(),
             ));
         }
@@ -371,10 +417,12 @@ fn check_record(
     // The offset of rawBytes' body in the member, so value offsets point into the member.
     let raw = newest.fields.iter().find(|f| f.name == "rawBytes");
     let body = raw.map(|f| f.offset + f.len - newest.raw_bytes.len());
-    check_value(family, &newest.original_key, &newest.raw_bytes).map_err(|m| {
-        m.within(&format!("member[{}].rawBytes", decoded.len() - 1), body)
-    })?;
-    *census.families.entry(family.as_str().to_owned()).or_default() += 1;
+    check_value(family, &newest.original_key, &newest.raw_bytes)
+        .map_err(|m| m.within(&format!("member[{}].rawBytes", decoded.len() - 1), body))?;
+    *census
+        .families
+        .entry(family.as_str().to_owned())
+        .or_default() += 1;
     Ok(())
 }
 
@@ -394,7 +442,10 @@ mod tests {
         let sha = lower_hex(&Sha256::digest(key));
         RawKey {
             name: format!("{P}:{HASHTAG}:opaque:{sha}").into_bytes(),
-            value: RawValue::ZSet(vec![(encode_member(key, value, version, 0, false), version as f64)]),
+            value: RawValue::ZSet(vec![(
+                encode_member(key, value, version, 0, false),
+                version as f64,
+            )]),
             pttl_ms: -1,
         }
     }
@@ -435,16 +486,37 @@ mod tests {
     #[test]
     fn each_departure_is_one_finding_with_its_field() {
         let cases: Vec<(RawKey, &str)> = vec![
-            (record(b"zlink:v11:owner-counter", b"02", 3), "member[0].rawBytes.value"),
-            (record(b"zlink:v11:owner-counter", b"2", 9), "member[0].version"),
-            (record(b"owner-lease\0o", br#"{"recordVersion":1,"ownerId":"o","leaseGeneration":"1"}"#, 3), "expiresAtMs"),
+            (
+                record(b"zlink:v11:owner-counter", b"02", 3),
+                "member[0].rawBytes.value",
+            ),
+            (
+                record(b"zlink:v11:owner-counter", b"2", 9),
+                "member[0].version",
+            ),
+            (
+                record(
+                    b"owner-lease\0o",
+                    br#"{"recordVersion":1,"ownerId":"o","leaseGeneration":"1"}"#,
+                    3,
+                ),
+                "expiresAtMs",
+            ),
             (record(b"nobody\0x", b"1", 3), "originalKey.key"),
             (
-                RawKey { name: format!("{P}:{HASHTAG}:opaque:{}", "0".repeat(64)).into_bytes(), value: RawValue::String(b"x".to_vec()), pttl_ms: -1 },
+                RawKey {
+                    name: format!("{P}:{HASHTAG}:opaque:{}", "0".repeat(64)).into_bytes(),
+                    value: RawValue::String(b"x".to_vec()),
+                    pttl_ms: -1,
+                },
                 "type",
             ),
             (
-                RawKey { name: b"t:stray".to_vec(), value: RawValue::String(b"x".to_vec()), pttl_ms: -1 },
+                RawKey {
+                    name: b"t:stray".to_vec(),
+                    value: RawValue::String(b"x".to_vec()),
+                    pttl_ms: -1,
+                },
                 "key",
             ),
         ];
@@ -469,16 +541,35 @@ mod tests {
     fn value_offsets_point_into_the_member() {
         let mut keys = helpers(&[b"zlink:v11:owner-counter"], 3);
         keys.push(record(b"zlink:v11:owner-counter", b"x", 3));
-        let bad = record(LEASE, br#"{"recordVersion":1,"ownerId":"o","leaseGeneration":"1"} "#, 3);
+        let bad = record(
+            LEASE,
+            br#"{"recordVersion":1,"ownerId":"o","leaseGeneration":"1"} "#,
+            3,
+        );
         let mut keys2 = helpers(&[LEASE], 3);
-        let RawValue::ZSet(mut m) = bad.value.clone() else { unreachable!() };
+        let RawValue::ZSet(mut m) = bad.value.clone() else {
+            unreachable!()
+        };
         // Give the lease an expiry so the value itself is judged.
-        m[0].0 = encode_member(LEASE, br#"{"recordVersion":1,"ownerId":"o","leaseGeneration":"1"} "#, 3, 99, false);
-        keys2.push(RawKey { value: RawValue::ZSet(m), pttl_ms: 5, ..bad });
+        m[0].0 = encode_member(
+            LEASE,
+            br#"{"recordVersion":1,"ownerId":"o","leaseGeneration":"1"} "#,
+            3,
+            99,
+            false,
+        );
+        keys2.push(RawKey {
+            value: RawValue::ZSet(m),
+            pttl_ms: 5,
+            ..bad
+        });
         let r = audit(P, &keys2);
         let f = &r.findings[0].mismatch;
         // 2 (tag, array) + 1 + 13 (key) + 2 (str8 header) = 18; the trailing space is value byte 55.
-        assert_eq!((f.field.as_str(), f.offset), ("member[0].rawBytes.bytes", Some(18 + 55)));
+        assert_eq!(
+            (f.field.as_str(), f.offset),
+            ("member[0].rawBytes.bytes", Some(18 + 55))
+        );
         assert!(!audit(P, &keys).is_clean());
     }
 }

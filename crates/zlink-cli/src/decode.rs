@@ -83,7 +83,8 @@ pub fn decode(bytes: &[u8]) -> DecodedMember {
         };
     }
     let checked = classify(&member.original_key).and_then(|family| {
-        check_value(family, &member.original_key, &member.raw_bytes).map_err(|m| m.within("rawBytes", None))
+        check_value(family, &member.original_key, &member.raw_bytes)
+            .map_err(|m| m.within("rawBytes", None))
     });
     match checked {
         Ok(d) => DecodedMember {
@@ -94,8 +95,13 @@ pub fn decode(bytes: &[u8]) -> DecodedMember {
         },
         Err(m) => DecodedMember {
             fields,
-            family: classify(&member.original_key).ok().map(|f| f.as_str().to_owned()),
-            value: vec![("rawBytes".into(), format!("\"{}\"", show_bytes(&member.raw_bytes)))],
+            family: classify(&member.original_key)
+                .ok()
+                .map(|f| f.as_str().to_owned()),
+            value: vec![(
+                "rawBytes".into(),
+                format!("\"{}\"", show_bytes(&member.raw_bytes)),
+            )],
             problem: Some(m.to_string()),
         },
     }
@@ -146,7 +152,11 @@ mod tests {
 
     #[test]
     fn hex_input_decodes_the_golden_tombstone() {
-        let Input::Hex(bytes) = parse_input("0195b36f776e65722d6c65617365006f776e65722d61a0a2343300c3", "p").unwrap() else {
+        let Input::Hex(bytes) = parse_input(
+            "0195b36f776e65722d6c65617365006f776e65722d61a0a2343300c3",
+            "p",
+        )
+        .unwrap() else {
             panic!("hex")
         };
         let d = decode(&bytes);
@@ -172,6 +182,13 @@ mod tests {
         let m = crate::member::encode_member(b"zlink:v11:object-counter", b"007", 3, 0, false);
         let d = decode(&m);
         assert_eq!(d.family.as_deref(), Some("counter"));
-        assert!(d.problem.as_deref().unwrap_or("").contains("rawBytes.value"), "{:?}", d.problem);
+        assert!(
+            d.problem
+                .as_deref()
+                .unwrap_or("")
+                .contains("rawBytes.value"),
+            "{:?}",
+            d.problem
+        );
     }
 }

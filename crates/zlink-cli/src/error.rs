@@ -57,9 +57,10 @@ impl CliError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             CliError::Input { .. } | CliError::Argument(_) => ErrorKind::Usage,
-            CliError::Redis(_) | CliError::Store(_) | CliError::Location(_) | CliError::Reply { .. } => {
-                ErrorKind::Store
-            }
+            CliError::Redis(_)
+            | CliError::Store(_)
+            | CliError::Location(_)
+            | CliError::Reply { .. } => ErrorKind::Store,
         }
     }
 

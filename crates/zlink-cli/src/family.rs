@@ -275,26 +275,32 @@ mod tests {
     #[test]
     fn every_documented_key_form_classifies() {
         for (key, family) in [
-            ("mesh-node\0main\001020304", Family::MeshNode),
+            ("mesh-node\0main\x0001020304", Family::MeshNode),
             ("owner-lease\0owner-a", Family::OwnerLease),
             ("client-server\0chat\0ff", Family::ClientServer),
-            ("fanout-publisher\0news\00a", Family::FanoutPublisher),
+            ("fanout-publisher\0news\x000a", Family::FanoutPublisher),
             ("authority\0actor\0user:1", Family::Authority),
             (
-                "creation-terminal\001020304\07\0000000000000002a0000000000000001",
+                "creation-terminal\x0001020304\x007\x00000000000000002a0000000000000001",
                 Family::CreationTerminal,
             ),
             ("zlink:v11:object-counter", Family::Counter),
-            ("node-capacity\0main\001", Family::NodeCapacity),
-            ("location-index\0userSpot\0chat\0room", Family::LocationIndex),
+            ("node-capacity\0main\x0001", Family::NodeCapacity),
+            (
+                "location-index\0userSpot\0chat\0room",
+                Family::LocationIndex,
+            ),
             ("creation-deadline\0actor\0a", Family::CreationDeadline),
             (
-                "capacity-reservation\0000000000000000000000000000000ff",
+                "capacity-reservation\x00000000000000000000000000000000ff",
                 Family::CapacityReservation,
             ),
             ("mesh-change\0main", Family::MeshChange),
             ("client-server-change\0chat", Family::ClientServerChange),
-            ("fanout-publisher-change\0news", Family::FanoutPublisherChange),
+            (
+                "fanout-publisher-change\0news",
+                Family::FanoutPublisherChange,
+            ),
             ("spot-per-actor-move\0room", Family::PerActorMove),
             ("spot-inventory\0room", Family::SpotInventory),
         ] {
@@ -309,8 +315,14 @@ mod tests {
             ("authority\0entry\0x", "key[1]"),
             ("authority\0actor\0", "key[2]"),
             ("mesh-node\0main", "key"),
-            ("creation-terminal\001\007\0000000000000002a0000000000000001", "key[2]"),
-            ("creation-terminal\001\07\000000000000000000000000000000000", "key[3]"),
+            (
+                "creation-terminal\x0001\x0007\x00000000000000002a0000000000000001",
+                "key[2]",
+            ),
+            (
+                "creation-terminal\x0001\x007\x0000000000000000000000000000000000",
+                "key[3]",
+            ),
             ("something-else\0x", "key"),
         ] {
             assert_eq!(

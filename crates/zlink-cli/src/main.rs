@@ -24,10 +24,19 @@ const EXIT_NONCONFORMING: u8 = 1;
 const EXIT_NOT_FOUND: u8 = 3;
 
 #[derive(Parser, Debug)]
-#[command(name = "zlink", version, about = "Operator tool for the zlink-rs Location Store on Redis")]
+#[command(
+    name = "zlink",
+    version,
+    about = "Operator tool for the zlink-rs Location Store on Redis"
+)]
 struct Cli {
     /// The Redis server (`redis://…` or `rediss://…`).
-    #[arg(long, global = true, default_value = "redis://127.0.0.1:6379", conflicts_with = "cluster")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "redis://127.0.0.1:6379",
+        conflicts_with = "cluster"
+    )]
     redis: String,
     /// A Redis Cluster instead: comma-separated `host:port` seeds.
     #[arg(long, global = true)]
@@ -113,8 +122,18 @@ fn print_nodes(cli: &Cli, snap: &NodesSnapshot) {
     }
     let mut t = Table::new();
     t.set_header([
-        "mesh", "rid", "gen", "state", "endpoint", "weight", "role", "channels", "capabilities",
-        "owner", "lease", "live",
+        "mesh",
+        "rid",
+        "gen",
+        "state",
+        "endpoint",
+        "weight",
+        "role",
+        "channels",
+        "capabilities",
+        "owner",
+        "lease",
+        "live",
     ]);
     for n in &snap.nodes {
         t.add_row([
@@ -153,7 +172,15 @@ fn print_nodes(cli: &Cli, snap: &NodesSnapshot) {
 
 fn entry_table(entries: &[EntryView]) -> String {
     let mut t = Table::new();
-    t.set_header(["id", "kind", "type", "generation", "mesh", "owner rid", "state"]);
+    t.set_header([
+        "id",
+        "kind",
+        "type",
+        "generation",
+        "mesh",
+        "owner rid",
+        "state",
+    ]);
     for e in entries {
         t.add_row([
             e.id.clone(),
@@ -288,21 +315,33 @@ async fn run(cli: &Cli) -> Result<u8, CliError> {
             page_size,
         } => {
             let kinds = match kind.as_deref() {
-                Some(k) => vec![ObjectKind::parse(k).map_err(|e| CliError::input("--kind", e.to_string()))?],
-                None => vec![ObjectKind::Actor, ObjectKind::UserSpot, ObjectKind::InstanceSpot],
+                Some(k) => vec![
+                    ObjectKind::parse(k).map_err(|e| CliError::input("--kind", e.to_string()))?,
+                ],
+                None => vec![
+                    ObjectKind::Actor,
+                    ObjectKind::UserSpot,
+                    ObjectKind::InstanceSpot,
+                ],
             };
             let q = QueryRuntime::start(store(cli).await?).await?;
             let mut all = Vec::new();
             let mut result = Ok(0);
             for k in kinds {
                 let r = q
-                    .list(k, stable_type.as_deref(), mesh.as_deref(), *page_size, |page| {
-                        if cli.json {
-                            all.extend(page);
-                        } else if !page.is_empty() {
-                            out(&entry_table(&page));
-                        }
-                    })
+                    .list(
+                        k,
+                        stable_type.as_deref(),
+                        mesh.as_deref(),
+                        *page_size,
+                        |page| {
+                            if cli.json {
+                                all.extend(page);
+                            } else if !page.is_empty() {
+                                out(&entry_table(&page));
+                            }
+                        },
+                    )
                     .await;
                 if let Err(e) = r {
                     result = Err(e);
@@ -322,15 +361,24 @@ async fn run(cli: &Cli) -> Result<u8, CliError> {
             raw.quit().await;
             let report = audit(&cli.prefix, &keys?);
             print_report(cli, &report);
-            Ok(if report.is_clean() { 0 } else { EXIT_NONCONFORMING })
+            Ok(if report.is_clean() {
+                0
+            } else {
+                EXIT_NONCONFORMING
+            })
         }
         Command::Decode { input } => {
-            let input = parse_input(input, &cli.prefix).map_err(|m| CliError::input("input", m.to_string()))?;
+            let input = parse_input(input, &cli.prefix)
+                .map_err(|m| CliError::input("input", m.to_string()))?;
             match input {
                 Input::Hex(bytes) => {
                     let d = decode(&bytes);
                     print_decoded(cli, "member", &d);
-                    Ok(if d.problem.is_some() { EXIT_NONCONFORMING } else { 0 })
+                    Ok(if d.problem.is_some() {
+                        EXIT_NONCONFORMING
+                    } else {
+                        0
+                    })
                 }
                 Input::RedisKey(name) => {
                     let raw = Raw::connect(&target(cli)?, timeout).await?;
@@ -350,7 +398,11 @@ async fn run(cli: &Cli) -> Result<u8, CliError> {
                                 if d.problem.is_some() {
                                     code = EXIT_NONCONFORMING;
                                 }
-                                print_decoded(cli, &format!("{label} member[{i}] score {score}"), &d);
+                                print_decoded(
+                                    cli,
+                                    &format!("{label} member[{i}] score {score}"),
+                                    &d,
+                                );
                             }
                             Ok(code)
                         }

@@ -51,16 +51,25 @@ struct Reader<'a> {
     pos: usize,
 }
 
-fn err(field: &'static str, offset: usize, expected: impl Into<String>, found: impl Into<String>) -> Mismatch {
+fn err(
+    field: &'static str,
+    offset: usize,
+    expected: impl Into<String>,
+    found: impl Into<String>,
+) -> Mismatch {
     Mismatch::at(field, offset, expected, found)
 }
 
 impl Reader<'_> {
     fn byte(&mut self, field: &'static str, what: &str) -> Result<u8, Mismatch> {
-        let b = *self
-            .buf
-            .get(self.pos)
-            .ok_or_else(|| err(field, self.pos, what.to_owned(), "end of member (truncated)"))?;
+        let b = *self.buf.get(self.pos).ok_or_else(|| {
+            err(
+                field,
+                self.pos,
+                what.to_owned(),
+                "end of member (truncated)",
+            )
+        })?;
         self.pos += 1;
         Ok(b)
     }
@@ -70,7 +79,14 @@ impl Reader<'_> {
         let bytes = self
             .buf
             .get(start..start.saturating_add(n))
-            .ok_or_else(|| err(field, start, format!("{n} length bytes"), "end of member (truncated)"))?;
+            .ok_or_else(|| {
+                err(
+                    field,
+                    start,
+                    format!("{n} length bytes"),
+                    "end of member (truncated)",
+                )
+            })?;
         self.pos = start + n;
         Ok(bytes.iter().fold(0u64, |acc, &b| acc << 8 | u64::from(b)))
     }
@@ -97,20 +113,26 @@ impl Reader<'_> {
             return Err(err(
                 field,
                 start,
-                format!("the shortest str header for {len} bytes ({})", shortest_str(len)),
+                format!(
+                    "the shortest str header for {len} bytes ({})",
+                    shortest_str(len)
+                ),
                 form,
             ));
         }
         let body = self.pos;
         let len = usize::try_from(len).unwrap_or(usize::MAX);
-        let end = body.checked_add(len).filter(|&e| e <= self.buf.len()).ok_or_else(|| {
-            err(
-                field,
-                body,
-                format!("{len} bytes"),
-                format!("{} bytes (truncated)", self.buf.len() - body),
-            )
-        })?;
+        let end = body
+            .checked_add(len)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| {
+                err(
+                    field,
+                    body,
+                    format!("{len} bytes"),
+                    format!("{} bytes (truncated)", self.buf.len() - body),
+                )
+            })?;
         self.pos = end;
         Ok((
             self.buf[body..end].to_vec(),
@@ -220,7 +242,12 @@ pub fn decode_member(bytes: &[u8]) -> Result<Member, Mismatch> {
     let mut fields = Vec::with_capacity(7);
     let tag = r.byte("tag", "the format tag 0x01")?;
     if tag != FORMAT_TAG {
-        return Err(err("tag", 0, "format tag 0x01", format!("unknown version tag 0x{tag:02x}")));
+        return Err(err(
+            "tag",
+            0,
+            "format tag 0x01",
+            format!("unknown version tag 0x{tag:02x}"),
+        ));
     }
     fields.push(Field {
         name: "tag",
@@ -295,7 +322,10 @@ pub fn decode_member(bytes: &[u8]) -> Result<Member, Mismatch> {
             "originalKey",
             body + e.valid_up_to(),
             "UTF-8",
-            format!("a byte sequence that is not UTF-8 at key byte {}", e.valid_up_to()),
+            format!(
+                "a byte sequence that is not UTF-8 at key byte {}",
+                e.valid_up_to()
+            ),
         ));
     }
     let version_body = version_field.offset + version_field.len - version.len();
@@ -335,7 +365,13 @@ pub fn decode_member(bytes: &[u8]) -> Result<Member, Mismatch> {
 
 /// Encodes a member as the provider (Lua `cmsgpack`) writes it; the reference the tests and
 /// the broken-record corpus build on.
-pub fn encode_member(key: &[u8], value: &[u8], version: u64, expires_at_ms: u64, tombstone: bool) -> Vec<u8> {
+pub fn encode_member(
+    key: &[u8],
+    value: &[u8],
+    version: u64,
+    expires_at_ms: u64,
+    tombstone: bool,
+) -> Vec<u8> {
     fn put_str(out: &mut Vec<u8>, b: &[u8]) {
         let len = b.len();
         if len < 32 {
@@ -388,15 +424,37 @@ mod tests {
         let names: Vec<_> = d.fields.iter().map(|f| f.name).collect();
         assert_eq!(
             names,
-            ["tag", "array", "originalKey", "rawBytes", "version", "expiresAtMs", "tombstone"]
+            [
+                "tag",
+                "array",
+                "originalKey",
+                "rawBytes",
+                "version",
+                "expiresAtMs",
+                "tombstone"
+            ]
         );
     }
 
     #[test]
     fn encode_uses_the_shortest_forms_at_each_threshold() {
-        for v in [0u64, 127, 128, 255, 256, 65_535, 65_536, u32::MAX as u64, 1 << 32] {
+        for v in [
+            0u64,
+            127,
+            128,
+            255,
+            256,
+            65_535,
+            65_536,
+            u32::MAX as u64,
+            1 << 32,
+        ] {
             let m = encode_member(b"k", b"v", 7, v, false);
-            assert_eq!(decode_member(&m).expect("canonical").expires_at_ms, v, "{v}");
+            assert_eq!(
+                decode_member(&m).expect("canonical").expires_at_ms,
+                v,
+                "{v}"
+            );
         }
         for len in [31usize, 32, 255, 256, 65_535, 65_536] {
             let value = vec![b'x'; len];
@@ -427,11 +485,23 @@ mod tests {
             (b"\x01\x95\xa1k\xc4\x01v\xa11\x00\xc2", "rawBytes", "bin"),
             (b"\x01\x95\xa1k\xa5v", "rawBytes", "truncated"),
             (b"\x01\x95\xa1k\xa1v\xa11\x00\xc2\xc0", "member", "trailing"),
-            (b"\x01\x95\xa1\xff\xa1v\xa11\x00\xc2", "originalKey", "not UTF-8"),
+            (
+                b"\x01\x95\xa1\xff\xa1v\xa11\x00\xc2",
+                "originalKey",
+                "not UTF-8",
+            ),
             (b"\x01\x95\xa1k\xa1v\xa201\x00\xc2", "version", "01"),
             (b"\x01\x95\xa1k\xa1v\xa11\x00\xc3", "rawBytes", "tombstone"),
-            (b"\x01\x95\xa1k\xa1v\xa11\xff\xc2", "expiresAtMs", "negative fixint"),
-            (b"\x01\x95\xa1k\xa1v\xa11\x00\x00", "tombstone", "positive fixint"),
+            (
+                b"\x01\x95\xa1k\xa1v\xa11\xff\xc2",
+                "expiresAtMs",
+                "negative fixint",
+            ),
+            (
+                b"\x01\x95\xa1k\xa1v\xa11\x00\x00",
+                "tombstone",
+                "positive fixint",
+            ),
         ];
         for (bytes, field, reason) in cases {
             let e = decode_member(bytes).expect_err("malformed");
@@ -444,7 +514,10 @@ mod tests {
     #[test]
     fn canonical_decimal_at_its_bounds() {
         assert_eq!(canonical_decimal(b"1"), Some(1));
-        assert_eq!(canonical_decimal(b"9223372036854775807"), Some(i64::MAX as u64));
+        assert_eq!(
+            canonical_decimal(b"9223372036854775807"),
+            Some(i64::MAX as u64)
+        );
         assert_eq!(canonical_decimal(b"9223372036854775808"), None);
         for bad in [&b""[..], b"0", b"01", b"+1", b" 1", b"1.0"] {
             assert_eq!(canonical_decimal(bad), None, "{bad:?}");

@@ -41,8 +41,12 @@ impl LeaseHealth {
     /// A short text for tables.
     pub fn text(&self) -> String {
         match self {
-            LeaseHealth::Held { expires_in_ms: Some(ms) } => format!("held ({ms} ms left)"),
-            LeaseHealth::Held { expires_in_ms: None } => "held (no expiry)".into(),
+            LeaseHealth::Held {
+                expires_in_ms: Some(ms),
+            } => format!("held ({ms} ms left)"),
+            LeaseHealth::Held {
+                expires_in_ms: None,
+            } => "held (no expiry)".into(),
             LeaseHealth::Missing => "missing".into(),
             LeaseHealth::OtherRun { lease_generation } => {
                 format!("other run (generation {lease_generation})")
@@ -139,7 +143,11 @@ fn view(record: &MeshNodeRecord, lease: LeaseHealth) -> NodeView {
                 .get(&(c.object_kind, c.stable_type.clone()))
                 .map(|l| format!("/{l}"))
                 .unwrap_or_default();
-            format!("{}:{}{limit}", c.object_kind.as_str(), c.stable_type.as_str())
+            format!(
+                "{}:{}{limit}",
+                c.object_kind.as_str(),
+                c.stable_type.as_str()
+            )
         })
         .collect();
     let live = matches!(lease, LeaseHealth::Held { .. })
@@ -180,13 +188,18 @@ pub async fn read_nodes(store: &dyn DynLocationStore) -> Result<NodesSnapshot, C
                     items.extend(page.items);
                     unreadable.extend(page.unreadable.iter().map(|u| show_bytes(u.key.as_bytes())));
                     match page.next_cursor {
-                        Some(c) => request = ScanRequest::next(prefix.clone(), PageLimit::LARGEST, c),
+                        Some(c) => {
+                            request = ScanRequest::next(prefix.clone(), PageLimit::LARGEST, c)
+                        }
                         None => break 'snapshot (items, unreadable),
                     }
                 }
                 ScanResult::Expired if attempt < SCAN_ATTEMPTS => continue 'snapshot,
                 ScanResult::Expired => {
-                    return Err(CliError::input("scan", "the snapshot expired on every attempt"));
+                    return Err(CliError::input(
+                        "scan",
+                        "the snapshot expired on every attempt",
+                    ));
                 }
             }
         }

@@ -66,14 +66,22 @@ impl std::fmt::Debug for QueryRuntime {
 impl QueryRuntime {
     /// Starts one over `store`.
     pub async fn start(store: Arc<dyn DynLocationStore>) -> Result<Self, CliError> {
-        let runtime = LocationRuntime::builder(store).renew_loop(false).start().await?;
+        let runtime = LocationRuntime::builder(store)
+            .renew_loop(false)
+            .start()
+            .await?;
         Ok(QueryRuntime { runtime })
     }
 
     /// The lookup of one ActorId (`actor`) or SpotId (`spot`): `None` when no record exists.
     pub async fn locate(&self, kind: LookupKind, id: &str) -> Result<Option<EntryView>, CliError> {
         let id = ObjectId::new(id).map_err(|e| CliError::input("id", e.to_string()))?;
-        Ok(self.runtime.lookup(kind, &id).await?.as_ref().map(EntryView::from))
+        Ok(self
+            .runtime
+            .lookup(kind, &id)
+            .await?
+            .as_ref()
+            .map(EntryView::from))
     }
 
     /// Every entry of the list of `kind` (optionally one stable type and mesh), page by page
@@ -93,12 +101,16 @@ impl QueryRuntime {
             );
         }
         if let Some(m) = mesh {
-            filter = filter.mesh(MeshName::new(m).map_err(|e| CliError::input("--mesh", e.to_string()))?);
+            filter = filter
+                .mesh(MeshName::new(m).map_err(|e| CliError::input("--mesh", e.to_string()))?);
         }
         let mut token: Option<PageToken> = None;
         let mut total = 0;
         loop {
-            let p = self.runtime.list(filter.clone(), page_size, token.as_ref()).await?;
+            let p = self
+                .runtime
+                .list(filter.clone(), page_size, token.as_ref())
+                .await?;
             total += p.entries.len();
             page(p.entries.iter().map(EntryView::from).collect());
             match p.next {

@@ -44,13 +44,16 @@ impl Target {
             Target::Cluster(seeds) => {
                 let mut hosts = Vec::with_capacity(seeds.len());
                 for s in seeds {
-                    let (h, p) = s
-                        .rsplit_once(':')
-                        .ok_or_else(|| CliError::input("--cluster", format!("{s:?} is not host:port")))?;
-                    let port = p
-                        .parse::<u16>()
-                        .map_err(|_| CliError::input("--cluster", format!("{s:?} has no valid port")))?;
-                    hosts.push((h.trim_start_matches('[').trim_end_matches(']').to_owned(), port));
+                    let (h, p) = s.rsplit_once(':').ok_or_else(|| {
+                        CliError::input("--cluster", format!("{s:?} is not host:port"))
+                    })?;
+                    let port = p.parse::<u16>().map_err(|_| {
+                        CliError::input("--cluster", format!("{s:?} has no valid port"))
+                    })?;
+                    hosts.push((
+                        h.trim_start_matches('[').trim_end_matches(']').to_owned(),
+                        port,
+                    ));
                 }
                 Ok(Config {
                     server: ServerConfig::new_clustered(hosts),
@@ -70,7 +73,9 @@ pub struct Raw {
 
 impl std::fmt::Debug for Raw {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Raw").field("cluster", &self.cluster).finish()
+        f.debug_struct("Raw")
+            .field("cluster", &self.cluster)
+            .finish()
     }
 }
 
@@ -114,7 +119,12 @@ impl Raw {
         })
     }
 
-    async fn cmd(&self, cmd: &'static str, key: Option<&[u8]>, args: Vec<Value>) -> Result<Value, CliError> {
+    async fn cmd(
+        &self,
+        cmd: &'static str,
+        key: Option<&[u8]>,
+        args: Vec<Value>,
+    ) -> Result<Value, CliError> {
         let hash = key.map_or(0, fred::util::redis_keyslot);
         Ok(self
             .client
@@ -145,7 +155,10 @@ impl Raw {
     pub async fn read_key(&self, name: &[u8]) -> Result<RawKey, CliError> {
         let k = || vec![Value::Bytes(Bytes::copy_from_slice(name))];
         let kind = self.cmd("TYPE", Some(name), k()).await?;
-        let kind = kind.as_str().map(|s| s.into_owned()).ok_or(CliError::Reply { command: "TYPE" })?;
+        let kind = kind
+            .as_str()
+            .map(|s| s.into_owned())
+            .ok_or(CliError::Reply { command: "TYPE" })?;
         let pttl = self
             .cmd("PTTL", Some(name), k())
             .await?
@@ -245,8 +258,12 @@ fn zset_pairs(v: Value) -> Result<Vec<(Vec<u8>, f64)>, CliError> {
     let mut out = Vec::with_capacity(items.len() / 2);
     if items.iter().all(|i| matches!(i, Value::Array(_))) && !items.is_empty() {
         for i in items {
-            let Value::Array(pair) = i else { return Err(bad()) };
-            let [m, s] = pair.as_slice() else { return Err(bad()) };
+            let Value::Array(pair) = i else {
+                return Err(bad());
+            };
+            let [m, s] = pair.as_slice() else {
+                return Err(bad());
+            };
             out.push((bytes_of(m).ok_or_else(bad)?, score(s).ok_or_else(bad)?));
         }
     } else {

@@ -60,7 +60,9 @@ pub fn check(path: &str, kind: Kind, value: &Value) -> Result<(), Mismatch> {
             Value::String(s) => {
                 // `to_string` of the parsed value is the canonical text: no sign, no
                 // leading zero, no whitespace.
-                let ok = s.parse::<u64>().is_ok_and(|v| v >= min && v.to_string() == *s);
+                let ok = s
+                    .parse::<u64>()
+                    .is_ok_and(|v| v >= min && v.to_string() == *s);
                 if ok {
                     Ok(())
                 } else {
@@ -199,7 +201,13 @@ pub fn check_row(bytes: &[u8], schema: Kind) -> Result<Value, Mismatch> {
                     format!("unknown version tag {v}"),
                 ));
             }
-            None => return Err(Mismatch::new("recordVersion", "the member", "no such member")),
+            None => {
+                return Err(Mismatch::new(
+                    "recordVersion",
+                    "the member",
+                    "no such member",
+                ));
+            }
         }
     }
     check("", schema, &value)?;
@@ -267,7 +275,10 @@ mod tests {
             field(br#"{"recordVersion":1,"objectGeneration":"1","x":1}"#),
             Err("x".into())
         );
-        assert_eq!(field(br#"{"recordVersion":1}"#), Err("objectGeneration".into()));
+        assert_eq!(
+            field(br#"{"recordVersion":1}"#),
+            Err("objectGeneration".into())
+        );
         let e = check_row(br#"{"objectGeneration":"12","recordVersion":1}"#, ROW)
             .expect_err("member order");
         assert_eq!((e.field.as_str(), e.offset), ("bytes", Some(2)));

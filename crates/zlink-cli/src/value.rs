@@ -83,7 +83,10 @@ pub const CREATION_DEADLINE: Kind = Kind::Obj(&[
 /// `capacity-reservation` rows.
 pub const CAPACITY_RESERVATION: Kind = Kind::Obj(&[
     VERSION,
-    ("reservationId", Kind::Text(is_hex32, "32 lowercase hex digits")),
+    (
+        "reservationId",
+        Kind::Text(is_hex32, "32 lowercase hex digits"),
+    ),
     ("objectKind", KIND),
     ("id", NAME),
     ("stableType", TYPE),
@@ -104,7 +107,10 @@ pub const CAPACITY_RESERVATION: Kind = Kind::Obj(&[
     ("targetLifecycleGeneration", Kind::Dec(0)),
     ("actors", U32),
     ("spots", U32),
-    ("spotType", Kind::Null(&Kind::Tuple(&[SPOT_KIND, TYPE, U32]))),
+    (
+        "spotType",
+        Kind::Null(&Kind::Tuple(&[SPOT_KIND, TYPE, U32])),
+    ),
 ]);
 
 /// `node-capacity` rows.
@@ -147,16 +153,22 @@ pub const PER_ACTOR_MOVE: Kind = Kind::Obj(&[
 /// A codec error as a mismatch naming its field.
 pub fn codec_mismatch(e: &CodecError) -> Mismatch {
     match e {
-        CodecError::Json { offset, reason } => Mismatch::at("bytes", *offset, "canonical JSON", *reason),
+        CodecError::Json { offset, reason } => {
+            Mismatch::at("bytes", *offset, "canonical JSON", *reason)
+        }
         CodecError::UnsupportedRecordVersion { found } => Mismatch::new(
             "recordVersion",
             "1 (the only version this runtime writes)",
             format!("unknown version tag {found}"),
         ),
-        CodecError::MissingField { field } => Mismatch::new(field.clone(), "the member", "no such member"),
-        CodecError::UnknownField { field } => {
-            Mismatch::new(field.clone(), "no such member (unknown field)", "an unknown member")
+        CodecError::MissingField { field } => {
+            Mismatch::new(field.clone(), "the member", "no such member")
         }
+        CodecError::UnknownField { field } => Mismatch::new(
+            field.clone(),
+            "no such member (unknown field)",
+            "an unknown member",
+        ),
         CodecError::DuplicateField { field } => {
             Mismatch::new(field.clone(), "the member once", "a duplicate member")
         }
@@ -185,7 +197,10 @@ fn key_matches(expected: &[u8], key: &[u8]) -> Result<(), Mismatch> {
     } else {
         Err(Mismatch::new(
             "key",
-            format!("{:?} (the key the record's own fields give)", show_bytes(expected)),
+            format!(
+                "{:?} (the key the record's own fields give)",
+                show_bytes(expected)
+            ),
             format!("\"{}\"", show_bytes(key)),
         ))
     }
@@ -254,10 +269,18 @@ fn check_payload(payload: &[u8]) -> Result<(), Mismatch> {
         }
     }
     if !matches!(map.get("entry"), Some(Value::Bool(_))) {
-        return Err(Mismatch::new("payload(m1).entry", "a boolean", "something else"));
+        return Err(Mismatch::new(
+            "payload(m1).entry",
+            "a boolean",
+            "something else",
+        ));
     }
     if map.get("spotWide").is_some_and(|v| !v.is_boolean()) {
-        return Err(Mismatch::new("payload(m1).spotWide", "a boolean", "something else"));
+        return Err(Mismatch::new(
+            "payload(m1).spotWide",
+            "a boolean",
+            "something else",
+        ));
     }
     if let Some(mark) = map.get("relocation") {
         match mark.get("stage").and_then(Value::as_str) {
@@ -310,7 +333,10 @@ pub fn check_value(family: Family, key: &[u8], bytes: &[u8]) -> Result<Decoded, 
             key_matches(r.key(&id).as_bytes(), key)?;
             check_payload(&r.payload)?;
             let mut f = json_fields(bytes);
-            f.push(("payload (decoded)".into(), format!("\"{}\"", show_bytes(&r.payload))));
+            f.push((
+                "payload (decoded)".into(),
+                format!("\"{}\"", show_bytes(&r.payload)),
+            ));
             f
         }
         Family::CreationTerminal => {
@@ -318,19 +344,36 @@ pub fn check_value(family: Family, key: &[u8], bytes: &[u8]) -> Result<Decoded, 
             same(t.encode(), bytes)?;
             vec![
                 ("outcome".into(), format!("{:?}", t.outcome)),
-                ("objectKind".into(), t.object_ref.object_kind.as_str().to_owned()),
-                ("objectGeneration".into(), t.object_ref.object_generation.get().to_string()),
+                (
+                    "objectKind".into(),
+                    t.object_ref.object_kind.as_str().to_owned(),
+                ),
+                (
+                    "objectGeneration".into(),
+                    t.object_ref.object_generation.get().to_string(),
+                ),
                 ("id".into(), t.object_ref.id.as_str().to_owned()),
-                ("meshName".into(), t.object_ref.mesh_name.as_str().to_owned()),
+                (
+                    "meshName".into(),
+                    t.object_ref.mesh_name.as_str().to_owned(),
+                ),
                 ("nodeRid".into(), t.object_ref.node_rid.to_hex()),
-                ("requestSha256".into(), zlink_codec::lower_hex(&t.request_sha256)),
+                (
+                    "requestSha256".into(),
+                    zlink_codec::lower_hex(&t.request_sha256),
+                ),
                 (
                     "reply".into(),
-                    t.reply.as_ref().map_or("none".into(), |r| format!("{} bytes", r.len())),
+                    t.reply
+                        .as_ref()
+                        .map_or("none".into(), |r| format!("{} bytes", r.len())),
                 ),
             ]
         }
-        Family::Counter | Family::MeshChange | Family::ClientServerChange | Family::FanoutPublisherChange => {
+        Family::Counter
+        | Family::MeshChange
+        | Family::ClientServerChange
+        | Family::FanoutPublisherChange => {
             let v = zlink_codec::counter::parse(bytes).map_err(|e| {
                 Mismatch::new(
                     "value",
@@ -388,8 +431,13 @@ pub fn check_value(family: Family, key: &[u8], bytes: &[u8]) -> Result<Decoded, 
             json_fields(bytes)
         }
         Family::SpotInventory => {
-            let root = InventoryRoot::decode(bytes)
-                .map_err(|e| Mismatch::new("value", "an inventory root (format version 1)", e.to_string()))?;
+            let root = InventoryRoot::decode(bytes).map_err(|e| {
+                Mismatch::new(
+                    "value",
+                    "an inventory root (format version 1)",
+                    e.to_string(),
+                )
+            })?;
             schema::canonical_bytes(&root.encode(), bytes)?;
             vec![
                 ("height".into(), root.height().to_string()),
@@ -418,13 +466,17 @@ mod tests {
     fn the_documented_runtime_rows_pass() {
         let ok = [
             ("location-index\0actor\0counter\0a", &br#"{"recordVersion":1,"objectGeneration":"12"}"#[..]),
-            ("node-capacity\0main\001", br#"{"recordVersion":1,"actors":3,"spots":1,"spotTypes":[{"objectKind":"userSpot","stableType":"room","count":1}]}"#),
+            ("node-capacity\0main\x0001", br#"{"recordVersion":1,"actors":3,"spots":1,"spotTypes":[{"objectKind":"userSpot","stableType":"room","count":1}]}"#),
             ("mesh-change\0main", b"7"),
             ("zlink:v11:owner-counter", b"2"),
             ("creation-deadline\0actor\0a", br#"{"recordVersion":1,"objectGeneration":"3","sourceRoutingIdHex":"01","sourceLeaseGeneration":"2","operationId":"000000000000002a0000000000000001","deadline":"1700000000000","abandonedAfter":"1700000030000"}"#),
         ];
         for (key, bytes) in ok {
-            assert!(check(key, bytes).is_ok(), "{key:?}: {:?}", check(key, bytes));
+            assert!(
+                check(key, bytes).is_ok(),
+                "{key:?}: {:?}",
+                check(key, bytes)
+            );
         }
     }
 
@@ -433,7 +485,7 @@ mod tests {
         let bad = [
             ("location-index\0actor\0counter\0a", &br#"{"recordVersion":1,"objectGeneration":12}"#[..], "objectGeneration"),
             ("location-index\0actor\0counter\0a", br#"{"recordVersion":9,"objectGeneration":"12"}"#, "recordVersion"),
-            ("node-capacity\0main\001", br#"{"recordVersion":1,"actors":3,"spots":1,"spotTypes":[{"objectKind":"actor","stableType":"room","count":1}]}"#, "spotTypes[0].objectKind"),
+            ("node-capacity\0main\x0001", br#"{"recordVersion":1,"actors":3,"spots":1,"spotTypes":[{"objectKind":"actor","stableType":"room","count":1}]}"#, "spotTypes[0].objectKind"),
             ("mesh-change\0main", b"07", "value"),
             ("zlink:v11:owner-counter", b"0", "value"),
             ("creation-deadline\0actor\0a", br#"{"recordVersion":1,"objectGeneration":"3","sourceRoutingIdHex":"0A","sourceLeaseGeneration":"2","operationId":"000000000000002a0000000000000001","deadline":"1","abandonedAfter":"2"}"#, "sourceRoutingIdHex"),
@@ -444,15 +496,26 @@ mod tests {
         ];
         for (key, bytes, field) in bad {
             let got = check(key, bytes).map(|_| ()).map_err(|m| m.field);
-            assert_eq!(got, Err(field.to_owned()), "{key:?} {:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(
+                got,
+                Err(field.to_owned()),
+                "{key:?} {:?}",
+                String::from_utf8_lossy(bytes)
+            );
         }
     }
 
     #[test]
     fn the_golden_owner_lease_record_passes() {
-        let r = check("owner-lease\0owner-a", br#"{"recordVersion":1,"ownerId":"owner-a","leaseGeneration":"42"}"#)
-            .expect("canonical");
+        let r = check(
+            "owner-lease\0owner-a",
+            br#"{"recordVersion":1,"ownerId":"owner-a","leaseGeneration":"42"}"#,
+        )
+        .expect("canonical");
         assert_eq!(r.family, Family::OwnerLease);
-        assert!(r.fields.contains(&("leaseGeneration".into(), "\"42\"".into())));
+        assert!(
+            r.fields
+                .contains(&("leaseGeneration".into(), "\"42\"".into()))
+        );
     }
 }

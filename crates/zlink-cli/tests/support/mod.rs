@@ -28,7 +28,10 @@ fn env_or_skip(var: &str, test: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(v) if !v.trim().is_empty() => Some(v),
         _ => {
-            assert!(!required(), "{test}: {var} is not set but live tests are required");
+            assert!(
+                !required(),
+                "{test}: {var} is not set but live tests are required"
+            );
             eprintln!("SKIPPED {test}: {var} is not set (live Redis test)");
             None
         }
@@ -47,7 +50,8 @@ pub(crate) fn single(test: &str) -> Option<Backend> {
 pub(crate) fn cluster(test: &str) -> Option<Backend> {
     let seeds = env_or_skip("ZLINK_TEST_REDIS_CLUSTER", test)?;
     Some(Backend {
-        target: Target::cluster_from(&seeds).expect("ZLINK_TEST_REDIS_CLUSTER holds host:port seeds"),
+        target: Target::cluster_from(&seeds)
+            .expect("ZLINK_TEST_REDIS_CLUSTER holds host:port seeds"),
         name: "cluster",
     })
 }
@@ -104,7 +108,10 @@ pub(crate) async fn cmd(client: &Client, cmd: &'static str, key: &[u8], rest: Ve
     let mut args = vec![Value::Bytes(Bytes::copy_from_slice(key))];
     args.extend(rest);
     client
-        .custom(CustomCommand::new_static(cmd, fred::util::redis_keyslot(key), false), args)
+        .custom(
+            CustomCommand::new_static(cmd, fred::util::redis_keyslot(key), false),
+            args,
+        )
         .await
         .unwrap_or_else(|e| panic!("{cmd}: {e}"))
 }
@@ -147,7 +154,10 @@ impl Drop for Prefix {
         let backend = self.backend.clone();
         let prefix = self.name.clone();
         let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 rt.block_on(purge(backend, prefix));
             }
         })
@@ -168,7 +178,9 @@ pub(crate) fn zlink(backend: &Backend, prefix: &str, args: &[&str]) -> Output {
 
 /// Whether any key is left under `prefix`.
 pub(crate) async fn keys_left(backend: &Backend, prefix: &str) -> usize {
-    let raw = Raw::connect(&backend.target, Duration::from_secs(5)).await.expect("raw");
+    let raw = Raw::connect(&backend.target, Duration::from_secs(5))
+        .await
+        .expect("raw");
     let n = raw.scan_prefix(prefix).await.expect("scan").len();
     raw.quit().await;
     n
