@@ -14,6 +14,8 @@ use crate::value::check_value;
 
 /// The hashtag every key of the official provider carries.
 pub const HASHTAG: &str = "{zlink-location-v3}";
+/// The namespace of the official Redis Relocation Store, which may share the prefix.
+pub const RELOCATION_NAMESPACE: &str = "{zlink-relocation-v1}";
 
 /// One Redis key as read.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +65,9 @@ pub enum Role {
     Snapshots,
     /// `…:snapshot-seq`.
     SnapshotSeq,
+    /// `{prefix}:{zlink-relocation-v1}:…`: a Relocation Store key sharing the prefix (counted,
+    /// not audited).
+    RelocationStore,
     /// Anything else under the prefix.
     Foreign,
 }
@@ -75,6 +80,7 @@ impl Role {
             Role::Index => "index",
             Role::Snapshots => "snapshots",
             Role::SnapshotSeq => "snapshot-seq",
+            Role::RelocationStore => "relocation-store",
             Role::Foreign => "foreign",
         }
     }
@@ -84,6 +90,9 @@ impl Role {
 pub fn role_of(prefix: &str, name: &[u8]) -> Role {
     let ns = format!("{prefix}:{HASHTAG}:");
     let Some(rest) = name.strip_prefix(ns.as_bytes()) else {
+        if name.starts_with(format!("{prefix}:{RELOCATION_NAMESPACE}:").as_bytes()) {
+            return Role::RelocationStore;
+        }
         return Role::Foreign;
     };
     match rest {
@@ -115,6 +124,8 @@ pub struct Census {
     pub index_entries: usize,
     /// Scan-index entries whose record key is gone (expired records; scans remove them).
     pub dangling_index_entries: usize,
+    /// Relocation Store keys sharing the prefix (not audited).
+    pub relocation_store_keys: usize,
     /// Keys under the prefix outside the provider's layout.
     pub foreign: usize,
     /// Keys with at least one finding.
@@ -193,6 +204,10 @@ pub fn audit(prefix: &str, keys: &[RawKey]) -> Report {
                     ),
                     format!("a foreign {} key", k.value.type_name()),
                 ))
+            }
+            Role::RelocationStore => {
+                report.census.relocation_store_keys += 1;
+                continue;
             }
             Role::Record(_) => continue,
         };
@@ -527,6 +542,19 @@ mod tests {
             assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
             assert_eq!(r.findings[0].mismatch.field, field, "{:?}", r.findings[0]);
         }
+    }
+
+    #[test]
+    fn relocation_store_keys_sharing_the_prefix_are_counted_not_judged() {
+        let mut keys = helpers(&[], 1);
+        keys.push(RawKey {
+            name: format!("{P}:{RELOCATION_NAMESPACE}:blob:x").into_bytes(),
+            value: RawValue::String(b"blob".to_vec()),
+            pttl_ms: -1,
+        });
+        let r = audit(P, &keys);
+        assert!(r.is_clean(), "{:?}", r.findings);
+        assert_eq!(r.census.relocation_store_keys, 1);
     }
 
     #[test]

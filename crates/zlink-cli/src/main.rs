@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use comfy_table::Table;
-use zlink_cli::audit::{Report, audit, families};
+use zlink_cli::audit::{Report, families};
 use zlink_cli::decode::{DecodedMember, Input, decode, parse_input};
 use zlink_cli::error::CliError;
 use zlink_cli::nodes::{NodesSnapshot, read_nodes};
@@ -225,6 +225,10 @@ fn print_report(cli: &Cli, r: &Report) {
         ("history members", c.history_members),
         ("index entries", c.index_entries),
         ("dangling index entries", c.dangling_index_entries),
+        (
+            "relocation store keys (not audited)",
+            c.relocation_store_keys,
+        ),
         ("foreign keys", c.foreign),
         ("nonconforming keys", c.nonconforming),
     ] {
@@ -357,9 +361,9 @@ async fn run(cli: &Cli) -> Result<u8, CliError> {
         }
         Command::Audit => {
             let raw = Raw::connect(&target(cli)?, timeout).await?;
-            let keys = raw.read_prefix(&cli.prefix).await;
+            let report = raw.audit_prefix(&cli.prefix).await;
             raw.quit().await;
-            let report = audit(&cli.prefix, &keys?);
+            let report = report?;
             print_report(cli, &report);
             Ok(if report.is_clean() {
                 0

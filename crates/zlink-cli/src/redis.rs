@@ -10,8 +10,9 @@ use fred::interfaces::ClientLike;
 use fred::types::config::{Config, ServerConfig};
 use fred::types::{Builder, CustomCommand, Value};
 
-use crate::audit::{RawKey, RawValue};
+use crate::audit::{RawKey, RawValue, Report, Role, audit, role_of};
 use crate::error::CliError;
+use crate::finding::show_bytes;
 
 /// Where the Location Store lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,16 +185,77 @@ impl Raw {
         })
     }
 
-    /// Every key under `{prefix}:`, read.
+    /// Every key under `{prefix}:`, read: the records first, the helper keys (sequence,
+    /// index, snapshots) after them, so a record written while the audit reads is already
+    /// counted by the sequence and listed by the index when those are read.
     pub async fn read_prefix(&self, prefix: &str) -> Result<Vec<RawKey>, CliError> {
+        let mut names = self.scan_prefix(prefix).await?;
+        // `false` sorts first: records and foreign keys, then the helpers.
+        names.sort_by_key(|n| {
+            !matches!(
+                role_of(prefix, n),
+                Role::Record(_) | Role::Foreign | Role::RelocationStore
+            )
+        });
         let mut out = Vec::new();
-        for name in self.scan_prefix(prefix).await? {
+        for name in names {
             let key = self.read_key(&name).await?;
             if key.value != RawValue::Missing {
                 out.push(key);
             }
         }
         Ok(out)
+    }
+
+    /// Audits every key under `prefix` while the store may be in use: a key found
+    /// nonconforming is read again, with the helper keys, and its finding kept only if it
+    /// still does not conform (a key deleted, rewritten or expired between two of the reads is
+    /// not reported).
+    pub async fn audit_prefix(&self, prefix: &str) -> Result<Report, CliError> {
+        let keys = self.read_prefix(prefix).await?;
+        let mut report = audit(prefix, &keys);
+        if report.is_clean() {
+            return Ok(report);
+        }
+        let is_helper = |n: &[u8]| {
+            !matches!(
+                role_of(prefix, n),
+                Role::Record(_) | Role::Foreign | Role::RelocationStore
+            )
+        };
+        let helper_names: Vec<Vec<u8>> = keys
+            .iter()
+            .filter(|k| is_helper(&k.name))
+            .map(|k| k.name.clone())
+            .collect();
+        let mut kept = Vec::new();
+        for finding in std::mem::take(&mut report.findings) {
+            let Some(original) = keys.iter().find(|k| show_bytes(&k.name) == finding.key) else {
+                kept.push(finding);
+                continue;
+            };
+            let mut fresh = Vec::new();
+            if !is_helper(&original.name) {
+                let again = self.read_key(&original.name).await?;
+                if again.value == RawValue::Missing {
+                    continue;
+                }
+                fresh.push(again);
+            }
+            for name in &helper_names {
+                let k = self.read_key(name).await?;
+                if k.value != RawValue::Missing {
+                    fresh.push(k);
+                }
+            }
+            let recheck = audit(prefix, &fresh);
+            if let Some(f) = recheck.findings.into_iter().find(|f| f.key == finding.key) {
+                kept.push(f);
+            }
+        }
+        report.census.nonconforming = kept.len();
+        report.findings = kept;
+        Ok(report)
     }
 
     /// Closes the connection.
