@@ -512,6 +512,20 @@ mod tests {
     }
 
     #[test]
+    fn key_and_value_lengths_at_their_bounds_and_one_past() {
+        let key = vec![b'k'; MAX_KEY_LEN];
+        assert!(decode_member(&encode_member(&key, b"v", 1, 0, false)).is_ok());
+        let long = vec![b'k'; MAX_KEY_LEN + 1];
+        let e = decode_member(&encode_member(&long, b"v", 1, 0, false)).expect_err("too long");
+        assert_eq!(e.field, "originalKey");
+        let value = vec![b'v'; MAX_VALUE_LEN];
+        assert!(decode_member(&encode_member(b"k", &value, 1, 0, false)).is_ok());
+        let value = vec![b'v'; MAX_VALUE_LEN + 1];
+        let e = decode_member(&encode_member(b"k", &value, 1, 0, false)).expect_err("too large");
+        assert_eq!(e.field, "rawBytes");
+    }
+
+    #[test]
     fn canonical_decimal_at_its_bounds() {
         assert_eq!(canonical_decimal(b"1"), Some(1));
         assert_eq!(
