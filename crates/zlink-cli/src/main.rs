@@ -131,6 +131,7 @@ fn print_nodes(cli: &Cli, snap: &NodesSnapshot) {
         "role",
         "channels",
         "capabilities",
+        "descriptors",
         "owner",
         "lease",
         "live",
@@ -150,6 +151,18 @@ fn print_nodes(cli: &Cli, snap: &NodesSnapshot) {
                 .collect::<Vec<_>>()
                 .join(" "),
             n.capabilities.join(" "),
+            [
+                n.serves
+                    .iter()
+                    .map(|c| format!("serves {c}"))
+                    .collect::<Vec<_>>(),
+                n.publishes
+                    .iter()
+                    .map(|c| format!("publishes {c}"))
+                    .collect(),
+            ]
+            .concat()
+            .join(" "),
             format!("{}#{}", n.owner_id, n.lease_generation),
             n.lease.text(),
             if n.live { "yes" } else { "no" }.to_owned(),

@@ -1,14 +1,16 @@
 //! `zlink nodes`: every MeshNode descriptor of the store, from one snapshot scan of the
 //! `mesh-node\0` prefix through the Location Store provider (the same snapshot scan discovery
-//! reads), decoded by `zlink-codec`, each with its owner lease read directly.
+//! reads), decoded by `zlink-codec`, each with its owner lease read directly, and the
+//! ClientServer server and fanout publisher descriptors of its routing id (each list from its
+//! own snapshot).
 
 use serde::Serialize;
 use zlink_codec::records::HostState;
-use zlink_codec::{MeshNodeRecord, OwnerLeaseRecord};
+use zlink_codec::{ClientServerRecord, FanoutPublisherRecord, MeshNodeRecord, OwnerLeaseRecord};
 use zlink_location::target_of;
 use zlink_store_spi::{
-    DynLocationStore, LocationStore, PageLimit, ReadResult, ScanPrefix, ScanRequest, ScanResult,
-    StoreKey,
+    DynLocationStore, LocationStore, PageLimit, ReadResult, ScanItem, ScanPrefix, ScanRequest,
+    ScanResult, StoreKey,
 };
 
 use crate::error::CliError;
@@ -19,7 +21,11 @@ const SCAN_ATTEMPTS: usize = 4;
 
 /// The health of a node's owner lease, read directly.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "state")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "state"
+)]
 pub enum LeaseHealth {
     /// The lease row holds the descriptor's run and has not expired.
     Held {
@@ -74,8 +80,13 @@ pub struct NodeView {
     pub weight: u16,
     /// `none`, `client` or `server`.
     pub role: String,
-    /// ClientServer channel memberships with their weights.
+    /// ClientServer channel memberships with their weights (the descriptor's
+    /// `channelWeights`).
     pub channels: Vec<(String, u16)>,
+    /// Channels with a published ClientServer server descriptor of this routing id.
+    pub serves: Vec<String>,
+    /// Channels with a published fanout publisher descriptor of this routing id.
+    pub publishes: Vec<String>,
     /// Registered object capabilities: `kind:stableType` (with `/limit` when limited).
     pub capabilities: Vec<String>,
     /// The owning host run's OwnerId.
@@ -166,6 +177,8 @@ fn view(record: &MeshNodeRecord, lease: LeaseHealth) -> NodeView {
             .map(|(c, w)| (c.as_str().to_owned(), *w))
             .collect(),
         capabilities,
+        serves: Vec::new(),
+        publishes: Vec::new(),
         owner_id: record.owner_id.as_str().to_owned(),
         lease_generation: record.lease_generation.get(),
         lease,
@@ -173,11 +186,16 @@ fn view(record: &MeshNodeRecord, lease: LeaseHealth) -> NodeView {
     }
 }
 
-/// Reads every MeshNode descriptor of the store from one snapshot, then each owner lease.
-pub async fn read_nodes(store: &dyn DynLocationStore) -> Result<NodesSnapshot, CliError> {
-    let prefix = ScanPrefix::new(zlink_codec::keys::prefix::mesh_nodes())?;
+/// Every item under `prefix` from one snapshot scan (started again, up to
+/// [`SCAN_ATTEMPTS`] times, when the snapshot expires), and the keys the provider could not
+/// read.
+async fn scan_all(
+    store: &dyn DynLocationStore,
+    prefix: String,
+) -> Result<(Vec<ScanItem>, Vec<String>), CliError> {
+    let prefix = ScanPrefix::new(prefix)?;
     let mut attempt = 0;
-    let (items, unreadable) = 'snapshot: loop {
+    'snapshot: loop {
         attempt += 1;
         let mut items = Vec::new();
         let mut unreadable = Vec::new();
@@ -191,7 +209,7 @@ pub async fn read_nodes(store: &dyn DynLocationStore) -> Result<NodesSnapshot, C
                         Some(c) => {
                             request = ScanRequest::next(prefix.clone(), PageLimit::LARGEST, c)
                         }
-                        None => break 'snapshot (items, unreadable),
+                        None => return Ok((items, unreadable)),
                     }
                 }
                 ScanResult::Expired if attempt < SCAN_ATTEMPTS => continue 'snapshot,
@@ -203,7 +221,14 @@ pub async fn read_nodes(store: &dyn DynLocationStore) -> Result<NodesSnapshot, C
                 }
             }
         }
-    };
+    }
+}
+
+/// Reads every MeshNode descriptor of the store from one snapshot, then each owner lease, then
+/// the ClientServer server and fanout publisher descriptors (one snapshot each), attached to
+/// the nodes by routing id.
+pub async fn read_nodes(store: &dyn DynLocationStore) -> Result<NodesSnapshot, CliError> {
+    let (items, unreadable) = scan_all(store, zlink_codec::keys::prefix::mesh_nodes()).await?;
     let mut out = NodesSnapshot {
         unreadable,
         ..NodesSnapshot::default()
@@ -213,6 +238,40 @@ pub async fn read_nodes(store: &dyn DynLocationStore) -> Result<NodesSnapshot, C
             Ok(record) => {
                 let lease = lease_health(store, &record).await?;
                 out.nodes.push(view(&record, lease));
+            }
+            Err(e) => out
+                .undecodable
+                .push((show_bytes(item.key.as_bytes()), e.to_string())),
+        }
+    }
+    let (servers, unreadable) =
+        scan_all(store, zlink_codec::keys::prefix::client_servers()).await?;
+    out.unreadable.extend(unreadable);
+    for item in servers {
+        match ClientServerRecord::decode(&item.bytes) {
+            Ok(r) => {
+                let rid = r.descriptor.server_routing_id.to_hex();
+                let channel = r.descriptor.channel_name.as_str().to_owned();
+                for n in out.nodes.iter_mut().filter(|n| n.rid == rid) {
+                    n.serves.push(channel.clone());
+                }
+            }
+            Err(e) => out
+                .undecodable
+                .push((show_bytes(item.key.as_bytes()), e.to_string())),
+        }
+    }
+    let (publishers, unreadable) =
+        scan_all(store, zlink_codec::keys::prefix::fanout_publishers()).await?;
+    out.unreadable.extend(unreadable);
+    for item in publishers {
+        match FanoutPublisherRecord::decode(&item.bytes) {
+            Ok(r) => {
+                let rid = r.descriptor.publisher_routing_id.to_hex();
+                let channel = r.descriptor.channel_name.as_str().to_owned();
+                for n in out.nodes.iter_mut().filter(|n| n.rid == rid) {
+                    n.publishes.push(channel.clone());
+                }
             }
             Err(e) => out
                 .undecodable

@@ -16,8 +16,8 @@ use zlink_cli::nodes::{LeaseHealth, read_nodes};
 use zlink_cli::query::QueryRuntime;
 use zlink_cli::redis::Raw;
 use zlink_codec::records::{
-    ActivationConcurrency, DescriptorCapacity, HostState, MeshNodeDescriptor, ObjectCapability,
-    ObjectKind, ObjectRole, RelocationPolicy, SlotUsage,
+    ActivationConcurrency, ClientServerDescriptor, DescriptorCapacity, HostState,
+    MeshNodeDescriptor, ObjectCapability, ObjectKind, ObjectRole, RelocationPolicy, SlotUsage,
 };
 use zlink_codec::{
     ChannelName, Generation, MeshName, ObjectId, OperationId, RoutingId, StableType,
@@ -84,6 +84,18 @@ async fn runtime_records_audit_clean(backend: Backend, test: &str) {
     let desc = descriptor();
     let publisher = rt.descriptor_publisher(desc.clone()).expect("publisher");
     publisher.publish(desc.clone()).await.expect("publish");
+    let server = ClientServerDescriptor {
+        channel_name: ChannelName::new("chat").unwrap(),
+        server_routing_id: desc.routing_id.clone(),
+        lifecycle_generation: Generation::MIN,
+        endpoint: desc.endpoint.clone(),
+        weight: 250,
+        state: HostState::Serving,
+        security_identity: "cli-test".into(),
+        updated_at_epoch_ms: 0,
+    };
+    let channel = rt.descriptor_publisher(server.clone()).expect("publisher");
+    channel.publish(server).await.expect("publish server");
     let target = target_of(&rt.host_run().expect("run"), &desc);
     let authority = rt.authority();
     // An Active Actor with a membership payload, and a Reserved User Spot with its creation
@@ -184,6 +196,7 @@ async fn runtime_records_audit_clean(backend: Backend, test: &str) {
         n.capabilities
     );
     assert!(matches!(n.lease, LeaseHealth::Held { .. }), "{:?}", n.lease);
+    assert_eq!(n.serves, vec!["chat".to_owned()]);
 
     // locate and list.
     let q = QueryRuntime::start(store.clone())
