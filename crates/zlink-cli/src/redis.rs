@@ -65,6 +65,9 @@ impl Target {
     }
 }
 
+/// How many times a nonconforming key is read again while it keeps changing.
+const RECHECKS: usize = 8;
+
 /// A raw read-only connection.
 pub struct Raw {
     client: Client,
@@ -174,7 +177,13 @@ impl Raw {
             "zset" => {
                 let mut args = k();
                 args.extend([Value::from(0), Value::from(-1), Value::from("WITHSCORES")]);
-                RawValue::ZSet(zset_pairs(self.cmd("ZRANGE", Some(name), args).await?)?)
+                let pairs = zset_pairs(self.cmd("ZRANGE", Some(name), args).await?)?;
+                // Redis holds no empty sorted set: the key was deleted after `TYPE`.
+                if pairs.is_empty() {
+                    RawValue::Missing
+                } else {
+                    RawValue::ZSet(pairs)
+                }
             }
             other => RawValue::Other(other.to_owned()),
         };
@@ -234,24 +243,43 @@ impl Raw {
                 kept.push(finding);
                 continue;
             };
-            let mut fresh = Vec::new();
-            if !is_helper(&original.name) {
-                let again = self.read_key(&original.name).await?;
-                if again.value == RawValue::Missing {
-                    continue;
+            // Read the key, the helpers, then the key again: a read where the key changed in
+            // between proves nothing and is tried again.
+            let mut last = Some(finding);
+            for _ in 0..RECHECKS {
+                let mut fresh = Vec::new();
+                let before = if is_helper(&original.name) {
+                    None
+                } else {
+                    Some(self.read_key(&original.name).await?)
+                };
+                if before
+                    .as_ref()
+                    .is_some_and(|k| k.value == RawValue::Missing)
+                {
+                    last = None;
+                    break;
                 }
-                fresh.push(again);
-            }
-            for name in &helper_names {
-                let k = self.read_key(name).await?;
-                if k.value != RawValue::Missing {
-                    fresh.push(k);
+                for name in &helper_names {
+                    let k = self.read_key(name).await?;
+                    if k.value != RawValue::Missing {
+                        fresh.push(k);
+                    }
                 }
+                if let Some(before) = before {
+                    let after = self.read_key(&original.name).await?;
+                    if after.value != before.value || (after.pttl_ms < 0) != (before.pttl_ms < 0) {
+                        continue;
+                    }
+                    fresh.push(before);
+                }
+                last = audit(prefix, &fresh)
+                    .findings
+                    .into_iter()
+                    .find(|f| Some(&f.key) == last.as_ref().map(|l| &l.key));
+                break;
             }
-            let recheck = audit(prefix, &fresh);
-            if let Some(f) = recheck.findings.into_iter().find(|f| f.key == finding.key) {
-                kept.push(f);
-            }
+            kept.extend(last);
         }
         report.census.nonconforming = kept.len();
         report.findings = kept;
