@@ -52,8 +52,9 @@ commands:
   demo [options]              3 roots create Counter Actors and message them by id; checks the counts;
                               relocates root 1 under load (none lost, duplicated or out of order);
                               then create Instance Spots by their first message (cold activation)
-                              (--redis URL, --actors N (10000), --requests N (100000), --instances N (100),
-                              --concurrency N (64), --release: run it from an optimised build)
+                              (--redis URL, --keep: keep the Redis keys for `zlink audit`, --actors N (10000),
+                              --requests N (100000), --instances N (100), --concurrency N (64),
+                              --release: run it from an optimised build)
 ";
 
 /// The workspace root (the parent of the xtask crate).

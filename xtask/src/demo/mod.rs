@@ -1,8 +1,8 @@
-//! `cargo xtask demo [--redis URL] [--actors N] [--requests N] [--instances N] [--concurrency N]`:
+//! `cargo xtask demo [--redis URL [--keep]] [--actors N] [--requests N] [--instances N] [--concurrency N]`:
 //! three ZLink roots in one process, each with one Object Server MeshNode on mesh `demo`
 //! (placement weights 100, 200 and 300), sharing one Location Store and one Relocation Store:
 //! the embedded in-memory stores by default, or the Redis Location and Relocation Stores at
-//! `URL` under a fresh key prefix deleted at the end.
+//! `URL` under a fresh key prefix deleted at the end (kept with `--keep`, for `zlink audit`).
 //!
 //! The demo waits (bounded) until every node has its two peers, creates `N` Counter Actors by
 //! `get_or_create` spread over the three roots' Actor managers, sends the requests by global id
@@ -94,6 +94,8 @@ pub(crate) struct Config {
     pub(crate) concurrency: usize,
     /// Whether to draw progress bars (on a terminal only).
     pub(crate) progress: bool,
+    /// With `--redis`: keep the records under the demo's prefix (for `zlink audit`).
+    pub(crate) keep: bool,
 }
 
 impl Default for Config {
@@ -105,6 +107,7 @@ impl Default for Config {
             instances: 100,
             concurrency: 64,
             progress: true,
+            keep: false,
         }
     }
 }
@@ -124,9 +127,10 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--requests" => cfg.requests = number(it.next(), "--requests", 100_000_000)?,
             "--instances" => cfg.instances = number(it.next(), "--instances", 1_000_000)?,
             "--concurrency" => cfg.concurrency = number(it.next(), "--concurrency", 10_000)?,
+            "--keep" => cfg.keep = true,
             other => {
                 return Err(format!(
-                    "demo: unknown option `{other}` (known: --redis URL, --actors N, --requests N, --instances N, --concurrency N, --release)"
+                    "demo: unknown option `{other}` (known: --redis URL, --keep, --actors N, --requests N, --instances N, --concurrency N, --release)"
                 ));
             }
         }
@@ -229,7 +233,12 @@ pub(crate) async fn demo(cfg: &Config) -> Result<Summary, String> {
         }
         Err(e) => Err(e),
     };
-    if let Some(url) = &cfg.redis {
+    if let (Some(url), true) = (&cfg.redis, cfg.keep) {
+        drop(stores);
+        println!(
+            "kept the Redis keys under {prefix}: `cargo run -p zlink-cli -- --redis {url} --prefix {prefix} audit`"
+        );
+    } else if let Some(url) = &cfg.redis {
         drop(stores);
         match crate::bench::purge_prefix(url, &prefix).await {
             Ok(n) => println!("purged {n} Redis key(s) under {prefix}"),
