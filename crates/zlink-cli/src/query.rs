@@ -1,18 +1,14 @@
 //! `zlink locate` and `zlink list`: the operational lookup and paged list of spec 21 §7.4,
-//! through `zlink-location`'s [`LocationRuntime::lookup`] and [`LocationRuntime::list`]. They
-//! show the owner node and state only: no key, StoreVersion or page token is printed.
-//!
-//! The queries live on a [`LocationRuntime`], and starting one acquires an owner lease: each
-//! command runs one transient runtime (no renew loop, no descriptor), issuing one
-//! LeaseGeneration from the owner counter, and shuts it down afterwards (its lease row is
-//! deleted again). `zlink nodes`, `audit` and `decode` write nothing.
+//! through `zlink-location`'s [`LocationReader`], which holds no owner lease and writes
+//! nothing. They show the owner node and state only: no key, StoreVersion or page token is
+//! printed. No `zlink` command writes the Store.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 use zlink_location::{
-    ListFilter, LocationEntry, LocationRuntime, LookupKind, MeshName, ObjectId, ObjectKind,
-    PageToken, StableType,
+    ListFilter, LocationEntry, LocationOptions, LocationReader, LookupKind, MeshName, ObjectId,
+    ObjectKind, PageToken, StableType,
 };
 use zlink_store_spi::DynLocationStore;
 
@@ -52,9 +48,9 @@ impl From<&LocationEntry> for EntryView {
     }
 }
 
-/// A transient location runtime for one query (see the module docs).
+/// The queries over one Location Store (see the module docs).
 pub struct QueryRuntime {
-    runtime: LocationRuntime,
+    runtime: LocationReader,
 }
 
 impl std::fmt::Debug for QueryRuntime {
@@ -64,12 +60,9 @@ impl std::fmt::Debug for QueryRuntime {
 }
 
 impl QueryRuntime {
-    /// Starts one over `store`.
+    /// A reader over `store` (nothing is written).
     pub async fn start(store: Arc<dyn DynLocationStore>) -> Result<Self, CliError> {
-        let runtime = LocationRuntime::builder(store)
-            .renew_loop(false)
-            .start()
-            .await?;
+        let runtime = LocationReader::new(store, &LocationOptions::default())?;
         Ok(QueryRuntime { runtime })
     }
 
@@ -120,9 +113,8 @@ impl QueryRuntime {
         }
     }
 
-    /// Shuts the runtime down (self-sweep of nothing, lease released).
+    /// Ends the queries (a reader holds nothing to release).
     pub async fn shutdown(self) -> Result<(), CliError> {
-        self.runtime.shutdown().await?;
         Ok(())
     }
 }

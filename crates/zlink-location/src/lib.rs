@@ -27,6 +27,7 @@ mod lease;
 mod options;
 mod placement;
 mod query;
+mod reader;
 mod runtime;
 
 pub use admission::{Admission, AdmissionOp, AdmissionRefused};
@@ -51,6 +52,7 @@ pub use query::{
     EntryState, ListFilter, LocationEntry, LookupKind, MAX_ENTRY_LEN, MAX_PAGE_SIZE, Page,
     PageToken,
 };
+pub use reader::LocationReader;
 pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub use authority::{

@@ -124,6 +124,7 @@ on_every_store!(
     authority::capacity_counters_equal_allocations_after_random_operations,
     // Operational location queries (spec 21 §7.4).
     query::lookup_of_a_missing_id_is_none_and_creates_nothing,
+    query::a_reader_looks_up_and_lists_without_writing_the_store,
     query::lookup_shows_creating_ready_and_unavailable_once_the_lease_is_gone,
     query::list_pages_return_each_id_exactly_once_per_cycle,
     query::page_size_out_of_range_is_refused_before_any_store_request,

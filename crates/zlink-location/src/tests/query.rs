@@ -443,3 +443,33 @@ async fn list_page_ends_before_the_entry_that_would_cross_4_mib() {
     );
     assert_eq!(all.len(), 1000);
 }
+
+/// A [`LocationReader`](crate::LocationReader) holds no lease: building it and reading through
+/// it write nothing, and it sees what a runtime sees (Ready under a live owner, the list).
+pub(super) async fn a_reader_looks_up_and_lists_without_writing_the_store(h: &Harness) {
+    let a = query_host(h, "main", 1, LocationOptions::default()).await;
+    let present = active_actor(&a, "present").await;
+    let before = h.snapshot().await;
+    let reader =
+        crate::LocationReader::new(h.store.clone(), &LocationOptions::default()).expect("reader");
+    let entry = reader
+        .lookup(LookupKind::Actor, &id("present"))
+        .await
+        .expect("lookup")
+        .expect("found");
+    assert_eq!(entry.state, EntryState::Ready);
+    assert_eq!(entry.object_generation, present.object_generation());
+    assert_eq!(
+        reader
+            .lookup(LookupKind::Actor, &id("nobody"))
+            .await
+            .expect("lookup"),
+        None
+    );
+    let page = reader
+        .list(ListFilter::new(ObjectKind::Actor), 10, None)
+        .await
+        .expect("list");
+    assert_eq!(ids(&page.entries), Set::from(["present".to_owned()]));
+    assert_eq!(h.snapshot().await, before, "a reader changed the Store");
+}
