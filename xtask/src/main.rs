@@ -37,7 +37,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   conformance [--redis URL]   check the golden fixture (and, with --redis, the live provider bytes)
   services                    start (or reuse) the Redis services and print their env exports
-  test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, tests
+  test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, rustdoc, tests
   bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority |
                               transport | mesh | objects (Actor create, request and route cache; --redis URL) |
                               relocation (64 MiB Actor move vs raw TCP, host Relocate of N Actors under load,

@@ -2,7 +2,8 @@
 //! second independent Redis and a local 3-master Redis Cluster, exports their addresses
 //! (`ZLINK_TEST_REDIS_URL`, `ZLINK_TEST_REDIS_URL_2`, `ZLINK_TEST_REDIS_CLUSTER`) together with
 //! `ZLINK_REQUIRE_REDIS=1` (a live test that finds its variable missing fails instead of
-//! skipping), then runs `cargo fmt --check`, clippy with `-D warnings`, every workspace test,
+//! skipping), then runs `cargo fmt --check`, clippy with `-D warnings`, `cargo doc --workspace
+//! --no-deps` with every rustdoc warning denied, every workspace test,
 //! the golden conformance runner (offline and live against the single node) and the fault
 //! suite (`cargo xtask faults`, every scenario).
 
@@ -62,6 +63,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             ],
             &env,
         )?;
+        // Rustdoc of every workspace crate: any warning (a broken or private intra-doc link
+        // among them) fails the run.
+        let mut doc_env = env.clone();
+        doc_env.push((
+            "RUSTDOCFLAGS",
+            "-D warnings -D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links"
+                .to_string(),
+        ));
+        run_step("rustdoc", &["doc", "--workspace", "--no-deps"], &doc_env)?;
     }
     let tests = run_step("tests", &["test", "--workspace", "--no-fail-fast"], &env);
     let conformance = run_step(

@@ -147,7 +147,8 @@ pub(crate) fn validate_descriptor<D: PublishableDescriptor>(
 }
 
 impl<D: PublishableDescriptor> DescriptorPublisher<D> {
-    /// Builds a publisher after checking the descriptor (see [`validate_descriptor`]).
+    /// Builds a publisher after checking the descriptor against every bound (1 MiB, 1,024 list
+    /// entries, field ranges) as the largest record it can ever be published in.
     pub fn new(
         store: Arc<dyn DynLocationStore>,
         gate: Arc<AdmissionGate>,
