@@ -6,6 +6,8 @@ use std::time::Duration;
 use fred::types::config::{Config, ServerConfig};
 use zlink_store_spi::{FailureKind, StoreError, StoreResult};
 
+use crate::tls::RedisTlsConfig;
+
 /// Why options were rejected (reachable through [`std::error::Error::source`] of the
 /// [`StoreError`] the option setters return).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -147,6 +149,14 @@ impl RedisLocationOptions {
     pub fn with_credentials(mut self, username: Option<&str>, password: &str) -> Self {
         self.config.username = username.map(str::to_owned);
         self.config.password = Some(password.to_owned());
+        self
+    }
+
+    /// Connects over TLS with these settings (CA bundle, optional client certificate, optional
+    /// server name), for a single server or every node of a cluster; replaces the system trust
+    /// store a `rediss://` URL would use. Works on `redis://` URLs and cluster seeds too.
+    pub fn with_tls_config(mut self, tls: RedisTlsConfig) -> Self {
+        tls.apply(&mut self.config);
         self
     }
 
