@@ -3,6 +3,8 @@
 mod options;
 mod scripts;
 mod store;
+mod tls;
 
 pub use options::RedisRelocationOptions;
 pub use store::RedisRelocationStore;
+pub use tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind};

@@ -6,6 +6,8 @@ use std::time::Duration;
 use fred::types::config::{Config, ServerConfig, TlsConnector};
 use zlink_store_spi::{FailureKind, StoreError, StoreResult};
 
+use crate::tls::RedisTlsConfig;
+
 /// Why options were rejected (reachable through [`std::error::Error::source`] of the
 /// [`StoreError`] the constructors and setters return).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -236,6 +238,15 @@ impl RedisRelocationOptions {
             None
         };
         Ok(self)
+    }
+
+    /// Connects over TLS with these settings (CA bundle, optional client certificate, optional
+    /// server name), for a single server or every node of a cluster; replaces the system trust
+    /// store of a `rediss://` URL or [`with_tls`](Self::with_tls). Works on `redis://` URLs
+    /// and cluster seeds too.
+    pub fn with_tls_config(mut self, tls: RedisTlsConfig) -> Self {
+        tls.apply(&mut self.config);
+        self
     }
 
     /// Sets the key prefix: non-empty, without `{` or `}`.
