@@ -84,6 +84,8 @@ pub struct RedisLocationOptions {
     pub(crate) key_prefix: String,
     pub(crate) operation_timeout: Duration,
     pub(crate) reconnect_delay: (Duration, Duration),
+    /// The TLS settings given to [`with_tls_config`](Self::with_tls_config), if any.
+    pub(crate) tls: Option<RedisTlsConfig>,
 }
 
 impl RedisLocationOptions {
@@ -105,6 +107,7 @@ impl RedisLocationOptions {
                 Self::DEFAULT_RECONNECT_DELAY_FIRST,
                 Self::DEFAULT_RECONNECT_DELAY_LONGEST,
             ),
+            tls: None,
         }
     }
 
@@ -157,6 +160,7 @@ impl RedisLocationOptions {
     /// store a `rediss://` URL would use. Works on `redis://` URLs and cluster seeds too.
     pub fn with_tls_config(mut self, tls: RedisTlsConfig) -> Self {
         tls.apply(&mut self.config);
+        self.tls = Some(tls);
         self
     }
 

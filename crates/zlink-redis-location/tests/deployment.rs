@@ -210,7 +210,8 @@ fn public_api_is_the_store_and_its_options() {
         vec![
             "pub use options::RedisLocationOptions;",
             "pub use store::RedisLocationStore;",
-            "pub use tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind};"
+            "pub use tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind};",
+            "pub use tls_refusal::TlsRefusal;"
         ]
     );
     for l in lib.lines() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::tls::{self as live_tls, Pem, foreign_ca_pem, full_tls};
 use common::{fresh_prefix, key};
-use zlink_redis_location::{RedisLocationOptions, RedisLocationStore, RedisTlsConfig};
+use zlink_redis_location::{RedisLocationOptions, RedisLocationStore, RedisTlsConfig, TlsRefusal};
 use zlink_store_spi::{FailureKind, LocationStore, ReadResult, StoreError};
 
 /// Where each TLS deployment is, with the test PKI; `None` after the skip notices.
@@ -34,8 +34,8 @@ async fn deployments() -> Option<(Pem, Vec<(&'static str, RedisLocationOptions)>
 }
 
 /// The connection's error, which must be a failure of kind `Unavailable` (never a timeout:
-/// a refused handshake is known at once), and the fred error kind behind it.
-async fn refusal(name: &str, options: RedisLocationOptions) -> fred::error::ErrorKind {
+/// a refused handshake is known at once) whose source says why the handshake was refused.
+async fn refusal(name: &str, options: RedisLocationOptions) -> TlsRefusal {
     let prefix = fresh_prefix("tls-refused");
     let e = match RedisLocationStore::connect(options.with_key_prefix(prefix).unwrap()).await {
         Ok(_) => panic!("{name}: the connection was accepted"),
@@ -51,27 +51,14 @@ async fn refusal(name: &str, options: RedisLocationOptions) -> fred::error::Erro
         ),
         "{name}: {e:?}"
     );
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        if let Some(redis) = s.downcast_ref::<fred::error::Error>() {
-            return redis.kind().clone();
-        }
-        source = s.source();
-    }
-    panic!("{name}: no Redis error behind {e:?}");
-}
-
-/// fred reports a failed TLS handshake as an I/O error of the connection (rustls's error
-/// travels inside the `std::io::Error` tokio-rustls returns) or as a TLS error.
-fn handshake_failure(kind: &fred::error::ErrorKind) -> bool {
-    matches!(
-        kind,
-        fred::error::ErrorKind::IO | fred::error::ErrorKind::Tls
-    )
+    std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<TlsRefusal>())
+        .unwrap_or_else(|| panic!("{name}: no TlsRefusal behind {e:?}"))
+        .clone()
 }
 
 #[tokio::test]
-async fn a_client_not_trusting_the_servers_ca_is_refused_with_a_tls_failure() {
+async fn a_client_not_trusting_the_servers_ca_is_refused_for_the_servers_certificate() {
     let Some((pem, deployments)) = deployments().await else {
         return;
     };
@@ -80,8 +67,16 @@ async fn a_client_not_trusting_the_servers_ca_is_refused_with_a_tls_failure() {
         .with_client_identity_pem(&pem.cert, &pem.key)
         .unwrap();
     for (name, options) in deployments {
-        let kind = refusal(name, options.with_tls_config(foreign.clone())).await;
-        assert!(handshake_failure(&kind), "{name}: {kind:?}");
+        let why = refusal(name, options.with_tls_config(foreign.clone())).await;
+        assert!(
+            matches!(
+                why,
+                TlsRefusal::ServerCertificate(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::UnknownIssuer
+                ))
+            ),
+            "{name}: {why:?}"
+        );
     }
 }
 
@@ -92,9 +87,11 @@ async fn a_client_without_a_client_certificate_is_refused() {
     };
     let no_identity = RedisTlsConfig::from_ca_pem(&pem.ca).unwrap();
     for (name, options) in deployments {
-        let kind = refusal(name, options.with_tls_config(no_identity.clone())).await;
-        // The server ends the handshake with a `certificate required` alert.
-        assert!(handshake_failure(&kind), "{name}: {kind:?}");
+        let why = refusal(name, options.with_tls_config(no_identity.clone())).await;
+        assert!(
+            matches!(why, TlsRefusal::ClientCertificateRequired),
+            "{name}: {why:?}"
+        );
     }
 }
 
@@ -107,8 +104,16 @@ async fn a_server_name_not_on_the_certificate_is_refused() {
         .with_server_name("not-the-server.test")
         .unwrap();
     for (name, options) in deployments {
-        let kind = refusal(name, options.with_tls_config(wrong.clone())).await;
-        assert!(handshake_failure(&kind), "{name}: {kind:?}");
+        let why = refusal(name, options.with_tls_config(wrong.clone())).await;
+        assert!(
+            matches!(
+                why,
+                TlsRefusal::ServerCertificate(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForNameContext { .. }
+                ))
+            ),
+            "{name}: {why:?}"
+        );
     }
 }
 
