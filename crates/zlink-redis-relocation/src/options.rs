@@ -93,6 +93,8 @@ pub struct RedisRelocationOptions {
     pub(crate) operation_timeout: Duration,
     pub(crate) pool_size: usize,
     pub(crate) reconnect_delay: (Duration, Duration),
+    /// The TLS settings given to [`with_tls_config`](Self::with_tls_config), if any.
+    pub(crate) tls: Option<RedisTlsConfig>,
 }
 
 impl fmt::Debug for RedisRelocationOptions {
@@ -170,6 +172,7 @@ impl RedisRelocationOptions {
                 Self::DEFAULT_RECONNECT_DELAY_FIRST,
                 Self::DEFAULT_RECONNECT_DELAY_LONGEST,
             ),
+            tls: None,
         }
     }
 
@@ -228,6 +231,7 @@ impl RedisRelocationOptions {
 
     /// Turns TLS (system trust store) on or off, e.g. for cluster seeds.
     pub fn with_tls(mut self, on: bool) -> StoreResult<Self> {
+        self.tls = None;
         self.config.tls = if on {
             Some(
                 TlsConnector::default_rustls()
@@ -246,6 +250,7 @@ impl RedisRelocationOptions {
     /// and cluster seeds too.
     pub fn with_tls_config(mut self, tls: RedisTlsConfig) -> Self {
         tls.apply(&mut self.config);
+        self.tls = Some(tls);
         self
     }
 

@@ -6,9 +6,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use fred::types::config::{Config, HostMapping, ServerConfig, TlsConfig, TlsHostMapping};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
+
+use crate::tls_refusal::{NoClientCertificate, Observer, ObservingVerifier};
 
 /// Why TLS settings were rejected.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +49,9 @@ pub enum TlsConfigError {
         #[source]
         source: rustls::pki_types::InvalidDnsNameError,
     },
+    /// The CA certificates cannot make a certificate verifier.
+    #[error("the CA certificates cannot verify server certificates")]
+    CaVerifier(#[source] rustls::client::VerifierBuilderError),
     /// The TLS library refused its own protocol configuration.
     #[error("the TLS protocol versions could not be configured")]
     Protocol(#[source] rustls::Error),
@@ -70,7 +77,8 @@ impl TlsConfigError {
         match self {
             TlsConfigError::CaPem(_)
             | TlsConfigError::NoCaCertificate
-            | TlsConfigError::CaCertificate(_) => TlsConfigErrorKind::CaBundle,
+            | TlsConfigError::CaCertificate(_)
+            | TlsConfigError::CaVerifier(_) => TlsConfigErrorKind::CaBundle,
             TlsConfigError::ClientCertificatePem(_)
             | TlsConfigError::NoClientCertificate
             | TlsConfigError::ClientKeyPem(_)
@@ -117,7 +125,9 @@ impl From<TlsConfigError> for zlink_store_spi::StoreError {
 /// ```
 #[derive(Clone)]
 pub struct RedisTlsConfig {
-    roots: Arc<RootCertStore>,
+    roots: usize,
+    provider: Arc<CryptoProvider>,
+    verifier: Arc<WebPkiServerVerifier>,
     identity: Option<Arc<ClientIdentity>>,
     client: Arc<ClientConfig>,
     server_name: Option<String>,
@@ -140,10 +150,19 @@ impl RedisTlsConfig {
         if roots.is_empty() {
             return Err(TlsConfigError::NoCaCertificate);
         }
-        let roots = Arc::new(roots);
-        let client = build(&roots, None)?;
+        // An explicit provider: the one fred's `enable-rustls-ring` feature uses, whatever
+        // else the process installed as default.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let count = roots.len();
+        let verifier =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+                .build()
+                .map_err(TlsConfigError::CaVerifier)?;
+        let client = Arc::new(build(&provider, &verifier, None, &Arc::default())?);
         Ok(RedisTlsConfig {
-            roots,
+            roots: count,
+            provider,
+            verifier,
             identity: None,
             client,
             server_name: None,
@@ -165,10 +184,15 @@ impl RedisTlsConfig {
         }
         let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsConfigError::ClientKeyPem)?;
         let identity = Arc::new(ClientIdentity { chain, key });
-        let client = build(&self.roots, Some(&identity))?;
+        let client = build(
+            &self.provider,
+            &self.verifier,
+            Some(&identity),
+            &Arc::default(),
+        )?;
         Ok(RedisTlsConfig {
             identity: Some(identity),
-            client,
+            client: Arc::new(client),
             ..self
         })
     }
@@ -186,7 +210,7 @@ impl RedisTlsConfig {
 
     /// How many CA certificates are trusted.
     pub fn ca_certificates(&self) -> usize {
-        self.roots.len()
+        self.roots
     }
 
     /// Whether a client certificate is presented.
@@ -224,24 +248,49 @@ impl RedisTlsConfig {
     }
 }
 
+/// The rustls client configuration (the CA verifier, the client identity), its handshakes
+/// recording refusals in `observer`.
 fn build(
-    roots: &Arc<RootCertStore>,
+    provider: &Arc<CryptoProvider>,
+    verifier: &Arc<WebPkiServerVerifier>,
     identity: Option<&ClientIdentity>,
-) -> Result<Arc<ClientConfig>, TlsConfigError> {
-    // An explicit provider: the one fred's `enable-rustls-ring` feature uses, whatever else
-    // the process installed as default.
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider)
+    observer: &Arc<Observer>,
+) -> Result<ClientConfig, TlsConfigError> {
+    let builder = ClientConfig::builder_with_provider(Arc::clone(provider))
         .with_safe_default_protocol_versions()
         .map_err(TlsConfigError::Protocol)?
-        .with_root_certificates(Arc::clone(roots));
-    let config = match identity {
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ObservingVerifier {
+            inner: Arc::clone(verifier),
+            observer: Arc::clone(observer),
+        }));
+    match identity {
         Some(id) => builder
             .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
-            .map_err(TlsConfigError::ClientIdentity)?,
-        None => builder.with_no_client_auth(),
-    };
-    Ok(Arc::new(config))
+            .map_err(TlsConfigError::ClientIdentity),
+        None => {
+            Ok(builder
+                .with_client_cert_resolver(Arc::new(NoClientCertificate(Arc::clone(observer)))))
+        }
+    }
+}
+
+impl RedisTlsConfig {
+    /// Gives `config` (on which these settings were applied) a connector of its own whose
+    /// handshakes record why they were refused in the observer returned.
+    pub(crate) fn observe(&self, config: &mut Config) -> Result<Arc<Observer>, TlsConfigError> {
+        let observer = Arc::default();
+        let client = build(
+            &self.provider,
+            &self.verifier,
+            self.identity.as_deref(),
+            &observer,
+        )?;
+        if let Some(tls) = config.tls.as_mut() {
+            tls.connector = client.into();
+        }
+        Ok(observer)
+    }
 }
 
 /// Names every Redis Cluster node by one server name.
@@ -257,7 +306,7 @@ impl HostMapping for FixedName {
 impl fmt::Debug for RedisTlsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisTlsConfig")
-            .field("ca_certificates", &self.roots.len())
+            .field("ca_certificates", &self.roots)
             .field("client_identity", &self.identity.is_some())
             .field("server_name", &self.server_name)
             .finish()

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use common::tls::{self as live_tls, Pem, foreign_ca_pem, full_tls};
 use common::{random_prefix, reference};
-use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore, RedisTlsConfig};
+use zlink_redis_relocation::{
+    RedisRelocationOptions, RedisRelocationStore, RedisTlsConfig, TlsRefusal,
+};
 use zlink_store_spi::{BlobReadResult, FailureKind, RelocationStore, Retention, StoreError};
 
 /// Both TLS deployments' options with the test PKI's files; `None` after the skip notices.
@@ -32,10 +34,8 @@ fn deployments(test: &str) -> Option<(Pem, Vec<(&'static str, RedisRelocationOpt
 }
 
 /// The connection must be refused as a failure of kind `Unavailable` (never a timeout: a
-/// refused handshake is known at once) with fred's error behind it, which reports a failed
-/// handshake as an I/O error of the connection (rustls's error inside the `std::io::Error`
-/// tokio-rustls returns) or as a TLS error.
-async fn assert_refused(name: &str, options: RedisRelocationOptions) {
+/// refused handshake is known at once) whose source says why the handshake was refused.
+async fn refusal(name: &str, options: RedisRelocationOptions) -> TlsRefusal {
     let e = match RedisRelocationStore::connect(options).await {
         Ok(_) => panic!("{name}: the connection was accepted"),
         Err(e) => e,
@@ -50,21 +50,34 @@ async fn assert_refused(name: &str, options: RedisRelocationOptions) {
         ),
         "{name}: {e:?}"
     );
-    let redis = std::error::Error::source(&e)
-        .and_then(|s| s.downcast_ref::<fred::error::Error>())
-        .unwrap_or_else(|| panic!("{name}: no Redis error behind {e:?}"));
-    assert!(
-        matches!(
-            redis.kind(),
-            fred::error::ErrorKind::IO | fred::error::ErrorKind::Tls
-        ),
-        "{name}: {redis:?}"
-    );
+    std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<TlsRefusal>())
+        .unwrap_or_else(|| panic!("{name}: no TlsRefusal behind {e:?}"))
+        .clone()
+}
+
+fn untrusted(why: &TlsRefusal) -> bool {
+    matches!(
+        why,
+        TlsRefusal::ServerCertificate(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer
+        ))
+    )
+}
+
+fn wrong_name(why: &TlsRefusal) -> bool {
+    matches!(
+        why,
+        TlsRefusal::ServerCertificate(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForNameContext { .. }
+        ))
+    )
 }
 
 #[tokio::test]
-async fn a_client_not_trusting_the_servers_ca_is_refused() {
-    let Some((pem, deployments)) = deployments("a_client_not_trusting_the_servers_ca_is_refused")
+async fn a_client_not_trusting_the_servers_ca_is_refused_for_the_servers_certificate() {
+    let Some((pem, deployments)) =
+        deployments("a_client_not_trusting_the_servers_ca_is_refused_for_the_servers_certificate")
     else {
         return;
     };
@@ -73,7 +86,8 @@ async fn a_client_not_trusting_the_servers_ca_is_refused() {
         .with_client_identity_pem(&pem.cert, &pem.key)
         .unwrap();
     for (name, options) in deployments {
-        assert_refused(name, options.with_tls_config(foreign.clone())).await;
+        let why = refusal(name, options.with_tls_config(foreign.clone())).await;
+        assert!(untrusted(&why), "{name}: {why:?}");
     }
 }
 
@@ -85,7 +99,11 @@ async fn a_client_without_a_client_certificate_is_refused() {
     };
     let no_identity = RedisTlsConfig::from_ca_pem(&pem.ca).unwrap();
     for (name, options) in deployments {
-        assert_refused(name, options.with_tls_config(no_identity.clone())).await;
+        let why = refusal(name, options.with_tls_config(no_identity.clone())).await;
+        assert!(
+            matches!(why, TlsRefusal::ClientCertificateRequired),
+            "{name}: {why:?}"
+        );
     }
 }
 
@@ -99,7 +117,8 @@ async fn a_server_name_not_on_the_certificate_is_refused() {
         .with_server_name("not-the-server.test")
         .unwrap();
     for (name, options) in deployments {
-        assert_refused(name, options.with_tls_config(wrong.clone())).await;
+        let why = refusal(name, options.with_tls_config(wrong.clone())).await;
+        assert!(wrong_name(&why), "{name}: {why:?}");
     }
 }
 
