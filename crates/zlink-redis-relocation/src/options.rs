@@ -57,6 +57,8 @@ fn rejected(e: OptionsError) -> StoreError {
 ///   `rediss://…` for TLS with the system trust store) or a Redis Cluster by seed nodes
 ///   ([`cluster`](Self::cluster), or a `redis-cluster://` / `rediss-cluster://` URL with
 ///   `?node=host:port` seeds).
+/// - **TLS** ([`with_tls_config`](Self::with_tls_config)): a CA bundle, optionally a client
+///   certificate and a server name, for the server or every cluster node.
 /// - **Key prefix** (default [`DEFAULT_KEY_PREFIX`](Self::DEFAULT_KEY_PREFIX)): the namespace
 ///   of every Redis key of the store; non-empty, without `{` or `}`.
 /// - **Operation timeout** (default 10 s): one bound over connection acquisition and the
