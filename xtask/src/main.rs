@@ -11,6 +11,7 @@ mod conformance_redis;
 mod demo;
 mod faults;
 mod services;
+mod services_tls;
 mod test_cmd;
 mod tidy;
 mod tidy_layers;

@@ -1,5 +1,6 @@
 //! Starting (or reusing) the Redis services the tests need: a single node, a second
-//! independent server, and a local 3-master Redis Cluster, all on loopback.
+//! independent server, and a local 3-master Redis Cluster, all on loopback, plus their TLS
+//! counterparts (`crate::services_tls`).
 //!
 //! Servers this module starts are daemonized and left running so the next run reuses them;
 //! they keep nothing on disk beyond cluster bookkeeping under the system temp directory.
@@ -10,6 +11,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::services_tls::{TlsServices, ensure_tls};
+
 /// The Redis endpoints the tests get, as environment variables.
 #[derive(Debug, Clone)]
 pub(crate) struct TestServices {
@@ -19,15 +22,22 @@ pub(crate) struct TestServices {
     pub(crate) second: String,
     /// `ZLINK_TEST_REDIS_CLUSTER`: comma-separated `host:port` seeds.
     pub(crate) cluster: String,
+    /// The TLS node and cluster with their certificate files, unless the environment already
+    /// names them (`ZLINK_TEST_REDIS_TLS_URL` set).
+    pub(crate) tls: Option<TlsServices>,
 }
 
 impl TestServices {
-    pub(crate) fn env(&self) -> [(&'static str, String); 3] {
-        [
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![
             ("ZLINK_TEST_REDIS_URL", self.single.clone()),
             ("ZLINK_TEST_REDIS_URL_2", self.second.clone()),
             ("ZLINK_TEST_REDIS_CLUSTER", self.cluster.clone()),
-        ]
+        ];
+        if let Some(tls) = &self.tls {
+            env.extend(tls.env());
+        }
+        env
     }
 }
 
@@ -81,10 +91,15 @@ pub(crate) fn ensure_all() -> Result<TestServices, String> {
         Ok(seeds) => seeds,
         Err(_) => ensure_cluster()?,
     };
+    let tls = match std::env::var("ZLINK_TEST_REDIS_TLS_URL") {
+        Ok(_) => None,
+        Err(_) => Some(ensure_tls()?),
+    };
     Ok(TestServices {
         single,
         second,
         cluster,
+        tls,
     })
 }
 
@@ -140,12 +155,18 @@ pub(crate) fn ping(port: u16) -> bool {
     matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
 }
 
+/// Whether anything accepts TCP connections on 127.0.0.1:`port`.
+pub(crate) fn is_listening(port: u16) -> bool {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
+}
+
 fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
-fn work_dir(port: u16) -> Result<PathBuf, String> {
+pub(crate) fn work_dir(port: u16) -> Result<PathBuf, String> {
     let dir = std::env::temp_dir()
         .join("zlink-test-redis")
         .join(port.to_string());
@@ -199,7 +220,7 @@ fn start_server(port: u16, cluster: bool) -> Result<(), String> {
     })
 }
 
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), ()> {
+pub(crate) fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), ()> {
     let start = Instant::now();
     while start.elapsed() < limit {
         if f() {

@@ -1,6 +1,8 @@
 //! `cargo xtask test`: the single test command. It starts (or reuses) a Redis single node, a
 //! second independent Redis and a local 3-master Redis Cluster, exports their addresses
-//! (`ZLINK_TEST_REDIS_URL`, `ZLINK_TEST_REDIS_URL_2`, `ZLINK_TEST_REDIS_CLUSTER`) together with
+//! (`ZLINK_TEST_REDIS_URL`, `ZLINK_TEST_REDIS_URL_2`, `ZLINK_TEST_REDIS_CLUSTER`), a TLS single
+//! node and a TLS 3-master cluster (`ZLINK_TEST_REDIS_TLS_URL`, `ZLINK_TEST_REDIS_TLS_CLUSTER`,
+//! with the CA and client certificate files in `ZLINK_TEST_REDIS_TLS_CA`, `_CERT`, `_KEY`) together with
 //! `ZLINK_REQUIRE_REDIS=1` (a live test that finds its variable missing fails instead of
 //! skipping), then runs `cargo fmt --check`, clippy with `-D warnings`, `cargo doc --workspace
 //! --no-deps` with every rustdoc warning denied, every workspace test,
@@ -43,7 +45,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let services = services::ensure_all()?;
-    let mut env = services.env().to_vec();
+    let mut env = services.env();
     // Read by `zlink_store_conformance::live::env_or_skip`: no live test may skip in this run.
     env.push(("ZLINK_REQUIRE_REDIS", "1".to_string()));
     for (k, v) in &env {

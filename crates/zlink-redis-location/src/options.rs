@@ -6,6 +6,8 @@ use std::time::Duration;
 use fred::types::config::{Config, ServerConfig};
 use zlink_store_spi::{FailureKind, StoreError, StoreResult};
 
+use crate::tls::RedisTlsConfig;
+
 /// Why options were rejected (reachable through [`std::error::Error::source`] of the
 /// [`StoreError`] the option setters return).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,6 +50,8 @@ fn rejected(e: OptionsError) -> StoreError {
 /// - **Connection**: a single server by URL (`redis://[user[:password]@]host[:port][/db]`,
 ///   `rediss://…` for TLS) or a Redis Cluster by seed nodes ([`cluster`](Self::cluster), or a
 ///   `redis-cluster://` / `rediss-cluster://` URL with `?node=host:port` seeds).
+/// - **TLS** ([`with_tls_config`](Self::with_tls_config)): a CA bundle, optionally a client
+///   certificate and a server name, for the server or every cluster node.
 /// - **Key prefix** (default [`DEFAULT_KEY_PREFIX`](Self::DEFAULT_KEY_PREFIX)): the namespace
 ///   of every Redis key of the store; non-empty, without `{` or `}`. Stores with different
 ///   prefixes on one Redis are independent.
@@ -82,6 +86,8 @@ pub struct RedisLocationOptions {
     pub(crate) key_prefix: String,
     pub(crate) operation_timeout: Duration,
     pub(crate) reconnect_delay: (Duration, Duration),
+    /// The TLS settings given to [`with_tls_config`](Self::with_tls_config), if any.
+    pub(crate) tls: Option<RedisTlsConfig>,
 }
 
 impl RedisLocationOptions {
@@ -103,6 +109,7 @@ impl RedisLocationOptions {
                 Self::DEFAULT_RECONNECT_DELAY_FIRST,
                 Self::DEFAULT_RECONNECT_DELAY_LONGEST,
             ),
+            tls: None,
         }
     }
 
@@ -147,6 +154,15 @@ impl RedisLocationOptions {
     pub fn with_credentials(mut self, username: Option<&str>, password: &str) -> Self {
         self.config.username = username.map(str::to_owned);
         self.config.password = Some(password.to_owned());
+        self
+    }
+
+    /// Connects over TLS with these settings (CA bundle, optional client certificate, optional
+    /// server name), for a single server or every node of a cluster; replaces the system trust
+    /// store a `rediss://` URL would use. Works on `redis://` URLs and cluster seeds too.
+    pub fn with_tls_config(mut self, tls: RedisTlsConfig) -> Self {
+        tls.apply(&mut self.config);
+        self.tls = Some(tls);
         self
     }
 

@@ -25,6 +25,7 @@ use crate::layout::{
 };
 use crate::options::RedisLocationOptions;
 use crate::record::{FormatError, decode_member, member_head};
+use crate::tls_refusal::Observer;
 
 /// How long a scan snapshot lives after its first page, by the Redis clock. Records keep the
 /// versions a live snapshot needs for this long at most, and an expiring record's key outlives
@@ -105,6 +106,22 @@ fn map_redis(e: RedisError) -> StoreError {
     StoreError::failure(kind, ProviderError::Redis(e))
 }
 
+/// A connection failure whose TLS handshake was refused, as [`crate::TlsRefusal`]; others as they
+/// are.
+fn tls_refusal(observer: Option<&Observer>, e: StoreError) -> StoreError {
+    let handshake = matches!(
+        &e,
+        StoreError::Failure {
+            kind: FailureKind::Unavailable,
+            ..
+        }
+    );
+    match observer.and_then(Observer::refusal) {
+        Some(refusal) if handshake => StoreError::failure(FailureKind::Unavailable, refusal),
+        _ => e,
+    }
+}
+
 fn format_error(e: FormatError) -> StoreError {
     StoreError::failure(FailureKind::Format, ProviderError::Format(e))
 }
@@ -175,7 +192,13 @@ impl RedisLocationStore {
     /// [`StoreError::Failure`] if it refuses (authentication, TLS, an unreachable cluster).
     pub async fn connect(options: RedisLocationOptions) -> StoreResult<Self> {
         let timeout = options.operation_timeout;
-        let mut builder = Builder::from_config(options.config.clone());
+        let mut config = options.config.clone();
+        // This store's own TLS connector, so a refused handshake is told apart below.
+        let observer = match &options.tls {
+            Some(tls) => Some(tls.observe(&mut config)?),
+            None => None,
+        };
+        let mut builder = Builder::from_config(config);
         builder
             .with_performance_config(|p| {
                 // fred's own per-command timer: a command still queued (waiting for a
@@ -206,7 +229,7 @@ impl RedisLocationStore {
             Ok(Ok(scripts)) => scripts,
             Ok(Err(e)) => {
                 connection.abort();
-                return Err(e);
+                return Err(tls_refusal(observer.as_deref(), e));
             }
             Err(_) => {
                 connection.abort();

@@ -48,3 +48,17 @@ async fn conformance_suite_passes_on_cluster() {
         suite_passes(t).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_passes_over_tls_on_single_node() {
+    if let Some(t) = common::tls::single().await {
+        suite_passes(t).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_passes_over_tls_on_cluster() {
+    if let Some(t) = common::tls::cluster().await {
+        suite_passes(t).await;
+    }
+}

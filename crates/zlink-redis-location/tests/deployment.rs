@@ -195,7 +195,8 @@ async fn scripts_are_sent_again_after_a_script_flush() {
 }
 
 /// Spec 22 §10: "The Redis provider's public declaration has no authority/reservation/aggregate
-/// DTO, script, or key-layout type": the crate exports exactly the store and its options.
+/// DTO, script, or key-layout type": the crate exports exactly the store, its options and the
+/// options' TLS settings with their error.
 #[test]
 fn public_api_is_the_store_and_its_options() {
     let lib = include_str!("../src/lib.rs");
@@ -208,7 +209,9 @@ fn public_api_is_the_store_and_its_options() {
         public,
         vec![
             "pub use options::RedisLocationOptions;",
-            "pub use store::RedisLocationStore;"
+            "pub use store::RedisLocationStore;",
+            "pub use tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind};",
+            "pub use tls_refusal::TlsRefusal;"
         ]
     );
     for l in lib.lines() {

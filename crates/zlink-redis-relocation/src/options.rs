@@ -6,6 +6,8 @@ use std::time::Duration;
 use fred::types::config::{Config, ServerConfig, TlsConnector};
 use zlink_store_spi::{FailureKind, StoreError, StoreResult};
 
+use crate::tls::RedisTlsConfig;
+
 /// Why options were rejected (reachable through [`std::error::Error::source`] of the
 /// [`StoreError`] the constructors and setters return).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,6 +57,8 @@ fn rejected(e: OptionsError) -> StoreError {
 ///   `rediss://…` for TLS with the system trust store) or a Redis Cluster by seed nodes
 ///   ([`cluster`](Self::cluster), or a `redis-cluster://` / `rediss-cluster://` URL with
 ///   `?node=host:port` seeds).
+/// - **TLS** ([`with_tls_config`](Self::with_tls_config)): a CA bundle, optionally a client
+///   certificate and a server name, for the server or every cluster node.
 /// - **Key prefix** (default [`DEFAULT_KEY_PREFIX`](Self::DEFAULT_KEY_PREFIX)): the namespace
 ///   of every Redis key of the store; non-empty, without `{` or `}`.
 /// - **Operation timeout** (default 10 s): one bound over connection acquisition and the
@@ -91,6 +95,8 @@ pub struct RedisRelocationOptions {
     pub(crate) operation_timeout: Duration,
     pub(crate) pool_size: usize,
     pub(crate) reconnect_delay: (Duration, Duration),
+    /// The TLS settings given to [`with_tls_config`](Self::with_tls_config), if any.
+    pub(crate) tls: Option<RedisTlsConfig>,
 }
 
 impl fmt::Debug for RedisRelocationOptions {
@@ -168,6 +174,7 @@ impl RedisRelocationOptions {
                 Self::DEFAULT_RECONNECT_DELAY_FIRST,
                 Self::DEFAULT_RECONNECT_DELAY_LONGEST,
             ),
+            tls: None,
         }
     }
 
@@ -226,6 +233,7 @@ impl RedisRelocationOptions {
 
     /// Turns TLS (system trust store) on or off, e.g. for cluster seeds.
     pub fn with_tls(mut self, on: bool) -> StoreResult<Self> {
+        self.tls = None;
         self.config.tls = if on {
             Some(
                 TlsConnector::default_rustls()
@@ -236,6 +244,16 @@ impl RedisRelocationOptions {
             None
         };
         Ok(self)
+    }
+
+    /// Connects over TLS with these settings (CA bundle, optional client certificate, optional
+    /// server name), for a single server or every node of a cluster; replaces the system trust
+    /// store of a `rediss://` URL or [`with_tls`](Self::with_tls). Works on `redis://` URLs
+    /// and cluster seeds too.
+    pub fn with_tls_config(mut self, tls: RedisTlsConfig) -> Self {
+        tls.apply(&mut self.config);
+        self.tls = Some(tls);
+        self
     }
 
     /// Sets the key prefix: non-empty, without `{` or `}`.

@@ -18,6 +18,7 @@ use zlink_store_spi::{
 
 use crate::options::RedisRelocationOptions;
 use crate::scripts;
+use crate::tls_refusal::Observer;
 
 /// The versioned key space of blobs (the Redis Cluster hashtag of the whole blob domain).
 const NAMESPACE: &str = "{zlink-relocation-v1}";
@@ -115,6 +116,22 @@ fn map_error(e: FredError) -> StoreError {
     StoreError::failure(kind, e)
 }
 
+/// A connection failure whose TLS handshake was refused, as [`crate::TlsRefusal`]; others as
+/// they are.
+fn tls_refusal(observer: Option<&Observer>, e: StoreError) -> StoreError {
+    let handshake = matches!(
+        &e,
+        StoreError::Failure {
+            kind: FailureKind::Unavailable,
+            ..
+        }
+    );
+    match observer.and_then(Observer::refusal) {
+        Some(refusal) if handshake => StoreError::failure(FailureKind::Unavailable, refusal),
+        _ => e,
+    }
+}
+
 /// A reply that does not have the shape the scripts produce.
 #[derive(Debug, thiserror::Error)]
 #[error("unexpected reply shape from the relocation store script")]
@@ -185,7 +202,13 @@ impl RedisRelocationStore {
     /// operation timeout, or with a `Failure` if Redis refuses it.
     pub async fn connect(options: RedisRelocationOptions) -> StoreResult<Self> {
         let timeout = options.operation_timeout;
-        let mut builder = Builder::from_config(options.config.clone());
+        let mut config = options.config.clone();
+        // This store's own TLS connector, so a refused handshake is told apart below.
+        let observer = match &options.tls {
+            Some(tls) => Some(tls.observe(&mut config)?),
+            None => None,
+        };
+        let mut builder = Builder::from_config(config);
         builder
             .with_connection_config(|c| {
                 c.connection_timeout = timeout;
@@ -221,7 +244,7 @@ impl RedisRelocationStore {
             }),
             Err(e) => {
                 let _ = tokio::time::timeout(Duration::from_secs(1), pool.quit()).await;
-                Err(e)
+                Err(tls_refusal(observer.as_deref(), e))
             }
         }
     }

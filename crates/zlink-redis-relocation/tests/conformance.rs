@@ -71,3 +71,25 @@ async fn cluster_passes_the_relocation_suite() {
         .unwrap();
     run_suite(options, raw_cluster_client(&seeds).await).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_node_passes_the_relocation_suite_over_tls() {
+    let Some((options, control)) =
+        tls::single("single_node_passes_the_relocation_suite_over_tls").await
+    else {
+        return;
+    };
+    let options = options.with_key_prefix(random_prefix()).unwrap();
+    run_suite(options, control).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_passes_the_relocation_suite_over_tls() {
+    let Some((options, control)) =
+        tls::cluster("cluster_passes_the_relocation_suite_over_tls").await
+    else {
+        return;
+    };
+    let options = options.with_key_prefix(random_prefix()).unwrap();
+    run_suite(options, control).await;
+}

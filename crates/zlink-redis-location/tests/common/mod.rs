@@ -3,6 +3,8 @@
 //! formula computed independently, and cleanup.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod tls;
+
 use std::time::Duration;
 
 use fred::clients::Client;

@@ -2,6 +2,8 @@
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod tls;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
