@@ -25,7 +25,7 @@ use crate::layout::{
 };
 use crate::options::RedisLocationOptions;
 use crate::record::{FormatError, decode_member, member_head};
-use crate::tls_refusal::Observer;
+use zlink_redis_tls::Observer;
 
 /// How long a scan snapshot lives after its first page, by the Redis clock. Records keep the
 /// versions a live snapshot needs for this long at most, and an expiring record's key outlives
@@ -104,22 +104,6 @@ fn map_redis(e: RedisError) -> StoreError {
         _ => FailureKind::Backend,
     };
     StoreError::failure(kind, ProviderError::Redis(e))
-}
-
-/// A connection failure whose TLS handshake was refused, as [`crate::TlsRefusal`]; others as they
-/// are.
-fn tls_refusal(observer: Option<&Observer>, e: StoreError) -> StoreError {
-    let handshake = matches!(
-        &e,
-        StoreError::Failure {
-            kind: FailureKind::Unavailable,
-            ..
-        }
-    );
-    match observer.and_then(Observer::refusal) {
-        Some(refusal) if handshake => StoreError::failure(FailureKind::Unavailable, refusal),
-        _ => e,
-    }
 }
 
 fn format_error(e: FormatError) -> StoreError {
@@ -229,7 +213,7 @@ impl RedisLocationStore {
             Ok(Ok(scripts)) => scripts,
             Ok(Err(e)) => {
                 connection.abort();
-                return Err(tls_refusal(observer.as_deref(), e));
+                return Err(Observer::explain(observer.as_deref(), e));
             }
             Err(_) => {
                 connection.abort();

@@ -210,8 +210,7 @@ fn public_api_is_the_store_and_its_options() {
         vec![
             "pub use options::RedisLocationOptions;",
             "pub use store::RedisLocationStore;",
-            "pub use tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind};",
-            "pub use tls_refusal::TlsRefusal;"
+            "pub use zlink_redis_tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind, TlsRefusal};"
         ]
     );
     for l in lib.lines() {

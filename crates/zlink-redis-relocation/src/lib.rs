@@ -3,10 +3,7 @@
 mod options;
 mod scripts;
 mod store;
-mod tls;
-mod tls_refusal;
 
 pub use options::RedisRelocationOptions;
 pub use store::RedisRelocationStore;
-pub use tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind};
-pub use tls_refusal::TlsRefusal;
+pub use zlink_redis_tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind, TlsRefusal};

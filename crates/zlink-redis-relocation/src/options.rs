@@ -6,7 +6,7 @@ use std::time::Duration;
 use fred::types::config::{Config, ServerConfig, TlsConnector};
 use zlink_store_spi::{FailureKind, StoreError, StoreResult};
 
-use crate::tls::RedisTlsConfig;
+use zlink_redis_tls::RedisTlsConfig;
 
 /// Why options were rejected (reachable through [`std::error::Error::source`] of the
 /// [`StoreError`] the constructors and setters return).

@@ -18,7 +18,7 @@ use zlink_store_spi::{
 
 use crate::options::RedisRelocationOptions;
 use crate::scripts;
-use crate::tls_refusal::Observer;
+use zlink_redis_tls::Observer;
 
 /// The versioned key space of blobs (the Redis Cluster hashtag of the whole blob domain).
 const NAMESPACE: &str = "{zlink-relocation-v1}";
@@ -114,22 +114,6 @@ fn map_error(e: FredError) -> StoreError {
         _ => FailureKind::Backend,
     };
     StoreError::failure(kind, e)
-}
-
-/// A connection failure whose TLS handshake was refused, as [`crate::TlsRefusal`]; others as
-/// they are.
-fn tls_refusal(observer: Option<&Observer>, e: StoreError) -> StoreError {
-    let handshake = matches!(
-        &e,
-        StoreError::Failure {
-            kind: FailureKind::Unavailable,
-            ..
-        }
-    );
-    match observer.and_then(Observer::refusal) {
-        Some(refusal) if handshake => StoreError::failure(FailureKind::Unavailable, refusal),
-        _ => e,
-    }
 }
 
 /// A reply that does not have the shape the scripts produce.
@@ -244,7 +228,7 @@ impl RedisRelocationStore {
             }),
             Err(e) => {
                 let _ = tokio::time::timeout(Duration::from_secs(1), pool.quit()).await;
-                Err(tls_refusal(observer.as_deref(), e))
+                Err(Observer::explain(observer.as_deref(), e))
             }
         }
     }

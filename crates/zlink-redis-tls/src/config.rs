@@ -12,7 +12,7 @@ use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 
-use crate::tls_refusal::{NoClientCertificate, Observer, ObservingVerifier};
+use crate::refusal::{NoClientCertificate, Observer, ObservingVerifier};
 
 /// Why TLS settings were rejected.
 #[derive(Debug, thiserror::Error)]
@@ -114,13 +114,14 @@ impl From<TlsConfigError> for zlink_store_spi::StoreError {
 /// `Debug` shows neither certificates nor the key.
 ///
 /// ```no_run
-/// use zlink_redis_relocation::{RedisRelocationOptions, RedisTlsConfig};
+/// use zlink_redis_tls::RedisTlsConfig;
 ///
 /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let tls = RedisTlsConfig::from_ca_pem(&std::fs::read("ca.pem")?)?
 ///     .with_client_identity_pem(&std::fs::read("client.pem")?, &std::fs::read("client.key")?)?
 ///     .with_server_name("redis.internal")?;
-/// let options = RedisRelocationOptions::from_url("rediss://127.0.0.1:6380")?.with_tls_config(tls);
+/// // Then `RedisLocationOptions::with_tls_config(tls)` (or the Relocation Store's).
+/// # let _ = tls;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -223,8 +224,9 @@ impl RedisTlsConfig {
         self.server_name.as_deref()
     }
 
-    /// Turns TLS on in `config` with these settings, naming every configured server.
-    pub(crate) fn apply(&self, config: &mut Config) {
+    /// Turns TLS on in `config` with these settings, naming every configured server (for the
+    /// providers' options).
+    pub fn apply(&self, config: &mut Config) {
         let hostnames = match &self.server_name {
             Some(name) => TlsHostMapping::Custom(Arc::new(FixedName(name.clone()))),
             None => TlsHostMapping::None,
@@ -278,7 +280,7 @@ fn build(
 impl RedisTlsConfig {
     /// Gives `config` (on which these settings were applied) a connector of its own whose
     /// handshakes record why they were refused in the observer returned.
-    pub(crate) fn observe(&self, config: &mut Config) -> Result<Arc<Observer>, TlsConfigError> {
+    pub fn observe(&self, config: &mut Config) -> Result<Arc<Observer>, TlsConfigError> {
         let observer = Arc::default();
         let client = build(
             &self.provider,

@@ -8,6 +8,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
+use zlink_store_spi::{FailureKind, StoreError};
 
 /// Why the TLS handshake refused the connection: the source of the
 /// [`StoreError::Failure`](zlink_store_spi::StoreError::Failure) (kind
@@ -26,11 +27,27 @@ pub enum TlsRefusal {
     ClientCertificateRequired,
 }
 
-/// The first refusal the handshakes of one store saw.
+/// The first refusal the handshakes of one store saw (made by [`RedisTlsConfig::observe`](crate::RedisTlsConfig::observe)).
 #[derive(Debug, Default)]
-pub(crate) struct Observer(Mutex<Option<TlsRefusal>>);
+pub struct Observer(Mutex<Option<TlsRefusal>>);
 
 impl Observer {
+    /// `e` with the refusal this observer saw as its source, when `e` is the `Unavailable`
+    /// failure a refused handshake ends `connect` with; any other error unchanged.
+    pub fn explain(observer: Option<&Observer>, e: StoreError) -> StoreError {
+        let handshake = matches!(
+            &e,
+            StoreError::Failure {
+                kind: FailureKind::Unavailable,
+                ..
+            }
+        );
+        match observer.and_then(Observer::refusal) {
+            Some(refusal) if handshake => StoreError::failure(FailureKind::Unavailable, refusal),
+            _ => e,
+        }
+    }
+
     fn record(&self, refusal: TlsRefusal) {
         if let Ok(mut seen) = self.0.lock() {
             seen.get_or_insert(refusal);
@@ -38,7 +55,7 @@ impl Observer {
     }
 
     /// The refusal seen, if any.
-    pub(crate) fn refusal(&self) -> Option<TlsRefusal> {
+    pub fn refusal(&self) -> Option<TlsRefusal> {
         self.0.lock().ok().and_then(|seen| seen.clone())
     }
 }
