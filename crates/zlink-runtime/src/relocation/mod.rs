@@ -170,6 +170,7 @@ pub(crate) mod gate;
 mod instance;
 mod interruption;
 mod owner_change;
+mod participants;
 pub(crate) mod per_actor;
 mod send;
 mod source;

@@ -70,7 +70,6 @@
 //! waiting (no starvation bound); the claim does not count queue, journal or timer bytes
 //! (held work is not part of the aggregate payload here).
 
-mod source;
 mod start;
 mod target;
 
