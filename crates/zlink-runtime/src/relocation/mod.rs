@@ -215,7 +215,6 @@ pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
     all.push((completion::COMPLETION, |_, n, e| {
         Box::pin(completion::delivered(n, e))
     }));
-    all.extend(aggregate::commands());
     all
 }
 pub use completion::CompletionCounts;
@@ -285,10 +284,9 @@ enum Gate {
 #[derive(Default)]
 pub(crate) struct Relocations {
     gates: Mutex<HashMap<ObjectKey, Gate>>,
-    /// Target side: Restores in progress and prepared instances, by RelocationId.
+    /// Target side: Restores in progress and prepared units (of every shape), by
+    /// RelocationId.
     incoming: Mutex<HashMap<u128, target::Incoming>>,
-    /// Target side: `SpotWide` aggregate Restores and prepared groups, by RelocationId.
-    spot_wide: Mutex<HashMap<u128, aggregate::Incoming>>,
     /// One-way messages dropped: past a hold's bound, refused at a resubmit, or in a
     /// temporary queue of a move that did not commit (`HostStatus::dropped_one_way`).
     dropped: AtomicU64,

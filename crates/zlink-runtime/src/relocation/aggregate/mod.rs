@@ -71,18 +71,15 @@
 //! (held work is not part of the aggregate payload here).
 
 mod start;
-mod target;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
-use super::target::Command;
 use super::wire::protocol;
 use crate::mesh::messaging::ZLinkError;
 use zlink_location::ReservationWire;
 
 pub(crate) use start::relocate_spot_wide;
-pub(super) use target::Incoming;
 
 /// Request: the target admits the aggregate before its seal (28 §5): an inbound-unit
 /// permit, a `Restore` permit and the source's aggregate claim (body: `gate::AdmitCommand`),
@@ -101,19 +98,6 @@ pub(crate) const READY: &str = "zlink.relocation.spotwide.ready";
 pub(crate) const CUTOVER: &str = "zlink.relocation.spotwide.cutover";
 /// One-way: the source cancelled; the group is discarded unrun.
 pub(crate) const ABORT: &str = "zlink.relocation.spotwide.abort";
-
-/// The aggregate commands every Object Server node registers.
-pub(super) fn commands() -> Vec<(&'static str, Command)> {
-    vec![
-        (ADMIT, |h, _, e| Box::pin(target::admit(h, e))),
-        (RESTORE, |h, _, e| Box::pin(target::restore(h, e))),
-        (CHUNK, |h, _, e| Box::pin(target::chunk(h, e))),
-        (PREPARE, |h, _, e| Box::pin(target::prepare(h, e))),
-        (READY, |h, _, e| Box::pin(target::ready(h, e))),
-        (CUTOVER, |h, _, e| Box::pin(target::cutover(h, e))),
-        (ABORT, |h, _, e| Box::pin(target::abort(h, e))),
-    ]
-}
 
 /// The aggregate Restore header.
 #[derive(Debug, Clone, Serialize, Deserialize)]
