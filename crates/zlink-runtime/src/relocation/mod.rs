@@ -7,7 +7,7 @@
 //!
 //! The move follows the normal order of spec 21 §1.3. The source owner drives it through the
 //! `zlink-relocation` unit state machine (`zlink_relocation::unit::Unit`, architecture
-//! convention 12; `drive.rs`): it feeds the unit what it observed — its store replies and
+//! convention 12; `drive/`): it feeds the unit what it observed — its store replies and
 //! capture, and the target's replies on the command plane — and performs the effects the unit
 //! returns, in order. Effects the unit assigns to the target are asked of it over the command
 //! plane or were performed inside a request whose reply reports them:

@@ -1,5 +1,5 @@
 //! The participants of one relocation unit (28 §5 table) and what differs between the unit
-//! shapes the one move performer (`drive.rs`) drives: a single object — an Entry Spot member
+//! shapes the one move performer (`drive/`) drives: a single object — an Entry Spot member
 //! Actor, an Instance Spot, a `PerActor` Spot authority transition or one of its members — or a
 //! `SpotWide` aggregate (the Spot and every member at the seal). Every effect the performer
 //! applies to "the unit" it applies to each participant; only the gate claim, the target

@@ -1,9 +1,10 @@
 //! The `SpotWide` User Spot aggregate move (spec 21 §8, §8.2, §9.1; 28 §5, §6; 06 §17): the
 //! Spot and every member Actor at the seal move as one operation, driven by one
-//! `zlink_relocation::unit::Unit` of kind `SpotWideAggregate` (`source.rs`), with one
+//! `zlink_relocation::unit::Unit` of kind `SpotWideAggregate` (the one move performer,
+//! `drive/`, over the participants below), with one
 //! aggregate Restore whose payload carries the relocation target inventory pages and every
 //! participant's state, and one NewOwner CAS on the Spot's record on the target
-//! (`target.rs`). The wire here is internal to this runtime.
+//! (the one target receiver, `target/`). The wire here is internal to this runtime.
 //!
 //! The participants are the Spot and every member Actor live under its turn at the
 //! preflight (a Spot sealed for a move takes no new member). One participant with
@@ -31,8 +32,8 @@
 //! held queue here again in order. After relay-ready each participant's held messages from other nodes are relayed, in
 //! hold order, into its temporary queue on the target before the cutover (they are completion
 //! records there, `completion/`); those sent on this node follow right after the cutover.
-//! Deviations and gaps, kept explicit: a stage record whose reply is lost cancels the move
-//! instead of being settled by reading; between the aggregate CAS and the members' follow writes the allocation rows and
+//! A stage record whose reply is lost is settled by reading, and a release
+//! retried, exactly as for a single object (the same performer). Gap, kept explicit: between the aggregate CAS and the members' follow writes the allocation rows and
 //! the member records disagree (a crash there leaves members whose record names the source).
 //!
 //! **Lifecycle callbacks (28 §5, §6 steps 7 and 10; `objects::lifecycle`):** after the

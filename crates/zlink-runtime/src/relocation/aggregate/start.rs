@@ -1,6 +1,6 @@
 //! The preflight of a `SpotWide` aggregate move on its source: the participants (the Spot,
 //! then every member live under its turn), the policy and target checks over all of them, the
-//! relocation target inventory, and the unit that `source.rs` drives.
+//! relocation target inventory, and the unit the move performer (`drive/`) drives.
 
 use std::sync::Arc;
 

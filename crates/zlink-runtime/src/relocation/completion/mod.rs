@@ -4,7 +4,7 @@
 //!
 //! A request another node sent to the moving object — one object, or a participant of a
 //! `SpotWide` aggregate — and the source held at the seal is relayed to the target
-//! (`target.rs` `relay`) and runs there after the owner change. Its result is a **completion
+//! (`target/relay.rs`) and runs there after the owner change. Its result is a **completion
 //! result** of the move: the target does not answer it on the reply lane but
 //!
 //! 1. keeps it, in object order (the order the object completed its requests), in the
