@@ -124,7 +124,11 @@ mod tests {
 
     #[test]
     fn provider_crates_depend_on_no_zlink_crate_but_the_spi() {
-        for krate in ["zlink-redis-location", "zlink-redis-relocation", "zlink-redis-tls"] {
+        for krate in [
+            "zlink-redis-location",
+            "zlink-redis-relocation",
+            "zlink-redis-tls",
+        ] {
             let zlink: Vec<String> = normal_dependencies(krate)
                 .into_iter()
                 .filter(|d| {

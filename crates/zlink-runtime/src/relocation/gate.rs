@@ -371,17 +371,11 @@ impl UnitGate {
         })
     }
 
-    /// Target: waits until an inbound-unit permit, a `Restore` permit and `bytes` of payload
-    /// memory (the source's up-front claim) are all free, and takes them at once. A claim
-    /// over the whole cap is [`GateError::TooLarge`].
-    pub(crate) async fn admit_inbound(&self, bytes: u64) -> Result<TargetPermits, GateError> {
-        self.admit_inbound_claim(PayloadClaim::exact(PayloadUnit::Single, bytes))
-            .await
-    }
-
-    /// Target: [`admit_inbound`](Self::admit_inbound) for any claim: a `SpotWide` aggregate's
-    /// claim over the cap waits until no other payload memory is held here and then holds
-    /// it alone.
+    /// Target: waits until an inbound-unit permit, a `Restore` permit and the payload memory
+    /// of `claim` (the source's up-front claim) are all free, and takes them at once; a
+    /// `SpotWide` aggregate's claim over the cap waits until no other payload memory is held
+    /// here and then holds it alone. A single unit's claim over the whole cap is
+    /// [`GateError::TooLarge`].
     pub(crate) async fn admit_inbound_claim(
         &self,
         claim: PayloadClaim,
@@ -391,6 +385,7 @@ impl UnitGate {
 
     /// Target: takes, at once, an inbound-unit permit, a `Restore` permit and `bytes` of
     /// payload memory, or refuses ([`GateError::Busy`]) without holding anything.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn try_inbound(&self, bytes: u64) -> Result<TargetPermits, GateError> {
         self.try_inbound_claim(PayloadClaim::exact(PayloadUnit::Single, bytes))
     }

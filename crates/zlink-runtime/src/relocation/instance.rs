@@ -1,6 +1,6 @@
 //! The Instance Spot unit (spec 28 §5 table, §6 "Instance Spot", §7 last bullet; 21 §8, §9):
 //! one Spot, no membership. It moves through the same machine as an Entry Spot member Actor
-//! (`drive.rs`), keyed by the Spot's authority key (`AuthorityKind::Spot`, its SpotId): the
+//! (`drive/`), keyed by the Spot's authority key (`AuthorityKind::Spot`, its SpotId): the
 //! stage records are Preserves of the Spot's record (no membership; the stage mark alone), the
 //! target capacity is the Spot's bundle (`CapacityBundle::for_object`: one spot slot and one
 //! slot of its Instance Spot type), and the Spot's direct messages — `zlink.spot.activate`

@@ -2,7 +2,7 @@
 //! the Spot's authority and each member Actor change owner separately, as units of their own.
 //!
 //! 1. **Spot authority transition** ([`transition_per_actor_spot`]): one single-object move
-//!    (`drive.rs`, unit kind `PerActorSpotShell`) keyed by the Spot. The stage records are
+//!    (`drive/`, unit kind `PerActorSpotShell`) keyed by the Spot. The stage records are
 //!    Preserves of the Spot's record that carry its reservation (the Spot's own capacity); the
 //!    seal holds Spot-level messages in the same bounded hold as an Actor's (1,024 records /
 //!    16 MiB; past it a request gets `Unavailable`, a one-way is dropped and counted); the

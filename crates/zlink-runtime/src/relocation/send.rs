@@ -7,7 +7,6 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use bytes::Bytes;
-use zlink_codec::RoutingId;
 use zlink_relocation::transfer::{
     ChunkLimit, PayloadChunks, SourceFence, TransferBinding, chunk_payload,
 };
@@ -16,7 +15,6 @@ use zlink_transport::{Envelope, PeerHandle};
 
 use super::gate::{self, UnitGate};
 use super::source::answered;
-use super::wire;
 use crate::mesh::node::NodeInner;
 use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use zlink_location::AuthorityHandle;
@@ -58,43 +56,11 @@ pub(super) fn split(
     Ok((header.encode(), chunks, summary, encoded))
 }
 
-/// Asks the target `to` to admit the unit `relocation` with a payload memory claim of
-/// `bytes`; it answers once it holds its permits (28 §5).
-pub(super) async fn admit(
-    inner: &NodeInner,
-    to: &RoutingId,
-    relocation: u128,
-    bytes: u64,
-) -> Result<(), ZLinkError> {
-    let cmd = gate::AdmitCommand {
-        relocation: relocation.to_string(),
-        bytes,
-    };
-    let peer = inner.route_to(to)?;
-    let wait = gate::ADMIT_WAIT + ACKNOWLEDGE_TIMEOUT;
-    answered(
-        inner
-            .control_request(&peer, gate::ADMIT, wire::encode(&cmd)?, wait)
-            .await,
-    )
-    .map(|_| ())
-}
-
 /// Sends `chunks` in order on `peer`. Each first reserves its charge against the in-flight
 /// budgets (06 §3): short of budget, the target acknowledges the chunks this unit has in
 /// flight, or, with none, the unit waits for another unit's release. Returns once every chunk
 /// is sent and acknowledged.
-pub(super) async fn chunks(
-    inner: &NodeInner,
-    peer: &PeerHandle,
-    gate: &UnitGate,
-    chunks: PayloadChunks,
-) -> Result<(), ZLinkError> {
-    chunks_as(inner, peer, gate, chunks, wire::CHUNK).await
-}
-
-/// [`chunks`] sent as the one-way command `packet` (a `SpotWide` aggregate's chunks go to
-/// its own assembly).
+/// Each is sent as the one-way command `packet` (each unit shape has its own).
 pub(super) async fn chunks_as(
     inner: &NodeInner,
     peer: &PeerHandle,

@@ -357,48 +357,6 @@ pub(super) async fn owner_is(
     }
 }
 
-/// After the cutover: keeps the follow record (the new owner node `to` and the
-/// AuthorityOwnerGeneration its NewOwner issued, with this owner's generation and the
-/// ObjectGeneration of `handle`, the record as the move last wrote it), follows (held messages
-/// first, in order), closes the old activation and drops the route-cache entry.
-pub(super) async fn follow_and_close(
-    client: &ObjectClient,
-    key: &ObjectKey,
-    handle: &AuthorityHandle,
-    to_owner: (&RoutingId, u64),
-    live: Arc<dyn LiveObject>,
-) {
-    let old = follow_only(client, key, handle, to_owner).unwrap_or(live);
-    relocation_out(key, old.as_ref()).await;
-    old.close().await;
-}
-
-/// [`follow_and_close`] without the close: the old activation leaves the live set and is
-/// returned, still open (a `PerActor` Spot's source activation is closed once the last member
-/// moved).
-pub(super) fn follow_only(
-    client: &ObjectClient,
-    key: &ObjectKey,
-    handle: &AuthorityHandle,
-    (to, owner_generation): (&RoutingId, u64),
-) -> Option<Arc<dyn LiveObject>> {
-    let host = &client.objects;
-    let record = FollowRecord {
-        to: to.clone(),
-        previous_owner_generation: handle.authority_owner_generation().get(),
-        owner_generation,
-        object_generation: handle.object_generation().get(),
-    };
-    let follow = host.location.options().message_follow_duration;
-    let until = Instant::now() + follow;
-    let (tx, rx) = mpsc::unbounded_channel();
-    host.relocations.follow(key, record.clone(), until, tx);
-    tokio::spawn(forward(client.clone(), key.clone(), record, rx, until));
-    let old = host.remove_live(key);
-    host.routes.forget(key);
-    old
-}
-
 /// `OnClosing(RelocationOut)` on the old activation of a Spot that moved (spec 28 §6 step
 /// 10): after the location change, as a turn after every accepted one, before the activation
 /// closes. Nothing for an Actor (an Entry Spot never moves, so it never gets one); an error is

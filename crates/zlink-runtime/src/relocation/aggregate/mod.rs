@@ -1,9 +1,10 @@
 //! The `SpotWide` User Spot aggregate move (spec 21 §8, §8.2, §9.1; 28 §5, §6; 06 §17): the
 //! Spot and every member Actor at the seal move as one operation, driven by one
-//! `zlink_relocation::unit::Unit` of kind `SpotWideAggregate` (`source.rs`), with one
+//! `zlink_relocation::unit::Unit` of kind `SpotWideAggregate` (the one move performer,
+//! `drive/`, over the participants below), with one
 //! aggregate Restore whose payload carries the relocation target inventory pages and every
 //! participant's state, and one NewOwner CAS on the Spot's record on the target
-//! (`target.rs`). The wire here is internal to this runtime.
+//! (the one target receiver, `target/`). The wire here is internal to this runtime.
 //!
 //! The participants are the Spot and every member Actor live under its turn at the
 //! preflight (a Spot sealed for a move takes no new member). One participant with
@@ -31,8 +32,8 @@
 //! held queue here again in order. After relay-ready each participant's held messages from other nodes are relayed, in
 //! hold order, into its temporary queue on the target before the cutover (they are completion
 //! records there, `completion/`); those sent on this node follow right after the cutover.
-//! Deviations and gaps, kept explicit: a stage record whose reply is lost cancels the move
-//! instead of being settled by reading; between the aggregate CAS and the members' follow writes the allocation rows and
+//! A stage record whose reply is lost is settled by reading, and a release
+//! retried, exactly as for a single object (the same performer). Gap, kept explicit: between the aggregate CAS and the members' follow writes the allocation rows and
 //! the member records disagree (a crash there leaves members whose record names the source).
 //!
 //! **Lifecycle callbacks (28 §5, §6 steps 7 and 10; `objects::lifecycle`):** after the
@@ -70,20 +71,16 @@
 //! waiting (no starvation bound); the claim does not count queue, journal or timer bytes
 //! (held work is not part of the aggregate payload here).
 
-mod source;
 mod start;
-mod target;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
-use super::target::Command;
 use super::wire::protocol;
 use crate::messaging::ZLinkError;
 use zlink_location::ReservationWire;
 
 pub(crate) use start::relocate_spot_wide;
-pub(super) use target::Incoming;
 
 /// Request: the target admits the aggregate before its seal (28 §5): an inbound-unit
 /// permit, a `Restore` permit and the source's aggregate claim (body: `gate::AdmitCommand`),
@@ -102,19 +99,6 @@ pub(crate) const READY: &str = "zlink.relocation.spotwide.ready";
 pub(crate) const CUTOVER: &str = "zlink.relocation.spotwide.cutover";
 /// One-way: the source cancelled; the group is discarded unrun.
 pub(crate) const ABORT: &str = "zlink.relocation.spotwide.abort";
-
-/// The aggregate commands every Object Server node registers.
-pub(super) fn commands() -> Vec<(&'static str, Command)> {
-    vec![
-        (ADMIT, |h, _, e| Box::pin(target::admit(h, e))),
-        (RESTORE, |h, _, e| Box::pin(target::restore(h, e))),
-        (CHUNK, |h, _, e| Box::pin(target::chunk(h, e))),
-        (PREPARE, |h, _, e| Box::pin(target::prepare(h, e))),
-        (READY, |h, _, e| Box::pin(target::ready(h, e))),
-        (CUTOVER, |h, _, e| Box::pin(target::cutover(h, e))),
-        (ABORT, |h, _, e| Box::pin(target::abort(h, e))),
-    ]
-}
 
 /// The aggregate Restore header.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! The preflight of a `SpotWide` aggregate move on its source: the participants (the Spot,
 //! then every member live under its turn), the policy and target checks over all of them, the
-//! relocation target inventory, and the unit that `source.rs` drives.
+//! relocation target inventory, and the unit the move performer (`drive/`) drives.
 
 use std::sync::Arc;
 
@@ -16,29 +16,17 @@ use zlink_relocation::unit::{
     TargetAttemptGeneration, Unit, UnitKind, check_spot_wide,
 };
 
-use super::source::Group;
 use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
 use crate::objects::registration::RelocationChoice;
+use crate::relocation::drive::Move;
+use crate::relocation::participants::{Part, SpotWide};
 use zlink_location::TargetNode;
 
-/// One participant on the source: the Spot or a member Actor.
-pub(super) struct Part {
-    pub(super) key: ObjectKey,
-    pub(super) live: Arc<dyn LiveObject>,
-    pub(super) stable_type: zlink_codec::StableType,
-    pub(super) generation: u64,
-    pub(super) preserve: bool,
-}
-
-pub(super) fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
+fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
     ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
-}
-
-pub(super) fn capacity_exceeded(why: &str) -> ZLinkError {
-    ZLinkError::application(ErrorKind::CapacityExceeded, why)
 }
 
 /// Moves the Ready `SpotWide` User Spot `spot`, owned by this node, with every member Actor
@@ -149,29 +137,17 @@ pub(crate) async fn relocate_spot_wide(
             "a move of this Spot or a member is already running",
         ));
     }
-    let group = Group {
-        client,
-        handle,
-        parts,
+    let spot_wide = SpotWide {
         chosen,
         root: root.encode().to_vec(),
         pages: pages.iter().map(|p| p.bytes().clone()).collect(),
-        unit,
-        permits: None,
-        reservation: None,
-        restore: None,
-        sealed: false,
-        sealed_at: None,
-        release_refused: false,
-        relay_failed: None,
-        followed: false,
-        owner_generation: None,
-        error: None,
-        interrupt: false,
         until,
         consumed: false,
     };
-    group.run(effects).await
+    Move::spot_wide(client, handle, parts, spot_wide, unit)
+        .run(effects)
+        .await
+        .map(|_| ())
 }
 
 fn part(

@@ -1,0 +1,400 @@
+//! The writer of one completion log: stores each result (a blob), records it in the
+//! Location Store and delivers it to its requester, in batches (module doc of `completion`).
+
+use super::delivery::deliver_one;
+use super::*;
+
+/// The writer of one log: stores, records and delivers the results as they come, in batches
+/// (results completing while a batch is written go into the next one), then records
+/// `completed` (module doc).
+pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner>, log: Arc<Log>) {
+    let Some(store) = host.instances.relocation_store() else {
+        tracing::error!(
+            relocation = log.relocation,
+            "no Relocation Store: completion results cannot be stored"
+        );
+        return;
+    };
+    let layer = BlobLayer::new(store);
+    let mut w = Writer {
+        host: &host,
+        node: &node,
+        log: &log,
+        layer,
+        stored: 0,
+        sequence: 0,
+        previous: None,
+        recording: true,
+    };
+    let lost = w.run().await;
+    let (entries, confirmations) = {
+        let mut s = log.state.lock();
+        s.writing = false;
+        s.lost = lost;
+        (s.entries.clone(), s.confirmations.clone())
+    };
+    host.relocations
+        .completions
+        .logs
+        .lock()
+        .remove(&(log.relocation, log.key.clone()));
+    if !lost {
+        w.finish(entries.len()).await;
+    }
+    #[cfg(test)]
+    host.relocations
+        .completions
+        .ended
+        .lock()
+        .entry(log.relocation)
+        .or_default()
+        .extend(
+            entries
+                .into_iter()
+                .zip(confirmations)
+                .filter_map(|(e, c)| c.map(|c| (e, c))),
+        );
+    #[cfg(not(test))]
+    drop((entries, confirmations));
+}
+
+pub(super) struct Writer<'a> {
+    host: &'a Arc<ObjectHost>,
+    node: &'a Arc<NodeInner>,
+    log: &'a Arc<Log>,
+    layer: BlobLayer<dyn DynRelocationStore>,
+    /// Entries already in a stored payload (and delivered).
+    stored: usize,
+    sequence: u64,
+    /// The payload the record points at now.
+    previous: Option<BlobRef>,
+    /// The record still names this move's progress.
+    recording: bool,
+}
+
+impl Writer<'_> {
+    /// Batches until every accepted request has its result delivered; true when a stored
+    /// payload was lost (DataLost recorded).
+    async fn run(&mut self) -> bool {
+        loop {
+            let (all, accepted) = {
+                let s = self.log.state.lock();
+                (s.entries.clone(), s.accepted)
+            };
+            if all.len() == self.stored {
+                if all.len() as u64 >= u64::from(accepted) {
+                    return false;
+                }
+                // More results are to come: wait for the next one (a handler still runs).
+                self.log.wake.notified().await;
+                continue;
+            }
+            let n = all.len();
+            let payload = encode_entries(self.log.relocation, &all);
+            self.sequence += 1;
+            let reference = match BlobRef::new(format!(
+                "zlink-completion/{:032x}/{}",
+                self.log.relocation, self.sequence
+            )) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "completion payload reference refused");
+                    return false;
+                }
+            };
+            let fresh: Vec<usize> = (self.stored..n).collect();
+            match self.store(&reference, &payload).await {
+                Some(unit) => {
+                    let pending = self.pending_after(n);
+                    let mark = json!({
+                        "stage": "completing",
+                        "id": self.log.relocation.to_string(),
+                        "accepted": accepted,
+                        "completed": n,
+                        "pending": pending,
+                        "payload": reference.as_str(),
+                        "crc32c": format!("{:08x}", unit.crc32c),
+                        "sha256": hex(&unit.sha256),
+                    });
+                    self.record(mark).await;
+                    let completions = &self.host.relocations.completions;
+                    completions
+                        .recorded
+                        .fetch_add(fresh.len() as u64, Ordering::Relaxed);
+                    if let Some(old) = self.previous.replace(reference.clone()) {
+                        // The record no longer points at it: its use ended.
+                        self.delete(&old).await;
+                    }
+                    match self.layer.restore(&reference).await {
+                        Ok(restored) => match decode_entries(&restored.to_bytes()) {
+                            Some((_, stored)) if stored.len() == n => {
+                                self.deliver(&fresh, &stored).await;
+                            }
+                            _ => {
+                                self.data_lost(&fresh, &all, "the payload does not decode")
+                                    .await;
+                                return true;
+                            }
+                        },
+                        Err(e) if e.is_data_lost() => {
+                            self.data_lost(&fresh, &all, &e.to_string()).await;
+                            return true;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "completion payload not read back: delivered from memory");
+                            self.deliver(&fresh, &all).await;
+                        }
+                    }
+                }
+                None => self.deliver(&fresh, &all).await,
+            }
+            self.stored = n;
+        }
+    }
+
+    /// Deliveries still pending once the first `n` entries are stored (none of the fresh ones
+    /// confirmed yet).
+    fn pending_after(&self, n: usize) -> usize {
+        let s = self.log.state.lock();
+        n - s.confirmations[..n].iter().filter(|c| c.is_some()).count()
+    }
+
+    /// Stores and verifies `payload` (the blob layer reads every chunk back before it writes
+    /// the index), trying again on a store failure until `storeFailureGrace` has passed.
+    async fn store(
+        &self,
+        reference: &BlobRef,
+        payload: &Bytes,
+    ) -> Option<zlink_relocation::blob::StoredUnit> {
+        let until = tokio::time::Instant::now() + self.host.location.options().store_failure_grace;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match self.layer.store(reference, payload).await {
+                Ok(unit) => return Some(unit),
+                Err(e) if tokio::time::Instant::now() >= until => {
+                    tracing::warn!(error = %e, relocation = self.log.relocation, "completion results not stored: delivered from memory");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "completion payload store failed: trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    async fn delete(&self, reference: &BlobRef) {
+        if let Err(e) = self.layer.delete(reference).await {
+            tracing::debug!(error = %e, "completion payload not deleted (it expires)");
+        }
+    }
+
+    /// One Preserve of the object's record setting its relocation progress to `mark`, on
+    /// the record as read now, while this node owns it and its progress names this move.
+    async fn record(&mut self, mark: serde_json::Value) {
+        if !self.recording {
+            return;
+        }
+        self.wait_settled().await;
+        let authority = self.host.location.authority();
+        let until = tokio::time::Instant::now() + self.host.location.options().store_failure_grace;
+        let id = self.log.relocation.to_string();
+        loop {
+            let handle = match authority.read(self.log.kind, &self.log.key.1).await {
+                Ok(AuthorityRead::Found { handle, .. }) => handle,
+                Ok(AuthorityRead::Missing { .. }) => {
+                    self.recording = false;
+                    return;
+                }
+                Err(e) if tokio::time::Instant::now() < until => {
+                    tracing::debug!(error = %e, "completion record read failed: trying again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "completion progress not recorded");
+                    return;
+                }
+            };
+            let ours = handle.node().routing_id == self.host.rid && free_for(handle.payload(), &id);
+            let Some(payload) = ours
+                .then(|| stage::with_mark(&handle, mark.clone()))
+                .flatten()
+            else {
+                tracing::info!(
+                    relocation = self.log.relocation,
+                    "the record moved on: completion progress no longer recorded"
+                );
+                self.recording = false;
+                return;
+            };
+            match authority.preserve(&handle, payload).await {
+                Ok(Outcome::Applied(_)) => return,
+                Ok(Outcome::Conflict(_)) => continue,
+                Err(e) if tokio::time::Instant::now() < until => {
+                    tracing::debug!(error = %e, "completion record write failed: trying again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "completion progress not recorded");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits (at most `storeFailureGrace`) until the move's records name this node.
+    async fn wait_settled(&self) {
+        let grace = self.host.location.options().store_failure_grace;
+        let until = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.log.settle.notified();
+            if self.log.state.lock().settled {
+                return;
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                tracing::warn!(
+                    relocation = self.log.relocation,
+                    "the move's records did not settle: completion progress recorded anyway"
+                );
+                return;
+            }
+        }
+    }
+
+    /// Delivers the entries `fresh` (indices) as `source` holds them, concurrently, and
+    /// records how each was confirmed.
+    async fn deliver(&self, fresh: &[usize], source: &[Entry]) {
+        let mut all = tokio::task::JoinSet::new();
+        for &i in fresh {
+            let Some(entry) = source.get(i).cloned() else {
+                continue;
+            };
+            let (host, node, relocation) = (
+                Arc::clone(self.host),
+                Arc::clone(self.node),
+                self.log.relocation,
+            );
+            all.spawn(async move { (i, deliver_one(&host, &node, relocation, &entry).await) });
+        }
+        while let Some(done) = all.join_next().await {
+            if let Ok((i, c)) = done {
+                self.confirm(i, c);
+            }
+        }
+    }
+
+    fn confirm(&self, i: usize, c: Confirmation) {
+        if let Some(slot) = self.log.state.lock().confirmations.get_mut(i) {
+            *slot = Some(c);
+        }
+        self.host.relocations.completions.count(c);
+    }
+
+    /// The stored payload is lost: records `dataLost`, answers each requester of the fresh
+    /// results `DataLost` (their results are not delivered from memory: the stored payload
+    /// is the official one).
+    async fn data_lost(&mut self, fresh: &[usize], all: &[Entry], why: &str) {
+        tracing::error!(
+            relocation = self.log.relocation,
+            why,
+            "DataLost: stored completion results are missing or corrupt"
+        );
+        let (accepted, n) = {
+            let s = self.log.state.lock();
+            (s.accepted, s.entries.len())
+        };
+        self.record(json!({
+            "stage": "dataLost",
+            "id": self.log.relocation.to_string(),
+            "accepted": accepted,
+            "completed": n,
+        }))
+        .await;
+        let lost = ZLinkError::application(
+            ErrorKind::DataLost,
+            "the stored completion result of this request was lost",
+        );
+        let error = Bytes::from(ErrorReply::from_error(&lost).encode());
+        let answers: Vec<Entry> = fresh
+            .iter()
+            .filter_map(|&i| all.get(i))
+            .map(|e| Entry {
+                reply: Reply::new(
+                    ReplyStatus::Error,
+                    e.reply.operation_id(),
+                    e.reply.reply_route(),
+                    error.clone(),
+                ),
+                ..e.clone()
+            })
+            .collect();
+        let mut sends = tokio::task::JoinSet::new();
+        for (&i, entry) in fresh.iter().zip(answers) {
+            let (host, node, relocation) = (
+                Arc::clone(self.host),
+                Arc::clone(self.node),
+                self.log.relocation,
+            );
+            sends.spawn(async move {
+                deliver_one(&host, &node, relocation, &entry).await;
+                i
+            });
+        }
+        while let Some(done) = sends.join_next().await {
+            if let Ok(i) = done {
+                self.confirm(i, Confirmation::DataLost);
+            }
+        }
+    }
+
+    /// Every result delivered: records `completed` when accepted = completed and nothing is
+    /// pending, then deletes the payload.
+    async fn finish(&mut self, n: usize) {
+        let (accepted, pending) = {
+            let s = self.log.state.lock();
+            (
+                s.accepted,
+                s.confirmations.iter().filter(|c| c.is_none()).count(),
+            )
+        };
+        if u64::from(accepted) != n as u64 || pending != 0 {
+            tracing::error!(
+                relocation = self.log.relocation,
+                accepted,
+                completed = n,
+                pending,
+                "completion results do not add up: Completed not recorded"
+            );
+            return;
+        }
+        self.record(json!({
+            "stage": "completed",
+            "id": self.log.relocation.to_string(),
+            "accepted": accepted,
+            "completed": n,
+        }))
+        .await;
+        if let Some(old) = self.previous.take() {
+            self.delete(&old).await;
+        }
+    }
+}
+
+/// Whether a record whose payload is `payload` may take the completion progress of the move
+/// `id`: its progress names this move, or it names none in progress (no mark — a `SpotWide`
+/// member's record —, or a finished one of an earlier move). Another move's stage in
+/// progress is never overwritten.
+pub(super) fn free_for(payload: &[u8], id: &str) -> bool {
+    match stage::mark_of(payload) {
+        None => true,
+        Some(m) => {
+            m.get("id").and_then(|v| v.as_str()) == Some(id)
+                || matches!(
+                    m.get("stage").and_then(|v| v.as_str()),
+                    Some("completed" | "dataLost")
+                )
+        }
+    }
+}

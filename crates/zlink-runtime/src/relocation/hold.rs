@@ -1,0 +1,529 @@
+//! What a relocation does with the messages of an object while it moves (21 §7.3, §9.2,
+//! §9.4): the source's seal holds them (bounded), the target's temporary queue keeps the
+//! early ones, and after the cutover the source follows them to the new owner. Each object
+//! has at most one such gate at a time; the lock over all of them keeps a seal from falling
+//! between a check and a submit.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Relocations;
+use super::follow::{FollowChain, FollowRecord, Followed};
+use crate::messaging::{RouteKind, UnavailableReason, ZLinkError};
+use crate::objects::host::{ObjectKey, what};
+use crate::objects::live::{Completion, LiveObject};
+use crate::objects::registration::ObjectCall;
+
+/// The most messages one sealed Actor holds.
+pub(crate) const HOLD_MAX_RECORDS: usize = 1024;
+/// The most bytes (job cost) one sealed Actor holds: 16 MiB.
+pub(crate) const HOLD_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// One message for an object, held by a relocation.
+pub(crate) struct Held {
+    pub(crate) route: RouteKind,
+    pub(crate) call: ObjectCall,
+    pub(crate) cost: usize,
+    pub(crate) reply: Option<Completion>,
+    /// The envelope it arrived in from another node (`None`: sent on this node). A followed
+    /// message that has one is forwarded as received — OperationId, payload, original source
+    /// and reply route kept — so the new owner answers the original source directly.
+    pub(crate) origin: Option<zlink_transport::Envelope>,
+}
+
+/// Held messages in arrival order, bounded on records and bytes.
+#[derive(Default)]
+pub(super) struct Hold {
+    held: VecDeque<Held>,
+    bytes: usize,
+}
+
+impl Hold {
+    /// Adds `m`, or refuses it past a bound: a request gets `Unavailable`, a one-way is
+    /// dropped (`false`).
+    fn push(&mut self, key: &ObjectKey, m: Held) -> bool {
+        if self.held.len() >= HOLD_MAX_RECORDS || self.bytes + m.cost > HOLD_MAX_BYTES {
+            if let Some(done) = m.reply {
+                done.complete(Err(ZLinkError::Unavailable {
+                    target: what(key.0, &key.1),
+                    reason: UnavailableReason::NotServing,
+                }));
+            }
+            return false;
+        }
+        self.bytes += m.cost;
+        self.held.push_back(m);
+        true
+    }
+}
+
+pub(super) enum Gate {
+    /// Source: sealed for a move, messages held.
+    Holding(Hold),
+    /// Target: prepared, messages that arrived before it is Ready.
+    Queueing(Hold),
+    /// Source after the cutover: messages forwarded to the new owner the record names until
+    /// `until`.
+    Following {
+        until: Instant,
+        /// The record the forwarding task follows by (kept here for tests to read).
+        #[cfg_attr(not(test), allow(dead_code))]
+        record: FollowRecord,
+        tx: mpsc::UnboundedSender<Followed>,
+    },
+}
+
+impl Relocations {
+    /// Tests: how many messages the source holds for `key` now.
+    #[cfg(test)]
+    pub(crate) fn held_len(&self, key: &ObjectKey) -> usize {
+        match self.gates.lock().get(key) {
+            Some(Gate::Holding(h)) => h.held.len(),
+            _ => 0,
+        }
+    }
+
+    /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
+    /// otherwise. A follow window that has passed ends here.
+    pub(crate) fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
+        self.take(key, m, None)
+    }
+
+    /// [`intercept`](Self::intercept), and when no relocation takes `m`, submits it to `live`
+    /// under the same lock: a seal can never fall between the check and the submit (else the
+    /// message could run after the seal's capture and its effect be lost with the old state).
+    /// A refused submit is returned (a refused request is also answered through its
+    /// completion).
+    pub(crate) fn submit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        let mut gates = self.gates.lock();
+        let m = if gates.contains_key(key) {
+            match self.take_locked(&mut gates, key, m, None) {
+                None => return Ok(()),
+                Some(m) => m,
+            }
+        } else {
+            m
+        };
+        live.submit(m.route, m.call, m.cost, m.reply)
+    }
+
+    /// [`intercept`](Self::intercept) for a message another previous owner followed here
+    /// with `chain`: a follow window here forwards it with that chain; a hold or queue takes
+    /// it like any message from another node (its chain ends there).
+    pub(crate) fn intercept_followed(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        chain: FollowChain,
+    ) -> Option<Held> {
+        self.take(key, m, Some(chain))
+    }
+
+    pub(super) fn take(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        chain: Option<FollowChain>,
+    ) -> Option<Held> {
+        let mut gates = self.gates.lock();
+        self.take_locked(&mut gates, key, m, chain)
+    }
+
+    pub(super) fn take_locked(
+        &self,
+        gates: &mut HashMap<ObjectKey, Gate>,
+        key: &ObjectKey,
+        m: Held,
+        chain: Option<FollowChain>,
+    ) -> Option<Held> {
+        let Some(gate) = gates.get_mut(key) else {
+            return Some(m);
+        };
+        match gate {
+            Gate::Holding(h) | Gate::Queueing(h) => {
+                let one_way = m.reply.is_none();
+                if !h.push(key, m) {
+                    if one_way {
+                        self.drop_one_way(key, &"the relocation hold is full");
+                    } else {
+                        tracing::debug!(object = %what(key.0, &key.1), "request refused: the relocation hold is full");
+                    }
+                }
+                None
+            }
+            Gate::Following { until, tx, .. } => {
+                if Instant::now() < *until {
+                    match tx.send((m, chain)) {
+                        Ok(()) => return None,
+                        Err(mpsc::error::SendError((m, _))) => {
+                            gates.remove(key);
+                            return Some(m);
+                        }
+                    }
+                }
+                gates.remove(key);
+                Some(m)
+            }
+        }
+    }
+
+    /// Counts and logs one one-way message dropped for `reason` (no one else hears of it).
+    pub(super) fn drop_one_way(&self, key: &ObjectKey, reason: &dyn std::fmt::Display) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(object = %what(key.0, &key.1), %reason, "relocation dropped a one-way message");
+    }
+
+    /// Hands held message `m` of `key` to `live` past its mailbox bound (`submit_held`); a
+    /// refused one-way is counted and logged, a refused request is answered through its
+    /// completion.
+    pub(super) fn resubmit(&self, key: &ObjectKey, m: Held, live: &dyn LiveObject) {
+        let one_way = m.reply.is_none();
+        if let Err(e) = live.submit_held(m.route, m.call, m.cost, m.reply) {
+            if one_way {
+                self.drop_one_way(key, &e);
+            }
+        }
+    }
+
+    /// Whether no relocation takes messages on this node (the common case: inbound messages
+    /// then skip keeping their envelope).
+    pub(crate) fn idle(&self) -> bool {
+        self.gates.lock().is_empty()
+    }
+
+    /// Whether a relocation currently takes messages for `key`.
+    pub(crate) fn covers(&self, key: &ObjectKey) -> bool {
+        self.gates.lock().contains_key(key)
+    }
+
+    /// Seals `key` for a move; `false` if a relocation already covers it.
+    pub(super) fn seal(&self, key: &ObjectKey) -> bool {
+        let mut gates = self.gates.lock();
+        if gates.contains_key(key) {
+            return false;
+        }
+        gates.insert(key.clone(), Gate::Holding(Hold::default()));
+        true
+    }
+
+    /// Cancels the seal of `key`: its held messages run on `live` in their original order,
+    /// under the lock, so nothing arriving meanwhile overtakes them.
+    pub(super) fn reopen(&self, key: &ObjectKey, live: &dyn LiveObject) {
+        let mut gates = self.gates.lock();
+        if let Some(Gate::Holding(h)) = gates.remove(key) {
+            for m in h.held {
+                self.resubmit(key, m, live);
+            }
+        }
+    }
+
+    /// After relay-ready: takes the held messages that came from other nodes, in hold order,
+    /// to relay them to the target; those sent on this node stay held (they follow after the
+    /// cutover, still in their order).
+    pub(super) fn take_relayable(&self, key: &ObjectKey) -> Vec<Held> {
+        let mut gates = self.gates.lock();
+        let Some(Gate::Holding(h)) = gates.get_mut(key) else {
+            return Vec::new();
+        };
+        let (relay, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut h.held)
+            .into_iter()
+            .partition(|m| m.origin.is_some());
+        h.bytes = keep.iter().map(|m| m.cost).sum();
+        h.held = keep;
+        relay.into()
+    }
+
+    /// Turns the seal of `key` into a follow by `record` until `until`: the held messages go
+    /// to `tx` first, in order, then every later one.
+    pub(super) fn follow(
+        &self,
+        key: &ObjectKey,
+        record: FollowRecord,
+        until: Instant,
+        tx: mpsc::UnboundedSender<Followed>,
+    ) {
+        let mut gates = self.gates.lock();
+        if let Some(Gate::Holding(h)) = gates.remove(key) {
+            for m in h.held {
+                if let Err(mpsc::error::SendError((m, _))) = tx.send((m, None)) {
+                    match m.reply {
+                        Some(done) => done.complete(Err(ZLinkError::Unavailable {
+                            target: what(key.0, &key.1),
+                            reason: UnavailableReason::NotServing,
+                        })),
+                        None => self.drop_one_way(key, &"the message follow has ended"),
+                    }
+                }
+            }
+        }
+        gates.insert(key.clone(), Gate::Following { until, record, tx });
+    }
+
+    /// Tests: the follow record of `key` while its follow window is open here.
+    #[cfg(test)]
+    pub(crate) fn follow_record(&self, key: &ObjectKey) -> Option<FollowRecord> {
+        match self.gates.lock().get(key) {
+            Some(Gate::Following { until, record, .. }) if Instant::now() < *until => {
+                Some(record.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// Ends the follow window of `key` (messages then find no activation here and are
+    /// answered by the record).
+    pub(super) fn unfollow(&self, key: &ObjectKey) {
+        let mut gates = self.gates.lock();
+        if matches!(gates.get(key), Some(Gate::Following { .. })) {
+            gates.remove(key);
+        }
+    }
+
+    /// Target: starts the temporary queue of `key` (messages that reach it before Ready).
+    pub(super) fn queue(&self, key: &ObjectKey) -> bool {
+        let mut gates = self.gates.lock();
+        if gates.contains_key(key) {
+            return false;
+        }
+        gates.insert(key.clone(), Gate::Queueing(Hold::default()));
+        true
+    }
+
+    /// Target: the move committed and `live` is in the live set: the queued messages run on it
+    /// in order, and dispatch opens.
+    pub(super) fn open(&self, key: &ObjectKey, live: &dyn LiveObject) {
+        let mut gates = self.gates.lock();
+        if let Some(Gate::Queueing(h)) = gates.remove(key) {
+            for m in h.held {
+                self.resubmit(key, m, live);
+            }
+        }
+    }
+
+    /// Target: the move did not commit here: queued requests get `Unavailable` (the callers
+    /// re-read the record), one-ways are dropped, counted and logged.
+    pub(super) fn abandon(&self, key: &ObjectKey) {
+        let removed = {
+            let mut gates = self.gates.lock();
+            match gates.get(key) {
+                Some(Gate::Queueing(_)) => gates.remove(key),
+                _ => None,
+            }
+        };
+        if let Some(Gate::Queueing(h)) = removed {
+            for m in h.held {
+                match m.reply {
+                    Some(done) => done.complete(Err(ZLinkError::Unavailable {
+                        target: what(key.0, &key.1),
+                        reason: UnavailableReason::NotServing,
+                    })),
+                    None => self.drop_one_way(key, &"the move did not commit here"),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use zlink_codec::ObjectId;
+    use zlink_codec::keys::AuthorityKind;
+
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::messaging::{ErrorKind, Metadata, PacketName};
+    use crate::objects::registration::MessageContext;
+
+    fn key() -> ObjectKey {
+        (AuthorityKind::Actor, ObjectId::new("a").expect("id"))
+    }
+
+    /// A message of job cost `cost`; a request reports its outcome into `seen`.
+    fn message(cost: usize, seen: Option<&Arc<Mutex<Vec<ErrorKind>>>>) -> Held {
+        let reply = seen.map(|s| {
+            let s = Arc::clone(s);
+            Completion::new(move |out| {
+                if let Err(e) = out {
+                    s.lock().push(e.kind());
+                }
+            })
+        });
+        Held {
+            route: if reply.is_some() {
+                RouteKind::Request
+            } else {
+                RouteKind::Send
+            },
+            call: ObjectCall {
+                content_type: Bytes::new(),
+                payload: Bytes::new(),
+                context: MessageContext {
+                    id: "a".into(),
+                    packet: PacketName::new("P").expect("packet"),
+                    metadata: Metadata::empty(),
+                    relocation: Default::default(),
+                },
+            },
+            cost,
+            reply,
+            origin: None,
+        }
+    }
+
+    /// A message numbered `n` (in its packet name) from another node (`remote`) or this one.
+    fn numbered(n: usize, remote: bool) -> Held {
+        let mut m = message(1, None);
+        m.call.context.packet = PacketName::new(format!("P{n}")).expect("packet");
+        if remote {
+            let source =
+                zlink_codec::RoutingId::from_hex("0a0b0c0d0e0f10111213141516171819").expect("rid");
+            let op = zlink_transport::OperationId::new(1).expect("op");
+            let generation = zlink_codec::Generation::new(1).expect("generation");
+            m.origin = Some(zlink_transport::Envelope::one_way(
+                op,
+                &source,
+                generation,
+                Bytes::new(),
+            ));
+        }
+        m
+    }
+
+    fn record() -> FollowRecord {
+        FollowRecord {
+            to: zlink_codec::RoutingId::from_hex("0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b").expect("rid"),
+            previous_owner_generation: 1,
+            owner_generation: 2,
+            object_generation: 1,
+        }
+    }
+
+    fn number(m: &Held) -> usize {
+        m.call.context.packet.as_str()[1..].parse().expect("number")
+    }
+
+    proptest::proptest! {
+        /// Whatever mix of messages from other nodes and this one is held, the relay takes the
+        /// remote ones in arrival order, and the follow then delivers the rest in arrival
+        /// order followed by every later message: nothing lost, nothing twice, order kept.
+        #[test]
+        fn held_messages_leave_once_and_in_order(
+            before in proptest::collection::vec(proptest::bool::ANY, 0..40),
+            between in proptest::collection::vec(proptest::bool::ANY, 0..20),
+            after in 0usize..10,
+        ) {
+            let r = Relocations::default();
+            proptest::prop_assert!(r.seal(&key()));
+            let mut n = 0;
+            for remote in &before {
+                proptest::prop_assert!(r.intercept(&key(), numbered(n, *remote)).is_none());
+                n += 1;
+            }
+            let relayed: Vec<usize> = r.take_relayable(&key()).iter().map(number).collect();
+            let want_relayed: Vec<usize> =
+                (0..before.len()).filter(|&i| before[i]).collect();
+            proptest::prop_assert_eq!(relayed, want_relayed);
+            for remote in &between {
+                proptest::prop_assert!(r.intercept(&key(), numbered(n, *remote)).is_none());
+                n += 1;
+            }
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            r.follow(&key(), record(), Instant::now() + std::time::Duration::from_secs(60), tx);
+            for _ in 0..after {
+                proptest::prop_assert!(r.intercept(&key(), numbered(n, false)).is_none());
+                n += 1;
+            }
+            let mut followed = Vec::new();
+            while let Ok((m, _)) = rx.try_recv() {
+                followed.push(number(&m));
+            }
+            let want: Vec<usize> = (0..before.len())
+                .filter(|&i| !before[i])
+                .chain(before.len()..n)
+                .collect();
+            proptest::prop_assert_eq!(followed, want);
+        }
+    }
+
+    fn held(r: &Relocations) -> usize {
+        match r.gates.lock().get(&key()) {
+            Some(Gate::Holding(h)) => h.held.len(),
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn a_sealed_actor_holds_up_to_1024_messages_and_refuses_the_next() {
+        let r = Relocations::default();
+        assert!(r.seal(&key()));
+        assert!(!r.seal(&key()), "one move at a time");
+        for _ in 0..HOLD_MAX_RECORDS {
+            assert!(r.intercept(&key(), message(1, None)).is_none());
+        }
+        assert_eq!(held(&r), HOLD_MAX_RECORDS);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        assert!(r.intercept(&key(), message(1, Some(&seen))).is_none());
+        assert_eq!(
+            *seen.lock(),
+            vec![ErrorKind::Unavailable],
+            "a request past it"
+        );
+        assert!(r.intercept(&key(), message(1, None)).is_none());
+        assert_eq!(
+            r.dropped_one_way(),
+            1,
+            "the one-way counted (the request was answered)"
+        );
+        assert_eq!(held(&r), HOLD_MAX_RECORDS, "nothing else changed");
+    }
+
+    #[test]
+    fn a_sealed_actor_holds_up_to_16_mib_and_refuses_past_it() {
+        let r = Relocations::default();
+        assert!(r.seal(&key()));
+        assert!(
+            r.intercept(&key(), message(HOLD_MAX_BYTES - 1, None))
+                .is_none()
+        );
+        assert!(r.intercept(&key(), message(1, None)).is_none());
+        assert_eq!(held(&r), 2, "exactly at the bound");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        assert!(r.intercept(&key(), message(1, Some(&seen))).is_none());
+        assert_eq!(*seen.lock(), vec![ErrorKind::Unavailable]);
+        assert_eq!(held(&r), 2);
+    }
+
+    #[test]
+    fn an_unsealed_actor_gets_its_messages_back_and_a_passed_follow_window_ends() {
+        let r = Relocations::default();
+        assert!(r.intercept(&key(), message(1, None)).is_some());
+        assert!(!r.covers(&key()));
+        assert!(r.seal(&key()));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        assert!(r.intercept(&key(), message(1, None)).is_none());
+        r.follow(
+            &key(),
+            record(),
+            Instant::now() + std::time::Duration::from_secs(60),
+            tx,
+        );
+        assert!(rx.try_recv().is_ok(), "the held message is forwarded first");
+        assert!(r.intercept(&key(), message(1, None)).is_none());
+        assert!(rx.try_recv().is_ok(), "a later one follows it");
+        r.unfollow(&key());
+        assert!(r.intercept(&key(), message(1, None)).is_some());
+        assert!(!r.covers(&key()));
+    }
+}

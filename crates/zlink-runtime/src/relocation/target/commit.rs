@@ -1,0 +1,218 @@
+//! The target's commit of a unit: one NewOwner CAS through the move's reservation (settled
+//! by reading when its reply is lost, `owner_change.rs`), then every participant goes live.
+
+use std::sync::Arc;
+
+use zlink_codec::ObjectId;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::ObjectKind;
+
+use super::{Hidden, Spec, Stage};
+use crate::objects::RelocationReadyOutcome;
+use crate::objects::host::{ObjectHost, store_failure};
+use crate::objects::lifecycle::LifecycleCall;
+use crate::relocation::owner_change::{Change, new_owner_settled};
+use crate::relocation::wire::{CutoverReply, PerActorPart};
+use zlink_location::{AuthorityHandle, AuthorityRead, Outcome};
+
+/// Runs NewOwner for the prepared unit `relocation` once (the cutover, or the cutover wait
+/// ran out). Committed → every participant joins the live set (an aggregate's members
+/// through the Spot's record), an `ApplicationSignaled` Spot gets
+/// `OnRelocationReadyCompleted(Relocated)`, then each temporary queue runs in order and
+/// dispatch opens (the Spot first); an aggregate's member records then follow the Spot's new
+/// owner. A conflict → the prepared objects close without running a message. `None` when
+/// nothing ready is prepared under that id; else the committed record version, or `None`
+/// inside (not committed).
+pub(super) async fn commit(
+    host: &Arc<ObjectHost>,
+    relocation: u128,
+) -> Option<Option<CutoverReply>> {
+    let (target, stage) = {
+        let incoming = host.relocations.incoming.lock();
+        let i = incoming.get(&relocation)?;
+        let target = match &i.spec {
+            Spec::Single { key, cmd, .. } => Target {
+                kind: cmd.kind.object_kind(),
+                id: key.1.clone(),
+                per_actor: cmd.per_actor.clone(),
+                root: None,
+            },
+            Spec::SpotWide(cmd) => Target {
+                kind: ObjectKind::UserSpot,
+                id: ObjectId::new(cmd.spot.as_str()).ok()?,
+                per_actor: None,
+                root: Some(cmd.root.clone()),
+            },
+        };
+        (target, Arc::clone(&i.stage))
+    };
+    let mut stage = stage.lock().await;
+    let prepared = match std::mem::replace(&mut *stage, Stage::Done(None)) {
+        Stage::Prepared(p) if p.ready => *p,
+        Stage::Done(ok) => {
+            *stage = Stage::Done(ok.clone());
+            return Some(ok);
+        }
+        other => {
+            *stage = other;
+            return None;
+        }
+    };
+    let change = match (&target.root, &target.per_actor) {
+        (Some(root), _) => Change::SpotWide { root },
+        (None, Some(part)) => Change::PerActor(part),
+        (None, None) => Change::Single,
+    };
+    // Tried again on a lost reply until the Store failure grace has passed (spec 21 §10).
+    let until = tokio::time::Instant::now() + host.location.options().store_failure_grace;
+    let authority = host.location.authority();
+    let reservation = &prepared.reservation;
+    let outcome = new_owner_settled(
+        authority,
+        target.kind,
+        &target.id,
+        reservation,
+        until,
+        change,
+    )
+    .await;
+    let group = prepared.group;
+    let ok = match outcome {
+        Ok(Outcome::Applied(handle)) => {
+            opened(host, relocation, &handle, &group, target.root.is_some()).await;
+            tracing::info!(relocation, object = %target.id.as_str(), participants = group.len(), "relocation committed: this node owns the unit");
+            Some(CutoverReply {
+                version: handle.version().as_str().to_owned(),
+                owner_generation: handle.authority_owner_generation().get().to_string(),
+            })
+        }
+        Ok(Outcome::Conflict(c)) => {
+            tracing::info!(
+                relocation,
+                ?c,
+                "relocation NewOwner conflicted: prepared objects dropped"
+            );
+            None
+        }
+        Err(e) => {
+            tracing::warn!(relocation, error = %store_failure(e), "relocation NewOwner failed");
+            None
+        }
+    };
+    *stage = Stage::Done(ok.clone());
+    drop(stage);
+    host.relocations.incoming.lock().remove(&relocation);
+    if ok.is_none() {
+        host.relocations.completions.abandoned(relocation);
+        for b in group {
+            host.relocations.abandon(&b.key);
+            b.live.close().await;
+        }
+    }
+    Some(ok)
+}
+
+/// What NewOwner changes: the unit authority's record (`kind`, `id`) and, for a `PerActor`
+/// unit, its move record; an aggregate's writes its inventory `root`.
+struct Target {
+    kind: ObjectKind,
+    id: ObjectId,
+    per_actor: Option<PerActorPart>,
+    root: Option<Vec<u8>>,
+}
+
+/// NewOwner applied as `handle`: every participant of `group` joins the live set, its queue
+/// runs and dispatch opens (see [`commit`]); `aggregate`: a `SpotWide` group.
+async fn opened(
+    host: &Arc<ObjectHost>,
+    relocation: u128,
+    handle: &AuthorityHandle,
+    group: &[Hidden],
+    aggregate: bool,
+) {
+    let completions = &host.relocations.completions;
+    completions.committed(relocation);
+    if !aggregate {
+        completions.settled(relocation);
+    }
+    for b in group {
+        if aggregate && b.key.0 == AuthorityKind::Actor {
+            let (ty, generation) = (b.stable_type.clone(), b.generation);
+            host.insert_live_member(b.key.clone(), Arc::clone(&b.live), handle, ty, generation);
+        } else {
+            host.insert_live(b.key.clone(), Arc::clone(&b.live), handle);
+        }
+    }
+    // `OnRelocationReadyCompleted(Relocated)` of an ApplicationSignaled Spot (28 §5, §6 step
+    // 7): the first application turn here; no queue of the group opens (no restored, relayed
+    // or direct work runs) before it returned.
+    if let Some(spot) = group
+        .iter()
+        .find(|b| aggregate && b.key.0 == AuthorityKind::Spot)
+    {
+        if spot.live.readiness().is_some() {
+            let call = LifecycleCall::Ready(RelocationReadyOutcome::Relocated);
+            if let Err(e) = spot.live.lifecycle(call).await {
+                tracing::warn!(relocation, error = %e, "relocation-ready callback failed");
+            }
+        }
+    }
+    for b in group {
+        host.relocations.open(&b.key, b.live.as_ref());
+        host.routes.forget(&b.key);
+    }
+    if aggregate {
+        follow_owner(host, handle, group).await;
+        completions.settled(relocation);
+    }
+}
+
+/// After the aggregate NewOwner: every member's record follows the Spot's new owner (so the
+/// allocation rows count the records again and no sweep of the source run touches them),
+/// at most 64 at once. A member not rewritten still resolves through the Spot's record.
+async fn follow_owner(
+    host: &Arc<ObjectHost>,
+    spot: &zlink_location::AuthorityHandle,
+    group: &[Hidden],
+) {
+    let mut running = tokio::task::JoinSet::new();
+    let mut failed = 0usize;
+    for b in group.iter().filter(|b| b.key.0 == AuthorityKind::Actor) {
+        if running.len() >= 64 {
+            if let Some(Ok(false)) = running.join_next().await {
+                failed += 1;
+            }
+        }
+        let (host, spot, id, generation) = (
+            Arc::clone(host),
+            spot.clone(),
+            b.key.1.clone(),
+            b.generation,
+        );
+        running.spawn(async move {
+            let authority = host.location.authority();
+            match authority.read(ObjectKind::Actor, &id).await {
+                Ok(AuthorityRead::Found { handle, .. })
+                    if handle.object_generation().get() == generation =>
+                {
+                    matches!(
+                        authority.follow_spot_owner(&handle, &spot).await,
+                        Ok(Outcome::Applied(_))
+                    )
+                }
+                _ => false,
+            }
+        });
+    }
+    while let Some(done) = running.join_next().await {
+        if !matches!(done, Ok(true)) {
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        tracing::warn!(
+            failed,
+            "SpotWide members whose record did not follow the Spot's owner"
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! Held messages the source relays after relay-ready (21 §9.2, §9.3): each enters the
+//! temporary queue of its participant prepared here, behind everything already there.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::ObjectKind;
+use zlink_transport::{Envelope, Reply, ReplyStatus};
+
+use super::Spec;
+use crate::mesh::node::NodeInner;
+use crate::messaging::RouteKind;
+use crate::messaging::{ErrorKind, ErrorReply, ZLinkError};
+use crate::objects::host::ObjectHost;
+use crate::objects::inbound;
+use crate::objects::live::Completion;
+use crate::relocation::Held;
+use crate::relocation::wire;
+
+/// A held message the source relays after relay-ready: it enters the temporary queue of the
+/// prepared instance (behind everything already there) and is answered to its original
+/// source when it runs. A relay for no prepared move here is answered `Unavailable`.
+pub(super) async fn relay(
+    host: Arc<ObjectHost>,
+    node: Arc<NodeInner>,
+    env: Envelope,
+) -> Result<Option<Bytes>, ZLinkError> {
+    let (relocation, message) = wire::decode_relay(env.payload())?;
+    let from = env.source_rid().clone();
+    let (id, call, cost) = inbound::prepare(&message)?;
+    let spec = host
+        .relocations
+        .incoming
+        .lock()
+        .get(&relocation)
+        .map(|i| match &i.spec {
+            Spec::Single { key, cmd, .. } => Some((key.clone(), cmd.kind.object_kind())),
+            Spec::SpotWide(_) => None,
+        });
+    let incoming = match spec {
+        Some(Some(single)) => Some(single),
+        // A participant of a `SpotWide` aggregate prepared here (its queue takes it, if it is
+        // one).
+        Some(None) if message.address() == crate::mesh::node::SPOT_ADDRESS => {
+            Some(((AuthorityKind::Spot, id.clone()), ObjectKind::UserSpot))
+        }
+        Some(None) => Some(((AuthorityKind::Actor, id.clone()), ObjectKind::Actor)),
+        None => None,
+    };
+    let key = incoming.as_ref().map(|(k, _)| k.clone());
+    let reply = message.reply_route().is_some().then(|| match &incoming {
+        _ if message.source_rid() == &node.rid => {
+            answering_here(Arc::clone(&node), message.clone())
+        }
+        // Accepted at the source, finishing after the owner change: a completion result of
+        // the move (21 §9.3, `completion.rs`).
+        Some((key, kind)) if key.1 == id => host.relocations.completions.accept(
+            &host,
+            &node,
+            (relocation, key, *kind),
+            from.clone(),
+            message.clone(),
+        ),
+        _ => inbound::answering(
+            Arc::clone(&node),
+            from.clone(),
+            message.clone(),
+            Box::new(()),
+        ),
+    });
+    let held = Held {
+        route: if reply.is_some() {
+            RouteKind::Request
+        } else {
+            RouteKind::Send
+        },
+        call,
+        cost,
+        reply,
+        origin: Some(message),
+    };
+    let leftover = match key {
+        Some(key) if key.1 == id => host.relocations.intercept(&key, held),
+        _ => Some(held),
+    };
+    if let Some(m) = leftover {
+        if let Some(done) = m.reply {
+            done.complete(Err(ZLinkError::Unavailable {
+                target: format!("relocation {relocation}"),
+                reason: crate::messaging::UnavailableReason::NotServing,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The completion of a relayed request this node sent itself: its waiter is here, so the
+/// reply completes it directly (sent, it would go to the relocation's source, a peer, where
+/// nothing waits for it).
+fn answering_here(node: Arc<NodeInner>, request: Envelope) -> Completion {
+    Completion::new(move |out| {
+        let out = out.and_then(|o| {
+            o.ok_or_else(|| {
+                ZLinkError::application(ErrorKind::InternalFailure, "the handler produced no reply")
+            })
+        });
+        let reply = match out {
+            Ok((ct, payload)) => Reply::to(&request, ReplyStatus::Ok, payload.into())
+                .map(|r| r.with_content_type(&ct)),
+            Err(e) => {
+                let error = Bytes::from(ErrorReply::from_error(&e).encode());
+                Reply::to(&request, ReplyStatus::Error, error).map(Ok)
+            }
+        };
+        match reply {
+            Some(Ok(r)) => {
+                node.pending.complete(r);
+            }
+            Some(Err(e)) => tracing::warn!(%e, "reply content type rejected"),
+            None => {}
+        }
+    })
+}
