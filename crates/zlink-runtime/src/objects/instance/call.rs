@@ -22,7 +22,7 @@ use zlink_location::AuthorityRead;
 /// [`SpotManager::instance`](crate::objects::SpotManager::instance)): delivered once to the
 /// Ready Instance Spot `id`, or — when no record exists — creating it on an eligible Object
 /// Server from this first message, which its new activation runs before any other (cold
-/// activation; see [`objects`](crate::objects) and spec 21 §7.1). An existing record decides
+/// activation; see spec 21 §7.1). An existing record decides
 /// the stable type and the owner; the options never move it.
 ///
 /// Options are set at most once each (a second setting makes the call fail with
