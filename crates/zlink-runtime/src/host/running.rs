@@ -21,6 +21,7 @@ use crate::mesh::node::discover::NodeDescriptor;
 use crate::mesh::node::handle::MeshNode;
 use crate::mesh::node::lifecycle::Lifecycle;
 use crate::messaging::{Message, Request, ZLinkError};
+use crate::relocation::MovesOf;
 use zlink_location::LocationRuntime;
 
 /// The default shutdown deadline (spec 28 §12).
@@ -372,14 +373,14 @@ impl ZLinkHost {
                 .objects
                 .iter()
                 .flatten()
-                .map(|o| o.host.relocations.completions.counts())
+                .map(|o| o.host.relocations().completions.counts())
                 .fold(super::CompletionCounts::default(), |a, b| a + b),
             dropped_one_way: self
                 .inner
                 .objects
                 .iter()
                 .flatten()
-                .map(|o| o.host.relocations.dropped_one_way())
+                .map(|o| o.host.relocations().dropped_one_way())
                 .sum(),
         }
     }

@@ -447,6 +447,7 @@ async fn start_node(
                     Arc::clone(rt),
                     n.location_options().route_cache_max_age,
                     (facts.entry_spot_id.clone(), n.entry_callback.clone()),
+                    Arc::new(crate::relocation::Relocations::default()),
                 )
                 .with_entry_closing(n.entry_closing.clone())
                 .with_relocation_options(n.relocation_options().clone())

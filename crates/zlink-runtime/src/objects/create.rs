@@ -263,7 +263,7 @@ impl ObjectHost {
                     // A Spot sealed for a move (or moved away) takes no new member here.
                     let live = self
                         .live_object(&spot)
-                        .filter(|_| !self.relocations.covers(&spot));
+                        .filter(|_| !self.interception.covers(&spot));
                     let Some(live) = live else {
                         self.cancel(handle, until).await;
                         return Err(ZLinkError::Unavailable {

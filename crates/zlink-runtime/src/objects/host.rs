@@ -80,7 +80,7 @@ pub(crate) struct ObjectHost {
     /// Instance Spot cold activation on this node (`instance/`).
     pub(crate) instances: super::instance::Instances,
     /// Live relocations through this node: held, followed and prepared objects.
-    pub(crate) relocations: crate::relocation::Relocations,
+    pub(crate) interception: Arc<dyn super::interception::Interception>,
     /// Recovering dead runs' objects nobody saw leave (`recovery.rs`).
     pub(crate) recovery: super::recovery::Recovery,
     /// The host state (`None` in tests built without a root): new objects are placed here
@@ -147,6 +147,7 @@ impl ObjectHost {
         location: Arc<LocationRuntime>,
         route_cache_max_age: std::time::Duration,
         entry: (Option<ObjectId>, Option<EntryCallback>),
+        interception: Arc<dyn super::interception::Interception>,
     ) -> Self {
         Self {
             mesh,
@@ -166,7 +167,7 @@ impl ObjectHost {
             activation_limit: DEFAULT_ACTIVATION_CONCURRENCY as u32,
             limits: zlink_location::CapacityLimits::default(),
             instances: super::instance::Instances::new(),
-            relocations: crate::relocation::Relocations::default(),
+            interception,
             recovery: super::recovery::Recovery::default(),
             host_state: None,
         }
@@ -344,7 +345,7 @@ impl ObjectHost {
         cost: usize,
         reply: Option<super::live::Completion>,
     ) -> Result<(), ZLinkError> {
-        let held = crate::relocation::Held {
+        let held = super::held::Held {
             route,
             call,
             cost,
@@ -354,16 +355,16 @@ impl ObjectHost {
         // Submitted under the relocation lock when live (a seal cannot fall in between).
         if let Some(live) = self.live_object(key) {
             return self
-                .relocations
+                .interception
                 .submit_unless_taken(key, held, live.as_ref());
         }
-        let Some(crate::relocation::Held {
+        let Some(super::held::Held {
             route,
             call,
             cost,
             reply,
             ..
-        }) = self.relocations.intercept(key, held)
+        }) = self.interception.intercept(key, held)
         else {
             return Ok(());
         };
@@ -425,7 +426,7 @@ impl ObjectHost {
                     .endings
                     .claim(&key.1, super::instance::Ending::Closing)
                 {
-                    _ if self.relocations.covers(key) => {
+                    _ if self.interception.covers(key) => {
                         return Err(super::instance::moving(&key.1));
                     }
                     Ok(claim) => Some(claim),
@@ -509,7 +510,7 @@ impl ObjectHost {
         }
         let actor_key = (AuthorityKind::Actor, actor.clone());
         let spot_key = (AuthorityKind::Spot, spot.clone());
-        if self.relocations.covers(&spot_key) || self.relocations.covers(&actor_key) {
+        if self.interception.covers(&spot_key) || self.interception.covers(&actor_key) {
             return Err(stale("the Actor or the Spot is moving"));
         }
         let (Some(live_actor), Some(live_spot)) =

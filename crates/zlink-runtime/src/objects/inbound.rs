@@ -9,13 +9,13 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_transport::Envelope;
 
 use super::create::CreateCommand;
+use super::held::Held;
 use super::host::{ObjectHost, ObjectKey};
 use super::live::Completion;
 use super::messages::unframe_object_payload;
 use super::registration::{MessageContext, ObjectCall};
 use crate::mesh::node::{NodeInner, ObjectSink, SPOT_ADDRESS, answer_request, job_cost};
 use crate::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
-use crate::relocation::Held;
 
 /// The command-plane name of Destroy (Actor) / Close (Spot) on the owner node.
 pub(crate) const END_OBJECT: &str = "zlink.object.end";
@@ -98,14 +98,14 @@ impl ObjectSink for ObjectHost {
             reply,
             // The envelope is kept only while some relocation runs here (a message held
             // without it is still answered, through its completion, after the cutover).
-            origin: (!self.relocations.idle()).then(|| env.clone()),
+            origin: (!self.interception.idle()).then(|| env.clone()),
         };
         // A relocation holds, follows or queues the message (spec 21 §1.3, §7.3); when none
         // does, it is submitted under the relocation lock (a seal cannot fall in between).
         if let Some(live) = self.live_object(&key) {
             let route = held.route;
             if let Err(e) = self
-                .relocations
+                .interception
                 .submit_unless_taken(&key, held, live.as_ref())
             {
                 if route == RouteKind::Send {
@@ -114,7 +114,7 @@ impl ObjectSink for ObjectHost {
             }
             return None;
         }
-        let held = self.relocations.intercept(&key, held)?;
+        let held = self.interception.intercept(&key, held)?;
         let Some(live) = self.live_object(&key) else {
             // No live activation here: answered by the record (the sender's route cache may be
             // stale) — NotFound when it is gone, else Unavailable.

@@ -169,7 +169,7 @@ impl ObjectClient {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
         let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
-        if !self.objects.is_live(key) && !self.objects.relocations.covers(key) {
+        if !self.objects.is_live(key) && !self.objects.interception.covers(key) {
             return Err(
                 ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
             );
@@ -227,7 +227,7 @@ impl ObjectClient {
         let Some(peer) = peer else {
             let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
-            if !self.objects.is_live(key) && !self.objects.relocations.covers(key) {
+            if !self.objects.is_live(key) && !self.objects.interception.covers(key) {
                 self.objects.routes.forget(key);
                 return Err(
                     ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,

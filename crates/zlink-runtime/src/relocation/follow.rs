@@ -16,6 +16,7 @@ use crate::mesh::node::{NodeInner, SPOT_ADDRESS};
 use crate::messaging::{ErrorKind, RouteKind, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::inbound;
+use crate::relocation::MovesOf;
 
 /// The most times one message is forwarded from a previous owner to a newer one (21 §7.3).
 pub(crate) const MAX_FOLLOW_HOPS: usize = 8;
@@ -214,13 +215,13 @@ pub(crate) async fn followed(
         origin: Some(message),
     };
     let generation = chain.object_generation;
-    let Some(held) = host.relocations.intercept_followed(&key, held, chain) else {
+    let Some(held) = host.relocations().intercept_followed(&key, held, chain) else {
         return Ok(None);
     };
     match host.live_incarnation(&key) {
         Some((_, live_generation)) if live_generation != generation => {
             // Followed for a previous incarnation: never run on this one (spec 21 §7.3).
-            host.relocations.refuse_follow(
+            host.relocations().refuse_follow(
                 held,
                 FollowRefused::StaleObjectGeneration {
                     message: generation,

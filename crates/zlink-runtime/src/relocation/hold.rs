@@ -22,17 +22,7 @@ pub(crate) const HOLD_MAX_RECORDS: usize = 1024;
 /// The most bytes (job cost) one sealed Actor holds: 16 MiB.
 pub(crate) const HOLD_MAX_BYTES: usize = 16 * 1024 * 1024;
 
-/// One message for an object, held by a relocation.
-pub(crate) struct Held {
-    pub(crate) route: RouteKind,
-    pub(crate) call: ObjectCall,
-    pub(crate) cost: usize,
-    pub(crate) reply: Option<Completion>,
-    /// The envelope it arrived in from another node (`None`: sent on this node). A followed
-    /// message that has one is forwarded as received — OperationId, payload, original source
-    /// and reply route kept — so the new owner answers the original source directly.
-    pub(crate) origin: Option<zlink_transport::Envelope>,
-}
+pub(crate) use crate::objects::held::Held;
 
 /// Held messages in arrival order, bounded on records and bytes.
 #[derive(Default)]
@@ -525,5 +515,32 @@ mod tests {
         r.unfollow(&key());
         assert!(r.intercept(&key(), message(1, None)).is_some());
         assert!(!r.covers(&key()));
+    }
+}
+
+impl crate::objects::interception::Interception for Relocations {
+    fn idle(&self) -> bool {
+        Relocations::idle(self)
+    }
+
+    fn covers(&self, key: &ObjectKey) -> bool {
+        Relocations::covers(self, key)
+    }
+
+    fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
+        Relocations::intercept(self, key, m)
+    }
+
+    fn submit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        Relocations::submit_unless_taken(self, key, m, live)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

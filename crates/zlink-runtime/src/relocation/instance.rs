@@ -126,22 +126,4 @@ pub(crate) async fn relocate_instance_spot(
         .map(|moved| SpotRef::of(&moved))
 }
 
-/// The name a [`refollow`] result carries.
-const REFOLLOW: &str = "zlink.relocation.refollow";
-
-/// What the Message Follow of a moved Instance Spot answers a held one-way whose caller waits
-/// for its admission (a `zlink.spot.activate` one-way held here): it is not forwarded by the
-/// follow; the activation path sends it to the owner the record names instead, which admits it
-/// before answering, so that caller's next one-way — sent to the new owner once its record
-/// read names it — cannot overtake it.
-pub(crate) fn refollow() -> ZLinkError {
-    ZLinkError::Unavailable {
-        target: REFOLLOW.into(),
-        reason: UnavailableReason::NotConnected,
-    }
-}
-
-/// Whether `e` is the [`refollow`] result.
-pub(crate) fn is_refollow(e: &ZLinkError) -> bool {
-    matches!(e, ZLinkError::Unavailable { target, .. } if target == REFOLLOW)
-}
+pub(crate) use crate::objects::held::{is_refollow, refollow};

@@ -260,6 +260,22 @@ impl std::fmt::Debug for Relocations {
     }
 }
 
+/// The relocations of an object host: the [`Interception`](crate::objects::interception::Interception)
+/// the host layer installs on every object host is always a [`Relocations`].
+pub(crate) trait MovesOf {
+    /// This host's relocations.
+    fn relocations(&self) -> &Relocations;
+}
+
+impl MovesOf for crate::objects::host::ObjectHost {
+    fn relocations(&self) -> &Relocations {
+        self.interception
+            .as_any()
+            .downcast_ref::<Relocations>()
+            .expect("the host layer installs Relocations as every object host's interception")
+    }
+}
+
 impl Relocations {
     /// One-way messages the relocations on this node dropped (`HostStatus::dropped_one_way`).
     pub(crate) fn dropped_one_way(&self) -> u64 {

@@ -28,6 +28,7 @@ use crate::objects::live::LiveObject;
 use crate::objects::membership::Membership;
 use crate::objects::messages::owner_unreachable;
 use crate::objects::registration::RelocationChoice;
+use crate::relocation::MovesOf;
 use zlink_location::{AuthorityHandle, AuthorityRead, TargetNode};
 
 /// How long the source waits for the target's relay-ready and cutover answers.
@@ -166,7 +167,7 @@ pub(super) fn start_single(
     let live = host
         .live_object(key)
         .ok_or_else(|| stale(&format!("the {noun} is not live on this node")))?;
-    if host.relocations.covers(key) {
+    if host.relocations().covers(key) {
         return Err(invalid(&format!(
             "a move of this {noun} is already running"
         )));
@@ -314,7 +315,7 @@ pub(super) fn relay(
 ) -> Result<(), ZLinkError> {
     let inner = &client.node.inner;
     let peer = inner.route_to(to)?;
-    let relayable = client.objects.relocations.take_relayable(key);
+    let relayable = client.objects.relocations().take_relayable(key);
     let mut failed = None;
     for m in relayable {
         let Some(env) = &m.origin else { continue };
@@ -433,7 +434,7 @@ pub(super) async fn forward(
     mut rx: mpsc::UnboundedReceiver<Followed>,
     until: Instant,
 ) {
-    let relocations = &client.objects.relocations;
+    let relocations = &client.objects.relocations();
     let me = client.objects.rid.clone();
     let mut window_open = true;
     loop {

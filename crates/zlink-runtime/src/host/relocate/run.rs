@@ -17,6 +17,7 @@ use crate::host::running::HostInner;
 use crate::host::status::{DescriptorStep, ShutdownFailure};
 use crate::mesh::node::control;
 use crate::messaging::{ErrorKind, ZLinkError};
+use crate::relocation::MovesOf;
 
 /// What one operation asks for.
 #[derive(Debug, Clone, Copy)]
@@ -182,7 +183,7 @@ fn interruption(host: &HostInner) -> crate::relocation::InterruptionSummary {
         host.objects
             .iter()
             .flatten()
-            .map(|o| &o.host.relocations.interruptions),
+            .map(|o| &o.host.relocations().interruptions),
     )
 }
 

@@ -84,7 +84,7 @@ pub(super) async fn activate(
     let _work = node.life.admit()?;
     let deadline = Instant::now() + envelope.remaining.min(MAX_REMAINING);
     let key: ObjectKey = (AuthorityKind::Spot, envelope.id.clone());
-    if !host.accepts_new_objects() && !host.is_live(&key) && !host.relocations.covers(&key) {
+    if !host.accepts_new_objects() && !host.is_live(&key) && !host.interception.covers(&key) {
         // Out of new claims while Relocating, Relocated or Draining (spec 28 §10).
         return Err(host.not_accepting());
     }
@@ -95,7 +95,7 @@ pub(super) async fn activate(
         if host.is_live(&key) {
             match deliver_here(host, node, &key, &envelope).await {
                 // Moved away meanwhile: sent on by the record below.
-                Err(e) if crate::relocation::is_refollow(&e) => {}
+                Err(e) if crate::objects::held::is_refollow(&e) => {}
                 out => return out,
             }
         }
@@ -184,14 +184,14 @@ async fn deliver_here(
     match envelope.route {
         RouteKind::Send => {
             let (tx, rx) = oneshot::channel();
-            let held = crate::relocation::Held {
+            let held = crate::objects::held::Held {
                 route: RouteKind::Send,
                 call,
                 cost,
                 reply: Some(tx.into()),
                 origin: Some(spot_one_way(node, envelope)?),
             };
-            let Some(mut held) = host.relocations.intercept(key, held) else {
+            let Some(mut held) = host.interception.intercept(key, held) else {
                 // Relayed to the target before its cutover (handed over: admitted there
                 // before any later message), run here after a cancelled move, refused past
                 // the hold's bound, or not followed (`refollow`: the caller forwards it).

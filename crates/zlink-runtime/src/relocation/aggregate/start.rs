@@ -21,6 +21,7 @@ use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
 use crate::objects::registration::RelocationChoice;
+use crate::relocation::MovesOf;
 use crate::relocation::drive::Move;
 use crate::relocation::participants::{Part, SpotWide};
 use zlink_location::TargetNode;
@@ -132,7 +133,7 @@ pub(crate) async fn relocate_spot_wide(
             "the SpotWide Spot has DisableRelocation: it does not move",
         ));
     }
-    if parts.iter().any(|p| host.relocations.covers(&p.key)) {
+    if parts.iter().any(|p| host.relocations().covers(&p.key)) {
         return Err(invalid(
             "a move of this Spot or a member is already running",
         ));

@@ -2,6 +2,7 @@
 //! the requester's handler that completes the waiting request.
 
 use super::*;
+use crate::relocation::MovesOf;
 
 /// Tests: delivers every result the ended log `relocation` delivered once more, as a
 /// retransmission would, and returns how each was confirmed this time.
@@ -12,7 +13,7 @@ pub(crate) async fn redeliver(
     relocation: u128,
 ) -> Vec<Confirmation> {
     let entries = host
-        .relocations
+        .relocations()
         .completions
         .ended
         .lock()

@@ -3,6 +3,7 @@
 
 use super::delivery::deliver_one;
 use super::*;
+use crate::relocation::MovesOf;
 
 /// The writer of one log: stores, records and delivers the results as they come, in batches
 /// (results completing while a batch is written go into the next one), then records
@@ -33,7 +34,7 @@ pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner
         s.lost = lost;
         (s.entries.clone(), s.confirmations.clone())
     };
-    host.relocations
+    host.relocations()
         .completions
         .logs
         .lock()
@@ -42,7 +43,7 @@ pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner
         w.finish(entries.len()).await;
     }
     #[cfg(test)]
-    host.relocations
+    host.relocations()
         .completions
         .ended
         .lock()
@@ -117,7 +118,7 @@ impl Writer<'_> {
                         "sha256": hex(&unit.sha256),
                     });
                     self.record(mark).await;
-                    let completions = &self.host.relocations.completions;
+                    let completions = &self.host.relocations().completions;
                     completions
                         .recorded
                         .fetch_add(fresh.len() as u64, Ordering::Relaxed);
@@ -289,7 +290,7 @@ impl Writer<'_> {
         if let Some(slot) = self.log.state.lock().confirmations.get_mut(i) {
             *slot = Some(c);
         }
-        self.host.relocations.completions.count(c);
+        self.host.relocations().completions.count(c);
     }
 
     /// The stored payload is lost: records `dataLost`, answers each requester of the fresh

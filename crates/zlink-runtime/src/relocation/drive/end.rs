@@ -12,6 +12,7 @@ use zlink_relocation::unit::{FailureReason, Stage};
 use super::{Move, SETTLE_PAUSE};
 use crate::messaging::{ErrorMessage, ZLinkError};
 use crate::objects::host::stale;
+use crate::relocation::MovesOf;
 use crate::relocation::follow::FollowRecord;
 use crate::relocation::participants::{Shape, internal};
 use crate::relocation::source::{forward, owner_is, relocation_out};
@@ -35,7 +36,7 @@ impl Move<'_> {
                 object_generation: p.generation,
             };
             let (tx, rx) = mpsc::unbounded_channel();
-            host.relocations.follow(&p.key, record.clone(), until, tx);
+            host.relocations().follow(&p.key, record.clone(), until, tx);
             let forwarding = forward(self.client.clone(), p.key.clone(), record, rx, until);
             tokio::spawn(forwarding);
         }
@@ -98,7 +99,7 @@ impl Move<'_> {
     /// Every held queue runs here again in its original order (the Spot first).
     pub(super) fn reopen_all(&mut self) {
         for p in &self.parts {
-            let relocations = &self.client.objects.relocations;
+            let relocations = &self.client.objects.relocations();
             relocations.reopen(&p.key, p.live.as_ref());
         }
         self.sealed = false;

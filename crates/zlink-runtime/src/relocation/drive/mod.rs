@@ -33,6 +33,7 @@ use crate::messaging::ZLinkError;
 use crate::objects::client::ObjectClient;
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
+use crate::relocation::MovesOf;
 use zlink_location::{AuthorityHandle, Outcome, TargetReservation};
 
 #[cfg_attr(not(test), allow(unused_imports))]
@@ -185,7 +186,7 @@ impl<'a> Move<'a> {
     /// unit that can never fit is refused before anything is written or captured. Returns the
     /// unit authority's record as it is after the move.
     pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<AuthorityHandle, ZLinkError> {
-        let relocations = &self.client.objects.relocations;
+        let relocations = &self.client.objects.relocations();
         let gate = relocations.gate(&self.client.objects.relocation_options)?;
         let claim = self.shape.claim(gate, &self.parts)?;
         self.permits = Some(gate.admit_outbound(claim).await?);
@@ -404,7 +405,7 @@ impl<'a> Move<'a> {
                 self.handle = handle;
                 self.reservation = Some(reservation);
                 #[cfg(test)]
-                self.client.objects.relocations.after_stage(stage).await;
+                self.client.objects.relocations().after_stage(stage).await;
                 StageOutcome::Applied(version)
             }
             Ok(Outcome::Conflict(c)) => {

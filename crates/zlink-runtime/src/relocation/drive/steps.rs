@@ -13,6 +13,7 @@ use crate::objects::client::invalid;
 use crate::objects::host::{ObjectKey, store_failure};
 use crate::objects::lifecycle::LifecycleCall;
 use crate::objects::live::LiveObject;
+use crate::relocation::MovesOf;
 use crate::relocation::gate::{AdmitCommand, SourcePermits};
 use crate::relocation::participants::{Shape, internal, oversized};
 use crate::relocation::send;
@@ -31,7 +32,7 @@ impl Move<'_> {
     pub(super) async fn seal(&mut self) -> Result<(), ZLinkError> {
         self.admit_target().await?;
         let boundary = self.boundary().await?;
-        let relocations = &self.client.objects.relocations;
+        let relocations = &self.client.objects.relocations();
         for (i, p) in self.parts.iter().enumerate() {
             if !relocations.seal(&p.key) {
                 for q in &self.parts[..i] {
@@ -185,7 +186,7 @@ impl Move<'_> {
             self.shape
                 .restore_command(&self.handle, &header, reservation, checksum.as_bytes())?;
         inner.send_control(&peer, commands.restore, body)?;
-        let relocations = &self.client.objects.relocations;
+        let relocations = &self.client.objects.relocations();
         let gate = relocations.gate(&self.client.objects.relocation_options)?;
         send::chunks_as(inner, &peer, gate, chunks, commands.chunk).await?;
         let body = wire::encode(&MoveRef::of(self.relocation()))?;
@@ -222,7 +223,7 @@ impl Move<'_> {
             Ok((version, owner)) => {
                 self.owner_generation = Some(owner);
                 // The processing-start signal: NewOwner applied and dispatch opened there.
-                let interruptions = &self.client.objects.relocations.interruptions;
+                let interruptions = &self.client.objects.relocations().interruptions;
                 interruptions.record_since(self.relocation(), self.sealed_at);
                 cutover_applied(attempt, version)
             }

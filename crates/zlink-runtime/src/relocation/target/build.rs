@@ -17,6 +17,7 @@ use crate::messaging::ZLinkError;
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::{Built, Turn};
 use crate::objects::registration::{FactoryContext, RelocationChoice};
+use crate::relocation::MovesOf;
 use crate::relocation::aggregate;
 use crate::relocation::wire::{Rebuild, RestoreCommand};
 use zlink_location::TargetReservation;
@@ -154,7 +155,7 @@ pub(super) async fn spot_wide(
     let turn = Turn::default();
     let mut outcome = Ok(());
     for ((key, e), state) in keys.iter().zip(entries).zip(payload.states) {
-        if !host.relocations.queue(key) {
+        if !host.relocations().queue(key) {
             outcome = Err(format!("{} is live or moving here", key.1.as_str()));
             break;
         }
@@ -203,7 +204,7 @@ pub(super) async fn spot_wide(
     }
     if let Err(why) = outcome {
         for key in &queued {
-            host.relocations.abandon(key);
+            host.relocations().abandon(key);
         }
         for b in group {
             b.live.close().await;

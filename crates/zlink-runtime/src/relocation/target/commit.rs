@@ -11,6 +11,7 @@ use super::{Hidden, Spec, Stage};
 use crate::objects::RelocationReadyOutcome;
 use crate::objects::host::{ObjectHost, store_failure};
 use crate::objects::lifecycle::LifecycleCall;
+use crate::relocation::MovesOf;
 use crate::relocation::owner_change::{Change, new_owner_settled};
 use crate::relocation::wire::{CutoverReply, PerActorPart};
 use zlink_location::{AuthorityHandle, AuthorityRead, Outcome};
@@ -28,7 +29,7 @@ pub(super) async fn commit(
     relocation: u128,
 ) -> Option<Option<CutoverReply>> {
     let (target, stage) = {
-        let incoming = host.relocations.incoming.lock();
+        let incoming = host.relocations().incoming.lock();
         let i = incoming.get(&relocation)?;
         let target = match &i.spec {
             Spec::Single { key, cmd, .. } => Target {
@@ -101,11 +102,11 @@ pub(super) async fn commit(
     };
     *stage = Stage::Done(ok.clone());
     drop(stage);
-    host.relocations.incoming.lock().remove(&relocation);
+    host.relocations().incoming.lock().remove(&relocation);
     if ok.is_none() {
-        host.relocations.completions.abandoned(relocation);
+        host.relocations().completions.abandoned(relocation);
         for b in group {
-            host.relocations.abandon(&b.key);
+            host.relocations().abandon(&b.key);
             b.live.close().await;
         }
     }
@@ -130,7 +131,7 @@ async fn opened(
     group: &[Hidden],
     aggregate: bool,
 ) {
-    let completions = &host.relocations.completions;
+    let completions = &host.relocations().completions;
     completions.committed(relocation);
     if !aggregate {
         completions.settled(relocation);
@@ -158,7 +159,7 @@ async fn opened(
         }
     }
     for b in group {
-        host.relocations.open(&b.key, b.live.as_ref());
+        host.relocations().open(&b.key, b.live.as_ref());
         host.routes.forget(&b.key);
     }
     if aggregate {

@@ -29,6 +29,7 @@ use crate::mesh::node::NodeInner;
 use crate::messaging::{BoxFuture, ErrorKind, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey, stale};
 use crate::objects::live::LiveObject;
+use crate::relocation::MovesOf;
 use zlink_location::TargetReservation;
 
 /// How long a Restore, or a prepared unit, waits for its source before it is forgotten
@@ -126,7 +127,7 @@ pub(crate) struct Incoming {
 
 /// The stage of the Restore `relocation` in progress here, if any.
 fn stage_of(host: &ObjectHost, relocation: u128) -> Option<Arc<tokio::sync::Mutex<Stage>>> {
-    let incoming = host.relocations.incoming.lock();
+    let incoming = host.relocations().incoming.lock();
     incoming.get(&relocation).map(|i| Arc::clone(&i.stage))
 }
 
@@ -188,7 +189,7 @@ fn begin(
 ) {
     let relocation = header.binding().relocation_id().get();
     let declared = header.total_len();
-    let mut incoming = host.relocations.incoming.lock();
+    let mut incoming = host.relocations().incoming.lock();
     if let Some(i) = incoming.get(&relocation) {
         tracing::debug!(relocation, "relocation Restore repeated");
         if let Ok(mut stage) = i.stage.try_lock() {
@@ -200,7 +201,7 @@ fn begin(
         }
         return;
     }
-    let admitted = host.relocations.admitted.lock().remove(&relocation);
+    let admitted = host.relocations().admitted.lock().remove(&relocation);
     let unit = match spec {
         Spec::Single { .. } => PayloadUnit::Single,
         Spec::SpotWide(_) => PayloadUnit::SpotWideAggregate,
@@ -213,7 +214,7 @@ fn begin(
                 .map(|()| p)
                 .map_err(|e| format!("the Restore declares more than was admitted: {e}")),
             None => host
-                .relocations
+                .relocations()
                 .gate(&host.relocation_options)
                 .and_then(|g| g.try_inbound_claim(PayloadClaim::exact(unit, declared)))
                 .map_err(|e| e.to_string()),
@@ -222,7 +223,7 @@ fn begin(
         Ok(Assembly::new(header))
     });
     if let (Ok(_), Spec::Single { key, queued, .. }) = (&assembly, &mut spec) {
-        *queued = host.relocations.queue(key);
+        *queued = host.relocations().queue(key);
         if !*queued {
             permits = None;
             assembly = Err("the object is live or already moving on this node".into());
@@ -270,10 +271,10 @@ async fn chunk(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
 /// Removes the Restore `relocation` and the temporary queues of `keys` (the move will not
 /// commit here).
 fn forget(host: &ObjectHost, relocation: u128, keys: impl IntoIterator<Item = ObjectKey>) {
-    host.relocations.incoming.lock().remove(&relocation);
-    host.relocations.completions.abandoned(relocation);
+    host.relocations().incoming.lock().remove(&relocation);
+    host.relocations().completions.abandoned(relocation);
     for key in keys {
-        host.relocations.abandon(&key);
+        host.relocations().abandon(&key);
     }
 }
 
@@ -301,7 +302,7 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         Stage::Done(_) => return Err(failed("the relocation already ended")),
     };
     let spec = {
-        let incoming = host.relocations.incoming.lock();
+        let incoming = host.relocations().incoming.lock();
         incoming.get(&relocation).map(|i| match &i.spec {
             Spec::Single { key, cmd, queued } => Spec::Single {
                 key: key.clone(),
@@ -319,7 +320,7 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         Spec::SpotWide(cmd) => build::spot_wide(&host, cmd, payload).await,
     };
     // Built or not, the Restore ran: its permit and the payload memory go back.
-    if let Some(i) = host.relocations.incoming.lock().get_mut(&relocation) {
+    if let Some(i) = host.relocations().incoming.lock().get_mut(&relocation) {
         if let Some(p) = &mut i.permits {
             p.end_restore();
         }
@@ -408,7 +409,7 @@ async fn admit(
         relocation: cmd.relocation,
     }
     .id()?;
-    let gate = host.relocations.gate(&host.relocation_options)?.clone();
+    let gate = host.relocations().gate(&host.relocation_options)?.clone();
     let claim = PayloadClaim::exact(unit, cmd.bytes);
     let permits = tokio::time::timeout(gate::ADMIT_WAIT, gate.admit_inbound_claim(claim))
         .await
@@ -417,11 +418,19 @@ async fn admit(
                 what: "inbound unit permit, Restore permit or payload memory",
             })
         })??;
-    host.relocations.admitted.lock().insert(relocation, permits);
+    host.relocations()
+        .admitted
+        .lock()
+        .insert(relocation, permits);
     let h = Arc::clone(&host);
     tokio::spawn(async move {
         tokio::time::sleep(ABANDONED_RESTORE).await;
-        if h.relocations.admitted.lock().remove(&relocation).is_some() {
+        if h.relocations()
+            .admitted
+            .lock()
+            .remove(&relocation)
+            .is_some()
+        {
             tracing::info!(
                 relocation,
                 "relocation admitted but never restored: forgotten"
@@ -435,7 +444,7 @@ async fn admit(
 /// temporary queues go (a move already ended here stays as it is).
 async fn abort(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
     let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
-    host.relocations.admitted.lock().remove(&relocation);
+    host.relocations().admitted.lock().remove(&relocation);
     if discard(&host, relocation, true).await {
         tracing::info!(
             relocation,
@@ -449,7 +458,7 @@ async fn abort(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
 /// (unless `even_ready`) not yet ready. The prepared objects close without running a message.
 async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> bool {
     let Some((queued, stage)) = host
-        .relocations
+        .relocations()
         .incoming
         .lock()
         .get(&relocation)
@@ -482,7 +491,7 @@ async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> 
 #[cfg(test)]
 pub(crate) async fn resend_restores(host: &Arc<ObjectHost>) -> Result<usize, ZLinkError> {
     let cmds: Vec<(u128, RestoreCommand)> = host
-        .relocations
+        .relocations()
         .incoming
         .lock()
         .iter()

@@ -16,6 +16,7 @@ use crate::objects::host::ObjectHost;
 use crate::objects::inbound;
 use crate::objects::live::Completion;
 use crate::relocation::Held;
+use crate::relocation::MovesOf;
 use crate::relocation::wire;
 
 /// A held message the source relays after relay-ready: it enters the temporary queue of the
@@ -30,7 +31,7 @@ pub(super) async fn relay(
     let from = env.source_rid().clone();
     let (id, call, cost) = inbound::prepare(&message)?;
     let spec = host
-        .relocations
+        .relocations()
         .incoming
         .lock()
         .get(&relocation)
@@ -55,7 +56,7 @@ pub(super) async fn relay(
         }
         // Accepted at the source, finishing after the owner change: a completion result of
         // the move (21 §9.3, `completion.rs`).
-        Some((key, kind)) if key.1 == id => host.relocations.completions.accept(
+        Some((key, kind)) if key.1 == id => host.relocations().completions.accept(
             &host,
             &node,
             (relocation, key, *kind),
@@ -81,7 +82,7 @@ pub(super) async fn relay(
         origin: Some(message),
     };
     let leftover = match key {
-        Some(key) if key.1 == id => host.relocations.intercept(&key, held),
+        Some(key) if key.1 == id => host.relocations().intercept(&key, held),
         _ => Some(held),
     };
     if let Some(m) = leftover {

@@ -12,6 +12,7 @@ use super::spot_wide::{relocate, roots, spot_record};
 use crate::host::ZLinkHost;
 use crate::host::tests::support::*;
 use crate::objects::RelocationOptions;
+use crate::relocation::MovesOf;
 use crate::relocation::gate::{GateUsage, SourcePermits, UnitGate};
 use zlink_testkit::Harness;
 
@@ -24,7 +25,7 @@ fn gate_with(options: RelocationOptions) -> UnitGate {
 fn gate_of(host: &ZLinkHost) -> UnitGate {
     let objects = host.object_host(0);
     objects
-        .relocations
+        .relocations()
         .gate(&objects.relocation_options)
         .expect("gate")
         .clone()

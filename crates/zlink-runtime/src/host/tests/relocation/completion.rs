@@ -14,6 +14,7 @@ use zlink_store_spi::DynRelocationStore;
 use super::super::instances::{Recorded, relocation_store};
 use super::*;
 use crate::relocation::Confirmation;
+use crate::relocation::MovesOf;
 
 /// Two counter servers and a client over the harness's store, every root on `relocation`.
 async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
@@ -86,13 +87,13 @@ where
                 let _ = tx.send(caller.request(&id, &send()).await);
             });
             wait_until("the source holds the request", || {
-                objects.relocations.held_len(&key) >= 1
+                objects.relocations().held_len(&key) >= 1
             })
             .await;
         })
     });
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations.stage_hook.lock() = Some(hook);
+    *objects.relocations().stage_hook.lock() = Some(hook);
     rx
 }
 
@@ -161,7 +162,7 @@ async fn a_request_finishing_after_the_owner_changed_is_stored_recorded_delivere
     assert_eq!(done["completed"], 1, "{done}");
     let objects = &target.actors().expect("manager").client.objects;
     wait_until("the log ended", || {
-        !objects.relocations.completions.ended.lock().is_empty()
+        !objects.relocations().completions.ended.lock().is_empty()
     })
     .await;
     let c = target.status().completions;
@@ -206,7 +207,7 @@ async fn a_completion_delivered_again_is_already_terminal_and_answers_once(h: &H
     wait_until("the log ended", || {
         client
             .objects
-            .relocations
+            .relocations()
             .completions
             .ended
             .lock()
@@ -239,7 +240,7 @@ async fn a_lost_completion_payload_is_data_lost_and_the_owner_stays_the_target(h
     assert_eq!(lost["accepted"], 1, "{lost}");
     let objects = &target.actors().expect("manager").client.objects;
     wait_until("the lost result is answered DataLost", || {
-        objects.relocations.completions.confirmations()[3] == 1
+        objects.relocations().completions.confirmations()[3] == 1
     })
     .await;
     // The owner never reverts to the source.
@@ -276,7 +277,7 @@ async fn a_requester_whose_lease_ended_is_confirmed_source_lease_expired(h: &Har
     assert_eq!(done["completed"], 1, "{done}");
     let objects = &target.actors().expect("manager").client.objects;
     wait_until("the delivery is confirmed SourceLeaseExpired", || {
-        objects.relocations.completions.confirmations()[2] == 1
+        objects.relocations().completions.confirmations()[2] == 1
     })
     .await;
     ha.shutdown().await;

@@ -3,6 +3,7 @@
 //! every one the cutover accepted runs.
 
 use super::*;
+use crate::relocation::MovesOf;
 
 on_every_store!(
     a_one_way_message_relayed_to_a_move_that_did_not_commit_is_counted,
@@ -56,7 +57,7 @@ fn send_at_prepared(
                     .expect("the one-way is admitted");
             }
             wait_until("the source holds every one-way", || {
-                objects.relocations.held_len(&key) as u64 >= SENDS
+                objects.relocations().held_len(&key) as u64 >= SENDS
             })
             .await;
             if !preserve {
@@ -83,7 +84,7 @@ fn send_at_prepared(
         .expect("manager")
         .client
         .objects
-        .relocations
+        .relocations()
         .stage_hook
         .lock() = Some(hook);
 }

@@ -5,6 +5,7 @@
 use super::*;
 use crate::messaging::{Metadata, OutboundMessage, RouteKind};
 use crate::objects::host::ObjectKey;
+use crate::relocation::MovesOf;
 use crate::relocation::{Chain, Hop};
 
 on_every_store!(
@@ -215,11 +216,11 @@ async fn a_stale_caller_is_followed_through_two_previous_owners_and_answered_onc
     // Each previous owner keeps the record of its own move: the next owner and the
     // AuthorityOwnerGeneration its NewOwner issued, growing from hop to hop.
     let from_a = objects_of(a)
-        .relocations
+        .relocations()
         .follow_record(&key)
         .expect("a follows");
     let from_b = objects_of(b)
-        .relocations
+        .relocations()
         .follow_record(&key)
         .expect("b follows");
     assert_eq!((&from_a.to, &from_b.to), (&rid_of(b), &rid_of(c)));
@@ -244,8 +245,8 @@ async fn a_stale_caller_is_followed_through_two_previous_owners_and_answered_onc
         3,
         "the followed message ran exactly once"
     );
-    assert_eq!(objects_of(a).relocations.follow_refusals(), 0);
-    assert_eq!(objects_of(b).relocations.follow_refusals(), 0);
+    assert_eq!(objects_of(a).relocations().follow_refusals(), 0);
+    assert_eq!(objects_of(b).relocations().follow_refusals(), 0);
     m.shutdown().await;
 }
 
@@ -256,7 +257,7 @@ async fn a_message_forwarded_eight_times_is_delivered_and_a_ninth_forward_is_ref
     move_to(a, &r, b).await;
     let key = key_of("h8");
     let follow = objects_of(a)
-        .relocations
+        .relocations()
         .follow_record(&key)
         .expect("a follows");
     let own = follow.previous_owner_generation;
@@ -274,7 +275,7 @@ async fn a_message_forwarded_eight_times_is_delivered_and_a_ninth_forward_is_ref
     // Eight forwards before A: a 9th is refused (a one-way: dropped and counted).
     let past = chain_at(a, own, 8, r.generation);
     inject(&m.client.0, a, "h8", &past, &StepSend { stream: 1, seq: 2 });
-    let relocations = &objects_of(a).relocations;
+    let relocations = &objects_of(a).relocations();
     wait_until("the 9th forward is refused", || {
         relocations.follow_refusals() == 1
     })
@@ -298,7 +299,7 @@ async fn a_followed_message_whose_generation_does_not_increase_is_refused(h: &Ha
     let (a, b) = m.owner_and_other(&r);
     move_to(a, &r, b).await;
     let follow = objects_of(a)
-        .relocations
+        .relocations()
         .follow_record(&key_of("g1"))
         .expect("a follows");
     // The message already carries B's generation: forwarding to B would not increase it.
@@ -310,7 +311,7 @@ async fn a_followed_message_whose_generation_does_not_increase_is_refused(h: &Ha
         &stale,
         &StepSend { stream: 1, seq: 1 },
     );
-    let relocations = &objects_of(a).relocations;
+    let relocations = &objects_of(a).relocations();
     wait_until("the forward is refused", || {
         relocations.follow_refusals() == 1
     })
@@ -336,7 +337,7 @@ async fn a_followed_message_for_a_previous_incarnation_is_refused(h: &Harness) {
     let (a, b) = m.owner_and_other(&r);
     move_to(a, &r, b).await;
     let follow = objects_of(a)
-        .relocations
+        .relocations()
         .follow_record(&key_of("g2"))
         .expect("a follows");
     let previous = chain_at(a, follow.previous_owner_generation, 1, r.generation - 1);
@@ -347,7 +348,7 @@ async fn a_followed_message_for_a_previous_incarnation_is_refused(h: &Harness) {
         &previous,
         &StepSend { stream: 1, seq: 1 },
     );
-    let relocations = &objects_of(a).relocations;
+    let relocations = &objects_of(a).relocations();
     wait_until("the forward is refused", || {
         relocations.follow_refusals() == 1
     })
@@ -375,7 +376,7 @@ async fn past_the_follow_window_a_stale_caller_gets_unavailable_and_nothing_is_r
     let key = key_of("w1");
     let a_objects = objects_of(a);
     wait_until("the follow window ends", || {
-        a_objects.relocations.follow_record(&key).is_none()
+        a_objects.relocations().follow_record(&key).is_none()
     })
     .await;
     let msg = OutboundMessage::encode(caller.client.node.inner.codecs(), &Incr, &Metadata::empty())
@@ -419,7 +420,7 @@ async fn the_new_owner_refuses_a_followed_message_for_another_incarnation(h: &Ha
         &stale,
         &StepSend { stream: 1, seq: 1 },
     );
-    let relocations = &objects_of(b).relocations;
+    let relocations = &objects_of(b).relocations();
     wait_until("the message is refused", || {
         relocations.follow_refusals() == 1
     })

@@ -9,6 +9,7 @@ use zlink_relocation::transfer::{
 
 use super::*;
 use crate::objects::RelocationOptions;
+use crate::relocation::MovesOf;
 use crate::relocation::gate::{GateError, GateUsage, SourcePermits, UnitGate, encoded_len};
 
 on_every_store!(
@@ -294,7 +295,7 @@ fn block_first_at(
         })
     });
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations.stage_hook.lock() = Some(hook);
+    *objects.relocations().stage_hook.lock() = Some(hook);
     (entered, release)
 }
 
@@ -318,7 +319,7 @@ fn relocation_options(r: RelocationOptions) -> WithRelocation {
 fn gate_of(host: &ZLinkHost) -> UnitGate {
     let objects = &host.actors().expect("manager").client.objects;
     objects
-        .relocations
+        .relocations()
         .gate(&objects.relocation_options)
         .expect("gate")
         .clone()
@@ -533,7 +534,7 @@ async fn the_interruption_summary_counts_one_entry_per_completed_move(h: &Harnes
             .expect("manager")
             .client
             .objects
-            .relocations
+            .relocations()
             .interruptions()
     };
     assert_eq!(summary(source).count, 0);

@@ -15,6 +15,7 @@ use crate::host::tests::support::*;
 use crate::host::{RelocateOptions, RelocationOutcome, RelocationReason};
 use crate::messaging::ErrorKind;
 use crate::objects::ActorRef;
+use crate::relocation::MovesOf;
 use rig::{Serves, Where, live_here, member_ref, rig};
 use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
@@ -349,7 +350,7 @@ async fn a_resent_spot_restore_never_runs_twice(h: &Harness) {
     *rig.source()
         .host
         .object_host(0)
-        .relocations
+        .relocations()
         .stage_hook
         .lock() = Some(hook);
     let client = rig.source_client();
@@ -418,7 +419,7 @@ async fn spot_messages_during_the_transition_are_served_once_by_the_target(h: &H
     *rig.source()
         .host
         .object_host(0)
-        .relocations
+        .relocations()
         .stage_hook
         .lock() = Some(hook);
     let client = rig.source_client();
@@ -429,7 +430,7 @@ async fn spot_messages_during_the_transition_are_served_once_by_the_target(h: &H
     *rig.source()
         .host
         .object_host(0)
-        .relocations
+        .relocations()
         .stage_hook
         .lock() = None;
     let waiting: Vec<_> = std::mem::take(&mut *sent.lock());

@@ -17,6 +17,7 @@ use crate::host::{RelocateOptions, RelocationOutcome, ZLinkHost};
 use crate::mesh::node::MeshNode;
 use crate::messaging::{BoxError, ErrorKind, Message, Request, ZLinkError};
 use crate::objects::{Actor, ActorStateAdapter, Spot, SpotExecution, SpotRef, SpotStateAdapter};
+use crate::relocation::MovesOf;
 use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
 
@@ -614,7 +615,7 @@ async fn a_member_created_into_a_spot_wide_spot_during_its_relocation_is_refused
             }
         })
     });
-    *r[0].0.object_host(0).relocations.stage_hook.lock() = Some(hook);
+    *r[0].0.object_host(0).relocations().stage_hook.lock() = Some(hook);
     relocate(&r[0].0, &hall).await.expect("moved");
     assert_eq!(
         *refused.lock(),
@@ -668,7 +669,7 @@ async fn a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_
     }
     let key = authority_key(ObjectKind::UserSpot, &hall.id);
     let hook = super::stages::lose_the_next_owner_change_reply(&lossy, &key);
-    *r[0].0.object_host(0).relocations.stage_hook.lock() = Some(hook);
+    *r[0].0.object_host(0).relocations().stage_hook.lock() = Some(hook);
     relocate(&r[0].0, &hall).await.expect("moved");
     lossy.set_write_hook(None);
     let (node, _) = spot_record(&r[2].0, &hall).await;
@@ -734,13 +735,13 @@ async fn a_member_request_held_at_the_seal_is_relayed_and_completed_on_the_targe
                     let _ = tx.send(actors.request(&id, &Step { stream: 0, seq: 2 }).await);
                 });
                 wait_until("the source holds the member request", || {
-                    source.relocations.held_len(&key) >= 1
+                    source.relocations().held_len(&key) >= 1
                 })
                 .await;
             })
         })
     };
-    *source.relocations.stage_hook.lock() = Some(hook);
+    *source.relocations().stage_hook.lock() = Some(hook);
     relocate(&r[0].0, &hall).await.expect("moved");
     let answered = rx.await.expect("answered");
     assert_eq!(answered.expect("the relayed step"), 2);

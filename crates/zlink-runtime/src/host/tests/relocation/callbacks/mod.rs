@@ -23,6 +23,7 @@ use crate::objects::{
     Actor, ClosingReason, ReadinessMode, RelocationReadyOutcome, Spot, SpotExecution, SpotRef,
     SpotStateAdapter, SpotType,
 };
+use crate::relocation::MovesOf;
 use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
 
@@ -569,7 +570,7 @@ async fn ready_completed_is_the_first_turn_on_the_target(h: &Harness) {
             }
         })
     });
-    *r.r[0].0.object_host(0).relocations.stage_hook.lock() = Some(hook);
+    *r.r[0].0.object_host(0).relocations().stage_hook.lock() = Some(hook);
     assert!(r.signal().await);
     for seq in 1..=5 {
         let (spots, actors, room) = (spots.clone(), actors.clone(), room.clone());

@@ -1,0 +1,40 @@
+//! The interception seam: how a relocation takes an object's messages while the object moves
+//! (holds them at the seal, queues early ones on the target, follows them after the cutover).
+//! Objects own the trait and call it on every message; the relocation layer implements it and
+//! the host installs that implementation on each object host, so objects never name a
+//! relocation type and the path where nothing moves costs one lock-free check in the
+//! implementation.
+
+use std::any::Any;
+
+use super::held::Held;
+use super::host::ObjectKey;
+use super::live::LiveObject;
+use crate::messaging::ZLinkError;
+
+/// What objects ask of the relocations of their host.
+pub(crate) trait Interception: Send + Sync + 'static {
+    /// Whether no relocation takes messages on this node (inbound messages then skip keeping
+    /// their envelope).
+    fn idle(&self) -> bool;
+
+    /// Whether a relocation currently takes messages for `key`.
+    fn covers(&self, key: &ObjectKey) -> bool;
+
+    /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
+    /// otherwise.
+    fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held>;
+
+    /// [`intercept`](Self::intercept), and when no relocation takes `m`, submits it to `live`
+    /// under the same lock, so a seal never falls between the check and the submit. A refused
+    /// submit is returned.
+    fn submit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError>;
+
+    /// The implementation itself, for the layer that installed it.
+    fn as_any(&self) -> &dyn Any;
+}
