@@ -447,8 +447,8 @@ async fn start_node(
                     Arc::clone(rt),
                     n.location_options().route_cache_max_age,
                     (facts.entry_spot_id.clone(), n.entry_callback.clone()),
-                    Arc::new(crate::relocation::Relocations::default()),
                 )
+                .with_interception(Arc::new(crate::relocation::Relocations::default()))
                 .with_entry_closing(n.entry_closing.clone())
                 .with_relocation_options(n.relocation_options().clone())
                 .with_activation_concurrency(n.activation_concurrency())

@@ -147,7 +147,6 @@ impl ObjectHost {
         location: Arc<LocationRuntime>,
         route_cache_max_age: std::time::Duration,
         entry: (Option<ObjectId>, Option<EntryCallback>),
-        interception: Arc<dyn super::interception::Interception>,
     ) -> Self {
         Self {
             mesh,
@@ -167,10 +166,20 @@ impl ObjectHost {
             activation_limit: DEFAULT_ACTIVATION_CONCURRENCY as u32,
             limits: zlink_location::CapacityLimits::default(),
             instances: super::instance::Instances::new(),
-            interception,
+            interception: Arc::new(super::interception::NoMoves),
             recovery: super::recovery::Recovery::default(),
             host_state: None,
         }
+    }
+
+    /// The same host with `interception` taking its objects' messages while they move (the
+    /// host layer installs the relocation layer's; without one nothing is ever intercepted).
+    pub(crate) fn with_interception(
+        mut self,
+        interception: Arc<dyn super::interception::Interception>,
+    ) -> Self {
+        self.interception = interception;
+        self
     }
 
     /// The same host with the root's relocation settings.

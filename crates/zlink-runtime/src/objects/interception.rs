@@ -2,8 +2,8 @@
 //! (holds them at the seal, queues early ones on the target, follows them after the cutover).
 //! Objects own the trait and call it on every message; the relocation layer implements it and
 //! the host installs that implementation on each object host, so objects never name a
-//! relocation type and the path where nothing moves costs one lock-free check in the
-//! implementation.
+//! relocation type; where nothing moves, a message costs one dynamic call and one uncontended
+//! lock with a map check in the implementation.
 
 use std::any::Any;
 
@@ -37,4 +37,36 @@ pub(crate) trait Interception: Send + Sync + 'static {
 
     /// The implementation itself, for the layer that installed it.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// No relocation: nothing is ever intercepted (an object host the host layer has not given
+/// the relocation layer's interception).
+#[derive(Debug)]
+pub(crate) struct NoMoves;
+
+impl Interception for NoMoves {
+    fn idle(&self) -> bool {
+        true
+    }
+
+    fn covers(&self, _: &ObjectKey) -> bool {
+        false
+    }
+
+    fn intercept(&self, _: &ObjectKey, m: Held) -> Option<Held> {
+        Some(m)
+    }
+
+    fn submit_unless_taken(
+        &self,
+        _: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        live.submit(m.route, m.call, m.cost, m.reply)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }

@@ -117,8 +117,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Moves are the `relocation` layer's; objects still name two of its types (the held-work
-//! record and the per-host move registry) until that seam becomes a trait. Not built yet: Instance Spot activation by Logical Multicast, the
+//! Moves are the `relocation` layer's: objects reach it only through the interception seam
+//! (`interception.rs`) the host installs on each object host. Not built yet: Instance Spot activation by Logical Multicast, the
 //! durable activation inbox beyond the first message, and the descriptor's live
 //! `activationConcurrency.active` count (the permits are enforced, the count is not
 //! published).

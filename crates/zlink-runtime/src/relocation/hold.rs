@@ -12,10 +12,9 @@ use tokio::time::Instant;
 
 use super::Relocations;
 use super::follow::{FollowChain, FollowRecord, Followed};
-use crate::messaging::{RouteKind, UnavailableReason, ZLinkError};
+use crate::messaging::{UnavailableReason, ZLinkError};
 use crate::objects::host::{ObjectKey, what};
-use crate::objects::live::{Completion, LiveObject};
-use crate::objects::registration::ObjectCall;
+use crate::objects::live::LiveObject;
 
 /// The most messages one sealed Actor holds.
 pub(crate) const HOLD_MAX_RECORDS: usize = 1024;
@@ -322,9 +321,40 @@ impl Relocations {
     }
 }
 
+impl crate::objects::interception::Interception for Relocations {
+    fn idle(&self) -> bool {
+        Relocations::idle(self)
+    }
+
+    fn covers(&self, key: &ObjectKey) -> bool {
+        Relocations::covers(self, key)
+    }
+
+    fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
+        Relocations::intercept(self, key, m)
+    }
+
+    fn submit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        Relocations::submit_unless_taken(self, key, m, live)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use crate::messaging::RouteKind;
+    use crate::objects::live::Completion;
+    use crate::objects::registration::ObjectCall;
 
     use bytes::Bytes;
     use zlink_codec::ObjectId;
@@ -515,32 +545,5 @@ mod tests {
         r.unfollow(&key());
         assert!(r.intercept(&key(), message(1, None)).is_some());
         assert!(!r.covers(&key()));
-    }
-}
-
-impl crate::objects::interception::Interception for Relocations {
-    fn idle(&self) -> bool {
-        Relocations::idle(self)
-    }
-
-    fn covers(&self, key: &ObjectKey) -> bool {
-        Relocations::covers(self, key)
-    }
-
-    fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
-        Relocations::intercept(self, key, m)
-    }
-
-    fn submit_unless_taken(
-        &self,
-        key: &ObjectKey,
-        m: Held,
-        live: &dyn LiveObject,
-    ) -> Result<(), ZLinkError> {
-        Relocations::submit_unless_taken(self, key, m, live)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }

@@ -126,4 +126,4 @@ pub(crate) async fn relocate_instance_spot(
         .map(|moved| SpotRef::of(&moved))
 }
 
-pub(crate) use crate::objects::held::{is_refollow, refollow};
+pub(crate) use crate::objects::held::refollow;

@@ -196,7 +196,7 @@ pub(crate) use aggregate::relocate_spot_wide;
 pub(crate) use completion::{Confirmation, redeliver};
 #[cfg(test)]
 pub(crate) use drive::CAPTURE_ATTEMPTS;
-pub(crate) use instance::{is_refollow, relocate_instance_spot};
+pub(crate) use instance::relocate_instance_spot;
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::relocate_actor;
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! the requester's handler that completes the waiting request.
 
 use super::*;
+#[cfg(test)]
 use crate::relocation::MovesOf;
 
 /// Tests: delivers every result the ended log `relocation` delivered once more, as a

@@ -275,7 +275,8 @@ async fn a_message_forwarded_eight_times_is_delivered_and_a_ninth_forward_is_ref
     // Eight forwards before A: a 9th is refused (a one-way: dropped and counted).
     let past = chain_at(a, own, 8, r.generation);
     inject(&m.client.0, a, "h8", &past, &StepSend { stream: 1, seq: 2 });
-    let relocations = &objects_of(a).relocations();
+    let host_objects = objects_of(a);
+    let relocations = host_objects.relocations();
     wait_until("the 9th forward is refused", || {
         relocations.follow_refusals() == 1
     })
@@ -311,7 +312,8 @@ async fn a_followed_message_whose_generation_does_not_increase_is_refused(h: &Ha
         &stale,
         &StepSend { stream: 1, seq: 1 },
     );
-    let relocations = &objects_of(a).relocations();
+    let host_objects = objects_of(a);
+    let relocations = host_objects.relocations();
     wait_until("the forward is refused", || {
         relocations.follow_refusals() == 1
     })
@@ -348,7 +350,8 @@ async fn a_followed_message_for_a_previous_incarnation_is_refused(h: &Harness) {
         &previous,
         &StepSend { stream: 1, seq: 1 },
     );
-    let relocations = &objects_of(a).relocations();
+    let host_objects = objects_of(a);
+    let relocations = host_objects.relocations();
     wait_until("the forward is refused", || {
         relocations.follow_refusals() == 1
     })
@@ -420,7 +423,8 @@ async fn the_new_owner_refuses_a_followed_message_for_another_incarnation(h: &Ha
         &stale,
         &StepSend { stream: 1, seq: 1 },
     );
-    let relocations = &objects_of(b).relocations();
+    let host_objects = objects_of(b);
+    let relocations = host_objects.relocations();
     wait_until("the message is refused", || {
         relocations.follow_refusals() == 1
     })
