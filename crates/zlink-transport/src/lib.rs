@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod config;
 mod connection;
 mod envelope;
 mod error;
@@ -15,6 +16,9 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
+pub use config::{
+    RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, STABLE_CONNECTION, TransportConfig,
+};
 pub use envelope::{Envelope, MAX_METADATA_LEN, MAX_NAME_LEN, Reply, ReplyStatus};
 pub use error::{HandshakeRejection, Lane, TransportError, TransportErrorKind};
 pub use ids::{IdIssuer, OperationId, ReplyRouteId};
@@ -23,9 +27,7 @@ pub use lane::QueueLimits;
 pub use peer::{
     ConnectionId, DownReason, IntentStatus, PeerEvent, PeerHandle, PeerInfo, PeerIntent,
 };
-pub use transport::{
-    RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, STABLE_CONNECTION, Transport, TransportConfig,
-};
+pub use transport::Transport;
 pub use wire::{
     HANDSHAKE_TIMEOUT, HEARTBEAT_INTERVAL, LIVENESS_TIMEOUT, MAX_FRAME_LEN, PROTOCOL_VERSION,
     Window,

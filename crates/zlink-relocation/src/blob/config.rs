@@ -8,7 +8,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zlink_store_spi::{Retention, StoreError};
 
 use crate::blob::error::BlobArgumentError;
-use crate::blob::format::{MAX_CHUNKS, MAX_STRIPES, UnitPlan};
+use crate::blob::format::{MAX_CHUNKS, MAX_STRIPES};
+use crate::blob::plan::UnitPlan;
 use zlink_store_spi::MAX_DATA_CHUNK_LEN;
 
 /// A bound on the encoded bytes of chunk reads and writes in flight at once, shared by every

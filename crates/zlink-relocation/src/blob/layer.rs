@@ -18,8 +18,9 @@ use crate::blob::config::BlobLayerConfig;
 use crate::blob::error::{BlobArgumentError, BlobError, DataLost};
 use crate::blob::format::{
     EnvelopeHeader, Index, IndexChunk, MAX_INDEX_REF_LEN, chunk_ref, crc32c, encode_chunk,
-    open_chunk, schedule,
+    open_chunk,
 };
+use crate::blob::plan::schedule;
 use zlink_store_spi::BLOB_ENVELOPE_LEN;
 
 /// What [`BlobLayer::store`] wrote.

@@ -5,13 +5,14 @@ mod config;
 mod error;
 mod format;
 mod layer;
+mod plan;
 
 pub use config::{BlobLayerConfig, TransferBudget};
 pub use error::{
     BlobArgumentError, BlobError, BlobErrorKind, DataLost, EnvelopeError, IndexFormatError,
 };
 pub use format::{
-    ChunkPlan, INDEX_FORMAT_VERSION, MAX_CHUNKS, MAX_INDEX_REF_LEN, MAX_PAYLOAD_LEN, MAX_STRIPES,
-    StripePlan, UnitPlan,
+    INDEX_FORMAT_VERSION, MAX_CHUNKS, MAX_INDEX_REF_LEN, MAX_PAYLOAD_LEN, MAX_STRIPES,
 };
 pub use layer::{BlobLayer, DeletedUnit, RenewedUnit, RestoredUnit, StoredUnit};
+pub use plan::{ChunkPlan, StripePlan, UnitPlan};
