@@ -8,6 +8,7 @@ use zlink_codec::{ChannelName, Generation, MeshName, RoutingId};
 
 use crate::error::TransportError;
 use crate::lane::QueueLimits;
+use crate::wire::Window;
 
 /// The first reconnect delay of an intent after a failed attempt (before jitter).
 pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
@@ -110,7 +111,7 @@ impl TransportConfig {
         self
     }
 
-    fn validate(&self) -> Result<(), TransportError> {
+    pub(crate) fn validate(&self) -> Result<(), TransportError> {
         for q in [self.app_queue, self.control_queue] {
             QueueLimits::new(q.count, q.bytes)?;
         }

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
-use zlink_codec::{ChannelName, Generation, MeshName, RoutingId};
+use zlink_codec::{ChannelName, Generation, RoutingId};
 
 use crate::config::{
     RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, STABLE_CONNECTION, TransportConfig,
@@ -21,11 +21,10 @@ use crate::error::{HandshakeRejection, TransportError};
 use crate::handshake::{self, Decline, HandshakeIo};
 use crate::ids::IdIssuer;
 use crate::inbound::{FrameReceiver, Inbound, ReplyReceiver};
-use crate::lane::QueueLimits;
 use crate::peer::{
     ConnectionId, DownReason, IntentStatus, PeerEvent, PeerHandle, PeerInfo, PeerIntent,
 };
-use crate::wire::{Hello, PROTOCOL_VERSION, Window};
+use crate::wire::{Hello, PROTOCOL_VERSION};
 
 struct IntentEntry {
     intent: PeerIntent,
