@@ -300,31 +300,20 @@ fn check_payload(payload: &[u8]) -> Result<(), Mismatch> {
 /// Checks the value of a record of `family` under logical key `key` against its canonical
 /// form; on success, the value decoded field by field.
 pub fn check_value(family: Family, key: &[u8], bytes: &[u8]) -> Result<Decoded, Mismatch> {
+    // A record that names its own key: decodes, re-encodes to the same bytes, names `key`.
+    macro_rules! keyed_record {
+        ($record:ty) => {{
+            let r = <$record>::decode(bytes).map_err(|e| codec_mismatch(&e))?;
+            same(r.encode(), bytes)?;
+            key_matches(r.key().as_bytes(), key)?;
+            json_fields(bytes)
+        }};
+    }
     let fields = match family {
-        Family::MeshNode => {
-            let r = MeshNodeRecord::decode(bytes).map_err(|e| codec_mismatch(&e))?;
-            same(r.encode(), bytes)?;
-            key_matches(r.key().as_bytes(), key)?;
-            json_fields(bytes)
-        }
-        Family::ClientServer => {
-            let r = ClientServerRecord::decode(bytes).map_err(|e| codec_mismatch(&e))?;
-            same(r.encode(), bytes)?;
-            key_matches(r.key().as_bytes(), key)?;
-            json_fields(bytes)
-        }
-        Family::FanoutPublisher => {
-            let r = FanoutPublisherRecord::decode(bytes).map_err(|e| codec_mismatch(&e))?;
-            same(r.encode(), bytes)?;
-            key_matches(r.key().as_bytes(), key)?;
-            json_fields(bytes)
-        }
-        Family::OwnerLease => {
-            let r = OwnerLeaseRecord::decode(bytes).map_err(|e| codec_mismatch(&e))?;
-            same(r.encode(), bytes)?;
-            key_matches(r.key().as_bytes(), key)?;
-            json_fields(bytes)
-        }
+        Family::MeshNode => keyed_record!(MeshNodeRecord),
+        Family::ClientServer => keyed_record!(ClientServerRecord),
+        Family::FanoutPublisher => keyed_record!(FanoutPublisherRecord),
+        Family::OwnerLease => keyed_record!(OwnerLeaseRecord),
         Family::Authority => {
             let r = AuthorityRecord::decode(bytes).map_err(|e| codec_mismatch(&e))?;
             same(r.encode(), bytes)?;
