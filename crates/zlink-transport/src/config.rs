@@ -8,6 +8,7 @@ use zlink_codec::{ChannelName, Generation, MeshName, RoutingId};
 
 use crate::error::TransportError;
 use crate::lane::QueueLimits;
+use crate::tls::{MeshTls, SecurityIdentity};
 use crate::wire::Window;
 
 /// The first reconnect delay of an intent after a failed attempt (before jitter).
@@ -45,6 +46,9 @@ pub struct TransportConfig {
     /// Control frames a peer may have delivered here and not yet taken out
     /// (default 1,024 frames / 32 MiB).
     pub control_window: Window,
+    /// TLS for every peer connection (`None`: plain TCP). Both ends must agree: a TLS
+    /// transport neither dials nor admits a plaintext peer.
+    pub tls: Option<MeshTls>,
 }
 
 impl TransportConfig {
@@ -72,6 +76,21 @@ impl TransportConfig {
                 count: 1024,
                 bytes: 32 << 20,
             },
+            tls: None,
+        }
+    }
+
+    /// Speaks TLS on every peer connection, with these settings.
+    pub fn tls(mut self, tls: MeshTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The identity this node's descriptor publishes (`tls:{name}` or `plaintext:{rid}`).
+    pub fn security_identity(&self) -> SecurityIdentity {
+        match &self.tls {
+            Some(tls) => tls.identity(),
+            None => SecurityIdentity::Plaintext,
         }
     }
 

@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 
+use crate::stream::{PeerRead, PeerWrite};
 use crate::envelope::{Envelope, Reply};
 use crate::error::Lane;
 use crate::inbound::{InboundFrame, InboundReply};
@@ -238,8 +238,8 @@ impl Connection {
 pub(crate) fn spawn_io(
     shared: &Shared,
     conn: &Arc<Connection>,
-    read: OwnedReadHalf,
-    write: OwnedWriteHalf,
+    read: PeerRead,
+    write: PeerWrite,
     leftover: BytesMut,
 ) {
     let c = conn.clone();
@@ -262,7 +262,7 @@ pub(crate) struct InboundSenders {
 
 async fn read_loop(
     conn: &Arc<Connection>,
-    mut read: OwnedReadHalf,
+    mut read: PeerRead,
     mut buf: BytesMut,
     inbound: InboundSenders,
 ) -> DownReason {
@@ -468,7 +468,7 @@ fn lay_out(
 
 /// Writes the laid-out `parts` and then what `buf` holds, in order.
 async fn write_parts(
-    write: &mut OwnedWriteHalf,
+    write: &mut PeerWrite,
     parts: &[Bytes],
     buf: &[u8],
 ) -> std::io::Result<()> {
@@ -478,10 +478,11 @@ async fn write_parts(
     if !buf.is_empty() {
         write.write_all(buf).await?;
     }
-    Ok(())
+    // A no-op on plain TCP; TLS hands its buffered records to the socket.
+    write.flush().await
 }
 
-async fn write_loop(conn: &Arc<Connection>, mut write: OwnedWriteHalf) {
+async fn write_loop(conn: &Arc<Connection>, mut write: PeerWrite) {
     let mut codec = wire::codec();
     let mut buf = BytesMut::with_capacity(FLUSH_AT * 2);
     let mut batch: Vec<Bytes> = Vec::new();

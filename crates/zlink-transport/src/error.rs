@@ -103,6 +103,15 @@ pub enum HandshakeRejection {
     Duplicate,
     /// The handshake bytes are malformed.
     Malformed(String),
+    /// The remote's security identity is not the one its descriptor publishes: its
+    /// certificate is not valid for the published name, or one side speaks TLS and the other
+    /// does not (spec 06 §5, §23).
+    SecurityIdentity {
+        /// The identity expected.
+        expected: String,
+        /// What the remote presented.
+        found: String,
+    },
 }
 
 impl HandshakeRejection {
@@ -118,6 +127,7 @@ impl HandshakeRejection {
             Self::ChannelSet { .. } => 7,
             Self::Duplicate => 8,
             Self::Malformed(_) => 9,
+            Self::SecurityIdentity { .. } => 10,
         }
     }
 }
@@ -147,6 +157,9 @@ impl fmt::Display for HandshakeRejection {
             }
             Self::Duplicate => f.write_str("a Ready connection to this peer already exists"),
             Self::Malformed(why) => write!(f, "malformed handshake: {why}"),
+            Self::SecurityIdentity { expected, found } => {
+                write!(f, "security identity {found}, expected {expected}")
+            }
         }
     }
 }
@@ -215,6 +228,16 @@ pub enum TransportError {
         #[source]
         source: io::Error,
     },
+    /// The TLS handshake failed (no certificate, one not issued by the CA, one not valid for
+    /// the expected identity, or the remote does not speak TLS).
+    #[error("{context} failed: {source}")]
+    Tls {
+        /// Which side of the TLS handshake.
+        context: &'static str,
+        /// The cause (rustls' error inside the I/O error).
+        #[source]
+        source: io::Error,
+    },
     /// The id issuer is exhausted.
     #[error("{0} exhausted within this transport run")]
     Exhausted(&'static str),
@@ -230,7 +253,7 @@ impl TransportError {
             Self::Full { .. } => TransportErrorKind::Full,
             Self::Unavailable => TransportErrorKind::Unavailable,
             Self::ShuttingDown => TransportErrorKind::ShuttingDown,
-            Self::Handshake { .. } => TransportErrorKind::HandshakeRejected,
+            Self::Handshake { .. } | Self::Tls { .. } => TransportErrorKind::HandshakeRejected,
             Self::HandshakeTimedOut(_) => TransportErrorKind::TimedOut,
             Self::Protocol(_) => TransportErrorKind::Protocol,
             Self::Io { .. } => TransportErrorKind::Io,

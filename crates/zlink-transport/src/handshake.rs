@@ -26,12 +26,14 @@ use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 use crate::connection::{Connection, spawn_io};
 use crate::error::{HandshakeRejection, TransportError};
 use crate::peer::{DownReason, PeerIntent};
+use crate::stream::{PeerRead, PeerStream, PeerWrite};
+use crate::tls::SecurityIdentity;
 use crate::transport::Shared;
 use crate::wire::{self, HANDSHAKE_TIMEOUT, Hello, kind};
 
 /// A socket during the handshake: framed reads and writes with the connection's codec.
 pub(crate) struct HandshakeIo {
-    stream: TcpStream,
+    stream: PeerStream,
     buf: BytesMut,
     codec: LengthDelimitedCodec,
     pub(crate) local_addr: SocketAddr,
@@ -39,6 +41,7 @@ pub(crate) struct HandshakeIo {
 }
 
 impl HandshakeIo {
+    /// A plain socket (the TLS session, if any, is set up by [`Self::secure`]).
     pub(crate) fn new(stream: TcpStream) -> Result<Self, TransportError> {
         let _ = stream.set_nodelay(true);
         let local_addr = stream
@@ -48,7 +51,7 @@ impl HandshakeIo {
             .peer_addr()
             .map_err(|e| TransportError::io("peer address", e))?;
         Ok(Self {
-            stream,
+            stream: PeerStream::Plain(stream),
             buf: BytesMut::with_capacity(4096),
             codec: wire::codec(),
             local_addr,
@@ -121,18 +124,107 @@ impl HandshakeIo {
 
     #[cfg(test)]
     pub(crate) fn into_stream(self) -> TcpStream {
-        self.stream
+        match self.stream {
+            PeerStream::Plain(s) => s,
+            PeerStream::Tls(s) => match *s {
+                tokio_rustls::TlsStream::Client(c) => c.into_inner().0,
+                tokio_rustls::TlsStream::Server(c) => c.into_inner().0,
+            },
+        }
     }
 
-    fn into_parts(
-        self,
-    ) -> (
-        tokio::net::tcp::OwnedReadHalf,
-        tokio::net::tcp::OwnedWriteHalf,
-        BytesMut,
-    ) {
+    fn into_parts(self) -> (PeerRead, PeerWrite, BytesMut) {
         let (r, w) = self.stream.into_split();
         (r, w, self.buf)
+    }
+
+    /// Runs the TLS handshake on the plain socket when this transport speaks TLS: as the
+    /// client verifying the server for `expected`, or as the server requiring a client
+    /// certificate under the CA. A plain transport stays plain.
+    async fn secure(
+        mut self,
+        shared: &Shared,
+        dial: Option<Option<&SecurityIdentity>>,
+    ) -> Result<Self, TransportError> {
+        let Some(tls) = shared.tls() else {
+            return Ok(self);
+        };
+        let PeerStream::Plain(tcp) = self.stream else {
+            return Ok(self);
+        };
+        let tls_failed = |context: &'static str| {
+            move |source: std::io::Error| TransportError::Tls { context, source }
+        };
+        let stream = match dial {
+            Some(expected) => {
+                let name = match expected {
+                    Some(SecurityIdentity::Tls(name)) => Some(name.as_str()),
+                    _ => None,
+                };
+                let (connector, server_name) = tls
+                    .connector(name)
+                    .map_err(|e| TransportError::InvalidArgument(e.to_string()))?;
+                let s = connector
+                    .connect(server_name, tcp)
+                    .await
+                    .map_err(tls_failed("TLS client handshake"))?;
+                tokio_rustls::TlsStream::Client(s)
+            }
+            None => {
+                let s = tls
+                    .acceptor()
+                    .accept(tcp)
+                    .await
+                    .map_err(tls_failed("TLS server handshake"))?;
+                tokio_rustls::TlsStream::Server(s)
+            }
+        };
+        self.stream = PeerStream::Tls(Box::new(stream));
+        Ok(self)
+    }
+
+    /// The acceptor's check of the dialer's certificate against the identity the intent it
+    /// holds for the dialer expects (from the dialer's descriptor).
+    fn admits(&self, shared: &Shared, intent: Option<&PeerIntent>) -> Result<(), HandshakeRejection> {
+        let Some(expected) = intent.and_then(|i| i.expected_identity.as_ref()) else {
+            return Ok(());
+        };
+        let ours = shared.identity();
+        match (shared.tls(), expected) {
+            (Some(tls), SecurityIdentity::Tls(name)) => {
+                if tls.peer_is(self.stream.peer_certificates(), name) {
+                    Ok(())
+                } else {
+                    Err(HandshakeRejection::SecurityIdentity {
+                        expected: expected.to_string(),
+                        found: "a certificate not valid for that name".into(),
+                    })
+                }
+            }
+            (None, SecurityIdentity::Plaintext) => Ok(()),
+            _ => Err(HandshakeRejection::SecurityIdentity {
+                expected: expected.to_string(),
+                found: ours.to_string(),
+            }),
+        }
+    }
+}
+
+/// Whether this transport can speak to a peer that published `expected` (TLS to TLS, plain
+/// to plain); checked before dialing.
+fn compatible(shared: &Shared, intent: &PeerIntent) -> Result<(), TransportError> {
+    let ours = shared.identity();
+    match (&ours, intent.expected_identity.as_ref()) {
+        (_, None)
+        | (SecurityIdentity::Plaintext, Some(SecurityIdentity::Plaintext))
+        | (SecurityIdentity::Tls(_), Some(SecurityIdentity::Tls(_))) => Ok(()),
+        (_, Some(theirs)) => Err(TransportError::Handshake {
+            rejection: HandshakeRejection::SecurityIdentity {
+                expected: theirs.to_string(),
+                found: ours.to_string(),
+            },
+            by_remote: false,
+        }),
     }
 }
 
@@ -149,11 +241,18 @@ pub(crate) async fn dial(
     shared: &Arc<Shared>,
     intent: &PeerIntent,
 ) -> Result<Arc<Connection>, TransportError> {
+    compatible(shared, intent)?;
     let stream = TcpStream::connect(intent.endpoint.as_str())
         .await
         .map_err(|e| TransportError::io("connect", e))?;
     let io = HandshakeIo::new(stream)?;
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, dial_handshake(shared, io, intent)).await {
+    let handshake = async {
+        let io = io
+            .secure(shared, Some(intent.expected_identity.as_ref()))
+            .await?;
+        dial_handshake(shared, io, intent).await
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(r) => r,
         Err(_) => Err(TransportError::HandshakeTimedOut(HANDSHAKE_TIMEOUT)),
     }
@@ -198,7 +297,11 @@ pub(crate) async fn accept(
     stream: TcpStream,
 ) -> Result<Arc<Connection>, TransportError> {
     let io = HandshakeIo::new(stream)?;
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_handshake(shared, io)).await {
+    let handshake = async {
+        let io = io.secure(shared, None).await?;
+        accept_handshake(shared, io).await
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(r) => r,
         Err(_) => Err(TransportError::HandshakeTimedOut(HANDSHAKE_TIMEOUT)),
     }
@@ -214,6 +317,9 @@ async fn accept_handshake(
     };
     let intent = shared.intent_for_rid(&remote.rid);
     if let Err(r) = shared.verify(&remote, intent.as_ref()) {
+        return Err(io.refuse(r).await);
+    }
+    if let Err(r) = io.admits(shared, intent.as_ref()) {
         return Err(io.refuse(r).await);
     }
     io.write(shared.hello().encode()).await?;

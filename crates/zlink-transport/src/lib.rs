@@ -10,6 +10,8 @@ mod ids;
 mod inbound;
 mod lane;
 mod peer;
+mod stream;
+mod tls;
 mod transport;
 mod wire;
 
@@ -27,6 +29,7 @@ pub use lane::QueueLimits;
 pub use peer::{
     ConnectionId, DownReason, IntentStatus, PeerEvent, PeerHandle, PeerInfo, PeerIntent,
 };
+pub use tls::{MeshTls, MeshTlsError, MeshTlsErrorKind, SecurityIdentity};
 pub use transport::Transport;
 pub use wire::{
     HANDSHAKE_TIMEOUT, HEARTBEAT_INTERVAL, LIVENESS_TIMEOUT, MAX_FRAME_LEN, PROTOCOL_VERSION,

@@ -97,6 +97,9 @@ pub struct PeerIntent {
     pub expected_generation: Option<Generation>,
     /// The ChannelName set the handshake must report, when known (from a descriptor).
     pub expected_channels: Option<BTreeSet<ChannelName>>,
+    /// The security identity the peer's descriptor publishes, when known: a TLS peer's
+    /// certificate must be valid for its name (checked on both ends of the handshake).
+    pub expected_identity: Option<crate::tls::SecurityIdentity>,
     /// Dial even when an expected RID is smaller than this node's (a manual peer: the side
     /// holding the intent initiates; duplicate candidates still collapse to one).
     pub always_dial: bool,
@@ -110,6 +113,7 @@ impl PeerIntent {
             expected_rid: None,
             expected_generation: None,
             expected_channels: None,
+            expected_identity: None,
             always_dial: false,
         }
     }
@@ -129,6 +133,14 @@ impl PeerIntent {
     /// Requires the handshake to report lifecycle generation `generation`.
     pub fn expect_generation(mut self, generation: Generation) -> Self {
         self.expected_generation = Some(generation);
+        self
+    }
+
+    /// Requires the peer to prove this security identity (its descriptor's): a TLS peer's
+    /// certificate must be valid for the name; a plaintext transport refuses a TLS peer and
+    /// the reverse.
+    pub fn expect_identity(mut self, identity: crate::tls::SecurityIdentity) -> Self {
+        self.expected_identity = Some(identity);
         self
     }
 

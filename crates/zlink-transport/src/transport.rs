@@ -59,6 +59,16 @@ impl Shared {
         &self.config.rid
     }
 
+    /// This transport's TLS settings, if it speaks TLS.
+    pub(crate) fn tls(&self) -> Option<&crate::tls::MeshTls> {
+        self.config.tls.as_ref()
+    }
+
+    /// This transport's security identity.
+    pub(crate) fn identity(&self) -> crate::tls::SecurityIdentity {
+        self.config.security_identity()
+    }
+
     pub(crate) fn hello(&self) -> Hello {
         Hello {
             version: PROTOCOL_VERSION,

@@ -239,7 +239,10 @@ pub(crate) fn encode_reject(r: &HandshakeRejection) -> Bytes {
             (ours.to_string(), theirs.to_string())
         }
         HandshakeRejection::MeshName { expected, found }
-        | HandshakeRejection::RoutingId { expected, found } => (expected.clone(), found.clone()),
+        | HandshakeRejection::RoutingId { expected, found }
+        | HandshakeRejection::SecurityIdentity { expected, found } => {
+            (expected.clone(), found.clone())
+        }
         HandshakeRejection::LifecycleGeneration { expected, found } => {
             (expected.to_string(), found.to_string())
         }
@@ -295,6 +298,7 @@ pub(crate) fn decode_reject(mut b: Bytes) -> Result<HandshakeRejection, Handshak
         },
         8 => HandshakeRejection::Duplicate,
         9 => HandshakeRejection::Malformed(found),
+        10 => HandshakeRejection::SecurityIdentity { expected, found },
         other => HandshakeRejection::Malformed(format!("unknown REJECT code {other}")),
     })
 }

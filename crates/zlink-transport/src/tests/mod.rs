@@ -4,3 +4,4 @@ mod handshake;
 mod liveness;
 mod planes;
 mod support;
+mod tls;
