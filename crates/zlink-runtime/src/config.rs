@@ -19,3 +19,4 @@ pub use crate::objects::{
     DEFAULT_CREATE_DEADLINE, ReadinessMode, RelocationChoice, RelocationConfigError, SpotExecution,
 };
 pub use zlink_codec::records::ObjectRole;
+pub use zlink_transport::{MeshTls, MeshTlsError, MeshTlsErrorKind, SecurityIdentity};

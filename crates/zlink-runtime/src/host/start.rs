@@ -167,6 +167,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
         application_version: plan.application_version,
         maintenance_wave: plan.maintenance_wave.clone(),
         capabilities: capabilities(n.object_types(), n.capacity_limits()),
+        security_identity: n.security_identity(),
         entry_spot_id: (n.object_role() == ObjectRole::Server)
             .then(|| {
                 let prefix = match n.routing_id_plan() {
@@ -375,9 +376,12 @@ async fn start_node(
     } else {
         format!("{}:{}", n.bind_host(), n.port())
     };
-    let config = TransportConfig::new(mesh.clone(), rid.clone(), generation)
+    let mut config = TransportConfig::new(mesh.clone(), rid.clone(), generation)
         .listen(listen.clone())
         .channels(n.channel_servers().keys().cloned());
+    if let Some(tls) = &n.tls {
+        config = config.tls(tls.clone());
+    }
     let (transport, inbound) =
         Transport::start(config)
             .await

@@ -96,6 +96,7 @@ pub struct MeshNodeBuilder<H> {
     pub(crate) object_types: Vec<crate::objects::Registration>,
     pub(crate) entry_callbacks: Vec<crate::objects::EntryCallback>,
     pub(crate) entry_closing: Option<crate::objects::EntryClosing>,
+    pub(crate) tls: Option<zlink_transport::MeshTls>,
 }
 
 impl<H> MeshNodeBuilder<H> {
@@ -124,6 +125,7 @@ impl<H> MeshNodeBuilder<H> {
             object_types: Vec::new(),
             entry_callbacks: Vec::new(),
             entry_closing: None,
+            tls: None,
         }
     }
 
@@ -223,6 +225,15 @@ impl<H> MeshNodeBuilder<H> {
     /// The MeshName this node registers.
     pub fn mesh_name(&self) -> &MeshName {
         &self.mesh
+    }
+
+    /// Speaks TLS on every peer connection of this node (spec 06 §23): peers are verified by
+    /// the settings' CA on both ends, and the descriptor publishes `tls:{identity}` instead of
+    /// `plaintext:{rid}`. A TLS node neither dials nor admits a plaintext peer, so every node
+    /// of the RouteMesh needs TLS settings from the same CA.
+    pub fn tls(mut self, tls: zlink_transport::MeshTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// Overrides the root's bind host for this node's ROUTER listener.

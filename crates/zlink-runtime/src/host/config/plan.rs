@@ -90,6 +90,7 @@ pub struct MeshNodePlan<H> {
     pub(crate) object_types: Vec<ObjectTypePlan>,
     pub(crate) entry_callback: Option<crate::objects::EntryCallback>,
     pub(crate) entry_closing: Option<crate::objects::EntryClosing>,
+    pub(crate) tls: Option<zlink_transport::MeshTls>,
 }
 
 impl<H> MeshNodePlan<H> {
@@ -137,6 +138,14 @@ impl<H> MeshNodePlan<H> {
     /// The topology.
     pub fn topology(&self) -> Topology {
         self.topology
+    }
+
+    /// The identity this node's descriptor publishes (`tls:{name}` with TLS settings).
+    pub fn security_identity(&self) -> zlink_transport::SecurityIdentity {
+        match &self.tls {
+            Some(tls) => tls.identity(),
+            None => zlink_transport::SecurityIdentity::Plaintext,
+        }
     }
 
     /// The host the listener binds.

@@ -393,6 +393,7 @@ fn validate_node<H>(
         object_types,
         entry_callback,
         entry_closing: node.entry_closing,
+        tls: node.tls,
     })
 }
 

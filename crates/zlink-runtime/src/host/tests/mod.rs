@@ -20,4 +20,5 @@ mod recovery;
 mod relocation;
 mod spots;
 mod store_loss;
+mod tls;
 mod topology;

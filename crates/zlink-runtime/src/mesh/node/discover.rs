@@ -43,6 +43,8 @@ pub(crate) struct DescriptorFacts {
     pub(crate) capabilities: Vec<ObjectCapability>,
     /// This lifecycle's Entry Spot id (Object Servers only).
     pub(crate) entry_spot_id: Option<ObjectId>,
+    /// How this node admits connections (`securityIdentity`).
+    pub(crate) security_identity: zlink_transport::SecurityIdentity,
 }
 
 /// The descriptor of one MeshNode (`Preparing` at bind, `Serving`, `Draining`, withdrawn).
@@ -80,7 +82,7 @@ pub(crate) fn descriptor(
         },
         maintenance_wave: facts.maintenance_wave.clone(),
         state,
-        security_identity: format!("plaintext:{rid}"),
+        security_identity: facts.security_identity.published(rid),
         updated_at_epoch_ms: epoch_ms(),
     }
 }
@@ -259,12 +261,22 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
             continue;
         }
         let endpoint = d.endpoint.strip_prefix(SCHEME).unwrap_or(&d.endpoint);
+        // The peer must prove the identity its descriptor publishes; one this runtime cannot
+        // verify is no peer (never dialed unverified).
+        let identity = match zlink_transport::SecurityIdentity::parse(&d.security_identity) {
+            Ok(identity) => identity,
+            Err(e) => {
+                tracing::warn!(peer = %d.routing_id, error = %e, "descriptor security identity not understood; not dialed");
+                continue;
+            }
+        };
         desired.insert(
             d.routing_id.clone(),
             PeerIntent::new(endpoint)
                 .expect_rid(d.routing_id.clone())
                 .expect_generation(d.lifecycle_generation)
-                .expect_channels(d.channel_weights.keys().cloned()),
+                .expect_channels(d.channel_weights.keys().cloned())
+                .expect_identity(identity),
         );
     }
     node.peers.write().set_discovered(known);
