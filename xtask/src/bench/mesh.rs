@@ -12,6 +12,10 @@
 //!   the server's `Count` reply shows every one handled.
 //! - request/response at c=1 and c=64: c tasks each send `Echo` and await the reply in a loop;
 //!   replies per second and per-request latency p50/p99.
+//!
+//! Every case also runs over mesh TLS (a second server process and client node with
+//! certificates from one CA generated for the run), alternating rounds with the plaintext
+//! run; its line reports `tls/plain`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -27,7 +31,7 @@ use zlink_runtime::Message;
 use zlink_runtime::Request;
 use zlink_runtime::ZLink;
 use zlink_runtime::ZLinkHost;
-use zlink_runtime::config::Topology;
+use zlink_runtime::config::{MeshTls, Topology};
 
 use super::transport::{
     Count, Latency, ROUNDS, Samples, Server, peer_binary, raw_one_way, raw_request_response,
@@ -124,9 +128,10 @@ struct MeshServer {
 }
 
 impl MeshServer {
-    fn spawn(binary: &PathBuf) -> Result<Self, String> {
+    fn spawn(binary: &PathBuf, extra: &[&str]) -> Result<Self, String> {
         let mut child = Command::new(binary)
             .args(["--port", "0", "--fixed-rid", "02"])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -160,7 +165,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let seconds = parse(args)?;
     let mesh_bin = mesh_node_binary()?;
     let peer_bin = peer_binary()?;
-    let server = MeshServer::spawn(&mesh_bin)?;
+    let server = MeshServer::spawn(&mesh_bin, &[])?;
+    let pki = Pki::generate()?;
+    let tls_dir = pki.dir.to_string_lossy().into_owned();
+    let tls_server = MeshServer::spawn(&mesh_bin, &["--tls", &tls_dir, "--tls-name", SERVER])?;
     let raw = Server::spawn(&peer_bin, &["--raw"])?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -171,35 +179,39 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "mesh bench: {PAYLOAD} B payloads, {seconds:.1} s per case, two processes on loopback, node-direct calls"
     );
     rt.block_on(async {
-        let (host, node) = client(&server.endpoint).await?;
+        let (host, node) = client(&server.endpoint, None).await?;
+        let (tls_host, tls_node) = client(&tls_server.endpoint, Some(pki.client()?)).await?;
         let text = "x".repeat(PAYLOAD);
         let raw_payload = Bytes::from(vec![0xa5u8; PAYLOAD]);
 
-        let (mut z, mut r) = (Count::default(), Count::default());
+        let (mut z, mut t, mut r) = (Count::default(), Count::default(), Count::default());
         for _ in 0..ROUNDS {
             z.add(one_way(&node, &server.rid, &text, d / ROUNDS).await?);
+            t.add(one_way(&tls_node, &tls_server.rid, &text, d / ROUNDS).await?);
             r.add(raw_one_way(&raw.addr, &raw_payload, d / ROUNDS).await?);
         }
         print_throughput("one-way send", z.per_sec(), r.per_sec());
+        print_tls("one-way send (TLS)", t.per_sec(), z.per_sec());
         for c in [1usize, 64] {
-            let (mut z, mut r) = (Samples::default(), Samples::default());
+            let (mut z, mut t, mut r) = (Samples::default(), Samples::default(), Samples::default());
             for _ in 0..ROUNDS {
                 z.add(request_response(&node, &server.rid, &text, c, d / ROUNDS).await?);
+                t.add(request_response(&tls_node, &tls_server.rid, &text, c, d / ROUNDS).await?);
                 r.add(raw_request_response(&raw.addr, &raw_payload, c, d / ROUNDS).await?);
             }
-            print_latency(
-                &format!("request/response c={c}"),
-                &z.latency(),
-                &r.latency(),
-            );
+            let (z, t) = (z.latency(), t.latency());
+            print_latency(&format!("request/response c={c}"), &z, &r.latency());
+            print_tls(&format!("req/resp c={c} (TLS)"), t.per_sec, z.per_sec);
         }
-        let report = host.shutdown().await;
-        if !report.failures.is_empty() {
-            return Err(format!("client shutdown: {:?}", report.failures));
+        for h in [host, tls_host] {
+            let report = h.shutdown().await;
+            if !report.failures.is_empty() {
+                return Err(format!("client shutdown: {:?}", report.failures));
+            }
         }
         Ok::<(), String>(())
     })?;
-    drop((server, raw));
+    drop((server, tls_server, raw));
     Ok(())
 }
 
@@ -208,6 +220,68 @@ fn print_throughput(case: &str, zlink: f64, raw: f64) {
         "{case:<24} zlink {zlink:>10.0} msg/s   raw {raw:>10.0} msg/s   zlink/raw = {:.2}x",
         zlink / raw
     );
+}
+
+fn print_tls(case: &str, tls: f64, plain: f64) {
+    println!(
+        "{case:<24} zlink {tls:>10.0} msg/s   plain {plain:>10.0} msg/s   tls/plain = {:.2}x",
+        tls / plain
+    );
+}
+
+/// The TLS server's identity name.
+const SERVER: &str = "mesh-server";
+/// The TLS client's identity name.
+const CLIENT: &str = "mesh-client";
+
+/// A CA and the two node certificates of the TLS run, written to a directory the server
+/// process reads (`--tls DIR --tls-name NAME`); removed on drop.
+struct Pki {
+    dir: PathBuf,
+}
+
+impl Pki {
+    fn generate() -> Result<Self, String> {
+        let dir = std::env::temp_dir().join(format!("zlink-bench-mesh-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let key = rcgen::KeyPair::generate().map_err(to_string)?;
+        let mut params = rcgen::CertificateParams::new(Vec::new()).map_err(to_string)?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = rcgen::CertifiedIssuer::self_signed(params, key).map_err(to_string)?;
+        let write = |file: String, text: String| {
+            std::fs::write(dir.join(&file), text).map_err(|e| format!("{file}: {e}"))
+        };
+        write("ca.pem".into(), ca.pem())?;
+        for name in [SERVER, CLIENT] {
+            let key = rcgen::KeyPair::generate().map_err(to_string)?;
+            let cert = rcgen::CertificateParams::new(vec![name.to_owned()])
+                .map_err(to_string)?
+                .signed_by(&key, &ca)
+                .map_err(to_string)?;
+            write(format!("{name}.pem"), cert.pem())?;
+            write(format!("{name}.key"), key.serialize_pem())?;
+        }
+        Ok(Self { dir })
+    }
+
+    fn client(&self) -> Result<MeshTls, String> {
+        let read = |file: String| {
+            std::fs::read(self.dir.join(&file)).map_err(|e| format!("{file}: {e}"))
+        };
+        MeshTls::from_pem(
+            &read("ca.pem".into())?,
+            &read(format!("{CLIENT}.pem"))?,
+            &read(format!("{CLIENT}.key"))?,
+            CLIENT,
+        )
+        .map_err(to_string)
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 fn print_latency(case: &str, z: &Latency, r: &Latency) {
@@ -230,14 +304,19 @@ fn to_string(e: impl std::fmt::Display) -> String {
 
 /// The client root: one MeshNode (fixed RID 01) whose manual peer is the server; returns once
 /// the peer is Ready with its weights known.
-async fn client(endpoint: &str) -> Result<(ZLinkHost, MeshNode), String> {
+async fn client(endpoint: &str, tls: Option<MeshTls>) -> Result<(ZLinkHost, MeshNode), String> {
     let mesh = MeshName::new("demo").map_err(to_string)?;
     let host = ZLink::builder()
         .route_mesh(mesh.clone(), |n| {
-            n.topology(Topology::Manual)
+            let n = n
+                .topology(Topology::Manual)
                 .fixed_routing_id(vec![1])
                 .port(0)
-                .manual_peer(endpoint)
+                .manual_peer(endpoint);
+            match tls {
+                Some(tls) => n.tls(tls),
+                None => n,
+            }
         })
         .build()
         .start()

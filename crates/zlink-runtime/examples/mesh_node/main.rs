@@ -56,6 +56,9 @@
 //! `ownerLeaseRenewTimeout`, `ownerLeaseFencingMargin`, `pollingInterval`; validated at
 //! startup), so tests can let a killed node's lease expire quickly.
 //!
+//! `--tls DIR --tls-name NAME` speaks mesh TLS: `DIR/ca.pem` is the CA, `DIR/NAME.pem` and
+//! `DIR/NAME.key` this node's certificate (valid for the DNS name `NAME`) and key.
+//!
 //! Logs (`RUST_LOG`, default `warn`) go to stderr.
 
 use std::io::{BufRead, Write};
@@ -143,6 +146,14 @@ fn cli() -> Command {
             "Redis URL: automatic topology through Redis discovery",
         ))
         .arg(opt("prefix", "Redis key prefix").default_value("zlink-demo"))
+        .arg(opt(
+            "tls",
+            "mesh TLS: a directory holding ca.pem, <name>.pem and <name>.key (with --tls-name)",
+        ))
+        .arg(opt(
+            "tls-name",
+            "mesh TLS: this node's identity (the DNS name its certificate is for)",
+        ))
         .arg(
             opt(
                 "manual-peer",
@@ -256,6 +267,20 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let objects = args.get_flag("objects");
+    let tls = match (args.get_one::<String>("tls"), args.get_one::<String>("tls-name")) {
+        (Some(dir), Some(name)) => {
+            let dir = std::path::Path::new(dir);
+            let read = |file: String| std::fs::read(dir.join(file));
+            Some(zlink_runtime::config::MeshTls::from_pem(
+                &read("ca.pem".into())?,
+                &read(format!("{name}.pem"))?,
+                &read(format!("{name}.key"))?,
+                name,
+            )?)
+        }
+        (None, None) => None,
+        _ => return Err("--tls and --tls-name go together".into()),
+    };
     let policy = args
         .get_one::<String>("relocation")
         .and_then(|p| Policy::parse(p))
@@ -302,6 +327,9 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
             }
             for p in peers {
                 n = n.manual_peer(p);
+            }
+            if let Some(tls) = tls {
+                n = n.tls(tls);
             }
             if objects {
                 n = n
