@@ -19,12 +19,12 @@ use tokio::time::Instant;
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 
-use crate::stream::{PeerRead, PeerWrite};
 use crate::envelope::{Envelope, Reply};
 use crate::error::Lane;
 use crate::inbound::{InboundFrame, InboundReply};
 use crate::lane::{OutLane, QueueLimits};
 use crate::peer::{DownReason, PeerEvent, PeerInfo};
+use crate::stream::{PeerRead, PeerWrite};
 use crate::transport::Shared;
 use crate::wire::{self, HEARTBEAT_INTERVAL, LIVENESS_TIMEOUT, Window, kind};
 
@@ -467,11 +467,7 @@ fn lay_out(
 }
 
 /// Writes the laid-out `parts` and then what `buf` holds, in order.
-async fn write_parts(
-    write: &mut PeerWrite,
-    parts: &[Bytes],
-    buf: &[u8],
-) -> std::io::Result<()> {
+async fn write_parts(write: &mut PeerWrite, parts: &[Bytes], buf: &[u8]) -> std::io::Result<()> {
     for part in parts {
         write.write_all(part).await?;
     }

@@ -185,7 +185,11 @@ impl HandshakeIo {
 
     /// The acceptor's check of the dialer's certificate against the identity the intent it
     /// holds for the dialer expects (from the dialer's descriptor).
-    fn admits(&self, shared: &Shared, intent: Option<&PeerIntent>) -> Result<(), HandshakeRejection> {
+    fn admits(
+        &self,
+        shared: &Shared,
+        intent: Option<&PeerIntent>,
+    ) -> Result<(), HandshakeRejection> {
         let Some(expected) = intent.and_then(|i| i.expected_identity.as_ref()) else {
             return Ok(());
         };

@@ -193,7 +193,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         print_throughput("one-way send", z.per_sec(), r.per_sec());
         print_tls("one-way send (TLS)", t.per_sec(), z.per_sec());
         for c in [1usize, 64] {
-            let (mut z, mut t, mut r) = (Samples::default(), Samples::default(), Samples::default());
+            let (mut z, mut t, mut r) =
+                (Samples::default(), Samples::default(), Samples::default());
             for _ in 0..ROUNDS {
                 z.add(request_response(&node, &server.rid, &text, c, d / ROUNDS).await?);
                 t.add(request_response(&tls_node, &tls_server.rid, &text, c, d / ROUNDS).await?);
@@ -265,9 +266,8 @@ impl Pki {
     }
 
     fn client(&self) -> Result<MeshTls, String> {
-        let read = |file: String| {
-            std::fs::read(self.dir.join(&file)).map_err(|e| format!("{file}: {e}"))
-        };
+        let read =
+            |file: String| std::fs::read(self.dir.join(&file)).map_err(|e| format!("{file}: {e}"));
         MeshTls::from_pem(
             &read("ca.pem".into())?,
             &read(format!("{CLIENT}.pem"))?,

@@ -267,7 +267,10 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let objects = args.get_flag("objects");
-    let tls = match (args.get_one::<String>("tls"), args.get_one::<String>("tls-name")) {
+    let tls = match (
+        args.get_one::<String>("tls"),
+        args.get_one::<String>("tls-name"),
+    ) {
         (Some(dir), Some(name)) => {
             let dir = std::path::Path::new(dir);
             let read = |file: String| std::fs::read(dir.join(file));

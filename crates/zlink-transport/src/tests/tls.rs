@@ -7,8 +7,8 @@ use bytes::Bytes;
 
 use super::support::*;
 use crate::{
-    HandshakeRejection, MeshTls, Reply, ReplyStatus, MeshTlsErrorKind, PeerIntent, SecurityIdentity, TransportConfig,
-    TransportError, TransportErrorKind,
+    HandshakeRejection, MeshTls, MeshTlsErrorKind, PeerIntent, Reply, ReplyStatus,
+    SecurityIdentity, TransportConfig, TransportError, TransportErrorKind,
 };
 
 /// A CA and the PEM of certificates it issues.
@@ -181,12 +181,22 @@ async fn a_plaintext_node_and_a_tls_node_never_connect() {
 fn tls_settings_whose_certificate_is_not_valid_for_the_identity_fail_to_build() {
     let ca = Ca::new();
     let (cert, key) = ca.node("node-a");
-    let err = MeshTls::from_pem(ca.pem().as_bytes(), cert.as_bytes(), key.as_bytes(), "node-b")
-        .unwrap_err();
+    let err = MeshTls::from_pem(
+        ca.pem().as_bytes(),
+        cert.as_bytes(),
+        key.as_bytes(),
+        "node-b",
+    )
+    .unwrap_err();
     assert_eq!(err.kind(), MeshTlsErrorKind::Identity);
     let other = Ca::new();
-    let err = MeshTls::from_pem(other.pem().as_bytes(), cert.as_bytes(), key.as_bytes(), "node-a")
-        .unwrap_err();
+    let err = MeshTls::from_pem(
+        other.pem().as_bytes(),
+        cert.as_bytes(),
+        key.as_bytes(),
+        "node-a",
+    )
+    .unwrap_err();
     assert_eq!(err.kind(), MeshTlsErrorKind::Identity);
     let err = MeshTls::from_pem(b"", cert.as_bytes(), key.as_bytes(), "node-a").unwrap_err();
     assert_eq!(err.kind(), MeshTlsErrorKind::Pem);

@@ -51,7 +51,12 @@ async fn tls_nodes_publish_their_identity_and_exchange_requests(h: &Harness) {
     wait_peers(&a, 1).await;
     wait_peers(&b, 1).await;
     let reply = a
-        .request(b.routing_id(), &Echo { text: "over tls".into() })
+        .request(
+            b.routing_id(),
+            &Echo {
+                text: "over tls".into(),
+            },
+        )
         .await
         .expect("reply");
     assert_eq!(reply, "over tls");
@@ -88,7 +93,12 @@ async fn a_plaintext_node_is_never_a_peer_of_tls_nodes(h: &Harness) {
     // Long enough for several discovery rounds and redials.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for tls_node in [&a, &b] {
-        let peers: Vec<_> = tls_node.status().peers.iter().map(|s| s.routing_id.clone()).collect();
+        let peers: Vec<_> = tls_node
+            .status()
+            .peers
+            .iter()
+            .map(|s| s.routing_id.clone())
+            .collect();
         assert!(!peers.contains(p.routing_id()), "{peers:?}");
     }
     assert!(p.status().peers.is_empty(), "{:?}", p.status().peers);
