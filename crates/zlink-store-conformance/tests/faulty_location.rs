@@ -409,3 +409,19 @@ async fn a_keyed_fault_hits_only_the_next_operation_touching_its_key() {
     faulty.heal();
     assert!(faulty.read(&k).await.is_ok());
 }
+
+#[tokio::test]
+async fn a_prefix_read_fault_hits_only_the_next_read_of_a_key_under_its_prefix() {
+    let (k, other) = (key("row\0k"), key("other"));
+    let (memory, _) = seeded(&k).await;
+    let faulty = FaultyLocationStore::new(memory.clone());
+    faulty.fail_next_read_under(ScanPrefix::new("row\0").unwrap(), Fault::UNAVAILABLE);
+
+    // A key outside the prefix and a write under it pass through and leave the fault armed.
+    assert!(faulty.read(&other).await.is_ok());
+    assert!(faulty.write(&put(&key("row\0w"), "x")).await.is_ok());
+    // The next read under the prefix fails, once; the one after it passes.
+    let e = faulty.read(&k).await.unwrap_err();
+    assert_eq!(failure_kind(&e), Some(FailureKind::Unavailable), "{e:?}");
+    assert!(faulty.read(&k).await.is_ok());
+}

@@ -334,6 +334,47 @@ impl AuthorityClient {
         }))
     }
 
+    /// The reservation the owner of `handle` secured on `target` under `reservation_id`, as
+    /// its row is stored now — for a [`secure_target`](Self::secure_target) or
+    /// [`secure_spot_wide`](Self::secure_spot_wide) whose reply was lost and that the engine
+    /// could not settle (spec 21 §10: the row is read, never guessed): the caller holds no
+    /// copy of it, so this is how it finds the capacity to release. The row is keyed by the
+    /// ReservationId alone; `None` when no row is stored under it (the secure never applied,
+    /// or the reservation was released or consumed since) or the row is another one (another
+    /// object, incarnation, source owner or target). The copy read expects the record version
+    /// the row was secured at, with the row's current version and carried count: once carried
+    /// by a stage record it expects an older version than the record's, so use it to release
+    /// ([`release_target`](Self::release_target)), not for an owner change.
+    pub async fn reservation_by_id(
+        &self,
+        handle: &AuthorityHandle,
+        target: &TargetNode,
+        reservation_id: u128,
+    ) -> Result<Option<TargetReservation>, LocationError> {
+        if reservation_id == 0 {
+            return Err(InvalidOperation::ZeroReservationId.into());
+        }
+        let key = keys::capacity_reservation(reservation_id)?;
+        let ReadResult::Found { bytes, version, .. } = self.store.read(&key).await? else {
+            return Ok(None);
+        };
+        let row = ReservationRow::decode(&bytes)?;
+        let ours = row.reservation_id == reservation_id
+            && &row.id == handle.id()
+            && row.kind.authority_kind() == handle.kind().authority_kind()
+            && row.object_generation == handle.object_generation()
+            && &row.source == handle.owner()
+            && row.target == target.run
+            && row.target_node == target.node;
+        Ok(ours.then(|| TargetReservation {
+            expects: row.secured_at.clone(),
+            row,
+            key,
+            version,
+            target: target.clone(),
+        }))
+    }
+
     /// Releases secured relocation target capacity (a cancelled move): deletes the
     /// reservation row under its version and returns the capacity on the target.
     pub async fn release_target(

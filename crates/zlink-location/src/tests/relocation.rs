@@ -309,3 +309,50 @@ pub(super) async fn a_lost_new_owner_reply_is_settled_by_reading_the_record(h: &
             .expect("preserved");
     assert_eq!(res_y.owner_change_read(&changed), OwnerChangeRead::Other);
 }
+
+/// Spec 21 §10: a `secure_target` applies but its reply is lost, and the engine cannot settle
+/// it (its witness read of the reservation row fails too), so the caller holds no copy of the
+/// reservation while the row holds target capacity. The row is found by its ReservationId
+/// (`reservation_by_id`) and released: the capacity comes back. An id never secured, another
+/// object's handle or another target finds nothing.
+pub(super) async fn a_lost_secure_reply_is_found_by_its_reservation_id_and_released(h: &Harness) {
+    let lossy = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let a = h
+        .host_with(lossy.clone(), LocationOptions::default(), None, 1)
+        .await;
+    let b = host(h, "main", 2).await;
+    let c = host(h, "main", 3).await;
+    let x = active_actor(&a, "x").await;
+    let y = active_actor(&a, "y").await;
+    let key = keys::capacity_reservation(11).expect("key");
+    lossy.fail_next_write_touching(key.clone(), Fault::LOSE_REPLY);
+    lossy.fail_next_read_of(key, Fault::UNAVAILABLE);
+    let auth = a.rt.authority();
+    let lost = auth.secure_target(&x, b.target(), Some(11)).await;
+    assert!(lost.is_err(), "the outcome stays unknown: {lost:?}");
+    assert_eq!(capacity(&a, &b).await.actors.reserved, 1, "the row applied");
+    let by_id = |handle: &AuthorityHandle, target: TargetNode, id: u128| {
+        let handle = handle.clone();
+        async move {
+            auth.reservation_by_id(&handle, &target, id)
+                .await
+                .expect("read")
+        }
+    };
+    assert_eq!(by_id(&x, b.target(), 12).await, None, "never secured");
+    assert_eq!(by_id(&y, b.target(), 11).await, None, "another object");
+    assert_eq!(by_id(&x, c.target(), 11).await, None, "another target");
+    assert!(matches!(
+        auth.reservation_by_id(&x, &b.target(), 0).await,
+        Err(LocationError::InvalidOperation(_))
+    ));
+    let found = by_id(&x, b.target(), 11).await.expect("found");
+    assert_eq!(found.reservation_id(), 11);
+    assert_eq!(found.object_generation(), x.object_generation());
+    assert_eq!(
+        auth.release_target(&found).await.expect("release"),
+        Outcome::Applied(())
+    );
+    assert_eq!(capacity(&a, &b).await, NodeUsage::default());
+    assert_eq!(by_id(&x, b.target(), 11).await, None, "released");
+}

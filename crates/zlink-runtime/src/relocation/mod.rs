@@ -64,11 +64,13 @@
 //! 10. a failure before relay-ready (a stage record that conflicts, a failed capture or
 //!     Restore, no ready) **cancels** as the unit's abort cleanup says: the target is told to
 //!     drop the Restore, its prepared instance and queue (*abort*, one-way), the target
-//!     capacity is released (`release_target`; a release that conflicts means the target
-//!     already owns the Actor, and the move completes), so no later NewOwner can succeed, and
-//!     the messages still held run here in their original order. The owner is untouched; the
-//!     stage records already written stay (the unit discards its progress without a store
-//!     write).
+//!     capacity is released (`release_target`), so no later NewOwner can succeed, and the
+//!     messages still held run here in their original order. A release that is refused (the
+//!     row is gone: a NewOwner may have consumed it) is decided by reading the record: it
+//!     names the target (the move completes) or it was read and does not (served here); a
+//!     release or read that keeps failing **fails closed** at `storeFailureGrace` (see
+//!     *Unsettled moves* below). The owner is untouched; the stage records already written
+//!     stay (the unit discards its progress without a store write).
 //!
 //! **Message Follow** (21 §7.3, §12; 28 §7, §13). When the move completed the source keeps a
 //! *follow record* — the new owner's node, the AuthorityOwnerGeneration its NewOwner issued
@@ -109,8 +111,8 @@
 //! until NewOwner (spec 21 §8.2), so the source writes it and *ready* hands the target the
 //! result. Past relay-ready the unit never reopens the source (21 §9.4); the runtime still
 //! serves again once `release_target` fenced the target (the prepared instance never
-//! dispatched), and completes the move if the release conflicts and the record names the
-//! target. A relay that fails after relay-ready is fed to the unit as a deadline. The held
+//! dispatched) or a read of the record confirmed the target does not own it, and completes
+//! the move if the release conflicts and the record names the target. A relay that fails after relay-ready is fed to the unit as a deadline. The held
 //! work is restored together with the reopen, after the release (the unit lists
 //! `RestoreHeldWorkInOrder` before `ReleaseTarget`). A stage record whose store reply is lost
 //! is settled first by the location engine (an exact re-read of its witness key); when that
@@ -137,6 +139,21 @@
 //! the factory (the failed one discarded, 21 §9.2); every attempt failing is
 //! `ZLinkError::StateIncompatible` (a target reports it as its refusal's kind), which the host
 //! Relocate reports as `StateIncompatible` (28 §8). Not built: Sessions.
+//!
+//! **Unsettled moves** (21 §9.4, §10: never guess). A sealed unit whose release and record
+//! reads keep failing (each tried again after a 20 ms pause) serves here again only on a
+//! confirmed answer; at `storeFailureGrace` it fails closed: every participant leaves the live
+//! set and its route-cache entry goes, its activation closes without a location change and
+//! without a closing callback, its held requests hear `Unavailable` (their callers re-read the
+//! record) and its held one-ways are dropped and counted; the move reports the store failure.
+//! The record decides what serves next: the target, if its NewOwner applied; if it did not,
+//! the object stays unreachable on this node until this run ends — what the spec itself does
+//! past relay-ready, where the source never reopens. A `secure_target` / `secure_spot_wide`
+//! whose reply is lost and that the engine's witness read could not settle is fed to the unit
+//! as a deadline; the abort's release finds the row by the move's ReservationId
+//! (`AuthorityClient::reservation_by_id`) and releases it, so the target capacity does not
+//! leak (unless the Store stays down past the grace: the owner sweep of this run then returns
+//! it).
 //!
 //! **Dropped one-way messages** (21 §9.2, §9.4; 06 §11). A one-way has no reply, so a move
 //! that cannot run one never drops it silently: it increments the node's count
@@ -241,6 +258,10 @@ pub(crate) struct Relocations {
     /// Tests: runs after each stage record this node's moves wrote.
     #[cfg(test)]
     pub(crate) stage_hook: Mutex<Option<StageHook>>,
+    /// Tests: the next cutover answer this node's moves get is lost on its way back (the
+    /// target's NewOwner ran; the source sees no reply).
+    #[cfg(test)]
+    pub(crate) lose_cutover_reply: std::sync::atomic::AtomicBool,
 }
 
 /// Tests: a callback run after a stage record applied (the move waits for it).
@@ -299,6 +320,24 @@ impl Relocations {
         }
         let made = gate::UnitGate::new(options)?;
         Ok(self.gate.get_or_init(|| made))
+    }
+
+    /// Tests: `answer`, or no answer in time when a lost cutover reply was asked for.
+    #[cfg(test)]
+    pub(crate) fn cutover_answer<T>(
+        &self,
+        answer: Result<T, crate::messaging::ZLinkError>,
+    ) -> Result<T, crate::messaging::ZLinkError> {
+        if self.lose_cutover_reply.swap(false, Ordering::SeqCst) {
+            tracing::info!(
+                applied = answer.is_ok(),
+                "tests: the cutover answer is lost"
+            );
+            return Err(crate::messaging::ZLinkError::ReplyTimeout {
+                timeout: std::time::Duration::ZERO,
+            });
+        }
+        answer
     }
 
     /// Tests: runs the stage hook, if one is set.

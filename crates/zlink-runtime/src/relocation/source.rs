@@ -342,19 +342,32 @@ pub(super) fn relay(
     }
 }
 
-/// The AuthorityOwnerGeneration of the record of `key` when it names `to` as its owner node
-/// now (`None` otherwise, or when it cannot be read).
+/// What a read of a unit's record says about its target (spec 21 §10: a read that fails is
+/// not an answer).
+#[derive(Debug)]
+pub(super) enum OwnerRead {
+    /// The record names the target as its owner node, under this AuthorityOwnerGeneration.
+    Target(u64),
+    /// The record was read and does not name the target (or is gone).
+    NotTarget,
+    /// The record could not be read: whether the target owns the unit is unknown.
+    Unknown(zlink_location::LocationError),
+}
+
+/// Where the record of `key` stands with respect to the node `to` now: it names `to` (with its
+/// AuthorityOwnerGeneration), it was read and does not, or it could not be read.
 pub(super) async fn owner_is(
     client: &ObjectClient,
     key: &ObjectKey,
     kind: ObjectKind,
     to: &RoutingId,
-) -> Option<u64> {
+) -> OwnerRead {
     match client.objects.location.authority().read(kind, &key.1).await {
         Ok(AuthorityRead::Found { handle, .. }) if &handle.node().routing_id == to => {
-            Some(handle.authority_owner_generation().get())
+            OwnerRead::Target(handle.authority_owner_generation().get())
         }
-        _ => None,
+        Ok(_) => OwnerRead::NotTarget,
+        Err(e) => OwnerRead::Unknown(e),
     }
 }
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use zlink_store_spi::{
-    DynLocationStore, LocationStore, ReadResult, ScanRequest, ScanResult, StoreError, StoreKey,
-    StoreResult, UnreadableKey, UnreadableKind, WriteRequest, WriteResult,
+    DynLocationStore, LocationStore, ReadResult, ScanPrefix, ScanRequest, ScanResult, StoreError,
+    StoreKey, StoreResult, UnreadableKey, UnreadableKind, WriteRequest, WriteResult,
 };
 
 use super::{Fault, OpKind, Switchboard, WriteHook};
@@ -84,12 +84,28 @@ pub struct FaultyLocationStore<S = Arc<dyn DynLocationStore>> {
     unreadable: Mutex<BTreeMap<StoreKey, UnreadableKind>>,
 }
 
-/// A one-shot fault for the next operation of `op` that touches `key`.
+/// A one-shot fault for the next operation of `op` that touches a key `key` matches.
 #[derive(Debug, Clone)]
 struct Keyed {
     op: LocationOp,
-    key: StoreKey,
+    key: KeyMatch,
     fault: Fault,
+}
+
+/// The keys a one-shot fault is for: one key, or every key under a prefix.
+#[derive(Debug, Clone)]
+enum KeyMatch {
+    Exact(StoreKey),
+    Under(ScanPrefix),
+}
+
+impl KeyMatch {
+    fn matches(&self, key: &StoreKey) -> bool {
+        match self {
+            KeyMatch::Exact(k) => k == key,
+            KeyMatch::Under(prefix) => prefix.matches(key),
+        }
+    }
 }
 
 impl<S: LocationStore> FaultyLocationStore<S> {
@@ -145,7 +161,7 @@ impl<S: LocationStore> FaultyLocationStore<S> {
     pub fn fail_next_write_touching(&self, key: StoreKey, fault: Fault) {
         self.keyed.lock().push(Keyed {
             op: LocationOp::Write,
-            key,
+            key: KeyMatch::Exact(key),
             fault,
         });
     }
@@ -154,7 +170,19 @@ impl<S: LocationStore> FaultyLocationStore<S> {
     pub fn fail_next_read_of(&self, key: StoreKey, fault: Fault) {
         self.keyed.lock().push(Keyed {
             op: LocationOp::Read,
-            key,
+            key: KeyMatch::Exact(key),
+            fault,
+        });
+    }
+
+    /// The next read of a key under `prefix` gets `fault` in place of any other; once. For a
+    /// key the test cannot name in advance (a row keyed by an id the code under test draws):
+    /// `fail_next_read_under(ScanPrefix::new("capacity-reservation\0")?, Fault::UNAVAILABLE)`
+    /// fails the next read of any reservation row.
+    pub fn fail_next_read_under(&self, prefix: ScanPrefix, fault: Fault) {
+        self.keyed.lock().push(Keyed {
+            op: LocationOp::Read,
+            key: KeyMatch::Under(prefix),
             fault,
         });
     }
@@ -178,8 +206,8 @@ impl<S: LocationStore> FaultyLocationStore<S> {
         )))
     }
 
-    /// Takes the first one-shot fault set for `op` on a key `touches`.
-    fn take_keyed(&self, op: LocationOp, touches: impl Fn(&StoreKey) -> bool) -> Option<Fault> {
+    /// Takes the first one-shot fault set for `op` on keys the operation `touches`.
+    fn take_keyed(&self, op: LocationOp, touches: impl Fn(&KeyMatch) -> bool) -> Option<Fault> {
         let mut keyed = self.keyed.lock();
         let at = keyed.iter().position(|k| k.op == op && touches(&k.key))?;
         Some(keyed.remove(at).fault)
@@ -239,7 +267,7 @@ impl<S: fmt::Debug> fmt::Debug for FaultyLocationStore<S> {
 impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
     async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
         let mut plan = self.switches.enter(LocationOp::Read);
-        if let Some(fault) = self.take_keyed(LocationOp::Read, |k| k == key) {
+        if let Some(fault) = self.take_keyed(LocationOp::Read, |m| m.matches(key)) {
             plan = plan.with_fault(fault);
         }
         if let Some(e) = self.unreadable_error(|k| k == key) {
@@ -254,7 +282,11 @@ impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
             request.mutations().iter().any(|m| m.key() == k)
                 || request.conditions().iter().any(|c| c.key() == k)
         };
-        if let Some(fault) = self.take_keyed(LocationOp::Write, touches) {
+        let touched = |m: &KeyMatch| {
+            request.mutations().iter().any(|x| m.matches(x.key()))
+                || request.conditions().iter().any(|c| m.matches(c.key()))
+        };
+        if let Some(fault) = self.take_keyed(LocationOp::Write, touched) {
             plan = plan.with_fault(fault);
         }
         if let Some(e) = self.unreadable_error(touches) {

@@ -1,6 +1,10 @@
 //! How one unit ends on its source: every participant follows the new owner, or the target
-//! capacity is released and every held queue runs here again — unless the release is refused
-//! and the record names the target (the move completed there).
+//! capacity is released and every held queue runs here again. A refused release (the target
+//! may own the unit) is decided by reading the record: it names the target (the move
+//! completed there: follow) or was read and does not (serve again). Only a confirmed answer
+//! counts (spec 21 §10): a release or read that fails is tried again until
+//! `storeFailureGrace`, and then the unit fails closed — its participants close unserved and
+//! the record decides (see the *Unsettled moves* part of the `relocation` module doc).
 
 use std::sync::Arc;
 
@@ -11,12 +15,33 @@ use zlink_relocation::unit::{FailureReason, Stage};
 
 use super::{Move, SETTLE_PAUSE};
 use crate::messaging::{ErrorMessage, ZLinkError};
-use crate::objects::host::stale;
+use crate::objects::host::{stale, store_failure};
 use crate::relocation::MovesOf;
 use crate::relocation::follow::FollowRecord;
 use crate::relocation::participants::{Shape, internal};
-use crate::relocation::source::{forward, owner_is, relocation_out};
+use crate::relocation::source::{OwnerRead, forward, owner_is, relocation_out};
 use zlink_location::{AuthorityHandle, Outcome};
+
+/// Where the release of a unit's target capacity stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Released {
+    /// Released, or nothing was there to release: no NewOwner can apply any more.
+    Fenced,
+    /// The row is gone or the release conflicted: the target may own the unit.
+    Refused,
+    /// The store did not answer by the deadline.
+    Unknown,
+}
+
+/// How a sealed unit that did not see its owner change ends on its source.
+enum Ending {
+    /// A confirmed fence or read: serve here again.
+    Reopen,
+    /// The record names the target under this AuthorityOwnerGeneration: follow it.
+    Follow(u64),
+    /// Neither is known by the deadline: close unserved, with this error.
+    FailClosed(ZLinkError),
+}
 
 impl Move<'_> {
     /// After the cutover: every participant follows to `to` by its follow record (the new
@@ -54,26 +79,19 @@ impl Move<'_> {
     }
 
     /// Releases the target capacity, conditioned on the reservation row's version as it is
-    /// read now (an earlier write whose reply was lost may have carried it further). A row
-    /// that is gone or a release that conflicts is refused (the target may own the unit);
-    /// a store failure is re-read and retried until the deadline.
+    /// read now (an earlier write whose reply was lost may have carried it further); after a
+    /// secure whose reply was lost, the row is found by the move's ReservationId. A row that
+    /// is gone or a release that conflicts is refused (the target may own the unit); a store
+    /// failure is re-read and retried until the deadline, and stays unknown after it.
     pub(super) async fn release(&mut self) {
-        let Some(reservation) = self.reservation.clone() else {
-            return;
-        };
-        let authority = self.client.objects.location.authority();
         let deadline = self.deadline();
         loop {
-            let released = match authority.reservation_now(&reservation).await {
-                Ok(Some(now)) => authority.release_target(&now).await,
-                Ok(None) => Ok(Outcome::Conflict(zlink_location::Conflict::Reservation)),
-                Err(e) => Err(e),
-            };
-            match released {
-                Ok(Outcome::Applied(())) => return,
-                Ok(other) => {
-                    tracing::info!(?other, "relocation release did not apply");
-                    self.release_refused = true;
+            match self.release_once().await {
+                Ok(released) => {
+                    if released == Released::Refused {
+                        tracing::info!("relocation release did not apply");
+                    }
+                    self.released = Some(released);
                     return;
                 }
                 Err(e) if Instant::now() < deadline => {
@@ -82,18 +100,91 @@ impl Move<'_> {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "relocation release not settled by the deadline");
-                    self.release_refused = true;
+                    self.released = Some(Released::Unknown);
                     return;
                 }
             }
         }
     }
 
-    /// The AuthorityOwnerGeneration of the unit's record when it names the target now.
-    pub(super) async fn target_owns(&self) -> Option<u64> {
-        let to = self.to.as_ref()?;
-        let key = &self.parts.first()?.key;
-        owner_is(self.client, key, self.handle.kind(), to).await
+    /// One release attempt: the reservation row read now, then released under its version.
+    async fn release_once(&self) -> Result<Released, zlink_location::LocationError> {
+        let authority = self.client.objects.location.authority();
+        let now = match (&self.reservation, &self.asked) {
+            (Some(reservation), _) => match authority.reservation_now(reservation).await? {
+                Some(now) => now,
+                // Consumed by a NewOwner, or released by someone else: the target may own it.
+                None => return Ok(Released::Refused),
+            },
+            // The secure's reply was lost: the row is there only if it applied. Nothing was
+            // sent to the target yet, so no row means nothing to fence.
+            (None, Some(target)) if self.secure_lost => {
+                let id = self.unit.plan().reservation().get();
+                match authority
+                    .reservation_by_id(&self.handle, target, id)
+                    .await?
+                {
+                    Some(now) => now,
+                    None => return Ok(Released::Fenced),
+                }
+            }
+            _ => return Ok(Released::Fenced),
+        };
+        Ok(match authority.release_target(&now).await? {
+            Outcome::Applied(()) => Released::Fenced,
+            Outcome::Conflict(c) => {
+                tracing::info!(?c, "relocation release conflicted");
+                Released::Refused
+            }
+        })
+    }
+
+    /// Where the unit's record stands with respect to the target now (`NotTarget` when no
+    /// target was ever secured).
+    pub(super) async fn target_owns(&self) -> OwnerRead {
+        let (Some(to), Some(p)) = (self.to.as_ref(), self.parts.first()) else {
+            return OwnerRead::NotTarget;
+        };
+        owner_is(self.client, &p.key, self.handle.kind(), to).await
+    }
+
+    /// How a sealed unit that did not see its owner change ends here (spec 21 §9.4, §10: only
+    /// on a confirmed read). A release that applied (or found nothing to release) fenced every
+    /// NewOwner: serve again. A refused one: the record decides — it names the target (the
+    /// move completed there: follow), or was read and does not (serve again). A release or a
+    /// record read whose outcome stays unknown is re-tried until the deadline; then the unit
+    /// fails closed, with the last store failure.
+    async fn ending(&mut self) -> Ending {
+        let deadline = self.deadline();
+        loop {
+            if self.released == Some(Released::Unknown) {
+                match self.release_once().await {
+                    Ok(released) => self.released = Some(released),
+                    Err(e) => {
+                        tracing::info!(error = %e, "relocation release still not settled");
+                        if Instant::now() >= deadline {
+                            return Ending::FailClosed(store_failure(e));
+                        }
+                        tokio::time::sleep(SETTLE_PAUSE).await;
+                        continue;
+                    }
+                }
+            }
+            if self.released != Some(Released::Refused) {
+                return Ending::Reopen;
+            }
+            match self.target_owns().await {
+                OwnerRead::Target(owner) => return Ending::Follow(owner),
+                OwnerRead::NotTarget => return Ending::Reopen,
+                OwnerRead::Unknown(e) => {
+                    tracing::info!(error = %e, "relocation: the record cannot be read, re-reading");
+                    if Instant::now() >= deadline {
+                        return Ending::FailClosed(store_failure(e));
+                    }
+                    tokio::time::sleep(SETTLE_PAUSE).await;
+                }
+            }
+        }
     }
 
     /// Every held queue runs here again in its original order (the Spot first).
@@ -105,44 +196,90 @@ impl Move<'_> {
         self.sealed = false;
     }
 
-    /// Serves here again — unless the release did not apply and the record shows the target
-    /// already owns the unit (then the move completes: follow and close).
+    /// Fails closed (spec 21 §10: never guess; 21 §9.4: past relay-ready the source is not
+    /// restored): whether the target owns the unit stays unknown, so no participant serves
+    /// here again. Each leaves the live set and its route-cache entry goes, its activation
+    /// closes without a location change and without a closing callback (it did not move, as
+    /// far as this node knows), and then its held messages are refused by the closed
+    /// activation — a request hears `Unavailable` and its caller re-reads the record, a
+    /// one-way is dropped, counted and logged. Every later message finds no activation here
+    /// and is answered by the record, which decides: the target serves it if its owner
+    /// change applied.
+    async fn close_unsettled(&mut self) {
+        let host = &self.client.objects;
+        for p in &self.parts {
+            let live = host
+                .remove_live(&p.key)
+                .unwrap_or_else(|| Arc::clone(&p.live));
+            host.routes.forget(&p.key);
+            live.close().await;
+            host.relocations().reopen(&p.key, live.as_ref());
+        }
+        self.sealed = false;
+    }
+
+    /// Ends a sealed unit that did not see its owner change as [`ending`](Self::ending)
+    /// decides: serves again, follows the target, or fails closed (the error then).
+    async fn end_sealed(&mut self) -> Result<(), ZLinkError> {
+        match self.ending().await {
+            Ending::Reopen => {
+                self.reopen_all();
+                Ok(())
+            }
+            Ending::Follow(owner) => {
+                if let Some(to) = self.to.clone() {
+                    self.follow_to(&to, owner).await;
+                }
+                Ok(())
+            }
+            Ending::FailClosed(e) => {
+                tracing::warn!(
+                    relocation = self.relocation(),
+                    error = %e,
+                    "relocation ended unsettled: the source closes the unit unserved"
+                );
+                self.close_unsettled().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The `ReopenSource` effect: serves here again — unless the release did not apply and
+    /// the record shows the target owns the unit (the move completes: follow and close), or
+    /// that stays unknown (fail closed).
     pub(super) async fn reopen(&mut self) {
         if !self.sealed {
             return;
         }
-        if self.release_refused {
-            if let (Some(owner), Some(to)) = (self.target_owns().await, self.to.clone()) {
-                self.follow_to(&to, owner).await;
-                return;
-            }
+        match self.end_sealed().await {
+            Ok(()) if self.followed => {}
+            Ok(()) => self.continued().await,
+            Err(e) => self.unsettled = Some(e),
         }
-        self.reopen_all();
-        self.continued().await;
     }
 
     /// After the last effect: the unit's record on its new owner, or why it stays.
     pub(super) async fn settle(mut self) -> Result<AuthorityHandle, ZLinkError> {
         let stage = self.unit.stage();
+        if let Some(e) = self.unsettled.take() {
+            tracing::info!(?stage, "relocation ended unsettled");
+            return Err(e);
+        }
         if matches!(stage, Stage::Committed | Stage::Completed) || self.followed {
             return self.answer().await;
         }
-        let mut error = self.error.take();
+        let error = self.error.take();
         if self.sealed {
             // Past relay-ready the machine never reopens the source (21 §9.4). Deviation: the
             // source serves again once the released reservation fenced every NewOwner (the
-            // prepared objects never dispatched), and completes if the target owns the unit.
+            // prepared objects never dispatched), or a read confirmed the target does not own
+            // the unit; it completes if the target owns it, and fails closed if neither is
+            // known by the deadline.
             self.release().await;
-            if self.release_refused {
-                if let (Some(owner), Some(to)) = (self.target_owns().await, self.to.clone()) {
-                    self.follow_to(&to, owner).await;
-                    return self.answer().await;
-                }
-                error = Some(stale(
-                    "the relocation ended in an unknown state; the object stays",
-                ));
+            self.end_sealed().await?;
+            if self.followed {
+                return self.answer().await;
             }
-            self.reopen_all();
         }
         self.continued().await;
         tracing::info!(?stage, "relocation did not move the unit");

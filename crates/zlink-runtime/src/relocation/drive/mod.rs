@@ -34,7 +34,7 @@ use crate::objects::client::ObjectClient;
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
 use crate::relocation::MovesOf;
-use zlink_location::{AuthorityHandle, Outcome, TargetReservation};
+use zlink_location::{AuthorityHandle, LocationError, Outcome, TargetNode, TargetReservation};
 
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use steps::CAPTURE_ATTEMPTS;
@@ -59,11 +59,17 @@ pub(super) struct Move<'a> {
     unit: Unit,
     /// The reservation as the latest stage record carried it.
     reservation: Option<TargetReservation>,
+    /// The target the reservation was asked for, and whether the reply of that secure was
+    /// lost (the store may hold the row with no copy here: the release finds it by the move's
+    /// ReservationId).
+    asked: Option<TargetNode>,
+    secure_lost: bool,
     to: Option<RoutingId>,
     /// The Restore header and chunks, kept until the payload is dropped.
     restore: Option<(Bytes, PayloadChunks)>,
     sealed: bool,
-    release_refused: bool,
+    /// Where the release of the target capacity stands (`None`: not asked).
+    released: Option<end::Released>,
     followed: bool,
     /// The AuthorityOwnerGeneration the target's NewOwner issued (its cutover reply).
     owner_generation: Option<u64>,
@@ -72,6 +78,8 @@ pub(super) struct Move<'a> {
     relay_failed: Option<ZLinkError>,
     /// Why the move failed, as first observed.
     error: Option<ZLinkError>,
+    /// The store failure a unit that failed closed at its `ReopenSource` reports.
+    unsettled: Option<ZLinkError>,
     /// An event the runtime injected (a cancellation or deadline): the effects still queued
     /// from the step before are dropped.
     interrupt: bool,
@@ -139,14 +147,17 @@ impl<'a> Move<'a> {
             shape,
             unit,
             reservation: None,
+            asked: None,
+            secure_lost: false,
             to: None,
             restore: None,
             sealed: false,
-            release_refused: false,
+            released: None,
             followed: false,
             owner_generation: None,
             relay_failed: None,
             error: None,
+            unsettled: None,
             interrupt: false,
             permits: None,
             sealed_at: None,
@@ -306,23 +317,33 @@ impl<'a> Move<'a> {
     /// Secures the target capacity of every participant under `reservation`: a single object
     /// on an eligible target (the named one when given), an aggregate on the target its
     /// preflight chose, with the Spot's and every member type's capacity in one reservation.
+    /// A reply lost in a way the engine could not settle (a store error) may have left the
+    /// reservation row in the store with no copy here (spec 21 §10: never guessed): it is fed
+    /// to the unit as a deadline, whose abort asks for the release, which finds the row by
+    /// the move's ReservationId ([`release`](Self::release)).
     async fn secure(&mut self, reservation: ReservationId) -> Vec<Event> {
         let authority = self.client.objects.location.authority();
         let id = Some(reservation.get());
-        let (target, secured) = match &self.shape {
+        let target = match &self.shape {
             Shape::Single { wanted, .. } => {
                 match choose_target(self.client, &self.handle, wanted.as_ref()).await {
-                    Ok(target) => {
-                        let secured = authority.secure_target(&self.handle, target.clone(), id);
-                        (target, secured.await)
-                    }
+                    Ok(target) => target,
                     Err(e) => {
                         self.fail(e);
                         return vec![Event::TargetUnavailable];
                     }
                 }
             }
-            Shape::SpotWide(s) => {
+            Shape::SpotWide(s) => s.chosen.clone(),
+        };
+        self.asked = Some(target.clone());
+        let secured = match &self.shape {
+            Shape::Single { .. } => {
+                authority
+                    .secure_target(&self.handle, target.clone(), id)
+                    .await
+            }
+            Shape::SpotWide(_) => {
                 let mut types: Vec<_> = self.parts[1..]
                     .iter()
                     .map(|p| p.stable_type.clone())
@@ -330,9 +351,9 @@ impl<'a> Move<'a> {
                 types.sort();
                 types.dedup();
                 let members = u32::try_from(self.parts.len() - 1).unwrap_or(u32::MAX);
-                let chosen = s.chosen.clone();
-                let secured = authority.secure_spot_wide(&self.handle, &types, members, chosen, id);
-                (s.chosen.clone(), secured.await)
+                authority
+                    .secure_spot_wide(&self.handle, &types, members, target.clone(), id)
+                    .await
             }
         };
         match secured {
@@ -347,6 +368,13 @@ impl<'a> Move<'a> {
                     "the record changed, the target lease is gone or the target has no room",
                 ));
                 vec![Event::TargetUnavailable]
+            }
+            Err(e) if matches!(&e, LocationError::Store(se) if se.outcome_unknown()) => {
+                tracing::info!(error = %e, "relocation target: the secure reply was lost");
+                self.fail(store_failure(e));
+                self.secure_lost = true;
+                self.interrupt = true;
+                vec![Event::Deadline]
             }
             Err(e) => {
                 self.fail(store_failure(e));

@@ -219,6 +219,8 @@ impl Move<'_> {
             Ok((to, _)) => send_cutover(self.client, &to, cutover, self.relocation()).await,
             Err(e) => Err(e),
         };
+        #[cfg(test)]
+        let applied = self.client.objects.relocations().cutover_answer(applied);
         match applied {
             Ok((version, owner)) => {
                 self.owner_generation = Some(owner);

@@ -31,6 +31,7 @@ mod host;
 mod instance;
 mod per_actor;
 mod rollback;
+mod settle;
 mod spot_wide;
 mod stages;
 mod targets;

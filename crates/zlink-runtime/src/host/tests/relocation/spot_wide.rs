@@ -81,27 +81,28 @@ impl Actor for Pinned {}
 
 /// A root with one MeshNode: a server of `hall`, `member` and `pinned` (actor limit
 /// `actors`, if any; every member restore failing when `refuses`), or a client.
-async fn root(
+pub(super) async fn root(
     h: &Harness,
     role: ObjectRole,
     actors: Option<i64>,
     refuses: bool,
 ) -> (ZLinkHost, MeshNode) {
-    root_over(Arc::clone(&h.store), role, actors, refuses).await
+    root_over(Arc::clone(&h.store), role, actors, refuses, fast_options()).await
 }
 
-/// [`root`] over the Location Store `store`.
-async fn root_over(
+/// [`root`] over the Location Store `store`, with `options`.
+pub(super) async fn root_over(
     store: Arc<dyn zlink_store_spi::DynLocationStore>,
     role: ObjectRole,
     actors: Option<i64>,
     refuses: bool,
+    options: zlink_location::LocationOptions,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let host = ZLink::builder()
         .location_store(store)
         .relocation_store(relocation)
-        .location_options(fast_options())
+        .location_options(options)
         .route_mesh(mesh(), move |n| {
             let mut n = n.object_role(role);
             if let Some(limit) = actors {
@@ -182,7 +183,11 @@ pub(super) async fn roots(
 
 /// A hall created on `on` with `n` members of `member` (`pinned` for the names in `pinned`),
 /// each stepped once on stream 0.
-async fn hall_with(on: &ZLinkHost, n: usize, pinned: &[usize]) -> (SpotRef, Vec<String>) {
+pub(super) async fn hall_with(
+    on: &ZLinkHost,
+    n: usize,
+    pinned: &[usize],
+) -> (SpotRef, Vec<String>) {
     let hall = on
         .spots()
         .expect("spots")
@@ -244,7 +249,7 @@ pub(super) async fn relocate(from: &ZLinkHost, hall: &SpotRef) -> Result<(), ZLi
     crate::relocation::relocate_spot_wide(&client, &hall.id, None, None).await
 }
 
-fn live_here(host: &ZLinkHost, kind: AuthorityKind, id: &str) -> bool {
+pub(super) fn live_here(host: &ZLinkHost, kind: AuthorityKind, id: &str) -> bool {
     let key = (kind, ObjectId::new(id).expect("id"));
     host.object_host(0).live_object(&key).is_some()
 }
@@ -656,7 +661,8 @@ async fn a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (hall, ids) = hall_with(&source.0, 3, &[]).await;
     let lossy = Arc::new(FaultyLocationStore::new(Arc::clone(&h.store)));
-    let target = root_over(lossy.clone(), ObjectRole::Server, None, false).await;
+    let options = fast_options();
+    let target = root_over(lossy.clone(), ObjectRole::Server, None, false, options).await;
     let r = [source, target, client];
     for (_, n) in &r {
         wait_peers(n, 2).await;

@@ -231,7 +231,7 @@ async fn server_over(
 }
 
 /// No reservation row remains and the allocation rows count exactly `records` actors.
-async fn no_reservation_leaked(h: &Harness, records: u64) {
+pub(super) async fn no_reservation_leaked(h: &Harness, records: u64) {
     use zlink_testkit::snapshot_of;
     assert!(
         snapshot_of(h.store.as_ref(), "capacity-reservation\0")
