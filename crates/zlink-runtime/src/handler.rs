@@ -4,10 +4,11 @@
 //! §15–§19; 21 §7).
 
 pub use crate::messaging::{
-    BoxFuture, Cancellation, ChannelContext, DispatchKind, DispatchScope, ERROR_REPLY_TAG,
-    ErrorMessage, ErrorReply, FilterContext, FramePart, HandlerKey, InboundReply, InboundTarget,
-    InvalidText, MetadataBuilder, NodeContext, NodeHandler, OutboundMessage, PacketName, RouteKind,
-    UnavailableReason, decode_reply,
+    BoxFuture, Cancellation, ChannelContext, CreationError, DispatchKind, DispatchScope,
+    ERROR_REPLY_TAG, ErrorMessage, ErrorReply, FilterContext, FramePart, HandlerKey, InboundReply,
+    InboundTarget, InternalError, InvalidCall, InvalidText, MetadataBuilder, NodeContext,
+    NodeHandler, OutboundMessage, PacketName, PayloadError, RelocationStoreError, RouteKind,
+    UnavailableReason, Unconfigured, decode_reply,
 };
 pub use crate::objects::{
     ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,

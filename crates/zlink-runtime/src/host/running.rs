@@ -20,7 +20,7 @@ use crate::mesh::node::core::CallOptions;
 use crate::mesh::node::discover::NodeDescriptor;
 use crate::mesh::node::handle::MeshNode;
 use crate::mesh::node::lifecycle::Lifecycle;
-use crate::messaging::{Message, Request, ZLinkError};
+use crate::messaging::{InvalidCall, Message, Request, Unconfigured, ZLinkError};
 use crate::relocation::MovesOf;
 use zlink_location::LocationRuntime;
 
@@ -248,41 +248,28 @@ impl ZLinkHost {
                     .filter(|(_, o)| o.is_some());
                 let first = found.next();
                 if found.next().is_some() {
-                    return Err(ZLinkError::application(
-                        crate::messaging::ErrorKind::InvalidOperation,
-                        "several MeshNodes have an object role: name one with actors_in / spots_in",
-                    ));
+                    return Err(ZLinkError::InvalidCall(InvalidCall::SeveralObjectNodes));
                 }
                 match first {
                     Some((i, _)) => i,
-                    None => {
-                        return Err(ZLinkError::application(
-                            crate::messaging::ErrorKind::NotConfigured,
-                            "no MeshNode of this root has an object role",
-                        ));
-                    }
+                    None => return Err(ZLinkError::NotConfigured(Unconfigured::NoObjectNode)),
                 }
             }
         };
         let node = self.inner.nodes[i].clone();
         match &self.inner.objects[i] {
             Some(o) => {
-                let discovery = o.discovery.clone().ok_or_else(|| {
-                    ZLinkError::application(
-                        crate::messaging::ErrorKind::NotConfigured,
-                        "object placement needs automatic topology",
-                    )
-                })?;
+                let discovery = o
+                    .discovery
+                    .clone()
+                    .ok_or(ZLinkError::NotConfigured(Unconfigured::AutomaticTopology))?;
                 Ok(crate::objects::client::ObjectClient {
                     node,
                     objects: Arc::clone(&o.host),
                     discovery,
                 })
             }
-            None => Err(ZLinkError::application(
-                crate::messaging::ErrorKind::NotConfigured,
-                "this MeshNode has no object role",
-            )),
+            None => Err(ZLinkError::NotConfigured(Unconfigured::NoObjectRole)),
         }
     }
 
@@ -316,10 +303,7 @@ impl ZLinkHost {
     async fn location_runtime(&self) -> Result<Arc<LocationRuntime>, ZLinkError> {
         match self.inner.location.lock().await.as_ref() {
             Some(rt) => Ok(Arc::clone(rt)),
-            None => Err(ZLinkError::application(
-                crate::messaging::ErrorKind::NotConfigured,
-                "this root has no Location Store (or it has stopped)",
-            )),
+            None => Err(ZLinkError::NotConfigured(Unconfigured::LocationStore)),
         }
     }
 
@@ -353,10 +337,11 @@ impl ZLinkHost {
             .list(filter, page_size, token)
             .await
             .map_err(|e| match e {
-                zlink_location::LocationError::InvalidOperation(i) => ZLinkError::application(
-                    crate::messaging::ErrorKind::InvalidOperation,
-                    &i.to_string(),
-                ),
+                zlink_location::LocationError::InvalidOperation(i) => {
+                    ZLinkError::InvalidCall(InvalidCall::LocationQuery {
+                        source: Arc::new(i),
+                    })
+                }
                 other => crate::objects::host::store_failure(other),
             })
     }

@@ -10,7 +10,8 @@ use serde::de::DeserializeOwned;
 use zlink_codec::CodecError;
 use zlink_codec::payload::Registry;
 
-use super::error::{FramePart, ZLinkError};
+use super::error::ZLinkError;
+use super::error_parts::FramePart;
 use super::error_reply::ErrorReply;
 use super::metadata::Metadata;
 use super::packet::{Message, PacketName, Request};

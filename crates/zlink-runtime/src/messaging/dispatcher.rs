@@ -19,7 +19,8 @@ use zlink_codec::payload::Registry;
 use super::context::{
     Cancellation, DispatchInfo, DispatchScope, HandlerContext, RouteKind, ScopedFactories,
 };
-use super::error::{ErrorKind, FramePart, ZLinkError};
+use super::error::{ErrorKind, ZLinkError};
+use super::error_parts::FramePart;
 use super::error_reply::ErrorReply;
 use super::filter::{Chain, Filter};
 use super::frame::{DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd};
@@ -283,10 +284,7 @@ impl Dispatcher {
                 // A request key only ever holds a request handler, which always replies.
                 DispatchOutcome::ErrorReply {
                     correlation,
-                    error: reply_for(&ZLinkError::application(
-                        ErrorKind::InternalFailure,
-                        "the handler produced no reply",
-                    )),
+                    error: reply_for(&ZLinkError::NoReply),
                 }
             }
             (ReplyExpectation::Reply(correlation), Ok(Ran::EndedByFilter)) => {

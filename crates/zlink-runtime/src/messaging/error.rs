@@ -7,7 +7,14 @@
 use std::fmt;
 use std::sync::Arc;
 
-use zlink_codec::CodecError;
+use zlink_codec::records::ObjectKind;
+use zlink_codec::{CodecError, StableType};
+use zlink_transport::TransportErrorKind;
+
+use super::error_parts::{
+    CreationError, FramePart, InternalError, InvalidCall, InvalidText, PayloadError,
+    RelocationStoreError, UnavailableReason, Unconfigured,
+};
 
 /// The 13 common error kinds every language's public error carries (spec 06 §19).
 ///
@@ -153,58 +160,6 @@ impl ErrorMessage {
 impl fmt::Display for ErrorMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// Which part of an inbound frame or reply is malformed (a [`ZLinkError::MalformedFrame`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum FramePart {
-    /// The packet name.
-    PacketName,
-    /// The metadata bytes.
-    Metadata,
-    /// The payload bytes (they do not decode as the handler's declared type).
-    Payload,
-    /// An error reply.
-    ErrorReply,
-}
-
-impl fmt::Display for FramePart {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::PacketName => "packet name",
-            Self::Metadata => "metadata",
-            Self::Payload => "payload",
-            Self::ErrorReply => "error reply",
-        })
-    }
-}
-
-/// Why a packet name or metadata entry is invalid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum InvalidText {
-    /// It is empty.
-    Empty,
-    /// It is longer than its bound.
-    TooLong {
-        /// Its length in UTF-8 bytes.
-        actual: usize,
-        /// The bound.
-        max: usize,
-    },
-    /// It contains a control character (NUL included).
-    ControlCharacter,
-}
-
-impl fmt::Display for InvalidText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Empty => f.write_str("empty"),
-            Self::TooLong { actual, max } => write!(f, "{actual} bytes, more than {max}"),
-            Self::ControlCharacter => f.write_str("contains a control character"),
-        }
     }
 }
 
@@ -364,6 +319,103 @@ pub enum ZLinkError {
         /// The peer's message (bounded, sanitised).
         message: ErrorMessage,
     },
+    /// A request handler completed without a reply (a request always gets one):
+    /// `InternalFailure`.
+    #[error("the handler produced no reply")]
+    NoReply,
+    /// An authority fence the work depended on is stale: the record changed, moved or names
+    /// another run (spec 21 §7). `Unavailable`: a later call reads the record again.
+    #[error("stale authority fence: {reason}")]
+    StaleFence {
+        /// Which fence and why (bounded, sanitised).
+        reason: ErrorMessage,
+    },
+    /// The object's mailbox has no room for the message: `CapacityExceeded`.
+    #[error("the object's mailbox is full")]
+    MailboxFull,
+    /// The object's activation is closing and takes no more work: `Unavailable`.
+    #[error("the activation is closing")]
+    ActivationClosing,
+    /// A Location Store operation failed. Its kind follows the location error: no room is
+    /// `CapacityExceeded` (spec 21 §4; 28 §4), a refused admission `Unavailable` (spec 21 §5),
+    /// anything else `InternalFailure`.
+    #[error("the location store operation failed ({:?})", .source.kind())]
+    LocationStore {
+        /// The location runtime's error.
+        #[source]
+        source: Arc<zlink_location::LocationError>,
+    },
+    /// A Relocation Store step failed (its kind is [`RelocationStoreError::kind`]).
+    #[error(transparent)]
+    RelocationStore(RelocationStoreError),
+    /// The transport refused a call: an exhausted id issuer is `InternalFailure`, an argument
+    /// beyond its bounds `InvalidOperation`, shutdown `ShuttingDown`, anything else
+    /// `Unavailable`.
+    #[error("the transport refused the call ({:?})", .source.kind())]
+    Transport {
+        /// The transport's error.
+        #[source]
+        source: Arc<zlink_transport::TransportError>,
+    },
+    /// The transport refused a manual peer intent: one for the endpoint already exists
+    /// (`AlreadyExists`, the kind of every argument refusal of an intent).
+    #[error("a manual peer intent for {endpoint} already exists")]
+    ManualPeerExists {
+        /// The endpoint, as text.
+        endpoint: String,
+        /// The transport's error.
+        #[source]
+        source: Arc<zlink_transport::TransportError>,
+    },
+    /// A runtime-internal payload (a command body, an object message, a ref, an activation
+    /// envelope) is malformed: `ProtocolError`.
+    #[error("malformed {what}")]
+    MalformedPayload {
+        /// Which payload (diagnostic only).
+        what: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: PayloadError,
+    },
+    /// A runtime-internal step failed: `InternalFailure`.
+    #[error(transparent)]
+    Internal(InternalError),
+    /// The relocation adapter of an object type failed (its capture): `InternalFailure`; the
+    /// application's cause stays on this side of the wire.
+    #[error("the relocation adapter's {step} failed")]
+    AdapterFailed {
+        /// Which adapter step.
+        step: &'static str,
+        /// The application's error.
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// A creation did not give a ref (its kind is [`CreationError::kind`]).
+    #[error(transparent)]
+    Creation(CreationError),
+    /// The object exists as another kind or stable type than the call names: `TypeMismatch`.
+    #[error("{target} is a {} of type {:?}", .kind.as_str(), .stable_type.as_str())]
+    TypeMismatch {
+        /// The object, as text.
+        target: String,
+        /// Its stored kind.
+        kind: ObjectKind,
+        /// Its stored type.
+        stable_type: StableType,
+    },
+    /// The operation did not finish before its own deadline: `DeadlineExceeded`.
+    #[error("the {operation} did not finish before its deadline")]
+    DeadlinePassed {
+        /// Which operation (diagnostic only).
+        operation: &'static str,
+    },
+    /// The call needs something that is not configured: `NotConfigured`.
+    #[error(transparent)]
+    NotConfigured(Unconfigured),
+    /// A local call with an invalid argument or in a state that does not allow it:
+    /// `InvalidOperation`.
+    #[error(transparent)]
+    InvalidCall(InvalidCall),
 }
 
 impl ZLinkError {
@@ -389,7 +441,64 @@ impl ZLinkError {
             Self::ShuttingDown => ErrorKind::ShuttingDown,
             Self::ReplyTimeout { .. } | Self::SendTimeout { .. } => ErrorKind::DeadlineExceeded,
             Self::MessageTooLarge { .. } => ErrorKind::InvalidOperation,
+            Self::NoReply | Self::Internal(_) | Self::AdapterFailed { .. } => {
+                ErrorKind::InternalFailure
+            }
+            Self::StaleFence { .. } | Self::ActivationClosing => ErrorKind::Unavailable,
+            Self::MailboxFull => ErrorKind::CapacityExceeded,
+            Self::LocationStore { source } => match **source {
+                zlink_location::LocationError::CapacityExceeded => ErrorKind::CapacityExceeded,
+                zlink_location::LocationError::Admission(_) => ErrorKind::Unavailable,
+                _ => ErrorKind::InternalFailure,
+            },
+            Self::RelocationStore(e) => e.kind(),
+            Self::Transport { source } => match source.kind() {
+                TransportErrorKind::Exhausted => ErrorKind::InternalFailure,
+                TransportErrorKind::InvalidArgument => ErrorKind::InvalidOperation,
+                TransportErrorKind::ShuttingDown => ErrorKind::ShuttingDown,
+                _ => ErrorKind::Unavailable,
+            },
+            Self::ManualPeerExists { .. } => ErrorKind::AlreadyExists,
+            Self::MalformedPayload { .. } => ErrorKind::ProtocolError,
+            Self::Creation(e) => e.kind(),
+            Self::TypeMismatch { .. } => ErrorKind::TypeMismatch,
+            Self::DeadlinePassed { .. } => ErrorKind::DeadlineExceeded,
+            Self::NotConfigured(_) => ErrorKind::NotConfigured,
+            Self::InvalidCall(_) => ErrorKind::InvalidOperation,
         }
+    }
+
+    /// A Location Store failure (see [`Self::LocationStore`] for its kind).
+    pub(crate) fn location_store(e: zlink_location::LocationError) -> Self {
+        Self::LocationStore {
+            source: Arc::new(e),
+        }
+    }
+
+    /// A transport refusal (see [`Self::Transport`] for its kind).
+    pub(crate) fn transport(e: zlink_transport::TransportError) -> Self {
+        Self::Transport {
+            source: Arc::new(e),
+        }
+    }
+
+    /// A stale authority fence, with why (sanitised).
+    pub(crate) fn stale_fence(why: &str) -> Self {
+        Self::StaleFence {
+            reason: ErrorMessage::sanitise(why),
+        }
+    }
+
+    /// A malformed runtime-internal payload `what`.
+    pub(crate) fn malformed_payload(what: &'static str) -> impl Fn(PayloadError) -> Self + Copy {
+        move |source| Self::MalformedPayload { what, source }
+    }
+
+    /// A local call refused by a rule named in words (sanitised).
+    pub(crate) fn refused_call(why: &str) -> Self {
+        Self::InvalidCall(InvalidCall::Refused {
+            reason: ErrorMessage::sanitise(why),
+        })
     }
 
     /// A handler or filter failure whose cause must not cross the wire (`InternalFailure`).
@@ -400,7 +509,8 @@ impl ZLinkError {
         }
     }
 
-    /// An application result of a chosen common kind with a message that crosses the wire.
+    /// An application result of a chosen common kind with a message that crosses the wire:
+    /// for handlers and filters only (the runtime's own failures are typed variants).
     pub fn application(kind: ErrorKind, message: &str) -> Self {
         Self::Application {
             kind,
@@ -426,88 +536,5 @@ impl ZLinkError {
     }
 }
 
-/// Why a known target is [`ZLinkError::Unavailable`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum UnavailableReason {
-    /// The peer is known (discovered or a manual intent) but has no Ready connection.
-    NotConnected,
-    /// The channel has registered members but none is Ready with a positive weight.
-    NoEligibleMember,
-    /// The connection went down after the request was sent; it was not resent.
-    ConnectionLost,
-    /// The host is not serving yet.
-    NotServing,
-    /// The owner's local admission deadline has passed (its owner lease could not be renewed
-    /// in time, spec 21 §5): it starts no new object work.
-    AdmissionClosed,
-}
-
-impl fmt::Display for UnavailableReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::NotConnected => "no ready connection",
-            Self::NoEligibleMember => "no ready member with a positive weight",
-            Self::ConnectionLost => "the connection went down before the reply",
-            Self::NotServing => "the host is not serving",
-            Self::AdmissionClosed => "the owner's admission deadline has passed",
-        })
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_kind_round_trips_through_its_code() {
-        let mut codes: Vec<u8> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
-        for kind in ErrorKind::ALL {
-            assert_eq!(ErrorKind::from_code(kind.code()), Some(kind));
-        }
-        codes.dedup();
-        assert_eq!(codes, (1..=13).collect::<Vec<u8>>());
-        assert_eq!(ErrorKind::from_code(0), None);
-        assert_eq!(ErrorKind::from_code(14), None);
-    }
-
-    #[test]
-    fn message_at_the_bound_is_kept_and_one_past_is_cut() {
-        let at = "a".repeat(ErrorMessage::MAX_LEN);
-        assert_eq!(ErrorMessage::sanitise(&at).as_str(), at);
-        let past = "a".repeat(ErrorMessage::MAX_LEN + 1);
-        assert_eq!(
-            ErrorMessage::sanitise(&past).as_str().len(),
-            ErrorMessage::MAX_LEN
-        );
-    }
-
-    #[test]
-    fn message_is_cut_at_a_character_boundary() {
-        // 255 ASCII bytes then a 2-byte character: the character does not fit.
-        let text = format!("{}é", "a".repeat(255));
-        assert_eq!(ErrorMessage::sanitise(&text).as_str().len(), 255);
-    }
-
-    #[test]
-    fn control_characters_become_spaces() {
-        assert_eq!(
-            ErrorMessage::sanitise("a\r\nb\0c\u{1b}").as_str(),
-            "a  b c "
-        );
-    }
-
-    #[test]
-    fn handler_failure_reply_message_hides_the_cause() {
-        let err = ZLinkError::handler_failed("Ping", "database password is hunter2");
-        assert_eq!(err.kind(), ErrorKind::InternalFailure);
-        assert!(!err.reply_message().as_str().contains("hunter2"));
-    }
-
-    #[test]
-    fn application_error_keeps_its_chosen_kind() {
-        let err = ZLinkError::application(ErrorKind::CapacityExceeded, "full");
-        assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
-        assert_eq!(err.reply_message().as_str(), "full");
-    }
-}
+mod tests;

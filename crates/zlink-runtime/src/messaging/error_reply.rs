@@ -14,7 +14,8 @@
 //! non-UTF-8 or control-character message and trailing bytes as a
 //! [`ZLinkError::MalformedFrame`] (`ProtocolError`): a peer's text is never reinterpreted.
 
-use super::error::{ErrorKind, ErrorMessage, FramePart, ZLinkError};
+use super::error::{ErrorKind, ErrorMessage, ZLinkError};
+use super::error_parts::FramePart;
 
 /// The format tag of `error-reply-v1`.
 pub const ERROR_REPLY_TAG: u8 = 0x01;

@@ -13,7 +13,8 @@
 
 use std::collections::BTreeMap;
 
-use super::error::{FramePart, InvalidText, ZLinkError};
+use super::error::ZLinkError;
+use super::error_parts::{FramePart, InvalidText};
 
 /// An immutable, validated metadata snapshot.
 ///

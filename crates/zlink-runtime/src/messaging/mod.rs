@@ -17,6 +17,7 @@ mod codec;
 mod context;
 mod dispatcher;
 mod error;
+mod error_parts;
 mod error_reply;
 mod filter;
 mod frame;
@@ -37,8 +38,10 @@ pub use context::{
 pub(crate) use dispatcher::Dispatcher;
 #[cfg(test)]
 use dispatcher::DispatcherBuilder;
-pub use error::{
-    BoxError, ErrorKind, ErrorMessage, FramePart, InvalidText, UnavailableReason, ZLinkError,
+pub use error::{BoxError, ErrorKind, ErrorMessage, ZLinkError};
+pub use error_parts::{
+    CreationError, FramePart, InternalError, InvalidCall, InvalidText, PayloadError,
+    RelocationStoreError, UnavailableReason, Unconfigured,
 };
 pub use error_reply::{ERROR_REPLY_TAG, ErrorReply};
 pub(crate) use filter::FnFilter;

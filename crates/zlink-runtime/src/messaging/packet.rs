@@ -8,7 +8,8 @@ use std::fmt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::error::{InvalidText, ZLinkError};
+use super::error::ZLinkError;
+use super::error_parts::InvalidText;
 
 /// A typed message: a business object with a fixed packet name.
 ///
@@ -57,8 +58,14 @@ impl PacketName {
 
     /// Validates a packet name.
     pub fn new(name: impl Into<String>) -> Result<Self, ZLinkError> {
+        Self::checked(name).map_err(|reason| ZLinkError::InvalidPacketName { reason })
+    }
+
+    /// Validates a packet name, saying only why it is invalid (for names read from a
+    /// runtime-internal payload, where an invalid one is a protocol error).
+    pub(crate) fn checked(name: impl Into<String>) -> Result<Self, InvalidText> {
         let name = name.into();
-        check(&name).map_err(|reason| ZLinkError::InvalidPacketName { reason })?;
+        check(&name)?;
         Ok(Self(name))
     }
 

@@ -35,7 +35,7 @@ use super::create::{CREATE_OBJECT, CreateCommand, CreationOrder};
 use super::host::{ObjectHost, ObjectKey, store_failure, what};
 use super::membership::Membership;
 use crate::mesh::node::{MeshNode, ReplyBody};
-use crate::messaging::{ErrorKind, ErrorReply, UnavailableReason, ZLinkError};
+use crate::messaging::{CreationError, ErrorMessage, ErrorReply, UnavailableReason, ZLinkError};
 use zlink_location::{
     AuthorityHandle, AuthorityRead, Conflict, CreationMark, Discovery, ErrorKind as StoreErrorKind,
     InvalidOperation, LocationError, OperationKey, Outcome,
@@ -53,8 +53,9 @@ const CREATING_POLL: Duration = Duration::from_millis(10);
 /// creation is abandoned.
 const ABANDON_CHECK: Duration = Duration::from_millis(100);
 
+/// A local call refused by a rule named in words (`InvalidOperation`).
 pub(crate) fn invalid(what: &str) -> ZLinkError {
-    ZLinkError::application(ErrorKind::InvalidOperation, what)
+    ZLinkError::refused_call(what)
 }
 
 /// The shared core of the managers of one object node (cheap to clone).
@@ -87,10 +88,9 @@ pub(crate) struct Obtained {
 }
 
 fn deadline_exceeded() -> ZLinkError {
-    ZLinkError::application(
-        ErrorKind::DeadlineExceeded,
-        "the creation did not finish before the deadline",
-    )
+    ZLinkError::DeadlinePassed {
+        operation: "creation",
+    }
 }
 
 /// The result a terminal stands for: Created / Existing → the ref; Rejected → a typed
@@ -107,15 +107,13 @@ fn from_terminal(t: CreationTerminal) -> Result<Obtained, ZLinkError> {
                 .reply
                 .map(|r| String::from_utf8_lossy(&r).into_owned())
                 .unwrap_or_default();
-            Err(ZLinkError::application(
-                ErrorKind::Rejected,
-                &format!("the creation was rejected: {reason}"),
-            ))
+            Err(ZLinkError::Creation(CreationError::Rejected {
+                reason: ErrorMessage::sanitise(&reason),
+            }))
         }
-        CreationOutcome::Failed { failure } => Err(ZLinkError::application(
-            ErrorKind::InternalFailure,
-            &format!("the creation failed: {failure}"),
-        )),
+        CreationOutcome::Failed { failure } => Err(ZLinkError::Creation(CreationError::Failed {
+            failure: ErrorMessage::sanitise(&failure),
+        })),
     }
 }
 
@@ -172,14 +170,14 @@ impl ObjectClient {
             None => None,
             Some(r) => {
                 let p = PendingCreation::for_request(op.operation.to_hex(), r)
-                    .map_err(|e| too_large(&e.to_string()))?;
+                    .map_err(|e| too_large(InvalidOperation::RecordOutOfBounds(e).into()))?;
                 zlink_location::AuthorityClient::creation_record_fits(
                     &self.objects.mesh,
                     call.kind,
                     &call.stable_type,
                     &p,
                 )
-                .map_err(|e| too_large(&e.to_string()))?;
+                .map_err(too_large)?;
                 Some(p)
             }
         };
@@ -197,21 +195,16 @@ impl ObjectClient {
                         continue;
                     }
                     if handle.kind() != call.kind || handle.stable_type() != &call.stable_type {
-                        return Err(ZLinkError::application(
-                            ErrorKind::TypeMismatch,
-                            &format!(
-                                "{} is a {} of type {:?}",
-                                what(call.kind.authority_kind(), &call.id),
-                                handle.kind().as_str(),
-                                handle.stable_type().as_str()
-                            ),
-                        ));
+                        return Err(ZLinkError::TypeMismatch {
+                            target: what(call.kind.authority_kind(), &call.id),
+                            kind: handle.kind(),
+                            stable_type: handle.stable_type().clone(),
+                        });
                     }
                     if call.exclusive {
-                        return Err(ZLinkError::application(
-                            ErrorKind::AlreadyExists,
-                            &format!("{} exists", what(call.kind.authority_kind(), &call.id)),
-                        ));
+                        return Err(ZLinkError::Creation(CreationError::Exists {
+                            target: what(call.kind.authority_kind(), &call.id),
+                        }));
                     }
                     if handle.state() == AllocationState::Active {
                         return Ok(Obtained {
@@ -307,14 +300,15 @@ impl ObjectClient {
                             tracing::debug!(?c, "reservation conflicted; reading again");
                         }
                         Err(LocationError::CapacityExceeded) => {
-                            return Err(ZLinkError::application(
-                                ErrorKind::CapacityExceeded,
-                                "no eligible Object Server has room for this type",
-                            ));
+                            return Err(ZLinkError::Creation(CreationError::NoRoom {
+                                stable_type: call.stable_type.clone(),
+                            }));
                         }
-                        Err(LocationError::InvalidOperation(
-                            InvalidOperation::RecordOutOfBounds(e),
-                        )) => return Err(too_large(&e.to_string())),
+                        Err(
+                            e @ LocationError::InvalidOperation(
+                                InvalidOperation::RecordOutOfBounds(_),
+                            ),
+                        ) => return Err(too_large(e)),
                         // Whether the Store changed is unknown (spec 21 §10): read again.
                         Err(e)
                             if matches!(
@@ -363,9 +357,8 @@ impl ObjectClient {
             .control_request(&peer, CREATE_OBJECT, Bytes::from(body), timeout)
             .await;
         match sent {
-            Ok(ReplyBody::Ok { payload, .. }) => CreationTerminal::decode(&payload).map_err(|e| {
-                ZLinkError::application(ErrorKind::ProtocolError, &format!("creation reply: {e}"))
-            }),
+            Ok(ReplyBody::Ok { payload, .. }) => CreationTerminal::decode(&payload)
+                .map_err(|e| ZLinkError::malformed_payload("creation reply")(e.into())),
             // The target answered: it cancelled (a framework failure) or refused the fence.
             Ok(ReplyBody::Error(bytes)) => Err(ErrorReply::decode(&bytes)?.into_error()),
             Err(e) => self.recover(handle, order, deadline, e).await,
@@ -548,9 +541,9 @@ impl ObjectClient {
     }
 }
 
-fn too_large(why: &str) -> ZLinkError {
-    ZLinkError::application(
-        ErrorKind::InvalidOperation,
-        &format!("the creation request does not fit the 1 MiB record bound: {why}"),
-    )
+/// A creation request beyond the 1 MiB record bound (`InvalidOperation`).
+fn too_large(e: LocationError) -> ZLinkError {
+    ZLinkError::Creation(CreationError::RequestTooLarge {
+        source: Arc::new(e),
+    })
 }

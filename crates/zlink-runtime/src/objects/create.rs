@@ -37,7 +37,7 @@ use super::membership::Membership;
 use super::refs::terminal_ref;
 use super::registration::SpotExecution;
 use super::registration::{CreationContext, CreationDecision, FactoryContext};
-use crate::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{CreationError, PayloadError, ZLinkError};
 use zlink_codec::keys::AuthorityKind;
 use zlink_location::{
     AuthorityHandle, AuthorityRead, Conflict, LocationError, OperationKey, Outcome, TerminalWrite,
@@ -77,13 +77,14 @@ pub(crate) struct CreationOrder {
     pub(crate) remaining: Duration,
 }
 
-fn protocol(what: &str) -> ZLinkError {
-    ZLinkError::application(ErrorKind::ProtocolError, what)
+/// A malformed `zlink.object.create` command.
+fn malformed(problem: PayloadError) -> ZLinkError {
+    ZLinkError::malformed_payload("create command")(problem)
 }
 
-fn decimal(text: &str, what: &str) -> Result<u64, ZLinkError> {
+fn decimal(text: &str, field: &'static str) -> Result<u64, ZLinkError> {
     text.parse()
-        .map_err(|_| protocol(&format!("{what} is not a decimal")))
+        .map_err(|source| malformed(PayloadError::Number { field, source }))
 }
 
 impl CreateCommand {
@@ -107,18 +108,24 @@ impl CreateCommand {
         match self.kind.as_str() {
             "actor" => Ok(ObjectKind::Actor),
             "userSpot" => Ok(ObjectKind::UserSpot),
-            other => Err(protocol(&format!("cannot create a {other:?} by command"))),
+            _ => Err(malformed(PayloadError::Format(
+                "only an actor or a userSpot is created by command",
+            ))),
         }
     }
 
     fn operation(&self, source: &RoutingId) -> Result<OperationKey, ZLinkError> {
-        let op = u128::from_str_radix(&self.operation, 16)
-            .map_err(|_| protocol("operation is not hex"))?;
+        let op = u128::from_str_radix(&self.operation, 16).map_err(|source| {
+            malformed(PayloadError::Number {
+                field: "operation",
+                source,
+            })
+        })?;
         Ok(OperationKey {
             source: source.clone(),
             source_run: Generation::new(decimal(&self.source_run, "sourceRun")?)
-                .map_err(|e| protocol(&e.to_string()))?,
-            operation: OperationId::new(op).map_err(|e| protocol(&e.to_string()))?,
+                .map_err(|e| malformed(e.into()))?,
+            operation: OperationId::new(op).map_err(|e| malformed(e.into()))?,
         })
     }
 }
@@ -138,7 +145,7 @@ impl ObjectHost {
     ) -> CreationResult {
         let kind = cmd.kind()?;
         let op = cmd.operation(source)?;
-        let id = ObjectId::new(cmd.id.as_str()).map_err(|e| protocol(&e.to_string()))?;
+        let id = ObjectId::new(cmd.id.as_str()).map_err(|e| malformed(e.into()))?;
         let read = self
             .location
             .authority()
@@ -216,14 +223,10 @@ impl ObjectHost {
             .cloned();
         let Some(hosted) = hosted else {
             self.cancel(handle, until).await;
-            return Err(ZLinkError::application(
-                ErrorKind::TypeMismatch,
-                &format!(
-                    "this node has no {} type {:?}",
-                    handle.kind().as_str(),
-                    handle.stable_type().as_str()
-                ),
-            ));
+            return Err(ZLinkError::Creation(CreationError::NotHosted {
+                kind: handle.kind(),
+                stable_type: handle.stable_type().clone(),
+            }));
         };
         let request = match &handle.record().pending_creation {
             None => None,
@@ -232,10 +235,9 @@ impl ObjectHost {
                 Err(e) => {
                     // The stored request does not verify: the factory must not run.
                     self.cancel(handle, until).await;
-                    return Err(ZLinkError::application(
-                        ErrorKind::DataLost,
-                        &format!("the stored creation request does not verify: {e}"),
-                    ));
+                    return Err(ZLinkError::Creation(CreationError::RequestUnverified {
+                        source: Arc::new(e),
+                    }));
                 }
             },
         };
@@ -258,7 +260,8 @@ impl ObjectHost {
                 Some(m) if !m.entry => {
                     let spot = (
                         AuthorityKind::Spot,
-                        ObjectId::new(m.spot.as_str()).map_err(|e| protocol(&e.to_string()))?,
+                        ObjectId::new(m.spot.as_str())
+                            .map_err(|e| ZLinkError::malformed_payload("membership")(e.into()))?,
                     );
                     // A Spot sealed for a move (or moved away) takes no new member here.
                     let live = self
@@ -355,10 +358,9 @@ impl ObjectHost {
                     l.close().await;
                 }
                 self.cancel(handle, until).await;
-                return Err(ZLinkError::application(
-                    ErrorKind::InvalidOperation,
-                    &format!("the creation result cannot be stored: {e}"),
-                ));
+                return Err(ZLinkError::Creation(CreationError::ResultTooLarge {
+                    source: Arc::new(e),
+                }));
             }
         };
         // The factory's activation is not made live, nor its result confirmed, past the

@@ -14,7 +14,7 @@ use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 
 use super::live::{ErasedType, LiveObject};
 use super::registration::{EntryCallback, EntryClosing, ObjectCall};
-use crate::messaging::{ErrorKind, RouteKind, UnavailableReason, ZLinkError};
+use crate::messaging::{InvalidCall, RouteKind, UnavailableReason, ZLinkError};
 use zlink_location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 
 /// The default per-object mailbox: jobs.
@@ -412,14 +412,11 @@ impl ObjectHost {
             AuthorityRead::Found { handle, .. } => handle,
         };
         if handle.object_generation().get() != generation {
-            return Err(ZLinkError::application(
-                ErrorKind::InvalidOperation,
-                &format!(
-                    "{} is incarnation {}, not {generation}",
-                    what(key.0, &key.1),
-                    handle.object_generation().get()
-                ),
-            ));
+            return Err(ZLinkError::InvalidCall(InvalidCall::OtherIncarnation {
+                target: what(key.0, &key.1),
+                named: generation,
+                current: handle.object_generation().get(),
+            }));
         }
         if handle.state() != AllocationState::Active {
             return Err(ZLinkError::Unavailable {
@@ -506,16 +503,10 @@ impl ObjectHost {
             || s.object_generation().get() != spot_generation
             || s.kind() != ObjectKind::UserSpot
         {
-            return Err(ZLinkError::application(
-                ErrorKind::InvalidOperation,
-                "the Actor or the User Spot is another incarnation than the refs name",
-            ));
+            return Err(ZLinkError::InvalidCall(InvalidCall::JoinOtherIncarnation));
         }
         if s.node() != a.node() {
-            return Err(ZLinkError::application(
-                ErrorKind::InvalidOperation,
-                "the User Spot lives on another node: that join moves the Actor (live relocation)",
-            ));
+            return Err(ZLinkError::InvalidCall(InvalidCall::JoinAcrossNodes));
         }
         let actor_key = (AuthorityKind::Actor, actor.clone());
         let spot_key = (AuthorityKind::Spot, spot.clone());
@@ -633,22 +624,18 @@ impl ObjectHost {
     }
 }
 
+/// A stale authority fence (`Unavailable`): the record changed, moved or names another run.
 pub(crate) fn stale(why: &str) -> ZLinkError {
-    ZLinkError::application(
-        ErrorKind::Unavailable,
-        &format!("stale authority fence: {why}"),
-    )
+    ZLinkError::stale_fence(why)
 }
 
 /// A Location Store operation that did not succeed, as a call result: past the admission
-/// deadline the work is refused (`Unavailable`, spec 21 §5), a node without room keeps its kind
-/// (`CapacityExceeded`, spec 21 §4; 28 §4), anything else is an `InternalFailure` naming the
-/// Store error.
+/// deadline the work is refused (`Unavailable`, spec 21 §5); anything else is a
+/// [`ZLinkError::LocationStore`] keeping the Store error, whose kind keeps a node without room
+/// `CapacityExceeded` (spec 21 §4; 28 §4) and makes the rest `InternalFailure`.
 pub(crate) fn store_failure(e: zlink_location::LocationError) -> ZLinkError {
-    let kind = match e {
-        zlink_location::LocationError::Admission(_) => return super::door::refused(),
-        zlink_location::LocationError::CapacityExceeded => ErrorKind::CapacityExceeded,
-        _ => ErrorKind::InternalFailure,
-    };
-    ZLinkError::application(kind, &format!("location store: {e}"))
+    match e {
+        zlink_location::LocationError::Admission(_) => super::door::refused(),
+        other => ZLinkError::location_store(other),
+    }
 }

@@ -15,7 +15,7 @@ use super::live::Completion;
 use super::messages::unframe_object_payload;
 use super::registration::{MessageContext, ObjectCall};
 use crate::mesh::node::{NodeInner, ObjectSink, SPOT_ADDRESS, answer_request, job_cost};
-use crate::messaging::{BoxFuture, ErrorKind, Metadata, PacketName, RouteKind, ZLinkError};
+use crate::messaging::{BoxFuture, Metadata, PacketName, PayloadError, RouteKind, ZLinkError};
 
 /// The command-plane name of Destroy (Actor) / Close (Spot) on the owner node.
 pub(crate) const END_OBJECT: &str = "zlink.object.end";
@@ -149,10 +149,7 @@ pub(crate) fn answering(
         let _guard = guard;
         let out = match out {
             Ok(Some(reply)) => Ok(reply),
-            Ok(None) => Err(ZLinkError::application(
-                ErrorKind::InternalFailure,
-                "the handler produced no reply",
-            )),
+            Ok(None) => Err(ZLinkError::NoReply),
             Err(e) => Err(e),
         };
         answer_request(&node, &peer, &env, out);
@@ -164,8 +161,9 @@ pub(crate) fn prepare(
     env: &Envelope,
 ) -> Result<(zlink_codec::ObjectId, ObjectCall, usize), ZLinkError> {
     let (id, payload) = unframe_object_payload(env.payload())?;
-    let packet = PacketName::new(env.packet_name())
-        .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;
+    let packet = PacketName::checked(env.packet_name()).map_err(|reason| {
+        ZLinkError::malformed_payload("object message")(PayloadError::PacketName(reason))
+    })?;
     let metadata = Metadata::from_bytes(env.metadata())?;
     let cost = job_cost(payload.len(), env.metadata().len());
     let call = ObjectCall {
@@ -188,11 +186,12 @@ pub(crate) async fn create_command(
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
     let cmd: CreateCommand = serde_json::from_slice(env.payload())
-        .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;
+        .map_err(|e| ZLinkError::malformed_payload("create command")(e.into()))?;
     let terminal = host.create_command(cmd, env.source_rid()).await?;
-    let bytes = terminal
-        .encode()
-        .map_err(|e| ZLinkError::application(ErrorKind::InternalFailure, &e.to_string()))?;
+    let bytes = terminal.encode().map_err(|e| ZLinkError::Encode {
+        type_name: "CreationTerminal",
+        source: std::sync::Arc::new(e),
+    })?;
     Ok(Some(Bytes::from(bytes)))
 }
 
@@ -219,15 +218,18 @@ pub(crate) async fn end_command(
     host: Arc<ObjectHost>,
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
-    let bad = |e: String| ZLinkError::application(ErrorKind::ProtocolError, &e);
-    let cmd: EndCommand = serde_json::from_slice(env.payload()).map_err(|e| bad(e.to_string()))?;
+    let bad = ZLinkError::malformed_payload("end command");
+    let cmd: EndCommand = serde_json::from_slice(env.payload()).map_err(|e| bad(e.into()))?;
     let kind = match cmd.kind.as_str() {
         "actor" => AuthorityKind::Actor,
         "spot" => AuthorityKind::Spot,
-        other => return Err(bad(format!("unknown object kind {other:?}"))),
+        _ => return Err(bad(PayloadError::Format("unknown object kind"))),
     };
-    let id = zlink_codec::ObjectId::new(cmd.id).map_err(|e| bad(e.to_string()))?;
-    let number = |t: &str, what: &str| t.parse::<u64>().map_err(|_| bad(what.into()));
+    let id = zlink_codec::ObjectId::new(cmd.id).map_err(|e| bad(e.into()))?;
+    let number = |t: &str, field: &'static str| {
+        t.parse::<u64>()
+            .map_err(|source| bad(PayloadError::Number { field, source }))
+    };
     let generation = number(&cmd.generation, "generation")?;
     let fence = super::host::EndFence {
         owner_generation: number(&cmd.owner_generation, "ownerGeneration")?,
@@ -261,11 +263,18 @@ pub(crate) async fn join_command(
     host: Arc<ObjectHost>,
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
-    let bad = |e: String| ZLinkError::application(ErrorKind::ProtocolError, &e);
-    let cmd: JoinCommand = serde_json::from_slice(env.payload()).map_err(|e| bad(e.to_string()))?;
-    let number = |t: &str| t.parse::<u64>().map_err(|_| bad("generation".into()));
-    let actor = zlink_codec::ObjectId::new(cmd.actor).map_err(|e| bad(e.to_string()))?;
-    let spot = zlink_codec::ObjectId::new(cmd.spot).map_err(|e| bad(e.to_string()))?;
+    let bad = ZLinkError::malformed_payload("join command");
+    let cmd: JoinCommand = serde_json::from_slice(env.payload()).map_err(|e| bad(e.into()))?;
+    let number = |t: &str| {
+        t.parse::<u64>().map_err(|source| {
+            bad(PayloadError::Number {
+                field: "generation",
+                source,
+            })
+        })
+    };
+    let actor = zlink_codec::ObjectId::new(cmd.actor).map_err(|e| bad(e.into()))?;
+    let spot = zlink_codec::ObjectId::new(cmd.spot).map_err(|e| bad(e.into()))?;
     host.join(
         &actor,
         number(&cmd.generation)?,

@@ -16,7 +16,7 @@ use super::registration::{
     CaptureFn, CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall,
     ObjectOutput, TypedObject,
 };
-use crate::messaging::{BoxError, BoxFuture, ErrorKind, RouteKind, ZLinkError};
+use crate::messaging::{BoxError, BoxFuture, RouteKind, ZLinkError};
 
 /// How building an activation ended.
 pub(crate) enum Built {
@@ -423,11 +423,8 @@ impl<T: Send + 'static> LiveInstance<T> {
         };
         submitted.map_err(|e| {
             let e = match e {
-                SubmitError::Full => ZLinkError::application(
-                    ErrorKind::CapacityExceeded,
-                    "the object's mailbox is full",
-                ),
-                _ => ZLinkError::application(ErrorKind::Unavailable, "the activation is closing"),
+                SubmitError::Full => ZLinkError::MailboxFull,
+                _ => ZLinkError::ActivationClosing,
             };
             if let Some(done) = slot.lock().take() {
                 done.complete(Err(e.clone()));
@@ -481,11 +478,9 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
             Box::pin(async move {
                 let out = match capture {
                     None => Ok(None),
-                    Some(c) => c(state).map(Some).map_err(|e| {
-                        ZLinkError::application(
-                            ErrorKind::InternalFailure,
-                            &format!("the adapter's capture failed: {e}"),
-                        )
+                    Some(c) => c(state).map(Some).map_err(|e| ZLinkError::AdapterFailed {
+                        step: "capture",
+                        source: Arc::from(e),
                     }),
                 };
                 let _ = tx.send(out);
@@ -494,10 +489,7 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
         let submitted = self.activation.submit(0, job);
         Box::pin(async move {
             if submitted.is_err() {
-                return Err(ZLinkError::application(
-                    ErrorKind::Unavailable,
-                    "the activation refused the capture",
-                ));
+                return Err(ZLinkError::ActivationClosing);
             }
             rx.await.unwrap_or(Err(ZLinkError::ShuttingDown))
         })
@@ -554,10 +546,7 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
         let submitted = self.activation.submit(0, job);
         Box::pin(async move {
             if submitted.is_err() {
-                return Err(ZLinkError::application(
-                    ErrorKind::Unavailable,
-                    "the activation refused the settle job",
-                ));
+                return Err(ZLinkError::ActivationClosing);
             }
             rx.await.map_err(|_| ZLinkError::ShuttingDown)
         })

@@ -17,7 +17,8 @@ use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
 use crate::mesh::node::{Address, ReplyBody};
 use crate::messaging::{
-    ErrorKind, ErrorReply, Metadata, OutboundMessage, RouteKind, UnavailableReason, ZLinkError,
+    ErrorKind, ErrorReply, Metadata, OutboundMessage, PayloadError, RouteKind, UnavailableReason,
+    ZLinkError,
 };
 use zlink_location::AuthorityRead;
 
@@ -186,10 +187,7 @@ impl ObjectClient {
                 content_type: Bytes::from(ct.into_bytes()),
                 payload: Bytes::from(bytes),
             }),
-            Ok(None) => Err(ZLinkError::application(
-                ErrorKind::InternalFailure,
-                "the handler produced no reply",
-            )),
+            Ok(None) => Err(ZLinkError::NoReply),
             Err(e) => Ok(ReplyBody::Error(Bytes::from(
                 ErrorReply::from_error(&e).encode(),
             ))),
@@ -310,13 +308,13 @@ fn address(kind: AuthorityKind) -> Address {
 /// The head of an object message's payload on the wire: `u8` id length, then the id (at most
 /// 255 bytes, an ObjectId bound); the message payload follows it. Kept on the stack: the
 /// envelope copies it and the payload into the frame in one step.
-struct ObjectHead {
+pub(crate) struct ObjectHead {
     buf: [u8; 256],
     len: usize,
 }
 
 impl ObjectHead {
-    fn new(id: &ObjectId) -> Self {
+    pub(crate) fn new(id: &ObjectId) -> Self {
         let idb = id.as_str().as_bytes();
         // ObjectId guarantees 1..=255 bytes; a longer one could not be framed.
         let n = idb.len().min(255);
@@ -326,19 +324,24 @@ impl ObjectHead {
         Self { buf, len: 1 + n }
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
 }
 
 /// Splits an object message's payload into the id and the message payload.
 pub(crate) fn unframe_object_payload(payload: &Bytes) -> Result<(ObjectId, Bytes), ZLinkError> {
-    let bad = || ZLinkError::application(ErrorKind::ProtocolError, "malformed object message");
-    let len = usize::from(*payload.first().ok_or_else(bad)?);
+    let bad = ZLinkError::malformed_payload("object message");
+    let len = usize::from(
+        *payload
+            .first()
+            .ok_or(bad(PayloadError::Format("no object id")))?,
+    );
     if payload.len() < 1 + len {
-        return Err(bad());
+        return Err(bad(PayloadError::Format("truncated object id")));
     }
-    let id = std::str::from_utf8(&payload[1..1 + len]).map_err(|_| bad())?;
-    let id = ObjectId::new(id).map_err(|_| bad())?;
+    let id = std::str::from_utf8(&payload[1..1 + len])
+        .map_err(|_| bad(PayloadError::Format("the object id is not UTF-8")))?;
+    let id = ObjectId::new(id).map_err(|e| bad(e.into()))?;
     Ok((id, payload.slice(1 + len..)))
 }

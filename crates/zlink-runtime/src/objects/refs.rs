@@ -8,7 +8,7 @@ use zlink_codec::records::ObjectKind;
 use zlink_codec::terminal::ObjectRef;
 use zlink_codec::{Generation, MeshName, ObjectId, RoutingId};
 
-use crate::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{InternalError, PayloadError, ZLinkError};
 use zlink_location::AuthorityHandle;
 
 /// The JSON form of a ref: ObjectGeneration as a decimal string (spec 21 §7.2), the node RID as
@@ -49,30 +49,26 @@ macro_rules! object_ref {
                     mesh: self.mesh.as_str().to_owned(),
                     node_hex: self.node.to_hex(),
                 };
-                serde_json::to_vec(&wire).map_err(|e| {
-                    ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
-                })
+                serde_json::to_vec(&wire)
+                    .map_err(|e| ZLinkError::Internal(InternalError::json(concat!($what, " ref"))(e)))
             }
 
             /// Parses the JSON form.
             pub fn from_json(bytes: &[u8]) -> Result<Self, ZLinkError> {
-                let bad = |e: String| {
-                    ZLinkError::application(
-                        ErrorKind::ProtocolError,
-                        &format!(concat!($what, " ref: {}"), e),
-                    )
-                };
-                let w: RefWire = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-                let generation: u64 = w
-                    .generation
-                    .parse()
-                    .map_err(|_| bad("objectGeneration is not a decimal string".into()))?;
-                Generation::new(generation).map_err(|e| bad(e.to_string()))?;
+                let bad = ZLinkError::malformed_payload(concat!($what, " ref"));
+                let w: RefWire = serde_json::from_slice(bytes).map_err(|e| bad(e.into()))?;
+                let generation: u64 = w.generation.parse().map_err(|source| {
+                    bad(PayloadError::Number {
+                        field: "objectGeneration",
+                        source,
+                    })
+                })?;
+                Generation::new(generation).map_err(|e| bad(e.into()))?;
                 Ok(Self {
-                    id: ObjectId::new(w.id).map_err(|e| bad(e.to_string()))?,
+                    id: ObjectId::new(w.id).map_err(|e| bad(e.into()))?,
                     generation,
-                    mesh: MeshName::new(w.mesh).map_err(|e| bad(e.to_string()))?,
-                    node: RoutingId::from_hex(&w.node_hex).map_err(|e| bad(e.to_string()))?,
+                    mesh: MeshName::new(w.mesh).map_err(|e| bad(e.into()))?,
+                    node: RoutingId::from_hex(&w.node_hex).map_err(|e| bad(e.into()))?,
                 })
             }
 

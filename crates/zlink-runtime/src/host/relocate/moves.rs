@@ -13,7 +13,7 @@ use super::run::Ask;
 use super::targets::{Targets, wait_for_room};
 use super::units::{Moved, Unit, preflight};
 use crate::host::running::HostInner;
-use crate::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{InternalError, ZLinkError};
 use crate::objects::client::ObjectClient;
 
 /// How the moves ended.
@@ -118,10 +118,10 @@ pub(super) async fn move_all(
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "a unit of the host Relocate ended abnormally");
-                    failure.get_or_insert(ZLinkError::application(
-                        ErrorKind::InternalFailure,
-                        "a relocation task ended abnormally",
-                    ));
+                    failure.get_or_insert(ZLinkError::Internal(InternalError::Task {
+                        what: "relocation",
+                        source: std::sync::Arc::new(e),
+                    }));
                 }
             }
         }

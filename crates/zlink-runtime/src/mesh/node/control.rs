@@ -23,7 +23,7 @@ use zlink_codec::ChannelName;
 use zlink_transport::{Envelope, InboundFrame as WireFrame, Reply, ReplyStatus};
 
 use super::core::NodeInner;
-use crate::messaging::{BoxFuture, ErrorKind, ErrorReply, ZLinkError};
+use crate::messaging::{BoxFuture, ErrorReply, PayloadError, ZLinkError};
 
 /// The weights announcement.
 pub(crate) const WEIGHTS: &str = "zlink.weights";
@@ -88,17 +88,14 @@ pub(crate) fn weights_payload(weights: &BTreeMap<ChannelName, u16>) -> Bytes {
 }
 
 fn weights(node: &NodeInner, env: &Envelope) -> ControlResult {
-    let raw: BTreeMap<String, u16> = serde_json::from_slice(env.payload())
-        .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;
+    let bad = ZLinkError::malformed_payload("weights announcement");
+    let raw: BTreeMap<String, u16> =
+        serde_json::from_slice(env.payload()).map_err(|e| bad(e.into()))?;
     let mut weights = BTreeMap::new();
     for (name, w) in raw {
-        let channel = ChannelName::new(name)
-            .map_err(|e| ZLinkError::application(ErrorKind::ProtocolError, &e.to_string()))?;
+        let channel = ChannelName::new(name).map_err(|e| bad(e.into()))?;
         if w > zlink_codec::records::MAX_WEIGHT {
-            return Err(ZLinkError::application(
-                ErrorKind::ProtocolError,
-                "announced weight above 10000",
-            ));
+            return Err(bad(PayloadError::Format("announced weight above 10000")));
         }
         weights.insert(channel, w);
     }
@@ -114,10 +111,9 @@ pub(crate) async fn handle(node: Arc<NodeInner>, frame: WireFrame) {
     let name = env.packet_name().to_owned();
     let result = match node.control.get(&name) {
         Some(h) => h(Arc::clone(&node), env.clone()).await,
-        None => Err(ZLinkError::application(
-            ErrorKind::NotFound,
-            &format!("unknown control command {name:?}"),
-        )),
+        None => Err(ZLinkError::NoHandler {
+            key: format!("control command {name:?}"),
+        }),
     };
     let reply = match (&result, env.reply_route()) {
         (_, None) => {

@@ -392,10 +392,7 @@ impl NodeInner {
             DispatchOutcome::ErrorReply { error, .. } => {
                 Ok(ReplyBody::Error(Bytes::from(error.encode())))
             }
-            DispatchOutcome::NoReply(_) => Err(ZLinkError::application(
-                crate::messaging::ErrorKind::InternalFailure,
-                "a request dispatch produced no reply",
-            )),
+            DispatchOutcome::NoReply(_) => Err(ZLinkError::NoReply),
         }
     }
 
@@ -506,14 +503,9 @@ pub(crate) fn transport_error(e: TransportError) -> ZLinkError {
         TransportError::FrameTooLarge { len, max } => ZLinkError::MessageTooLarge { len, max },
         TransportError::ShuttingDown => ZLinkError::ShuttingDown,
         other => match other.kind() {
-            TransportErrorKind::Exhausted => ZLinkError::application(
-                crate::messaging::ErrorKind::InternalFailure,
-                &other.to_string(),
-            ),
-            TransportErrorKind::InvalidArgument => ZLinkError::application(
-                crate::messaging::ErrorKind::InvalidOperation,
-                &other.to_string(),
-            ),
+            TransportErrorKind::Exhausted | TransportErrorKind::InvalidArgument => {
+                ZLinkError::transport(other)
+            }
             _ => ZLinkError::Unavailable {
                 target: "peer".into(),
                 reason: UnavailableReason::ConnectionLost,

@@ -12,7 +12,9 @@ use super::control;
 use super::core::{Address, CallOptions, NodeInner, ReplyBody};
 use super::status::{ManualPeerStatus, NodeStatus, PeerStatus};
 use crate::mesh::peer::{ManualPeer, PeerEndpoint};
-use crate::messaging::{ErrorKind, Message, OutboundMessage, Request, ZLinkError, decode_reply};
+use crate::messaging::{
+    ErrorMessage, InvalidCall, Message, OutboundMessage, Request, ZLinkError, decode_reply,
+};
 
 /// A running MeshNode (cheap to clone). Calls end with [`ZLinkError`] kinds per spec 06 §20:
 /// an unknown RID is `NotFound` and runs no handler, a known peer without a Ready connection is
@@ -182,22 +184,15 @@ impl MeshNode {
         let w = u16::try_from(weight)
             .ok()
             .filter(|w| *w <= zlink_codec::records::MAX_WEIGHT)
-            .ok_or_else(|| {
-                ZLinkError::application(
-                    ErrorKind::InvalidOperation,
-                    &format!("channel weight {weight} is outside 0..=10000"),
-                )
-            })?;
+            .ok_or(ZLinkError::InvalidCall(InvalidCall::ChannelWeight {
+                weight,
+            }))?;
         let payload = {
             let mut weights = self.inner.weights.write();
             let Some(slot) = weights.get_mut(channel) else {
-                return Err(ZLinkError::application(
-                    ErrorKind::InvalidOperation,
-                    &format!(
-                        "{:?} is not a Channel Server membership of this node",
-                        channel.as_str()
-                    ),
-                ));
+                return Err(ZLinkError::InvalidCall(InvalidCall::NotChannelServer {
+                    channel: channel.clone(),
+                }));
             };
             *slot = w;
             control::weights_payload(&weights)
@@ -218,10 +213,10 @@ impl MeshNode {
         expected_rid: Option<RoutingId>,
     ) -> Result<(), ZLinkError> {
         let parsed = crate::mesh::peer::parse_endpoint(endpoint).map_err(|why| {
-            ZLinkError::application(
-                ErrorKind::InvalidOperation,
-                &format!("manual peer endpoint {endpoint:?}: {why}"),
-            )
+            ZLinkError::InvalidCall(InvalidCall::ManualPeerEndpoint {
+                endpoint: endpoint.to_owned(),
+                reason: ErrorMessage::sanitise(&why),
+            })
         })?;
         let peer = ManualPeer {
             endpoint: parsed,
@@ -324,7 +319,10 @@ pub(crate) fn add_manual_intent(inner: &NodeInner, peer: &ManualPeer) -> Result<
     }
     inner.transport.add_intent(intent).map_err(|e| {
         if e.kind() == zlink_transport::TransportErrorKind::InvalidArgument {
-            ZLinkError::application(ErrorKind::AlreadyExists, &e.to_string())
+            ZLinkError::ManualPeerExists {
+                endpoint: peer.endpoint.to_string(),
+                source: std::sync::Arc::new(e),
+            }
         } else {
             super::core::transport_error(e)
         }

@@ -182,10 +182,7 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
                 mesh: Some(node.mesh.clone()),
             },
             Err(e) => {
-                let err = ZLinkError::application(
-                    crate::messaging::ErrorKind::ProtocolError,
-                    &format!("bad channel address: {e}"),
-                );
+                let err = ZLinkError::malformed_payload("channel address")(e.into());
                 answer(node, peer_rid, &env, Err(err));
                 return;
             }

@@ -11,7 +11,7 @@ use super::envelope::ActivationEnvelope;
 use super::{deadline_exceeded, type_mismatch};
 use crate::mesh::node::ReplyBody;
 use crate::messaging::{
-    ErrorKind, Message, Metadata, OutboundMessage, Request, RouteKind, ZLinkError, decode_reply,
+    Message, Metadata, OutboundMessage, Request, RouteKind, ZLinkError, decode_reply,
 };
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::messages::owner_unreachable;
@@ -220,10 +220,7 @@ impl InstanceCall {
                 content_type: bytes::Bytes::new(),
                 payload: bytes::Bytes::new(),
             }),
-            Ok(None) => Err(ZLinkError::application(
-                ErrorKind::InternalFailure,
-                "the handler produced no reply",
-            )),
+            Ok(None) => Err(ZLinkError::NoReply),
             Err(ZLinkError::ReplyTimeout { .. }) => Err(deadline_exceeded()),
             Err(e) => Err(e),
         }

@@ -56,13 +56,10 @@ impl Endings {
 
 /// The *moving* result of a Close that came after the relocation of the Spot `id` began.
 pub(crate) fn moving(id: &ObjectId) -> crate::messaging::ZLinkError {
-    crate::messaging::ZLinkError::application(
-        crate::messaging::ErrorKind::Unavailable,
-        &format!(
-            "spot {:?} is moving (a relocation committed first): the Close was not applied",
-            id.as_str()
-        ),
-    )
+    crate::messaging::ZLinkError::Unavailable {
+        target: format!("spot {:?}", id.as_str()),
+        reason: crate::messaging::UnavailableReason::Moving,
+    }
 }
 
 #[cfg(test)]

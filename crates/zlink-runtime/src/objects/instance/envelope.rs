@@ -36,7 +36,9 @@ use serde::{Deserialize, Serialize};
 use zlink_codec::{MeshName, ObjectId, OperationId, RoutingId, StableType};
 use zlink_store_spi::BlobRef;
 
-use crate::messaging::{ErrorKind, PacketName, RouteKind, ZLinkError};
+use crate::messaging::{
+    InternalError, PacketName, PayloadError, RelocationStoreError, RouteKind, ZLinkError,
+};
 
 /// The envelope's magic bytes.
 const MAGIC: &[u8; 8] = b"ZLCAENV1";
@@ -45,11 +47,14 @@ const MAGIC: &[u8; 8] = b"ZLCAENV1";
 /// hop bound).
 pub(crate) const MAX_HOPS: u8 = 8;
 
-fn protocol(what: &str) -> ZLinkError {
-    ZLinkError::application(
-        ErrorKind::ProtocolError,
-        &format!("activation envelope: {what}"),
-    )
+/// A malformed activation envelope (or command reply): `ProtocolError`.
+fn malformed(problem: PayloadError) -> ZLinkError {
+    ZLinkError::malformed_payload("activation envelope")(problem)
+}
+
+/// A malformed activation envelope whose layout breaks the rule `what`.
+fn protocol(what: &'static str) -> ZLinkError {
+    malformed(PayloadError::Format(what))
 }
 
 /// One first message with everything its cold activation needs.
@@ -95,9 +100,9 @@ struct Header {
     hops: u8,
 }
 
-fn decimal(text: &str, what: &str) -> Result<u64, ZLinkError> {
+fn decimal(text: &str, field: &'static str) -> Result<u64, ZLinkError> {
     text.parse()
-        .map_err(|_| protocol(&format!("{what} is not a decimal")))
+        .map_err(|source| malformed(PayloadError::Number { field, source }))
 }
 
 fn take_u32(bytes: &[u8], at: usize) -> Result<(usize, usize), ZLinkError> {
@@ -126,7 +131,7 @@ impl ActivationEnvelope {
             remaining_ms: u64::try_from(self.remaining.as_millis()).unwrap_or(u64::MAX),
             hops: self.hops,
         };
-        let header = serde_json::to_vec(&header).map_err(|e| protocol(&e.to_string()))?;
+        let header = serde_json::to_vec(&header).map_err(|e| malformed(e.into()))?;
         let too_large = || protocol("a part is over 4 GiB");
         let header_len = u32::try_from(header.len()).map_err(|_| too_large())?;
         let metadata_len = u32::try_from(self.metadata.len()).map_err(|_| too_large())?;
@@ -154,7 +159,7 @@ impl ActivationEnvelope {
             .filter(|end| *end <= bytes.len())
             .ok_or_else(|| protocol("truncated header"))?;
         let h: Header =
-            serde_json::from_slice(&bytes[at..header_end]).map_err(|e| protocol(&e.to_string()))?;
+            serde_json::from_slice(&bytes[at..header_end]).map_err(|e| malformed(e.into()))?;
         let (metadata_len, at) = take_u32(bytes, header_end)?;
         let metadata_end = at
             .checked_add(metadata_len)
@@ -163,27 +168,26 @@ impl ActivationEnvelope {
         let route = match h.route.as_str() {
             "request" => RouteKind::Request,
             "send" => RouteKind::Send,
-            other => return Err(protocol(&format!("unknown route {other:?}"))),
+            _ => return Err(protocol("unknown route")),
         };
         let operation = u128::from_str_radix(&h.operation_id, 16)
             .ok()
             .filter(|_| h.operation_id.len() == 32)
             .and_then(|v| OperationId::new(v).ok())
-            .ok_or_else(|| protocol("operationId"))?;
-        fn bad(what: &'static str) -> impl Fn(zlink_codec::CodecError) -> ZLinkError {
-            move |e| protocol(&format!("{what}: {e}"))
-        }
+            .ok_or_else(|| protocol("operationId is not 32 hex digits of an OperationId"))?;
+        let bad = |e: zlink_codec::CodecError| malformed(e.into());
         Ok(Self {
-            id: ObjectId::new(h.spot_id).map_err(bad("spotId"))?,
-            stable_type: StableType::new(h.stable_type).map_err(bad("stableType"))?,
-            mesh: MeshName::new(h.mesh_name).map_err(bad("meshName"))?,
-            target: RoutingId::from_hex(&h.target_routing_id_hex).map_err(bad("target"))?,
+            id: ObjectId::new(h.spot_id).map_err(bad)?,
+            stable_type: StableType::new(h.stable_type).map_err(bad)?,
+            mesh: MeshName::new(h.mesh_name).map_err(bad)?,
+            target: RoutingId::from_hex(&h.target_routing_id_hex).map_err(bad)?,
             target_lifecycle: decimal(&h.target_lifecycle_generation, "targetLifecycle")?,
-            source: RoutingId::from_hex(&h.source_routing_id_hex).map_err(bad("source"))?,
+            source: RoutingId::from_hex(&h.source_routing_id_hex).map_err(bad)?,
             source_run: decimal(&h.source_run_generation, "sourceRun")?,
             operation,
             route,
-            packet: PacketName::new(h.packet).map_err(|e| protocol(&e.to_string()))?,
+            packet: PacketName::checked(h.packet)
+                .map_err(|reason| malformed(PayloadError::PacketName(reason)))?,
             content_type: h.content_type,
             remaining: Duration::from_millis(h.remaining_ms),
             hops: h.hops,
@@ -212,7 +216,7 @@ impl ActivationEnvelope {
             self.target_lifecycle,
             self.operation.to_hex()
         ))
-        .map_err(|e| ZLinkError::application(ErrorKind::InternalFailure, &e.to_string()))
+        .map_err(|source| ZLinkError::RelocationStore(RelocationStoreError::Reference { source }))
     }
 }
 
@@ -264,7 +268,7 @@ impl RecoveryRoot {
                 cursor: self.cursor.to_string(),
             },
         })
-        .map_err(|e| ZLinkError::application(ErrorKind::InternalFailure, &e.to_string()))
+        .map_err(|e| ZLinkError::Internal(InternalError::json("recovery root")(e)))
     }
 
     /// The root a record payload holds, if it holds one (an empty payload, or any other
@@ -288,8 +292,9 @@ impl RecoveryRoot {
 
     /// The blob reference.
     pub(crate) fn blob(&self) -> Result<BlobRef, ZLinkError> {
-        BlobRef::new(self.reference.clone())
-            .map_err(|e| ZLinkError::application(ErrorKind::DataLost, &e.to_string()))
+        BlobRef::new(self.reference.clone()).map_err(|source| {
+            ZLinkError::RelocationStore(RelocationStoreError::StoredReference { source })
+        })
     }
 
     /// Whether `bytes` are exactly the envelope this root names.
@@ -325,6 +330,7 @@ pub(crate) fn decode_output(bytes: &Bytes) -> Result<(Bytes, Bytes), ZLinkError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messaging::ErrorKind;
 
     fn sample() -> ActivationEnvelope {
         ActivationEnvelope {

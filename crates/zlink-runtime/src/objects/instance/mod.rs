@@ -69,7 +69,7 @@ use zlink_codec::{ObjectId, StableType};
 use zlink_store_spi::{DynRelocationStore, Retention};
 
 use super::host::ObjectHost;
-use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::messaging::{CreationError, InvalidCall, UnavailableReason, Unconfigured, ZLinkError};
 use zlink_location::{CapacityBundle, Discovery, LocationError, PlacementRng, TargetNode};
 
 pub use call::InstanceCall;
@@ -170,20 +170,18 @@ impl Instances {
     }
 
     fn configured(&self) -> Result<&Configured, ZLinkError> {
-        self.configured.get().ok_or_else(|| {
-            ZLinkError::application(ErrorKind::NotConfigured, "the node has not started")
-        })
+        self.configured
+            .get()
+            .ok_or(ZLinkError::NotConfigured(Unconfigured::NotStarted))
     }
 
     /// The Relocation Store and the envelope retention.
     fn store(&self) -> Result<(&Arc<dyn DynRelocationStore>, Retention), ZLinkError> {
         let c = self.configured()?;
-        let store = c.store.as_ref().ok_or_else(|| {
-            ZLinkError::application(
-                ErrorKind::NotConfigured,
-                "Instance Spot cold activation needs a Relocation Store",
-            )
-        })?;
+        let store = c
+            .store
+            .as_ref()
+            .ok_or(ZLinkError::NotConfigured(Unconfigured::RelocationStore))?;
         Ok((store, c.retention))
     }
 
@@ -252,17 +250,10 @@ impl Instances {
             [] => Err(ZLinkError::NoRoute {
                 target: "an Instance Spot type (no serving node offers one)".into(),
             }),
-            several => Err(ZLinkError::application(
-                ErrorKind::InvalidOperation,
-                &format!(
-                    "{} Instance Spot types are served ({}): name one with stable_type",
-                    several.len(),
-                    several
-                        .iter()
-                        .map(|t| t.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+            several => Err(ZLinkError::InvalidCall(
+                InvalidCall::SeveralInstanceSpotTypes {
+                    types: several.to_vec(),
+                },
             )),
         }
     }
@@ -273,12 +264,10 @@ impl Instances {
         host: &ObjectHost,
         stable_type: &StableType,
     ) -> Result<TargetNode, ZLinkError> {
-        let discovery = self.discovery.get().ok_or_else(|| {
-            ZLinkError::application(
-                ErrorKind::NotConfigured,
-                "object placement needs automatic topology",
-            )
-        })?;
+        let discovery = self
+            .discovery
+            .get()
+            .ok_or(ZLinkError::NotConfigured(Unconfigured::AutomaticTopology))?;
         let mut candidates = discovery
             .candidates(host.location.authority())
             .await
@@ -311,30 +300,21 @@ async fn settled(mut rx: watch::Receiver<()>, deadline: tokio::time::Instant) {
 }
 
 fn capacity_exceeded(stable_type: &StableType) -> ZLinkError {
-    ZLinkError::application(
-        ErrorKind::CapacityExceeded,
-        &format!(
-            "no eligible Object Server has room for Instance Spot type {:?}",
-            stable_type.as_str()
-        ),
-    )
+    ZLinkError::Creation(CreationError::NoRoom {
+        stable_type: stable_type.clone(),
+    })
 }
 
 fn deadline_exceeded() -> ZLinkError {
-    ZLinkError::application(
-        ErrorKind::DeadlineExceeded,
-        "the Instance Spot call did not finish before its deadline",
-    )
+    ZLinkError::DeadlinePassed {
+        operation: "Instance Spot call",
+    }
 }
 
 fn type_mismatch(id: &ObjectId, kind: ObjectKind, stable_type: &StableType) -> ZLinkError {
-    ZLinkError::application(
-        ErrorKind::TypeMismatch,
-        &format!(
-            "spot {:?} is a {} of type {:?}",
-            id.as_str(),
-            kind.as_str(),
-            stable_type.as_str()
-        ),
-    )
+    ZLinkError::TypeMismatch {
+        target: format!("spot {:?}", id.as_str()),
+        kind,
+        stable_type: stable_type.clone(),
+    }
 }

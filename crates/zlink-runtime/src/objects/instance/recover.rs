@@ -190,9 +190,8 @@ async fn read_envelope(
             }
             Ok(BlobReadResult::Missing { .. }) => return Ok(None),
             Err(e) => {
-                return Err(crate::messaging::ZLinkError::application(
-                    crate::messaging::ErrorKind::InternalFailure,
-                    &format!("relocation store: {e}"),
+                return Err(crate::messaging::ZLinkError::RelocationStore(
+                    crate::messaging::RelocationStoreError::operation(e),
                 ));
             }
         }

@@ -15,10 +15,13 @@ use zlink_transport::{Envelope, PeerHandle};
 use super::envelope::{ActivationEnvelope, MAX_HOPS, RecoveryRoot, decode_output, encode_output};
 use super::{Activating, deadline_exceeded, settled, type_mismatch};
 use crate::mesh::node::{NodeInner, ReplyBody, job_cost};
-use crate::messaging::{ErrorKind, ErrorReply, Metadata, RouteKind, UnavailableReason, ZLinkError};
+use crate::messaging::{
+    CreationError, ErrorMessage, ErrorReply, InternalError, Metadata, PayloadError,
+    RelocationStoreError, RouteKind, UnavailableReason, ZLinkError,
+};
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::live::{Built, LiveObject};
-use crate::objects::messages::owner_unreachable;
+use crate::objects::messages::{ObjectHead, owner_unreachable};
 use crate::objects::registration::{FactoryContext, MessageContext, ObjectCall, ObjectOutput};
 use zlink_location::{AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome};
 use zlink_location::{InvalidOperation, ReserveRequest};
@@ -61,7 +64,9 @@ pub(super) async fn send_envelope(
                 return Ok(None);
             }
             let ct = String::from_utf8(ct.to_vec()).map_err(|_| {
-                ZLinkError::application(ErrorKind::ProtocolError, "reply content type")
+                ZLinkError::malformed_payload("activation reply")(PayloadError::Format(
+                    "the content type is not UTF-8",
+                ))
             })?;
             Ok(Some((ct, payload.to_vec())))
         }
@@ -224,15 +229,15 @@ async fn deliver_here(
 /// The one-way `spot` message of `envelope` as this node would send it to the Spot's owner.
 fn spot_one_way(node: &NodeInner, envelope: &ActivationEnvelope) -> Result<Envelope, ZLinkError> {
     let bad = |e: zlink_transport::TransportError| {
-        ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
+        ZLinkError::Internal(InternalError::Envelope {
+            what: "one-way Spot message",
+            source: Arc::new(e),
+        })
     };
     let op = node.transport.ids().next_operation_id().map_err(bad)?;
-    let id = envelope.id.as_str().as_bytes();
-    let len = u8::try_from(id.len())
-        .map_err(|_| ZLinkError::application(ErrorKind::InternalFailure, "spot id too long"))?;
-    let mut payload = Vec::with_capacity(1 + id.len() + envelope.payload.len());
-    payload.push(len);
-    payload.extend_from_slice(id);
+    let head = ObjectHead::new(&envelope.id);
+    let mut payload = Vec::with_capacity(head.bytes().len() + envelope.payload.len());
+    payload.extend_from_slice(head.bytes());
     payload.extend_from_slice(&envelope.payload);
     Envelope::one_way(op, &node.rid, node.generation, Bytes::from(payload))
         .with_address(crate::mesh::node::SPOT_ADDRESS)
@@ -283,27 +288,20 @@ async fn store_envelope(
     let (store, retention) = host.instances.store()?;
     let bytes = envelope.encode()?;
     let reference = envelope.reference()?;
-    let failure = |what: &str| {
-        ZLinkError::application(
-            ErrorKind::InternalFailure,
-            &format!("relocation store: {what}"),
-        )
-    };
+    let failure = ZLinkError::RelocationStore;
     match store.put(&reference, &bytes, retention).await {
         Ok(PutResult::Stored { .. } | PutResult::AlreadyStored { .. }) => {}
         Ok(PutResult::Conflict { .. }) => {
-            return Err(failure(
-                "other bytes are stored under the envelope's reference",
-            ));
+            return Err(failure(RelocationStoreError::Conflict));
         }
         Err(e) => tracing::debug!(error = %e, "envelope put failed; reading it back"),
     }
     let root = RecoveryRoot::of(&reference, &bytes);
     match store.read(&reference).await {
         Ok(BlobReadResult::Found { bytes: read, .. }) if root.verifies(&read) => Ok(root),
-        Ok(BlobReadResult::Found { .. }) => Err(failure("the stored envelope does not verify")),
-        Ok(BlobReadResult::Missing { .. }) => Err(failure("the envelope was not stored")),
-        Err(e) => Err(failure(&e.to_string())),
+        Ok(BlobReadResult::Found { .. }) => Err(failure(RelocationStoreError::Unverified)),
+        Ok(BlobReadResult::Missing { .. }) => Err(failure(RelocationStoreError::NotStored)),
+        Err(e) => Err(failure(RelocationStoreError::operation(e))),
     }
 }
 
@@ -431,14 +429,14 @@ pub(super) async fn build(
     drop(permit);
     match built {
         Built::Approved { live, .. } => Ok(live),
-        Built::Rejected { reason } => Err(ZLinkError::application(
-            ErrorKind::Rejected,
-            &format!("the Instance Spot creation was declined: {reason}"),
-        )),
-        Built::Failed { error } | Built::Incompatible { error } => Err(ZLinkError::application(
-            ErrorKind::InternalFailure,
-            &format!("the Instance Spot creation failed: {error}"),
-        )),
+        Built::Rejected { reason } => Err(ZLinkError::Creation(CreationError::Rejected {
+            reason: ErrorMessage::sanitise(&reason),
+        })),
+        Built::Failed { error } | Built::Incompatible { error } => {
+            Err(ZLinkError::Creation(CreationError::Failed {
+                failure: ErrorMessage::sanitise(&error),
+            }))
+        }
     }
 }
 

@@ -1,0 +1,194 @@
+//! Unit tests of the messaging error type: kinds, messages, and the runtime's typed failures.
+
+use super::*;
+
+#[test]
+fn every_kind_round_trips_through_its_code() {
+    let mut codes: Vec<u8> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
+    for kind in ErrorKind::ALL {
+        assert_eq!(ErrorKind::from_code(kind.code()), Some(kind));
+    }
+    codes.dedup();
+    assert_eq!(codes, (1..=13).collect::<Vec<u8>>());
+    assert_eq!(ErrorKind::from_code(0), None);
+    assert_eq!(ErrorKind::from_code(14), None);
+}
+
+#[test]
+fn message_at_the_bound_is_kept_and_one_past_is_cut() {
+    let at = "a".repeat(ErrorMessage::MAX_LEN);
+    assert_eq!(ErrorMessage::sanitise(&at).as_str(), at);
+    let past = "a".repeat(ErrorMessage::MAX_LEN + 1);
+    assert_eq!(
+        ErrorMessage::sanitise(&past).as_str().len(),
+        ErrorMessage::MAX_LEN
+    );
+}
+
+#[test]
+fn message_is_cut_at_a_character_boundary() {
+    // 255 ASCII bytes then a 2-byte character: the character does not fit.
+    let text = format!("{}é", "a".repeat(255));
+    assert_eq!(ErrorMessage::sanitise(&text).as_str().len(), 255);
+}
+
+#[test]
+fn control_characters_become_spaces() {
+    assert_eq!(
+        ErrorMessage::sanitise("a\r\nb\0c\u{1b}").as_str(),
+        "a  b c "
+    );
+}
+
+#[test]
+fn handler_failure_reply_message_hides_the_cause() {
+    let err = ZLinkError::handler_failed("Ping", "database password is hunter2");
+    assert_eq!(err.kind(), ErrorKind::InternalFailure);
+    assert!(!err.reply_message().as_str().contains("hunter2"));
+}
+
+/// A check on an error's source.
+type SourceCheck = fn(&ZLinkError) -> bool;
+
+/// Whether `e`'s source is a `T` (held directly or shared in an `Arc`).
+fn source_is<T: std::error::Error + 'static>(e: &ZLinkError) -> bool {
+    let source = std::error::Error::source(e);
+    source.is_some_and(|s| s.is::<T>() || s.is::<Arc<T>>())
+}
+
+/// Checks `err`'s kind, and that its reply message holds no text of its source chain.
+fn check(err: &ZLinkError, kind: ErrorKind) {
+    assert_eq!(err.kind(), kind, "{err}");
+    let reply = err.reply_message();
+    let mut next = std::error::Error::source(err);
+    while let Some(cause) = next {
+        assert!(
+            !reply.as_str().contains(&cause.to_string()),
+            "{err}: {cause}"
+        );
+        next = cause.source();
+    }
+    assert!(!reply.as_str().contains("secret"), "{reply}");
+}
+
+#[test]
+fn runtime_failures_keep_their_kind_and_typed_source() {
+    use zlink_location::LocationError as L;
+    use zlink_transport::TransportError as T;
+    let json = serde_json::from_slice::<u8>(b"{").expect_err("not a number");
+    let cancelled = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let task = tokio::spawn(std::future::pending::<()>());
+            task.abort();
+            task.await
+        })
+        .expect_err("cancelled");
+    let typed: [(ZLinkError, ErrorKind, SourceCheck); 9] = [
+        (
+            ZLinkError::location_store(L::CapacityExceeded),
+            ErrorKind::CapacityExceeded,
+            source_is::<L>,
+        ),
+        (
+            ZLinkError::location_store(L::Contended),
+            ErrorKind::InternalFailure,
+            source_is::<L>,
+        ),
+        (
+            ZLinkError::RelocationStore(RelocationStoreError::operation(
+                zlink_store_spi::StoreError::TimedOut,
+            )),
+            ErrorKind::InternalFailure,
+            source_is::<zlink_store_spi::StoreError>,
+        ),
+        (
+            ZLinkError::transport(T::Exhausted("ids")),
+            ErrorKind::InternalFailure,
+            source_is::<T>,
+        ),
+        (
+            ZLinkError::transport(T::InvalidArgument("secret".into())),
+            ErrorKind::InvalidOperation,
+            source_is::<T>,
+        ),
+        (
+            ZLinkError::ManualPeerExists {
+                endpoint: "h:1".into(),
+                source: Arc::new(T::InvalidArgument("secret".into())),
+            },
+            ErrorKind::AlreadyExists,
+            source_is::<T>,
+        ),
+        (
+            ZLinkError::malformed_payload("end command")(json.into()),
+            ErrorKind::ProtocolError,
+            source_is::<PayloadError>,
+        ),
+        (
+            ZLinkError::Internal(InternalError::Task {
+                what: "relocation",
+                source: Arc::new(cancelled),
+            }),
+            ErrorKind::InternalFailure,
+            source_is::<tokio::task::JoinError>,
+        ),
+        (
+            ZLinkError::Creation(CreationError::RequestTooLarge {
+                source: Arc::new(L::Contended),
+            }),
+            ErrorKind::InvalidOperation,
+            source_is::<L>,
+        ),
+    ];
+    for (err, kind, typed) in typed {
+        check(&err, kind);
+        assert!(typed(&err), "{err}: the source is the typed error");
+    }
+    let adapter = ZLinkError::AdapterFailed {
+        step: "capture",
+        source: Arc::from(BoxError::from("secret state")),
+    };
+    check(&adapter, ErrorKind::InternalFailure);
+    let mismatch = ZLinkError::TypeMismatch {
+        target: "actor a".into(),
+        kind: ObjectKind::Actor,
+        stable_type: StableType::new("t").expect("type"),
+    };
+    check(&mismatch, ErrorKind::TypeMismatch);
+    let moving = ZLinkError::Unavailable {
+        target: "spot".into(),
+        reason: UnavailableReason::Moving,
+    };
+    check(&moving, ErrorKind::Unavailable);
+    for (err, kind) in [
+        (ZLinkError::NoReply, ErrorKind::InternalFailure),
+        (ZLinkError::stale_fence("moved"), ErrorKind::Unavailable),
+        (ZLinkError::MailboxFull, ErrorKind::CapacityExceeded),
+        (ZLinkError::ActivationClosing, ErrorKind::Unavailable),
+        (
+            ZLinkError::DeadlinePassed {
+                operation: "creation",
+            },
+            ErrorKind::DeadlineExceeded,
+        ),
+        (
+            ZLinkError::NotConfigured(Unconfigured::LocationStore),
+            ErrorKind::NotConfigured,
+        ),
+        (
+            ZLinkError::refused_call("twice"),
+            ErrorKind::InvalidOperation,
+        ),
+    ] {
+        check(&err, kind);
+    }
+}
+
+#[test]
+fn application_error_keeps_its_chosen_kind() {
+    let err = ZLinkError::application(ErrorKind::CapacityExceeded, "full");
+    assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+    assert_eq!(err.reply_message().as_str(), "full");
+}

@@ -1,0 +1,488 @@
+//! The typed parts of [`ZLinkError`] variants: which frame part is malformed, why a text is
+//! invalid or a target unavailable, and why a creation, a local call, a configuration, a
+//! runtime-internal payload, the Relocation Store or an internal step failed. Each failure says
+//! its [`ErrorKind`]; causes stay reachable through [`std::error::Error::source`] and never
+//! cross the wire.
+
+use std::fmt;
+use std::sync::Arc;
+
+use zlink_codec::records::ObjectKind;
+use zlink_codec::{ChannelName, CodecError, StableType};
+use zlink_store_spi::{ArgumentError, StoreError};
+
+#[cfg(doc)]
+use super::error::ZLinkError;
+use super::error::{ErrorKind, ErrorMessage};
+
+/// Which part of an inbound frame or reply is malformed (a [`ZLinkError::MalformedFrame`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FramePart {
+    /// The packet name.
+    PacketName,
+    /// The metadata bytes.
+    Metadata,
+    /// The payload bytes (they do not decode as the handler's declared type).
+    Payload,
+    /// An error reply.
+    ErrorReply,
+}
+
+impl fmt::Display for FramePart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::PacketName => "packet name",
+            Self::Metadata => "metadata",
+            Self::Payload => "payload",
+            Self::ErrorReply => "error reply",
+        })
+    }
+}
+
+/// Why a packet name or metadata entry is invalid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InvalidText {
+    /// It is empty.
+    Empty,
+    /// It is longer than its bound.
+    TooLong {
+        /// Its length in UTF-8 bytes.
+        actual: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// It contains a control character (NUL included).
+    ControlCharacter,
+}
+
+impl fmt::Display for InvalidText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("empty"),
+            Self::TooLong { actual, max } => write!(f, "{actual} bytes, more than {max}"),
+            Self::ControlCharacter => f.write_str("contains a control character"),
+        }
+    }
+}
+
+/// Why a known target is [`ZLinkError::Unavailable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UnavailableReason {
+    /// The peer is known (discovered or a manual intent) but has no Ready connection.
+    NotConnected,
+    /// The channel has registered members but none is Ready with a positive weight.
+    NoEligibleMember,
+    /// The connection went down after the request was sent; it was not resent.
+    ConnectionLost,
+    /// The host is not serving yet.
+    NotServing,
+    /// The owner's local admission deadline has passed (its owner lease could not be renewed
+    /// in time, spec 21 §5): it starts no new object work.
+    AdmissionClosed,
+    /// The object is moving: a relocation committed first, so the call was not applied.
+    Moving,
+}
+
+impl fmt::Display for UnavailableReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotConnected => "no ready connection",
+            Self::NoEligibleMember => "no ready member with a positive weight",
+            Self::ConnectionLost => "the connection went down before the reply",
+            Self::NotServing => "the host is not serving",
+            Self::AdmissionClosed => "the owner's admission deadline has passed",
+            Self::Moving => "it is moving (a relocation committed first): nothing was applied",
+        })
+    }
+}
+
+/// Why a creation did not give a ref (spec 21 §7; a [`ZLinkError::Creation`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CreationError {
+    /// The creation callback declined (its terminal is `Rejected`); the reason is the
+    /// application's and crosses the wire.
+    #[error("the creation was rejected: {reason}")]
+    Rejected {
+        /// The application's reason (bounded, sanitised).
+        reason: ErrorMessage,
+    },
+    /// The factory or the creation callback failed (its terminal is `Failed`).
+    #[error("the creation failed: {failure}")]
+    Failed {
+        /// The stored failure text (bounded, sanitised).
+        failure: ErrorMessage,
+    },
+    /// An exclusive creation found the object already there.
+    #[error("{target} exists")]
+    Exists {
+        /// The object, as text.
+        target: String,
+    },
+    /// No eligible Object Server has room for the type (spec 21 §4).
+    #[error("no eligible Object Server has room for type {:?}", .stable_type.as_str())]
+    NoRoom {
+        /// The type to create.
+        stable_type: StableType,
+    },
+    /// The node a reservation names does not host the reserved kind and type.
+    #[error("this node has no {} type {:?}", .kind.as_str(), .stable_type.as_str())]
+    NotHosted {
+        /// The reserved kind.
+        kind: ObjectKind,
+        /// The reserved type.
+        stable_type: StableType,
+    },
+    /// The creation request does not fit the 1 MiB record bound (spec 21 §3.4).
+    #[error("the creation request does not fit the 1 MiB record bound")]
+    RequestTooLarge {
+        /// The bound the record breaks.
+        #[source]
+        source: Arc<zlink_location::LocationError>,
+    },
+    /// The stored creation request does not verify: the factory did not run.
+    #[error("the stored creation request does not verify")]
+    RequestUnverified {
+        /// The codec's reason.
+        #[source]
+        source: Arc<CodecError>,
+    },
+    /// The creation's result does not fit a terminal record.
+    #[error("the creation result cannot be stored")]
+    ResultTooLarge {
+        /// The bound the terminal breaks.
+        #[source]
+        source: Arc<zlink_location::LocationError>,
+    },
+}
+
+impl CreationError {
+    /// The common kind of this creation failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Rejected { .. } => ErrorKind::Rejected,
+            Self::Failed { .. } => ErrorKind::InternalFailure,
+            Self::Exists { .. } => ErrorKind::AlreadyExists,
+            Self::NoRoom { .. } => ErrorKind::CapacityExceeded,
+            Self::NotHosted { .. } => ErrorKind::TypeMismatch,
+            Self::RequestTooLarge { .. } | Self::ResultTooLarge { .. } => {
+                ErrorKind::InvalidOperation
+            }
+            Self::RequestUnverified { .. } => ErrorKind::DataLost,
+        }
+    }
+}
+
+/// A local call made with an invalid argument or in a state that does not allow it (a
+/// [`ZLinkError::InvalidCall`], kind `InvalidOperation`).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidCall {
+    /// A Channel Server weight outside 0..=10000.
+    #[error("channel weight {weight} is outside 0..=10000")]
+    ChannelWeight {
+        /// The weight asked for.
+        weight: i64,
+    },
+    /// The channel is not a Channel Server membership of this node.
+    #[error("{:?} is not a Channel Server membership of this node", .channel.as_str())]
+    NotChannelServer {
+        /// The channel.
+        channel: ChannelName,
+    },
+    /// A manual peer endpoint is not `host:port`.
+    #[error("manual peer endpoint {endpoint:?}: {reason}")]
+    ManualPeerEndpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// Why it does not parse (bounded, sanitised).
+        reason: ErrorMessage,
+    },
+    /// The ref names another incarnation than the stored one.
+    #[error("{target} is incarnation {current}, not {named}")]
+    OtherIncarnation {
+        /// The object, as text.
+        target: String,
+        /// The incarnation the ref names.
+        named: u64,
+        /// The stored incarnation.
+        current: u64,
+    },
+    /// A join's Actor or User Spot is another incarnation than its refs name.
+    #[error("the Actor or the User Spot is another incarnation than the refs name")]
+    JoinOtherIncarnation,
+    /// A join of an Actor to a User Spot on another node (that join moves the Actor).
+    #[error("the User Spot lives on another node: that join moves the Actor (live relocation)")]
+    JoinAcrossNodes,
+    /// Several Instance Spot types are served and the call named none.
+    #[error(
+        "{} Instance Spot types are served ({}): name one with stable_type",
+        .types.len(),
+        .types.iter().map(StableType::as_str).collect::<Vec<_>>().join(", ")
+    )]
+    SeveralInstanceSpotTypes {
+        /// The served types, sorted.
+        types: Vec<StableType>,
+    },
+    /// Several MeshNodes of the root have an object role and the call named none.
+    #[error("several MeshNodes have an object role: name one with actors_in / spots_in")]
+    SeveralObjectNodes,
+    /// A location list query is invalid (its page size or token).
+    #[error("invalid location list query")]
+    LocationQuery {
+        /// The location runtime's reason.
+        #[source]
+        source: Arc<zlink_location::InvalidOperation>,
+    },
+    /// A rule of the call, named in words (an argument out of its range, an option set twice,
+    /// a move already running, ...).
+    #[error("{reason}")]
+    Refused {
+        /// The rule broken (bounded, sanitised).
+        reason: ErrorMessage,
+    },
+}
+
+/// What a call needed that is not configured (a [`ZLinkError::NotConfigured`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unconfigured {
+    /// The node has not started.
+    #[error("the node has not started")]
+    NotStarted,
+    /// Instance Spot cold activation needs a Relocation Store.
+    #[error("Instance Spot cold activation needs a Relocation Store")]
+    RelocationStore,
+    /// Object placement needs automatic topology (a Location Store and discovery).
+    #[error("object placement needs automatic topology")]
+    AutomaticTopology,
+    /// No MeshNode of this root has an object role.
+    #[error("no MeshNode of this root has an object role")]
+    NoObjectNode,
+    /// The named MeshNode has no object role.
+    #[error("this MeshNode has no object role")]
+    NoObjectRole,
+    /// The root has no Location Store (or it has stopped).
+    #[error("this root has no Location Store (or it has stopped)")]
+    LocationStore,
+}
+
+/// Why a runtime-internal payload (a command body, an object message, a ref, an activation
+/// envelope) is malformed (the source of a [`ZLinkError::MalformedPayload`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum PayloadError {
+    /// The bytes are not the JSON the payload's schema describes.
+    #[error(transparent)]
+    Json(Arc<serde_json::Error>),
+    /// A field breaks a bound of the canonical codec (an id, a generation, a record).
+    #[error(transparent)]
+    Codec(Arc<CodecError>),
+    /// A numeric field does not parse.
+    #[error("{field} is not a number")]
+    Number {
+        /// The field.
+        field: &'static str,
+        /// The parser's reason.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// The packet name is invalid.
+    #[error("invalid packet name: {0}")]
+    PacketName(InvalidText),
+    /// The bytes break the payload's layout, or a field holds a value this runtime does not
+    /// know.
+    #[error("{0}")]
+    Format(&'static str),
+}
+
+impl From<serde_json::Error> for PayloadError {
+    fn from(e: serde_json::Error) -> Self {
+        Self::Json(Arc::new(e))
+    }
+}
+
+impl From<CodecError> for PayloadError {
+    fn from(e: CodecError) -> Self {
+        Self::Codec(Arc::new(e))
+    }
+}
+
+/// Why a Relocation Store step failed (a [`ZLinkError::RelocationStore`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelocationStoreError {
+    /// The Store operation failed; if it had started, whether it committed is unknown.
+    #[error("the relocation store operation failed")]
+    Operation {
+        /// The Store's error.
+        #[source]
+        source: Arc<StoreError>,
+    },
+    /// Other bytes are stored under the reference.
+    #[error("relocation store: other bytes are stored under the reference")]
+    Conflict,
+    /// The bytes read back are not the bytes stored.
+    #[error("relocation store: the stored bytes do not verify")]
+    Unverified,
+    /// The bytes just stored were not found.
+    #[error("relocation store: the bytes were not stored")]
+    NotStored,
+    /// A reference built by this runtime is outside the Store's bounds.
+    #[error("relocation store: the reference is outside the store's bounds")]
+    Reference {
+        /// The bound.
+        #[source]
+        source: ArgumentError,
+    },
+    /// A reference read from a stored record is outside the Store's bounds: what it named is
+    /// lost.
+    #[error("relocation store: a stored reference is outside the store's bounds")]
+    StoredReference {
+        /// The bound.
+        #[source]
+        source: ArgumentError,
+    },
+}
+
+impl RelocationStoreError {
+    /// The failed Store operation `e`.
+    pub(crate) fn operation(e: StoreError) -> Self {
+        Self::Operation {
+            source: Arc::new(e),
+        }
+    }
+
+    /// The common kind of this failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::StoredReference { .. } => ErrorKind::DataLost,
+            Self::Operation { .. }
+            | Self::Conflict
+            | Self::Unverified
+            | Self::NotStored
+            | Self::Reference { .. } => ErrorKind::InternalFailure,
+        }
+    }
+}
+
+/// A runtime-internal step that failed (a [`ZLinkError::Internal`], kind `InternalFailure`):
+/// nothing the caller did, and nothing of it crosses the wire but its text.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum InternalError {
+    /// A runtime JSON body could not be encoded.
+    #[error("encoding the {what} failed")]
+    Json {
+        /// What was encoded.
+        what: &'static str,
+        /// The encoder's error.
+        #[source]
+        source: Arc<serde_json::Error>,
+    },
+    /// The transport refused to build or number a runtime-internal envelope.
+    #[error("building the {what} failed")]
+    Envelope {
+        /// What was built.
+        what: &'static str,
+        /// The transport's error.
+        #[source]
+        source: Arc<zlink_transport::TransportError>,
+    },
+    /// A runtime task panicked or was cancelled.
+    #[error("a {what} task ended abnormally")]
+    Task {
+        /// What the task did.
+        what: &'static str,
+        /// The join error.
+        #[source]
+        source: Arc<tokio::task::JoinError>,
+    },
+}
+
+impl InternalError {
+    /// A JSON encoding failure of `what`.
+    pub(crate) fn json(what: &'static str) -> impl FnOnce(serde_json::Error) -> Self {
+        move |e| Self::Json {
+            what,
+            source: Arc::new(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_creation_failure_has_its_kind() {
+        let st = StableType::new("t").expect("type");
+        let lost = || Arc::new(zlink_location::LocationError::Contended);
+        let cases = [
+            (
+                CreationError::Rejected {
+                    reason: ErrorMessage::sanitise("no"),
+                },
+                ErrorKind::Rejected,
+            ),
+            (
+                CreationError::Failed {
+                    failure: ErrorMessage::sanitise("threw"),
+                },
+                ErrorKind::InternalFailure,
+            ),
+            (
+                CreationError::Exists { target: "a".into() },
+                ErrorKind::AlreadyExists,
+            ),
+            (
+                CreationError::NoRoom {
+                    stable_type: st.clone(),
+                },
+                ErrorKind::CapacityExceeded,
+            ),
+            (
+                CreationError::NotHosted {
+                    kind: ObjectKind::Actor,
+                    stable_type: st,
+                },
+                ErrorKind::TypeMismatch,
+            ),
+            (
+                CreationError::RequestTooLarge { source: lost() },
+                ErrorKind::InvalidOperation,
+            ),
+            (
+                CreationError::ResultTooLarge { source: lost() },
+                ErrorKind::InvalidOperation,
+            ),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(e.kind(), kind, "{e}");
+        }
+    }
+
+    #[test]
+    fn a_stored_reference_out_of_bounds_is_data_lost_and_the_rest_internal() {
+        let bound = zlink_store_spi::BlobRef::new("").expect_err("empty");
+        assert_eq!(
+            RelocationStoreError::StoredReference {
+                source: bound.clone()
+            }
+            .kind(),
+            ErrorKind::DataLost
+        );
+        for e in [
+            RelocationStoreError::Reference { source: bound },
+            RelocationStoreError::Conflict,
+            RelocationStoreError::Unverified,
+            RelocationStoreError::NotStored,
+            RelocationStoreError::operation(StoreError::Cancelled),
+        ] {
+            assert_eq!(e.kind(), ErrorKind::InternalFailure, "{e}");
+        }
+    }
+}
