@@ -241,6 +241,9 @@ pub(crate) struct Relocations {
     /// Tests: runs after each stage record this node's moves wrote.
     #[cfg(test)]
     pub(crate) stage_hook: Mutex<Option<StageHook>>,
+    /// Tests: how long this node, as a target, waits for a unit's ready (`None`: the default).
+    #[cfg(test)]
+    pub(crate) restore_wait: Mutex<Option<std::time::Duration>>,
 }
 
 /// Tests: a callback run after a stage record applied (the move waits for it).

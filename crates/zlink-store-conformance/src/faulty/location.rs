@@ -90,6 +90,8 @@ struct Keyed {
     op: LocationOp,
     key: StoreKey,
     fault: Fault,
+    /// Real time the operation waits before its fault applies (`None`: none).
+    delay: Option<Duration>,
 }
 
 impl<S: LocationStore> FaultyLocationStore<S> {
@@ -147,6 +149,20 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             op: LocationOp::Write,
             key,
             fault,
+            delay: None,
+        });
+    }
+
+    /// The next write that touches `key` first waits `delay` of real time, then gets `fault`
+    /// in place of any other; once. For example `Fault::LOSE_REPLY` with a delay past a
+    /// caller's deadline lets that write apply after the deadline and loses its reply (the
+    /// caller hears of it only once its deadline has passed).
+    pub fn fail_next_write_touching_late(&self, key: StoreKey, delay: Duration, fault: Fault) {
+        self.keyed.lock().push(Keyed {
+            op: LocationOp::Write,
+            key,
+            fault,
+            delay: Some(delay),
         });
     }
 
@@ -156,6 +172,7 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             op: LocationOp::Read,
             key,
             fault,
+            delay: None,
         });
     }
 
@@ -178,11 +195,16 @@ impl<S: LocationStore> FaultyLocationStore<S> {
         )))
     }
 
-    /// Takes the first one-shot fault set for `op` on a key `touches`.
-    fn take_keyed(&self, op: LocationOp, touches: impl Fn(&StoreKey) -> bool) -> Option<Fault> {
+    /// Takes the first one-shot fault (and its delay) set for `op` on a key `touches`.
+    fn take_keyed(
+        &self,
+        op: LocationOp,
+        touches: impl Fn(&StoreKey) -> bool,
+    ) -> Option<(Fault, Option<Duration>)> {
         let mut keyed = self.keyed.lock();
         let at = keyed.iter().position(|k| k.op == op && touches(&k.key))?;
-        Some(keyed.remove(at).fault)
+        let taken = keyed.remove(at);
+        Some((taken.fault, taken.delay))
     }
 
     /// Every operation of the kinds in `ops` waits `delay` of real time before going on
@@ -239,8 +261,8 @@ impl<S: fmt::Debug> fmt::Debug for FaultyLocationStore<S> {
 impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
     async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
         let mut plan = self.switches.enter(LocationOp::Read);
-        if let Some(fault) = self.take_keyed(LocationOp::Read, |k| k == key) {
-            plan = plan.with_fault(fault);
+        if let Some((fault, delay)) = self.take_keyed(LocationOp::Read, |k| k == key) {
+            plan = plan.with_fault(fault).with_delay(delay);
         }
         if let Some(e) = self.unreadable_error(|k| k == key) {
             return Err(e);
@@ -254,8 +276,8 @@ impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
             request.mutations().iter().any(|m| m.key() == k)
                 || request.conditions().iter().any(|c| c.key() == k)
         };
-        if let Some(fault) = self.take_keyed(LocationOp::Write, touches) {
-            plan = plan.with_fault(fault);
+        if let Some((fault, delay)) = self.take_keyed(LocationOp::Write, touches) {
+            plan = plan.with_fault(fault).with_delay(delay);
         }
         if let Some(e) = self.unreadable_error(touches) {
             return Err(e);

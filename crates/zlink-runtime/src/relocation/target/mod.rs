@@ -12,6 +12,7 @@
 mod build;
 mod commit;
 mod relay;
+mod watchdog;
 
 use std::sync::Arc;
 
@@ -123,6 +124,9 @@ pub(crate) struct Incoming {
     /// memory go back once the unit is built (or refused), the inbound permit when this entry
     /// is removed.
     permits: Option<TargetPermits>,
+    /// When this node stops waiting for the source's ready (`watchdog.rs`): set when the
+    /// Restore arrives, renewed once the unit is prepared.
+    until: tokio::time::Instant,
 }
 
 /// The stage of the Restore `relocation` in progress here, if any.
@@ -234,22 +238,13 @@ fn begin(
         spec,
         stage,
         permits,
+        until: tokio::time::Instant::now() + watchdog::deadline_after(&host),
     };
     incoming.insert(relocation, entry);
     drop(incoming);
-    forget_later(host, relocation);
-}
-
-/// A Restore whose prepare or ready never comes (the source gave up or went away) is
-/// forgotten, with its prepared objects and queues, once the source could no longer be
-/// waiting for it.
-fn forget_later(host: Arc<ObjectHost>, relocation: u128) {
-    tokio::spawn(async move {
-        tokio::time::sleep(ABANDONED_RESTORE).await;
-        if discard(&host, relocation, false).await {
-            tracing::info!(relocation, "relocation never got ready here: forgotten");
-        }
-    });
+    // A Restore whose prepare or ready never comes (the source gave up, crashed or went
+    // away) is abandoned: its reservation released, its prepared objects and queues dropped.
+    watchdog::watch(host, relocation);
 }
 
 async fn chunk(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
@@ -329,7 +324,10 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         Ok(prepared) => {
             *stage = Stage::Prepared(Box::new(prepared));
             drop(stage);
-            forget_later(Arc::clone(&host), relocation);
+            let until = tokio::time::Instant::now() + watchdog::deadline_after(&host);
+            if let Some(i) = host.relocations().incoming.lock().get_mut(&relocation) {
+                i.until = until;
+            }
             Ok(Some(Bytes::new()))
         }
         Err(why) => {
@@ -445,7 +443,7 @@ async fn admit(
 async fn abort(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
     let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
     host.relocations().admitted.lock().remove(&relocation);
-    if discard(&host, relocation, true).await {
+    if discard(&host, relocation).await {
         tracing::info!(
             relocation,
             "relocation aborted by the source: discarded here"
@@ -454,9 +452,9 @@ async fn abort(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
     Ok(None)
 }
 
-/// Drops the Restore `relocation` if it has not ended: still receiving, or prepared and
-/// (unless `even_ready`) not yet ready. The prepared objects close without running a message.
-async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> bool {
+/// Drops the Restore `relocation` if it has not ended: still receiving, or prepared (ready or
+/// not). The prepared objects close without running a message.
+async fn discard(host: &Arc<ObjectHost>, relocation: u128) -> bool {
     let Some((queued, stage)) = host
         .relocations()
         .incoming
@@ -469,7 +467,7 @@ async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> 
     let mut stage = stage.lock().await;
     let group = match std::mem::replace(&mut *stage, Stage::Done(None)) {
         Stage::Receiving(_) => Vec::new(),
-        Stage::Prepared(p) if even_ready || !p.ready => p.group,
+        Stage::Prepared(p) => p.group,
         other => {
             *stage = other;
             return false;
@@ -511,4 +509,12 @@ pub(crate) async fn resend_restores(host: &Arc<ObjectHost>) -> Result<usize, ZLi
         prepare(Arc::clone(host), envelope(prepare_body)?).await?;
     }
     Ok(cmds.len())
+}
+
+#[cfg(test)]
+impl super::Relocations {
+    /// Tests: the Restores in progress or prepared on this node, as a target.
+    pub(crate) fn incoming_units(&self) -> usize {
+        self.incoming.lock().len()
+    }
 }

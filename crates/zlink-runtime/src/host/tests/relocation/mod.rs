@@ -33,6 +33,7 @@ mod per_actor;
 mod rollback;
 mod spot_wide;
 mod stages;
+mod target_faults;
 mod targets;
 
 /// Which relocation policy the counter type chooses.
