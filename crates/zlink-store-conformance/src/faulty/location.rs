@@ -92,6 +92,8 @@ struct Keyed {
     fault: Fault,
     /// Real time the operation waits before its fault applies (`None`: none).
     delay: Option<Duration>,
+    /// A one-shot fault for the next read of the same key, armed once this one is taken.
+    then_read: Option<Fault>,
 }
 
 impl<S: LocationStore> FaultyLocationStore<S> {
@@ -150,6 +152,7 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             key,
             fault,
             delay: None,
+            then_read: None,
         });
     }
 
@@ -163,6 +166,21 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             key,
             fault,
             delay: Some(delay),
+            then_read: None,
+        });
+    }
+
+    /// The next write that touches `key` gets `fault`, and the next read of `key` after it
+    /// (the writer's own settle read, say) gets `read`; once. For example
+    /// `Fault::UNAVAILABLE` for both: the write changes nothing and its outcome cannot be
+    /// settled by re-reading the key, so the writer hears the failure.
+    pub fn fail_next_write_touching_and_its_read(&self, key: StoreKey, fault: Fault, read: Fault) {
+        self.keyed.lock().push(Keyed {
+            op: LocationOp::Write,
+            key,
+            fault,
+            delay: None,
+            then_read: Some(read),
         });
     }
 
@@ -173,6 +191,7 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             key,
             fault,
             delay: None,
+            then_read: None,
         });
     }
 
@@ -204,6 +223,15 @@ impl<S: LocationStore> FaultyLocationStore<S> {
         let mut keyed = self.keyed.lock();
         let at = keyed.iter().position(|k| k.op == op && touches(&k.key))?;
         let taken = keyed.remove(at);
+        if let Some(read) = taken.then_read {
+            keyed.push(Keyed {
+                op: LocationOp::Read,
+                key: taken.key.clone(),
+                fault: read,
+                delay: None,
+                then_read: None,
+            });
+        }
         Some((taken.fault, taken.delay))
     }
 

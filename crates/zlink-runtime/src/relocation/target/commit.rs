@@ -14,7 +14,7 @@ use crate::objects::lifecycle::LifecycleCall;
 use crate::relocation::MovesOf;
 use crate::relocation::owner_change::{Change, new_owner_settled};
 use crate::relocation::wire::{CutoverReply, PerActorPart};
-use zlink_location::{AuthorityHandle, AuthorityRead, Outcome};
+use zlink_location::{AuthorityHandle, Outcome};
 
 /// Runs NewOwner for the prepared unit `relocation` once (the cutover, or the cutover wait
 /// ran out). Committed → every participant joins the live set (an aggregate's members
@@ -220,57 +220,7 @@ async fn opened(
         host.routes.forget(&b.key);
     }
     if aggregate {
-        follow_owner(host, handle, group).await;
+        super::members::follow_owner(host, handle, group).await;
         completions.settled(relocation);
-    }
-}
-
-/// After the aggregate NewOwner: every member's record follows the Spot's new owner (so the
-/// allocation rows count the records again and no sweep of the source run touches them),
-/// at most 64 at once. A member not rewritten still resolves through the Spot's record.
-async fn follow_owner(
-    host: &Arc<ObjectHost>,
-    spot: &zlink_location::AuthorityHandle,
-    group: &[Hidden],
-) {
-    let mut running = tokio::task::JoinSet::new();
-    let mut failed = 0usize;
-    for b in group.iter().filter(|b| b.key.0 == AuthorityKind::Actor) {
-        if running.len() >= 64 {
-            if let Some(Ok(false)) = running.join_next().await {
-                failed += 1;
-            }
-        }
-        let (host, spot, id, generation) = (
-            Arc::clone(host),
-            spot.clone(),
-            b.key.1.clone(),
-            b.generation,
-        );
-        running.spawn(async move {
-            let authority = host.location.authority();
-            match authority.read(ObjectKind::Actor, &id).await {
-                Ok(AuthorityRead::Found { handle, .. })
-                    if handle.object_generation().get() == generation =>
-                {
-                    matches!(
-                        authority.follow_spot_owner(&handle, &spot).await,
-                        Ok(Outcome::Applied(_))
-                    )
-                }
-                _ => false,
-            }
-        });
-    }
-    while let Some(done) = running.join_next().await {
-        if !matches!(done, Ok(true)) {
-            failed += 1;
-        }
-    }
-    if failed > 0 {
-        tracing::warn!(
-            failed,
-            "SpotWide members whose record did not follow the Spot's owner"
-        );
     }
 }

@@ -7,10 +7,15 @@
 //! opens (`commit.rs`). A target that hears no cutover within `RelocationCutoverWaitTimeout`
 //! after ready attempts NewOwner itself; a move the source cancelled (its reservation
 //! released) then conflicts, and the prepared objects are dropped without ever running a
-//! message. An *abort*, or no ready within a minute, drops them too.
+//! message (it also releases its reservation, conditioned on the row as read). An *abort*
+//! drops them too. A source that sends neither ready nor abort — its run ended mid-move, or it
+//! stalled past the unit's deadline (a minute) — is watched for (`watchdog.rs`): the
+//! reservation is released and the prepared objects are dropped unrun, unless the record
+//! already names this node.
 
 mod build;
 mod commit;
+mod members;
 mod relay;
 mod watchdog;
 
