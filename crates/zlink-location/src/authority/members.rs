@@ -34,7 +34,10 @@ use super::handle::AuthorityHandle;
 /// The `SpotWide` User Spot an authority record resolves its owner through, if any (see the
 /// module docs): the runtime reads it from the record's framework-internal payload.
 #[derive(Clone)]
-pub struct MemberResolver(Arc<dyn Fn(&AuthorityHandle) -> Option<ObjectId> + Send + Sync>);
+pub struct MemberResolver(Arc<ResolveFn>);
+
+/// The function a [`MemberResolver`] calls.
+type ResolveFn = dyn Fn(&AuthorityHandle) -> Option<ObjectId> + Send + Sync;
 
 impl MemberResolver {
     /// A resolver calling `through` for each record a sweep or a recovery would delete.
