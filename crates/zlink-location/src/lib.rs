@@ -57,8 +57,8 @@ pub use runtime::{LocationRuntime, LocationRuntimeBuilder};
 
 pub use authority::{
     Abandoned, AuthorityClient, AuthorityHandle, AuthorityRead, Conflict, CreationMark,
-    OperationKey, Outcome, OwnerChangeRead, OwnerRuns, PerActorMoveRecord, ReservationWire,
-    ReserveRequest, TargetReservation, TerminalWrite,
+    MemberResolver, OperationKey, Outcome, OwnerChangeRead, OwnerRuns, PerActorMoveRecord,
+    ReservationWire, ReserveRequest, TargetReservation, TerminalWrite,
 };
 pub use capacity::{CapacityBundle, CapacityRow, SpotTypeSlots};
 pub use descriptor::{DescriptorPublisher, PublishOutcome, PublishableDescriptor};

@@ -28,6 +28,7 @@ pub struct LocationRuntimeBuilder {
     clock: SharedClock,
     renew_loop: bool,
     engine: EngineConfig,
+    members: Option<crate::MemberResolver>,
 }
 
 impl LocationRuntimeBuilder {
@@ -47,6 +48,14 @@ impl LocationRuntimeBuilder {
     /// hand turn it off).
     pub fn renew_loop(mut self, on: bool) -> Self {
         self.renew_loop = on;
+        self
+    }
+
+    /// Tells the owner sweeps and the at-access recovery which `SpotWide` User Spot a record
+    /// resolves its owner through (the record payload is opaque to the location core), so
+    /// they never delete a member that moved with its Spot (default: none known).
+    pub fn spot_wide_members(mut self, resolver: crate::MemberResolver) -> Self {
+        self.members = Some(resolver);
         self
     }
 
@@ -90,7 +99,8 @@ impl LocationRuntimeBuilder {
                 self.options.owner_lease_renew_timeout,
             )
         });
-        let authority = AuthorityClient::new(self.store.clone(), gate.clone(), engine, epoch);
+        let authority = AuthorityClient::new(self.store.clone(), gate.clone(), engine, epoch)
+            .with_members(self.members);
         Ok(LocationRuntime {
             store: self.store,
             options: self.options,
@@ -145,6 +155,7 @@ impl LocationRuntime {
             clock: Arc::new(SystemMonotonic::new()),
             renew_loop: true,
             engine: EngineConfig::default(),
+            members: None,
         }
     }
 

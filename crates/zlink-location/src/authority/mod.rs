@@ -37,6 +37,7 @@ use super::placement::{self, Candidate, PlacementRng, TargetNode};
 mod creation;
 mod handle;
 mod instance;
+mod members;
 mod op;
 mod outcome;
 mod recover;
@@ -47,6 +48,7 @@ mod terminal;
 
 pub use creation::{Abandoned, CreationMark};
 pub use handle::{AuthorityHandle, AuthorityRead};
+pub use members::MemberResolver;
 pub use outcome::{Conflict, Outcome};
 pub use recover::OwnerRuns;
 pub use relocation::TargetReservation;
@@ -100,6 +102,8 @@ pub struct AuthorityClient {
     /// The generations this host has seen (records it reads or takes ownership of).
     epoch: Arc<StoreEpoch>,
     rng: Mutex<PlacementRng>,
+    /// Which `SpotWide` Spot a record resolves through (`members.rs`; `None`: not known).
+    members: Option<MemberResolver>,
 }
 
 impl AuthorityClient {
@@ -115,7 +119,14 @@ impl AuthorityClient {
             engine,
             epoch,
             rng: Mutex::new(PlacementRng::new()),
+            members: None,
         }
+    }
+
+    /// The same client, telling `SpotWide` members by `members` (`members.rs`).
+    pub(crate) fn with_members(mut self, members: Option<MemberResolver>) -> Self {
+        self.members = members;
+        self
     }
 
     /// Reads the authority row of `(kind, id)`. A missing row returns only StoreNow; nothing

@@ -43,6 +43,10 @@ pub enum Conflict {
     /// The at-access recovery of a dead run's object found a move of it that a live target
     /// may still complete (spec 21 §8.1): the record is kept, as the recovery-sweep keeps it.
     Relocating,
+    /// The at-access recovery met a `SpotWide` member whose Spot's record names another run
+    /// (the member moved with its Spot; its own record has not followed yet) or could not be
+    /// read: the record is kept, as the sweeps keep it (`members.rs`).
+    ResolvesThroughSpot,
 }
 
 impl Conflict {

@@ -16,7 +16,9 @@
 //! §8.1) keeps the record (`Conflict::Relocating`), like the recovery-sweep skips it. Two
 //! accessors recovering the same record at once: the first batch wins, the second conflicts on
 //! the record's version; the creation that follows is decided by Reserve (`Missing` expected),
-//! so exactly one new incarnation is made.
+//! so exactly one new incarnation is made. A `SpotWide` member whose Spot's record names
+//! another run moved with its Spot and is kept (`Conflict::ResolvesThroughSpot`); another
+//! member's delete is also conditioned on its Spot's record as read (`members.rs`).
 //!
 //! **Listing owner runs** ([`AuthorityClient::owner_runs`]): at most a given number of pages
 //! of one snapshot of the authority rows, continued from a cursor, each distinct owner run
@@ -38,6 +40,7 @@ use super::super::keys::{self, PrivateFamily};
 use super::super::lease::{LeaseSeen, lease_key};
 use super::AuthorityClient;
 use super::handle::AuthorityHandle;
+use super::members::MemberCheck;
 use super::outcome::{Conflict, Outcome};
 use super::rows::ReservationRow;
 
@@ -116,11 +119,23 @@ impl AuthorityClient {
                 return Ok(Outcome::Conflict(Conflict::Relocating));
             }
         }
+        // A member that moved with its Spot is not the dead run's (`members.rs`).
+        let mut guards = vec![guard];
+        match self
+            .member_check(handle, &mut super::members::SpotReads::new())
+            .await?
+        {
+            MemberCheck::NotAMember => {}
+            MemberCheck::Moved | MemberCheck::Unreadable => {
+                return Ok(Outcome::Conflict(Conflict::ResolvesThroughSpot));
+            }
+            MemberCheck::Guard(g) => guards.push(g),
+        }
         let mut op = self.delete_op(
             handle,
             &admission.run,
             Some(AdmissionOp::AuthorityChange),
-            vec![guard],
+            guards,
         )?;
         op.plan.drop_empty.push(handle.node());
         let outcome = self.run_record_op(handle.id(), op).await?.map(|_| ());

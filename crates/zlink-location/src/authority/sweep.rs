@@ -36,6 +36,10 @@
 //! target, anything reserved meanwhile — stays. The sweep reads descriptors but never changes
 //! one.
 //!
+//! **`SpotWide` members** whose Spot's record names another run (they moved with it, their
+//! own record not yet following) are kept and counted ([`SweepReport::moved_members`]); the
+//! others are deleted first, each conditioned on its Spot's record as read (`members.rs`).
+//!
 //! **Corrupt or foreign data** costs only its row: a key the Store cannot read (another data
 //! type, a corrupt stored record) and a row whose bytes do not decode are skipped, logged,
 //! left untouched and counted ([`SweepReport::unreadable`], [`SweepReport::undecodable`]); the
@@ -55,6 +59,7 @@ use super::super::keys::PrivateFamily;
 use super::super::lease::{LeaseSeen, lease_key};
 use super::AuthorityClient;
 use super::handle::AuthorityHandle;
+use super::members::{MemberCheck, SpotReads};
 use super::op::{Op, Write, leases};
 use super::outcome::{Conflict, Outcome};
 use super::rows::ReservationRow;
@@ -71,6 +76,10 @@ pub struct SweepReport {
     pub changed: usize,
     /// Rows skipped because a move of the object may still be completed by a live target.
     pub relocating: usize,
+    /// `SpotWide` member rows skipped because their Spot moved to another owner: the member
+    /// moved with it (its record has not followed yet; `members.rs`), or its Spot's record
+    /// could not be read.
+    pub moved_members: usize,
     /// Authority and reservation rows whose bytes could not be decoded (left untouched).
     pub undecodable: usize,
     /// Keys under the swept families (authority, reservation and descriptor rows) the Store
@@ -227,6 +236,11 @@ impl AuthorityClient {
             .scan_all(&super::super::keys::authority_prefix())
             .await?;
         report.unreadable += authority.unreadable.len();
+        // `SpotWide` members go first, each conditioned on its Spot's record: the other rows
+        // (the Spots among them) are deleted only once they are done (`members.rs`).
+        let mut members = Vec::new();
+        let mut others = Vec::new();
+        let mut spots = SpotReads::new();
         for item in authority.items {
             let id = match LogicalKey::parse(item.key.as_str()) {
                 Ok(KeyParts::Authority { id, .. }) => id,
@@ -253,17 +267,36 @@ impl AuthorityClient {
                 report.relocating += 1;
                 continue;
             }
-            let mut op = self.delete_op(
-                &handle,
-                own,
-                Some(AdmissionOp::AuthorityChange),
-                guards.clone(),
-            )?;
+            let spot_guard = match self.member_check(&handle, &mut spots).await? {
+                MemberCheck::NotAMember => None,
+                MemberCheck::Moved | MemberCheck::Unreadable => {
+                    tracing::info!(id = %handle.id(), "owner sweep keeps a SpotWide member whose Spot is not the swept run's");
+                    report.moved_members += 1;
+                    continue;
+                }
+                MemberCheck::Guard(g) => Some(g),
+            };
+            let mut guards = guards.clone();
+            let member = spot_guard.is_some();
+            guards.extend(spot_guard);
+            let mut op =
+                self.delete_op(&handle, own, Some(AdmissionOp::AuthorityChange), guards)?;
             // The swept run's node: its row goes once empty.
             released.insert(handle.node());
             op.plan.drop_empty.push(handle.node());
-            pending.push(Pending::Authority(self.spawn(op)));
+            if member {
+                members.push(Pending::Authority(self.spawn(op)));
+            } else {
+                others.push(op);
+            }
         }
+        let mut failure = None;
+        self.tally(members, &mut report, &mut failure).await;
+        pending.extend(
+            others
+                .into_iter()
+                .map(|op| Pending::Authority(self.spawn(op))),
+        );
         let (nodes, unreadable) = self.descriptor_nodes(swept).await?;
         report.unreadable += unreadable;
         for node in nodes {
@@ -284,7 +317,21 @@ impl AuthorityClient {
             };
             pending.push(Pending::IdleNode(self.spawn(op)));
         }
-        let mut failure = None;
+        self.tally(pending, &mut report, &mut failure).await;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
+    }
+
+    /// Waits for every job of `pending` and counts its outcome in `report`; the first failure
+    /// is kept in `failure`.
+    async fn tally(
+        &self,
+        pending: Vec<Pending>,
+        report: &mut SweepReport,
+        failure: &mut Option<LocationError>,
+    ) {
         for p in pending {
             let (task, authority) = match p {
                 Pending::Authority(t) => (t, true),
@@ -329,10 +376,6 @@ impl AuthorityClient {
                     failure.get_or_insert(LocationError::Stopped);
                 }
             }
-        }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(report),
         }
     }
 

@@ -209,6 +209,9 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
                 .collect();
             let rt = LocationRuntime::builder(store)
                 .options(plan.location_options.clone())
+                .spot_wide_members(zlink_location::MemberResolver::new(
+                    crate::objects::membership::spot_wide_spot,
+                ))
                 .start_checking(&probes)
                 .await
                 .map_err(StartError::Location)?;

@@ -46,6 +46,20 @@ impl Membership {
     }
 }
 
+/// The `SpotWide` User Spot the Actor record `handle` resolves its owner through, if it is a
+/// member of one: what the location core's sweeps and at-access recovery are told, so they
+/// never delete a member that moved with its Spot (`zlink_location::MemberResolver`).
+pub(crate) fn spot_wide_spot(
+    handle: &zlink_location::AuthorityHandle,
+) -> Option<zlink_codec::ObjectId> {
+    if handle.kind() != zlink_codec::records::ObjectKind::Actor {
+        return None;
+    }
+    Membership::decode(handle.payload())
+        .filter(|m| m.spot_wide)
+        .and_then(|m| zlink_codec::ObjectId::new(m.spot).ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

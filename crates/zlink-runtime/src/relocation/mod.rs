@@ -262,6 +262,9 @@ pub(crate) struct Relocations {
     /// target's NewOwner ran; the source sees no reply).
     #[cfg(test)]
     pub(crate) lose_cutover_reply: std::sync::atomic::AtomicBool,
+    /// Tests: how long this node, as a target, waits for a unit's ready (`None`: the default).
+    #[cfg(test)]
+    pub(crate) restore_wait: Mutex<Option<std::time::Duration>>,
 }
 
 /// Tests: a callback run after a stage record applied (the move waits for it).

@@ -32,8 +32,10 @@ pub(super) enum Change<'a> {
 /// whose outcome is unknown is never guessed: the record is read again — still the version the
 /// reservation expects → the same NewOwner again (same condition and reservation row);
 /// naming this reservation's target for the same incarnation → it applied; anything else →
-/// a conflict (another change: the move is stale) — until `until`, then the last error
-/// (`location_update_failed`: the caller removes its prepared object). `change` names the
+/// a conflict (another change: the move is stale) — until `until`. At that give-up point the
+/// record is read once more ([`settled_at_give_up`]): the last attempt may have applied with
+/// its reply lost; only when that read does not show the change applied is the last error
+/// returned (`location_update_failed`: the caller removes its prepared object). `change` names the
 /// NewOwner (see [`Change`]); the applied read is the same for every one: the record names
 /// the reservation's target for the same incarnation.
 pub(super) async fn new_owner_settled(
@@ -110,7 +112,62 @@ pub(super) async fn new_owner_settled(
                 );
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
+            Err(e @ (LocationError::Store(_) | LocationError::Contended)) => {
+                return settled_at_give_up(authority, kind, id, reservation, change, e).await;
+            }
             other => return other,
         }
     }
+}
+
+/// How many reads of the record the give-up point makes before the outcome stays unknown.
+const GIVE_UP_READS: u32 = 3;
+
+/// The give-up point of [`new_owner_settled`]: the deadline passed with the last attempt's
+/// outcome unknown (`last`) — that attempt may have applied, its reply lost. The record is
+/// read once more (at most [`GIVE_UP_READS`] reads, [`RETRY_PAUSE`] apart) before anything is
+/// dropped: naming this reservation's target for the same incarnation → applied (the target
+/// keeps its instance and finishes); any other change → a conflict; still the version the
+/// reservation expects, or not readable → `last` (`location_update_failed`, 21 §10: the
+/// caller removes its prepared object). Nothing is written here.
+async fn settled_at_give_up(
+    authority: &AuthorityClient,
+    kind: ObjectKind,
+    id: &zlink_codec::ObjectId,
+    reservation: &TargetReservation,
+    change: Change<'_>,
+    last: LocationError,
+) -> Result<Outcome<AuthorityHandle>, LocationError> {
+    for read in 1..=GIVE_UP_READS {
+        match authority.read(kind, id).await {
+            Ok(AuthorityRead::Found { handle, .. }) => {
+                let seen = match change {
+                    Change::SpotWide { .. } => reservation.owner_change_read_of_aggregate(&handle),
+                    _ => reservation.owner_change_read(&handle),
+                };
+                return match seen {
+                    OwnerChangeRead::Applied => {
+                        tracing::info!(
+                            object = id.as_str(),
+                            "relocation NewOwner settled at the deadline: it applied"
+                        );
+                        Ok(Outcome::Applied(handle))
+                    }
+                    OwnerChangeRead::NotApplied => Err(last),
+                    OwnerChangeRead::Other => Ok(Outcome::Conflict(Conflict::Reservation)),
+                };
+            }
+            Ok(AuthorityRead::Missing { .. }) => {
+                return Ok(Outcome::Conflict(Conflict::Reservation));
+            }
+            Err(e) if read < GIVE_UP_READS => {
+                tracing::debug!(read, error = %e, object = id.as_str(), "relocation NewOwner give-up read failed");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(e) => {
+                tracing::debug!(read, error = %e, object = id.as_str(), "relocation NewOwner give-up read failed");
+            }
+        }
+    }
+    Err(last)
 }

@@ -90,6 +90,10 @@ struct Keyed {
     op: LocationOp,
     key: KeyMatch,
     fault: Fault,
+    /// Real time the operation waits before its fault applies (`None`: none).
+    delay: Option<Duration>,
+    /// A one-shot fault for the next read of the same key, armed once this one is taken.
+    then_read: Option<Fault>,
 }
 
 /// The keys a one-shot fault is for: one key, or every key under a prefix.
@@ -163,6 +167,36 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             op: LocationOp::Write,
             key: KeyMatch::Exact(key),
             fault,
+            delay: None,
+            then_read: None,
+        });
+    }
+
+    /// The next write that touches `key` first waits `delay` of real time, then gets `fault`
+    /// in place of any other; once. For example `Fault::LOSE_REPLY` with a delay past a
+    /// caller's deadline lets that write apply after the deadline and loses its reply (the
+    /// caller hears of it only once its deadline has passed).
+    pub fn fail_next_write_touching_late(&self, key: StoreKey, delay: Duration, fault: Fault) {
+        self.keyed.lock().push(Keyed {
+            op: LocationOp::Write,
+            key: KeyMatch::Exact(key),
+            fault,
+            delay: Some(delay),
+            then_read: None,
+        });
+    }
+
+    /// The next write that touches `key` gets `fault`, and the next read of `key` after it
+    /// (the writer's own settle read, say) gets `read`; once. For example
+    /// `Fault::UNAVAILABLE` for both: the write changes nothing and its outcome cannot be
+    /// settled by re-reading the key, so the writer hears the failure.
+    pub fn fail_next_write_touching_and_its_read(&self, key: StoreKey, fault: Fault, read: Fault) {
+        self.keyed.lock().push(Keyed {
+            op: LocationOp::Write,
+            key: KeyMatch::Exact(key),
+            fault,
+            delay: None,
+            then_read: Some(read),
         });
     }
 
@@ -172,6 +206,8 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             op: LocationOp::Read,
             key: KeyMatch::Exact(key),
             fault,
+            delay: None,
+            then_read: None,
         });
     }
 
@@ -184,6 +220,8 @@ impl<S: LocationStore> FaultyLocationStore<S> {
             op: LocationOp::Read,
             key: KeyMatch::Under(prefix),
             fault,
+            delay: None,
+            then_read: None,
         });
     }
 
@@ -206,11 +244,26 @@ impl<S: LocationStore> FaultyLocationStore<S> {
         )))
     }
 
-    /// Takes the first one-shot fault set for `op` on keys the operation `touches`.
-    fn take_keyed(&self, op: LocationOp, touches: impl Fn(&KeyMatch) -> bool) -> Option<Fault> {
+    /// Takes the first one-shot fault (and its delay) set for `op` on keys the operation
+    /// `touches`.
+    fn take_keyed(
+        &self,
+        op: LocationOp,
+        touches: impl Fn(&KeyMatch) -> bool,
+    ) -> Option<(Fault, Option<Duration>)> {
         let mut keyed = self.keyed.lock();
         let at = keyed.iter().position(|k| k.op == op && touches(&k.key))?;
-        Some(keyed.remove(at).fault)
+        let taken = keyed.remove(at);
+        if let Some(read) = taken.then_read {
+            keyed.push(Keyed {
+                op: LocationOp::Read,
+                key: taken.key.clone(),
+                fault: read,
+                delay: None,
+                then_read: None,
+            });
+        }
+        Some((taken.fault, taken.delay))
     }
 
     /// Every operation of the kinds in `ops` waits `delay` of real time before going on
@@ -267,8 +320,8 @@ impl<S: fmt::Debug> fmt::Debug for FaultyLocationStore<S> {
 impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
     async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
         let mut plan = self.switches.enter(LocationOp::Read);
-        if let Some(fault) = self.take_keyed(LocationOp::Read, |m| m.matches(key)) {
-            plan = plan.with_fault(fault);
+        if let Some((fault, delay)) = self.take_keyed(LocationOp::Read, |m| m.matches(key)) {
+            plan = plan.with_fault(fault).with_delay(delay);
         }
         if let Some(e) = self.unreadable_error(|k| k == key) {
             return Err(e);
@@ -286,8 +339,8 @@ impl<S: LocationStore> LocationStore for FaultyLocationStore<S> {
             request.mutations().iter().any(|x| m.matches(x.key()))
                 || request.conditions().iter().any(|c| m.matches(c.key()))
         };
-        if let Some(fault) = self.take_keyed(LocationOp::Write, touched) {
-            plan = plan.with_fault(fault);
+        if let Some((fault, delay)) = self.take_keyed(LocationOp::Write, touched) {
+            plan = plan.with_fault(fault).with_delay(delay);
         }
         if let Some(e) = self.unreadable_error(touches) {
             return Err(e);

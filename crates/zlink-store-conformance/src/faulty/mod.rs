@@ -120,6 +120,14 @@ impl Plan {
         self
     }
 
+    /// The same operation waiting `delay` in place of its planned delay, when one is given.
+    pub(crate) fn with_delay(mut self, delay: Option<Duration>) -> Self {
+        if delay.is_some() {
+            self.delay = delay;
+        }
+        self
+    }
+
     /// Waits the delay, then fails before the inner store, or calls `inner` (after the write
     /// hook) and applies the after-fault to its result. `inner` is called only past the
     /// before-fault, so not even a provider that works when its future is created sees a

@@ -14,7 +14,7 @@ use crate::objects::lifecycle::LifecycleCall;
 use crate::relocation::MovesOf;
 use crate::relocation::owner_change::{Change, new_owner_settled};
 use crate::relocation::wire::{CutoverReply, PerActorPart};
-use zlink_location::{AuthorityHandle, AuthorityRead, Outcome};
+use zlink_location::{AuthorityHandle, Outcome};
 
 /// Runs NewOwner for the prepared unit `relocation` once (the cutover, or the cutover wait
 /// ran out). Committed → every participant joins the live set (an aggregate's members
@@ -31,21 +31,7 @@ pub(super) async fn commit(
     let (target, stage) = {
         let incoming = host.relocations().incoming.lock();
         let i = incoming.get(&relocation)?;
-        let target = match &i.spec {
-            Spec::Single { key, cmd, .. } => Target {
-                kind: cmd.kind.object_kind(),
-                id: key.1.clone(),
-                per_actor: cmd.per_actor.clone(),
-                root: None,
-            },
-            Spec::SpotWide(cmd) => Target {
-                kind: ObjectKind::UserSpot,
-                id: ObjectId::new(cmd.spot.as_str()).ok()?,
-                per_actor: None,
-                root: Some(cmd.root.clone()),
-            },
-        };
-        (target, Arc::clone(&i.stage))
+        (Target::of(&i.spec)?, Arc::clone(&i.stage))
     };
     let mut stage = stage.lock().await;
     let prepared = match std::mem::replace(&mut *stage, Stage::Done(None)) {
@@ -65,28 +51,23 @@ pub(super) async fn commit(
         (None, None) => Change::Single,
     };
     // Tried again on a lost reply until the Store failure grace has passed (spec 21 §10).
-    let until = tokio::time::Instant::now() + host.location.options().store_failure_grace;
+    let grace = host.location.options().store_failure_grace;
+    let until = tokio::time::Instant::now() + grace;
     let authority = host.location.authority();
-    let reservation = &prepared.reservation;
+    let reservation = prepared.reservation;
     let outcome = new_owner_settled(
         authority,
         target.kind,
         &target.id,
-        reservation,
+        &reservation,
         until,
         change,
     )
     .await;
     let group = prepared.group;
-    let ok = match outcome {
-        Ok(Outcome::Applied(handle)) => {
-            opened(host, relocation, &handle, &group, target.root.is_some()).await;
-            tracing::info!(relocation, object = %target.id.as_str(), participants = group.len(), "relocation committed: this node owns the unit");
-            Some(CutoverReply {
-                version: handle.version().as_str().to_owned(),
-                owner_generation: handle.authority_owner_generation().get().to_string(),
-            })
-        }
+    let participants = group.len();
+    let owned = match outcome {
+        Ok(Outcome::Applied(handle)) => Some(handle),
         Ok(Outcome::Conflict(c)) => {
             tracing::info!(
                 relocation,
@@ -96,12 +77,68 @@ pub(super) async fn commit(
             None
         }
         Err(e) => {
-            tracing::warn!(relocation, error = %store_failure(e), "relocation NewOwner failed");
+            // 21 §10: target ownership not confirmed before the deadline.
+            tracing::error!(
+                relocation,
+                object = %target.id.as_str(),
+                error = %store_failure(e),
+                code = "location_update_failed",
+                "relocation NewOwner not confirmed by the deadline: prepared objects dropped"
+            );
             None
         }
     };
-    *stage = Stage::Done(ok.clone());
+    let aggregate = target.root.is_some();
+    let ok = conclude(host, relocation, &mut stage, group, owned, aggregate).await;
     drop(stage);
+    match &ok {
+        Some(_) => {
+            tracing::info!(relocation, object = %target.id.as_str(), participants, "relocation committed: this node owns the unit");
+        }
+        None => {
+            // This node can no longer complete the move: its reservation goes (conditioned on
+            // the row as read; the source's own release, if it runs, then finds it gone), so a
+            // source that is gone strands no capacity here.
+            let host = Arc::clone(host);
+            tokio::spawn(async move {
+                let until = tokio::time::Instant::now() + grace;
+                let authority = host.location.authority();
+                let released = super::watchdog::release(authority, &reservation, until).await;
+                tracing::debug!(
+                    relocation,
+                    ?released,
+                    "relocation target reservation after a NewOwner that did not apply"
+                );
+            });
+        }
+    }
+    Some(ok)
+}
+
+/// Ends the unit `relocation` on this node with the record `owned`, when it names this node:
+/// every participant of `group` goes live and its queue opens ([`opened`]), and the cutover
+/// reply is the committed record version; else (`None`) every participant closes without
+/// running a message and its temporary queue goes (queued one-way messages are counted,
+/// requests answered `Unavailable`). The stage ends `Done` and the Restore is forgotten.
+pub(super) async fn conclude(
+    host: &Arc<ObjectHost>,
+    relocation: u128,
+    stage: &mut Stage,
+    group: Vec<Hidden>,
+    owned: Option<AuthorityHandle>,
+    aggregate: bool,
+) -> Option<CutoverReply> {
+    let ok = match &owned {
+        Some(handle) => {
+            opened(host, relocation, handle, &group, aggregate).await;
+            Some(CutoverReply {
+                version: handle.version().as_str().to_owned(),
+                owner_generation: handle.authority_owner_generation().get().to_string(),
+            })
+        }
+        None => None,
+    };
+    *stage = Stage::Done(ok.clone());
     host.relocations().incoming.lock().remove(&relocation);
     if ok.is_none() {
         host.relocations().completions.abandoned(relocation);
@@ -110,16 +147,36 @@ pub(super) async fn commit(
             b.live.close().await;
         }
     }
-    Some(ok)
+    ok
 }
 
 /// What NewOwner changes: the unit authority's record (`kind`, `id`) and, for a `PerActor`
 /// unit, its move record; an aggregate's writes its inventory `root`.
-struct Target {
-    kind: ObjectKind,
-    id: ObjectId,
-    per_actor: Option<PerActorPart>,
-    root: Option<Vec<u8>>,
+pub(super) struct Target {
+    pub(super) kind: ObjectKind,
+    pub(super) id: ObjectId,
+    pub(super) per_actor: Option<PerActorPart>,
+    pub(super) root: Option<Vec<u8>>,
+}
+
+impl Target {
+    /// The record a Restore of `spec` moves (`None`: a Spot id that does not parse).
+    pub(super) fn of(spec: &Spec) -> Option<Self> {
+        Some(match spec {
+            Spec::Single { key, cmd, .. } => Target {
+                kind: cmd.kind.object_kind(),
+                id: key.1.clone(),
+                per_actor: cmd.per_actor.clone(),
+                root: None,
+            },
+            Spec::SpotWide(cmd) => Target {
+                kind: ObjectKind::UserSpot,
+                id: ObjectId::new(cmd.spot.as_str()).ok()?,
+                per_actor: None,
+                root: Some(cmd.root.clone()),
+            },
+        })
+    }
 }
 
 /// NewOwner applied as `handle`: every participant of `group` joins the live set, its queue
@@ -163,57 +220,7 @@ async fn opened(
         host.routes.forget(&b.key);
     }
     if aggregate {
-        follow_owner(host, handle, group).await;
+        super::members::follow_owner(host, handle, group).await;
         completions.settled(relocation);
-    }
-}
-
-/// After the aggregate NewOwner: every member's record follows the Spot's new owner (so the
-/// allocation rows count the records again and no sweep of the source run touches them),
-/// at most 64 at once. A member not rewritten still resolves through the Spot's record.
-async fn follow_owner(
-    host: &Arc<ObjectHost>,
-    spot: &zlink_location::AuthorityHandle,
-    group: &[Hidden],
-) {
-    let mut running = tokio::task::JoinSet::new();
-    let mut failed = 0usize;
-    for b in group.iter().filter(|b| b.key.0 == AuthorityKind::Actor) {
-        if running.len() >= 64 {
-            if let Some(Ok(false)) = running.join_next().await {
-                failed += 1;
-            }
-        }
-        let (host, spot, id, generation) = (
-            Arc::clone(host),
-            spot.clone(),
-            b.key.1.clone(),
-            b.generation,
-        );
-        running.spawn(async move {
-            let authority = host.location.authority();
-            match authority.read(ObjectKind::Actor, &id).await {
-                Ok(AuthorityRead::Found { handle, .. })
-                    if handle.object_generation().get() == generation =>
-                {
-                    matches!(
-                        authority.follow_spot_owner(&handle, &spot).await,
-                        Ok(Outcome::Applied(_))
-                    )
-                }
-                _ => false,
-            }
-        });
-    }
-    while let Some(done) = running.join_next().await {
-        if !matches!(done, Ok(true)) {
-            failed += 1;
-        }
-    }
-    if failed > 0 {
-        tracing::warn!(
-            failed,
-            "SpotWide members whose record did not follow the Spot's owner"
-        );
     }
 }

@@ -7,11 +7,17 @@
 //! opens (`commit.rs`). A target that hears no cutover within `RelocationCutoverWaitTimeout`
 //! after ready attempts NewOwner itself; a move the source cancelled (its reservation
 //! released) then conflicts, and the prepared objects are dropped without ever running a
-//! message. An *abort*, or no ready within a minute, drops them too.
+//! message (it also releases its reservation, conditioned on the row as read). An *abort*
+//! drops them too. A source that sends neither ready nor abort — its run ended mid-move, or it
+//! stalled past the unit's deadline (a minute) — is watched for (`watchdog.rs`): the
+//! reservation is released and the prepared objects are dropped unrun, unless the record
+//! already names this node.
 
 mod build;
 mod commit;
+mod members;
 mod relay;
+mod watchdog;
 
 use std::sync::Arc;
 
@@ -123,6 +129,9 @@ pub(crate) struct Incoming {
     /// memory go back once the unit is built (or refused), the inbound permit when this entry
     /// is removed.
     permits: Option<TargetPermits>,
+    /// When this node stops waiting for the source's ready (`watchdog.rs`): set when the
+    /// Restore arrives, renewed once the unit is prepared.
+    until: tokio::time::Instant,
 }
 
 /// The stage of the Restore `relocation` in progress here, if any.
@@ -234,22 +243,13 @@ fn begin(
         spec,
         stage,
         permits,
+        until: tokio::time::Instant::now() + watchdog::deadline_after(&host),
     };
     incoming.insert(relocation, entry);
     drop(incoming);
-    forget_later(host, relocation);
-}
-
-/// A Restore whose prepare or ready never comes (the source gave up or went away) is
-/// forgotten, with its prepared objects and queues, once the source could no longer be
-/// waiting for it.
-fn forget_later(host: Arc<ObjectHost>, relocation: u128) {
-    tokio::spawn(async move {
-        tokio::time::sleep(ABANDONED_RESTORE).await;
-        if discard(&host, relocation, false).await {
-            tracing::info!(relocation, "relocation never got ready here: forgotten");
-        }
-    });
+    // A Restore whose prepare or ready never comes (the source gave up, crashed or went
+    // away) is abandoned: its reservation released, its prepared objects and queues dropped.
+    watchdog::watch(host, relocation);
 }
 
 async fn chunk(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
@@ -329,7 +329,10 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         Ok(prepared) => {
             *stage = Stage::Prepared(Box::new(prepared));
             drop(stage);
-            forget_later(Arc::clone(&host), relocation);
+            let until = tokio::time::Instant::now() + watchdog::deadline_after(&host);
+            if let Some(i) = host.relocations().incoming.lock().get_mut(&relocation) {
+                i.until = until;
+            }
             Ok(Some(Bytes::new()))
         }
         Err(why) => {
@@ -445,7 +448,7 @@ async fn admit(
 async fn abort(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
     let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
     host.relocations().admitted.lock().remove(&relocation);
-    if discard(&host, relocation, true).await {
+    if discard(&host, relocation).await {
         tracing::info!(
             relocation,
             "relocation aborted by the source: discarded here"
@@ -454,9 +457,9 @@ async fn abort(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
     Ok(None)
 }
 
-/// Drops the Restore `relocation` if it has not ended: still receiving, or prepared and
-/// (unless `even_ready`) not yet ready. The prepared objects close without running a message.
-async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> bool {
+/// Drops the Restore `relocation` if it has not ended: still receiving, or prepared (ready or
+/// not). The prepared objects close without running a message.
+async fn discard(host: &Arc<ObjectHost>, relocation: u128) -> bool {
     let Some((queued, stage)) = host
         .relocations()
         .incoming
@@ -469,7 +472,7 @@ async fn discard(host: &Arc<ObjectHost>, relocation: u128, even_ready: bool) -> 
     let mut stage = stage.lock().await;
     let group = match std::mem::replace(&mut *stage, Stage::Done(None)) {
         Stage::Receiving(_) => Vec::new(),
-        Stage::Prepared(p) if even_ready || !p.ready => p.group,
+        Stage::Prepared(p) => p.group,
         other => {
             *stage = other;
             return false;
@@ -511,4 +514,12 @@ pub(crate) async fn resend_restores(host: &Arc<ObjectHost>) -> Result<usize, ZLi
         prepare(Arc::clone(host), envelope(prepare_body)?).await?;
     }
     Ok(cmds.len())
+}
+
+#[cfg(test)]
+impl super::Relocations {
+    /// Tests: the Restores in progress or prepared on this node, as a target.
+    pub(crate) fn incoming_units(&self) -> usize {
+        self.incoming.lock().len()
+    }
 }

@@ -34,6 +34,7 @@ mod rollback;
 mod settle;
 mod spot_wide;
 mod stages;
+mod target_faults;
 mod targets;
 
 /// Which relocation policy the counter type chooses.

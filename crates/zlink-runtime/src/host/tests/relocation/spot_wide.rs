@@ -21,6 +21,8 @@ use crate::relocation::MovesOf;
 use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
 
+mod follow;
+
 /// A `SpotWide` hall counting the messages it handled.
 #[derive(Default)]
 struct Hall {

@@ -1,0 +1,265 @@
+//! The member records of a moved `SpotWide` User Spot follow its new owner (spec 21 §8.2;
+//! issue 20 item 5): a follow write that fails is tried again, and the source's sweep at
+//! Shutdown never deletes a member that moved with its Spot.
+
+use std::time::Duration;
+
+use super::*;
+use crate::host::tests::support::authority_key;
+use zlink_store_conformance::{Fault, FaultyLocationStore};
+use zlink_testkit::snapshot_of;
+
+on_every_store!(
+    a_failed_member_follow_is_retried_and_shutdown_keeps_the_moved_member,
+    a_member_whose_follow_never_applied_is_kept_by_the_sweeps_and_serves_from_the_target,
+);
+
+/// Actors counted by every allocation row.
+async fn actors_counted(h: &Harness) -> u64 {
+    snapshot_of(h.store.as_ref(), "node-capacity\0")
+        .await
+        .values()
+        .map(|(bytes, _)| {
+            zlink_location::CapacityRow::decode(bytes)
+                .expect("allocation row")
+                .actors
+        })
+        .sum()
+}
+
+/// A member's record as read through `via`: (node, ObjectGeneration).
+async fn member_record(via: &ZLinkHost, id: &str) -> Option<(zlink_codec::RoutingId, u64)> {
+    let read = via
+        .object_host(0)
+        .location
+        .authority()
+        .read(ObjectKind::Actor, &ObjectId::new(id).expect("id"))
+        .await
+        .expect("read");
+    match read {
+        AuthorityRead::Found { handle, .. } => {
+            Some((handle.node().routing_id, handle.object_generation().get()))
+        }
+        AuthorityRead::Missing { .. } => None,
+    }
+}
+
+/// A server of `hall` and `member` over `store`, as `root_over` makes one, with `options`.
+async fn server_with(
+    store: Arc<dyn zlink_store_spi::DynLocationStore>,
+    options: zlink_location::LocationOptions,
+) -> (ZLinkHost, MeshNode) {
+    let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
+    let host = ZLink::builder()
+        .location_store(store)
+        .relocation_store(relocation)
+        .location_options(options)
+        .route_mesh(mesh(), move |n| {
+            n.object_role(ObjectRole::Server)
+                .user_spot_type::<Hall>("hall", |t| {
+                    t.factory(|_ctx| async { Ok(Hall::default()) })
+                        .execution(SpotExecution::SpotWide)
+                        .preserve_state_with(HallAdapter)
+                })
+                .actor_type::<Member>("member", |t| {
+                    t.factory(|_ctx| async { Ok(Member::default()) })
+                        .preserve_state_with(MemberAdapter { refuses: false })
+                        .on_request::<Totals, _>(|m, _t, _ctx| {
+                            let t = (m.total, m.applied, m.out_of_order);
+                            Box::pin(async move { Ok(t) })
+                        })
+                })
+        })
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    let node = host.node(&mesh()).expect("the node");
+    (host, node)
+}
+
+/// A source (0) holding a hall with `members` members, each stepped once, a target (1) over
+/// a fault-injecting wrapper of the harness's store (`grace`: its `storeFailureGrace`, else
+/// the default test options), and a client (2), all Ready peers.
+async fn over_a_faulty_target(
+    h: &Harness,
+    members: usize,
+    grace: Option<Duration>,
+) -> (
+    [(ZLinkHost, MeshNode); 3],
+    SpotRef,
+    Vec<String>,
+    Arc<FaultyLocationStore>,
+) {
+    let source = root(h, ObjectRole::Server, None, false).await;
+    let client = root(h, ObjectRole::Client, None, false).await;
+    wait_peers(&source.1, 1).await;
+    wait_peers(&client.1, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (hall, ids) = hall_with(&source.0, members, &[]).await;
+    let faulty = Arc::new(FaultyLocationStore::new(Arc::clone(&h.store)));
+    let target = match grace {
+        Some(g) => server_with(faulty.clone(), fast_options().store_failure_grace(g)).await,
+        None => root_over(faulty.clone(), ObjectRole::Server, None, false, fast_options()).await,
+    };
+    let r = [source, target, client];
+    for (_, n) in &r {
+        wait_peers(n, 2).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let actors = r[2].0.actors().expect("actors");
+    for id in &ids {
+        let seq = actors.request(id, &Step { stream: 0, seq: 1 }).await;
+        assert_eq!(seq.expect("step"), 1);
+    }
+    (r, hall, ids, faulty)
+}
+
+/// Issue 20 item 5: after the aggregate NewOwner, the member's follow write fails twice (the
+/// Store is unavailable for it and for the engine's re-read of the member's record, so the
+/// failure reaches the runtime). The target tries it again until it applies: every member's
+/// record names the target. The source then shuts down cleanly: its self-sweep finds no
+/// member row (before, it deleted the moved member's record and took its capacity off the
+/// source a second time), every member keeps its one incarnation and its state, and the
+/// allocation rows count exactly the members.
+async fn a_failed_member_follow_is_retried_and_shutdown_keeps_the_moved_member(h: &Harness) {
+    // One member: its follow write is the only one in its batch.
+    let (r, hall, ids, faulty) = over_a_faulty_target(h, 1, None).await;
+    let mut before = Vec::new();
+    for id in &ids {
+        before.push(member_record(&r[2].0, id).await.expect("a record").1);
+    }
+    let key = authority_key(
+        ObjectKind::Actor,
+        &ObjectId::new(ids[0].as_str()).expect("id"),
+    );
+    for _ in 0..2 {
+        faulty.fail_next_write_touching_and_its_read(
+            key.clone(),
+            Fault::UNAVAILABLE,
+            Fault::UNAVAILABLE,
+        );
+    }
+    relocate(&r[0].0, &hall).await.expect("moved");
+    let (node, _) = spot_record(&r[2].0, &hall).await;
+    assert_eq!(&node, r[1].1.routing_id(), "the Spot moved");
+    for id in &ids {
+        let (node, _) = member_record(&r[2].0, id).await.expect("a record");
+        assert_eq!(&node, r[1].1.routing_id(), "{id}'s record follows the Spot");
+    }
+
+    let [(source, _), target, client] = r;
+    let report = source.shutdown().await;
+    assert_eq!(
+        report.outcome,
+        crate::host::ShutdownOutcome::Stopped,
+        "{report:?}"
+    );
+    assert_eq!(
+        report.sweep.map(|s| s.matched).unwrap_or_default(),
+        0,
+        "no member record was left to the source's sweep"
+    );
+    let actors = client.0.actors().expect("actors");
+    for (id, generation) in ids.iter().zip(&before) {
+        let (node, now) = member_record(&client.0, id).await.expect("kept");
+        assert_eq!(&node, target.1.routing_id());
+        assert_eq!(now, *generation, "{id}: one incarnation");
+        let again = actors.get_or_create("member", id).await.expect("existing");
+        assert_eq!(again.generation, *generation, "{id}: no second incarnation");
+        assert_eq!(
+            actors.request(id, &Totals).await.expect("totals"),
+            (1, 1, 0),
+            "{id} serves with its state"
+        );
+    }
+    assert_eq!(
+        actors_counted(h).await,
+        ids.len() as u64,
+        "the allocation rows count the members"
+    );
+    target.0.shutdown().await;
+    client.0.shutdown().await;
+}
+
+/// Issue 20 item 5, the sweeps' side: the member's follow write keeps failing until the
+/// target's `storeFailureGrace` has passed, so its record still names the source run while it
+/// lives on the target (it resolves through the Spot's record). The source's Shutdown keeps
+/// it (its self-sweep counts it as moved with its Spot, never deletes it nor takes its
+/// capacity off twice) and completes `Stopped`; a recovery-sweep of the source's dead run keeps
+/// it too; a caller reaches it on the target with its state, and its one incarnation stays.
+async fn a_member_whose_follow_never_applied_is_kept_by_the_sweeps_and_serves_from_the_target(
+    h: &Harness,
+) {
+    let grace = Duration::from_millis(300);
+    let (r, hall, ids, faulty) = over_a_faulty_target(h, 1, Some(grace)).await;
+    let id = ids[0].as_str();
+    let (_, generation) = member_record(&r[2].0, id).await.expect("a record");
+    let key = authority_key(ObjectKind::Actor, &ObjectId::new(id).expect("id"));
+    // Far more failing attempts than the grace leaves time for.
+    for _ in 0..1_000 {
+        faulty.fail_next_write_touching_and_its_read(
+            key.clone(),
+            Fault::UNAVAILABLE,
+            Fault::UNAVAILABLE,
+        );
+    }
+    relocate(&r[0].0, &hall).await.expect("moved");
+    faulty.heal();
+    let (node, _) = spot_record(&r[2].0, &hall).await;
+    assert_eq!(&node, r[1].1.routing_id(), "the Spot moved");
+    let (node, _) = member_record(&r[2].0, id).await.expect("a record");
+    assert_eq!(
+        &node,
+        r[0].1.routing_id(),
+        "the member's record never followed"
+    );
+    assert!(
+        live_here(&r[1].0, AuthorityKind::Actor, id),
+        "it lives on the target"
+    );
+
+    let [(source, _), target, client] = r;
+    let run = source.object_host(0).location.host_run().expect("a run");
+    let report = source.shutdown().await;
+    assert_eq!(
+        report.outcome,
+        crate::host::ShutdownOutcome::Stopped,
+        "{report:?}"
+    );
+    let sweep = report.sweep.expect("a sweep");
+    assert_eq!(
+        (sweep.matched, sweep.moved_members, sweep.removed),
+        (1, 1, 0),
+        "{sweep:?}"
+    );
+    let recovery = target
+        .0
+        .object_host(0)
+        .location
+        .authority()
+        .recovery_sweep(&run)
+        .await
+        .expect("recovery sweep");
+    let recovered = recovery.applied().expect("the run is dead");
+    assert_eq!(
+        (recovered.moved_members, recovered.removed),
+        (1, 0),
+        "{recovered:?}"
+    );
+    let actors = client.0.actors().expect("actors");
+    assert_eq!(
+        actors.request(id, &Totals).await.expect("totals"),
+        (1, 1, 0),
+        "it serves from the target with its state"
+    );
+    let (_, now) = member_record(&client.0, id).await.expect("kept");
+    assert_eq!(now, generation, "one incarnation");
+    assert_eq!(
+        actors_counted(h).await,
+        1,
+        "the allocation rows count the member once"
+    );
+    target.0.shutdown().await;
+    client.0.shutdown().await;
+}

@@ -1,0 +1,119 @@
+//! After a `SpotWide` aggregate NewOwner: every member's record follows the Spot's new owner
+//! (21 §8.2; issue 20 item 5). The aggregate CAS moved the Spot and, through it, every member
+//! (members resolve their owner through the Spot's record) and returned every member's
+//! capacity on the source, but left the member records naming the source run: until a
+//! member's record follows, the allocation rows and the records disagree, and the source's
+//! sweeps see a row of theirs. Each follow write is therefore tried again — on a Store failure
+//! or a record that changed meanwhile, after a fresh read — until it applies or
+//! `storeFailureGrace` has passed; at most 64 members at once. A member whose follow never
+//! applied still resolves through the Spot's record, and the sweeps leave it alone
+//! (`zlink_location`'s member resolver, `objects::membership::spot_wide_spot`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zlink_codec::ObjectId;
+use zlink_codec::keys::AuthorityKind;
+use zlink_codec::records::ObjectKind;
+use zlink_location::{AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome};
+
+use super::Hidden;
+use crate::objects::host::ObjectHost;
+
+/// Members whose follow writes run at once.
+const AT_ONCE: usize = 64;
+
+/// The pause between two attempts at one member's follow write.
+const FOLLOW_PAUSE: Duration = Duration::from_millis(50);
+
+/// How one member's follow ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Followed {
+    /// Its record names the Spot's owner.
+    Yes,
+    /// Its record is gone or another incarnation's: not this move's to rewrite.
+    NotOurs,
+    /// Not applied before the deadline (the Store kept failing), or refused.
+    No,
+}
+
+/// Every member of `group` follows the Spot's new owner `spot` (see the module docs).
+pub(super) async fn follow_owner(host: &Arc<ObjectHost>, spot: &AuthorityHandle, group: &[Hidden]) {
+    let until = Instant::now() + host.location.options().store_failure_grace;
+    let mut running = tokio::task::JoinSet::new();
+    let mut failed = 0usize;
+    let mut count = |done: Result<Followed, tokio::task::JoinError>| {
+        if !matches!(done, Ok(Followed::Yes | Followed::NotOurs)) {
+            failed += 1;
+        }
+    };
+    for b in group.iter().filter(|b| b.key.0 == AuthorityKind::Actor) {
+        if running.len() >= AT_ONCE {
+            if let Some(done) = running.join_next().await {
+                count(done);
+            }
+        }
+        let (host, spot, id, generation) = (
+            Arc::clone(host),
+            spot.clone(),
+            b.key.1.clone(),
+            b.generation,
+        );
+        running.spawn(async move { follow_one(&host, &spot, &id, generation, until).await });
+    }
+    while let Some(done) = running.join_next().await {
+        count(done);
+    }
+    if failed > 0 {
+        tracing::warn!(
+            failed,
+            spot = %spot.id().as_str(),
+            "SpotWide members whose record did not follow the Spot's owner by the deadline (they resolve through the Spot's record)"
+        );
+    }
+}
+
+/// The member `id` (incarnation `generation`) follows `spot`, tried again until `until`.
+async fn follow_one(
+    host: &ObjectHost,
+    spot: &AuthorityHandle,
+    id: &ObjectId,
+    generation: u64,
+    until: Instant,
+) -> Followed {
+    let authority = host.location.authority();
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let tried = match authority.read(ObjectKind::Actor, id).await {
+            Ok(AuthorityRead::Found { handle, .. })
+                if handle.object_generation().get() == generation =>
+            {
+                authority.follow_spot_owner(&handle, spot).await
+            }
+            Ok(_) => return Followed::NotOurs,
+            Err(e) => Err(e),
+        };
+        let again = match tried {
+            Ok(Outcome::Applied(_)) => return Followed::Yes,
+            // The record changed since it was read: read again.
+            Ok(Outcome::Conflict(c @ Conflict::Record { .. })) => format!("{c:?}"),
+            Ok(Outcome::Conflict(c)) => {
+                tracing::warn!(member = %id.as_str(), conflict = ?c, "SpotWide member follow refused");
+                return Followed::No;
+            }
+            Err(e @ (LocationError::Store(_) | LocationError::Contended)) => e.to_string(),
+            Err(e) => {
+                tracing::warn!(member = %id.as_str(), error = %e, "SpotWide member follow refused");
+                return Followed::No;
+            }
+        };
+        if Instant::now() + FOLLOW_PAUSE >= until {
+            tracing::warn!(member = %id.as_str(), attempt, why = %again, "SpotWide member follow not applied by the deadline");
+            return Followed::No;
+        }
+        tracing::debug!(member = %id.as_str(), attempt, why = %again, "SpotWide member follow not applied: trying again");
+        tokio::time::sleep(FOLLOW_PAUSE).await;
+    }
+}
