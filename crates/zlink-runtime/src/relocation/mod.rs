@@ -140,9 +140,11 @@
 //! `ZLinkError::StateIncompatible` (a target reports it as its refusal's kind), which the host
 //! Relocate reports as `StateIncompatible` (28 §8). Not built: Sessions.
 //!
-//! **Unsettled moves** (21 §9.4, §10: never guess). A sealed unit whose release and record
-//! reads keep failing (each tried again after a 20 ms pause) serves here again only on a
-//! confirmed answer; at `storeFailureGrace` it fails closed: every participant leaves the live
+//! **Unsettled moves** (21 §9.4, §10: never guess). A sealed unit serves here again only on
+//! a confirmed answer — the target never got *ready* (only then can it run the NewOwner), the
+//! release applied, or a read of the record does not name the target. A release or record
+//! read that keeps failing (each tried again after a 20 ms pause) past a target that got
+//! *ready* fails closed at `storeFailureGrace`: every participant leaves the live
 //! set and its route-cache entry goes, its activation closes without a location change and
 //! without a closing callback, its held requests hear `Unavailable` (their callers re-read the
 //! record) and its held one-ways are dropped and counted; the move reports the store failure.

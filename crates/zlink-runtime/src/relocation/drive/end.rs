@@ -23,14 +23,14 @@ use crate::relocation::source::{OwnerRead, forward, owner_is, relocation_out};
 use zlink_location::{AuthorityHandle, Outcome};
 
 /// Where the release of a unit's target capacity stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum Released {
     /// Released, or nothing was there to release: no NewOwner can apply any more.
     Fenced,
     /// The row is gone or the release conflicted: the target may own the unit.
     Refused,
-    /// The store did not answer by the deadline.
-    Unknown,
+    /// The store did not answer by the deadline (its last failure).
+    Unknown(ZLinkError),
 }
 
 /// How a sealed unit that did not see its owner change ends on its source.
@@ -88,7 +88,7 @@ impl Move<'_> {
         loop {
             match self.release_once().await {
                 Ok(released) => {
-                    if released == Released::Refused {
+                    if matches!(released, Released::Refused) {
                         tracing::info!("relocation release did not apply");
                     }
                     self.released = Some(released);
@@ -100,7 +100,7 @@ impl Move<'_> {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "relocation release not settled by the deadline");
-                    self.released = Some(Released::Unknown);
+                    self.released = Some(Released::Unknown(store_failure(e)));
                     return;
                 }
             }
@@ -149,40 +149,34 @@ impl Move<'_> {
     }
 
     /// How a sealed unit that did not see its owner change ends here (spec 21 §9.4, §10: only
-    /// on a confirmed read). A release that applied (or found nothing to release) fenced every
-    /// NewOwner: serve again. A refused one: the record decides — it names the target (the
-    /// move completed there: follow), or was read and does not (serve again). A release or a
-    /// record read whose outcome stays unknown is re-tried until the deadline; then the unit
-    /// fails closed, with the last store failure.
+    /// on a confirmed answer). A target that never got *ready* cannot run the NewOwner, and a
+    /// release that applied (or found nothing to release) fenced it: serve again. A release
+    /// that stayed unknown until its deadline: fail closed. A refused one: the record decides
+    /// — it names the target (the move completed there: follow), or was read and does not
+    /// (serve again); a read that fails is tried again after a pause until the deadline, and
+    /// then the unit fails closed too.
     async fn ending(&mut self) -> Ending {
+        if !self.ready_sent {
+            if let Some(Released::Unknown(e)) = &self.released {
+                tracing::warn!(error = %e, "relocation release not settled: the target capacity waits for a sweep");
+            }
+            return Ending::Reopen;
+        }
+        match &self.released {
+            None | Some(Released::Fenced) => return Ending::Reopen,
+            Some(Released::Unknown(e)) => return Ending::FailClosed(e.clone()),
+            Some(Released::Refused) => {}
+        }
         let deadline = self.deadline();
         loop {
-            if self.released == Some(Released::Unknown) {
-                match self.release_once().await {
-                    Ok(released) => self.released = Some(released),
-                    Err(e) => {
-                        tracing::info!(error = %e, "relocation release still not settled");
-                        if Instant::now() >= deadline {
-                            return Ending::FailClosed(store_failure(e));
-                        }
-                        tokio::time::sleep(SETTLE_PAUSE).await;
-                        continue;
-                    }
-                }
-            }
-            if self.released != Some(Released::Refused) {
-                return Ending::Reopen;
-            }
             match self.target_owns().await {
                 OwnerRead::Target(owner) => return Ending::Follow(owner),
                 OwnerRead::NotTarget => return Ending::Reopen,
-                OwnerRead::Unknown(e) => {
+                OwnerRead::Unknown(e) if Instant::now() < deadline => {
                     tracing::info!(error = %e, "relocation: the record cannot be read, re-reading");
-                    if Instant::now() >= deadline {
-                        return Ending::FailClosed(store_failure(e));
-                    }
                     tokio::time::sleep(SETTLE_PAUSE).await;
                 }
+                OwnerRead::Unknown(e) => return Ending::FailClosed(store_failure(e)),
             }
         }
     }

@@ -70,6 +70,8 @@ pub(super) struct Move<'a> {
     sealed: bool,
     /// Where the release of the target capacity stands (`None`: not asked).
     released: Option<end::Released>,
+    /// Whether *ready* was sent: only a target that took it can run the NewOwner.
+    ready_sent: bool,
     followed: bool,
     /// The AuthorityOwnerGeneration the target's NewOwner issued (its cutover reply).
     owner_generation: Option<u64>,
@@ -153,6 +155,7 @@ impl<'a> Move<'a> {
             restore: None,
             sealed: false,
             released: None,
+            ready_sent: false,
             followed: false,
             owner_generation: None,
             relay_failed: None,
@@ -255,10 +258,13 @@ impl<'a> Move<'a> {
                 Ok(()) => vec![Event::RestoreAccepted { attempt }],
                 Err(e) => self.target_failed(e),
             },
-            Effect::SendRelayReady { .. } => match self.ready().await {
-                Ok(()) => vec![Event::RelayReady { attempt }],
-                Err(e) => self.target_failed(e),
-            },
+            Effect::SendRelayReady { .. } => {
+                self.ready_sent = true;
+                match self.ready().await {
+                    Ok(()) => vec![Event::RelayReady { attempt }],
+                    Err(e) => self.target_failed(e),
+                }
+            }
             // Each participant's held messages from other nodes go to its temporary queue on
             // the target, in hold order, before the cutover (those sent on this node follow
             // right after it).
