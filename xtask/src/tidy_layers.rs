@@ -1,5 +1,7 @@
 //! Repository rules as tests over source text: the `zlink-runtime` layers import only
-//! downward (`docs/architecture.md`), and every test `docs/verification.md` names exists.
+//! downward (`docs/architecture.md`), runtime code keeps its failures typed (no
+//! `ZLinkError::application(..)` outside handlers), and every test `docs/verification.md`
+//! names exists.
 
 #[cfg(test)]
 mod tests {
@@ -129,6 +131,109 @@ mod tests {
         assert!(
             problems.is_empty(),
             "upward imports:\n{}",
+            problems.join("\n")
+        );
+    }
+
+    /// Runtime files that still turn a typed failure into `ZLinkError::application(..)`, with
+    /// their exact count of calls, each to be converted to a typed variant. The test fails
+    /// when a count grows and when it shrinks, so this list only ever shrinks.
+    const KNOWN_APPLICATION_CALLS: [(&str, usize); 13] = [
+        ("relocation/aggregate/start.rs", 1),
+        ("relocation/completion/delivery.rs", 1),
+        ("relocation/completion/mod.rs", 1),
+        ("relocation/completion/writer.rs", 1),
+        ("relocation/drive/steps.rs", 1),
+        ("relocation/follow.rs", 1),
+        ("relocation/gate.rs", 1),
+        ("relocation/participants.rs", 1),
+        ("relocation/per_actor.rs", 2),
+        ("relocation/send.rs", 1),
+        ("relocation/target/mod.rs", 1),
+        ("relocation/target/relay.rs", 1),
+        ("relocation/wire.rs", 3),
+    ];
+
+    /// The non-test code of a source text: comment lines dropped, and nothing from an inline
+    /// `#[cfg(test)] mod .. {` on (test modules close their files).
+    fn non_test_code(text: &str) -> String {
+        let mut out = String::new();
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            let trimmed = line.trim();
+            if trimmed == "#[cfg(test)]"
+                && lines.peek().is_some_and(|next| {
+                    let next = next.trim_start();
+                    next.starts_with("mod ") && next.trim_end().ends_with('{')
+                })
+            {
+                break;
+            }
+            if !trimmed.starts_with("//") {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn non_test_code_stops_at_an_inline_test_module() {
+        let text = "a::application(x)\n// b::application(\n#[cfg(test)]\nuse y;\n\
+                    #[cfg(test)]\nmod tests {\n    c::application(\n}\n";
+        assert_eq!(
+            non_test_code(text),
+            "a::application(x)\n#[cfg(test)]\nuse y;\n"
+        );
+    }
+
+    /// `ZLinkError::application(kind, text)` is for handlers and filters that complete with a
+    /// chosen kind; runtime code reports its own failures as typed variants that keep their
+    /// source (`docs/architecture.md`, convention 4).
+    #[test]
+    fn runtime_code_never_calls_zlink_error_application() {
+        let src = workspace_root().join("crates/zlink-runtime/src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let mut found: BTreeMap<String, usize> = BTreeMap::new();
+        for file in files {
+            let shown = file.strip_prefix(&src).unwrap_or(&file);
+            let is_test_file = shown.components().any(|c| c.as_os_str() == "tests")
+                || shown.file_name().is_some_and(|n| n == "tests.rs");
+            if is_test_file {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("readable source");
+            let n = non_test_code(&text).matches("::application(").count();
+            if n > 0 {
+                let shown = shown.to_string_lossy().replace('\\', "/");
+                found.insert(shown, n);
+            }
+        }
+        let mut problems = Vec::new();
+        for (file, n) in &found {
+            let known = KNOWN_APPLICATION_CALLS
+                .iter()
+                .find(|(f, _)| f == file)
+                .map(|(_, k)| *k);
+            if known != Some(*n) {
+                problems.push(format!(
+                    "{file} calls ::application( {n} times (known: {known:?}): use a typed \
+                     ZLinkError variant"
+                ));
+            }
+        }
+        for (file, n) in KNOWN_APPLICATION_CALLS {
+            if !found.contains_key(file) {
+                problems.push(format!(
+                    "{file} no longer calls ::application( ({n} known): remove it from \
+                     KNOWN_APPLICATION_CALLS"
+                ));
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "runtime ZLinkError::application calls:\n{}",
             problems.join("\n")
         );
     }
