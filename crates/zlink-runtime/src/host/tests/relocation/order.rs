@@ -8,6 +8,7 @@ use crate::relocation::MovesOf;
 
 on_every_store!(
     a_one_way_still_on_the_old_route_is_not_overtaken_when_the_caller_learns_of_the_move,
+    a_message_arriving_as_its_object_is_sealed_keeps_its_envelope_and_is_relayed,
 );
 
 /// The one-way step stream the test checks.
@@ -153,5 +154,57 @@ async fn a_one_way_still_on_the_old_route_is_not_overtaken_when_the_caller_learn
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     };
     assert_eq!(totals, (6, 2, 0), "both one-ways applied once, in order");
+    m.shutdown().await;
+}
+
+/// The client's one-way reaches the source's gate just as a move seals the Actor (the arrival
+/// hook seals it there): it is held with the envelope it came in, so the relay after
+/// relay-ready takes it to the target ahead of every later message — not kept back as if sent
+/// on the source (which follows only after the cutover, behind later relayed ones).
+async fn a_message_arriving_as_its_object_is_sealed_keeps_its_envelope_and_is_relayed(h: &Harness) {
+    let m = mesh_of(h, Policy::Preserve).await;
+    let (caller, r) = m.counter_at_one("e1").await;
+    let (source, _) = m.owner_and_other(&r);
+    let key = (
+        AuthorityKind::Actor,
+        zlink_codec::ObjectId::new("e1").expect("id"),
+    );
+    let objects = Arc::clone(&source.actors().expect("manager").client.objects);
+    let sealed_key = key.clone();
+    let hook: crate::relocation::ArrivalHook = Arc::new(move |relocations, k| {
+        if k == &sealed_key {
+            relocations.seal_for_tests(k);
+        }
+    });
+    *objects.relocations().arrival_hook.lock() = Some(hook);
+    for seq in 1..=2 {
+        caller
+            .send(
+                "e1",
+                &StepSend {
+                    stream: STREAM,
+                    seq,
+                },
+            )
+            .await
+            .expect("admitted");
+    }
+    wait_until("the source holds both one-ways", || {
+        objects.relocations().held_len(&key) >= 2
+    })
+    .await;
+    *objects.relocations().arrival_hook.lock() = None;
+    let relayable = objects.relocations().take_relayable_for_tests(&key);
+    let client = rid_of(&m.client.0);
+    let sources: Vec<_> = relayable
+        .iter()
+        .map(|h| h.origin.as_ref().map(|e| e.source_rid().clone()))
+        .collect();
+    assert_eq!(
+        sources,
+        vec![Some(client.clone()), Some(client)],
+        "both relayed, in order, each with the client's envelope"
+    );
+    assert_eq!(objects.relocations().held_len(&key), 0, "none kept back");
     m.shutdown().await;
 }
