@@ -365,7 +365,7 @@ impl ObjectHost {
         if let Some(live) = self.live_object(key) {
             return self
                 .interception
-                .submit_unless_taken(key, held, live.as_ref());
+                .submit_unless_taken(key, held, live.as_ref(), None);
         }
         let Some(super::held::Held {
             route,

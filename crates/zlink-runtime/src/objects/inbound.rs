@@ -91,22 +91,22 @@ impl ObjectSink for ObjectHost {
             let done = answering(Arc::clone(&node), peer.clone(), env.clone(), guard);
             (RouteKind::Request, Some(done))
         };
-        let held = Held {
+        let mut held = Held {
             route,
             call,
             cost,
             reply,
-            // The envelope is kept only while some relocation runs here (a message held
-            // without it is still answered, through its completion, after the cutover).
-            origin: (!self.interception.idle()).then(|| env.clone()),
+            origin: None,
         };
         // A relocation holds, follows or queues the message (spec 21 §1.3, §7.3); when none
-        // does, it is submitted under the relocation lock (a seal cannot fall in between).
+        // does, it is submitted under the relocation lock (a seal cannot fall in between). The
+        // envelope is copied only when a relocation takes the message, decided under that lock
+        // (a message from another node is relayed and followed as received).
         if let Some(live) = self.live_object(&key) {
             let route = held.route;
-            if let Err(e) = self
-                .interception
-                .submit_unless_taken(&key, held, live.as_ref())
+            if let Err(e) =
+                self.interception
+                    .submit_unless_taken(&key, held, live.as_ref(), Some(&env))
             {
                 if route == RouteKind::Send {
                     answer_request(&node, &peer, &env, Err(e));
@@ -114,6 +114,9 @@ impl ObjectSink for ObjectHost {
             }
             return None;
         }
+        // Not live here (rare: a target's temporary queue, a follow window, or a stale sender):
+        // the envelope goes along whatever takes it.
+        held.origin = Some(env.clone());
         let held = self.interception.intercept(&key, held)?;
         let Some(live) = self.live_object(&key) else {
             // No live activation here: answered by the record (the sender's route cache may be

@@ -3,7 +3,8 @@
 //! Objects own the trait and call it on every message; the relocation layer implements it and
 //! the host installs that implementation on each object host, so objects never name a
 //! relocation type; where nothing moves, a message costs one dynamic call and one uncontended
-//! lock with a map check in the implementation.
+//! lock with a map check in the implementation (its envelope is copied only when a relocation
+//! takes it, decided under that lock).
 
 use std::any::Any;
 
@@ -14,10 +15,6 @@ use crate::messaging::ZLinkError;
 
 /// What objects ask of the relocations of their host.
 pub(crate) trait Interception: Send + Sync + 'static {
-    /// Whether no relocation takes messages on this node (inbound messages then skip keeping
-    /// their envelope).
-    fn idle(&self) -> bool;
-
     /// Whether a relocation currently takes messages for `key`.
     fn covers(&self, key: &ObjectKey) -> bool;
 
@@ -26,13 +23,15 @@ pub(crate) trait Interception: Send + Sync + 'static {
     fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held>;
 
     /// [`intercept`](Self::intercept), and when no relocation takes `m`, submits it to `live`
-    /// under the same lock, so a seal never falls between the check and the submit. A refused
-    /// submit is returned.
+    /// under the same lock, so a seal never falls between the check and the submit. A message
+    /// that is taken keeps `origin`, the envelope it arrived in from another node, when it has
+    /// none (the copy is made only then, under that lock). A refused submit is returned.
     fn submit_unless_taken(
         &self,
         key: &ObjectKey,
         m: Held,
         live: &dyn LiveObject,
+        origin: Option<&zlink_transport::Envelope>,
     ) -> Result<(), ZLinkError>;
 
     /// The implementation itself, for the layer that installed it.
@@ -45,10 +44,6 @@ pub(crate) trait Interception: Send + Sync + 'static {
 pub(crate) struct NoMoves;
 
 impl Interception for NoMoves {
-    fn idle(&self) -> bool {
-        true
-    }
-
     fn covers(&self, _: &ObjectKey) -> bool {
         false
     }
@@ -62,6 +57,7 @@ impl Interception for NoMoves {
         _: &ObjectKey,
         m: Held,
         live: &dyn LiveObject,
+        _: Option<&zlink_transport::Envelope>,
     ) -> Result<(), ZLinkError> {
         live.submit(m.route, m.call, m.cost, m.reply)
     }

@@ -139,6 +139,10 @@ pub(crate) trait LiveObject: Send + Sync {
     /// Stops new messages, finishes accepted ones, drops the state once.
     fn close(&self) -> BoxFuture<'static, ()>;
 
+    /// Tests: how many jobs are queued or running in the mailbox.
+    #[cfg(test)]
+    fn jobs(&self) -> usize;
+
     /// The turn this activation's handlers run under, if shared.
     fn turn(&self) -> Option<Turn>;
 
@@ -454,6 +458,11 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
     ) -> Result<(), ZLinkError> {
         self.submit_job(route, call, cost, reply, false)
     }
+    #[cfg(test)]
+    fn jobs(&self) -> usize {
+        self.activation.usage().0
+    }
+
     fn close(&self) -> BoxFuture<'static, ()> {
         let task = self.task.lock().take();
         Box::pin(async move {

@@ -15,6 +15,7 @@ use super::client::{ObjectClient, invalid};
 use super::host::{ObjectHost, ObjectKey, what};
 use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
+use super::routes::RouteMark;
 use crate::mesh::node::{Address, ReplyBody};
 use crate::messaging::{
     ErrorKind, ErrorReply, Metadata, OutboundMessage, PayloadError, RouteKind, UnavailableReason,
@@ -131,7 +132,10 @@ impl ObjectClient {
     ) -> Result<ReplyBody, ZLinkError> {
         let result = match self.reachable_owner(key).await? {
             (_, None) => self.local_request(key, msg, timeout).await,
-            (_, Some(peer)) => self.remote_request(&peer, key, msg, timeout).await,
+            (owner, Some(peer)) => {
+                let mark = self.objects.routes.mark(key, &owner);
+                self.remote_request(&peer, key, msg, timeout, mark).await
+            }
         };
         if let Err(e) = &result {
             if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) {
@@ -194,12 +198,15 @@ impl ObjectClient {
         }
     }
 
+    /// A request to the owner `peer`; `mark` is what the route entry showed before it was
+    /// queued.
     async fn remote_request(
         &self,
         peer: &zlink_transport::PeerHandle,
         key: &ObjectKey,
         msg: &OutboundMessage,
         timeout: Duration,
+        mark: Option<RouteMark>,
     ) -> Result<ReplyBody, ZLinkError> {
         let head = ObjectHead::new(&key.1);
         let (out, elsewhere) = self
@@ -209,8 +216,10 @@ impl ObjectClient {
             .await;
         if elsewhere {
             // The object moved: its new owner answered this followed (or relayed) request.
-            // The next message reads the record once instead of being followed again.
-            self.objects.routes.forget(key);
+            // The next message reads the record once instead of being followed again — unless
+            // a one-way sent after this request may still be on its way through the old owner
+            // (it would be overtaken; `routes` module doc).
+            self.objects.routes.moved(key, mark.as_ref());
         }
         out
     }
@@ -221,7 +230,7 @@ impl ObjectClient {
         key: &ObjectKey,
         msg: &OutboundMessage,
     ) -> Result<(), ZLinkError> {
-        let (_, peer) = self.reachable_owner(key).await?;
+        let (owner, peer) = self.reachable_owner(key).await?;
         let Some(peer) = peer else {
             let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
@@ -242,7 +251,11 @@ impl ObjectClient {
                 (msg, head.bytes()),
                 crate::mesh::node::DEFAULT_SEND_TIMEOUT,
             )
-            .await
+            .await?;
+        // Counted once queued: a later request's answer from a new owner then tells whether
+        // this one-way can still be overtaken (`routes` module doc).
+        self.objects.routes.one_way_sent(key, &owner);
+        Ok(())
     }
 }
 

@@ -13,6 +13,17 @@
 //! so never later than the owner's own admission deadline for the mesh's fencing margin); a
 //! hit needs both the entry younger than `routeCacheMaxAge` and the window open. An owner
 //! whose lease no read has shown yet has a closed window: its routes are read, not cached.
+//!
+//! A request answered by another node than the one its entry named (the object moved and its
+//! new owner answered a followed or relayed request) drops the entry, so the next message reads
+//! the record and goes to the new owner directly — unless a one-way was sent through the entry
+//! after that request. Such a one-way may still be on its way through the old owner (held, then
+//! followed), and a message sent directly could overtake it; everything sent through the entry
+//! before the request is ahead of it on that one ordered path, so the reply proves it arrived.
+//! The entry then stays (its messages keep being followed, in order) until a request with no
+//! one-way after it is answered by the new owner, or the entry ages out. Each entry counts the
+//! one-ways sent through it for this ([`RouteCache::one_way_sent`], [`RouteCache::mark`],
+//! [`RouteCache::moved`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,6 +48,16 @@ struct Route {
     /// The owner run's admission window (shared by every entry of that run).
     owner: Arc<Window>,
     fence: Box<Fence>,
+    /// One-way messages queued to `node` through this entry (kept when a read renews it).
+    one_ways: u64,
+}
+
+/// What the entry of an object showed when a request to its owner was queued: the node and
+/// how many one-ways had been sent through it ([`RouteCache::mark`]).
+#[derive(Debug, Clone)]
+pub(crate) struct RouteMark {
+    node: Arc<RoutingId>,
+    one_ways: u64,
 }
 
 /// The last time one owner run accepts new work, in nanoseconds after the cache's epoch
@@ -169,7 +190,12 @@ impl RouteCache {
             return;
         }
         let owner = self.window(&seen.run);
-        self.by_id[slot(key.0)].lock().insert(
+        let mut map = self.by_id[slot(key.0)].lock();
+        let one_ways = map
+            .get(&key.1)
+            .filter(|r| *r.node == seen.node)
+            .map_or(0, |r| r.one_ways);
+        map.insert(
             key.1.clone(),
             Route {
                 node: Arc::new(seen.node),
@@ -181,8 +207,47 @@ impl RouteCache {
                     owner_generation: seen.owner_generation,
                     version: seen.version,
                 }),
+                one_ways,
             },
         );
+    }
+
+    /// A one-way for `key` was queued to `node`: counted on the entry when it names `node`.
+    /// Called once the send is queued on the connection, so a [`mark`](Self::mark) taken
+    /// before a request is queued never counts a one-way queued after that request.
+    pub(crate) fn one_way_sent(&self, key: &ObjectKey, node: &RoutingId) {
+        if let Some(r) = self.by_id[slot(key.0)].lock().get_mut(&key.1) {
+            if *r.node == *node {
+                r.one_ways += 1;
+            }
+        }
+    }
+
+    /// What the entry of `key` shows now, taken before a request to `node` is queued (`None`
+    /// when no entry names `node`).
+    pub(crate) fn mark(&self, key: &ObjectKey, node: &RoutingId) -> Option<RouteMark> {
+        self.by_id[slot(key.0)]
+            .lock()
+            .get(&key.1)
+            .filter(|r| *r.node == *node)
+            .map(|r| RouteMark {
+                node: Arc::clone(&r.node),
+                one_ways: r.one_ways,
+            })
+    }
+
+    /// A request sent with `mark` was answered by another node (the object moved there): the
+    /// entry is dropped unless it names the node the request went to and a one-way was sent
+    /// through it after the request (see the module doc).
+    pub(crate) fn moved(&self, key: &ObjectKey, mark: Option<&RouteMark>) {
+        let mut map = self.by_id[slot(key.0)].lock();
+        let still_on_its_way = match (map.get(&key.1), mark) {
+            (Some(r), Some(m)) => r.node == m.node && r.one_ways != m.one_ways,
+            _ => false,
+        };
+        if !still_on_its_way {
+            map.remove(&key.1);
+        }
     }
 
     /// A read of `key` returned `handle` (or nothing): an entry that does not match what the
@@ -297,6 +362,39 @@ mod tests {
         cache.insert(&key("b"), seen(&unknown));
         assert!(cache.get(&key("a")).is_some());
         assert!(cache.get(&key("b")).is_none());
+    }
+
+    #[tokio::test]
+    async fn an_answer_from_a_new_owner_keeps_the_route_while_a_later_one_way_may_be_overtaken() {
+        let cache = RouteCache::new(Duration::from_secs(15));
+        let owner = run(1);
+        cache.owner_admits_until(&owner, Instant::now() + Duration::from_secs(60));
+        let node = seen(&owner).node;
+        cache.insert(&key("a"), seen(&owner));
+        // A one-way before the request is ahead of it on the old route.
+        cache.one_way_sent(&key("a"), &node);
+        let first = cache.mark(&key("a"), &node);
+        assert!(first.is_some());
+        // One after it may still be on its way through the old owner: the route stays.
+        cache.one_way_sent(&key("a"), &node);
+        cache.moved(&key("a"), first.as_ref());
+        assert!(
+            cache.get(&key("a")).is_some(),
+            "kept: a one-way followed it"
+        );
+        // A renewing read keeps the count; a request with no one-way after it drops the entry.
+        cache.insert(&key("a"), seen(&owner));
+        let second = cache.mark(&key("a"), &node);
+        cache.moved(&key("a"), second.as_ref());
+        assert!(
+            cache.get(&key("a")).is_none(),
+            "dropped: nothing followed it"
+        );
+        // No mark (nothing was cached for that node): dropped as before.
+        cache.insert(&key("a"), seen(&owner));
+        cache.one_way_sent(&key("a"), &node);
+        cache.moved(&key("a"), None);
+        assert!(cache.get(&key("a")).is_none());
     }
 
     #[tokio::test]

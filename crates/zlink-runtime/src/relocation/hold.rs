@@ -84,16 +84,29 @@ impl Relocations {
     /// [`intercept`](Self::intercept), and when no relocation takes `m`, submits it to `live`
     /// under the same lock: a seal can never fall between the check and the submit (else the
     /// message could run after the seal's capture and its effect be lost with the old state).
-    /// A refused submit is returned (a refused request is also answered through its
-    /// completion).
+    /// A message taken without an origin gets `origin` (a copy of the envelope it arrived in),
+    /// decided under the same lock: a message from another node that meets a seal is relayed
+    /// in its order, never kept back as if sent on this node. A refused submit is returned (a
+    /// refused request is also answered through its completion).
     pub(crate) fn submit_unless_taken(
         &self,
         key: &ObjectKey,
-        m: Held,
+        mut m: Held,
         live: &dyn LiveObject,
+        origin: Option<&zlink_transport::Envelope>,
     ) -> Result<(), ZLinkError> {
+        #[cfg(test)]
+        {
+            let hook = self.arrival_hook.lock().clone();
+            if let Some(hook) = hook {
+                hook(self, key);
+            }
+        }
         let mut gates = self.gates.lock();
         let m = if gates.contains_key(key) {
+            if m.origin.is_none() {
+                m.origin = origin.cloned();
+            }
             match self.take_locked(&mut gates, key, m, None) {
                 None => return Ok(()),
                 Some(m) => m,
@@ -182,10 +195,17 @@ impl Relocations {
         }
     }
 
-    /// Whether no relocation takes messages on this node (the common case: inbound messages
-    /// then skip keeping their envelope).
-    pub(crate) fn idle(&self) -> bool {
-        self.gates.lock().is_empty()
+    /// Tests: seals `key` as a move does ([`seal`](Self::seal)).
+    #[cfg(test)]
+    pub(crate) fn seal_for_tests(&self, key: &ObjectKey) -> bool {
+        self.seal(key)
+    }
+
+    /// Tests: what the relay after relay-ready would take of `key`'s hold
+    /// ([`take_relayable`](Self::take_relayable)); the rest stays held.
+    #[cfg(test)]
+    pub(crate) fn take_relayable_for_tests(&self, key: &ObjectKey) -> Vec<Held> {
+        self.take_relayable(key)
     }
 
     /// Whether a relocation currently takes messages for `key`.
@@ -322,10 +342,6 @@ impl Relocations {
 }
 
 impl crate::objects::interception::Interception for Relocations {
-    fn idle(&self) -> bool {
-        Relocations::idle(self)
-    }
-
     fn covers(&self, key: &ObjectKey) -> bool {
         Relocations::covers(self, key)
     }
@@ -339,8 +355,9 @@ impl crate::objects::interception::Interception for Relocations {
         key: &ObjectKey,
         m: Held,
         live: &dyn LiveObject,
+        origin: Option<&zlink_transport::Envelope>,
     ) -> Result<(), ZLinkError> {
-        Relocations::submit_unless_taken(self, key, m, live)
+        Relocations::submit_unless_taken(self, key, m, live, origin)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

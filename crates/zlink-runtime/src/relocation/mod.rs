@@ -97,7 +97,9 @@
 //! 21 is followed). A caller whose request is answered by another node than the one it sent
 //! it to (the new owner answering a followed or relayed request) drops its route-cache entry
 //! (`Pending::complete_inbound`), so its next message reads the record and goes to the new
-//! owner directly instead of being followed for the whole window; a caller that only sends
+//! owner directly instead of being followed for the whole window — unless it sent a one-way
+//! through that entry after the request, which may still be on its way here and would be
+//! overtaken (`objects::routes`); a caller that only sends
 //! one-way messages gets no reply and is followed until the window ends. Not checked: the
 //! incarnation at the final owner (the live set keeps no
 //! ObjectGeneration), and a followed message reaching a node that is itself sealed for a move
@@ -267,7 +269,15 @@ pub(crate) struct Relocations {
     /// Tests: how long this node, as a target, waits for a unit's ready (`None`: the default).
     #[cfg(test)]
     pub(crate) restore_wait: Mutex<Option<std::time::Duration>>,
+    /// Tests: runs when a message for a live object reaches the gate, before the gate lock is
+    /// taken (a seal can fall right there).
+    #[cfg(test)]
+    pub(crate) arrival_hook: Mutex<Option<ArrivalHook>>,
 }
+
+/// Tests: a callback run as a message for the live object `key` reaches the gate.
+#[cfg(test)]
+pub(crate) type ArrivalHook = std::sync::Arc<dyn Fn(&Relocations, &ObjectKey) + Send + Sync>;
 
 /// Tests: a callback run after a stage record applied (the move waits for it).
 #[cfg(test)]

@@ -29,6 +29,7 @@ mod follow;
 mod gate;
 mod host;
 mod instance;
+mod order;
 mod per_actor;
 mod rollback;
 mod settle;
@@ -61,6 +62,8 @@ struct Seen {
     oversize_capture: AtomicBool,
     /// A [`Gated`] request finishes only once this is set.
     release: AtomicBool,
+    /// A [`Parked`] request finishes only once this is set.
+    unpark: AtomicBool,
 }
 
 /// Counts `n` down by one unless it is zero; whether it was not.
@@ -140,6 +143,16 @@ impl Message for Gated {
     const PACKET: &'static str = "Gated";
 }
 impl Request for Gated {
+    type Reply = u64;
+}
+
+/// [`Gated`] waiting for [`Seen::unpark`] instead (a second request a test holds apart).
+#[derive(Debug, Serialize, Deserialize)]
+struct Parked;
+impl Message for Parked {
+    const PACKET: &'static str = "Parked";
+}
+impl Request for Parked {
     type Reply = u64;
 }
 
@@ -234,6 +247,22 @@ fn counter_type(
                         if seen
                             .as_ref()
                             .is_none_or(|s| s.release.load(Ordering::SeqCst))
+                        {
+                            break;
+                        }
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                    c.total += 1;
+                    Ok(c.total)
+                })
+            })
+            .on_request::<Parked, _>(|c, _req, _ctx| {
+                Box::pin(async move {
+                    let seen = c.seen.clone();
+                    for _ in 0..2000 {
+                        if seen
+                            .as_ref()
+                            .is_none_or(|s| s.unpark.load(Ordering::SeqCst))
                         {
                             break;
                         }
