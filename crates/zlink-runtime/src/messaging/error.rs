@@ -403,6 +403,22 @@ pub enum ZLinkError {
         /// Its stored type.
         stable_type: StableType,
     },
+    /// A live relocation refused the message or the move, with the kind the relocation layer
+    /// gives its typed cause (a follow refusal, a unit-gate refusal, a target's refusal).
+    #[error("the relocation refused: {what}")]
+    RelocationRefused {
+        /// The common kind of the cause.
+        kind: ErrorKind,
+        /// What was refused (diagnostic only).
+        what: &'static str,
+        /// The typed cause, when there is one.
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    },
+    /// A completion result stored in the Relocation Store was lost before it was delivered
+    /// (spec 21 §9.3): `DataLost`.
+    #[error("the stored completion result of this request was lost")]
+    CompletionLost,
     /// The operation did not finish before its own deadline: `DeadlineExceeded`.
     #[error("the {operation} did not finish before its deadline")]
     DeadlinePassed {
@@ -463,6 +479,8 @@ impl ZLinkError {
             Self::Creation(e) => e.kind(),
             Self::TypeMismatch { .. } => ErrorKind::TypeMismatch,
             Self::DeadlinePassed { .. } => ErrorKind::DeadlineExceeded,
+            Self::RelocationRefused { kind, .. } => *kind,
+            Self::CompletionLost => ErrorKind::DataLost,
             Self::NotConfigured(_) => ErrorKind::NotConfigured,
             Self::InvalidCall(_) => ErrorKind::InvalidOperation,
         }

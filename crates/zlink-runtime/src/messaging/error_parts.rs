@@ -401,6 +401,22 @@ pub enum InternalError {
         #[source]
         source: Arc<tokio::task::JoinError>,
     },
+    /// A step of a live relocation failed on a typed error of the relocation machinery (the
+    /// unit machine, the chunking, the inventory, a stage record).
+    #[error("the relocation's {what} failed")]
+    Relocation {
+        /// Which step.
+        what: &'static str,
+        /// The typed cause.
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+    /// A runtime invariant did not hold (a bug, reported as an error instead of a panic).
+    #[error("runtime invariant broken: {what}")]
+    Invariant {
+        /// Which invariant.
+        what: &'static str,
+    },
 }
 
 impl InternalError {

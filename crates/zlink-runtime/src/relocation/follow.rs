@@ -98,7 +98,11 @@ impl FollowRefused {
 
 impl From<FollowRefused> for ZLinkError {
     fn from(r: FollowRefused) -> Self {
-        ZLinkError::application(r.kind(), &r.to_string())
+        ZLinkError::RelocationRefused {
+            kind: r.kind(),
+            what: "Message Follow",
+            source: Some(std::sync::Arc::new(r)),
+        }
     }
 }
 

@@ -126,7 +126,11 @@ impl From<GateError> for ZLinkError {
                 target: e.to_string(),
                 reason: UnavailableReason::NotServing,
             },
-            kind => ZLinkError::application(kind, &e.to_string()),
+            kind => ZLinkError::RelocationRefused {
+                kind,
+                what: "the unit gate",
+                source: Some(std::sync::Arc::new(e)),
+            },
         }
     }
 }

@@ -235,6 +235,36 @@ pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
 }
 pub use completion::CompletionCounts;
 pub(crate) use hold::Held;
+
+/// The relocation step `what` failed on the typed error it is given (`InternalFailure`, the
+/// error kept as the source).
+pub(crate) fn failed<E: std::error::Error + Send + Sync + 'static>(
+    what: &'static str,
+) -> impl FnOnce(E) -> crate::messaging::ZLinkError {
+    move |e| {
+        crate::messaging::ZLinkError::Internal(crate::messaging::InternalError::Relocation {
+            what,
+            source: std::sync::Arc::new(e),
+        })
+    }
+}
+
+/// A relocation invariant that did not hold (`InternalFailure`).
+pub(crate) fn invariant(what: &'static str) -> crate::messaging::ZLinkError {
+    crate::messaging::ZLinkError::Internal(crate::messaging::InternalError::Invariant { what })
+}
+
+/// A task of the relocation that ended abnormally (`InternalFailure`).
+pub(crate) fn task_failed(
+    what: &'static str,
+) -> impl FnOnce(tokio::task::JoinError) -> crate::messaging::ZLinkError {
+    move |e| {
+        crate::messaging::ZLinkError::Internal(crate::messaging::InternalError::Task {
+            what,
+            source: std::sync::Arc::new(e),
+        })
+    }
+}
 pub use interruption::InterruptionSummary;
 pub(crate) use interruption::Interruptions;
 

@@ -15,7 +15,7 @@ use zlink_relocation::unit::PayloadSummary;
 use super::aggregate::{self, Payload};
 use super::gate::{self, UnitGate};
 use super::wire::{self, PerActorPart, Rebuild};
-use crate::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::ZLinkError;
 use crate::objects::host::ObjectKey;
 use crate::objects::live::LiveObject;
 use zlink_location::{AuthorityHandle, TargetNode};
@@ -97,10 +97,6 @@ const SPOT_WIDE: Commands = Commands {
     abort: aggregate::ABORT,
 };
 
-pub(super) fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
-    ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
-}
-
 impl Shape {
     pub(super) fn commands(&self) -> &'static Commands {
         match self {
@@ -169,8 +165,9 @@ impl Shape {
                 generation: handle.object_generation().get().to_string(),
                 rebuild: *rebuild,
                 reservation,
-                kind: wire::MovedKind::of(handle.kind())
-                    .ok_or_else(|| internal(&"a unit of a kind that does not move"))?,
+                kind: wire::MovedKind::of(handle.kind()).ok_or_else(|| {
+                    crate::relocation::invariant("a unit of a kind that does not move")
+                })?,
                 per_actor: per_actor.clone(),
             }),
             Self::SpotWide(s) => wire::encode(&aggregate::RestoreCommand {

@@ -57,7 +57,7 @@ use super::source::{Ready, relocate_actor_unit, start_single};
 #[cfg(test)]
 pub(crate) use super::target::resend_restores;
 use super::wire::{PerActorPart, Rebuild};
-use crate::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::ZLinkError;
 use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectHost, ObjectKey, store_failure};
@@ -95,7 +95,9 @@ pub(crate) async fn live_members(
     }
     let mut members = Vec::new();
     while let Some(done) = reads.join_next().await {
-        let read = done.map_err(|e| internal(&e))?.map_err(store_failure)?;
+        let read = done
+            .map_err(crate::relocation::task_failed("member read"))?
+            .map_err(store_failure)?;
         let AuthorityRead::Found { handle, .. } = read else {
             continue;
         };
@@ -107,10 +109,6 @@ pub(crate) async fn live_members(
     }
     members.sort_by(|a, b| a.0.id.as_str().cmp(b.0.id.as_str()));
     Ok(members)
-}
-
-fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
-    ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
 }
 
 /// Moves the `PerActor` User Spot `spot` — its authority, then every member Actor — to
@@ -126,10 +124,9 @@ pub(crate) async fn relocate_per_actor(
 ) -> Result<usize, ZLinkError> {
     let moving = transition_per_actor_spot(client, spot, target).await?;
     let moved = if until.is_some_and(|u| tokio::time::Instant::now() >= u) {
-        Err(ZLinkError::application(
-            ErrorKind::DeadlineExceeded,
-            "the deadline passed before the PerActor members could start moving",
-        ))
+        Err(ZLinkError::DeadlinePassed {
+            operation: "PerActor move (its members never started moving)",
+        })
     } else {
         moving.move_members().await
     };
@@ -263,7 +260,10 @@ impl PerActorMove {
         }
         let (mut moved, mut failure) = (0, None);
         while let Some(done) = units.join_next().await {
-            match done.map_err(|e| internal(&e)).and_then(|r| r) {
+            match done
+                .map_err(crate::relocation::task_failed("member move"))
+                .and_then(|r| r)
+            {
                 Ok(id) => {
                     self.moved.lock().insert(id);
                     moved += 1;

@@ -16,7 +16,7 @@ use zlink_transport::{Envelope, PeerHandle};
 use super::gate::{self, UnitGate};
 use super::source::answered;
 use crate::mesh::node::NodeInner;
-use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::messaging::{UnavailableReason, ZLinkError};
 use zlink_location::AuthorityHandle;
 
 /// The command-plane ping: its answer acknowledges every chunk sent before it on the same
@@ -25,10 +25,6 @@ const ACKNOWLEDGE: &str = "zlink.ping";
 
 /// How long the source waits for an acknowledgement of its chunks.
 const ACKNOWLEDGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
-    ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
-}
 
 /// Splits the captured `payload` of the move `(relocation, attempt)` of the record `handle`
 /// under the chunk limit `limit`: the encoded Restore header, its chunks, their summary for
@@ -43,10 +39,12 @@ pub(super) fn split(
         handle.authority_owner_generation().get(),
         handle.owner().lease_generation.get(),
     )
-    .map_err(|e| internal(&e))?;
-    let binding = TransferBinding::new(relocation, attempt, fence).map_err(|e| internal(&e))?;
-    let limit = ChunkLimit::new(limit).map_err(|e| internal(&e))?;
-    let (header, chunks) = chunk_payload(binding, payload, limit).map_err(|e| internal(&e))?;
+    .map_err(crate::relocation::failed("transfer fence"))?;
+    let binding = TransferBinding::new(relocation, attempt, fence)
+        .map_err(crate::relocation::failed("transfer binding"))?;
+    let limit = ChunkLimit::new(limit).map_err(crate::relocation::failed("chunk limit"))?;
+    let (header, chunks) = chunk_payload(binding, payload, limit)
+        .map_err(crate::relocation::failed("payload chunking"))?;
     let summary = PayloadSummary {
         total_len: header.total_len(),
         chunk_count: header.chunk_count(),
@@ -164,10 +162,10 @@ fn chunk_frame(
         .transport
         .ids()
         .next_operation_id()
-        .map_err(|e| internal(&e))?;
+        .map_err(envelope_failed)?;
     Envelope::one_way(op, &inner.rid, inner.generation, body)
         .with_packet_name(packet)
-        .map_err(|e| internal(&e))
+        .map_err(envelope_failed)
 }
 
 /// Waits for the target to acknowledge every chunk sent so far on `peer`.
@@ -178,4 +176,12 @@ async fn acknowledged(inner: &NodeInner, peer: &PeerHandle) -> Result<(), ZLinkE
             .await,
     )
     .map(|_| ())
+}
+
+/// A command-plane envelope of the move the transport refused to number or build.
+fn envelope_failed(e: zlink_transport::TransportError) -> ZLinkError {
+    ZLinkError::Internal(crate::messaging::InternalError::Envelope {
+        what: "relocation command",
+        source: std::sync::Arc::new(e),
+    })
 }

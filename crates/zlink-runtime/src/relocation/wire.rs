@@ -10,7 +10,7 @@ use zlink_codec::{Generation, RoutingId};
 use zlink_transport::{Envelope, OperationId, ReplyRouteId};
 
 use super::follow::{FollowChain, Hop, MAX_FOLLOW_HOPS};
-use crate::messaging::{ErrorKind, ZLinkError};
+use crate::messaging::{ErrorKind, InternalError, ZLinkError};
 use zlink_location::ReservationWire;
 
 /// The Restore declaration (one-way): what moves and the transfer header.
@@ -179,7 +179,7 @@ pub(crate) fn protocol(what: &str) -> ZLinkError {
 pub(crate) fn encode<T: Serialize>(body: &T) -> Result<Bytes, ZLinkError> {
     serde_json::to_vec(body)
         .map(Bytes::from)
-        .map_err(|e| ZLinkError::application(ErrorKind::InternalFailure, &e.to_string()))
+        .map_err(|e| ZLinkError::Internal(InternalError::json("relocation command")(e)))
 }
 
 /// Decodes a JSON body.
@@ -244,7 +244,7 @@ pub(crate) fn encode_relay(relocation: u128, env: &Envelope) -> Result<Bytes, ZL
 /// `u32` head length (big-endian), the JSON head, the envelope's metadata and payload.
 fn framed<H: Serialize>(head: &H, env: &Envelope) -> Result<Bytes, ZLinkError> {
     let head = serde_json::to_vec(head)
-        .map_err(|e| ZLinkError::application(ErrorKind::InternalFailure, &e.to_string()))?;
+        .map_err(|e| ZLinkError::Internal(InternalError::json("relay head")(e)))?;
     let len = u32::try_from(head.len()).map_err(|_| protocol("relay head too long"))?;
     let mut out = Vec::with_capacity(4 + head.len() + env.metadata().len() + env.payload().len());
     out.extend_from_slice(&len.to_be_bytes());

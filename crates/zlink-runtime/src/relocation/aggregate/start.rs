@@ -16,7 +16,7 @@ use zlink_relocation::unit::{
     TargetAttemptGeneration, Unit, UnitKind, check_spot_wide,
 };
 
-use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::messaging::{UnavailableReason, ZLinkError};
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
@@ -25,10 +25,6 @@ use crate::relocation::MovesOf;
 use crate::relocation::drive::Move;
 use crate::relocation::participants::{Part, SpotWide};
 use zlink_location::TargetNode;
-
-fn internal(e: &dyn std::fmt::Display) -> ZLinkError {
-    ZLinkError::application(ErrorKind::InternalFailure, &e.to_string())
-}
 
 /// Moves the Ready `SpotWide` User Spot `spot`, owned by this node, with every member Actor
 /// live under its turn, to `target` (or an eligible Object Server the node's Discovery lists)
@@ -113,7 +109,9 @@ pub(crate) async fn relocate_spot_wide(
     for p in &parts {
         builder.push(entry(p)?);
     }
-    let inventory = builder.build().map_err(|e| internal(&e))?;
+    let inventory = builder
+        .build()
+        .map_err(crate::relocation::failed("member inventory"))?;
     let (root, pages) = inventory.into_parts();
     let binding = Binding {
         relocation: RelocationId::random(),
@@ -180,9 +178,12 @@ fn entry(p: &Part) -> Result<InventoryEntry, ZLinkError> {
     };
     Ok(InventoryEntry::new(
         kind,
-        InvId::new(p.key.1.as_str()).map_err(|e| internal(&e))?,
-        InvGeneration::new(p.generation).map_err(|e| internal(&e))?,
-        InvType::new(p.stable_type.as_str()).map_err(|e| internal(&e))?,
+        InvId::new(p.key.1.as_str())
+            .map_err(crate::relocation::failed("member inventory entry"))?,
+        InvGeneration::new(p.generation)
+            .map_err(crate::relocation::failed("member inventory entry"))?,
+        InvType::new(p.stable_type.as_str())
+            .map_err(crate::relocation::failed("member inventory entry"))?,
     ))
 }
 

@@ -85,9 +85,11 @@ pub(crate) async fn delivered(
     node: Arc<NodeInner>,
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
-    let (_, entries) = decode_entries(env.payload()).ok_or_else(|| {
-        ZLinkError::application(ErrorKind::ProtocolError, "undecodable completion record")
-    })?;
+    let (_, entries) =
+        decode_entries(env.payload()).ok_or_else(|| ZLinkError::MalformedPayload {
+            what: "completion record",
+            source: crate::messaging::PayloadError::Format("undecodable entries"),
+        })?;
     let mut took = false;
     for e in entries {
         if e.requester_generation != node.generation.get() {

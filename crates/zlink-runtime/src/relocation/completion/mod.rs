@@ -73,7 +73,7 @@ use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::stage;
 use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
-use crate::messaging::{ErrorKind, ErrorReply, ZLinkError};
+use crate::messaging::{ErrorReply, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::Completion;
 use payload::{decode_entries, encode_entries, hex};
@@ -226,14 +226,7 @@ impl Completions {
         let requester_run = host.instances.run_of(request.source_rid());
         let (host, node) = (Arc::clone(host), Arc::clone(node));
         Completion::new(move |out| {
-            let out = out.and_then(|o| {
-                o.ok_or_else(|| {
-                    ZLinkError::application(
-                        ErrorKind::InternalFailure,
-                        "the handler produced no reply",
-                    )
-                })
-            });
+            let out = out.and_then(|o| o.ok_or_else(|| ZLinkError::NoReply));
             let direct = {
                 let mut s = log.state.lock();
                 let direct = s.abandoned || s.lost || !s.committed;

@@ -313,10 +313,7 @@ impl Writer<'_> {
             "completed": n,
         }))
         .await;
-        let lost = ZLinkError::application(
-            ErrorKind::DataLost,
-            "the stored completion result of this request was lost",
-        );
+        let lost = ZLinkError::CompletionLost;
         let error = Bytes::from(ErrorReply::from_error(&lost).encode());
         let answers: Vec<Entry> = fresh
             .iter()

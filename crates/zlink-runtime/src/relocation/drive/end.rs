@@ -18,7 +18,7 @@ use crate::messaging::{ErrorMessage, ZLinkError};
 use crate::objects::host::{stale, store_failure};
 use crate::relocation::MovesOf;
 use crate::relocation::follow::FollowRecord;
-use crate::relocation::participants::{Shape, internal};
+use crate::relocation::participants::Shape;
 use crate::relocation::source::{OwnerRead, forward, owner_is, relocation_out};
 use zlink_location::{AuthorityHandle, Outcome};
 
@@ -308,6 +308,9 @@ fn why(stage: Stage) -> ZLinkError {
         Stage::Failed(FailureReason::StageConflict { stage }) => stale(&format!(
             "the object's record changed during the move ({stage:?} not recorded)"
         )),
-        other => internal(&format!("the relocation ended: {other:?}")),
+        other => {
+            tracing::warn!(stage = ?other, "the relocation ended in a stage with no error");
+            crate::relocation::invariant("a relocation that did not move ended with no error")
+        }
     }
 }

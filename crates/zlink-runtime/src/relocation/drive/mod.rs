@@ -25,7 +25,7 @@ use zlink_relocation::unit::{
 use zlink_store_spi::StoreVersion;
 
 use super::gate::{self, SourcePermits};
-use super::participants::{Part, Shape, SpotWide, internal};
+use super::participants::{Part, Shape, SpotWide};
 use super::source::{choose_target, relay};
 use super::stage::{self, Settled, StageWriteError};
 use super::wire::{self, Rebuild};
@@ -34,6 +34,7 @@ use crate::objects::client::ObjectClient;
 use crate::objects::host::{ObjectKey, stale, store_failure};
 use crate::objects::live::LiveObject;
 use crate::relocation::MovesOf;
+use crate::relocation::{failed, invariant};
 use zlink_location::{AuthorityHandle, LocationError, Outcome, TargetNode, TargetReservation};
 
 #[cfg_attr(not(test), allow(unused_imports))]
@@ -221,7 +222,7 @@ impl<'a> Move<'a> {
                     Err(e) => {
                         // A refused event is a runtime bug: cancel while that is allowed.
                         tracing::warn!(error = %e, "relocation machine refused an event");
-                        self.fail(internal(&e));
+                        self.fail(failed("unit machine step")(e));
                         queue.clear();
                         if let Ok(more) = self.unit.step(Event::CancelRequested) {
                             queue.extend(more);
@@ -395,7 +396,7 @@ impl<'a> Move<'a> {
     async fn record(&mut self, record: StageRecord) -> Vec<Event> {
         let stage = record.stage();
         let Some(reservation) = self.reservation.clone() else {
-            self.fail(internal(&"a stage record before the target was secured"));
+            self.fail(invariant("a stage record before the target was secured"));
             self.interrupt = true;
             return vec![Event::CancelRequested];
         };
@@ -453,7 +454,7 @@ impl<'a> Move<'a> {
                 StageOutcome::ReplyLost
             }
             Err(e) => {
-                self.fail(internal(&e));
+                self.fail(failed("stage record")(e));
                 self.interrupt = true;
                 return vec![Event::CancelRequested];
             }

@@ -15,7 +15,8 @@ use crate::objects::lifecycle::LifecycleCall;
 use crate::objects::live::LiveObject;
 use crate::relocation::MovesOf;
 use crate::relocation::gate::{AdmitCommand, SourcePermits};
-use crate::relocation::participants::{Shape, internal, oversized};
+use crate::relocation::invariant;
+use crate::relocation::participants::{Shape, oversized};
 use crate::relocation::send;
 use crate::relocation::source::{
     answered, cutover_applied, cutover_failed, request, request_within, send_cutover,
@@ -78,13 +79,12 @@ impl Move<'_> {
                 s.consumed = true;
                 Ok(Some(release))
             }
-            Ok(Err(_)) => Err(internal(
-                &"the boundary wait ended: the Spot closed or another move waits for it",
+            Ok(Err(_)) => Err(invariant(
+                "the boundary wait ended: the Spot closed or another move waits for it",
             )),
-            Err(_) => Err(ZLinkError::application(
-                ErrorKind::DeadlineExceeded,
-                "the ApplicationSignaled Spot signalled no relocation boundary before the deadline",
-            )),
+            Err(_) => Err(ZLinkError::DeadlinePassed {
+                operation: "relocation boundary of the ApplicationSignaled Spot",
+            }),
         }
     }
 
@@ -175,7 +175,7 @@ impl Move<'_> {
     pub(super) async fn send_restore(&mut self) -> Result<(), ZLinkError> {
         let (to, reservation) = self.target()?;
         let Some((header, chunks)) = self.restore.clone() else {
-            return Err(internal(&"the captured payload was dropped"));
+            return Err(invariant("the captured payload was dropped"));
         };
         let commands = self.shape.commands();
         let inner = &self.client.node.inner;
@@ -240,7 +240,7 @@ impl Move<'_> {
     pub(super) fn target(&self) -> Result<(RoutingId, TargetReservation), ZLinkError> {
         match (&self.to, &self.reservation) {
             (Some(to), Some(r)) => Ok((to.clone(), r.clone())),
-            _ => Err(internal(&"no target secured")),
+            _ => Err(invariant("no target secured")),
         }
     }
 

@@ -35,7 +35,7 @@ impl Refusal {
     /// The error the prepare request is answered with (its kind crosses the wire).
     pub(super) fn into_error(self, key: &ObjectKey) -> ZLinkError {
         match self {
-            Self::Failed(why) => super::failed(&why),
+            Self::Failed(why) => super::refused(&why),
             Self::Incompatible(why) => ZLinkError::StateIncompatible {
                 target: crate::objects::host::what(key.0, &key.1),
                 reason: crate::messaging::ErrorMessage::sanitise(&why),

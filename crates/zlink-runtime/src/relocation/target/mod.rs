@@ -140,7 +140,18 @@ fn stage_of(host: &ObjectHost, relocation: u128) -> Option<Arc<tokio::sync::Mute
     incoming.get(&relocation).map(|i| Arc::clone(&i.stage))
 }
 
-fn failed(why: &str) -> ZLinkError {
+/// The target refused a step of the move (`InternalFailure`; the source's unit fails).
+fn failed(what: &'static str) -> ZLinkError {
+    ZLinkError::RelocationRefused {
+        kind: ErrorKind::InternalFailure,
+        what,
+        source: None,
+    }
+}
+
+/// The target's build of the unit was refused for a reason only its text carries (the
+/// adapter's or the factory's failure, logged here).
+fn refused(why: &str) -> ZLinkError {
     ZLinkError::application(
         ErrorKind::InternalFailure,
         &format!("the relocation target refused: {why}"),
@@ -342,7 +353,7 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
             tracing::info!(relocation, %why, "relocation target refused");
             Err(match &spec {
                 Spec::Single { key, .. } => why.into_error(key),
-                Spec::SpotWide(_) => failed(&why.to_string()),
+                Spec::SpotWide(_) => refused(&why.to_string()),
             })
         }
     }
@@ -367,12 +378,10 @@ async fn ready(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
     if p.ready {
         return Ok(Some(Bytes::new()));
     }
-    let target = host
-        .instances
-        .own_target(&host)
-        .map_err(|e| failed(&e.to_string()))?;
-    p.reservation = TargetReservation::from_wire(&cmd.reservation, target)
-        .map_err(|e| failed(&e.to_string()))?;
+    let target = host.instances.own_target(&host)?;
+    p.reservation = TargetReservation::from_wire(&cmd.reservation, target).map_err(
+        crate::relocation::failed("reservation of the ready command"),
+    )?;
     p.ready = true;
     drop(stage);
     let wait = host.relocation_options.cutover_wait_timeout;
@@ -504,8 +513,10 @@ pub(crate) async fn resend_restores(host: &Arc<ObjectHost>) -> Result<usize, ZLi
         })
         .collect();
     let envelope = |body: Bytes| -> Result<Envelope, ZLinkError> {
-        let op = zlink_transport::OperationId::new(1).map_err(|e| failed(&e.to_string()))?;
-        let generation = zlink_codec::Generation::new(1).map_err(|e| failed(&e.to_string()))?;
+        let op = zlink_transport::OperationId::new(1)
+            .map_err(crate::relocation::failed("relay envelope id"))?;
+        let generation = zlink_codec::Generation::new(1)
+            .map_err(crate::relocation::failed("relay envelope generation"))?;
         Ok(Envelope::one_way(op, &host.rid, generation, body))
     };
     for (relocation, cmd) in &cmds {

@@ -11,7 +11,7 @@ use zlink_transport::{Envelope, Reply, ReplyStatus};
 use super::Spec;
 use crate::mesh::node::NodeInner;
 use crate::messaging::RouteKind;
-use crate::messaging::{ErrorKind, ErrorReply, ZLinkError};
+use crate::messaging::{ErrorReply, ZLinkError};
 use crate::objects::host::ObjectHost;
 use crate::objects::inbound;
 use crate::objects::live::Completion;
@@ -101,11 +101,7 @@ pub(super) async fn relay(
 /// nothing waits for it).
 fn answering_here(node: Arc<NodeInner>, request: Envelope) -> Completion {
     Completion::new(move |out| {
-        let out = out.and_then(|o| {
-            o.ok_or_else(|| {
-                ZLinkError::application(ErrorKind::InternalFailure, "the handler produced no reply")
-            })
-        });
+        let out = out.and_then(|o| o.ok_or_else(|| ZLinkError::NoReply));
         let reply = match out {
             Ok((ct, payload)) => Reply::to(&request, ReplyStatus::Ok, payload.into())
                 .map(|r| r.with_content_type(&ct)),

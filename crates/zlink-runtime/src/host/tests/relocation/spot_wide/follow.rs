@@ -100,7 +100,16 @@ async fn over_a_faulty_target(
     let faulty = Arc::new(FaultyLocationStore::new(Arc::clone(&h.store)));
     let target = match grace {
         Some(g) => server_with(faulty.clone(), fast_options().store_failure_grace(g)).await,
-        None => root_over(faulty.clone(), ObjectRole::Server, None, false, fast_options()).await,
+        None => {
+            root_over(
+                faulty.clone(),
+                ObjectRole::Server,
+                None,
+                false,
+                fast_options(),
+            )
+            .await
+        }
     };
     let r = [source, target, client];
     for (_, n) in &r {
