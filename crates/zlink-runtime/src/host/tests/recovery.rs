@@ -74,19 +74,6 @@ async fn rows_of(h: &Harness, runs: &[HostRun]) -> usize {
         .count()
 }
 
-/// Actors counted by every allocation row.
-async fn actors_counted(h: &Harness) -> u64 {
-    snapshot_of(h.store.as_ref(), "node-capacity\0")
-        .await
-        .values()
-        .map(|(bytes, _)| {
-            zlink_location::CapacityRow::decode(bytes)
-                .expect("allocation row")
-                .actors
-        })
-        .sum()
-}
-
 on_every_store!(
     get_or_create_recovers_a_record_whose_owner_lease_is_gone_though_nobody_saw_it_leave,
     a_periodic_sweep_reclaims_dead_runs_nobody_observed,

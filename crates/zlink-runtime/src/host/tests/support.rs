@@ -322,3 +322,16 @@ pub(crate) async fn counter_server(
     let node = host.node(&mesh()).expect("node");
     (host, node)
 }
+
+/// Actors counted by every allocation row of the store.
+pub(crate) async fn actors_counted(h: &zlink_testkit::Harness) -> u64 {
+    zlink_testkit::snapshot_of(h.store.as_ref(), "node-capacity\0")
+        .await
+        .values()
+        .map(|(bytes, _)| {
+            zlink_location::CapacityRow::decode(bytes)
+                .expect("allocation row")
+                .actors
+        })
+        .sum()
+}

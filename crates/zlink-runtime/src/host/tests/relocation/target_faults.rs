@@ -50,19 +50,6 @@ async fn reservations(h: &Harness) -> usize {
         .len()
 }
 
-/// Actors counted by every allocation row.
-async fn actors_counted(h: &Harness) -> u64 {
-    snapshot_of(h.store.as_ref(), "node-capacity\0")
-        .await
-        .values()
-        .map(|(bytes, _)| {
-            zlink_location::CapacityRow::decode(bytes)
-                .expect("allocation row")
-                .actors
-        })
-        .sum()
-}
-
 /// Makes `source`'s moves stop right after their `Prepared` record applied (the Restore is
 /// prepared on the target, no ready sent) until `gate` opens; `reached` is set on arrival.
 fn stall_after_prepared(source: &ZLinkHost, gate: &Gate, reached: &Arc<AtomicBool>) {

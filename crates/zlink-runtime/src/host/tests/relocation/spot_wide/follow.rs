@@ -5,27 +5,13 @@
 use std::time::Duration;
 
 use super::*;
-use crate::host::tests::support::authority_key;
+use crate::host::tests::support::{actors_counted, authority_key};
 use zlink_store_conformance::{Fault, FaultyLocationStore};
-use zlink_testkit::snapshot_of;
 
 on_every_store!(
     a_failed_member_follow_is_retried_and_shutdown_keeps_the_moved_member,
     a_member_whose_follow_never_applied_is_kept_by_the_sweeps_and_serves_from_the_target,
 );
-
-/// Actors counted by every allocation row.
-async fn actors_counted(h: &Harness) -> u64 {
-    snapshot_of(h.store.as_ref(), "node-capacity\0")
-        .await
-        .values()
-        .map(|(bytes, _)| {
-            zlink_location::CapacityRow::decode(bytes)
-                .expect("allocation row")
-                .actors
-        })
-        .sum()
-}
 
 /// A member's record as read through `via`: (node, ObjectGeneration).
 async fn member_record(via: &ZLinkHost, id: &str) -> Option<(zlink_codec::RoutingId, u64)> {
