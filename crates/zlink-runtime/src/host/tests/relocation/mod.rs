@@ -33,6 +33,7 @@ mod per_actor;
 mod rollback;
 mod spot_wide;
 mod stages;
+mod store_outage;
 mod targets;
 
 /// Which relocation policy the counter type chooses.
@@ -49,6 +50,8 @@ struct Seen {
     factories: AtomicUsize,
     drops: AtomicUsize,
     captures: AtomicUsize,
+    /// Counters the adapter restored (each a new instance, like a factory run).
+    restores: AtomicUsize,
     /// Restores fail while set.
     fail_restore: AtomicBool,
     /// So many of the next restores fail (each failure counts one down).
@@ -181,6 +184,7 @@ impl ActorStateAdapter<Counter> for Adapter {
             return Err("restore refused by the test".into());
         }
         let s: Snapshot = serde_json::from_slice(bytes)?;
+        self.0.restores.fetch_add(1, Ordering::SeqCst);
         Ok(Counter {
             total: s.total,
             applied: s.applied,
