@@ -45,7 +45,7 @@ commands:
                               a SpotWide Spot of N members vs its inventory pages written raw;
                               --redis URL, --case big-state|host|spotwide, --actors N, --rounds N, --seconds S,
                               --state-mib N)
-  faults [--scenario NAME]... [--actors N]
+  faults [--scenario NAME]... [--actors N] [--relocate-lead-ms N]
                               the process-level fault suite: a private redis-server, 3 mesh_node
                               processes, N counter Actors (1000) probed under kill -9 / SIGSTOP of a
                               node or of Redis, a Redis restart with and without AOF, foreign keys;

@@ -41,6 +41,10 @@ use super::keys;
 /// How many times acquire re-reads the owner counter after losing a race for it.
 const ACQUIRE_ATTEMPTS: usize = 256;
 
+/// How many deletes a release tries while a renew whose reply was lost keeps moving the
+/// version.
+const RELEASE_ATTEMPTS: usize = 4;
+
 /// The lease row key of an owner.
 pub(crate) fn lease_key(owner: &OwnerId) -> Result<StoreKey, LocationError> {
     Ok(keys::store_key(&LogicalKey::owner_lease(owner))?)
@@ -138,6 +142,9 @@ pub(crate) enum RenewOutcome {
     /// The lease row is gone (expired or deleted): the gate is closed. Acquire again to take
     /// over under a new generation.
     Lost,
+    /// The lease was released (the host shuts down): nothing is renewed and nothing is taken
+    /// over any more.
+    Released,
 }
 
 /// What an exact re-read of our lease row found.
@@ -172,6 +179,13 @@ pub(crate) struct OwnerLease {
     terms: std::sync::atomic::AtomicU64,
     /// The term held (`None` while lost): a takeover is seen here.
     runs: tokio::sync::watch::Sender<Option<LeaseTerm>>,
+    /// Set by [`release`](Self::release) (cleared by an explicit [`acquire`](Self::acquire)):
+    /// the renew loop neither renews nor takes over once it is set.
+    released: std::sync::atomic::AtomicBool,
+    /// Held by each renew, takeover and release for its whole Store exchange, so a release
+    /// waits for a renew in flight (whose write would otherwise conflict with the delete and
+    /// read as a lost lease, or move the version the delete is conditioned on).
+    turn: tokio::sync::Mutex<()>,
 }
 
 impl OwnerLease {
@@ -195,6 +209,8 @@ impl OwnerLease {
             epoch,
             terms: std::sync::atomic::AtomicU64::new(0),
             runs: tokio::sync::watch::Sender::new(None),
+            released: std::sync::atomic::AtomicBool::new(false),
+            turn: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -281,6 +297,23 @@ impl OwnerLease {
     ///
     /// `GenerationExhausted` writes nothing (and repeats identically).
     pub(crate) async fn acquire(&self) -> Result<HostRun, LocationError> {
+        let _turn = self.turn.lock().await;
+        self.released
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        self.acquire_in_turn().await
+    }
+
+    /// The renew loop's takeover after a lost lease: [`acquire`](Self::acquire), unless the
+    /// lease was released meanwhile (`None`: the host shuts down, nothing is taken over).
+    pub(crate) async fn take_over(&self) -> Result<Option<HostRun>, LocationError> {
+        let _turn = self.turn.lock().await;
+        if self.released.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(None);
+        }
+        self.acquire_in_turn().await.map(Some)
+    }
+
+    async fn acquire_in_turn(&self) -> Result<HostRun, LocationError> {
         let counter_key = GenerationKind::OwnerLease.counter_key();
         // A record of ours at or below this generation is a holding that was lost (Store data
         // loss noticed while the row survived): replaced under its version, never adopted.
@@ -425,6 +458,10 @@ impl OwnerLease {
     /// returned; a Store error leaves the deadline where it was (it is never extended without
     /// a successful observation).
     pub(crate) async fn renew(&self) -> Result<RenewOutcome, LocationError> {
+        let _turn = self.turn.lock().await;
+        if self.released.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(RenewOutcome::Released);
+        }
         if self.epoch.take_loss() && self.held.lock().is_some() {
             tracing::warn!(owner = %self.owner_id, "Store data loss noticed: the owner lease is treated as lost");
             self.lose();
@@ -489,29 +526,54 @@ impl OwnerLease {
         }
     }
 
-    /// Releases the lease: closes the gate first (no new work), then deletes the row under its
-    /// version. The generation is not changed.
+    /// Releases the lease: closes the gate first (no new work) and stops the renew loop
+    /// (no renew and no takeover after this), waits for a renew in flight, then deletes the
+    /// row under its version. A delete that conflicts reads the row once more: still this
+    /// run's (a renew whose reply was lost moved its version), it is deleted under the version
+    /// read. The generation is not changed.
     pub(crate) async fn release(&self) -> Result<(), LocationError> {
-        let version = {
+        self.released
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.gate.close();
+        let _turn = self.turn.lock().await;
+        let (run, mut version) = {
             let held = self.held.lock();
             match held.as_ref() {
-                Some(h) => h.version.clone(),
+                Some(h) => (h.run.clone(), h.version.clone()),
                 None => return Ok(()),
             }
         };
-        self.gate.close();
-        let request = WriteRequest::new(
-            vec![Condition::Version(self.key.clone(), version)],
-            vec![Mutation::Delete(self.key.clone())],
-        )?;
-        let result = self.store.write(&request).await;
+        let mut result = Ok(());
+        for _ in 0..RELEASE_ATTEMPTS {
+            let request = WriteRequest::new(
+                vec![Condition::Version(self.key.clone(), version.clone())],
+                vec![Mutation::Delete(self.key.clone())],
+            )?;
+            match self.store.write(&request).await {
+                Ok(WriteResult::Conflict { .. }) => match self.store.read(&self.key).await {
+                    Ok(read) => match (LeaseSeen::from_read(&read).holder, read) {
+                        (Some(holder), ReadResult::Found { version: now, .. }) if holder == run => {
+                            version = now;
+                        }
+                        // Gone, or another run's: nothing of ours to delete.
+                        _ => break,
+                    },
+                    Err(e) => {
+                        result = Err(e.into());
+                        break;
+                    }
+                },
+                Ok(_) => break,
+                Err(e) => {
+                    result = Err(e.into());
+                    break;
+                }
+            }
+        }
         *self.held.lock() = None;
         self.announce(None);
         self.book.forget(&self.key);
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        result
     }
 
     /// The expiry the Store reports for our row right now, if it exists.
@@ -548,9 +610,12 @@ impl RenewLoop {
                 ticker.tick().await;
                 match tokio::time::timeout(timeout, lease.renew()).await {
                     Ok(Ok(RenewOutcome::Renewed { .. })) => {}
+                    // The host released its lease (shutdown): the loop ends.
+                    Ok(Ok(RenewOutcome::Released)) => break,
                     Ok(Ok(RenewOutcome::Lost)) => {
-                        match tokio::time::timeout(timeout, lease.acquire()).await {
-                            Ok(Ok(run)) => tracing::warn!(
+                        match tokio::time::timeout(timeout, lease.take_over()).await {
+                            Ok(Ok(None)) => break,
+                            Ok(Ok(Some(run))) => tracing::warn!(
                                 owner = %run.owner_id,
                                 generation = %run.lease_generation,
                                 "owner lease taken over under a new generation"

@@ -1,6 +1,6 @@
-//! A read-only view of the Location Store for operational tools (spec 21 §7.4): lookup by id
-//! and the paged list, without an owner lease. Starting one writes nothing; its admission gate
-//! never opens, so no authority write can pass through it.
+//! A read-only view of the Location Store for operational tools (spec 21 §7.4): lookup by id,
+//! the paged list and the nodes' capacity rows, without an owner lease. Starting one writes
+//! nothing; its admission gate never opens, so no authority write can pass through it.
 
 use std::sync::Arc;
 
@@ -8,11 +8,12 @@ use zlink_store_spi::DynLocationStore;
 
 use super::admission::AdmissionGate;
 use super::authority::AuthorityClient;
+use super::capacity::{CapacityRow, NodeUsage};
 use super::clock::{SharedClock, SystemMonotonic};
 use super::engine::{Engine, EngineConfig};
 use super::epoch::StoreEpoch;
 use super::error::LocationError;
-use super::identity::ObjectId;
+use super::identity::{NodeKey, ObjectId};
 use super::lease::LeaseBook;
 use super::options::LocationOptions;
 use super::query::{ListFilter, LocationEntry, LookupKind, Page, PageToken, Query};
@@ -71,6 +72,18 @@ impl LocationReader {
         token: Option<&PageToken>,
     ) -> Result<Page, LocationError> {
         self.query().list(&filter, page_size, token).await
+    }
+
+    /// A node's allocation row: the slots secured on it, in use or reserved (zero when
+    /// absent). See [`AuthorityClient::node_capacity`].
+    pub async fn node_capacity(&self, node: &NodeKey) -> Result<CapacityRow, LocationError> {
+        self.authority.node_capacity(node).await
+    }
+
+    /// A node's slots split into in use and reserved, derived from one snapshot of the
+    /// authority rows and the relocation reservations. See [`AuthorityClient::node_usage`].
+    pub async fn node_usage(&self, node: &NodeKey) -> Result<NodeUsage, LocationError> {
+        self.authority.node_usage(node).await
     }
 
     fn query(&self) -> Query<'_> {

@@ -4,7 +4,8 @@
 
 pub use crate::host::{
     CompletionCounts, DescriptorStep, HostEvent, HostObserver, HostState, HostStatus,
-    InterruptionSummary, RelocateError, RelocateErrorKind, RelocationOutcome, RelocationReason,
-    ShutdownFailure, ShutdownOutcome, ShutdownReason, ShutdownReport, StartError, StartErrorKind,
+    InterruptionSummary, LiveObjects, RelocateError, RelocateErrorKind, RelocationOutcome,
+    RelocationReason, ShutdownFailure, ShutdownOutcome, ShutdownReason, ShutdownReport, StartError,
+    StartErrorKind,
 };
 pub use crate::mesh::node::{ManualPeerStatus, NodeStatus, PeerStatus};

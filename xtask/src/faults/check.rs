@@ -236,6 +236,182 @@ pub(crate) fn check(
     v
 }
 
+/// One node's capacity row and the slots the records place on it, read once the fault healed
+/// (`store::capacity_rows`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RowCount {
+    /// The allocation row's Actor slots (in use + reserved).
+    pub(crate) actors: u64,
+    /// The allocation row's Spot slots.
+    pub(crate) spots: u64,
+    /// Actor slots of the Active authority rows placed on the node.
+    pub(crate) active_actors: u64,
+    /// Actor slots of Reserved rows and relocation reservations targeting it.
+    pub(crate) reserved_actors: u64,
+    /// Spot slots of the Active authority rows placed on the node.
+    pub(crate) active_spots: u64,
+    /// Spot slots reserved on it.
+    pub(crate) reserved_spots: u64,
+}
+
+/// What one node says it has live (`LIVE`), with its capacity row; `live` is `None` for a
+/// node that was killed (nothing of it is live).
+#[derive(Debug, Clone)]
+pub(crate) struct NodeCapacity {
+    /// The node's routing id (hex).
+    pub(crate) node: String,
+    /// Live (Actors, Spots), from the node itself.
+    pub(crate) live: Option<(u64, u64)>,
+    /// Its row in the Store.
+    pub(crate) row: RowCount,
+}
+
+/// Whether the capacity rows add up to the live activations, once the fault healed and the
+/// load ended (nothing is being created or moved): per node, the allocation row holds exactly
+/// the slots of the authority rows placed there (the records are the truth, the row their
+/// sum), nothing is still reserved (a reservation left over leaks a slot), and the node has
+/// exactly those activations live; over all nodes no more Actors are live than there are ids
+/// (one id live twice). Returns one line per break (empty: it holds).
+pub(crate) fn capacity_breaks(nodes: &[NodeCapacity], ids: u64) -> Vec<String> {
+    let mut breaks = Vec::new();
+    let mut live_total = 0;
+    for n in nodes {
+        let r = &n.row;
+        let (actors, spots) = n.live.unwrap_or((0, 0));
+        live_total += actors;
+        if r.actors != r.active_actors + r.reserved_actors
+            || r.spots != r.active_spots + r.reserved_spots
+        {
+            breaks.push(format!(
+                "{}: the row holds {} actors / {} spots, the records {} + {} reserved / {} + {} reserved",
+                n.node, r.actors, r.spots, r.active_actors, r.reserved_actors, r.active_spots, r.reserved_spots
+            ));
+        }
+        if r.reserved_actors > 0 || r.reserved_spots > 0 {
+            breaks.push(format!(
+                "{}: {} actor / {} spot slots still reserved after the heal",
+                n.node, r.reserved_actors, r.reserved_spots
+            ));
+        }
+        if r.active_actors != actors || r.active_spots != spots {
+            breaks.push(format!(
+                "{}: {} actors / {} spots live, the Store places {} / {} there",
+                n.node, actors, spots, r.active_actors, r.active_spots
+            ));
+        }
+    }
+    if live_total > ids {
+        breaks.push(format!(
+            "{live_total} actors live over the nodes for {ids} ids"
+        ));
+    }
+    breaks
+}
+
+/// What one key left under the prefix is (`store::keys_left`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Left {
+    /// A helper key of the provider's layout (`seq`, `index`, `snapshots`, `snapshot-seq`).
+    Helper,
+    /// A record whose newest member is a tombstone (it carries a Redis TTL and goes).
+    Tombstone,
+    /// A live record of `family` under logical key `key` (shown escaped); `expires_at_ms` is
+    /// its expiry (Store-clock epoch ms), 0 when durable.
+    Record {
+        family: String,
+        key: String,
+        expires_at_ms: u64,
+    },
+    /// A Relocation Store key sharing the prefix (`expires`: it has a Redis TTL).
+    Relocation { expires: bool },
+    /// A key outside the provider's layout, or a record key whose value is no record.
+    Foreign,
+}
+
+/// One key left under the prefix: its Redis name (shown escaped) and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeftKey {
+    pub(crate) name: String,
+    pub(crate) left: Left,
+}
+
+/// The record families a clean shutdown of every host keeps, durable (docs/formats.md §12):
+/// the generation counters and the descriptor lists' change numbers.
+const KEPT: [&str; 4] = [
+    "counter",
+    "mesh-change",
+    "client-server-change",
+    "fanout-publisher-change",
+];
+
+/// Whether what is left under the prefix after every node shut down (cleanly, or was killed
+/// and its lease lapsed) is only what docs/formats.md §12 documents as staying: the
+/// provider's helper keys, tombstones, the counters and change numbers, creation terminals
+/// (each expiring 5 minutes past its creation's deadline), owner leases that lapsed by `now_ms`
+/// (a killed node's: a clean shutdown releases its own), Relocation Store keys with an expiry,
+/// and what the scenario itself left (`planted`, Redis names or logical keys: the foreign data
+/// it wrote, the descriptor of the node it killed). Returns one line per key outside that
+/// (empty: it holds).
+pub(crate) fn unexpected_left(keys: &[LeftKey], planted: &[String], now_ms: u128) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in keys {
+        if planted.contains(&k.name) {
+            continue;
+        }
+        let why = match &k.left {
+            Left::Helper | Left::Tombstone | Left::Relocation { expires: true } => continue,
+            Left::Relocation { expires: false } => {
+                "a Relocation Store key without an expiry".to_owned()
+            }
+            Left::Foreign => "a key outside the provider's layout".to_owned(),
+            Left::Record { key, .. } if planted.contains(key) => continue,
+            Left::Record { family, .. } if KEPT.contains(&family.as_str()) => continue,
+            Left::Record {
+                family,
+                expires_at_ms,
+                ..
+            } if family == "creation-terminal" && *expires_at_ms > 0 => continue,
+            Left::Record {
+                family,
+                expires_at_ms,
+                ..
+            } if family == "owner-lease"
+                && *expires_at_ms > 0
+                && u128::from(*expires_at_ms) <= now_ms =>
+            {
+                continue;
+            }
+            Left::Record {
+                family,
+                key,
+                expires_at_ms,
+            } => {
+                if *expires_at_ms == 0 {
+                    format!("a durable {family} record `{key}`")
+                } else {
+                    format!("a {family} record `{key}` expiring at {expires_at_ms}")
+                }
+            }
+        };
+        out.push(format!("{}: {why}", k.name));
+    }
+    out
+}
+
+/// Whether the `RELOCATE` line of a node reports a defined end of its host Relocate (28 §3):
+/// `Relocated` with reason `None` and nothing remaining, or `Blocked` with a reason other
+/// than `None`.
+pub(crate) fn defined_relocation(line: &str) -> bool {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    match w.as_slice() {
+        ["RELOCATED", "Relocated", "None", moved, "0"] => moved.parse::<u64>().is_ok(),
+        ["RELOCATED", "Blocked", reason, moved, remaining] => {
+            *reason != "None" && moved.parse::<u64>().is_ok() && remaining.parse::<u64>().is_ok()
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +497,139 @@ mod tests {
             check(&parse(&undefined).0, Some((1, 1)), 0, &[]).undefined,
             1
         );
+    }
+
+    fn node(node: &str, live: Option<(u64, u64)>, row: RowCount) -> NodeCapacity {
+        NodeCapacity {
+            node: node.into(),
+            live,
+            row,
+        }
+    }
+
+    fn row(actors: u64, active: u64, reserved: u64) -> RowCount {
+        RowCount {
+            actors,
+            active_actors: active,
+            reserved_actors: reserved,
+            ..RowCount::default()
+        }
+    }
+
+    #[test]
+    fn capacity_rows_that_add_up_to_the_live_activations_hold() {
+        let nodes = [
+            node("n1", Some((3, 0)), row(3, 3, 0)),
+            node("n2", Some((2, 0)), row(2, 2, 0)),
+            node("dead", None, RowCount::default()),
+        ];
+        assert_eq!(capacity_breaks(&nodes, 5), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_row_that_disagrees_with_its_records_or_the_live_set_breaks() {
+        // The row counts a slot no record holds.
+        let leaked = [node("n1", Some((3, 0)), row(4, 3, 0))];
+        assert_eq!(capacity_breaks(&leaked, 3).len(), 1);
+        // A reservation left after the heal (the row and records agree).
+        let reserved = [node("n1", Some((3, 0)), row(4, 3, 1))];
+        assert_eq!(capacity_breaks(&reserved, 3).len(), 1);
+        // The Store places more here than is live (an activation gone, its record left).
+        let gone = [node("n1", Some((2, 0)), row(3, 3, 0))];
+        assert_eq!(capacity_breaks(&gone, 3).len(), 1);
+        // A killed node the Store still places objects on.
+        let dead = [node("dead", None, row(1, 1, 0))];
+        assert_eq!(capacity_breaks(&dead, 1).len(), 1);
+        // Spots count too.
+        let spots = [node(
+            "n1",
+            Some((0, 1)),
+            RowCount {
+                spots: 1,
+                ..RowCount::default()
+            },
+        )];
+        assert_eq!(capacity_breaks(&spots, 0).len(), 2);
+    }
+
+    #[test]
+    fn more_actors_live_than_ids_is_one_id_live_twice() {
+        let nodes = [
+            node("n1", Some((2, 0)), row(2, 2, 0)),
+            node("n2", Some((2, 0)), row(2, 2, 0)),
+        ];
+        let breaks = capacity_breaks(&nodes, 3);
+        assert_eq!(
+            breaks,
+            vec!["4 actors live over the nodes for 3 ids".to_owned()]
+        );
+    }
+
+    fn left(name: &str, left: Left) -> LeftKey {
+        LeftKey {
+            name: name.into(),
+            left,
+        }
+    }
+
+    fn rec(family: &str, key: &str, expires_at_ms: u64) -> Left {
+        Left::Record {
+            family: family.into(),
+            key: key.into(),
+            expires_at_ms,
+        }
+    }
+
+    #[test]
+    fn what_a_clean_shutdown_leaves_is_only_what_is_documented() {
+        let keys = [
+            left("p:seq", Left::Helper),
+            left("p:index", Left::Helper),
+            left("p:a", Left::Tombstone),
+            left("p:b", rec("counter", "zlink:v11:object-counter", 0)),
+            left("p:c", rec("mesh-change", "mesh-change\\0demo", 0)),
+            left(
+                "p:d",
+                rec("creation-terminal", "creation-terminal\\0…", 500),
+            ),
+            left("p:e", rec("owner-lease", "owner-lease\\0dead", 900)),
+            left("p:f", Left::Relocation { expires: true }),
+        ];
+        assert_eq!(unexpected_left(&keys, &[], 1_000), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_durable_record_a_held_lease_or_a_foreign_key_left_is_unexpected() {
+        let keys = [
+            left("p:a", rec("authority", "authority\\0actor\\0x", 0)),
+            left("p:b", rec("mesh-node", "mesh-node\\0demo\\01", 0)),
+            left("p:c", rec("node-capacity", "node-capacity\\0demo\\01", 0)),
+            left("p:d", rec("owner-lease", "owner-lease\\0live", 2_000)),
+            left("p:e", Left::Foreign),
+            left("p:f", Left::Relocation { expires: false }),
+            left("p:g", rec("creation-terminal", "creation-terminal\\0…", 0)),
+        ];
+        let out = unexpected_left(&keys, &[], 1_000);
+        assert_eq!(out.len(), keys.len(), "{out:?}");
+        // What the scenario planted itself is left alone, by Redis name or logical key.
+        let planted = ["p:e".to_owned(), "authority\\0actor\\0x".to_owned()];
+        assert_eq!(
+            unexpected_left(&keys, &planted, 1_000).len(),
+            keys.len() - 2
+        );
+    }
+
+    #[test]
+    fn a_relocate_ends_defined_only_as_relocated_or_blocked_with_a_reason() {
+        assert!(defined_relocation("RELOCATED Relocated None 333 0"));
+        assert!(defined_relocation(
+            "RELOCATED Blocked StoreUnavailable 0 333"
+        ));
+        assert!(!defined_relocation("RELOCATED Relocated None 330 3"));
+        assert!(!defined_relocation("RELOCATED Blocked None 1 2"));
+        assert!(!defined_relocation("RELOCATE-ERR Unavailable"));
+        assert!(!defined_relocation(
+            "RELOCATE-ERR (no expected line within 30s)"
+        ));
     }
 }

@@ -4,18 +4,23 @@
 //! short leases (TTL 3 s, renew every 500 ms within 500 ms, fencing margin 1 s), creates the
 //! counter Actors from the first node, and has it drive one sequential loop of `Probe`
 //! requests per Actor while the fault is injected from outside (`kill -9`, SIGSTOP / SIGCONT of
-//! a node or of the `redis-server`, foreign data written under the key prefix). Every reply
-//! names the answering process, the activation's ObjectGeneration and nonce, and its count;
-//! the checker in [`check`] fails the scenario unless no activation answers after another one
-//! of the same id took over, counts only rise within an activation, no acknowledged increment
-//! is lost without a higher ObjectGeneration, no answer comes past the answering node's
-//! admission deadline, every request ends exactly once in a defined kind, every Actor answers
-//! again within lease TTL + 5 s of the heal, and every node's shutdown ends `Stopped`.
+//! a node or of the `redis-server`, foreign data written under the key prefix, a Redis restart
+//! in the middle of a host Relocate). Every reply names the answering process, the
+//! activation's ObjectGeneration and nonce, and its count; the checker in [`check`] fails the
+//! scenario unless no activation answers after another one of the same id took over, counts
+//! only rise within an activation, no acknowledged increment is lost without a higher
+//! ObjectGeneration, no answer comes past the answering node's admission deadline, every
+//! request ends exactly once in a defined kind, every Actor answers again within lease
+//! TTL + 5 s of the heal, a host Relocate ends in a defined result, once the load ended every
+//! node's capacity row adds up to its live activations (read from outside, [`store`]), every
+//! node's shutdown ends `Stopped`, and what is left under the prefix afterwards is only what
+//! `docs/formats.md` §12 documents as staying.
 //!
 //! Every loop is bounded in count and time and every address is loopback.
 
 mod check;
 mod procs;
+mod store;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -41,6 +46,15 @@ const PROBE_TIMEOUT_MS: u64 = 2_000;
 /// How long every Actor has to answer again after the heal (lease TTL + 5 s).
 const REACH_WITHIN_MS: u128 = TTL_MS as u128 + 5_000;
 
+/// `redis-restart-mid-relocate`: how long after the host Relocate starts the `redis-server`
+/// is killed (by default; `--relocate-lead-ms`), and the Relocate's deadline.
+const RELOCATE_LEAD: Duration = Duration::from_millis(300);
+const RELOCATE_DEADLINE: Duration = Duration::from_secs(20);
+
+/// How long the capacity comparison after the load may wait for a release or sweep that
+/// was still landing.
+const CAPACITY_SETTLE: Duration = Duration::from_secs(5);
+
 /// The scenarios, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scenario {
@@ -56,16 +70,20 @@ enum Scenario {
     RedisRestartEmpty,
     /// A wrong-typed key and a garbage record under the key prefix.
     ForeignKeys,
+    /// A host Relocate of one node (every Actor `PreserveStateWith`) and, a short time into
+    /// it, `kill -9` of the `redis-server` and a restart 2 s later, with AOF.
+    RedisRestartMidRelocate,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 6] = [
+    const ALL: [Scenario; 7] = [
         Scenario::OwnerKill,
         Scenario::OwnerStall,
         Scenario::RedisStall,
         Scenario::RedisRestartAof,
         Scenario::RedisRestartEmpty,
         Scenario::ForeignKeys,
+        Scenario::RedisRestartMidRelocate,
     ];
 
     fn name(self) -> &'static str {
@@ -76,6 +94,7 @@ impl Scenario {
             Scenario::RedisRestartAof => "redis-restart-aof",
             Scenario::RedisRestartEmpty => "redis-restart-empty",
             Scenario::ForeignKeys => "foreign-keys",
+            Scenario::RedisRestartMidRelocate => "redis-restart-mid-relocate",
         }
     }
 
@@ -89,21 +108,23 @@ impl Scenario {
     }
 
     /// How long the load runs: the fault, its duration, the recovery window and a margin.
-    fn window(self) -> Duration {
+    fn window(self, lead: Duration) -> Duration {
         let fault = match self {
             Scenario::OwnerStall => Duration::from_millis(TTL_MS + 2_000),
             Scenario::RedisStall => Duration::from_millis(2_500),
             Scenario::RedisRestartAof | Scenario::RedisRestartEmpty => Duration::from_secs(2),
+            Scenario::RedisRestartMidRelocate => lead + Duration::from_secs(2),
             Scenario::OwnerKill | Scenario::ForeignKeys => Duration::ZERO,
         };
         FAULT_AT + fault + Duration::from_millis(TTL_MS + 5_000 + 2_000)
     }
 }
 
-/// `cargo xtask faults [--scenario NAME]… [--actors N]`.
+/// `cargo xtask faults [--scenario NAME]… [--actors N] [--relocate-lead-ms N]`.
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut scenarios = Vec::new();
     let mut actors = 1_000u64;
+    let mut lead = RELOCATE_LEAD;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -121,6 +142,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     .filter(|n| (1..=10_000).contains(n))
                     .ok_or("--actors needs a number in 1..=10000")?;
             }
+            "--relocate-lead-ms" => {
+                lead = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|n| *n <= 10_000)
+                    .map(Duration::from_millis)
+                    .ok_or("--relocate-lead-ms needs a number in 0..=10000")?;
+            }
             other => return Err(format!("faults: unknown argument `{other}`")),
         }
     }
@@ -132,14 +161,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut rows = Vec::new();
     for s in scenarios {
         eprintln!("xtask: faults: == {} ({actors} actors)", s.name());
-        let row = run_scenario(&binary, s, actors).unwrap_or_else(|e| Row::failed_to_run(s, e));
+        let row =
+            run_scenario(&binary, s, actors, lead).unwrap_or_else(|e| Row::failed_to_run(s, e));
         eprintln!("xtask: faults: {}", row.line());
         rows.push(row);
     }
     println!(
-        "| scenario | ok | errors by kind | lost | doubles | late | count breaks | unreachable | recovery p50 / max | shutdown | result |"
+        "| scenario | ok | errors by kind | lost | doubles | late | count breaks | unreachable | recovery p50 / max | relocate | capacity breaks | keys left | shutdown | result |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!("{}", r.line());
     }
@@ -160,6 +190,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 struct Row {
     scenario: Scenario,
     verdict: check::Verdict,
+    /// The host Relocate's result (`redis-restart-mid-relocate`), else `-`.
+    relocate: String,
+    /// Capacity rows that do not add up to the live activations.
+    capacity: usize,
+    /// Keys left after the shutdown that are not documented as staying.
+    keys_left: usize,
     shutdown: String,
     passed: bool,
     note: String,
@@ -170,6 +206,9 @@ impl Row {
         Row {
             scenario,
             verdict: check::Verdict::default(),
+            relocate: "-".into(),
+            capacity: 0,
+            keys_left: 0,
             shutdown: "-".into(),
             passed: false,
             note: why,
@@ -180,7 +219,7 @@ impl Row {
         let v = &self.verdict;
         let errors: Vec<String> = v.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
         format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} ms | {} | {}{} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} ms | {} | {} | {} | {} | {}{} |",
             self.scenario.name(),
             v.ok,
             if errors.is_empty() {
@@ -195,6 +234,9 @@ impl Row {
             v.unreachable,
             v.recovery_p50(),
             v.recovery_max(),
+            self.relocate,
+            self.capacity,
+            self.keys_left,
             self.shutdown,
             if self.passed { "pass" } else { "FAIL" },
             if self.note.is_empty() {
@@ -235,10 +277,19 @@ fn node_args(redis: &Redis, prefix: &str) -> Vec<String> {
     a
 }
 
-fn run_scenario(binary: &std::path::Path, s: Scenario, actors: u64) -> Result<Row, String> {
+fn run_scenario(
+    binary: &std::path::Path,
+    s: Scenario,
+    actors: u64,
+    lead: Duration,
+) -> Result<Row, String> {
     let mut redis = Redis::start(s.aof())?;
     let prefix = format!("faults-{}", s.name());
-    let args = node_args(&redis, &prefix);
+    let mut args = node_args(&redis, &prefix);
+    if s == Scenario::RedisRestartMidRelocate {
+        // A host Relocate needs every type to move: the counters keep their state.
+        args.extend(["--relocation".into(), "preserve".into()]);
+    }
     let mut nodes = Vec::new();
     for _ in 0..3 {
         nodes.push(Node::start(binary, &args, Duration::from_secs(60))?);
@@ -253,7 +304,7 @@ fn run_scenario(binary: &std::path::Path, s: Scenario, actors: u64) -> Result<Ro
     if done != format!("ACTORS-DONE {actors} 0") {
         return Err(format!("creating the actors: {done}"));
     }
-    let window = s.window();
+    let window = s.window(lead);
     nodes[driver].send(&format!(
         "LOAD f 0 {actors} {} {PAUSE_MS} {PROBE_TIMEOUT_MS}",
         window.as_millis()
@@ -261,8 +312,10 @@ fn run_scenario(binary: &std::path::Path, s: Scenario, actors: u64) -> Result<Ro
     let load_start = Instant::now();
     std::thread::sleep(FAULT_AT);
     let target = 2;
-    let fault_at = wall_ms();
     let lease_room = u128::from(TTL_MS - FENCING_MS);
+    let mut planted = Vec::new();
+    let mut relocate_sent = None;
+    let mut fault_at = wall_ms();
     let (healed, fenced) = match s {
         Scenario::OwnerKill => {
             nodes[target].kill()?;
@@ -296,17 +349,59 @@ fn run_scenario(binary: &std::path::Path, s: Scenario, actors: u64) -> Result<Ro
             (healed, fence_all(&nodes, fault_at + lease_room, healed))
         }
         Scenario::ForeignKeys => {
-            plant_foreign_data(&redis, &prefix)?;
+            planted = plant_foreign_data(&redis, &prefix)?;
             (fault_at, Vec::new())
+        }
+        Scenario::RedisRestartMidRelocate => {
+            nodes[target].send(&format!("RELOCATE {}", RELOCATE_DEADLINE.as_millis()))?;
+            relocate_sent = Some(Instant::now());
+            std::thread::sleep(lead);
+            fault_at = wall_ms();
+            redis.kill()?;
+            std::thread::sleep(Duration::from_secs(2));
+            redis.restart()?;
+            let healed = wall_ms();
+            (healed, fence_all(&nodes, fault_at + lease_room, healed))
         }
     };
     let left = (window + Duration::from_secs(60)).saturating_sub(load_start.elapsed());
     let lines = nodes[driver].collect_until(left, |l| l.starts_with("LOAD-DONE"))?;
+    if let Some(dir) = std::env::var_os("ZLINK_FAULTS_LOG_DIR") {
+        // The driver's lines beside the node logs, for a look at a failed run.
+        let path = PathBuf::from(dir).join(format!("load-{}.txt", s.name()));
+        let _ = std::fs::write(&path, lines.join("\n"));
+    }
     let (by_id, totals) = check::parse(&lines);
     let verdict = check::check(&by_id, totals, healed, &fenced);
+    let mut notes = Vec::new();
+    let relocate = match relocate_sent {
+        Some(sent) => {
+            let limit =
+                (RELOCATE_DEADLINE + Duration::from_secs(10)).saturating_sub(sent.elapsed());
+            let line = nodes[target]
+                .wait_for(limit, |l| {
+                    l.starts_with("RELOCATED") || l.starts_with("RELOCATE-ERR")
+                })
+                .unwrap_or_else(|e| format!("RELOCATE-ERR ({e})"));
+            let outcome = line.trim_start_matches("RELOCATED ").to_owned();
+            if !check::defined_relocation(&line) {
+                notes.push(format!("the host Relocate ended `{line}`"));
+            }
+            outcome
+        }
+        None => "-".to_owned(),
+    };
+    let killed = (s == Scenario::OwnerKill).then_some(target);
+    if let Some(k) = killed {
+        // A killed node never withdraws its descriptor (docs/formats.md §12).
+        let key = format!("mesh-node\0demo\0{}", nodes[k].rid);
+        planted.push(zlink_cli::finding::show_bytes(key.as_bytes()));
+    }
+    let capacity = capacity_breaks(&mut nodes, killed, &redis, &prefix, actors)
+        .unwrap_or_else(|e| vec![format!("reading the capacity rows: {e}")]);
     let mut shutdown = Vec::new();
     for (i, n) in nodes.iter_mut().enumerate() {
-        if s == Scenario::OwnerKill && i == target {
+        if killed == Some(i) {
             continue;
         }
         let line = n
@@ -315,21 +410,79 @@ fn run_scenario(binary: &std::path::Path, s: Scenario, actors: u64) -> Result<Ro
         shutdown.push(line.trim_start_matches("STOPPED ").to_owned());
     }
     let clean = shutdown.iter().all(|o| o == "Stopped");
-    let mut note = String::new();
+    let keys = store::keys_left(&redis.url(), &prefix)
+        .map(|keys| check::unexpected_left(&keys, &planted, wall_ms()))
+        .unwrap_or_else(|e| vec![format!("listing the keys left: {e}")]);
     if by_id.len() as u64 != actors {
-        note = format!(
+        notes.push(format!(
             "{} of {actors} actors answered or failed at all",
             by_id.len()
-        );
+        ));
     }
-    let passed = note.is_empty() && clean && verdict.holds(REACH_WITHIN_MS);
+    notes.extend(capacity.iter().take(3).cloned());
+    notes.extend(keys.iter().take(3).cloned());
+    let passed = notes.is_empty() && clean && verdict.holds(REACH_WITHIN_MS);
     Ok(Row {
         scenario: s,
         verdict,
+        relocate,
+        capacity: capacity.len(),
+        keys_left: keys.len(),
         shutdown: shutdown.join(" "),
         passed,
-        note,
+        note: notes.join("; "),
     })
+}
+
+/// Asks every node that runs (all but `killed`) what it has live and compares it with its
+/// capacity row ([`check::capacity_breaks`]). The load has ended, so nothing is created or
+/// moved any more, but a release or sweep started just before may still be landing: the
+/// comparison is repeated (bounded) until it holds, and its last breaks are returned.
+fn capacity_breaks(
+    nodes: &mut [Node],
+    killed: Option<usize>,
+    redis: &Redis,
+    prefix: &str,
+    actors: u64,
+) -> Result<Vec<String>, String> {
+    let rids: Vec<String> = nodes.iter().map(|n| n.rid.clone()).collect();
+    let end = Instant::now() + CAPACITY_SETTLE;
+    loop {
+        let mut live = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter_mut().enumerate() {
+            if killed == Some(i) {
+                live.push(None);
+                continue;
+            }
+            n.send("LIVE")?;
+            let line = n.wait_for(Duration::from_secs(10), |l| l.starts_with("LIVE "))?;
+            let w: Vec<u64> = line
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            match w.as_slice() {
+                [a, s] => live.push(Some((*a, *s))),
+                _ => return Err(format!("a node answered `{line}`")),
+            }
+        }
+        let rows = store::capacity_rows(&redis.url(), prefix, "demo", &rids)?;
+        let counted: Vec<check::NodeCapacity> = rids
+            .iter()
+            .zip(live)
+            .zip(rows)
+            .map(|((node, live), row)| check::NodeCapacity {
+                node: node.clone(),
+                live,
+                row,
+            })
+            .collect();
+        let breaks = check::capacity_breaks(&counted, actors);
+        if breaks.is_empty() || Instant::now() >= end {
+            return Ok(breaks);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 /// Every node is fenced from `from` until `until`: its Store was unreachable.
@@ -361,7 +514,9 @@ fn wait_peers(node: &mut Node, peers: usize) -> Result<(), String> {
 /// Writes, under the run's key prefix and in the Redis provider's layout, one key of the wrong
 /// Redis type (a plain string where the provider keeps its records) and one record whose
 /// bytes are no zlink record: both listed by the provider's scan index, as real damage is.
-fn plant_foreign_data(redis: &Redis, prefix: &str) -> Result<(), String> {
+/// Returns what it planted as the keys-left check names it (the garbage record's logical key,
+/// the wrong-typed key's Redis name): nothing deletes either.
+fn plant_foreign_data(redis: &Redis, prefix: &str) -> Result<Vec<String>, String> {
     use zlink_store_spi::{LocationStore, Mutation, StoreKey, WriteRequest};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -398,7 +553,8 @@ fn plant_foreign_data(redis: &Redis, prefix: &str) -> Result<(), String> {
     if set != "OK" {
         return Err(format!("planting the foreign key: SET answered {set}"));
     }
-    Ok(())
+    let show = zlink_cli::finding::show_bytes;
+    Ok(vec![show(garbage.as_bytes()), show(record.as_bytes())])
 }
 
 /// The `mesh_node` example, built (debug) into this workspace's target directory.

@@ -125,6 +125,9 @@ impl Drop for Redis {
     }
 }
 
+/// How many node logs this run opened (their file names).
+static NODE_LOGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// One `mesh_node` process: its stdin, and its stdout lines on a channel.
 pub(crate) struct Node {
     child: Child,
@@ -141,12 +144,25 @@ impl Node {
         args: &[String],
         ready_within: Duration,
     ) -> Result<Node, String> {
-        let mut child = Command::new(binary)
-            .args(args)
-            .env("RUST_LOG", "error")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+        let mut cmd = Command::new(binary);
+        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
+        // `ZLINK_FAULTS_LOG_DIR`: each node's log (`RUST_LOG`, default `info`) in a file there.
+        match std::env::var_os("ZLINK_FAULTS_LOG_DIR") {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                let n = NODE_LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let path = dir.join(format!("node-{}-{n}.log", std::process::id()));
+                let file =
+                    std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+                cmd.env("RUST_LOG", level).stderr(file);
+            }
+            None => {
+                cmd.env("RUST_LOG", "error").stderr(Stdio::null());
+            }
+        }
+        let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
         let stdout = child.stdout.take().ok_or("mesh_node has no stdout")?;

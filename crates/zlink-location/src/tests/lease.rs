@@ -475,3 +475,48 @@ pub(super) async fn lost_renew_reply_is_recovered_without_a_new_generation(h: &H
         RenewOutcome::Renewed { .. }
     ));
 }
+
+/// A release while the renew loop has a renew in flight (every write takes 600 ms here) ends
+/// the lease for good: the row is deleted once that renew is done, and the loop neither
+/// reports the lease lost nor takes it over under a new generation afterwards (a clean
+/// shutdown leaves no lease row and republishes nothing).
+pub(super) async fn a_release_during_a_renew_in_flight_ends_the_lease_without_a_takeover(
+    h: &Harness,
+) {
+    let slow = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let options = LocationOptions::default()
+        .owner_lease_renew_interval(Duration::from_millis(100))
+        .owner_lease_renew_timeout(Duration::from_millis(1_500))
+        .owner_lease_ttl(Duration::from_millis(4_000))
+        .owner_lease_fencing_margin(Duration::from_millis(1_000));
+    let rt = LocationRuntime::builder(slow.clone())
+        .options(options)
+        .start()
+        .await
+        .expect("runtime starts");
+    let first = rt.host_run().expect("run");
+    slow.set_delay([LocationOp::Write], Some(Duration::from_millis(600)));
+    // The loop's next renew is in flight from the first 100 ms tick on.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writes = slow.writes();
+    rt.lease().release().await.expect("release");
+    slow.set_delay([LocationOp::Write], None);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let key = lease::lease_key(rt.owner_id()).expect("key");
+    assert!(
+        h.store.read(&key).await.expect("read").is_missing(),
+        "the lease row is gone after the release"
+    );
+    assert_eq!(rt.host_run(), None, "no term after the release");
+    assert!(
+        slow.writes() <= writes + 2,
+        "nothing written after the release but the delete and the renew it waited for"
+    );
+    assert_eq!(
+        counter(h.store.as_ref(), GenerationKind::OwnerLease)
+            .await
+            .as_deref(),
+        Some((first.lease_generation.get() + 1).to_string().as_str()),
+        "no new LeaseGeneration was issued"
+    );
+}

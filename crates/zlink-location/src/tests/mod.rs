@@ -84,6 +84,7 @@ on_every_store!(
     epoch::a_store_that_lost_its_data_is_a_lost_lease_and_generations_never_go_back,
     epoch::a_counter_below_a_held_generation_is_data_loss,
     lease::lost_renew_reply_is_recovered_without_a_new_generation,
+    lease::a_release_during_a_renew_in_flight_ends_the_lease_without_a_takeover,
     descriptors::renew_at_unchanged_revision_is_stale_and_never_overwrites,
     descriptors::revision_overflow_enters_error_state_and_stops_publishing,
     descriptors::descriptor_key_of_a_live_host_is_not_taken_over,

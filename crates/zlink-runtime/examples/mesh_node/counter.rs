@@ -53,9 +53,9 @@ pub(crate) struct Counter {
     dups: u64,
     /// Steps whose `seq` skipped past the last one + 1.
     gaps: u64,
-    /// The ObjectGeneration the factory built this activation for (0 after a restore: a
-    /// generation is never part of the captured state).
-    #[serde(skip)]
+    /// The ObjectGeneration the factory built this activation for. It is part of the
+    /// captured state: a move keeps the incarnation (and its generation), and the probes of
+    /// the restored activation report it.
     generation: u64,
     /// A random number naming this activation (drawn by the factory or the first `Probe`).
     #[serde(skip)]

@@ -50,6 +50,8 @@
 //!   `cargo xtask faults` checks its invariants on
 //! - `RELOCATE [deadline-ms]` → a PlannedMaintenance host Relocate of this node's host:
 //!   `RELOCATED <outcome> <reason> <moved> <remaining>` (then `QUIT` stops the host)
+//! - `LIVE` → `LIVE <actors> <spots>`: the activations live on this node now
+//!   (`HostStatus::live`), which `cargo xtask faults` compares with the node's capacity row
 //!
 //! `--lease-ttl-ms`, `--lease-renew-ms`, `--lease-renew-timeout-ms`, `--lease-fencing-ms` and
 //! `--polling-ms` set the root's location options (`ownerLeaseTtl`, `ownerLeaseRenewInterval`,
@@ -383,6 +385,14 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
                 }
                 None => say(&format!("BAD {} (needs --objects)", words.join(" "))),
             },
+            Some("LIVE") => {
+                let (actors, spots) = host
+                    .status()
+                    .live
+                    .iter()
+                    .fold((0, 0), |(a, s), l| (a + l.actors, s + l.spots));
+                say(&format!("LIVE {actors} {spots}"));
+            }
             Some("RELOCATE") => {
                 let host = host.clone();
                 tokio::spawn(async move { say(&relocate(&host, &words).await) });

@@ -26,6 +26,7 @@ pub use relocate::{
 pub use running::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub use start::{StartError, StartErrorKind};
 pub use status::{
-    DescriptorStep, HostStatus, ShutdownFailure, ShutdownOutcome, ShutdownReason, ShutdownReport,
+    DescriptorStep, HostStatus, LiveObjects, ShutdownFailure, ShutdownOutcome, ShutdownReason,
+    ShutdownReport,
 };
 pub use zlink_codec::records::HostState;

@@ -367,6 +367,21 @@ impl ZLinkHost {
                 .flatten()
                 .map(|o| o.host.relocations().dropped_one_way())
                 .sum(),
+            live: self
+                .inner
+                .objects
+                .iter()
+                .flatten()
+                .map(|o| {
+                    let (actors, spots, _) = o.host.live_counts();
+                    super::LiveObjects {
+                        mesh: o.host.mesh.clone(),
+                        routing_id: o.host.rid.clone(),
+                        actors,
+                        spots,
+                    }
+                })
+                .collect(),
         }
     }
 

@@ -35,6 +35,25 @@ pub struct HostStatus {
     /// is never dropped for one (`relocation` module doc). Each drop is also logged at `warn`
     /// with the object and the reason.
     pub dropped_one_way: u64,
+    /// The live activations of each Object Server MeshNode, in registration order (a node
+    /// without an object role is not listed).
+    pub live: Vec<LiveObjects>,
+}
+
+/// How many activations one Object Server MeshNode has live now: those in its live set,
+/// dispatching (an object prepared hidden for a relocation to this node is not counted until
+/// its move commits here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LiveObjects {
+    /// The node's MeshName.
+    pub mesh: MeshName,
+    /// The node's routing id.
+    pub routing_id: zlink_codec::RoutingId,
+    /// Live Actors.
+    pub actors: u64,
+    /// Live Spots (every kind).
+    pub spots: u64,
 }
 
 /// How a shutdown ended (spec 28 §3).

@@ -62,7 +62,14 @@
 //!    `objects::lifecycle`), waiting for it at most until the deadline: a Spot that never
 //!    signals is cancelled before anything moved and the host ends `DeadlineExceeded`. The
 //!    source User and Instance Spots get `OnClosing(RelocationOut)` after the location change.
-//!    Objects that became live before the seal are moved in a further round;
+//!    Objects that became live before the seal are moved in a further round. So are, up to
+//!    three times, the objects still live here after a round in which a unit failed with
+//!    `Unavailable` or `InternalFailure` (a Store outage, an owner change the target could
+//!    not make; spec 21 §10: the unit cancelled before its owner change and the object serves
+//!    here again): the next round starts once the Store answers and every object node admits
+//!    again, never past the deadline. A unit whose object left this host and whose record
+//!    names another owner counts as moved even when it reported an error (one that came after
+//!    its owner change, a failed re-read of the record);
 //! 5. **terminal**: nothing left → `Relocated` (state and descriptors); otherwise `Blocked`
 //!    with `TargetUnavailable` (units no target had room for by the deadline, every other
 //!    unit done, 28 §4 and §8; or the Store refused a target's capacity, `CapacityExceeded`),

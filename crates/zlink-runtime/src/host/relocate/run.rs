@@ -188,7 +188,7 @@ fn interruption(host: &HostInner) -> crate::relocation::InterruptionSummary {
 }
 
 /// Whether the Location Store answers a read now.
-async fn store_reachable(host: &HostInner) -> bool {
+pub(super) async fn store_reachable(host: &HostInner) -> bool {
     let Some(o) = host.objects.iter().flatten().next() else {
         return true;
     };

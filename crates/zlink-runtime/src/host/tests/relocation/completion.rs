@@ -30,7 +30,7 @@ async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
             wave: None,
         };
         let store: Arc<dyn DynRelocationStore> = relocation.clone();
-        roots.push(host::start_root_with(h, spec, &seen, &options, store).await);
+        roots.push(host::start_root_with(Arc::clone(&h.store), spec, &seen, &options, store).await);
     }
     for (_, n) in &roots {
         wait_peers(n, 2).await;

@@ -50,12 +50,13 @@ pub(super) async fn start_root(
     options: &impl RootOptions,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
-    start_root_with(h, spec, seen, options, relocation).await
+    start_root_with(Arc::clone(&h.store), spec, seen, options, relocation).await
 }
 
-/// [`start_root`] over the Relocation Store `relocation`.
+/// [`start_root`] over the Location Store `store` (the harness's, or a fault wrapper of it)
+/// and the Relocation Store `relocation`.
 pub(super) async fn start_root_with(
-    h: &Harness,
+    store: Arc<dyn zlink_store_spi::DynLocationStore>,
     spec: Spec,
     seen: &Arc<Seen>,
     options: &impl RootOptions,
@@ -64,7 +65,7 @@ pub(super) async fn start_root_with(
     let seen = Arc::clone(seen);
     let mut b = options
         .apply(ZLink::builder())
-        .location_store(Arc::clone(&h.store))
+        .location_store(store)
         .relocation_store(relocation)
         .application_version(spec.version);
     if let Some(w) = spec.wave {

@@ -35,6 +35,7 @@ mod rollback;
 mod settle;
 mod spot_wide;
 mod stages;
+mod store_outage;
 mod target_faults;
 mod targets;
 
@@ -52,6 +53,8 @@ struct Seen {
     factories: AtomicUsize,
     drops: AtomicUsize,
     captures: AtomicUsize,
+    /// Counters the adapter restored (each a new instance, like a factory run).
+    restores: AtomicUsize,
     /// Restores fail while set.
     fail_restore: AtomicBool,
     /// So many of the next restores fail (each failure counts one down).
@@ -196,6 +199,7 @@ impl ActorStateAdapter<Counter> for Adapter {
             return Err("restore refused by the test".into());
         }
         let s: Snapshot = serde_json::from_slice(bytes)?;
+        self.0.restores.fetch_add(1, Ordering::SeqCst);
         Ok(Counter {
             total: s.total,
             applied: s.applied,
