@@ -15,7 +15,7 @@ pub mod status;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use host::config::{MeshNodeBuilder, ZLink, ZLinkBuilder};
+pub use host::config::{MeshNodeBuilder, StartupError, StartupErrorKind, ZLink, ZLinkBuilder};
 pub use host::{RelocateOptions, RelocationResult, ZLinkHost};
 pub use mesh::node::{CallOptions, MeshNode};
 pub use messaging::{

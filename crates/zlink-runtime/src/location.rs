@@ -1,12 +1,14 @@
 //! The location vocabulary an application configures and reads: the location options and their
 //! relocation settings, identities, generations, capacity limits, the admission state and the
 //! operational query types. The location core itself is the `zlink-location` crate; this module
-//! re-exports the part of it applications use.
+//! re-exports the part of it applications use. A [`LocationError`]'s common kind is
+//! [`crate::ErrorKind::from`] of it (the one `ErrorKind` of this crate; `zlink-location`'s own
+//! kind stays that crate's).
 
 pub use zlink_location::{
     Admission, AdmissionOp, AdmissionRefused, AuthorityOwnerGeneration, CapacityLimits,
     ConfigError, ContractViolation, DEFAULT_COLD_ACTIVATION_RETENTION, DEFAULT_WEIGHT, EntryState,
-    ErrorKind, GenerationKind, HostRun, InvalidOperation, ListFilter, LocationEntry, LocationError,
+    GenerationKind, HostRun, InvalidOperation, ListFilter, LocationEntry, LocationError,
     LocationOptions, LocationRuntime, LocationRuntimeBuilder, LookupKind, MAX_ENTRY_LEN,
     MAX_PAGE_SIZE, MAX_SLOTS, MAX_WEIGHT, ManualMonotonic, MeshName, MonotonicClock, NodeKey,
     NodeUsage, ObjectGeneration, ObjectId, ObjectKind, OwnerId, OwnerLeaseGeneration, Page,

@@ -24,7 +24,6 @@ pub use relocate::{
     RelocationOutcome, RelocationReason, RelocationResult,
 };
 pub use running::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
-pub use start::{StartError, StartErrorKind};
 pub use status::{
     DescriptorStep, HostStatus, LiveObjects, ShutdownFailure, ShutdownOutcome, ShutdownReason,
     ShutdownReport,

@@ -92,6 +92,14 @@ impl ZLinkHost {
         }
     }
 
+    /// The discovery of this root's `i`-th MeshNode, if it has one (an object role over a
+    /// Location Store).
+    pub(crate) fn discovery_of(&self, i: usize) -> Option<Arc<zlink_location::Discovery>> {
+        self.inner.objects[i]
+            .as_ref()
+            .and_then(|o| o.discovery.clone())
+    }
+
     /// The discovery of this root's `i`-th MeshNode.
     pub(crate) fn object_discovery(&self, i: usize) -> Arc<zlink_location::Discovery> {
         match self.inner.objects[i]

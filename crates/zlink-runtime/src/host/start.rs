@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use zlink_codec::records::{HostState, MeshNodeDescriptor, ObjectCapability};
-use zlink_codec::{Generation, MAX_U63, MeshName, ObjectId};
-use zlink_transport::{Transport, TransportConfig, TransportError};
+use zlink_codec::{Generation, MAX_U63};
+use zlink_transport::{Transport, TransportConfig};
 
 use super::observe::HostEvents;
 use super::running::{HostInner, ZLinkHost};
 use crate::host::config::{
-    DEFAULT_ROUTING_ID_PREFIX, HostedStartError, MeshNodePlan, RoutingIdPlan, StartupError,
-    Topology, ZLink, ZLinkPlan, start_hosted_services,
+    DEFAULT_ROUTING_ID_PREFIX, MeshNodePlan, RoutingIdPlan, StartupError, Topology, ZLink,
+    ZLinkPlan, start_hosted_services,
 };
 use crate::mesh::node::StateListener;
 use crate::mesh::node::control::ControlRegistry;
@@ -28,88 +28,9 @@ use crate::mesh::node::lifecycle::Lifecycle;
 use crate::mesh::node::mailbox::Mailbox;
 use crate::mesh::node::peers::PeerTable;
 use crate::mesh::node::pending::Pending;
-use crate::messaging::{Dispatcher, NodeHandler, ZLinkError};
+use crate::messaging::{Dispatcher, NodeHandler};
 use zlink_codec::records::ObjectRole;
 use zlink_location::{CapacityLimits, LocationError, LocationRuntime};
-
-/// Why a root failed to start. Every configuration error surfaces as
-/// [`StartError::Config`] before any socket binds or Store request.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StartError {
-    /// The configuration is invalid (spec 06 §23); nothing was bound or written.
-    #[error(transparent)]
-    Config(#[from] StartupError),
-    /// The handler registrations could not be assembled into the dispatch table.
-    #[error("handler registration failed: {0}")]
-    Handlers(#[source] ZLinkError),
-    /// The owner lease or a descriptor could not be written.
-    #[error("location runtime failed to start: {0}")]
-    Location(#[source] LocationError),
-    /// A MeshNode listener could not bind.
-    #[error("MeshNode {mesh} could not bind {endpoint}: {source}")]
-    Bind {
-        /// The MeshName.
-        mesh: MeshName,
-        /// The bind endpoint.
-        endpoint: String,
-        /// The transport's error.
-        #[source]
-        source: TransportError,
-    },
-    /// A manual peer intent was refused by the transport.
-    #[error("manual peer of MeshNode {mesh} refused: {source}")]
-    ManualPeer {
-        /// The MeshName.
-        mesh: MeshName,
-        /// Why.
-        #[source]
-        source: ZLinkError,
-    },
-    /// A hosted service failed to start; the ones that started were stopped in reverse.
-    #[error(transparent)]
-    Hosted(#[from] HostedStartError),
-    /// The framework-issued Entry Spot id of an Object Server is already a Spot id in the
-    /// Location Store (spec 06 §15): startup ends at once, no other id is tried.
-    #[error("MeshNode {mesh}: the Entry Spot id {id} already exists")]
-    EntrySpotExists {
-        /// The MeshName.
-        mesh: MeshName,
-        /// The Entry Spot id.
-        id: ObjectId,
-    },
-}
-
-/// What kind of start failure a [`StartError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum StartErrorKind {
-    /// Invalid configuration (nothing bound or written).
-    Configuration,
-    /// The Location Store failed.
-    Store,
-    /// A socket could not bind.
-    Network,
-    /// A hosted service failed.
-    HostedService,
-    /// Something that must be new already exists (AlreadyExists).
-    AlreadyExists,
-}
-
-impl StartError {
-    /// The coarse kind.
-    pub fn kind(&self) -> StartErrorKind {
-        match self {
-            Self::Config(_) | Self::Handlers(_) | Self::ManualPeer { .. } => {
-                StartErrorKind::Configuration
-            }
-            Self::Location(_) => StartErrorKind::Store,
-            Self::Bind { .. } => StartErrorKind::Network,
-            Self::Hosted(_) => StartErrorKind::HostedService,
-            Self::EntrySpotExists { .. } => StartErrorKind::AlreadyExists,
-        }
-    }
-}
 
 /// Issues lifecycle generations: the start time in Unix epoch milliseconds, strictly
 /// increasing within this process (a fixed RID restarted later presents a larger generation,
@@ -136,7 +57,7 @@ impl ZLink<NodeHandler> {
     /// Location Store), every MeshNode (listener, descriptor, peers), the hosted services in
     /// registration order, then `Serving`. A root starts once; a second call fails with
     /// [`StartupError::RootAlreadyStarted`].
-    pub async fn start(&self) -> Result<ZLinkHost, StartError> {
+    pub async fn start(&self) -> Result<ZLinkHost, StartupError> {
         let plan = self.start_plan()?;
         start(plan).await
     }
@@ -149,7 +70,7 @@ struct Started {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError> {
+async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupError> {
     let mut builder = Dispatcher::builder(plan.codecs.clone())
         .filters(std::mem::take(&mut plan.filters))
         .factories(std::mem::take(&mut plan.factories));
@@ -158,7 +79,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
             builder = builder.handler(key, handler);
         }
     }
-    let dispatcher = builder.build().map_err(StartError::Handlers)?;
+    let dispatcher = builder.build().map_err(StartupError::Handlers)?;
     let facts = |n: &MeshNodePlan<NodeHandler>| DescriptorFacts {
         role: n.object_role(),
         placement_weight: n.placement_weight(),
@@ -183,7 +104,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
     let cold_activation_retention = plan
         .location_options()
         .cold_activation_retention_value()
-        .map_err(|e| StartError::Location(LocationError::Config(e)))?;
+        .map_err(|e| StartupError::Location(LocationError::Config(e)))?;
 
     // The owner lease, after checking every descriptor against its bounds.
     let location = match plan.location_store.clone() {
@@ -214,7 +135,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
                 ))
                 .start_checking(&probes)
                 .await
-                .map_err(StartError::Location)?;
+                .map_err(StartupError::Location)?;
             Some(Arc::new(rt))
         }
         None => None,
@@ -254,7 +175,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartError
         Ok(h) => h,
         Err(e) => {
             abort(started, location).await;
-            return Err(StartError::Hosted(e));
+            return Err(StartupError::Hosted(e));
         }
     };
 
@@ -357,16 +278,16 @@ async fn start_node(
     dispatcher: &Dispatcher,
     life: &Arc<Lifecycle>,
     location: Option<&Arc<LocationRuntime>>,
-) -> Result<NodeStart, StartError> {
+) -> Result<NodeStart, StartupError> {
     let mesh = n.mesh_name().clone();
     if let (Some(rt), Some(entry)) = (location, &facts.entry_spot_id) {
         let read = rt
             .authority()
             .read(zlink_codec::records::ObjectKind::UserSpot, entry)
             .await
-            .map_err(StartError::Location)?;
+            .map_err(StartupError::Location)?;
         if matches!(read, zlink_location::AuthorityRead::Found { .. }) {
-            return Err(StartError::EntrySpotExists {
+            return Err(StartupError::EntrySpotExists {
                 mesh: mesh.clone(),
                 id: entry.clone(),
             });
@@ -388,7 +309,7 @@ async fn start_node(
     let (transport, inbound) =
         Transport::start(config)
             .await
-            .map_err(|source| StartError::Bind {
+            .map_err(|source| StartupError::Bind {
                 mesh: mesh.clone(),
                 endpoint: listen,
                 source,
@@ -420,7 +341,7 @@ async fn start_node(
                 Ok(d) => Some(d),
                 Err(e) => {
                     transport.shutdown().await;
-                    return Err(StartError::Location(e));
+                    return Err(StartupError::Location(e));
                 }
             }
         }
@@ -548,7 +469,7 @@ async fn start_node(
                 t.abort();
             }
             inner.transport.shutdown().await;
-            return Err(StartError::ManualPeer {
+            return Err(StartupError::ManualPeer {
                 mesh: mesh.clone(),
                 source,
             });

@@ -112,6 +112,18 @@ impl ErrorKind {
     }
 }
 
+/// The common kind of a Location Store failure: no room is `CapacityExceeded` (spec 21 §4;
+/// 28 §4), a refused admission `Unavailable` (spec 21 §5), anything else `InternalFailure`.
+impl From<&zlink_location::LocationError> for ErrorKind {
+    fn from(e: &zlink_location::LocationError) -> Self {
+        match e {
+            zlink_location::LocationError::CapacityExceeded => Self::CapacityExceeded,
+            zlink_location::LocationError::Admission(_) => Self::Unavailable,
+            _ => Self::InternalFailure,
+        }
+    }
+}
+
 impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -336,9 +348,9 @@ pub enum ZLinkError {
     /// The object's activation is closing and takes no more work: `Unavailable`.
     #[error("the activation is closing")]
     ActivationClosing,
-    /// A Location Store operation failed. Its kind follows the location error: no room is
-    /// `CapacityExceeded` (spec 21 §4; 28 §4), a refused admission `Unavailable` (spec 21 §5),
-    /// anything else `InternalFailure`.
+    /// A Location Store operation failed. Its kind is the location error's common kind
+    /// (`ErrorKind::from(&LocationError)`): no room is `CapacityExceeded` (spec 21 §4; 28 §4),
+    /// a refused admission `Unavailable` (spec 21 §5), anything else `InternalFailure`.
     #[error("the location store operation failed ({:?})", .source.kind())]
     LocationStore {
         /// The location runtime's error.
@@ -462,11 +474,7 @@ impl ZLinkError {
             }
             Self::StaleFence { .. } | Self::ActivationClosing => ErrorKind::Unavailable,
             Self::MailboxFull => ErrorKind::CapacityExceeded,
-            Self::LocationStore { source } => match **source {
-                zlink_location::LocationError::CapacityExceeded => ErrorKind::CapacityExceeded,
-                zlink_location::LocationError::Admission(_) => ErrorKind::Unavailable,
-                _ => ErrorKind::InternalFailure,
-            },
+            Self::LocationStore { source } => ErrorKind::from(&**source),
             Self::RelocationStore(e) => e.kind(),
             Self::Transport { source } => match source.kind() {
                 TransportErrorKind::Exhausted => ErrorKind::InternalFailure,

@@ -293,6 +293,16 @@ pub enum PayloadError {
     /// The packet name is invalid.
     #[error("invalid packet name: {0}")]
     PacketName(InvalidText),
+    /// A relayed or followed envelope's field breaks a transport bound (its address, packet
+    /// name, content type or metadata).
+    #[error("an envelope field breaks a transport bound")]
+    Envelope(#[source] Arc<zlink_transport::TransportError>),
+    /// A Restore header or payload chunk does not decode.
+    #[error(transparent)]
+    Transfer(zlink_relocation::transfer::FormatError),
+    /// A Store value (a record version) breaks a bound of the Store SPI.
+    #[error(transparent)]
+    StoreArgument(zlink_store_spi::ArgumentError),
     /// The bytes break the payload's layout, or a field holds a value this runtime does not
     /// know.
     #[error("{0}")]
@@ -308,6 +318,24 @@ impl From<serde_json::Error> for PayloadError {
 impl From<CodecError> for PayloadError {
     fn from(e: CodecError) -> Self {
         Self::Codec(Arc::new(e))
+    }
+}
+
+impl From<zlink_transport::TransportError> for PayloadError {
+    fn from(e: zlink_transport::TransportError) -> Self {
+        Self::Envelope(Arc::new(e))
+    }
+}
+
+impl From<zlink_relocation::transfer::FormatError> for PayloadError {
+    fn from(e: zlink_relocation::transfer::FormatError) -> Self {
+        Self::Transfer(e)
+    }
+}
+
+impl From<zlink_store_spi::ArgumentError> for PayloadError {
+    fn from(e: zlink_store_spi::ArgumentError) -> Self {
+        Self::StoreArgument(e)
     }
 }
 

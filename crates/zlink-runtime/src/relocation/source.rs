@@ -264,9 +264,9 @@ pub(super) async fn send_cutover(
     let owner = reply
         .owner_generation
         .parse::<u64>()
-        .map_err(|_| wire::protocol("ownerGeneration is not a u64"))?;
+        .map_err(wire::number("cutover reply", "ownerGeneration"))?;
     let version = zlink_store_spi::StoreVersion::new(reply.version)
-        .map_err(|e| wire::protocol(&e.to_string()))?;
+        .map_err(|e| wire::malformed("cutover reply")(e.into()))?;
     Ok((version, owner))
 }
 

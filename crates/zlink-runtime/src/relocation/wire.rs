@@ -10,7 +10,7 @@ use zlink_codec::{Generation, RoutingId};
 use zlink_transport::{Envelope, OperationId, ReplyRouteId};
 
 use super::follow::{FollowChain, Hop, MAX_FOLLOW_HOPS};
-use crate::messaging::{ErrorKind, InternalError, ZLinkError};
+use crate::messaging::{InternalError, PayloadError, ZLinkError};
 use zlink_location::ReservationWire;
 
 /// The Restore declaration (one-way): what moves and the transfer header.
@@ -103,7 +103,7 @@ impl PerActorPart {
     pub(crate) fn operation(&self) -> Result<u128, ZLinkError> {
         self.operation
             .parse()
-            .map_err(|_| protocol("operation is not a decimal u128"))
+            .map_err(number("per-actor move part", "operation"))
     }
 }
 
@@ -167,12 +167,26 @@ impl MoveRef {
     pub(crate) fn id(&self) -> Result<u128, ZLinkError> {
         self.relocation
             .parse()
-            .map_err(|_| protocol("relocationId is not a decimal u128"))
+            .map_err(number("relocation command", "relocation"))
     }
 }
 
-pub(crate) fn protocol(what: &str) -> ZLinkError {
-    ZLinkError::application(ErrorKind::ProtocolError, what)
+/// A malformed relocation payload `what` (`ProtocolError`), with what is wrong with it.
+pub(crate) fn malformed(what: &'static str) -> impl Fn(PayloadError) -> ZLinkError + Copy {
+    ZLinkError::malformed_payload(what)
+}
+
+/// A malformed relocation payload `what` whose layout breaks the rule `rule`.
+pub(crate) fn broken(what: &'static str, rule: &'static str) -> ZLinkError {
+    malformed(what)(PayloadError::Format(rule))
+}
+
+/// A decimal `field` of the relocation payload `what` that does not parse.
+pub(crate) fn number(
+    what: &'static str,
+    field: &'static str,
+) -> impl Fn(std::num::ParseIntError) -> ZLinkError + Copy {
+    move |source| malformed(what)(PayloadError::Number { field, source })
 }
 
 /// Encodes a JSON body.
@@ -184,7 +198,7 @@ pub(crate) fn encode<T: Serialize>(body: &T) -> Result<Bytes, ZLinkError> {
 
 /// Decodes a JSON body.
 pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ZLinkError> {
-    serde_json::from_slice(bytes).map_err(|e| protocol(&e.to_string()))
+    serde_json::from_slice(bytes).map_err(|e| malformed("relocation command")(e.into()))
 }
 
 /// One held message relayed to the target before the cutover (one-way, in hold order, on the
@@ -245,7 +259,7 @@ pub(crate) fn encode_relay(relocation: u128, env: &Envelope) -> Result<Bytes, ZL
 fn framed<H: Serialize>(head: &H, env: &Envelope) -> Result<Bytes, ZLinkError> {
     let head = serde_json::to_vec(head)
         .map_err(|e| ZLinkError::Internal(InternalError::json("relay head")(e)))?;
-    let len = u32::try_from(head.len()).map_err(|_| protocol("relay head too long"))?;
+    let len = u32::try_from(head.len()).map_err(|_| broken("relay head", "over 4 GiB"))?;
     let mut out = Vec::with_capacity(4 + head.len() + env.metadata().len() + env.payload().len());
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&head);
@@ -260,17 +274,18 @@ pub(crate) fn decode_relay(body: &Bytes) -> Result<(u128, Envelope), ZLinkError>
     let relocation: u128 = head
         .relocation
         .parse()
-        .map_err(|_| protocol("relayed message: relocationId"))?;
+        .map_err(number("relayed message", "relocation"))?;
     Ok((relocation, env))
 }
 
 /// Splits a framed body into its head and the envelope it describes.
 fn unframe<H: serde::de::DeserializeOwned>(
     body: &Bytes,
-    what: &str,
+    what: &'static str,
     fields: impl Fn(&H) -> &EnvelopeHead,
 ) -> Result<(H, Envelope), ZLinkError> {
-    let bad = |why: &str| protocol(&format!("{what}: {why}"));
+    let bad = |rule: &'static str| broken(what, rule);
+    let wrong = malformed(what);
     let len_bytes: [u8; 4] = body
         .get(..4)
         .and_then(|b| b.try_into().ok())
@@ -278,7 +293,7 @@ fn unframe<H: serde::de::DeserializeOwned>(
     let len = u32::from_be_bytes(len_bytes) as usize;
     let head_end = 4usize.checked_add(len).filter(|&e| e <= body.len());
     let head_end = head_end.ok_or_else(|| bad("head past the end"))?;
-    let head: H = serde_json::from_slice(&body[4..head_end]).map_err(|e| bad(&e.to_string()))?;
+    let head: H = serde_json::from_slice(&body[4..head_end]).map_err(|e| wrong(e.into()))?;
     let f = fields(&head);
     let meta_end = head_end
         .checked_add(f.metadata_len)
@@ -289,18 +304,18 @@ fn unframe<H: serde::de::DeserializeOwned>(
         .parse::<u128>()
         .ok()
         .and_then(|o| OperationId::new(o).ok())
-        .ok_or_else(|| bad("operationId"))?;
-    let source = RoutingId::from_hex(&f.source).map_err(|e| bad(&e.to_string()))?;
-    let generation = Generation::new(f.source_generation).map_err(|e| bad(&e.to_string()))?;
+        .ok_or_else(|| bad("operationId is not a nonzero decimal u128"))?;
+    let source = RoutingId::from_hex(&f.source).map_err(|e| wrong(e.into()))?;
+    let generation = Generation::new(f.source_generation).map_err(|e| wrong(e.into()))?;
     let payload = body.slice(meta_end..);
     let env = match f.reply_route {
         Some(r) => {
-            let route = ReplyRouteId::new(r).ok_or_else(|| bad("replyRouteId"))?;
+            let route = ReplyRouteId::new(r).ok_or_else(|| bad("replyRouteId is zero"))?;
             Envelope::request(operation, route, &source, generation, payload)
         }
         None => Envelope::one_way(operation, &source, generation, payload),
     };
-    let t = |e: zlink_transport::TransportError| bad(&e.to_string());
+    let t = |e: zlink_transport::TransportError| wrong(e.into());
     let env = env
         .with_address(&f.address)
         .map_err(t)?
@@ -364,24 +379,27 @@ pub(crate) fn encode_follow(chain: &FollowChain, env: &Envelope) -> Result<Bytes
 /// A chain without its first owner, or longer than the hop bound allows, is a protocol error.
 pub(crate) fn decode_follow(body: &Bytes) -> Result<(FollowChain, Envelope), ZLinkError> {
     let (head, env) = unframe::<FollowHead>(body, "followed message", |h| &h.env)?;
-    let bad = |why: &str| protocol(&format!("followed message: {why}"));
+    const WHAT: &str = "followed message";
     if head.path.is_empty() || head.path.len() > MAX_FOLLOW_HOPS + 1 {
-        return Err(bad("path length"));
+        return Err(broken(
+            WHAT,
+            "the path is empty or longer than the hop bound",
+        ));
     }
     let object_generation = head
         .object_generation
         .parse()
-        .map_err(|_| bad("objectGeneration"))?;
+        .map_err(number(WHAT, "objectGeneration"))?;
     let path = head
         .path
         .iter()
         .map(|h| {
             Ok(Hop {
-                node: RoutingId::from_hex(&h.node).map_err(|e| bad(&e.to_string()))?,
+                node: RoutingId::from_hex(&h.node).map_err(|e| malformed(WHAT)(e.into()))?,
                 owner_generation: h
                     .owner_generation
                     .parse()
-                    .map_err(|_| bad("ownerGeneration"))?,
+                    .map_err(number(WHAT, "ownerGeneration"))?,
             })
         })
         .collect::<Result<Vec<_>, ZLinkError>>()?;

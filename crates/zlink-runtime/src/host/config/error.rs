@@ -1,11 +1,14 @@
-//! The startup configuration error (spec 06 §23): one variant per rule, each naming what it
-//! rejected.
+//! The startup error (spec 06 §23): one variant per configuration rule, each naming what it
+//! rejected, then one per way a valid root can still fail to start (the Location Store, a
+//! bind, a manual peer, a hosted service, an existing Entry Spot id).
 
 use zlink_codec::records::{ObjectKind, ObjectRole};
-use zlink_codec::{ChannelName, CodecError, MeshName, StableType};
+use zlink_codec::{ChannelName, CodecError, MeshName, ObjectId, StableType};
+use zlink_transport::TransportError;
 
-use crate::messaging::HandlerKey;
-use zlink_location::ConfigError;
+use super::HostedStartError;
+use crate::messaging::{HandlerKey, ZLinkError};
+use zlink_location::{ConfigError, LocationError};
 
 /// What a [`StartupError`] is about, coarse enough to branch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,6 +28,17 @@ pub enum StartupErrorKind {
     InvalidCombination,
     /// The location options or the codec registry reject their values.
     InvalidOptions,
+    /// The handler registrations or a manual peer intent were refused while the root started
+    /// (a configuration error found only then; nothing was written for it).
+    Refused,
+    /// The Location Store failed (the owner lease or a descriptor could not be written).
+    Store,
+    /// A MeshNode listener could not bind.
+    Network,
+    /// A hosted service failed to start.
+    HostedService,
+    /// Something that must be new already exists (the Entry Spot id).
+    AlreadyExists,
 }
 
 /// Which of the two root stores (spec 06 §13).
@@ -91,7 +105,9 @@ fn scope(mesh: &Option<MeshName>) -> String {
     }
 }
 
-/// A startup configuration error: the host never binds a socket (spec 06 §23).
+/// Why a root failed to start: an invalid configuration (spec 06 §23; [`Self::is_configuration`]:
+/// nothing was bound or written, every such error surfaces before any socket binds or Store
+/// request), or a failure of a valid root while it started.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StartupError {
@@ -492,6 +508,44 @@ pub enum StartupError {
         /// The effective advertised host.
         host: String,
     },
+    /// The handler registrations could not be assembled into the dispatch table.
+    #[error("handler registration failed: {0}")]
+    Handlers(#[source] ZLinkError),
+    /// The owner lease or a descriptor could not be written.
+    #[error("location runtime failed to start: {0}")]
+    Location(#[source] LocationError),
+    /// A MeshNode listener could not bind.
+    #[error("MeshNode {mesh} could not bind {endpoint}: {source}")]
+    Bind {
+        /// The MeshName.
+        mesh: MeshName,
+        /// The bind endpoint.
+        endpoint: String,
+        /// The transport's error.
+        #[source]
+        source: TransportError,
+    },
+    /// A manual peer intent was refused by the transport.
+    #[error("manual peer of MeshNode {mesh} refused: {source}")]
+    ManualPeer {
+        /// The MeshName.
+        mesh: MeshName,
+        /// Why.
+        #[source]
+        source: ZLinkError,
+    },
+    /// A hosted service failed to start; the ones that started were stopped in reverse.
+    #[error(transparent)]
+    Hosted(#[from] HostedStartError),
+    /// The framework-issued Entry Spot id of an Object Server is already a Spot id in the
+    /// Location Store (spec 06 §15): startup ends at once, no other id is tried.
+    #[error("MeshNode {mesh}: the Entry Spot id {id} already exists")]
+    EntrySpotExists {
+        /// The MeshName.
+        mesh: MeshName,
+        /// The Entry Spot id.
+        id: ObjectId,
+    },
 }
 
 impl StartupError {
@@ -541,6 +595,23 @@ impl StartupError {
             E::LocationOptions { .. } | E::RelocationOptions { .. } | E::Codec(_) => {
                 K::InvalidOptions
             }
+            E::Handlers(_) | E::ManualPeer { .. } => K::Refused,
+            E::Location(_) => K::Store,
+            E::Bind { .. } => K::Network,
+            E::Hosted(_) => K::HostedService,
+            E::EntrySpotExists { .. } => K::AlreadyExists,
         }
+    }
+
+    /// Whether this is a configuration error: the root's settings are invalid (the handler
+    /// registrations and the manual peers included), and nothing was bound or written.
+    pub fn is_configuration(&self) -> bool {
+        !matches!(
+            self.kind(),
+            StartupErrorKind::Store
+                | StartupErrorKind::Network
+                | StartupErrorKind::HostedService
+                | StartupErrorKind::AlreadyExists
+        )
     }
 }

@@ -322,7 +322,7 @@ async fn an_entry_spot_id_that_exists_ends_startup_with_already_exists() {
     FIXED_ENTRY_UUID.with(|f| *f.borrow_mut() = None);
     assert_eq!(
         err.kind(),
-        crate::host::StartErrorKind::AlreadyExists,
+        crate::host::config::StartupErrorKind::AlreadyExists,
         "{err}"
     );
     ha.shutdown().await;

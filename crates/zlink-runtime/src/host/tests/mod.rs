@@ -2,6 +2,7 @@
 //! in-memory store, the live Redis single node, the live Redis Cluster) or over manual peers,
 //! talking over loopback TCP.
 
+mod mesh_harness;
 mod support;
 
 mod actors;

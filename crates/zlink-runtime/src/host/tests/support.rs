@@ -1,4 +1,5 @@
-//! Shared helpers: message types, root builders over a shared store, waiting for peers.
+//! Shared helpers: message types, root builders over a shared store, waiting for peers, and
+//! the shared test mesh ([`TestMesh`], from `mesh_harness`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,8 @@ use crate::mesh::node::MeshNode;
 use crate::messaging::{Message, NodeHandler, Request};
 use zlink_location::LocationOptions;
 use zlink_testkit::Harness;
+
+pub(crate) use super::mesh_harness::*;
 
 /// How long any wait in these tests may take before it fails.
 pub(crate) const WAIT: Duration = Duration::from_secs(10);

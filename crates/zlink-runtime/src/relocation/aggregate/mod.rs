@@ -33,8 +33,10 @@
 //! hold order, into its temporary queue on the target before the cutover (they are completion
 //! records there, `completion/`); those sent on this node follow right after the cutover.
 //! A stage record whose reply is lost is settled by reading, and a release
-//! retried, exactly as for a single object (the same performer). Gap, kept explicit: between the aggregate CAS and the members' follow writes the allocation rows and
-//! the member records disagree (a crash there leaves members whose record names the source).
+//! retried, exactly as for a single object (the same performer). A member whose follow write
+//! never applied (a crash, or Store failures past `storeFailureGrace`) keeps a record naming
+//! the source: it resolves through the Spot's record and the source's sweeps leave it alone
+//! (`target/members.rs`).
 //!
 //! **Lifecycle callbacks (28 §5, §6 steps 7 and 10; `objects::lifecycle`):** after the
 //! participants followed, the Spot's old activation gets `OnClosing(RelocationOut)` before it
@@ -76,9 +78,12 @@ mod start;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
-use super::wire::protocol;
+use super::wire::broken;
 use crate::messaging::ZLinkError;
 use zlink_location::ReservationWire;
+
+/// What the aggregate payload's errors name.
+const AGGREGATE: &str = "aggregate payload";
 
 pub(crate) use start::relocate_spot_wide;
 
@@ -136,7 +141,7 @@ impl Payload {
     /// `u32 pages`, each `u32 len ‖ bytes`; `u32 states`, each `u8 preserve ‖ u32 len ‖ bytes`
     /// (all big-endian).
     pub(crate) fn encode(&self) -> Result<Bytes, ZLinkError> {
-        let len = |n: usize| u32::try_from(n).map_err(|_| protocol("aggregate payload too large"));
+        let len = |n: usize| u32::try_from(n).map_err(|_| broken(AGGREGATE, "a length over 4 GiB"));
         let mut out = BytesMut::new();
         out.put_u32(len(self.pages.len())?);
         for p in &self.pages {
@@ -157,7 +162,7 @@ impl Payload {
     pub(crate) fn decode(mut b: Bytes) -> Result<Self, ZLinkError> {
         fn take(b: &mut Bytes, n: usize) -> Result<Bytes, ZLinkError> {
             if b.remaining() < n {
-                return Err(protocol("aggregate payload truncated"));
+                return Err(broken(AGGREGATE, "truncated"));
             }
             Ok(b.split_to(n))
         }
@@ -179,11 +184,11 @@ impl Payload {
             states.push(match preserve {
                 0 => None,
                 1 => Some(bytes),
-                _ => return Err(protocol("aggregate payload: bad state flag")),
+                _ => return Err(broken(AGGREGATE, "a state flag other than 0 or 1")),
             });
         }
         if b.has_remaining() {
-            return Err(protocol("aggregate payload: trailing bytes"));
+            return Err(broken(AGGREGATE, "trailing bytes"));
         }
         Ok(Self { pages, states })
     }

@@ -12,8 +12,8 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::ObjectKind;
 use zlink_relocation::inventory::{InventoryRoot, MemberKind, PageDigest};
 
+use super::refusal::Refusal;
 use super::{Hidden, Prepared};
-use crate::messaging::ZLinkError;
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::{Built, Turn};
 use crate::objects::registration::{FactoryContext, RelocationChoice};
@@ -22,64 +22,27 @@ use crate::relocation::aggregate;
 use crate::relocation::wire::{Rebuild, RestoreCommand};
 use zlink_location::TargetReservation;
 
-/// Why the target refused to build a Restore's instance.
-#[derive(Debug)]
-pub(super) enum Refusal {
-    /// Anything but the state: no such type, a factory that failed, a bad command.
-    Failed(String),
-    /// The adapter's restore failed on every allowed attempt (`StateIncompatible`, 28 §8).
-    Incompatible(String),
-}
-
-impl Refusal {
-    /// The error the prepare request is answered with (its kind crosses the wire).
-    pub(super) fn into_error(self, key: &ObjectKey) -> ZLinkError {
-        match self {
-            Self::Failed(why) => super::refused(&why),
-            Self::Incompatible(why) => ZLinkError::StateIncompatible {
-                target: crate::objects::host::what(key.0, &key.1),
-                reason: crate::messaging::ErrorMessage::sanitise(&why),
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Failed(why) | Self::Incompatible(why) => f.write_str(why),
-        }
-    }
-}
-
-impl From<String> for Refusal {
-    fn from(why: String) -> Self {
-        Self::Failed(why)
-    }
-}
-
-impl From<&str> for Refusal {
-    fn from(why: &str) -> Self {
-        Self::Failed(why.to_owned())
-    }
-}
-
 /// Builds the instance of a single-object Restore (not yet dispatching).
 pub(super) async fn single(
     host: &ObjectHost,
     key: &ObjectKey,
     cmd: &RestoreCommand,
-    payload: Result<Bytes, String>,
+    payload: Result<Bytes, Refusal>,
 ) -> Result<Prepared, Refusal> {
     let payload = payload?;
     let hosted = host
         .types
         .get(cmd.stable_type.as_str())
-        .ok_or("the type is not offered here")?;
-    let target = host.instances.own_target(host).map_err(|e| e.to_string())?;
-    let reservation =
-        TargetReservation::from_wire(&cmd.reservation, target).map_err(|e| e.to_string())?;
-    let generation: u64 = cmd.generation.parse().map_err(|_| "bad generation")?;
+        .ok_or_else(|| Refusal::NotOffered {
+            kind: cmd.kind.object_kind(),
+            stable_type: cmd.stable_type.clone(),
+        })?;
+    let target = host
+        .instances
+        .own_target(host)
+        .map_err(Refusal::NotTarget)?;
+    let reservation = TargetReservation::from_wire(&cmd.reservation, target)?;
+    let generation: u64 = cmd.generation.parse().map_err(Refusal::Generation)?;
     let ctx = FactoryContext {
         id: key.1.as_str().to_owned(),
         stable_type: cmd.stable_type.clone(),
@@ -101,16 +64,15 @@ pub(super) async fn single(
             group: vec![Hidden {
                 key: key.clone(),
                 live,
-                stable_type: zlink_codec::StableType::new(cmd.stable_type.as_str())
-                    .map_err(|e| e.to_string())?,
+                stable_type: zlink_codec::StableType::new(cmd.stable_type.as_str())?,
                 generation,
             }],
             reservation,
             ready: false,
         }),
-        Built::Rejected { reason } => Err(Refusal::Failed(reason)),
-        Built::Failed { error } => Err(Refusal::Failed(error)),
-        Built::Incompatible { error } => Err(Refusal::Incompatible(error)),
+        Built::Rejected { reason } => Err(Refusal::Rejected(Refusal::text(&reason))),
+        Built::Failed { error } => Err(Refusal::Failed(Refusal::text(&error))),
+        Built::Incompatible { error } => Err(Refusal::Incompatible(Refusal::text(&error))),
     }
 }
 
@@ -119,35 +81,36 @@ pub(super) async fn single(
 pub(super) async fn spot_wide(
     host: &ObjectHost,
     cmd: &aggregate::RestoreCommand,
-    payload: Result<Bytes, String>,
+    payload: Result<Bytes, Refusal>,
 ) -> Result<Prepared, Refusal> {
-    let payload = aggregate::Payload::decode(payload?).map_err(|e| e.to_string())?;
-    let root = InventoryRoot::decode(&cmd.root).map_err(|e| e.to_string())?;
-    let checksum = <[u8; 32]>::try_from(cmd.checksum.as_slice())
-        .map_err(|_| "bad target-list checksum".to_owned())?;
+    let payload = aggregate::Payload::decode(payload?).map_err(Refusal::Payload)?;
+    let root = InventoryRoot::decode(&cmd.root).map_err(Refusal::Inventory)?;
+    let checksum = <[u8; 32]>::try_from(cmd.checksum.as_slice()).map_err(|_| Refusal::Checksum)?;
     root.check_target_list(&zlink_relocation::inventory::TargetListChecksum::from_bytes(checksum))
-        .map_err(|e| e.to_string())?;
+        .map_err(Refusal::Inventory)?;
     let pages = payload.pages.iter().map(|p| (PageDigest::of(p), p));
-    let verified = root.verify_pages(pages).map_err(|e| e.to_string())?;
+    let verified = root.verify_pages(pages).map_err(Refusal::Inventory)?;
     let entries = verified.entries();
     if entries.len() != payload.states.len() || verified.spot().id().as_str() != cmd.spot {
-        return Err("the payload does not match the inventory".into());
+        return Err(Refusal::Mismatch);
     }
-    let own = host.instances.own_target(host).map_err(|e| e.to_string())?;
-    let reservation =
-        TargetReservation::from_wire(&cmd.reservation, own).map_err(|e| e.to_string())?;
+    let own = host
+        .instances
+        .own_target(host)
+        .map_err(Refusal::NotTarget)?;
+    let reservation = TargetReservation::from_wire(&cmd.reservation, own)?;
     let mut keys = Vec::with_capacity(entries.len());
     for e in entries {
         let (kind, auth) = match e.kind() {
             MemberKind::UserSpot => (ObjectKind::UserSpot, AuthorityKind::Spot),
             MemberKind::Actor => (ObjectKind::Actor, AuthorityKind::Actor),
-            other => return Err(format!("an inventory entry of kind {other:?}").into()),
+            other => return Err(Refusal::EntryKind(other)),
         };
         match host.types.get(e.stable_type().as_str()) {
             Some(t) if t.kind == kind => {}
-            _ => return Err(format!("type {:?} is not offered here", e.stable_type()).into()),
+            _ => return Err(not_offered(kind, e.stable_type())),
         }
-        let id = ObjectId::new(e.id().as_str()).map_err(|e| e.to_string())?;
+        let id = ObjectId::new(e.id().as_str())?;
         keys.push((auth, id));
     }
     let mut queued = Vec::new();
@@ -156,17 +119,21 @@ pub(super) async fn spot_wide(
     let mut outcome = Ok(());
     for ((key, e), state) in keys.iter().zip(entries).zip(payload.states) {
         if !host.relocations().queue(key) {
-            outcome = Err(format!("{} is live or moving here", key.1.as_str()));
+            outcome = Err(Refusal::Occupied { id: key.1.clone() });
             break;
         }
         queued.push(key.clone());
         let Some(t) = host.types.get(e.stable_type().as_str()) else {
-            outcome = Err("type gone".into());
+            let kind = match key.0 {
+                AuthorityKind::Spot => ObjectKind::UserSpot,
+                AuthorityKind::Actor => ObjectKind::Actor,
+            };
+            outcome = Err(not_offered(kind, e.stable_type()));
             break;
         };
         let preserve = t.relocation == Some(RelocationChoice::Preserve);
         if preserve != state.is_some() {
-            outcome = Err(format!("{}: the policies differ", key.1.as_str()));
+            outcome = Err(Refusal::PolicyDiffers { id: key.1.clone() });
             break;
         }
         let ctx = FactoryContext {
@@ -190,13 +157,15 @@ pub(super) async fn spot_wide(
                 group.push(Hidden {
                     key: key.clone(),
                     live,
-                    stable_type: zlink_codec::StableType::new(e.stable_type().as_str())
-                        .map_err(|e| e.to_string())?,
+                    stable_type: zlink_codec::StableType::new(e.stable_type().as_str())?,
                     generation: e.generation().get(),
                 });
             }
-            Built::Rejected { reason } => outcome = Err(reason),
-            Built::Failed { error } | Built::Incompatible { error } => outcome = Err(error),
+            Built::Rejected { reason } => outcome = Err(Refusal::Rejected(Refusal::text(&reason))),
+            Built::Failed { error } => outcome = Err(Refusal::Failed(Refusal::text(&error))),
+            Built::Incompatible { error } => {
+                outcome = Err(Refusal::Incompatible(Refusal::text(&error)));
+            }
         }
         if outcome.is_err() {
             break;
@@ -209,11 +178,19 @@ pub(super) async fn spot_wide(
         for b in group {
             b.live.close().await;
         }
-        return Err(why.into());
+        return Err(why);
     }
     Ok(Prepared {
         group,
         reservation,
         ready: false,
     })
+}
+
+/// This node does not offer `kind` of `stable_type`.
+fn not_offered(kind: ObjectKind, stable_type: &zlink_relocation::inventory::StableType) -> Refusal {
+    Refusal::NotOffered {
+        kind,
+        stable_type: stable_type.as_str().to_owned(),
+    }
 }

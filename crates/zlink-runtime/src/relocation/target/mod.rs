@@ -16,6 +16,7 @@
 mod build;
 mod commit;
 mod members;
+mod refusal;
 mod relay;
 mod watchdog;
 
@@ -32,10 +33,11 @@ use super::aggregate;
 use super::gate::{self, AdmitCommand, TargetPermits};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, RestoreCommand};
 use crate::mesh::node::NodeInner;
-use crate::messaging::{BoxFuture, ErrorKind, ZLinkError};
+use crate::messaging::{BoxFuture, ErrorKind, PayloadError, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey, stale};
 use crate::objects::live::LiveObject;
 use crate::relocation::MovesOf;
+use refusal::Refusal;
 use zlink_location::TargetReservation;
 
 /// How long a Restore, or a prepared unit, waits for its source before it is forgotten
@@ -100,8 +102,8 @@ struct Prepared {
 
 /// Where one Restore is on this node.
 enum Stage {
-    /// Chunks arriving (or a failed assembly, with why).
-    Receiving(Result<Assembly, String>),
+    /// Chunks arriving (or a refused or failed assembly, with why).
+    Receiving(Result<Assembly, Refusal>),
     /// Built, not yet dispatching.
     Prepared(Box<Prepared>),
     /// The cutover ran or the move was aborted: the record version and AuthorityOwnerGeneration
@@ -149,32 +151,23 @@ fn failed(what: &'static str) -> ZLinkError {
     }
 }
 
-/// The target's build of the unit was refused for a reason only its text carries (the
-/// adapter's or the factory's failure, logged here).
-fn refused(why: &str) -> ZLinkError {
-    ZLinkError::application(
-        ErrorKind::InternalFailure,
-        &format!("the relocation target refused: {why}"),
-    )
-}
-
-fn protocol(e: &dyn std::fmt::Display) -> ZLinkError {
-    wire::protocol(&e.to_string())
+/// A Restore command body that does not decode.
+fn malformed(e: impl Into<PayloadError>) -> ZLinkError {
+    wire::malformed("relocation Restore")(e.into())
 }
 
 /// A single object's Restore header.
 async fn restore(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
     let cmd: RestoreCommand = wire::decode(env.payload())?;
-    let header = RestoreHeader::decode(&cmd.header).map_err(|e| protocol(&e))?;
-    let id = ObjectId::new(cmd.id.clone()).map_err(|e| protocol(&e))?;
+    let header = RestoreHeader::decode(&cmd.header).map_err(malformed)?;
+    let id = ObjectId::new(cmd.id.clone()).map_err(malformed)?;
     let key: ObjectKey = (cmd.kind.authority_kind(), id);
     let offered = match host.types.get(cmd.stable_type.as_str()) {
         Some(t) if t.kind == cmd.kind.object_kind() => Ok(()),
-        _ => Err(format!(
-            "this node does not offer {} type {:?}",
-            cmd.kind.object_kind().as_str(),
-            cmd.stable_type
-        )),
+        _ => Err(Refusal::NotOffered {
+            kind: cmd.kind.object_kind(),
+            stable_type: cmd.stable_type.clone(),
+        }),
     };
     let spec = Spec::Single {
         key,
@@ -191,7 +184,7 @@ async fn restore_spot_wide(
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
     let cmd: aggregate::RestoreCommand = wire::decode(env.payload())?;
-    let header = RestoreHeader::decode(&cmd.header).map_err(|e| protocol(&e))?;
+    let header = RestoreHeader::decode(&cmd.header).map_err(malformed)?;
     begin(host, header, Spec::SpotWide(cmd), Ok(()));
     Ok(None)
 }
@@ -205,7 +198,7 @@ fn begin(
     host: Arc<ObjectHost>,
     header: RestoreHeader,
     mut spec: Spec,
-    offered: Result<(), String>,
+    offered: Result<(), Refusal>,
 ) {
     let relocation = header.binding().relocation_id().get();
     let declared = header.total_len();
@@ -215,7 +208,7 @@ fn begin(
         if let Ok(mut stage) = i.stage.try_lock() {
             if let Stage::Receiving(Ok(a)) = &mut *stage {
                 if let Err(e) = a.accept_restore(&header) {
-                    *stage = Stage::Receiving(Err(e.to_string()));
+                    *stage = Stage::Receiving(Err(Refusal::Assembly(e)));
                 }
             }
         }
@@ -232,12 +225,12 @@ fn begin(
             Some(mut p) => p
                 .shrink_to(declared)
                 .map(|()| p)
-                .map_err(|e| format!("the Restore declares more than was admitted: {e}")),
+                .map_err(Refusal::OverAdmitted),
             None => host
                 .relocations()
                 .gate(&host.relocation_options)
                 .and_then(|g| g.try_inbound_claim(PayloadClaim::exact(unit, declared)))
-                .map_err(|e| e.to_string()),
+                .map_err(Refusal::Gate),
         };
         permits = Some(taken?);
         Ok(Assembly::new(header))
@@ -246,7 +239,7 @@ fn begin(
         *queued = host.relocations().queue(key);
         if !*queued {
             permits = None;
-            assembly = Err("the object is live or already moving on this node".into());
+            assembly = Err(Refusal::Occupied { id: key.1.clone() });
         }
     }
     let stage = Arc::new(tokio::sync::Mutex::new(Stage::Receiving(assembly)));
@@ -264,7 +257,8 @@ fn begin(
 }
 
 async fn chunk(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
-    let chunk = PayloadChunk::decode(env.payload().clone()).map_err(|e| protocol(&e))?;
+    let chunk = PayloadChunk::decode(env.payload().clone())
+        .map_err(|e| wire::malformed("relocation chunk")(e.into()))?;
     let relocation = chunk.binding().relocation_id().get();
     let Some(stage) = stage_of(&host, relocation) else {
         tracing::debug!(relocation, "relocation chunk of no Restore here discarded");
@@ -273,7 +267,7 @@ async fn chunk(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZL
     let mut stage = stage.lock().await;
     if let Stage::Receiving(Ok(a)) = &mut *stage {
         if let Err(e) = a.accept(chunk) {
-            *stage = Stage::Receiving(Err(e.to_string()));
+            *stage = Stage::Receiving(Err(Refusal::Assembly(e)));
         }
     }
     Ok(None)
@@ -307,7 +301,7 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
     };
     let mut stage = stage.lock().await;
     let payload = match &*stage {
-        Stage::Receiving(Ok(a)) => a.payload().map_err(|e| e.to_string()),
+        Stage::Receiving(Ok(a)) => a.payload().map_err(Refusal::Assembly),
         Stage::Receiving(Err(e)) => Err(e.clone()),
         Stage::Prepared(_) => return Ok(Some(Bytes::new())),
         Stage::Done(_) => return Err(failed("the relocation already ended")),
@@ -351,10 +345,10 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
             drop(stage);
             forget(&host, relocation, queued_key(&spec));
             tracing::info!(relocation, %why, "relocation target refused");
-            Err(match &spec {
-                Spec::Single { key, .. } => why.into_error(key),
-                Spec::SpotWide(_) => refused(&why.to_string()),
-            })
+            Err(why.into_error(match &spec {
+                Spec::Single { key, .. } => Some(key),
+                Spec::SpotWide(_) => None,
+            }))
         }
     }
 }

@@ -9,10 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{HostState, ObjectKind, ObjectRole};
 use zlink_codec::{ObjectId, RoutingId};
-use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Incr, Policy, Seen, Snapshot, Step, StepSend, Totals, counter_type};
-use crate::host::config::ZLink;
 use crate::host::tests::support::*;
 use crate::host::{RelocateOptions, RelocationOutcome, ZLinkHost};
 use crate::mesh::node::MeshNode;
@@ -140,50 +138,21 @@ async fn root(
     policy: Policy,
     seen: &Arc<Seen>,
 ) -> (ZLinkHost, MeshNode) {
-    let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let seen = Arc::clone(seen);
-    let host = ZLink::builder()
-        .location_store(Arc::clone(&h.store))
-        .relocation_store(relocation)
-        .location_options(fast_options())
-        .route_mesh(mesh(), move |n| {
-            let n = n.object_role(role);
-            if role == ObjectRole::Server {
-                n.instance_spot_type::<Tally>("tally", tally_type(policy, Arc::clone(&seen)))
-                    .actor_type::<super::Counter>("counter", counter_type(policy, seen))
-            } else {
-                n
-            }
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    object_root(Arc::clone(&h.store), role, &fast_options(), move |n| {
+        n.instance_spot_type::<Tally>("tally", tally_type(policy, Arc::clone(&seen)))
+            .actor_type::<super::Counter>("counter", counter_type(policy, seen))
+    })
+    .await
 }
 
 /// Two Object Servers serving `tally` (and `counter`) and one client, all Ready peers.
-struct Mesh {
-    servers: [(ZLinkHost, MeshNode); 2],
-    client: (ZLinkHost, MeshNode),
-    seen: Arc<Seen>,
-}
+type Mesh = TestMesh<Arc<Seen>>;
 
 async fn mesh_of(h: &Harness, policy: Policy) -> Mesh {
     let seen = Arc::new(Seen::default());
-    let a = root(h, ObjectRole::Server, policy, &seen).await;
-    let b = root(h, ObjectRole::Server, policy, &seen).await;
-    let c = root(h, ObjectRole::Client, policy, &seen).await;
-    for (_, n) in [&a, &b, &c] {
-        wait_peers(n, 2).await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    Mesh {
-        servers: [a, b],
-        client: c,
-        seen,
-    }
+    let roots = Arc::clone(&seen);
+    TestMesh::start(seen, |role| root(h, role, policy, &roots)).await
 }
 
 /// The Instance Spot's record: (node, ObjectGeneration, AuthorityOwnerGeneration, version).
@@ -211,24 +180,12 @@ impl Mesh {
     async fn tally_at_one(&self, id: &str) -> (&ZLinkHost, &ZLinkHost) {
         assert_eq!(self.incr(id).await.expect("created"), 1);
         let owner = record(&self.client.0, id).await.expect("record").0;
-        let [(ha, na), (hb, _)] = &self.servers;
-        if na.routing_id() == &owner {
-            (ha, hb)
-        } else {
-            (hb, ha)
-        }
+        self.owner_and_other(&owner)
     }
 
     async fn incr(&self, id: &str) -> Result<u64, ZLinkError> {
         let spots = self.client.0.spots().expect("manager");
         spots.instance(id).stable_type("tally").request(&Incr).await
-    }
-
-    async fn shutdown(self) {
-        let [(ha, _), (hb, _)] = self.servers;
-        self.client.0.shutdown().await;
-        ha.shutdown().await;
-        hb.shutdown().await;
     }
 }
 

@@ -288,11 +288,7 @@ fn counter_type(
 }
 
 /// Two counter Object Servers and one client node over the harness's store, all Ready peers.
-struct Mesh {
-    servers: [(ZLinkHost, MeshNode); 2],
-    client: (ZLinkHost, MeshNode),
-    seen: Arc<Seen>,
-}
+type Mesh = TestMesh<Arc<Seen>>;
 
 async fn root(
     h: &Harness,
@@ -316,45 +312,18 @@ async fn mesh_of(h: &Harness, policy: Policy) -> Mesh {
 
 async fn mesh_with(h: &Harness, policy: Policy, options: impl RootOptions) -> Mesh {
     let seen = Arc::new(Seen::default());
-    let a = root(h, ObjectRole::Server, policy, &seen, &options).await;
-    let b = root(h, ObjectRole::Server, policy, &seen, &options).await;
-    let c = root(h, ObjectRole::Client, policy, &seen, &options).await;
-    for (_, n) in [&a, &b, &c] {
-        wait_peers(n, 2).await;
-    }
-    // Every node's discovery lists the others as candidates.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    Mesh {
-        servers: [a, b],
-        client: c,
-        seen,
-    }
+    let roots = Arc::clone(&seen);
+    let options = &options;
+    TestMesh::start(seen, |role| root(h, role, policy, &roots, options)).await
 }
 
 impl Mesh {
-    /// The server owning `r`, and the other one.
-    fn owner_and_other(&self, r: &ActorRef) -> (&ZLinkHost, &ZLinkHost) {
-        let [(ha, na), (hb, _)] = &self.servers;
-        if na.routing_id() == &r.node {
-            (ha, hb)
-        } else {
-            (hb, ha)
-        }
-    }
-
     /// The client's Actor manager and the counter `id`, created and incremented once (to 1).
     async fn counter_at_one(&self, id: &str) -> (crate::objects::ActorManager, ActorRef) {
         let caller = self.client.0.actors().expect("manager");
         let r = caller.get_or_create("counter", id).await.expect("created");
         assert_eq!(caller.request(id, &Incr).await.expect("incr"), 1);
         (caller, r)
-    }
-
-    async fn shutdown(self) {
-        let [(ha, _), (hb, _)] = self.servers;
-        self.client.0.shutdown().await;
-        ha.shutdown().await;
-        hb.shutdown().await;
     }
 }
 

@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use zlink_codec::RoutingId;
 use zlink_codec::records::{HostState, ObjectRole};
-use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::instance::{Tally, tally_type};
 use super::{Counter, Incr, Policy, Seen, counter_type};
-use crate::host::config::{MeshNodeBuilder, ZLink};
+use crate::host::config::MeshNodeBuilder;
 use crate::host::tests::support::*;
 use crate::host::{RelocateOptions, RelocationOutcome, RelocationReason, ZLinkHost};
 use crate::mesh::node::MeshNode;
@@ -42,32 +41,14 @@ async fn root(
     options: LocationOptions,
     shape: Shape,
 ) -> (ZLinkHost, MeshNode) {
-    let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let seen = Arc::clone(seen);
-    let host = ZLink::builder()
-        .location_store(Arc::clone(&h.store))
-        .relocation_store(relocation)
-        .location_options(options)
-        .route_mesh(mesh(), move |n| {
-            let n = n.object_role(role);
-            if role == ObjectRole::Server {
-                shape(
-                    n.instance_spot_type::<Tally>(
-                        "tally",
-                        tally_type(Policy::Preserve, Arc::clone(&seen)),
-                    )
-                    .actor_type::<Counter>("counter", counter_type(Policy::Preserve, seen)),
-                )
-            } else {
-                n
-            }
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    object_root(Arc::clone(&h.store), role, &options, move |n| {
+        shape(
+            n.instance_spot_type::<Tally>("tally", tally_type(Policy::Preserve, Arc::clone(&seen)))
+                .actor_type::<Counter>("counter", counter_type(Policy::Preserve, seen)),
+        )
+    })
+    .await
 }
 
 /// A source holding `n` counters (each at 1), created while it was the only Object Server,
@@ -85,9 +66,7 @@ impl Hosts {
         let seen = Arc::new(Seen::default());
         let source = root(h, ObjectRole::Server, &seen, fast_options(), plain).await;
         let client = root(h, ObjectRole::Client, &seen, fast_options(), plain).await;
-        wait_peers(&source.1, 1).await;
-        wait_peers(&client.1, 1).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        wait_connected(&[&source, &client]).await;
         let caller = client.0.actors().expect("manager");
         let mut ids = Vec::new();
         for i in 0..n {
@@ -114,17 +93,11 @@ impl Hosts {
     async fn add_target(&mut self, h: &Harness, shape: Shape) {
         let t = root(h, ObjectRole::Server, &self.seen, fast_options(), shape).await;
         self.targets.push(t);
-        let all = self.targets.len() + 2;
-        for n in self.nodes() {
-            wait_peers(n, all - 1).await;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-
-    fn nodes(&self) -> impl Iterator<Item = &MeshNode> {
-        [&self.source.1, &self.client.1]
+        let all: Vec<_> = [&self.source, &self.client]
             .into_iter()
-            .chain(self.targets.iter().map(|(_, n)| n))
+            .chain(self.targets.iter())
+            .collect();
+        wait_connected(&all).await;
     }
 
     fn target(&self, i: usize) -> RoutingId {
