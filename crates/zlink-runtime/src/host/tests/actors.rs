@@ -79,11 +79,7 @@ async fn servers<const N: usize>(
     for _ in 0..N {
         out.push(start(h, server(factories)).await);
     }
-    for (_, n) in &out {
-        wait_peers(n, N - 1).await;
-    }
-    // Every node's discovery lists all of them as placement candidates.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_connected(&out).await;
     match out.try_into() {
         Ok(a) => a,
         Err(_) => unreachable!("N servers were started"),
@@ -202,7 +198,7 @@ async fn failing_factory_ends_the_creation_and_returns_its_capacity() {
             })
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let m = ha.actors().expect("manager");
     let err = m
         .get_or_create("counter", "bad-1")
@@ -268,7 +264,7 @@ async fn actors_of_a_dead_owner_are_recreated_with_a_higher_generation(h: &Harne
     let (hd, d) = start_with(faulty.clone()).await;
     wait_peers(&a, 1).await;
     wait_peers(&d, 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_discovered(&[&ha, &hd]).await;
     let m = ha.actors().expect("manager");
     let mut on_d = Vec::new();
     for i in 0..40 {
@@ -329,7 +325,7 @@ async fn an_earlier_run_of_this_host_is_reclaimed_after_a_lease_takeover(h: &Har
     };
     let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let (hd, d) = start_with(faulty.clone()).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&hd]).await;
     let m = hd.actors().expect("manager");
     let mut old = Vec::new();
     for i in 0..10 {

@@ -165,7 +165,7 @@ async fn owner_and_client(
     wait_peers(&on, 1).await;
     wait_peers(&cn, 1).await;
     // The client's discovery lists the owner as a placement candidate.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&owner, &client]).await;
     (owner, client)
 }
 

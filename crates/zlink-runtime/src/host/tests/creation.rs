@@ -104,7 +104,7 @@ on_every_store!(
 async fn the_creation_request_reaches_the_factory_and_the_approving_reply_returns(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(h, deciding_server(&factories, 100)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let m = ha.actors().expect("manager");
     let created = m
         .get_or_create("keeper", "ok-1")
@@ -138,7 +138,7 @@ async fn the_creation_request_reaches_the_factory_and_the_approving_reply_return
 async fn a_declined_creation_is_rejected_stores_its_terminal_and_returns_the_capacity(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(h, deciding_server(&factories, 1)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let m = ha.actors().expect("manager");
     let err = m.create("keeper", "no-1").await.expect_err("declined");
     assert_eq!(err.kind(), ErrorKind::Rejected);
@@ -155,7 +155,7 @@ async fn a_declined_creation_is_rejected_stores_its_terminal_and_returns_the_cap
 async fn a_failing_callback_is_failed_and_returns_the_capacity(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(h, deciding_server(&factories, 1)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let m = ha.actors().expect("manager");
     let err = m.create("keeper", "boom").await.expect_err("failed");
     assert_eq!(err.kind(), ErrorKind::InternalFailure);
@@ -173,7 +173,7 @@ async fn a_failing_callback_is_failed_and_returns_the_capacity(h: &Harness) {
 async fn the_terminal_is_kept_until_five_minutes_past_the_original_deadline(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(h, deciding_server(&factories, 10)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let deadline = Duration::from_secs(20);
     ha.actors()
         .expect("manager")
@@ -234,7 +234,7 @@ async fn reserve_on(host: &ZLinkHost, id: &str) -> zlink_location::AuthorityHand
 async fn the_create_command_verifies_every_fence_and_answers_the_stored_result_again(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, node) = start(h, deciding_server(&factories, 10)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let host = ha.object_host(0);
     let handle = reserve_on(&ha, "ok-5").await;
     let run = host.location.host_run().expect("run");
@@ -303,7 +303,7 @@ async fn the_create_command_verifies_every_fence_and_answers_the_stored_result_a
 async fn a_request_at_the_record_bound_fits_and_one_byte_more_changes_nothing(h: &Harness) {
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(h, deciding_server(&factories, 10)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let fits = |n: usize| {
         // The reservation id of a creation is its OperationId in 32 hex digits.
         let p = zlink_codec::records::PendingCreation::for_request("0".repeat(32), &vec![7u8; n]);
@@ -377,7 +377,7 @@ async fn a_target_that_never_answers_ends_deadline_exceeded_without_a_reserved_r
     })
     .await;
     wait_peers(&a, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha, &hb]).await;
     let m = ha.actors().expect("manager");
     let err = m
         .create("keeper", "slow")
@@ -434,7 +434,7 @@ async fn activation_concurrency_bounds_the_factories_running_at_once() {
             })
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let actors = ha.actors().expect("actors");
     let calls: Vec<_> = (0..8)
         .map(|i| {

@@ -151,7 +151,7 @@ async fn create_with_failing_writes(
         gated_server(&entered, &gate, 1),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let m = ha.actors().expect("manager");
     let call = {
         let m = m.clone();
@@ -253,7 +253,7 @@ async fn a_reserved_row_of_a_dead_creating_run_is_cancelled_by_the_next_node_tha
     gate.open();
     let dying = short_lease().polling_interval(Duration::from_millis(100));
     let (hd, _d) = start_with(faulty.clone(), dying, gated_server(&entered, &gate, 1)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&hd]).await;
     let reserved = reserve_only(&hd, "ok-d", None).await;
     // D stops writing: its lease runs out with the Reserved row still on it.
     faulty.set_fault([LocationOp::Write], Fault::UNAVAILABLE);
@@ -273,7 +273,7 @@ async fn a_reserved_row_of_a_dead_creating_run_is_cancelled_by_the_next_node_tha
         gated_server(&entered, &gate, 1),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let created = ha
         .actors()
         .expect("manager")
@@ -309,7 +309,7 @@ async fn a_reserved_row_past_its_deadline_and_cleanup_window_is_cancelled_by_the
     gate.open();
     let options = fast_options().creation_cleanup_window(Duration::from_millis(200));
     let (ha, _a) = start_with(h.store.clone(), options, gated_server(&entered, &gate, 1)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     // A source reserved on this live node and died before asking for the creation.
     let objects = ha.object_host(0);
     let store_now = match objects

@@ -125,7 +125,7 @@ async fn an_actor_joins_the_entry_spot_of_the_node_that_placed_it(h: &Harness) {
         server(&busy, &gate, SpotExecution::SpotWide, (true, true)),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     ha.actors()
         .expect("actors")
         .get_or_create("guest", "g1")
@@ -152,7 +152,7 @@ async fn an_actor_created_into_a_spot_wide_spot_lands_on_its_node_and_shares_its
     .await;
     wait_peers(&a, 1).await;
     wait_peers(&b, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha, &hb]).await;
     let hall = ha
         .spots()
         .expect("spots")
@@ -225,7 +225,7 @@ async fn a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused(
     .await;
     wait_peers(&a, 1).await;
     wait_peers(&b, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha, &hb]).await;
     let actors = ha.actors().expect("actors");
     let guest = actors
         .get_or_create("guest", "joiner")
@@ -273,7 +273,7 @@ async fn an_entry_spot_id_that_exists_ends_startup_with_already_exists() {
         server(&busy, &gate, SpotExecution::PerActor, (true, true)),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let fixed = uuid::Uuid::new_v4().to_string();
     // Some node of this mesh holds a Spot under the id the next node's Entry Spot will get.
     let taken = ObjectId::new(format!("node-entry-{fixed}")).expect("id");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zlink_codec::RoutingId;
-use zlink_codec::records::ObjectRole;
+use zlink_codec::records::{HostState, ObjectRole};
 use zlink_store_spi::{DynLocationStore, DynRelocationStore, MemoryRelocationStore};
 
 use super::support::{RootOptions, WAIT, mesh, wait_peers};
@@ -71,35 +71,81 @@ pub(crate) async fn object_root(
 /// Waits until every node of `roots` has every other one as a Ready peer with known weights
 /// and, where it discovers through the Location Store, lists every other node's descriptor
 /// (so each has the others as placement candidates).
-pub(crate) async fn wait_connected(roots: &[&Root]) {
+pub(crate) async fn wait_connected<'a>(roots: impl IntoIterator<Item = &'a Root>) {
+    let roots: Vec<&Root> = roots.into_iter().collect();
     let others = roots.len().saturating_sub(1);
-    for (_, node) in roots {
+    for (_, node) in &roots {
         wait_peers(node, others).await;
     }
-    let rids: Vec<RoutingId> = roots.iter().map(|(_, n)| n.routing_id().clone()).collect();
+    let hosts: Vec<&ZLinkHost> = roots.iter().map(|(h, _)| h).collect();
+    wait_discovered(&hosts).await;
+}
+
+/// Waits until the discovery list of every host of `hosts` (those that discover through the
+/// Location Store) names the first MeshNode of every host of `hosts`, itself included, as
+/// `serving`: each then has them all as placement and relocation candidates.
+pub(crate) async fn wait_discovered(hosts: &[&ZLinkHost]) {
+    let rids: Vec<RoutingId> = hosts
+        .iter()
+        .map(|h| h.nodes()[0].routing_id().clone())
+        .collect();
     let deadline = tokio::time::Instant::now() + WAIT;
-    for (host, node) in roots {
+    for host in hosts {
         let Some(discovery) = host.discovery_of(0) else {
             continue;
         };
         loop {
             let listed = discovery.last_list().unwrap_or_default();
             let missing = rids.iter().find(|rid| {
-                !listed
-                    .iter()
-                    .any(|d| &d.record.descriptor.routing_id == *rid)
+                !listed.iter().any(|d| {
+                    &d.record.descriptor.routing_id == *rid
+                        && d.record.descriptor.state == HostState::Serving
+                })
             });
             let Some(missing) = missing else {
                 break;
             };
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{} does not list {missing} in its discovery",
-                node.routing_id()
+                "{} does not list {missing} as serving in its discovery",
+                host.nodes()[0].routing_id()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Waits until the discovery list of every host of `hosts` shows the node `rid` in `state`
+/// (for example a relocated host's `relocated` descriptor, after which no one places there).
+pub(crate) async fn wait_listed_in_state(hosts: &[&ZLinkHost], rid: &RoutingId, state: HostState) {
+    super::support::wait_until("every discovery list shows the node's state", || {
+        hosts.iter().all(|h| {
+            h.discovery_of(0)
+                .and_then(|d| d.last_list())
+                .is_some_and(|listed| {
+                    listed.iter().any(|n| {
+                        &n.record.descriptor.routing_id == rid && n.record.descriptor.state == state
+                    })
+                })
+        })
+    })
+    .await;
+}
+
+/// Shuts `host` down and checks it stopped cleanly with nothing left to its self-sweep
+/// (`what` says what would have been left).
+pub(crate) async fn shutdown_leaves_nothing_to_sweep(host: &ZLinkHost, what: &str) {
+    let report = host.shutdown().await;
+    assert_eq!(
+        report.outcome,
+        crate::host::ShutdownOutcome::Stopped,
+        "{report:?}"
+    );
+    assert_eq!(
+        report.sweep.map(|s| s.matched).unwrap_or_default(),
+        0,
+        "{what}"
+    );
 }
 
 /// Something on one node: a node's RoutingId, or a ref naming the node it was on.
@@ -158,7 +204,7 @@ impl<S, const N: usize> TestMesh<S, N> {
             client,
             seen,
         };
-        wait_connected(&mesh.all()).await;
+        wait_connected(mesh.all()).await;
         mesh
     }
 

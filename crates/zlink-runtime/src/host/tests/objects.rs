@@ -88,7 +88,7 @@ async fn stored_descriptor(
 /// a destroy shows within a polling interval.
 async fn the_descriptor_projects_the_nodes_usage(h: &Harness) {
     let (host, node) = start(h, |n| counter_and_room(n.actor_limit(10))).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_discovered(&[&host]).await;
     let actors = host.actors().expect("actors");
     let mut refs = Vec::new();
     for i in 0..3 {

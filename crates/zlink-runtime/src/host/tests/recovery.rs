@@ -90,7 +90,7 @@ async fn get_or_create_recovers_a_record_whose_owner_lease_is_gone_though_nobody
     let factories = Arc::new(AtomicUsize::new(0));
     let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let (hd, _) = counter_server(faulty.clone(), options(Duration::ZERO), &factories).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&hd]).await;
     let md = hd.actors().expect("manager");
     let mut old = Vec::new();
     for i in 0..4 {
@@ -105,7 +105,7 @@ async fn get_or_create_recovers_a_record_whose_owner_lease_is_gone_though_nobody
 
     let (ha, a) = counter_server(h.store.clone(), options(Duration::ZERO), &factories).await;
     // Its discovery lists it as a placement candidate.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let ma = ha.actors().expect("manager");
     // A message by global id recovers the record too: a definite NotFound, not an endless
     // Unavailable from a dead owner.
@@ -145,7 +145,7 @@ async fn a_periodic_sweep_reclaims_dead_runs_nobody_observed(h: &Harness) {
     let (h2, n2) = counter_server(f2.clone(), options(Duration::ZERO), &factories).await;
     wait_peers(&n1, 1).await;
     wait_peers(&n2, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&h1, &h2]).await;
     let m1 = h1.actors().expect("manager");
     for i in 0..12 {
         m1.get_or_create("counter", &format!("old-{i}"))
@@ -163,7 +163,7 @@ async fn a_periodic_sweep_reclaims_dead_runs_nobody_observed(h: &Harness) {
     wait_peers(&a, 1).await;
     wait_peers(&b, 1).await;
     // Every node's discovery lists both as placement candidates.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha, &hb]).await;
     let ma = ha.actors().expect("manager");
     for i in 0..3 {
         ma.get_or_create("counter", &format!("new-{i}"))

@@ -97,7 +97,7 @@ async fn operators_locate_and_list_objects_through_the_host(h: &Harness) {
     use zlink_location::{EntryState, ListFilter, LookupKind};
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(h, server(&factories)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let actors = ha.actors().expect("actors");
     for i in 0..3 {
         actors
@@ -166,7 +166,7 @@ async fn user_spots_are_created_found_messaged_and_closed(h: &Harness) {
     let (hb, b) = start(h, server(&factories)).await;
     wait_peers(&a, 1).await;
     wait_peers(&b, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha, &hb]).await;
     let (sa, sb) = (ha.spots().expect("spots"), hb.spots().expect("spots"));
     // Create: the framework issues a lowercase canonical UUID v4.
     let fresh = sa.create("room").await.expect("created");
@@ -229,10 +229,7 @@ async fn concurrent_get_or_create_of_one_user_spot_runs_one_factory(h: &Harness)
     for _ in 0..3 {
         hosts.push(start(h, server(&factories)).await);
     }
-    for (_, n) in &hosts {
-        wait_peers(n, 2).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_connected(&hosts).await;
     let mut calls = Vec::new();
     for i in 0..64 {
         let s = hosts[i % 3].0.spots().expect("spots");
@@ -260,7 +257,7 @@ async fn a_read_showing_another_incarnation_drops_the_cached_route(h: &Harness) 
     let (hb, b) = start(h, server(&factories)).await;
     wait_peers(&a, 1).await;
     wait_peers(&b, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha, &hb]).await;
     let (sa, sb) = (ha.spots().expect("spots"), hb.spots().expect("spots"));
     let first = sa.get_or_create("room", "cellar").await.expect("created");
     sb.request("cellar", &Log).await.expect("warms b's cache");
@@ -287,7 +284,7 @@ async fn an_option_set_twice_is_invalid_and_writes_nothing() {
     let h = Harness::memory();
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(&h, server(&factories)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let before = h.snapshot().await;
     let spots = ha.spots().expect("spots");
     let err = spots
@@ -321,7 +318,7 @@ async fn a_close_whose_fence_no_longer_holds_changes_nothing() {
     let h = Harness::memory();
     let factories = Arc::new(AtomicUsize::new(0));
     let (ha, _a) = start(&h, server(&factories)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let spots = ha.spots().expect("spots");
     let hall = spots.get_or_create("room", "gallery").await.expect("room");
     let host = ha.object_host(0);

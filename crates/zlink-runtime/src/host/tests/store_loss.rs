@@ -71,7 +71,7 @@ async fn after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher
     for n in [&a, &b, &c] {
         wait_peers(n, 2).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha, &hb, &hc]).await;
     let hosts = [&ha, &hb, &hc];
     let m = ha.actors().expect("manager");
     let mut old: Vec<ActorRef> = Vec::new();

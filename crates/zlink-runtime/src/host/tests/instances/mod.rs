@@ -517,7 +517,7 @@ async fn omitted_stable_type_is_chosen_only_when_exactly_one_instance_type_is_se
         })
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let spots = ha.spots().expect("m");
     let err = spots.instance("x").request(&Say("0".into())).await;
     assert_eq!(kind(err), ErrorKind::NotFound);
@@ -595,7 +595,7 @@ async fn instance_intent_on_a_user_spot_or_another_type_is_a_type_mismatch(h: &H
         .instance_spot_type::<Room>("cell", cell.room())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let spots = ha.spots().expect("m");
     spots
         .get_or_create("hall", "h-1")
@@ -703,7 +703,7 @@ async fn an_option_set_twice_or_a_reserved_id_fails_before_anything_is_stored() 
         n.instance_spot_type::<Room>("room", kit.room())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     let spots = ha.spots().expect("m");
     let say = || Say("x".into());
     let twice = spots

@@ -26,7 +26,7 @@ async fn envelope_no_record_points_to_is_gone_after_its_retention(h: &Harness) {
         |n| n.instance_spot_type::<Room>("room", kit.room()),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&hd]).await;
     let spots = hd.spots().expect("m");
     *relocation.freeze.lock() = Some(Gate::new());
     let stopped = {
@@ -88,7 +88,7 @@ async fn creation_whose_owner_died_before_ready_is_cancelled(h: &Harness) {
         n.instance_spot_type::<Room>("room", kit.room())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&hd]).await;
     let on_d = hd.spots().expect("m");
     let original = tokio::spawn(async move {
         on_d.instance("r")
@@ -162,7 +162,7 @@ async fn ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message(h:
         n.instance_spot_type::<Room>("room", kit.room())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&hd]).await;
     let on_d = hd.spots().expect("m");
     let original = tokio::spawn(async move {
         on_d.instance("r")
@@ -192,7 +192,7 @@ async fn ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message(h:
     })
     .await;
     wait_peers(&a, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_discovered(&[&ha]).await;
     faulty.set_fault([LocationOp::Write], Fault::UNAVAILABLE);
     let on_a = a.routing_id();
     let restored = eventually(

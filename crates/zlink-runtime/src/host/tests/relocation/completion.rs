@@ -32,10 +32,7 @@ async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
         let store: Arc<dyn DynRelocationStore> = relocation.clone();
         roots.push(host::start_root_with(Arc::clone(&h.store), spec, &seen, &options, store).await);
     }
-    for (_, n) in &roots {
-        wait_peers(n, 2).await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_connected(&roots).await;
     let mut roots = roots.into_iter();
     let (a, b, c) = (
         roots.next().expect("a"),

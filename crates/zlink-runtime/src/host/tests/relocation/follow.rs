@@ -30,11 +30,7 @@ async fn mesh3(h: &Harness, options: zlink_location::LocationOptions) -> Mesh3 {
         servers.push(root(h, ObjectRole::Server, Policy::Preserve, &seen, &options).await);
     }
     let client = root(h, ObjectRole::Client, Policy::Preserve, &seen, &options).await;
-    for (_, n) in servers.iter().chain([&client]) {
-        wait_peers(n, 3).await;
-    }
-    // Every node's discovery lists the others as candidates.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_connected(servers.iter().chain([&client])).await;
     Mesh3 { servers, client }
 }
 

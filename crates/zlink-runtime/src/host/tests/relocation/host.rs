@@ -105,10 +105,7 @@ impl Roots {
         for s in specs {
             roots.push(start_root(h, s.clone(), &seen, options).await);
         }
-        for (_, n) in &roots {
-            wait_peers(n, specs.len() - 1).await;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        wait_connected(&roots).await;
         Self { roots }
     }
 
@@ -247,7 +244,8 @@ async fn planned_maintenance_moves_every_actor_to_a_same_version_node(h: &Harnes
     assert_eq!(r.host(0).state(), HostState::Relocated);
     // Relocated: new objects are placed elsewhere only (once the others' discovery read the
     // `relocated` descriptor; before that, a creation placed here is refused and cancelled).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let others: Vec<&ZLinkHost> = (1..r.roots.len()).map(|i| r.host(i)).collect();
+    wait_listed_in_state(&others, &r.rid(0), HostState::Relocated).await;
     for i in 0..8 {
         let made = caller
             .get_or_create("counter", &format!("pm-new-{i}"))
@@ -537,17 +535,7 @@ async fn shutdown_after_relocated_leaves_the_moved_actors_serving(h: &Harness) {
         .await
         .expect("valid");
     assert!(result.is_relocated(), "{result:?}");
-    let report = r.host(0).shutdown().await;
-    assert_eq!(
-        report.outcome,
-        crate::host::ShutdownOutcome::Stopped,
-        "{report:?}"
-    );
-    assert_eq!(
-        report.sweep.map(|s| s.matched).unwrap_or_default(),
-        0,
-        "no authority row was left to sweep"
-    );
+    shutdown_leaves_nothing_to_sweep(r.host(0), "no authority row was left to sweep").await;
     let caller = r.host(2).actors().expect("manager");
     for id in &ids {
         assert_eq!(caller.request(id, &Incr).await.expect("served"), 2);

@@ -65,14 +65,7 @@ fn hold_two_requests_at_capture(
             .await;
         })
     });
-    *source
-        .actors()
-        .expect("manager")
-        .client
-        .objects
-        .relocations()
-        .stage_hook
-        .lock() = Some(hook);
+    *source.object_host(0).relocations().stage_hook.lock() = Some(hook);
     [parked, gated]
 }
 

@@ -136,26 +136,13 @@ async fn a_record_read_that_fails_for_a_while_at_settle_is_read_again_and_the_mo
 /// read by the source until the grace passed. Neither the Spot nor any member serves on the
 /// source again; the record (the target) decides, every member's state intact.
 async fn a_failed_record_read_never_reopens_a_spot_wide_group(h: &Harness) {
-    use super::spot_wide::{hall_with, live_here, root, root_over, spot_record};
+    use super::spot_wide::{hall_moving_to, live_here, root, root_over, spot_record};
     let lossy = Arc::new(FaultyLocationStore::new(Arc::clone(&h.store)));
     let options = fast_options().store_failure_grace(GRACE);
     let source = root_over(lossy.clone(), ObjectRole::Server, None, false, options).await;
-    let client = root(h, ObjectRole::Client, None, false).await;
-    wait_peers(&source.1, 1).await;
-    wait_peers(&client.1, 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let (hall, ids) = hall_with(&source.0, 3, &[]).await;
-    let target = root(h, ObjectRole::Server, None, false).await;
-    let r = [source, target, client];
-    for (_, n) in &r {
-        wait_peers(n, 2).await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let target = root(h, ObjectRole::Server, None, false);
+    let (r, hall, ids) = hall_moving_to(h, source, 3, target).await;
     let actors = r[2].0.actors().expect("actors");
-    for id in &ids {
-        let seq = actors.request(id, &Step { stream: 0, seq: 1 }).await;
-        assert_eq!(seq.expect("step"), 1);
-    }
     let relocations = r[0].0.object_host(0);
     let key = authority_key(ObjectKind::UserSpot, &hall.id);
     let hook = fail_record_reads_after_prepared(&lossy, key);

@@ -142,10 +142,7 @@ pub(super) async fn faulty_mesh(
     let a = server_over(faulty[0].clone(), &seen, &options).await;
     let b = server_over(faulty[1].clone(), &seen, &options).await;
     let c = root(h, ObjectRole::Client, Policy::Preserve, &seen, &options).await;
-    for (_, n) in [&a, &b, &c] {
-        wait_peers(n, 2).await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_connected([&a, &b, &c]).await;
     let mesh = Mesh {
         servers: [a, b],
         client: c,

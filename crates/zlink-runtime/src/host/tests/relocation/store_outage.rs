@@ -59,10 +59,7 @@ async fn roots(store: &Arc<dyn DynLocationStore>, seen: &Arc<Seen>) -> Vec<(ZLin
         let relocation = Arc::new(MemoryRelocationStore::new());
         roots.push(start_root_with(Arc::clone(store), spec, seen, &options, relocation).await);
     }
-    for (_, n) in &roots {
-        wait_peers(n, 3).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_connected(&roots).await;
     roots
 }
 

@@ -66,7 +66,7 @@ impl Hosts {
         let seen = Arc::new(Seen::default());
         let source = root(h, ObjectRole::Server, &seen, fast_options(), plain).await;
         let client = root(h, ObjectRole::Client, &seen, fast_options(), plain).await;
-        wait_connected(&[&source, &client]).await;
+        wait_connected([&source, &client]).await;
         let caller = client.0.actors().expect("manager");
         let mut ids = Vec::new();
         for i in 0..n {
@@ -97,7 +97,7 @@ impl Hosts {
             .into_iter()
             .chain(self.targets.iter())
             .collect();
-        wait_connected(&all).await;
+        wait_connected(all).await;
     }
 
     fn target(&self, i: usize) -> RoutingId {

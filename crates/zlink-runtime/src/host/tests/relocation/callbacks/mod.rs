@@ -333,9 +333,7 @@ async fn roots(h: &Harness, readiness: ReadinessMode, target_refuses: bool) -> R
     let source = root(h, ObjectRole::Server, a, &log).await;
     let client = root(h, ObjectRole::Client, a, &log).await;
     *log.reader.lock() = Some(client.0.object_host(0));
-    wait_peers(&source.1, 1).await;
-    wait_peers(&client.1, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_connected([&source, &client]).await;
     let room = source
         .0
         .spots()
@@ -362,10 +360,7 @@ async fn roots(h: &Harness, readiness: ReadinessMode, target_refuses: bool) -> R
         1
     );
     let r = vec![source, root(h, ObjectRole::Server, b, &log).await, client];
-    for (_, n) in &r {
-        wait_peers(n, 2).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_connected(&r).await;
     Roots { r, room, log }
 }
 

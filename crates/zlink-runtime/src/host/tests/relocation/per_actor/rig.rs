@@ -279,7 +279,7 @@ pub(super) async fn rig(
     let client = root(h, ObjectRole::Client, 3, Serves::All).await;
     wait_peers(&source.node, 1).await;
     wait_peers(&client.node, 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_discovered(&[&source.host, &client.host]).await;
     let room = source
         .host
         .spots()
@@ -317,7 +317,7 @@ pub(super) async fn rig(
     for r in &roots {
         wait_peers(&r.node, 2).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    wait_discovered(&roots.iter().map(|r| &r.host).collect::<Vec<_>>()).await;
     Rig {
         roots,
         room,

@@ -78,35 +78,15 @@ async fn over_a_faulty_target(
     Arc<FaultyLocationStore>,
 ) {
     let source = root(h, ObjectRole::Server, None, false).await;
-    let client = root(h, ObjectRole::Client, None, false).await;
-    wait_peers(&source.1, 1).await;
-    wait_peers(&client.1, 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let (hall, ids) = hall_with(&source.0, members, &[]).await;
     let faulty = Arc::new(FaultyLocationStore::new(Arc::clone(&h.store)));
-    let target = match grace {
-        Some(g) => server_with(faulty.clone(), fast_options().store_failure_grace(g)).await,
-        None => {
-            root_over(
-                faulty.clone(),
-                ObjectRole::Server,
-                None,
-                false,
-                fast_options(),
-            )
-            .await
+    let over = faulty.clone();
+    let target = async move {
+        match grace {
+            Some(g) => server_with(over, fast_options().store_failure_grace(g)).await,
+            None => root_over(over, ObjectRole::Server, None, false, fast_options()).await,
         }
     };
-    let r = [source, target, client];
-    for (_, n) in &r {
-        wait_peers(n, 2).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let actors = r[2].0.actors().expect("actors");
-    for id in &ids {
-        let seq = actors.request(id, &Step { stream: 0, seq: 1 }).await;
-        assert_eq!(seq.expect("step"), 1);
-    }
+    let (r, hall, ids) = hall_moving_to(h, source, members, target).await;
     (r, hall, ids, faulty)
 }
 
@@ -144,17 +124,8 @@ async fn a_failed_member_follow_is_retried_and_shutdown_keeps_the_moved_member(h
     }
 
     let [(source, _), target, client] = r;
-    let report = source.shutdown().await;
-    assert_eq!(
-        report.outcome,
-        crate::host::ShutdownOutcome::Stopped,
-        "{report:?}"
-    );
-    assert_eq!(
-        report.sweep.map(|s| s.matched).unwrap_or_default(),
-        0,
-        "no member record was left to the source's sweep"
-    );
+    shutdown_leaves_nothing_to_sweep(&source, "no member record was left to the source's sweep")
+        .await;
     let actors = client.0.actors().expect("actors");
     for (id, generation) in ids.iter().zip(&before) {
         let (node, now) = member_record(&client.0, id).await.expect("kept");
