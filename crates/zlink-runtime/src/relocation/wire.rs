@@ -417,6 +417,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_malformed_relocation_payload_is_a_protocol_error_with_its_typed_cause() {
+        let e = decode_relay(&Bytes::from_static(b"\0\0")).expect_err("too short");
+        assert_eq!(e.kind(), crate::messaging::ErrorKind::ProtocolError);
+        assert!(
+            matches!(
+                e,
+                ZLinkError::MalformedPayload {
+                    what: "relayed message",
+                    source: PayloadError::Format(_)
+                }
+            ),
+            "{e:?}"
+        );
+        let e = MoveRef {
+            relocation: "x".into(),
+        }
+        .id()
+        .expect_err("not a number");
+        assert!(
+            matches!(
+                e,
+                ZLinkError::MalformedPayload {
+                    source: PayloadError::Number {
+                        field: "relocation",
+                        ..
+                    },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = decode::<MoveRef>(b"{").expect_err("not JSON");
+        assert!(
+            matches!(
+                e,
+                ZLinkError::MalformedPayload {
+                    source: PayloadError::Json(_),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn a_relayed_message_keeps_its_envelope() {
         let source = RoutingId::from_hex("0a0b0c0d0e0f10111213141516171819").expect("rid");
         let op = OperationId::new(7 << 64 | 9).expect("op");

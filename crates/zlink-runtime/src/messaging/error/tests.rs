@@ -192,3 +192,13 @@ fn application_error_keeps_its_chosen_kind() {
     assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
     assert_eq!(err.reply_message().as_str(), "full");
 }
+
+#[test]
+fn a_location_failure_has_one_common_kind_in_and_out_of_a_zlink_error() {
+    let full = zlink_location::LocationError::CapacityExceeded;
+    assert_eq!(ErrorKind::from(&full), ErrorKind::CapacityExceeded);
+    assert_eq!(
+        ZLinkError::location_store(full).kind(),
+        ErrorKind::CapacityExceeded
+    );
+}

@@ -140,3 +140,36 @@ impl From<LocationError> for Refusal {
         Self::Reservation(Arc::new(e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zlink_codec::keys::AuthorityKind;
+
+    #[test]
+    fn a_target_refusal_keeps_its_typed_cause_and_replies_with_fixed_words() {
+        let e = Refusal::Mismatch.into_error(None);
+        assert_eq!(e.kind(), ErrorKind::InternalFailure);
+        assert_eq!(
+            e.reply_message().as_str(),
+            "the relocation refused: the Restore's inventory"
+        );
+        let cause = std::error::Error::source(&e).map(|c| c.to_string());
+        assert_eq!(
+            cause.as_deref(),
+            Some("the payload does not match the inventory")
+        );
+        let key = (AuthorityKind::Actor, ObjectId::new("a").expect("id"));
+        let state = || Refusal::Incompatible(ErrorMessage::sanitise("bad state"));
+        assert_eq!(
+            state().into_error(Some(&key)).kind(),
+            ErrorKind::TypeMismatch,
+            "a single object's state that cannot be restored is StateIncompatible"
+        );
+        assert_eq!(
+            state().into_error(None).kind(),
+            ErrorKind::InternalFailure,
+            "an aggregate's is a refusal"
+        );
+    }
+}
