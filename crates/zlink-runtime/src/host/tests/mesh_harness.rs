@@ -82,12 +82,18 @@ pub(crate) async fn wait_connected<'a>(roots: impl IntoIterator<Item = &'a Root>
 }
 
 /// Waits until the discovery list of every host of `hosts` (those that discover through the
-/// Location Store) names the first MeshNode of every host of `hosts`, itself included, as
-/// `serving`: each then has them all as placement and relocation candidates.
+/// Location Store) names the first MeshNode of every host of `hosts`, itself included — as
+/// `serving` when that host serves: each then has them all as placement and relocation
+/// candidates.
 pub(crate) async fn wait_discovered(hosts: &[&ZLinkHost]) {
-    let rids: Vec<RoutingId> = hosts
+    // A host that serves must be listed as serving; one that no longer does (relocating,
+    // relocated) only listed.
+    let rids: Vec<(RoutingId, bool)> = hosts
         .iter()
-        .map(|h| h.nodes()[0].routing_id().clone())
+        .map(|h| {
+            let serving = h.state() == HostState::Serving;
+            (h.nodes()[0].routing_id().clone(), serving)
+        })
         .collect();
     let deadline = tokio::time::Instant::now() + WAIT;
     for host in hosts {
@@ -96,13 +102,13 @@ pub(crate) async fn wait_discovered(hosts: &[&ZLinkHost]) {
         };
         loop {
             let listed = discovery.last_list().unwrap_or_default();
-            let missing = rids.iter().find(|rid| {
+            let missing = rids.iter().find(|(rid, serving)| {
                 !listed.iter().any(|d| {
-                    &d.record.descriptor.routing_id == *rid
-                        && d.record.descriptor.state == HostState::Serving
+                    &d.record.descriptor.routing_id == rid
+                        && (!serving || d.record.descriptor.state == HostState::Serving)
                 })
             });
-            let Some(missing) = missing else {
+            let Some((missing, _)) = missing else {
                 break;
             };
             assert!(

@@ -8,7 +8,6 @@ use zlink_codec::records::{HostState, ObjectRole};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use super::{Incr, Policy, Seen, counter_type};
-use crate::host::config::ZLink;
 use crate::host::tests::support::*;
 use crate::host::{
     HostEvent, RelocateError, RelocateOptions, RelocationMode, RelocationOutcome, RelocationReason,
@@ -63,30 +62,22 @@ pub(super) async fn start_root_with(
     relocation: Arc<dyn DynRelocationStore>,
 ) -> (ZLinkHost, MeshNode) {
     let seen = Arc::clone(seen);
-    let mut b = options
-        .apply(ZLink::builder())
-        .location_store(store)
-        .relocation_store(relocation)
-        .application_version(spec.version);
-    if let Some(w) = spec.wave {
-        b = b.maintenance_wave(w);
-    }
-    let (role, policy) = (spec.role, spec.policy);
-    let host = b
-        .route_mesh(mesh(), move |n| {
-            let n = n.object_role(role);
-            if role == ObjectRole::Server {
-                n.actor_type::<super::Counter>("counter", counter_type(policy, seen))
-            } else {
-                n
-            }
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    let (role, policy, version, wave) = (spec.role, spec.policy, spec.version, spec.wave);
+    let root = |b| {
+        let b = options.apply(b).application_version(version);
+        match wave {
+            Some(w) => b.maintenance_wave(w),
+            None => b,
+        }
+    };
+    object_root_with(store, relocation, role, root, move |n| {
+        if role == ObjectRole::Server {
+            n.actor_type::<super::Counter>("counter", counter_type(policy, seen))
+        } else {
+            n
+        }
+    })
+    .await
 }
 
 /// Roots started in order, all Ready peers of each other, each discovery listing the others.

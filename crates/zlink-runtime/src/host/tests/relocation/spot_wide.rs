@@ -102,57 +102,49 @@ pub(super) async fn root_over(
     options: zlink_location::LocationOptions,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
-    let host = ZLink::builder()
-        .location_store(store)
-        .relocation_store(relocation)
-        .location_options(options)
-        .route_mesh(mesh(), move |n| {
-            let mut n = n.object_role(role);
-            if let Some(limit) = actors {
-                n = n.actor_limit(limit);
-            }
-            if role != ObjectRole::Server {
-                return n;
-            }
-            n.user_spot_type::<Hall>("hall", |t| {
-                t.factory(|_ctx| async { Ok(Hall::default()) })
-                    .execution(SpotExecution::SpotWide)
-                    .preserve_state_with(HallAdapter)
-                    .on_request::<Knock, _>(|h, _k, _ctx| {
-                        h.n += 1;
-                        let n = h.n;
-                        Box::pin(async move { Ok(n) })
-                    })
-            })
-            .actor_type::<Member>("member", |t| {
-                t.factory(|_ctx| async { Ok(Member::default()) })
-                    .preserve_state_with(MemberAdapter { refuses })
-                    .on_request::<Step, _>(|m, step, _ctx| {
-                        let last = m.last.entry(step.stream).or_insert(0);
-                        if step.seq != *last + 1 {
-                            m.out_of_order += 1;
-                        }
-                        *last = step.seq;
-                        m.total += step.seq;
-                        m.applied += 1;
-                        let seq = step.seq;
-                        Box::pin(async move { Ok(seq) })
-                    })
-                    .on_request::<Totals, _>(|m, _t, _ctx| {
-                        let t = (m.total, m.applied, m.out_of_order);
-                        Box::pin(async move { Ok(t) })
-                    })
-            })
-            .actor_type::<Pinned>("pinned", |t| {
-                t.factory(|_ctx| async { Ok(Pinned) }).disable_relocation()
-            })
+    let root = |b: crate::host::config::ZLinkBuilder<_>| b.location_options(options);
+    object_root_with(store, relocation, role, root, move |n| {
+        let mut n = n;
+        if let Some(limit) = actors {
+            n = n.actor_limit(limit);
+        }
+        if role != ObjectRole::Server {
+            return n;
+        }
+        n.user_spot_type::<Hall>("hall", |t| {
+            t.factory(|_ctx| async { Ok(Hall::default()) })
+                .execution(SpotExecution::SpotWide)
+                .preserve_state_with(HallAdapter)
+                .on_request::<Knock, _>(|h, _k, _ctx| {
+                    h.n += 1;
+                    let n = h.n;
+                    Box::pin(async move { Ok(n) })
+                })
         })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+        .actor_type::<Member>("member", |t| {
+            t.factory(|_ctx| async { Ok(Member::default()) })
+                .preserve_state_with(MemberAdapter { refuses })
+                .on_request::<Step, _>(|m, step, _ctx| {
+                    let last = m.last.entry(step.stream).or_insert(0);
+                    if step.seq != *last + 1 {
+                        m.out_of_order += 1;
+                    }
+                    *last = step.seq;
+                    m.total += step.seq;
+                    m.applied += 1;
+                    let seq = step.seq;
+                    Box::pin(async move { Ok(seq) })
+                })
+                .on_request::<Totals, _>(|m, _t, _ctx| {
+                    let t = (m.total, m.applied, m.out_of_order);
+                    Box::pin(async move { Ok(t) })
+                })
+        })
+        .actor_type::<Pinned>("pinned", |t| {
+            t.factory(|_ctx| async { Ok(Pinned) }).disable_relocation()
+        })
+    })
+    .await
 }
 
 /// A source server (index 0) holding a hall with `members` members (`pinned` ones of the
