@@ -21,6 +21,7 @@ mod engine;
 mod epoch;
 mod error;
 mod generation;
+mod health;
 mod identity;
 mod keys;
 mod lease;
@@ -40,6 +41,7 @@ pub use error::{
 pub use generation::{
     AuthorityOwnerGeneration, GenerationKind, ObjectGeneration, OwnerLeaseGeneration,
 };
+pub use health::{HealthProbe, LeaseHealthStatus, LeaseState, StoreHealthStatus};
 pub use identity::{
     HostRun, MeshName, NodeKey, ObjectId, ObjectKind, OwnerId, RoutingId, StableType,
 };

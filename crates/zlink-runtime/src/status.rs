@@ -4,8 +4,11 @@
 
 pub use crate::host::{
     CompletionCounts, DescriptorStep, HostEvent, HostObserver, HostState, HostStatus,
-    InterruptionSummary, LiveObjects, RelocateError, RelocateErrorKind, RelocationOutcome,
-    RelocationReason, ShutdownFailure, ShutdownOutcome, ShutdownReason, ShutdownReport, StartError,
-    StartErrorKind,
+    InterruptionSummary, LiveObjects, LocationHealth, RelocateError, RelocateErrorKind,
+    RelocationOutcome, RelocationReason, ShutdownFailure, ShutdownOutcome, ShutdownReason,
+    ShutdownReport, StartError, StartErrorKind,
 };
-pub use crate::mesh::node::{ManualPeerStatus, NodeStatus, PeerStatus};
+pub use crate::mesh::node::{
+    ConnectionState, ConnectionStatus, ManualPeerStatus, NodeStatus, PeerRole, PeerStatus,
+};
+pub use zlink_location::{LeaseHealthStatus, LeaseState, StoreHealthStatus};
