@@ -20,6 +20,7 @@ mod objects;
 mod recovery;
 mod relocate_object;
 mod relocation;
+mod route_source;
 mod spots;
 mod store_loss;
 mod tls;

@@ -38,7 +38,7 @@ impl Actor for Tally {}
 impl Spot for Tally {}
 
 #[derive(Debug, Serialize, Deserialize)]
-struct Bump;
+pub(super) struct Bump;
 impl Message for Bump {
     const PACKET: &'static str = "Bump";
 }
@@ -77,7 +77,7 @@ fn bump(t: &mut Tally, ctx: &crate::objects::MessageContext) -> (u64, String) {
 /// A root with one Object Server of: `fresh` (RecreateOnRelocation Actor), `kept`
 /// (PreserveStateWith Actor), `pinned` (DisableRelocation Actor), `hall` (SpotWide User
 /// Spot), `lobby` (PerActor User Spot) and `desk` (Instance Spot), every factory run counted.
-async fn server(h: &Harness, factories: &Arc<AtomicUsize>) -> ZLinkHost {
+pub(super) async fn server(h: &Harness, factories: &Arc<AtomicUsize>) -> ZLinkHost {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let f = Arc::clone(factories);
     ZLink::builder()
@@ -151,13 +151,13 @@ async fn server(h: &Harness, factories: &Arc<AtomicUsize>) -> ZLinkHost {
 }
 
 /// Two Object Servers that see each other as Ready peers and as listed relocation targets.
-struct Pair {
-    hosts: [ZLinkHost; 2],
+pub(super) struct Pair {
+    pub(super) hosts: [ZLinkHost; 2],
     factories: Arc<AtomicUsize>,
 }
 
 impl Pair {
-    async fn start(h: &Harness) -> Self {
+    pub(super) async fn start(h: &Harness) -> Self {
         let factories = Arc::new(AtomicUsize::new(0));
         let a = server(h, &factories).await;
         let b = server(h, &factories).await;
@@ -182,16 +182,16 @@ impl Pair {
         }
     }
 
-    fn rid(&self, i: usize) -> RoutingId {
+    pub(super) fn rid(&self, i: usize) -> RoutingId {
         self.hosts[i].nodes()[0].routing_id().clone()
     }
 
     /// The index of the host whose node is `rid`.
-    fn index_of(&self, rid: &RoutingId) -> usize {
+    pub(super) fn index_of(&self, rid: &RoutingId) -> usize {
         usize::from(self.rid(1) == *rid)
     }
 
-    async fn shutdown(self) {
+    pub(super) async fn shutdown(self) {
         let [a, b] = &self.hosts;
         stop_all(&[a, b]).await;
     }
