@@ -4,7 +4,8 @@
 //!
 //! Modules build upward: vocabulary (`identity`, `generation`, `clock`, `admission`,
 //! `options`), then `error`, then `keys`, `counters` and `epoch`, then `lease`, `capacity`,
-//! `placement`, `engine`, `authority`, `descriptor`, `discovery`, `query` and `runtime`.
+//! `placement`, `engine`, `authority`, `descriptor`, `discovery`, `query`, `health` (Store and
+//! owner-lease health for readiness queries) and `runtime`.
 //!
 //! # Verification map
 //!

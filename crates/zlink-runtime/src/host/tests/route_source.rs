@@ -18,7 +18,10 @@ use zlink_testkit::Harness;
 
 /// Every `zlink.object.call` span in creation order, with the `route` values recorded on it.
 #[derive(Clone, Default)]
-struct Calls(Arc<Mutex<Vec<(Id, Vec<String>)>>>);
+struct Calls(Arc<Mutex<Vec<CallSpan>>>);
+
+/// One call span and the `route` values recorded on it, in order.
+type CallSpan = (Id, Vec<String>);
 
 struct RouteField(Option<String>);
 impl Visit for RouteField {
