@@ -272,3 +272,71 @@ impl LocationStore for RecordingStore {
         self.noted(self.inner.scan_dyn(request)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use zlink_store_spi::{LocationStore, MemoryLocationStore, ReadResult, StoreError};
+
+    use super::*;
+    use crate::clock::ManualMonotonic;
+
+    /// A store whose reads never answer and whose writes fail.
+    #[derive(Debug)]
+    struct Hung;
+    impl LocationStore for Hung {
+        async fn read(&self, _key: &StoreKey) -> StoreResult<ReadResult> {
+            std::future::pending().await
+        }
+        async fn write(&self, _request: &WriteRequest) -> StoreResult<WriteResult> {
+            Err(StoreError::failure_kind(
+                zlink_store_spi::FailureKind::Unavailable,
+            ))
+        }
+        async fn scan(&self, _request: &ScanRequest) -> StoreResult<ScanResult> {
+            std::future::pending().await
+        }
+    }
+
+    fn recording(
+        store: Arc<dyn DynLocationStore>,
+    ) -> (Arc<dyn DynLocationStore>, Arc<StoreHealth>, ManualMonotonic) {
+        let clock = ManualMonotonic::new();
+        let health = Arc::new(StoreHealth::new(Arc::new(clock.clone())));
+        (RecordingStore::wrap(store, health.clone()), health, clock)
+    }
+
+    #[tokio::test]
+    async fn an_answered_call_is_healthy_and_a_dropped_one_is_a_failure_since_then() {
+        let key = StoreKey::new("probe").expect("key");
+        let (store, health, clock) = recording(Arc::new(MemoryLocationStore::new()));
+        assert_eq!(
+            health.snapshot().last_success_age,
+            None,
+            "nothing called yet"
+        );
+        store.read(&key).await.expect("answered");
+        clock.advance(Duration::from_secs(2));
+        let s = health.snapshot();
+        assert!(s.is_healthy());
+        assert_eq!(s.last_success_age, Some(Duration::from_secs(2)));
+
+        let (hung, health, clock) = recording(Arc::new(Hung));
+        // A caller's own timeout drops the call: it counts as failed.
+        let dropped = tokio::time::timeout(Duration::from_millis(10), hung.read(&key)).await;
+        assert!(dropped.is_err());
+        clock.advance(Duration::from_secs(3));
+        let again = tokio::time::timeout(Duration::from_millis(10), hung.read(&key)).await;
+        assert!(again.is_err());
+        let s = health.snapshot();
+        assert!(!s.is_healthy());
+        assert_eq!(
+            s.failing_for,
+            Some(Duration::from_secs(3)),
+            "since the first failure"
+        );
+        assert_eq!(s.consecutive_failures, 2);
+        assert_eq!(s.last_success_age, None);
+    }
+}
