@@ -601,7 +601,12 @@ pub(crate) struct RenewLoop {
 }
 
 impl RenewLoop {
-    pub(crate) fn spawn(lease: Arc<OwnerLease>, interval: Duration, timeout: Duration) -> Self {
+    pub(crate) fn spawn(
+        lease: Arc<OwnerLease>,
+        health: Arc<crate::health::RenewState>,
+        interval: Duration,
+        timeout: Duration,
+    ) -> Self {
         let task = tokio::spawn(async move {
             let mut ticker = tokio::time::interval(interval);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -609,23 +614,35 @@ impl RenewLoop {
             loop {
                 ticker.tick().await;
                 match tokio::time::timeout(timeout, lease.renew()).await {
-                    Ok(Ok(RenewOutcome::Renewed { .. })) => {}
+                    Ok(Ok(RenewOutcome::Renewed { .. })) => health.ok(),
                     // The host released its lease (shutdown): the loop ends.
-                    Ok(Ok(RenewOutcome::Released)) => break,
+                    Ok(Ok(RenewOutcome::Released)) => {
+                        health.released();
+                        break;
+                    }
                     Ok(Ok(RenewOutcome::Lost)) => {
                         match tokio::time::timeout(timeout, lease.take_over()).await {
                             Ok(Ok(None)) => break,
-                            Ok(Ok(Some(run))) => tracing::warn!(
-                                owner = %run.owner_id,
-                                generation = %run.lease_generation,
-                                "owner lease taken over under a new generation"
-                            ),
+                            Ok(Ok(Some(run))) => {
+                                health.ok();
+                                tracing::warn!(
+                                    owner = %run.owner_id,
+                                    generation = %run.lease_generation,
+                                    "owner lease taken over under a new generation"
+                                );
+                            }
                             Ok(Err(e)) => tracing::warn!(error = %e, "owner lease takeover failed"),
                             Err(_) => tracing::warn!("owner lease takeover timed out"),
                         }
                     }
-                    Ok(Err(e)) => tracing::warn!(error = %e, "owner lease renew failed"),
-                    Err(_) => tracing::warn!("owner lease renew timed out"),
+                    Ok(Err(e)) => {
+                        health.failing();
+                        tracing::warn!(error = %e, "owner lease renew failed");
+                    }
+                    Err(_) => {
+                        health.failing();
+                        tracing::warn!("owner lease renew timed out");
+                    }
                 }
             }
         });

@@ -4,7 +4,8 @@
 //!
 //! Modules build upward: vocabulary (`identity`, `generation`, `clock`, `admission`,
 //! `options`), then `error`, then `keys`, `counters` and `epoch`, then `lease`, `capacity`,
-//! `placement`, `engine`, `authority`, `descriptor`, `discovery`, `query` and `runtime`.
+//! `placement`, `engine`, `authority`, `descriptor`, `discovery`, `query`, `health` (Store and
+//! owner-lease health for readiness queries) and `runtime`.
 //!
 //! # Verification map
 //!
@@ -21,6 +22,7 @@ mod engine;
 mod epoch;
 mod error;
 mod generation;
+mod health;
 mod identity;
 mod keys;
 mod lease;
@@ -40,6 +42,7 @@ pub use error::{
 pub use generation::{
     AuthorityOwnerGeneration, GenerationKind, ObjectGeneration, OwnerLeaseGeneration,
 };
+pub use health::{HealthProbe, LeaseHealthStatus, LeaseState, StoreHealthStatus};
 pub use identity::{
     HostRun, MeshName, NodeKey, ObjectId, ObjectKind, OwnerId, RoutingId, StableType,
 };

@@ -14,6 +14,9 @@ use super::discovery::Discovery;
 use super::engine::{Engine, EngineConfig};
 use super::epoch::StoreEpoch;
 use super::error::LocationError;
+use super::health::{
+    HealthProbe, LeaseHealthStatus, RecordingStore, RenewState, StoreHealth, StoreHealthStatus,
+};
 use super::identity::ObjectId;
 use super::identity::{HostRun, MeshName, OwnerId, new_owner_id};
 use super::lease::{LeaseBook, LeaseTerm, OwnerLease, RenewLoop};
@@ -76,15 +79,19 @@ impl LocationRuntimeBuilder {
         ));
         let book = Arc::new(LeaseBook::default());
         let epoch = Arc::new(StoreEpoch::default());
+        let store_health = Arc::new(StoreHealth::new(self.clock.clone()));
+        let renew_state = Arc::new(RenewState::default());
+        // Every Store call below is noted for the health queries (`health.rs`).
+        let store = RecordingStore::wrap(self.store, store_health.clone());
         let engine = Engine::start(
-            self.store.clone(),
+            store.clone(),
             gate.clone(),
             book.clone(),
             epoch.clone(),
             self.engine,
         )?;
         let lease = Arc::new(OwnerLease::new(
-            self.store.clone(),
+            store.clone(),
             gate.clone(),
             book.clone(),
             epoch.clone(),
@@ -95,14 +102,21 @@ impl LocationRuntimeBuilder {
         let renew = self.renew_loop.then(|| {
             RenewLoop::spawn(
                 lease.clone(),
+                renew_state.clone(),
                 self.options.owner_lease_renew_interval,
                 self.options.owner_lease_renew_timeout,
             )
         });
-        let authority = AuthorityClient::new(self.store.clone(), gate.clone(), engine, epoch)
+        let authority = AuthorityClient::new(store.clone(), gate.clone(), engine, epoch)
             .with_members(self.members);
+        let health = HealthProbe {
+            store: store_health,
+            renew: renew_state,
+            gate: gate.clone(),
+        };
         Ok(LocationRuntime {
-            store: self.store,
+            store,
+            health,
             options: self.options,
             clock: self.clock,
             gate,
@@ -143,6 +157,7 @@ pub struct LocationRuntime {
     book: Arc<LeaseBook>,
     lease: Arc<OwnerLease>,
     authority: AuthorityClient,
+    health: HealthProbe,
     _renew: Option<RenewLoop>,
 }
 
@@ -186,6 +201,25 @@ impl LocationRuntime {
     /// lease ends discovery reads live on).
     pub fn monotonic_now(&self) -> Duration {
         self.clock.now()
+    }
+
+    /// The Location Store's health as this host sees it: when its last call was answered and
+    /// since when calls keep failing (guide-10 §4 `storeHealthy()`; see `health.rs`).
+    pub fn store_health(&self) -> StoreHealthStatus {
+        self.health.store()
+    }
+
+    /// The owner lease's health: held, renewing (the last renew failed, admission still
+    /// open), expired or released, and the time left to the local admission deadline
+    /// (guide-10 §4 `ownerLeaseHealthy()`).
+    pub fn lease_health(&self) -> LeaseHealthStatus {
+        self.health.lease()
+    }
+
+    /// A cheap clone-able handle on [`store_health`](Self::store_health) and
+    /// [`lease_health`](Self::lease_health), for status code that does not hold the runtime.
+    pub fn health_probe(&self) -> HealthProbe {
+        self.health.clone()
     }
 
     /// The owner lease (never handed out: releasing it is `shutdown`'s job; the tests stall it).
@@ -290,6 +324,7 @@ impl LocationRuntime {
     pub async fn shutdown(self) -> Result<SweepReport, LocationError> {
         let report = self.authority.self_sweep().await?;
         self.lease.release().await?;
+        self.health.renew.released();
         Ok(report)
     }
 
@@ -300,6 +335,8 @@ impl LocationRuntime {
 
     /// Releases the owner lease (spec 28 §9 cleanup step 3, after the descriptors).
     pub async fn release_lease(&self) -> Result<(), LocationError> {
-        self.lease.release().await.map(|_| ())
+        self.lease.release().await?;
+        self.health.renew.released();
+        Ok(())
     }
 }

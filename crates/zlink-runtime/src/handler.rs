@@ -7,8 +7,8 @@ pub use crate::messaging::{
     BoxFuture, Cancellation, ChannelContext, CreationError, DispatchKind, DispatchScope,
     ERROR_REPLY_TAG, ErrorMessage, ErrorReply, FilterContext, FramePart, HandlerKey, InboundReply,
     InboundTarget, InternalError, InvalidCall, InvalidText, MetadataBuilder, NodeContext,
-    NodeHandler, OutboundMessage, PacketName, PayloadError, RelocationStoreError, RouteKind,
-    UnavailableReason, Unconfigured, decode_reply,
+    NodeHandler, ObjectRelocationRefusal, OutboundMessage, PacketName, PayloadError,
+    RelocationStoreError, RouteKind, UnavailableReason, Unconfigured, decode_reply,
 };
 pub use crate::objects::{
     ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,

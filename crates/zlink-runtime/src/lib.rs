@@ -16,7 +16,9 @@ pub mod status;
 pub mod testing;
 
 pub use host::config::{MeshNodeBuilder, StartupError, StartupErrorKind, ZLink, ZLinkBuilder};
-pub use host::{RelocateOptions, RelocationResult, ZLinkHost};
+pub use host::{
+    ObjectRelocation, ObjectTarget, ObjectToMove, RelocateOptions, RelocationResult, ZLinkHost,
+};
 pub use mesh::node::{CallOptions, MeshNode};
 pub use messaging::{
     BoxError, ErrorKind, Filter, HandlerContext, Message, Metadata, Next, Request, ZLinkError,

@@ -4,7 +4,11 @@
 
 pub use crate::host::{
     CompletionCounts, DescriptorStep, HostEvent, HostObserver, HostState, HostStatus,
-    InterruptionSummary, LiveObjects, RelocateError, RelocateErrorKind, RelocationOutcome,
-    RelocationReason, ShutdownFailure, ShutdownOutcome, ShutdownReason, ShutdownReport,
+    InterruptionSummary, LiveObjects, LocationHealth, RelocateError, RelocateErrorKind,
+    RelocationOutcome, RelocationReason, ShutdownFailure, ShutdownOutcome, ShutdownReason,
+    ShutdownReport,
 };
-pub use crate::mesh::node::{ManualPeerStatus, NodeStatus, PeerStatus};
+pub use crate::mesh::node::{
+    ConnectionState, ConnectionStatus, ManualPeerStatus, NodeStatus, PeerRole, PeerStatus,
+};
+pub use zlink_location::{LeaseHealthStatus, LeaseState, StoreHealthStatus};

@@ -48,6 +48,32 @@ impl PrivateRedis {
         Ok(())
     }
 
+    /// Pauses the server (SIGSTOP): it keeps its connections and data but answers nothing
+    /// until [`resume`](Self::resume) (a hung Redis, as a stalled host or a long fork looks).
+    pub async fn pause(&self) -> io::Result<()> {
+        self.signal("-STOP").await
+    }
+
+    /// Resumes a [`pause`](Self::pause)d server (SIGCONT).
+    pub async fn resume(&self) -> io::Result<()> {
+        self.signal("-CONT").await
+    }
+
+    async fn signal(&self, signal: &str) -> io::Result<()> {
+        let pid = self.child.as_ref().and_then(Child::id).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, "redis-server is not running")
+        })?;
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .await?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("kill {signal} {pid}: {status}")))
+        }
+    }
+
     /// Starts the server again on the same port (after [`kill`](Self::kill)) and waits until
     /// it accepts connections.
     pub async fn restart(&mut self) -> io::Result<()> {

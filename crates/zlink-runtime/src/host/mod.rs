@@ -8,6 +8,7 @@
 //! `docs/verification.md`, section "zlink-runtime running hosts: mesh, objects, relocation, shutdown".
 
 pub(crate) mod config;
+mod health;
 pub(crate) mod observe;
 pub(crate) mod relocate;
 pub(crate) mod running;
@@ -18,10 +19,12 @@ mod status;
 mod tests;
 
 pub use crate::relocation::{CompletionCounts, InterruptionSummary};
+pub use health::LocationHealth;
 pub use observe::{HostEvent, HostObserver};
 pub use relocate::{
-    DEFAULT_RELOCATE_DEADLINE, RelocateError, RelocateErrorKind, RelocateOptions, RelocationMode,
-    RelocationOutcome, RelocationReason, RelocationResult,
+    DEFAULT_RELOCATE_DEADLINE, ObjectRelocation, ObjectTarget, ObjectToMove, RelocateError,
+    RelocateErrorKind, RelocateOptions, RelocationMode, RelocationOutcome, RelocationReason,
+    RelocationResult,
 };
 pub use running::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub use status::{

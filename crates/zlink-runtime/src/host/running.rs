@@ -48,6 +48,8 @@ pub(crate) struct HostInner {
     pub(crate) application_version: u64,
     /// This host's maintenance wave, if any (spec 28 §4).
     pub(crate) maintenance_wave: Option<String>,
+    /// The Location Store's and owner lease's health (`None` without a Location Store).
+    pub(crate) health: Option<zlink_location::HealthProbe>,
 }
 
 impl HostInner {
@@ -126,6 +128,11 @@ impl ZLinkHost {
         Self {
             inner: Arc::new(inner),
         }
+    }
+
+    /// The shared host (for the `impl ZLinkHost` blocks of sibling modules).
+    pub(crate) fn inner(&self) -> &Arc<HostInner> {
+        &self.inner
     }
 
     /// The host state (spec 28 §3).
@@ -361,6 +368,7 @@ impl ZLinkHost {
             last_relocation: self.inner.relocate.lock().last(),
             shutdown: self.inner.report.get().cloned(),
             nodes: self.inner.nodes.iter().map(MeshNode::status).collect(),
+            health: self.location_health(),
             completions: self
                 .inner
                 .objects
@@ -416,6 +424,23 @@ impl ZLinkHost {
         options: super::RelocateOptions,
     ) -> Result<super::RelocationResult, super::RelocateError> {
         super::relocate::relocate(&self.inner, options).await
+    }
+
+    /// Moves one Actor or Spot of this host to `target` (a named Object Server, or any
+    /// eligible one) through the same unit a host Relocate runs for it: the same policies,
+    /// target filters, results and guarantees, the host staying `Serving` (beyond the spec,
+    /// as Orleans' grain migration; see [`ObjectToMove`](super::ObjectToMove)). Refusals
+    /// come before anything moves, the object serving where it is:
+    /// [`InvalidCall::ObjectRelocation`](crate::handler::InvalidCall::ObjectRelocation) with
+    /// its [`ObjectRelocationRefusal`](crate::handler::ObjectRelocationRefusal). A move that
+    /// fails is the unit's error (kind as for a host Relocate's unit); before its owner change
+    /// the object serves here again.
+    pub async fn relocate_object(
+        &self,
+        object: impl Into<super::ObjectToMove>,
+        target: super::ObjectTarget,
+    ) -> Result<super::ObjectRelocation, ZLinkError> {
+        super::relocate::relocate_object(&self.inner, object.into(), target).await
     }
 
     /// [`shutdown_within`](Self::shutdown_within) the default 30-second deadline.

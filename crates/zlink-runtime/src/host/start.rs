@@ -247,6 +247,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
         descriptors: started.descriptors,
         objects: started.objects,
         channel_index,
+        health: location.as_ref().map(|rt| rt.health_probe()),
         location: tokio::sync::Mutex::new(location),
         hosted: tokio::sync::Mutex::new(Some(hosted)),
         tasks: Mutex::new(started.tasks),

@@ -23,8 +23,11 @@ pub struct HostStatus {
     pub last_relocation: Option<super::relocate::RelocationResult>,
     /// The shutdown's terminal result, once it ended.
     pub shutdown: Option<ShutdownReport>,
-    /// Each MeshNode, in registration order.
+    /// Each MeshNode, in registration order (each with every connection intent and its state).
     pub nodes: Vec<NodeStatus>,
+    /// The Location Store's and the owner lease's health (`None` without a Location Store;
+    /// guide-10 §4). Health only: no Store key, version, owner token or relocation record.
+    pub health: Option<super::LocationHealth>,
     /// Completion results of requests relayed to objects that moved here, over every
     /// MeshNode (spec 21 §9.3).
     pub completions: crate::relocation::CompletionCounts,

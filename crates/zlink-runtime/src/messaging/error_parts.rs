@@ -237,6 +237,13 @@ pub enum InvalidCall {
         #[source]
         source: Arc<zlink_location::InvalidOperation>,
     },
+    /// A single-object relocation (`ZLinkHost::relocate_object`) was refused before anything
+    /// moved: the object keeps serving where it is.
+    #[error("object relocation refused: {reason}")]
+    ObjectRelocation {
+        /// Why.
+        reason: ObjectRelocationRefusal,
+    },
     /// A rule of the call, named in words (an argument out of its range, an option set twice,
     /// a move already running, ...).
     #[error("{reason}")]
@@ -244,6 +251,36 @@ pub enum InvalidCall {
         /// The rule broken (bounded, sanitised).
         reason: ErrorMessage,
     },
+}
+
+/// Why a single-object relocation was refused before anything moved (an
+/// [`InvalidCall::ObjectRelocation`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObjectRelocationRefusal {
+    /// The host is not `Serving` (a host Relocate runs, or it shuts down).
+    #[error("the host is not Serving")]
+    HostNotServing,
+    /// The object is not live on an object node of this host (move it from its owner).
+    #[error("the object is not live on this host")]
+    NotLiveHere,
+    /// A `SpotWide` or `PerActor` User Spot member moves with its Spot.
+    #[error("a User Spot member moves with its Spot")]
+    MovesWithSpot,
+    /// The object's type (or a member's) has `DisableRelocation`.
+    #[error("the object's type has DisableRelocation")]
+    RelocationDisabled,
+    /// The named target is this node.
+    #[error("the target is this node")]
+    TargetIsThisNode,
+    /// The named target is not an eligible target for the object (spec 28 §4 filters: same
+    /// application version and MeshName, `Serving`, lease valid, the type registered, a
+    /// positive weight, room for the object, an admitted Ready peer).
+    #[error("the target is not eligible for the object")]
+    TargetNotEligible,
+    /// No node is an eligible target for the object now.
+    #[error("no eligible target for the object")]
+    NoEligibleTarget,
 }
 
 /// What a call needed that is not configured (a [`ZLinkError::NotConfigured`]).

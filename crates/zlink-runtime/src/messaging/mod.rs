@@ -40,8 +40,8 @@ pub(crate) use dispatcher::Dispatcher;
 use dispatcher::DispatcherBuilder;
 pub use error::{BoxError, ErrorKind, ErrorMessage, ZLinkError};
 pub use error_parts::{
-    CreationError, FramePart, InternalError, InvalidCall, InvalidText, PayloadError,
-    RelocationStoreError, UnavailableReason, Unconfigured,
+    CreationError, FramePart, InternalError, InvalidCall, InvalidText, ObjectRelocationRefusal,
+    PayloadError, RelocationStoreError, UnavailableReason, Unconfigured,
 };
 pub use error_reply::{ERROR_REPLY_TAG, ErrorReply};
 pub(crate) use filter::FnFilter;

@@ -247,6 +247,8 @@ impl ObjectHost {
             stable_type: handle.stable_type().as_str().to_owned(),
             generation: handle.object_generation().get(),
             request: request.clone(),
+            mesh: self.mesh.clone(),
+            routing_id: self.rid.clone(),
         };
         let creation = CreationContext {
             id: ctx.id.clone(),

@@ -8,24 +8,43 @@
 
 use std::sync::Arc;
 
+use zlink_codec::{MeshName, RoutingId};
+
 use crate::messaging::{UnavailableReason, ZLinkError};
 use zlink_location::LocationRuntime;
 
-/// A cheap handle to the host's admission gate (clones share it).
+/// A cheap handle to the host's admission gate (clones share it), and which node it is the
+/// door of (the node a handler that passed it runs on).
 #[derive(Clone)]
-pub(crate) struct Door(Option<Arc<LocationRuntime>>);
+pub(crate) struct Door(Option<Arc<LocationRuntime>>, RunsOn);
+
+/// The MeshName and routing id of the node an object handler runs on (`MessageContext`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunsOn(Option<Arc<(MeshName, RoutingId)>>);
+
+impl RunsOn {
+    /// The node, once an activation set it.
+    pub(crate) fn get(&self) -> Option<&(MeshName, RoutingId)> {
+        self.0.as_deref()
+    }
+}
 
 impl Door {
-    /// The door of the host whose location runtime is `location`.
-    pub(crate) fn new(location: Arc<LocationRuntime>) -> Self {
-        Self(Some(location))
+    /// The door of the node `(mesh, rid)` whose host's location runtime is `location`.
+    pub(crate) fn new(location: Arc<LocationRuntime>, mesh: MeshName, rid: RoutingId) -> Self {
+        Self(Some(location), RunsOn(Some(Arc::new((mesh, rid)))))
     }
 
     /// A door without a gate, always open (activations built by unit tests with no location
     /// runtime).
     #[cfg(test)]
     pub(crate) fn unguarded() -> Self {
-        Self(None)
+        Self(None, RunsOn::default())
+    }
+
+    /// The node this is the door of.
+    pub(crate) fn runs_on(&self) -> RunsOn {
+        self.1.clone()
     }
 
     /// Whether new object work may start now.

@@ -148,13 +148,14 @@ impl ObjectHost {
         route_cache_max_age: std::time::Duration,
         entry: (Option<ObjectId>, Option<EntryCallback>),
     ) -> Self {
+        let door = super::door::Door::new(Arc::clone(&location), mesh.clone(), rid.clone());
         Self {
             mesh,
             rid,
             types,
             live: Mutex::new(HashMap::new()),
             codecs,
-            door: super::door::Door::new(Arc::clone(&location)),
+            door,
             location,
             relocation_options: crate::objects::RelocationOptions::default(),
             routes: super::routes::RouteCache::new(route_cache_max_age),

@@ -177,6 +177,7 @@ pub(crate) fn prepare(
             packet,
             metadata,
             relocation: Default::default(),
+            node: Default::default(),
         },
     };
     Ok((id, call, cost))

@@ -354,6 +354,7 @@ impl<T: Send + 'static> LiveInstance<T> {
         }
         let readiness = self.readiness.clone();
         call.context.relocation = super::lifecycle::RelocationReady(readiness.clone());
+        call.context.node = self.door.runs_on();
         let ready = self.lifecycle.ready.clone();
         let Some(handler) = self
             .handlers
@@ -636,6 +637,8 @@ mod tests {
             stable_type: "blob".into(),
             generation: 1,
             request: None,
+            mesh: zlink_codec::MeshName::new("game").expect("mesh"),
+            routing_id: zlink_codec::RoutingId::new(vec![1]).expect("rid"),
         };
         let built = r
             .erased

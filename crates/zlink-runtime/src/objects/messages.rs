@@ -15,12 +15,14 @@ use super::client::{ObjectClient, invalid};
 use super::host::{ObjectHost, ObjectKey, what};
 use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
+use super::route_source::{self, RouteSource};
 use super::routes::RouteMark;
 use crate::mesh::node::{Address, ReplyBody};
 use crate::messaging::{
     ErrorKind, ErrorReply, Metadata, OutboundMessage, PayloadError, RouteKind, UnavailableReason,
     ZLinkError,
 };
+use tracing::Instrument;
 use zlink_location::AuthorityRead;
 
 /// The record names an owner this node cannot reach (its route is not ready, or its lease
@@ -43,11 +45,20 @@ impl ObjectClient {
     async fn reachable_owner(
         &self,
         key: &ObjectKey,
+        span: &tracing::Span,
     ) -> Result<(Arc<RoutingId>, Option<zlink_transport::PeerHandle>), ZLinkError> {
         let (owner, cached) = match self.objects.routes.get(key) {
             Some(node) => (node, true),
             None => (self.owner_read(key).await?, false),
         };
+        route_source::record(
+            span,
+            if cached {
+                RouteSource::Cache
+            } else {
+                RouteSource::Store
+            },
+        );
         if *owner == self.objects.rid {
             return Ok((owner, None));
         }
@@ -56,6 +67,7 @@ impl ObjectClient {
             Err(_) if cached => {
                 self.objects.routes.forget(key);
                 let owner = self.owner_read(key).await?;
+                route_source::record(span, RouteSource::Store);
                 if *owner == self.objects.rid {
                     return Ok((owner, None));
                 }
@@ -130,13 +142,19 @@ impl ObjectClient {
         msg: &OutboundMessage,
         timeout: Duration,
     ) -> Result<ReplyBody, ZLinkError> {
-        let result = match self.reachable_owner(key).await? {
-            (_, None) => self.local_request(key, msg, timeout).await,
-            (owner, Some(peer)) => {
-                let mark = self.objects.routes.mark(key, &owner);
-                self.remote_request(&peer, key, msg, timeout, mark).await
+        let span = route_source::call_span(RouteKind::Request, key.1.as_str());
+        let result = async {
+            match self.reachable_owner(key, &span).await? {
+                (_, None) => self.local_request(key, msg, timeout).await,
+                (owner, Some(peer)) => {
+                    let mark = self.objects.routes.mark(key, &owner);
+                    self.remote_request(&peer, key, msg, timeout, mark, &span)
+                        .await
+                }
             }
-        };
+        }
+        .instrument(span.clone())
+        .await;
         if let Err(e) = &result {
             if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) {
                 self.objects.routes.forget(key);
@@ -161,6 +179,7 @@ impl ObjectClient {
                 packet: msg.packet.clone(),
                 metadata,
                 relocation: Default::default(),
+                node: Default::default(),
             },
         }
     }
@@ -207,6 +226,7 @@ impl ObjectClient {
         msg: &OutboundMessage,
         timeout: Duration,
         mark: Option<RouteMark>,
+        span: &tracing::Span,
     ) -> Result<ReplyBody, ZLinkError> {
         let head = ObjectHead::new(&key.1);
         let (out, elsewhere) = self
@@ -215,6 +235,7 @@ impl ObjectClient {
             .remote_request_noting(peer, &address(key.0), (msg, head.bytes()), timeout)
             .await;
         if elsewhere {
+            route_source::record(span, RouteSource::Follow);
             // The object moved: its new owner answered this followed (or relayed) request.
             // The next message reads the record once instead of being followed again — unless
             // a one-way sent after this request may still be on its way through the old owner
@@ -230,7 +251,17 @@ impl ObjectClient {
         key: &ObjectKey,
         msg: &OutboundMessage,
     ) -> Result<(), ZLinkError> {
-        let (owner, peer) = self.reachable_owner(key).await?;
+        let span = route_source::call_span(RouteKind::Send, key.1.as_str());
+        self.send_on(key, msg, &span).instrument(span.clone()).await
+    }
+
+    async fn send_on(
+        &self,
+        key: &ObjectKey,
+        msg: &OutboundMessage,
+        span: &tracing::Span,
+    ) -> Result<(), ZLinkError> {
+        let (owner, peer) = self.reachable_owner(key, span).await?;
         let Some(peer) = peer else {
             let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());

@@ -143,6 +143,7 @@ pub(crate) mod recovery;
 mod refs;
 pub(crate) mod registration;
 mod relocation_options;
+pub(crate) mod route_source;
 mod routes;
 mod spots;
 #[cfg(feature = "testing")]

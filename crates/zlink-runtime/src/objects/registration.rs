@@ -151,6 +151,10 @@ pub struct FactoryContext {
     pub generation: u64,
     /// The creation request bytes the creator attached, if any (Actors and User Spots).
     pub request: Option<Bytes>,
+    /// The MeshName of the node that builds the object.
+    pub mesh: zlink_codec::MeshName,
+    /// The routing id of the node that builds the object.
+    pub routing_id: zlink_codec::RoutingId,
 }
 
 type Factory<T> =
@@ -169,9 +173,22 @@ pub struct MessageContext {
     /// The relocation boundary handle (set for the handlers of an `ApplicationSignaled`
     /// `SpotWide` User Spot; inert for every other handler).
     pub(crate) relocation: super::lifecycle::RelocationReady,
+    /// The node that runs the handler (set when the activation queues the message).
+    pub(crate) node: super::door::RunsOn,
 }
 
 impl MessageContext {
+    /// The MeshName of the node that runs this handler (`None` only for a context no
+    /// activation queued, which a handler never sees).
+    pub fn mesh_name(&self) -> Option<&zlink_codec::MeshName> {
+        self.node.get().map(|n| &n.0)
+    }
+
+    /// The routing id of the node that runs this handler (after a move, the target's).
+    pub fn routing_id(&self) -> Option<&zlink_codec::RoutingId> {
+        self.node.get().map(|n| &n.1)
+    }
+
     /// The handle this handler signals its relocation boundary with (spec 28 §5):
     /// `ctx.relocation_ready().defer()`. See [`RelocationReady`](super::RelocationReady).
     pub fn relocation_ready(&self) -> &super::lifecycle::RelocationReady {

@@ -411,6 +411,7 @@ mod tests {
                     packet: PacketName::new("P").expect("packet"),
                     metadata: Metadata::empty(),
                     relocation: Default::default(),
+                    node: Default::default(),
                 },
             },
             cost,

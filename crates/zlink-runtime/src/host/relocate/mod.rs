@@ -90,12 +90,15 @@
 //! (24 h) while they are delivered (`relocation::completion`), whatever the host result.
 
 mod moves;
+mod object;
 mod run;
 mod slot;
 mod targets;
 mod types;
 mod units;
 
+pub(crate) use object::relocate_object;
+pub use object::{ObjectRelocation, ObjectTarget, ObjectToMove};
 pub(crate) use slot::{SlotCell, relocate};
 pub use types::{
     DEFAULT_RELOCATE_DEADLINE, RelocateError, RelocateErrorKind, RelocateOptions, RelocationMode,

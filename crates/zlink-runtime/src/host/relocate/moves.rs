@@ -92,47 +92,7 @@ pub(super) async fn move_all(
                 };
                 running.spawn(async move {
                     let _work = work;
-                    let done = match &u.object {
-                        Moved::Actor(actor) => {
-                            crate::relocation::relocate_actor(&client, actor, Some(&to))
-                                .await
-                                .map(|_| 1)
-                        }
-                        Moved::InstanceSpot(id) => {
-                            crate::relocation::relocate_instance_spot(&client, id, Some(&to))
-                                .await
-                                .map(|_| 1)
-                        }
-                        Moved::SpotWide(spot) => {
-                            // An ApplicationSignaled Spot's seal waits for its boundary only
-                            // until the host deadline (28 §5).
-                            crate::relocation::relocate_spot_wide(
-                                &client,
-                                spot,
-                                Some(&to),
-                                Some(ask.end),
-                            )
-                            .await
-                            .map(|()| 1)
-                        }
-                        // The Spot authority transition, then each member as its own unit.
-                        Moved::PerActor(spot) => {
-                            crate::relocation::per_actor::relocate_per_actor(
-                                &client,
-                                spot,
-                                Some(&to),
-                                Some(ask.end),
-                            )
-                            .await
-                        }
-                    };
-                    match done {
-                        Err(e) if moved_anyway(&client, &u.object, ask.end).await => {
-                            tracing::info!(error = %e, "a unit reported an error after its owner change: moved");
-                            Ok(1)
-                        }
-                        other => other,
-                    }
+                    move_unit(&client, &u, &to, ask.end).await
                 });
             }
             let Some(done) = running.join_next().await else {
@@ -201,6 +161,45 @@ pub(super) async fn move_all(
     }
 }
 
+/// Moves one unit to `to` through the live relocation of its kind (one Actor, one Instance
+/// Spot, one `SpotWide` aggregate, or one `PerActor` User Spot with its members), and returns
+/// how many units moved (a `PerActor` Spot's members counted each). An `ApplicationSignaled`
+/// Spot's seal and a `PerActor` Spot's member units wait only until `end`. A unit that
+/// reports an error although its object left this node and its record names another owner
+/// moved (the error came after its owner change): it counts as moved.
+pub(super) async fn move_unit(
+    client: &ObjectClient,
+    u: &Unit,
+    to: &zlink_codec::RoutingId,
+    end: Instant,
+) -> Result<usize, ZLinkError> {
+    let done = match &u.object {
+        Moved::Actor(actor) => crate::relocation::relocate_actor(client, actor, Some(to))
+            .await
+            .map(|_| 1),
+        Moved::InstanceSpot(id) => crate::relocation::relocate_instance_spot(client, id, Some(to))
+            .await
+            .map(|_| 1),
+        Moved::SpotWide(spot) => {
+            crate::relocation::relocate_spot_wide(client, spot, Some(to), Some(end))
+                .await
+                .map(|()| 1)
+        }
+        // The Spot authority transition, then each member as its own unit.
+        Moved::PerActor(spot) => {
+            crate::relocation::per_actor::relocate_per_actor(client, spot, Some(to), Some(end))
+                .await
+        }
+    };
+    match done {
+        Err(e) if moved_anyway(client, &u.object, end).await => {
+            tracing::info!(error = %e, "a unit reported an error after its owner change: moved");
+            Ok(1)
+        }
+        other => other,
+    }
+}
+
 /// Waits, the host `Relocating`, until the Location Store answers and every object node
 /// admits work again; `false` once the deadline passes or the host leaves `Relocating`.
 async fn wait_for_store(host: &HostInner, ask: Ask) -> bool {
@@ -248,7 +247,7 @@ async fn moved_anyway(client: &ObjectClient, object: &Moved, until: Instant) -> 
     }
 }
 
-fn object_client(host: &HostInner, i: usize) -> Option<ObjectClient> {
+pub(super) fn object_client(host: &HostInner, i: usize) -> Option<ObjectClient> {
     let o = host.objects.get(i)?.as_ref()?;
     Some(ObjectClient {
         node: host.nodes.get(i)?.clone(),

@@ -81,6 +81,22 @@ impl Targets {
         Some(rid)
     }
 
+    /// The named target `rid` for `unit`, its room taken, if it is eligible for the unit's
+    /// type and has room for its bundle; `None` otherwise.
+    pub(super) fn pick_named(&mut self, unit: &Unit, rid: &RoutingId) -> Option<RoutingId> {
+        let list = self.by_type.get(&(unit.kind(), unit.stable_type.clone()))?;
+        if !list.iter().any(|(r, _)| r == rid) {
+            return None;
+        }
+        let room = self.rooms.get_mut(rid)?;
+        if !room.fits(&unit.bundle) {
+            return None;
+        }
+        room.take(&unit.bundle);
+        *self.assigned.entry(rid.clone()).or_insert(0) += 1;
+        Some(rid.clone())
+    }
+
     /// Whether some eligible target of `unit`'s type has room left for it.
     fn has_room(&self, unit: &Unit) -> bool {
         self.by_type
@@ -166,7 +182,7 @@ async fn pause(host: &HostInner, ask: Ask) -> bool {
 /// is given a target, [`Targets::pick`]), and another maintenance wave when this host has one;
 /// 5) is an admitted Ready peer whose lifecycle generation is the descriptor's. A `PerActor`
 /// User Spot's target also offers every member's Actor type.
-async fn eligible_targets(
+pub(super) async fn eligible_targets(
     host: &HostInner,
     units: &[Unit],
     ask: Ask,

@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 use zlink_codec::StableType;
+use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::ObjectKind;
 
 use super::types::RelocationReason;
 use crate::host::running::HostInner;
+use crate::messaging::{InvalidCall, ObjectRelocationRefusal, ZLinkError};
 use crate::objects::ActorRef;
 use crate::objects::membership::Membership;
 use crate::objects::registration::RelocationChoice;
@@ -213,4 +215,90 @@ pub(super) async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationR
         }
     }
     Ok(units)
+}
+
+/// The one unit that moves the object `object` of object node `node`, as the host Relocate's
+/// preflight would list it (`relocate_object`), or why it cannot move alone: not live here,
+/// a User Spot member (it moves with its Spot), or a `DisableRelocation` type (the Spot's or,
+/// for a `PerActor` User Spot, a member's). A `PerActor` Spot's members are read from the
+/// Store (a failed read is the error).
+pub(super) async fn unit_of(
+    host: &HostInner,
+    node: usize,
+    object: &super::object::ObjectToMove,
+) -> Result<Unit, ZLinkError> {
+    use super::object::ObjectToMove;
+    let refused = |reason| ZLinkError::InvalidCall(InvalidCall::ObjectRelocation { reason });
+    let o = host
+        .objects
+        .get(node)
+        .and_then(Option::as_ref)
+        .ok_or(refused(ObjectRelocationRefusal::NotLiveHere))?;
+    let key = match object {
+        ObjectToMove::Actor(a) => (AuthorityKind::Actor, a.id.clone()),
+        ObjectToMove::Spot(s) => (AuthorityKind::Spot, s.id.clone()),
+    };
+    let (kind, stable_type) = o
+        .host
+        .live_list()
+        .into_iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, kind, ty)| (kind, ty))
+        .ok_or(refused(ObjectRelocationRefusal::NotLiveHere))?;
+    if !relocatable(o, &stable_type) {
+        return Err(refused(ObjectRelocationRefusal::RelocationDisabled));
+    }
+    let turn = o.host.live_object(&key).and_then(|l| l.turn());
+    match (object, kind) {
+        (ObjectToMove::Actor(actor), ObjectKind::Actor) => {
+            if turn.is_some() {
+                return Err(refused(ObjectRelocationRefusal::MovesWithSpot));
+            }
+            Ok(Unit::new(node, Moved::Actor(actor.clone()), stable_type))
+        }
+        (ObjectToMove::Spot(spot), ObjectKind::InstanceSpot) => Ok(Unit::new(
+            node,
+            Moved::InstanceSpot(spot.id.clone()),
+            stable_type,
+        )),
+        (ObjectToMove::Spot(spot), ObjectKind::UserSpot) => match turn {
+            Some(t) => {
+                let live = o.host.live_list();
+                let mut members = 0u32;
+                for (k, kind, ty) in &live {
+                    if *kind != ObjectKind::Actor {
+                        continue;
+                    }
+                    let same = o
+                        .host
+                        .live_object(k)
+                        .and_then(|l| l.turn())
+                        .is_some_and(|m| Arc::ptr_eq(&m, &t));
+                    if same {
+                        if !relocatable(o, ty) {
+                            return Err(refused(ObjectRelocationRefusal::RelocationDisabled));
+                        }
+                        members += 1;
+                    }
+                }
+                let mut unit = Unit::new(node, Moved::SpotWide(spot.id.clone()), stable_type);
+                unit.set_members(members);
+                Ok(unit)
+            }
+            None => {
+                let members = crate::relocation::per_actor::live_members(&o.host, &spot.id).await?;
+                let mut unit = Unit::new(node, Moved::PerActor(spot.id.clone()), stable_type);
+                for (_, ty) in &members {
+                    if !relocatable(o, ty) {
+                        return Err(refused(ObjectRelocationRefusal::RelocationDisabled));
+                    }
+                    unit.members.insert(ty.clone());
+                }
+                unit.set_members(u32::try_from(members.len()).unwrap_or(u32::MAX));
+                Ok(unit)
+            }
+        },
+        // The ref names another kind than the live object (an Actor ref for a Spot id, ...).
+        _ => Err(refused(ObjectRelocationRefusal::NotLiveHere)),
+    }
 }

@@ -239,6 +239,7 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
     let own_servers = !node.weights.read().is_empty();
     let mut desired: HashMap<RoutingId, PeerIntent> = HashMap::new();
     let mut known: HashMap<RoutingId, BTreeMap<ChannelName, u16>> = HashMap::new();
+    let mut facts: HashMap<RoutingId, super::connections::PeerFacts> = HashMap::new();
     for n in &view.nodes {
         let d = &n.record.descriptor;
         if d.mesh_name != node.mesh || d.routing_id == node.rid {
@@ -252,15 +253,25 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
             d.channel_weights.keys().map(|c| (c.clone(), 0)).collect()
         };
         known.insert(d.routing_id.clone(), weights);
-        if !must_connect(
+        let endpoint = d.endpoint.strip_prefix(SCHEME).unwrap_or(&d.endpoint);
+        let required = must_connect(
             node.role,
             own_servers,
             d.object_role,
             !d.channel_weights.is_empty(),
-        ) {
+        );
+        facts.insert(
+            d.routing_id.clone(),
+            super::connections::PeerFacts {
+                endpoint: endpoint.to_owned(),
+                role: d.object_role,
+                state: d.state,
+                required,
+            },
+        );
+        if !required {
             continue;
         }
-        let endpoint = d.endpoint.strip_prefix(SCHEME).unwrap_or(&d.endpoint);
         // The peer must prove the identity its descriptor publishes; one this runtime cannot
         // verify is no peer (never dialed unverified).
         let identity = match zlink_transport::SecurityIdentity::parse(&d.security_identity) {
@@ -279,7 +290,11 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
                 .expect_identity(identity),
         );
     }
-    node.peers.write().set_discovered(known);
+    {
+        let mut peers = node.peers.write();
+        peers.set_discovered(known);
+        peers.set_facts(facts);
+    }
     // A Ready peer that a fresh full list does not name (its lease expired, or it dialed us
     // after leaving) and that no manual intent names is closed: only listed nodes are peers.
     if matches!(view.status, zlink_location::DiscoveryStatus::Fresh) {

@@ -284,6 +284,7 @@ impl MeshNode {
             channel_clients: inner.channel_clients.clone(),
             peers,
             manual_peers: manual_status(inner),
+            connections: super::connections::connections(inner),
             pending_requests: inner.pending.len(),
             mailbox_jobs,
             mailbox_bytes,

@@ -18,6 +18,7 @@
 //! - **Command plane.** Framework commands are control frames in a namespace of their own:
 //!   never matched against handler keys, never filtered, never mailbox jobs.
 
+pub(crate) mod connections;
 pub(crate) mod control;
 pub(crate) mod core;
 pub(crate) mod discover;
@@ -33,6 +34,7 @@ pub(crate) mod takeover;
 
 pub(crate) use self::core::{Address, NodeInner, ObjectSink, ReplyBody, SPOT_ADDRESS};
 pub use self::core::{CallOptions, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT};
+pub use connections::{ConnectionState, ConnectionStatus, PeerRole};
 pub use handle::MeshNode;
 pub(crate) use inbound::{answer as answer_request, reply_for};
 pub(crate) use lifecycle::StateListener;

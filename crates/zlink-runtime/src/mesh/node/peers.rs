@@ -36,6 +36,9 @@ pub(crate) struct PeerTable {
     discovered: HashMap<RoutingId, BTreeMap<ChannelName, u16>>,
     /// RIDs named by manual intents (expected or learned).
     manual: HashSet<RoutingId>,
+    /// What the last discovery list said of each peer (its endpoint, role, state and whether
+    /// the nodes must connect), for the connection status.
+    facts: HashMap<RoutingId, super::connections::PeerFacts>,
 }
 
 impl PeerTable {
@@ -87,6 +90,16 @@ impl PeerTable {
             }
         }
         self.discovered = nodes;
+    }
+
+    /// Replaces what the discovery list says of each peer.
+    pub(crate) fn set_facts(&mut self, facts: HashMap<RoutingId, super::connections::PeerFacts>) {
+        self.facts = facts;
+    }
+
+    /// What the last discovery list said of each peer.
+    pub(crate) fn facts(&self) -> &HashMap<RoutingId, super::connections::PeerFacts> {
+        &self.facts
     }
 
     /// Every Ready connection, confirmed or not.

@@ -34,6 +34,9 @@ pub struct NodeStatus {
     pub peers: Vec<PeerStatus>,
     /// Manual peer intents.
     pub manual_peers: Vec<ManualPeerStatus>,
+    /// Every connection intent with its state: listed peers (required or not), manual
+    /// intents and any other connection ([`MeshNode::connections`](super::MeshNode::connections)).
+    pub connections: Vec<super::ConnectionStatus>,
     /// Requests of this node waiting for a reply.
     pub pending_requests: usize,
     /// Application jobs in the mailbox (pending and executing).

@@ -48,6 +48,8 @@ pub(super) async fn single(
         stable_type: cmd.stable_type.clone(),
         generation,
         request: None,
+        mesh: host.mesh.clone(),
+        routing_id: host.rid.clone(),
     };
     let state = (cmd.rebuild == Rebuild::Preserve).then_some(payload);
     match hosted
@@ -141,6 +143,8 @@ pub(super) async fn spot_wide(
             stable_type: e.stable_type().as_str().to_owned(),
             generation: e.generation().get(),
             request: None,
+            mesh: host.mesh.clone(),
+            routing_id: host.rid.clone(),
         };
         match t
             .erased
