@@ -247,6 +247,7 @@ impl ObjectHost {
             stable_type: handle.stable_type().as_str().to_owned(),
             generation: handle.object_generation().get(),
             request: request.clone(),
+            timers: Default::default(),
         };
         let creation = CreationContext {
             id: ctx.id.clone(),

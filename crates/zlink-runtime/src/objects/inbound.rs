@@ -177,6 +177,7 @@ pub(crate) fn prepare(
             packet,
             metadata,
             relocation: Default::default(),
+            timers: Default::default(),
         },
     };
     Ok((id, call, cost))

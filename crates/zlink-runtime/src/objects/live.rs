@@ -14,8 +14,10 @@ use super::door::Door;
 use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
     CaptureFn, CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall,
-    ObjectOutput, TypedObject,
+    ObjectOutput, TimerFn, TypedObject,
 };
+use super::timer::table::Tick;
+use super::timer::{TickSink, TimerContext, TimerCounters, TimerTable, Timers};
 use crate::messaging::{BoxError, BoxFuture, RouteKind, ZLinkError};
 
 /// How building an activation ended.
@@ -168,6 +170,9 @@ pub(crate) trait LiveObject: Send + Sync {
     /// calling the adapter: a `PerActor` Spot's authority transition moves no state. The
     /// activation keeps running.
     fn settle(&self) -> BoxFuture<'static, Result<(), ZLinkError>>;
+
+    /// The activation's timers (a move suspends, snapshots, restores and resumes them).
+    fn timers(&self) -> Arc<TimerTable>;
 }
 
 impl<T: Send + 'static> ErasedType for TypedObject<T> {
@@ -183,12 +188,16 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let callback = self.callback.clone();
         let capture = self.capture.clone();
         let lifecycle = self.lifecycle.clone();
+        let on_timer = Arc::clone(&self.on_timer);
         Box::pin(async move {
             let Some(factory) = factory else {
                 return Built::Failed {
                     error: "the type has no factory".into(),
                 };
             };
+            let timers = TimerTable::new(door.timers().clone(), &ctx.id);
+            let mut ctx = ctx;
+            ctx.timers = Timers::of(&timers);
             let creation = CreationContext {
                 id: ctx.id.clone(),
                 stable_type: ctx.stable_type.clone(),
@@ -215,8 +224,8 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 },
             };
-            let parts = (handlers, codecs, capture, lifecycle);
-            let live = LiveInstance::start(state, (mailbox, door), parts, turn);
+            let parts = (handlers, codecs, capture, lifecycle, on_timer);
+            let live = LiveInstance::start(state, (mailbox, door), parts, turn, (timers, true));
             Built::Approved { live, reply }
         })
     }
@@ -233,21 +242,33 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let capture = self.capture.clone();
         let restore = self.restore.clone();
         let lifecycle = self.lifecycle.clone();
+        let on_timer = Arc::clone(&self.on_timer);
+        let timer_config = mailbox.1.timers().clone();
         Box::pin(async move {
             let Some(factory) = factory else {
                 return Built::Failed {
                     error: "the type has no factory".into(),
                 };
             };
-            let built = |ctx: FactoryContext| {
+            // Each factory run gets a table of its own: a discarded instance's timers go
+            // with it.
+            let built = |mut ctx: FactoryContext| {
                 let factory = Arc::clone(&factory);
+                let timers = TimerTable::new(timer_config.clone(), &ctx.id);
+                ctx.timers = Timers::of(&timers);
                 async move {
-                    factory(ctx).await.map_err(|e| Built::Failed {
-                        error: format!("the factory failed: {e}"),
-                    })
+                    match factory(ctx).await {
+                        Ok(s) => Ok((s, timers)),
+                        Err(e) => {
+                            timers.close();
+                            Err(Built::Failed {
+                                error: format!("the factory failed: {e}"),
+                            })
+                        }
+                    }
                 }
             };
-            let mut state = match built(ctx.clone()).await {
+            let (mut state, mut timers) = match built(ctx.clone()).await {
                 Ok(s) => s,
                 Err(failed) => return failed,
             };
@@ -274,7 +295,8 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                             attempt += 1;
                             // The failed instance is discarded and a new one created (21 §9.2).
                             drop(state);
-                            state = match built(ctx.clone()).await {
+                            timers.close();
+                            (state, timers) = match built(ctx.clone()).await {
                                 Ok(s) => s,
                                 Err(failed) => return failed,
                             };
@@ -282,42 +304,55 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 };
             }
-            let parts = (handlers, codecs, capture, lifecycle);
-            let live = LiveInstance::start(state, mailbox, parts, None);
+            let parts = (handlers, codecs, capture, lifecycle, on_timer);
+            // Hidden until the move commits: its timers tick once dispatch opens.
+            let live = LiveInstance::start(state, mailbox, parts, None, (timers, false));
             Built::Approved { live, reply: None }
         })
     }
 }
 
 /// What a live activation runs with besides its state: handlers, codecs, the adapter's
-/// capture and the lifecycle callbacks.
+/// capture, the lifecycle callbacks and the timer handler.
 type Parts<T> = (
     Arc<HandlerTable<T>>,
     Registry,
     Option<CaptureFn<T>>,
     Lifecycle<T>,
+    TimerFn<T>,
 );
 
 impl<T: Send + 'static> LiveInstance<T> {
     fn start(
         state: T,
         (mailbox, door): ((usize, usize), Door),
-        (handlers, codecs, capture, lifecycle): Parts<T>,
+        (handlers, codecs, capture, lifecycle, on_timer): Parts<T>,
         turn: Option<Turn>,
+        (timers, running): (Arc<TimerTable>, bool),
     ) -> Arc<dyn LiveObject> {
         let task = Activation::spawn(state, mailbox.0, mailbox.1);
         let readiness = lifecycle.signaled.then(|| Arc::new(Readiness::default()));
-        Arc::new(LiveInstance {
-            activation: task.activation().clone(),
-            task: Mutex::new(Some(task)),
-            door,
-            handlers,
-            codecs,
-            turn: Mutex::new(turn),
-            capture,
-            lifecycle,
-            readiness,
-        })
+        let live = Arc::new_cyclic(|me: &std::sync::Weak<LiveInstance<T>>| {
+            let sink: std::sync::Weak<dyn TickSink> = me.clone();
+            timers.attach(sink);
+            LiveInstance {
+                activation: task.activation().clone(),
+                task: Mutex::new(Some(task)),
+                door,
+                handlers,
+                codecs,
+                turn: Mutex::new(turn),
+                capture,
+                lifecycle,
+                readiness,
+                timers: Arc::clone(&timers),
+                on_timer,
+            }
+        });
+        if running {
+            timers.resume();
+        }
+        live
     }
 }
 
@@ -333,6 +368,49 @@ struct LiveInstance<T> {
     lifecycle: Lifecycle<T>,
     /// The relocation boundary (an `ApplicationSignaled` `SpotWide` User Spot only).
     readiness: Option<Arc<Readiness>>,
+    /// The activation's timers.
+    timers: Arc<TimerTable>,
+    on_timer: TimerFn<T>,
+}
+
+impl<T: Send + 'static> TickSink for LiveInstance<T> {
+    fn submit_tick(&self, tick: Tick) -> Result<(), SubmitError> {
+        let table = Arc::clone(&self.timers);
+        let door = self.door.clone();
+        let turn = self.turn.lock().clone();
+        let on_timer = Arc::clone(&self.on_timer);
+        let cost = crate::mesh::node::job_cost(tick.name.len(), 0);
+        let job = job(move |state: &mut T| {
+            Box::pin(async move {
+                let _turn = match &turn {
+                    Some(t) => Some(t.lock().await),
+                    None => None,
+                };
+                // Cancelled (or replaced) since it was queued: the tick does not run.
+                if !table.begin_tick(&tick.name, tick.id) {
+                    return;
+                }
+                // The tick starts only while the host admits new work (spec 21 §5).
+                if door.admit_timer().is_err() {
+                    TimerCounters::bump(&table.counters().refused);
+                    tracing::info!(object = %table.object, timer = %tick.name,
+                        "timer tick not started: past the admission deadline");
+                    return;
+                }
+                let ctx = TimerContext {
+                    id: table.object.to_string(),
+                    kind: tick.kind,
+                    timers: Timers::of(&table),
+                };
+                if let Err(e) = on_timer(state, ctx, &tick.name).await {
+                    tracing::warn!(object = %table.object, timer = %tick.name, error = %e,
+                        "timer handler failed");
+                }
+                TimerCounters::bump(&table.counters().ran);
+            })
+        });
+        self.activation.submit(cost, job)
+    }
 }
 
 impl<T: Send + 'static> LiveInstance<T> {
@@ -354,6 +432,7 @@ impl<T: Send + 'static> LiveInstance<T> {
         }
         let readiness = self.readiness.clone();
         call.context.relocation = super::lifecycle::RelocationReady(readiness.clone());
+        call.context.timers = Timers::of(&self.timers);
         let ready = self.lifecycle.ready.clone();
         let Some(handler) = self
             .handlers
@@ -464,6 +543,12 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
+        // Every timer is cancelled once, before the accepted jobs finish (a queued tick of a
+        // cancelled timer does not run).
+        let cancelled = self.timers.close();
+        if cancelled > 0 {
+            tracing::debug!(object = %self.timers.object, cancelled, "timers cancelled at close");
+        }
         let task = self.task.lock().take();
         Box::pin(async move {
             if let Some(t) = task {
@@ -543,6 +628,10 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
 
     fn readiness(&self) -> Option<Arc<Readiness>> {
         self.readiness.clone()
+    }
+
+    fn timers(&self) -> Arc<TimerTable> {
+        Arc::clone(&self.timers)
     }
 
     fn settle(&self) -> BoxFuture<'static, Result<(), ZLinkError>> {
@@ -636,6 +725,7 @@ mod tests {
             stable_type: "blob".into(),
             generation: 1,
             request: None,
+            timers: Default::default(),
         };
         let built = r
             .erased

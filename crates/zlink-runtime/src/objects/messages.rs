@@ -161,6 +161,7 @@ impl ObjectClient {
                 packet: msg.packet.clone(),
                 metadata,
                 relocation: Default::default(),
+                timers: Default::default(),
             },
         }
     }

@@ -147,6 +147,7 @@ mod routes;
 mod spots;
 #[cfg(feature = "testing")]
 pub(crate) mod testing;
+pub(crate) mod timer;
 
 pub use call::{CreateCall, Created, CreatedRef};
 pub use client::DEFAULT_CREATE_DEADLINE;
@@ -164,3 +165,8 @@ pub use registration::{
 pub(crate) use registration::{EntryCallback, EntryClosing, Registration};
 pub use relocation_options::{DEFAULT_RELOCATE_DEADLINE, RelocationConfigError, RelocationOptions};
 pub use spots::SpotManager;
+pub use timer::{
+    DEFAULT_MAX_TIMERS_PER_OBJECT, DEFAULT_MIN_TIMER_PERIOD, MAX_MAX_TIMERS_PER_OBJECT,
+    MAX_MIN_TIMER_PERIOD, MIN_MIN_TIMER_PERIOD, TimerContext, TimerHandle, TimerKind, TimerLimits,
+    Timers,
+};

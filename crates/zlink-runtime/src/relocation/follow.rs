@@ -392,6 +392,7 @@ mod tests {
                     packet: crate::messaging::PacketName::new("P").expect("packet"),
                     metadata: crate::messaging::Metadata::empty(),
                     relocation: Default::default(),
+                    timers: Default::default(),
                 },
             },
             cost: 1,

@@ -200,6 +200,7 @@ fn deliver<M: Message>(
             packet: msg.packet.clone(),
             metadata: Metadata::empty(),
             relocation: Default::default(),
+            timers: Default::default(),
         },
     };
     let (tx, rx) = tokio::sync::oneshot::channel();

@@ -20,5 +20,6 @@ mod recovery;
 mod relocation;
 mod spots;
 mod store_loss;
+mod timers;
 mod tls;
 mod topology;

@@ -166,6 +166,7 @@ fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLi
                 packet: envelope.packet.clone(),
                 metadata,
                 relocation: Default::default(),
+                timers: Default::default(),
             },
         },
         cost,
@@ -416,6 +417,7 @@ pub(super) async fn build(
         stable_type: handle.stable_type().as_str().to_owned(),
         generation: handle.object_generation().get(),
         request: None,
+        timers: Default::default(),
     };
     let built = hosted
         .erased

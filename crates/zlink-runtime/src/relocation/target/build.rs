@@ -85,6 +85,7 @@ pub(super) async fn single(
         stable_type: cmd.stable_type.clone(),
         generation,
         request: None,
+        timers: Default::default(),
     };
     let state = (cmd.rebuild == Rebuild::Preserve).then_some(payload);
     match hosted
@@ -99,8 +100,11 @@ pub(super) async fn single(
     {
         Built::Approved { live, .. } => Ok(Prepared {
             group: vec![Hidden {
+                live: {
+                    live.timers().restore(&cmd.timers);
+                    live
+                },
                 key: key.clone(),
-                live,
                 stable_type: zlink_codec::StableType::new(cmd.stable_type.as_str())
                     .map_err(|e| e.to_string())?,
                 generation,
@@ -174,6 +178,7 @@ pub(super) async fn spot_wide(
             stable_type: e.stable_type().as_str().to_owned(),
             generation: e.generation().get(),
             request: None,
+            timers: Default::default(),
         };
         match t
             .erased
@@ -187,6 +192,9 @@ pub(super) async fn spot_wide(
         {
             Built::Approved { live, .. } => {
                 live.set_turn(Some(Arc::clone(&turn)));
+                if let Some(carried) = cmd.timers.get(group.len()) {
+                    live.timers().restore(carried);
+                }
                 group.push(Hidden {
                     key: key.clone(),
                     live,

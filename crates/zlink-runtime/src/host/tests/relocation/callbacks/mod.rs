@@ -624,6 +624,7 @@ fn knock(key: &crate::objects::host::ObjectKey) -> crate::objects::registration:
             packet: crate::messaging::PacketName::new(Knock::PACKET).expect("packet"),
             metadata: crate::messaging::Metadata::empty(),
             relocation: Default::default(),
+            timers: Default::default(),
         },
     }
 }
