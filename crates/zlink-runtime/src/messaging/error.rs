@@ -432,7 +432,7 @@ pub enum ZLinkError {
     /// `InvalidOperation`.
     #[error(transparent)]
     InvalidCall(InvalidCall),
-    /// An object timer was not started: the kind is [`TimerError::kind`].
+    /// An object timer was not started: the kind is [`TimerError::kind`](super::TimerError::kind).
     #[error(transparent)]
     Timer(#[from] super::TimerError),
 }

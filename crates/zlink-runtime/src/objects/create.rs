@@ -380,6 +380,8 @@ impl ObjectHost {
                 .await
             {
                 Ok(Outcome::Applied(ready)) => {
+                    // Live: the timers its factory started tick from here.
+                    live.timers().resume();
                     self.insert_live(
                         (ready.kind().authority_kind(), ready.id().clone()),
                         live,
@@ -517,6 +519,8 @@ impl ObjectHost {
                         && ready.owner() == handle.owner() =>
                 {
                     // The commit applied; only its reply was lost.
+                    // Live: the timers its factory started tick from here.
+                    live.timers().resume();
                     self.insert_live(
                         (ready.kind().authority_kind(), ready.id().clone()),
                         live,

@@ -90,6 +90,8 @@ pub(crate) trait ErasedType: Send + Sync {
     /// Runs the factory and, for a Spot with a creation callback, the callback on the new
     /// state; when approved, starts the activation (mailbox of `jobs` jobs and `bytes` bytes;
     /// every turn taken under `turn` when one is given; every message job passing `door`).
+    /// Its timers (the factory's) are armed but tick only once the caller makes it live
+    /// (`TimerTable::resume`, after the creation commit).
     fn build(
         &self,
         ctx: FactoryContext,
@@ -225,7 +227,8 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                 },
             };
             let parts = (handlers, codecs, capture, lifecycle, on_timer);
-            let live = LiveInstance::start(state, (mailbox, door), parts, turn, (timers, true));
+            // Its timers tick once the activation is made live (the creation commit).
+            let live = LiveInstance::start(state, (mailbox, door), parts, turn, timers);
             Built::Approved { live, reply }
         })
     }
@@ -306,7 +309,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
             }
             let parts = (handlers, codecs, capture, lifecycle, on_timer);
             // Hidden until the move commits: its timers tick once dispatch opens.
-            let live = LiveInstance::start(state, mailbox, parts, None, (timers, false));
+            let live = LiveInstance::start(state, mailbox, parts, None, timers);
             Built::Approved { live, reply: None }
         })
     }
@@ -328,11 +331,11 @@ impl<T: Send + 'static> LiveInstance<T> {
         (mailbox, door): ((usize, usize), Door),
         (handlers, codecs, capture, lifecycle, on_timer): Parts<T>,
         turn: Option<Turn>,
-        (timers, running): (Arc<TimerTable>, bool),
+        timers: Arc<TimerTable>,
     ) -> Arc<dyn LiveObject> {
         let task = Activation::spawn(state, mailbox.0, mailbox.1);
         let readiness = lifecycle.signaled.then(|| Arc::new(Readiness::default()));
-        let live = Arc::new_cyclic(|me: &std::sync::Weak<LiveInstance<T>>| {
+        Arc::new_cyclic(|me: &std::sync::Weak<LiveInstance<T>>| {
             let sink: std::sync::Weak<dyn TickSink> = me.clone();
             timers.attach(sink);
             LiveInstance {
@@ -348,11 +351,7 @@ impl<T: Send + 'static> LiveInstance<T> {
                 timers: Arc::clone(&timers),
                 on_timer,
             }
-        });
-        if running {
-            timers.resume();
-        }
-        live
+        })
     }
 }
 

@@ -461,6 +461,8 @@ pub(super) async fn open_with_first(
             .err(),
         Err(e) => Some(e),
     };
+    // Live: the timers its factory started tick from here.
+    live.timers().resume();
     host.insert_live((AuthorityKind::Spot, envelope.id.clone()), live, record);
     drop(mark);
     match (refused, envelope.route) {

@@ -18,7 +18,23 @@ pub enum TimerKind {
     Every(Duration),
 }
 
-/// An object's timers (cheap to clone; see the [module](super) doc).
+/// An object's timers (cheap to clone), from [`FactoryContext::timers`],
+/// [`MessageContext::timers`] or [`TimerContext::timers`].
+///
+/// A one-shot ([`start_once`](Self::start_once)) or periodic ([`start_every`](Self::start_every),
+/// fixed rate) timer has a name unique per object (a name in use is
+/// [`TimerError::AlreadyExists`]). Each tick is a job of the object's activation, like a
+/// message — one turn at a time, the same bounded mailbox — delivered to
+/// [`Actor::on_timer`](crate::objects::Actor::on_timer) /
+/// [`Spot::on_timer`](crate::objects::Spot::on_timer); a periodic timer has at most one tick
+/// waiting, and a tick the full mailbox refuses is skipped. Past the node's admission deadline
+/// no tick starts. Closing, destroying or moving the object away cancels its timers once; a
+/// move carries them to the target (RecreateOnRelocation and PreserveStateWith alike), where a
+/// tick due during the move fires once. A context outside a running activation holds no timers
+/// ([`TimerError::NoActivation`]).
+///
+/// [`FactoryContext::timers`]: crate::objects::FactoryContext::timers
+/// [`MessageContext::timers`]: crate::objects::MessageContext::timers
 #[derive(Clone, Default)]
 pub struct Timers(pub(crate) Option<Weak<TimerTable>>);
 

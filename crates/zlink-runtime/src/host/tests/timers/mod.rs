@@ -4,6 +4,7 @@
 //! host Relocate under load carries every timer to the target exactly once.
 
 mod relocate;
+mod spots;
 
 use std::collections::HashMap;
 use std::sync::Arc;
