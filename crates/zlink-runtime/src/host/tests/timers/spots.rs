@@ -18,6 +18,7 @@ use zlink_testkit::Harness;
 on_every_store!(
     a_user_spot_timer_ticks_until_the_spot_is_closed,
     an_instance_spot_timer_started_by_its_factory_ticks,
+    an_instance_spot_timer_moves_with_it_on_a_host_relocate,
 );
 
 /// A Spot counting its `beat` ticks in a shared counter.
@@ -44,20 +45,31 @@ impl Request for Ping {
     type Reply = ();
 }
 
-/// Every Beacon starts a 20 ms `beat` from its factory.
+/// Every Beacon starts a 20 ms `beat` from its factory; `moves`: RecreateOnRelocation.
 fn beacon(ticks: &Arc<AtomicUsize>) -> impl FnOnce(SpotType<Beacon>) -> SpotType<Beacon> {
+    beacon_moving(ticks, false)
+}
+
+fn beacon_moving(
+    ticks: &Arc<AtomicUsize>,
+    moves: bool,
+) -> impl FnOnce(SpotType<Beacon>) -> SpotType<Beacon> {
     let ticks = Arc::clone(ticks);
     move |t| {
-        t.factory(move |ctx| {
+        let t = t.factory(move |ctx| {
             let ticks = Arc::clone(&ticks);
             async move {
                 ctx.timers()
                     .start_every("beat", Duration::from_millis(20))?;
                 Ok(Beacon(ticks))
             }
-        })
-        .disable_relocation()
-        .on_request::<Ping, _>(|_b, _p, _ctx| Box::pin(async { Ok(()) }))
+        });
+        let t = if moves {
+            t.recreate_on_relocation()
+        } else {
+            t.disable_relocation()
+        };
+        t.on_request::<Ping, _>(|_b, _p, _ctx| Box::pin(async { Ok(()) }))
     }
 }
 
@@ -120,4 +132,63 @@ async fn an_instance_spot_timer_started_by_its_factory_ticks(h: &Harness) {
         after,
         "a tick after the shutdown"
     );
+}
+
+async fn instance_server(h: &Harness, ticks: &Arc<AtomicUsize>) -> crate::host::ZLinkHost {
+    let t = Arc::clone(ticks);
+    let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
+    ZLink::builder()
+        .location_store(Arc::clone(&h.store))
+        .location_options(fast_options())
+        .relocation_store(relocation)
+        .route_mesh(mesh(), move |n| {
+            n.object_role(ObjectRole::Server)
+                .instance_spot_type::<Beacon>("beacon", beacon_moving(&t, true))
+        })
+        .build()
+        .start()
+        .await
+        .expect("the host starts")
+}
+
+/// The Instance Spot's timer (started by its factory on the source) moves with it: after the
+/// host Relocate it ticks on the target only (the target's factory started one of the same
+/// name, which the carried one replaced: one `beat`, not two).
+async fn an_instance_spot_timer_moves_with_it_on_a_host_relocate(h: &Harness) {
+    let (on_a, on_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let a = instance_server(h, &on_a).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let spots = a.spots().expect("manager");
+    spots
+        .instance("b2")
+        .stable_type("beacon")
+        .request(&Ping)
+        .await
+        .expect("activated on a");
+    wait_until("it ticks on a", || on_a.load(Ordering::SeqCst) >= 3).await;
+    let b = instance_server(h, &on_b).await;
+    wait_peers(&a.node(&mesh()).expect("node"), 1).await;
+    wait_peers(&b.node(&mesh()).expect("node"), 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let result = a
+        .relocate(crate::host::RelocateOptions::planned_maintenance())
+        .await
+        .expect("relocate");
+    assert_eq!(result.moved, 1, "{result:?}");
+    let a_after = on_a.load(Ordering::SeqCst);
+    let b_at = on_b.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        on_a.load(Ordering::SeqCst),
+        a_after,
+        "a tick on the source after the move"
+    );
+    let b_ticks = on_b.load(Ordering::SeqCst) - b_at;
+    // 400 ms of one 20 ms timer: about 20 ticks; two timers would give about 40.
+    assert!(
+        (5..=30).contains(&b_ticks),
+        "{b_ticks} ticks on the target in 400 ms"
+    );
+    b.shutdown().await;
+    a.shutdown().await;
 }
