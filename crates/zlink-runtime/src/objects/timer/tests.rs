@@ -284,3 +284,37 @@ async fn a_tick_the_mailbox_refuses_is_skipped_and_counted() {
     *r.sink.full.lock() = false;
     until("ticks run again", || count(&r.ticks, "p") >= 1).await;
 }
+
+#[test]
+fn a_carried_timer_is_the_json_docs_formats_names() {
+    use super::wire::TimerWire;
+    let every = TimerWire::of(
+        "beat",
+        TimerKind::Every(Duration::from_millis(50)),
+        Duration::from_millis(12),
+    );
+    assert_eq!(
+        serde_json::to_string(&every).unwrap(),
+        r#"{"name":"beat","kind":"every","periodMs":50,"dueInMs":12}"#
+    );
+    let once = TimerWire::of("boot", TimerKind::Once, Duration::ZERO);
+    assert_eq!(
+        serde_json::to_string(&once).unwrap(),
+        r#"{"name":"boot","kind":"once","dueInMs":0}"#
+    );
+    for w in [&every, &once] {
+        let back: TimerWire = serde_json::from_str(&serde_json::to_string(w).unwrap()).unwrap();
+        assert_eq!(&back, w);
+    }
+    assert_eq!(
+        every.kind(),
+        Some(TimerKind::Every(Duration::from_millis(50)))
+    );
+    let unknown: TimerWire =
+        serde_json::from_str(r#"{"name":"x","kind":"cron","dueInMs":0}"#).unwrap();
+    assert_eq!(
+        unknown.kind(),
+        None,
+        "an unknown kind is dropped on restore"
+    );
+}
