@@ -17,7 +17,8 @@ use super::registration::{
     ObjectOutput, TimerFn, TypedObject,
 };
 use super::timer::table::Tick;
-use super::timer::{TickSink, TimerContext, TimerCounters, TimerTable, Timers};
+use super::timer::tick::tick_job;
+use super::timer::{TickSink, TimerTable, Timers};
 use crate::messaging::{BoxError, BoxFuture, RouteKind, ZLinkError};
 
 /// How building an activation ended.
@@ -374,40 +375,14 @@ struct LiveInstance<T> {
 
 impl<T: Send + 'static> TickSink for LiveInstance<T> {
     fn submit_tick(&self, tick: Tick) -> Result<(), SubmitError> {
-        let table = Arc::clone(&self.timers);
-        let door = self.door.clone();
-        let turn = self.turn.lock().clone();
-        let on_timer = Arc::clone(&self.on_timer);
         let cost = crate::mesh::node::job_cost(tick.name.len(), 0);
-        let job = job(move |state: &mut T| {
-            Box::pin(async move {
-                let _turn = match &turn {
-                    Some(t) => Some(t.lock().await),
-                    None => None,
-                };
-                // Cancelled (or replaced) since it was queued: the tick does not run.
-                if !table.begin_tick(&tick.name, tick.id) {
-                    return;
-                }
-                // The tick starts only while the host admits new work (spec 21 §5).
-                if door.admit_timer().is_err() {
-                    TimerCounters::bump(&table.counters().refused);
-                    tracing::info!(object = %table.object, timer = %tick.name,
-                        "timer tick not started: past the admission deadline");
-                    return;
-                }
-                let ctx = TimerContext {
-                    id: table.object.to_string(),
-                    kind: tick.kind,
-                    timers: Timers::of(&table),
-                };
-                if let Err(e) = on_timer(state, ctx, &tick.name).await {
-                    tracing::warn!(object = %table.object, timer = %tick.name, error = %e,
-                        "timer handler failed");
-                }
-                TimerCounters::bump(&table.counters().ran);
-            })
-        });
+        let job = tick_job(
+            Arc::clone(&self.timers),
+            self.door.clone(),
+            self.turn.lock().clone(),
+            Arc::clone(&self.on_timer),
+            tick,
+        );
         self.activation.submit(cost, job)
     }
 }

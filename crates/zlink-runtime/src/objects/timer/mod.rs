@@ -41,6 +41,7 @@ mod limits;
 pub(crate) mod table;
 #[cfg(test)]
 mod tests;
+pub(crate) mod tick;
 pub(crate) mod wire;
 
 pub use context::{TimerContext, TimerHandle, TimerKind, Timers};
@@ -48,5 +49,5 @@ pub use limits::{
     DEFAULT_MAX_TIMERS_PER_OBJECT, DEFAULT_MIN_TIMER_PERIOD, MAX_MAX_TIMERS_PER_OBJECT,
     MAX_MIN_TIMER_PERIOD, MIN_MIN_TIMER_PERIOD, TimerLimits,
 };
-pub(crate) use limits::{TimerConfig, TimerCounters};
+pub(crate) use limits::TimerConfig;
 pub(crate) use table::{TickSink, TimerTable};
