@@ -16,7 +16,9 @@ pub use crate::mesh::node::{
 };
 pub use crate::objects::{
     CreationDecision, DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS,
-    DEFAULT_CREATE_DEADLINE, ReadinessMode, RelocationChoice, RelocationConfigError, SpotExecution,
+    DEFAULT_CREATE_DEADLINE, DEFAULT_MAX_TIMERS_PER_OBJECT, DEFAULT_MIN_TIMER_PERIOD,
+    MAX_MAX_TIMERS_PER_OBJECT, MAX_MIN_TIMER_PERIOD, MIN_MIN_TIMER_PERIOD, ReadinessMode,
+    RelocationChoice, RelocationConfigError, SpotExecution, TimerLimits,
 };
 pub use zlink_codec::records::ObjectRole;
 pub use zlink_transport::{MeshTls, MeshTlsError, MeshTlsErrorKind, SecurityIdentity};

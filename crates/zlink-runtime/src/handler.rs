@@ -8,9 +8,10 @@ pub use crate::messaging::{
     ERROR_REPLY_TAG, ErrorMessage, ErrorReply, FilterContext, FramePart, HandlerKey, InboundReply,
     InboundTarget, InternalError, InvalidCall, InvalidText, MetadataBuilder, NodeContext,
     NodeHandler, ObjectRelocationRefusal, OutboundMessage, PacketName, PayloadError,
-    RelocationStoreError, RouteKind, UnavailableReason, Unconfigured, decode_reply,
+    RelocationStoreError, RouteKind, TimerError, UnavailableReason, Unconfigured, decode_reply,
 };
 pub use crate::objects::{
     ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,
-    FactoryContext, InstanceCall, RelocationReady, RelocationReadyOutcome,
+    FactoryContext, InstanceCall, RelocationReady, RelocationReadyOutcome, TimerContext,
+    TimerHandle, TimerKind, Timers,
 };

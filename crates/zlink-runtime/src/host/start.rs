@@ -382,6 +382,7 @@ async fn start_node(
                 .with_relocation_options(n.relocation_options().clone())
                 .with_activation_concurrency(n.activation_concurrency())
                 .with_limits(n.capacity_limits().clone())
+                .with_timer_limits(n.timer_limits())
                 .with_host_state(life.subscribe()),
             );
             let for_command = Arc::clone(&host);

@@ -444,6 +444,9 @@ pub enum ZLinkError {
     /// `InvalidOperation`.
     #[error(transparent)]
     InvalidCall(InvalidCall),
+    /// An object timer was not started: the kind is [`TimerError::kind`](super::TimerError::kind).
+    #[error(transparent)]
+    Timer(#[from] super::TimerError),
 }
 
 impl ZLinkError {
@@ -491,6 +494,7 @@ impl ZLinkError {
             Self::CompletionLost => ErrorKind::DataLost,
             Self::NotConfigured(_) => ErrorKind::NotConfigured,
             Self::InvalidCall(_) => ErrorKind::InvalidOperation,
+            Self::Timer(e) => e.kind(),
         }
     }
 

@@ -24,6 +24,7 @@ mod frame;
 mod handler;
 mod metadata;
 mod packet;
+mod timer_error;
 
 #[cfg(test)]
 mod tests;
@@ -50,3 +51,4 @@ pub(crate) use frame::{Correlation, DispatchOutcome, InboundFrame, ReplyExpectat
 pub use handler::{BoxFuture, HandlerKey, NodeHandler};
 pub use metadata::{Metadata, MetadataBuilder};
 pub use packet::{Message, PacketName, Request};
+pub use timer_error::TimerError;

@@ -249,6 +249,7 @@ impl ObjectHost {
             request: request.clone(),
             mesh: self.mesh.clone(),
             routing_id: self.rid.clone(),
+            timers: Default::default(),
         };
         let creation = CreationContext {
             id: ctx.id.clone(),
@@ -381,6 +382,8 @@ impl ObjectHost {
                 .await
             {
                 Ok(Outcome::Applied(ready)) => {
+                    // Live: the timers its factory started tick from here.
+                    live.timers().resume();
                     self.insert_live(
                         (ready.kind().authority_kind(), ready.id().clone()),
                         live,
@@ -518,6 +521,8 @@ impl ObjectHost {
                         && ready.owner() == handle.owner() =>
                 {
                     // The commit applied; only its reply was lost.
+                    // Live: the timers its factory started tick from here.
+                    live.timers().resume();
                     self.insert_live(
                         (ready.kind().authority_kind(), ready.id().clone()),
                         live,

@@ -8,15 +8,17 @@
 
 use std::sync::Arc;
 
+use super::timer::{TimerConfig, TimerLimits};
 use zlink_codec::{MeshName, RoutingId};
 
 use crate::messaging::{UnavailableReason, ZLinkError};
-use zlink_location::LocationRuntime;
+use zlink_location::{AdmissionOp, LocationRuntime};
 
-/// A cheap handle to the host's admission gate (clones share it), and which node it is the
-/// door of (the node a handler that passed it runs on).
+/// A cheap handle to the host's admission gate (clones share it), which node it is the door
+/// of (the node a handler that passed it runs on), and the node's timer limits and counters, so
+/// every activation built through the door shares them.
 #[derive(Clone)]
-pub(crate) struct Door(Option<Arc<LocationRuntime>>, RunsOn);
+pub(crate) struct Door(Option<Arc<LocationRuntime>>, RunsOn, TimerConfig);
 
 /// The MeshName and routing id of the node an object handler runs on (`MessageContext`).
 #[derive(Debug, Clone, Default)]
@@ -32,14 +34,18 @@ impl RunsOn {
 impl Door {
     /// The door of the node `(mesh, rid)` whose host's location runtime is `location`.
     pub(crate) fn new(location: Arc<LocationRuntime>, mesh: MeshName, rid: RoutingId) -> Self {
-        Self(Some(location), RunsOn(Some(Arc::new((mesh, rid)))))
+        Self(
+            Some(location),
+            RunsOn(Some(Arc::new((mesh, rid)))),
+            TimerConfig::default(),
+        )
     }
 
     /// A door without a gate, always open (activations built by unit tests with no location
     /// runtime).
     #[cfg(test)]
     pub(crate) fn unguarded() -> Self {
-        Self(None, RunsOn::default())
+        Self(None, RunsOn::default(), TimerConfig::default())
     }
 
     /// The node this is the door of.
@@ -47,9 +53,34 @@ impl Door {
         self.1.clone()
     }
 
+    /// The same door with the node's validated timer limits (fresh counters).
+    pub(crate) fn with_timers(self, limits: TimerLimits) -> Self {
+        Self(self.0, self.1, TimerConfig::new(limits))
+    }
+
+    /// The node's timer limits and counters.
+    pub(crate) fn timers(&self) -> &TimerConfig {
+        &self.2
+    }
+
     /// Whether new object work may start now.
     pub(crate) fn is_open(&self) -> bool {
         self.0.as_ref().is_none_or(|l| l.is_admitting())
+    }
+
+    /// Asks the admission gate for a timer tick's start (`AdmissionOp::TimerStart`, spec 21
+    /// §5): past the deadline the `Unavailable` refusal.
+    pub(crate) fn admit_timer(&self) -> Result<(), ZLinkError> {
+        match &self.0 {
+            None => Ok(()),
+            Some(l) => match l.admit(AdmissionOp::TimerStart) {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    tracing::debug!(error = %e, "timer tick refused by the admission gate");
+                    Err(refused())
+                }
+            },
+        }
     }
 
     /// `Ok` while new object work may start; past the deadline the `Unavailable` refusal.

@@ -178,6 +178,7 @@ pub(crate) fn prepare(
             metadata,
             relocation: Default::default(),
             node: Default::default(),
+            timers: Default::default(),
         },
     };
     Ok((id, call, cost))

@@ -14,8 +14,11 @@ use super::door::Door;
 use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
     CaptureFn, CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall,
-    ObjectOutput, TypedObject,
+    ObjectOutput, TimerFn, TypedObject,
 };
+use super::timer::table::Tick;
+use super::timer::tick::tick_job;
+use super::timer::{TickSink, TimerTable, Timers};
 use crate::messaging::{BoxError, BoxFuture, RouteKind, ZLinkError};
 
 /// How building an activation ended.
@@ -88,6 +91,8 @@ pub(crate) trait ErasedType: Send + Sync {
     /// Runs the factory and, for a Spot with a creation callback, the callback on the new
     /// state; when approved, starts the activation (mailbox of `jobs` jobs and `bytes` bytes;
     /// every turn taken under `turn` when one is given; every message job passing `door`).
+    /// Its timers (the factory's) are armed but tick only once the caller makes it live
+    /// (`TimerTable::resume`, after the creation commit).
     fn build(
         &self,
         ctx: FactoryContext,
@@ -168,6 +173,9 @@ pub(crate) trait LiveObject: Send + Sync {
     /// calling the adapter: a `PerActor` Spot's authority transition moves no state. The
     /// activation keeps running.
     fn settle(&self) -> BoxFuture<'static, Result<(), ZLinkError>>;
+
+    /// The activation's timers (a move suspends, snapshots, restores and resumes them).
+    fn timers(&self) -> Arc<TimerTable>;
 }
 
 impl<T: Send + 'static> ErasedType for TypedObject<T> {
@@ -183,12 +191,16 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let callback = self.callback.clone();
         let capture = self.capture.clone();
         let lifecycle = self.lifecycle.clone();
+        let on_timer = Arc::clone(&self.on_timer);
         Box::pin(async move {
             let Some(factory) = factory else {
                 return Built::Failed {
                     error: "the type has no factory".into(),
                 };
             };
+            let timers = TimerTable::new(door.timers().clone(), &ctx.id);
+            let mut ctx = ctx;
+            ctx.timers = Timers::of(&timers);
             let creation = CreationContext {
                 id: ctx.id.clone(),
                 stable_type: ctx.stable_type.clone(),
@@ -215,8 +227,9 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 },
             };
-            let parts = (handlers, codecs, capture, lifecycle);
-            let live = LiveInstance::start(state, (mailbox, door), parts, turn);
+            let parts = (handlers, codecs, capture, lifecycle, on_timer);
+            // Its timers tick once the activation is made live (the creation commit).
+            let live = LiveInstance::start(state, (mailbox, door), parts, turn, timers);
             Built::Approved { live, reply }
         })
     }
@@ -233,21 +246,33 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let capture = self.capture.clone();
         let restore = self.restore.clone();
         let lifecycle = self.lifecycle.clone();
+        let on_timer = Arc::clone(&self.on_timer);
+        let timer_config = mailbox.1.timers().clone();
         Box::pin(async move {
             let Some(factory) = factory else {
                 return Built::Failed {
                     error: "the type has no factory".into(),
                 };
             };
-            let built = |ctx: FactoryContext| {
+            // Each factory run gets a table of its own: a discarded instance's timers go
+            // with it.
+            let built = |mut ctx: FactoryContext| {
                 let factory = Arc::clone(&factory);
+                let timers = TimerTable::new(timer_config.clone(), &ctx.id);
+                ctx.timers = Timers::of(&timers);
                 async move {
-                    factory(ctx).await.map_err(|e| Built::Failed {
-                        error: format!("the factory failed: {e}"),
-                    })
+                    match factory(ctx).await {
+                        Ok(s) => Ok((s, timers)),
+                        Err(e) => {
+                            timers.close();
+                            Err(Built::Failed {
+                                error: format!("the factory failed: {e}"),
+                            })
+                        }
+                    }
                 }
             };
-            let mut state = match built(ctx.clone()).await {
+            let (mut state, mut timers) = match built(ctx.clone()).await {
                 Ok(s) => s,
                 Err(failed) => return failed,
             };
@@ -274,7 +299,8 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                             attempt += 1;
                             // The failed instance is discarded and a new one created (21 §9.2).
                             drop(state);
-                            state = match built(ctx.clone()).await {
+                            timers.close();
+                            (state, timers) = match built(ctx.clone()).await {
                                 Ok(s) => s,
                                 Err(failed) => return failed,
                             };
@@ -282,41 +308,50 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 };
             }
-            let parts = (handlers, codecs, capture, lifecycle);
-            let live = LiveInstance::start(state, mailbox, parts, None);
+            let parts = (handlers, codecs, capture, lifecycle, on_timer);
+            // Hidden until the move commits: its timers tick once dispatch opens.
+            let live = LiveInstance::start(state, mailbox, parts, None, timers);
             Built::Approved { live, reply: None }
         })
     }
 }
 
 /// What a live activation runs with besides its state: handlers, codecs, the adapter's
-/// capture and the lifecycle callbacks.
+/// capture, the lifecycle callbacks and the timer handler.
 type Parts<T> = (
     Arc<HandlerTable<T>>,
     Registry,
     Option<CaptureFn<T>>,
     Lifecycle<T>,
+    TimerFn<T>,
 );
 
 impl<T: Send + 'static> LiveInstance<T> {
     fn start(
         state: T,
         (mailbox, door): ((usize, usize), Door),
-        (handlers, codecs, capture, lifecycle): Parts<T>,
+        (handlers, codecs, capture, lifecycle, on_timer): Parts<T>,
         turn: Option<Turn>,
+        timers: Arc<TimerTable>,
     ) -> Arc<dyn LiveObject> {
         let task = Activation::spawn(state, mailbox.0, mailbox.1);
         let readiness = lifecycle.signaled.then(|| Arc::new(Readiness::default()));
-        Arc::new(LiveInstance {
-            activation: task.activation().clone(),
-            task: Mutex::new(Some(task)),
-            door,
-            handlers,
-            codecs,
-            turn: Mutex::new(turn),
-            capture,
-            lifecycle,
-            readiness,
+        Arc::new_cyclic(|me: &std::sync::Weak<LiveInstance<T>>| {
+            let sink: std::sync::Weak<dyn TickSink> = me.clone();
+            timers.attach(sink);
+            LiveInstance {
+                activation: task.activation().clone(),
+                task: Mutex::new(Some(task)),
+                door,
+                handlers,
+                codecs,
+                turn: Mutex::new(turn),
+                capture,
+                lifecycle,
+                readiness,
+                timers: Arc::clone(&timers),
+                on_timer,
+            }
         })
     }
 }
@@ -333,6 +368,23 @@ struct LiveInstance<T> {
     lifecycle: Lifecycle<T>,
     /// The relocation boundary (an `ApplicationSignaled` `SpotWide` User Spot only).
     readiness: Option<Arc<Readiness>>,
+    /// The activation's timers.
+    timers: Arc<TimerTable>,
+    on_timer: TimerFn<T>,
+}
+
+impl<T: Send + 'static> TickSink for LiveInstance<T> {
+    fn submit_tick(&self, tick: Tick) -> Result<(), SubmitError> {
+        let cost = crate::mesh::node::job_cost(tick.name.len(), 0);
+        let job = tick_job(
+            Arc::clone(&self.timers),
+            self.door.clone(),
+            self.turn.lock().clone(),
+            Arc::clone(&self.on_timer),
+            tick,
+        );
+        self.activation.submit(cost, job)
+    }
 }
 
 impl<T: Send + 'static> LiveInstance<T> {
@@ -355,6 +407,7 @@ impl<T: Send + 'static> LiveInstance<T> {
         let readiness = self.readiness.clone();
         call.context.relocation = super::lifecycle::RelocationReady(readiness.clone());
         call.context.node = self.door.runs_on();
+        call.context.timers = Timers::of(&self.timers);
         let ready = self.lifecycle.ready.clone();
         let Some(handler) = self
             .handlers
@@ -465,6 +518,12 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
+        // Every timer is cancelled once, before the accepted jobs finish (a queued tick of a
+        // cancelled timer does not run).
+        let cancelled = self.timers.close();
+        if cancelled > 0 {
+            tracing::debug!(object = %self.timers.object, cancelled, "timers cancelled at close");
+        }
         let task = self.task.lock().take();
         Box::pin(async move {
             if let Some(t) = task {
@@ -544,6 +603,10 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
 
     fn readiness(&self) -> Option<Arc<Readiness>> {
         self.readiness.clone()
+    }
+
+    fn timers(&self) -> Arc<TimerTable> {
+        Arc::clone(&self.timers)
     }
 
     fn settle(&self) -> BoxFuture<'static, Result<(), ZLinkError>> {
@@ -639,6 +702,7 @@ mod tests {
             request: None,
             mesh: zlink_codec::MeshName::new("game").expect("mesh"),
             routing_id: zlink_codec::RoutingId::new(vec![1]).expect("rid"),
+            timers: Default::default(),
         };
         let built = r
             .erased

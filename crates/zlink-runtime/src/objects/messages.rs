@@ -180,6 +180,7 @@ impl ObjectClient {
                 metadata,
                 relocation: Default::default(),
                 node: Default::default(),
+                timers: Default::default(),
             },
         }
     }

@@ -45,6 +45,10 @@
 //!   gate when it is submitted and again when it starts, and a factory's activation is
 //!   confirmed and made live only through it; past the local admission deadline the caller
 //!   gets `Unavailable` (`AdmissionClosed`) and nothing runs. The check is lock-free.
+//! - **Timers** (`timer/`, spec 21 §1, §1.2, §5; 06 §11): one-shot and periodic timers by
+//!   name from the factory, a handler or a tick; a tick is a job of the activation (one turn,
+//!   the bounded mailbox) that asks the admission gate for `TimerStart`; the activation's
+//!   close cancels its timers once; a move carries them (see the `timer` module doc).
 //! - **Membership** (kept in the Actor's authority record): the placing node's Entry Spot, or
 //!   the User Spot an Actor was created into (`in_spot`, placed on the Spot's node) or joined
 //!   on the same node ([`ActorManager::join`], a Preserve CAS; the activation stays). A member
@@ -148,6 +152,7 @@ mod routes;
 mod spots;
 #[cfg(feature = "testing")]
 pub(crate) mod testing;
+pub(crate) mod timer;
 
 pub use call::{CreateCall, Created, CreatedRef};
 pub use client::DEFAULT_CREATE_DEADLINE;
@@ -165,3 +170,8 @@ pub use registration::{
 pub(crate) use registration::{EntryCallback, EntryClosing, Registration};
 pub use relocation_options::{DEFAULT_RELOCATE_DEADLINE, RelocationConfigError, RelocationOptions};
 pub use spots::SpotManager;
+pub use timer::{
+    DEFAULT_MAX_TIMERS_PER_OBJECT, DEFAULT_MIN_TIMER_PERIOD, MAX_MAX_TIMERS_PER_OBJECT,
+    MAX_MIN_TIMER_PERIOD, MIN_MIN_TIMER_PERIOD, TimerContext, TimerHandle, TimerKind, TimerLimits,
+    Timers,
+};

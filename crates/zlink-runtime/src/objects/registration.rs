@@ -28,10 +28,31 @@ use crate::messaging::{
 };
 
 /// An Actor's state, built by its type's factory once per activation.
-pub trait Actor: Send + 'static {}
+pub trait Actor: Send + 'static {
+    /// Runs one tick of the timer `name` (a job of the activation, like a message; see
+    /// [`Timers`](super::Timers)). The default does nothing; an error is logged.
+    fn on_timer<'a>(
+        &'a mut self,
+        ctx: super::TimerContext,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let _ = (ctx, name);
+        Box::pin(async { Ok(()) })
+    }
+}
 
 /// A Spot's state, built by its type's factory once per activation.
-pub trait Spot: Send + 'static {}
+pub trait Spot: Send + 'static {
+    /// Runs one tick of the timer `name` (as [`Actor::on_timer`]). The default does nothing.
+    fn on_timer<'a>(
+        &'a mut self,
+        ctx: super::TimerContext,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let _ = (ctx, name);
+        Box::pin(async { Ok(()) })
+    }
+}
 
 /// Captures an Actor's state for a move and restores it on the target (spec 06 §17).
 ///
@@ -155,6 +176,8 @@ pub struct FactoryContext {
     pub mesh: zlink_codec::MeshName,
     /// The routing id of the node that builds the object.
     pub routing_id: zlink_codec::RoutingId,
+    /// The new activation's timers (`FactoryContext::timers`).
+    pub(crate) timers: super::Timers,
 }
 
 type Factory<T> =
@@ -175,6 +198,8 @@ pub struct MessageContext {
     pub(crate) relocation: super::lifecycle::RelocationReady,
     /// The node that runs the handler (set when the activation queues the message).
     pub(crate) node: super::door::RunsOn,
+    /// The activation's timers (`MessageContext::timers`; set when the job is queued).
+    pub(crate) timers: super::Timers,
 }
 
 impl MessageContext {
@@ -610,6 +635,13 @@ pub(crate) type CaptureFn<T> = Arc<dyn Fn(&T) -> Result<Bytes, BoxError> + Send 
 /// An adapter's restore with the state type known.
 pub(crate) type RestoreFn<T> = Arc<dyn Fn(Bytes) -> Result<T, BoxError> + Send + Sync>;
 
+/// A type's timer handler ([`Actor::on_timer`] / [`Spot::on_timer`]) with the state type known.
+pub(crate) type TimerFn<T> = Arc<
+    dyn for<'a> Fn(&'a mut T, super::TimerContext, &'a str) -> BoxFuture<'a, Result<(), BoxError>>
+        + Send
+        + Sync,
+>;
+
 /// The typed side of one registered Actor or Spot type.
 pub(crate) struct TypedObject<T: Send + 'static> {
     pub(crate) factory: Option<Factory<T>>,
@@ -621,6 +653,8 @@ pub(crate) struct TypedObject<T: Send + 'static> {
     pub(crate) callback: Option<SpotCallback<T>>,
     /// The Spot's lifecycle callbacks (none for an Actor).
     pub(crate) lifecycle: Lifecycle<T>,
+    /// The type's timer handler.
+    pub(crate) on_timer: TimerFn<T>,
 }
 
 impl Registration {
@@ -641,6 +675,7 @@ impl Registration {
             handlers: Arc::new(t.handlers),
             callback: None,
             lifecycle: Lifecycle::default(),
+            on_timer: Arc::new(|a: &mut A, ctx, name| a.on_timer(ctx, name)),
         });
         Self {
             kind: ObjectKind::Actor,
@@ -676,6 +711,7 @@ impl Registration {
             handlers: Arc::new(t.handlers),
             callback: t.callback,
             lifecycle,
+            on_timer: Arc::new(|s: &mut S, ctx, name| s.on_timer(ctx, name)),
         });
         Self {
             kind,

@@ -393,6 +393,7 @@ mod tests {
                     metadata: crate::messaging::Metadata::empty(),
                     relocation: Default::default(),
                     node: Default::default(),
+                    timers: Default::default(),
                 },
             },
             cost: 1,

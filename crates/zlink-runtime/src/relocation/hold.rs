@@ -232,6 +232,9 @@ impl Relocations {
                 self.resubmit(key, m, live);
             }
         }
+        drop(gates);
+        // A cancelled move: the timers tick again from where the seal stopped them.
+        live.timers().resume();
     }
 
     /// After relay-ready: takes the held messages that came from other nodes, in hold order,
@@ -412,6 +415,7 @@ mod tests {
                     metadata: Metadata::empty(),
                     relocation: Default::default(),
                     node: Default::default(),
+                    timers: Default::default(),
                 },
             },
             cost,

@@ -31,7 +31,10 @@
 //! 4. **capture** (RecreateOnRelocation: no payload; PreserveStateWith: the adapter's bytes,
 //!    at most 64 MiB — the unit checks the bound), record **Captured**, then send the Restore
 //!    header and its chunks over the command plane, in order on the one peer connection, and
-//!    ask the target to prepare;
+//!    ask the target to prepare. The participants' timers stopped ticking at the seal; after
+//!    the capture their names, kinds, periods and next due times go in the Restore command
+//!    (docs/formats.md §13), and the target arms them on the hidden instance and starts them
+//!    as its dispatch opens (a cancelled move resumes them on the source);
 //! 5. the **target** registers a temporary queue when the Restore arrives, assembles
 //!    (binding-checked, CRC-32C verified), builds the instance (the factory; then the
 //!    adapter's restore for PreserveStateWith) without exposing it, and answers (the unit's

@@ -154,6 +154,7 @@ impl Shape {
         header: &Bytes,
         reservation: zlink_location::ReservationWire,
         checksum: &[u8],
+        timers: &[Vec<crate::objects::timer::wire::TimerWire>],
     ) -> Result<Bytes, ZLinkError> {
         match self {
             Self::Single {
@@ -169,6 +170,7 @@ impl Shape {
                     crate::relocation::invariant("a unit of a kind that does not move")
                 })?,
                 per_actor: per_actor.clone(),
+                timers: timers.first().cloned().unwrap_or_default(),
             }),
             Self::SpotWide(s) => wire::encode(&aggregate::RestoreCommand {
                 header: header.to_vec(),
@@ -176,6 +178,7 @@ impl Shape {
                 root: s.root.clone(),
                 checksum: checksum.to_vec(),
                 reservation,
+                timers: timers.to_vec(),
             }),
         }
     }

@@ -81,6 +81,10 @@ pub(crate) struct RestoreCommand {
     /// The `PerActor` User Spot move this unit belongs to (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) per_actor: Option<PerActorPart>,
+    /// The object's timers as the source's capture left them (docs/formats.md, *Timers in
+    /// the Restore*; absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timers: Vec<crate::objects::timer::wire::TimerWire>,
 }
 
 /// Which part of a `PerActor` User Spot move a unit is (spec 21 §8.2): the Spot authority

@@ -427,6 +427,28 @@ pub enum StartupError {
         /// Why.
         reason: &'static str,
     },
+    /// `max_timers_per_object` outside 1..=`MAX_MAX_TIMERS_PER_OBJECT`.
+    #[error("MeshNode `{mesh}` max_timers_per_object {value} is outside 1..={max}")]
+    MaxTimersOutOfRange {
+        /// The mesh.
+        mesh: MeshName,
+        /// The value given.
+        value: usize,
+        /// The largest value allowed.
+        max: usize,
+    },
+    /// `min_timer_period` outside `MIN_MIN_TIMER_PERIOD..=MAX_MIN_TIMER_PERIOD`.
+    #[error("MeshNode `{mesh}` min_timer_period {value:?} is outside {min:?}..={max:?}")]
+    MinTimerPeriodOutOfRange {
+        /// The mesh.
+        mesh: MeshName,
+        /// The value given.
+        value: std::time::Duration,
+        /// The smallest value allowed.
+        min: std::time::Duration,
+        /// The largest value allowed.
+        max: std::time::Duration,
+    },
     /// An application mailbox bound outside its range: jobs 1..=2^31-1, bytes 1..=2^62
     /// (spec 06 §11: both axes are bounded).
     #[error("MeshNode `{mesh}` mailbox {axis} bound {value} is outside 1..={max}")]
@@ -568,6 +590,8 @@ impl StartupError {
             | E::CapacityLimitOutOfRange { .. }
             | E::ActivationConcurrencyOutOfRange { .. }
             | E::MailboxLimitOutOfRange { .. }
+            | E::MaxTimersOutOfRange { .. }
+            | E::MinTimerPeriodOutOfRange { .. }
             | E::ApplicationVersionOutOfRange { .. } => K::OutOfRange,
             E::InvalidPacketName { .. }
             | E::InvalidRoutingIdPrefix { .. }

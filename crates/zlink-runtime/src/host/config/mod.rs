@@ -39,6 +39,7 @@ mod hosted;
 mod node;
 mod plan;
 mod root;
+mod timer_limits;
 mod validate;
 
 #[cfg(test)]

@@ -93,6 +93,7 @@ pub struct MeshNodeBuilder<H> {
     pub(crate) route_cache_max_age: Option<Duration>,
     pub(crate) message_follow_duration: Option<Duration>,
     pub(crate) mailbox: (i64, i64),
+    pub(crate) timer_limits: crate::objects::TimerLimits,
     pub(crate) object_types: Vec<crate::objects::Registration>,
     pub(crate) entry_callbacks: Vec<crate::objects::EntryCallback>,
     pub(crate) entry_closing: Option<crate::objects::EntryClosing>,
@@ -122,6 +123,7 @@ impl<H> MeshNodeBuilder<H> {
                 i64::from(crate::mesh::node::DEFAULT_MAILBOX_JOBS),
                 crate::mesh::node::DEFAULT_MAILBOX_BYTES as i64,
             ),
+            timer_limits: crate::objects::TimerLimits::default(),
             object_types: Vec::new(),
             entry_callbacks: Vec::new(),
             entry_closing: None,
@@ -219,6 +221,19 @@ impl<H> MeshNodeBuilder<H> {
     /// frames wait for room, which holds back the sender through the transport's credit.
     pub fn mailbox_limits(mut self, jobs: i64, bytes: i64) -> Self {
         self.mailbox = (jobs, bytes);
+        self
+    }
+
+    /// The timer bounds of this Object Server node's Actors and Spots (spec 21 §1.2; see
+    /// [`Timers`](crate::handler::Timers)): at most `max_timers_per_object` timers per object
+    /// (1..=[`MAX_MAX_TIMERS_PER_OBJECT`](crate::config::MAX_MAX_TIMERS_PER_OBJECT), default
+    /// [`DEFAULT_MAX_TIMERS_PER_OBJECT`](crate::config::DEFAULT_MAX_TIMERS_PER_OBJECT)) and no
+    /// period below `min_timer_period`
+    /// ([`MIN_MIN_TIMER_PERIOD`](crate::config::MIN_MIN_TIMER_PERIOD)..=[`MAX_MIN_TIMER_PERIOD`](crate::config::MAX_MIN_TIMER_PERIOD),
+    /// default [`DEFAULT_MIN_TIMER_PERIOD`](crate::config::DEFAULT_MIN_TIMER_PERIOD)); outside
+    /// either range the host does not start.
+    pub fn timer_limits(mut self, limits: crate::objects::TimerLimits) -> Self {
+        self.timer_limits = limits;
         self
     }
 

@@ -87,6 +87,7 @@ pub struct MeshNodePlan<H> {
     pub(crate) relocation_options: super::RelocationOptions,
     pub(crate) mailbox_jobs: usize,
     pub(crate) mailbox_bytes: usize,
+    pub(crate) timer_limits: crate::objects::TimerLimits,
     pub(crate) object_types: Vec<ObjectTypePlan>,
     pub(crate) entry_callback: Option<crate::objects::EntryCallback>,
     pub(crate) entry_closing: Option<crate::objects::EntryClosing>,
@@ -107,6 +108,11 @@ impl<H> MeshNodePlan<H> {
     /// The application mailbox bound on bytes (spec 06 §11).
     pub fn mailbox_bytes(&self) -> usize {
         self.mailbox_bytes
+    }
+
+    /// The validated timer bounds of this node's objects.
+    pub fn timer_limits(&self) -> crate::objects::TimerLimits {
+        self.timer_limits
     }
 
     /// The MeshName.

@@ -370,6 +370,7 @@ fn validate_node<H>(
         return Err(StartupError::EntryCallbackTwice { mesh });
     }
     let entry_callback = entry_callbacks.pop();
+    let timer_limits = super::timer_limits::validate(&mesh, node.timer_limits)?;
 
     Ok(MeshNodePlan {
         mesh,
@@ -390,6 +391,7 @@ fn validate_node<H>(
         relocation_options: root.relocation_options.clone(),
         mailbox_jobs: jobs as usize,
         mailbox_bytes: bytes as usize,
+        timer_limits,
         object_types,
         entry_callback,
         entry_closing: node.entry_closing,

@@ -201,6 +201,7 @@ fn deliver<M: Message>(
             metadata: Metadata::empty(),
             relocation: Default::default(),
             node: Default::default(),
+            timers: Default::default(),
         },
     };
     let (tx, rx) = tokio::sync::oneshot::channel();

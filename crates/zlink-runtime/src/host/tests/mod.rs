@@ -24,5 +24,6 @@ mod relocation;
 mod route_source;
 mod spots;
 mod store_loss;
+mod timers;
 mod tls;
 mod topology;

@@ -167,6 +167,7 @@ fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLi
                 metadata,
                 relocation: Default::default(),
                 node: Default::default(),
+                timers: Default::default(),
             },
         },
         cost,
@@ -419,6 +420,7 @@ pub(super) async fn build(
         request: None,
         mesh: host.mesh.clone(),
         routing_id: host.rid.clone(),
+        timers: Default::default(),
     };
     let built = hosted
         .erased
@@ -462,6 +464,8 @@ pub(super) async fn open_with_first(
             .err(),
         Err(e) => Some(e),
     };
+    // Live: the timers its factory started tick from here.
+    live.timers().resume();
     host.insert_live((AuthorityKind::Spot, envelope.id.clone()), live, record);
     drop(mark);
     match (refused, envelope.route) {

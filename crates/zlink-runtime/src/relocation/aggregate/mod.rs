@@ -119,6 +119,10 @@ pub(crate) struct RestoreCommand {
     pub(crate) checksum: Vec<u8>,
     /// The reservation as the source secured it.
     pub(crate) reservation: ReservationWire,
+    /// Each participant's timers, in inventory order (docs/formats.md, *Timers in the
+    /// Restore*; absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timers: Vec<Vec<crate::objects::timer::wire::TimerWire>>,
 }
 
 /// The aggregate payload: the inventory pages, then every participant's state in inventory

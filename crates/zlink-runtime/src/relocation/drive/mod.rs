@@ -10,6 +10,7 @@
 mod end;
 mod steps;
 
+use crate::objects::timer::wire::TimerWire;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +91,8 @@ pub(super) struct Move<'a> {
     permits: Option<SourcePermits>,
     /// When the source admission seal was set (the interruption starts there).
     sealed_at: Option<Instant>,
+    /// Each participant's timers as the capture left them (sent in the Restore command).
+    timers: Vec<Vec<TimerWire>>,
 }
 
 impl<'a> Move<'a> {
@@ -165,6 +168,7 @@ impl<'a> Move<'a> {
             interrupt: false,
             permits: None,
             sealed_at: None,
+            timers: Vec::new(),
         }
     }
 

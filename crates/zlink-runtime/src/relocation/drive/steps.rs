@@ -42,6 +42,11 @@ impl Move<'_> {
                 return Err(invalid("a move of this object is already running"));
             }
         }
+        // No tick starts on a sealed participant: its timers keep their due times until the
+        // capture takes them (or a cancel resumes them).
+        for p in &self.parts {
+            p.live.timers().suspend();
+        }
         self.sealed = true;
         self.sealed_at = Some(Instant::now());
         drop(boundary);
@@ -111,6 +116,12 @@ impl Move<'_> {
     /// is dropped); the payload memory then shrinks to the encoded payload.
     pub(super) async fn capture(&mut self) -> Vec<Event> {
         let captured = self.capture_states().await;
+        // Every accepted job (every queued tick) has run: the timers as they stand now move.
+        self.timers = self
+            .parts
+            .iter()
+            .map(|p| p.live.timers().snapshot())
+            .collect();
         if let Some(p) = &mut self.permits {
             p.end_capture();
         }
@@ -182,9 +193,13 @@ impl Move<'_> {
         let peer = inner.route_to(&to)?;
         let checksum = self.unit.plan().target_list();
         let reservation = reservation.to_wire().map_err(store_failure)?;
-        let body =
-            self.shape
-                .restore_command(&self.handle, &header, reservation, checksum.as_bytes())?;
+        let body = self.shape.restore_command(
+            &self.handle,
+            &header,
+            reservation,
+            checksum.as_bytes(),
+            &self.timers,
+        )?;
         inner.send_control(&peer, commands.restore, body)?;
         let relocations = &self.client.objects.relocations();
         let gate = relocations.gate(&self.client.objects.relocation_options)?;

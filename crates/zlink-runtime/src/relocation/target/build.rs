@@ -50,6 +50,7 @@ pub(super) async fn single(
         request: None,
         mesh: host.mesh.clone(),
         routing_id: host.rid.clone(),
+        timers: Default::default(),
     };
     let state = (cmd.rebuild == Rebuild::Preserve).then_some(payload);
     match hosted
@@ -64,8 +65,11 @@ pub(super) async fn single(
     {
         Built::Approved { live, .. } => Ok(Prepared {
             group: vec![Hidden {
+                live: {
+                    live.timers().restore(&cmd.timers);
+                    live
+                },
                 key: key.clone(),
-                live,
                 stable_type: zlink_codec::StableType::new(cmd.stable_type.as_str())?,
                 generation,
             }],
@@ -145,6 +149,7 @@ pub(super) async fn spot_wide(
             request: None,
             mesh: host.mesh.clone(),
             routing_id: host.rid.clone(),
+            timers: Default::default(),
         };
         match t
             .erased
@@ -158,6 +163,9 @@ pub(super) async fn spot_wide(
         {
             Built::Approved { live, .. } => {
                 live.set_turn(Some(Arc::clone(&turn)));
+                if let Some(carried) = cmd.timers.get(group.len()) {
+                    live.timers().restore(carried);
+                }
                 group.push(Hidden {
                     key: key.clone(),
                     live,

@@ -217,6 +217,8 @@ async fn opened(
     }
     for b in group {
         host.relocations().open(&b.key, b.live.as_ref());
+        // The timers the Restore carried were armed while hidden: they tick from here.
+        b.live.timers().resume();
         host.routes.forget(&b.key);
     }
     if aggregate {

@@ -14,6 +14,7 @@ mod hosted;
 mod node;
 mod objects;
 mod root;
+mod timers;
 
 fn mesh(name: &str) -> MeshName {
     MeshName::new(name).unwrap()

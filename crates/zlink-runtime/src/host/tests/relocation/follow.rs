@@ -389,6 +389,7 @@ async fn past_the_follow_window_a_stale_caller_gets_unavailable_and_nothing_is_r
             metadata: Metadata::empty(),
             relocation: Default::default(),
             node: Default::default(),
+            timers: Default::default(),
         },
     };
     let err = caller

@@ -620,6 +620,7 @@ fn knock(key: &crate::objects::host::ObjectKey) -> crate::objects::registration:
             metadata: crate::messaging::Metadata::empty(),
             relocation: Default::default(),
             node: Default::default(),
+            timers: Default::default(),
         },
     }
 }
