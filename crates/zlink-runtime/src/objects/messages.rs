@@ -74,6 +74,13 @@ impl ObjectClient {
     /// NotFound, Creating → Unavailable; neither is cached); a Ready owner is remembered in
     /// the route cache (younger than `routeCacheMaxAge`), which the callers consult first.
     async fn owner_read(&self, key: &ObjectKey) -> Result<Arc<RoutingId>, ZLinkError> {
+        self.owner_read_once(key)
+            .await
+            .map_err(|e| super::host::route_failure(key, e))
+    }
+
+    /// [`Self::owner_read`] with the Store's own errors as they are.
+    async fn owner_read_once(&self, key: &ObjectKey) -> Result<Arc<RoutingId>, ZLinkError> {
         let kind = match key.0 {
             AuthorityKind::Actor => ObjectKind::Actor,
             AuthorityKind::Spot => ObjectKind::UserSpot,

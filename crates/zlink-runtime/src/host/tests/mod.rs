@@ -19,6 +19,7 @@ mod objects;
 mod recovery;
 mod relocation;
 mod spots;
+mod store_failure;
 mod store_loss;
 mod tls;
 mod topology;
