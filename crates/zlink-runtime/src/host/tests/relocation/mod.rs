@@ -30,6 +30,7 @@ mod gate;
 mod host;
 mod instance;
 mod order;
+mod owner_change_faults;
 mod per_actor;
 mod rollback;
 mod settle;
