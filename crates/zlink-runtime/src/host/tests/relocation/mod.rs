@@ -21,6 +21,7 @@ use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
 
 mod aggregate_gate;
+mod answer_faults;
 mod attempts;
 mod callbacks;
 mod completion;
