@@ -44,6 +44,11 @@ impl ObjectClient {
         &self,
         key: &ObjectKey,
     ) -> Result<(Arc<RoutingId>, Option<zlink_transport::PeerHandle>), ZLinkError> {
+        // Earlier messages of this node still wait in the forward queue of a move that left
+        // here: this one joins them (spec 21 §1.3; delivered locally, the follow takes it).
+        if self.objects.interception.forwards_pending(key) {
+            return Ok((Arc::new(self.objects.rid.clone()), None));
+        }
         let (owner, cached) = match self.objects.routes.get(key) {
             Some(node) => (node, true),
             None => (self.owner_read(key).await?, false),

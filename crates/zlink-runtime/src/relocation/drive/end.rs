@@ -61,8 +61,14 @@ impl Move<'_> {
                 object_generation: p.generation,
             };
             let (tx, rx) = mpsc::unbounded_channel();
-            host.relocations().follow(&p.key, record.clone(), until, tx);
-            let forwarding = forward(self.client.clone(), p.key.clone(), record, rx, until);
+            let pending = host.relocations().follow(&p.key, record.clone(), until, tx);
+            let forwarding = forward(
+                self.client.clone(),
+                p.key.clone(),
+                record,
+                (rx, pending),
+                until,
+            );
             tokio::spawn(forwarding);
         }
         for p in &self.parts {

@@ -35,6 +35,7 @@ mod owner_change_faults;
 mod per_actor;
 mod rollback;
 mod settle;
+mod source_order;
 mod spot_wide;
 mod stages;
 mod store_outage;
