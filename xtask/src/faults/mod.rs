@@ -1,7 +1,9 @@
 //! `cargo xtask faults`: the process-level fault suite (issue "one owner and nothing lost under
 //! faults"). Each scenario starts a private `redis-server` on a free loopback port and three
 //! `mesh_node` Object Server processes (`crates/zlink-runtime/examples/mesh_node`) over it with
-//! short leases (TTL 3 s, renew every 500 ms within 500 ms, fencing margin 1 s), creates the
+//! short leases (TTL 3 s, renew every 500 ms within 500 ms, fencing margin 1 s; one scenario
+//! runs the default leases of spec 21 §5 instead: TTL 15 s, renew every 5 s within 3 s,
+//! fencing margin 5 s), creates the
 //! counter Actors from the first node, and has it drive one sequential loop of `Probe`
 //! requests per Actor while the fault is injected from outside (`kill -9`, SIGSTOP / SIGCONT of
 //! a node or of the `redis-server`, foreign data written under the key prefix, a Redis restart
@@ -29,12 +31,40 @@ use std::time::{Duration, Instant};
 use check::Fenced;
 use procs::{Node, Redis, signal};
 
-/// The lease timings of every node (ms).
-const TTL_MS: u64 = 3_000;
-const RENEW_MS: u64 = 500;
-const RENEW_TIMEOUT_MS: u64 = 500;
-const FENCING_MS: u64 = 1_000;
+/// The lease timings of a scenario's nodes (ms).
+#[derive(Debug, Clone, Copy)]
+struct Leases {
+    ttl: u64,
+    renew: u64,
+    renew_timeout: u64,
+    fencing: u64,
+    /// Whether the nodes are given these timings as flags; `false`: they run the runtime's
+    /// defaults, which these values are.
+    flags: bool,
+}
+
+/// The short leases most scenarios run with.
+const SHORT_LEASES: Leases = Leases {
+    ttl: 3_000,
+    renew: 500,
+    renew_timeout: 500,
+    fencing: 1_000,
+    flags: true,
+};
+
+/// The default leases (spec 21 §5; `LocationOptions::default()`), given as no flag at all.
+const DEFAULT_LEASES: Leases = Leases {
+    ttl: 15_000,
+    renew: 5_000,
+    renew_timeout: 3_000,
+    fencing: 5_000,
+    flags: false,
+};
+
 const POLLING_MS: u64 = 200;
+
+/// How long the driver waits for every Redis client to be connected again after a restart.
+const RECONNECT_LIMIT: Duration = Duration::from_secs(10);
 
 /// The time from the load's start to the fault.
 const FAULT_AT: Duration = Duration::from_secs(3);
@@ -43,8 +73,10 @@ const FAULT_AT: Duration = Duration::from_secs(3);
 const PAUSE_MS: u64 = 250;
 const PROBE_TIMEOUT_MS: u64 = 2_000;
 
-/// How long every Actor has to answer again after the heal (lease TTL + 5 s).
-const REACH_WITHIN_MS: u128 = TTL_MS as u128 + 5_000;
+/// How long every Actor has to answer again after the heal: lease TTL + 5 s.
+fn reach_within_ms(leases: Leases) -> u128 {
+    u128::from(leases.ttl) + 5_000
+}
 
 /// `redis-restart-mid-relocate`: how long after the host Relocate starts the `redis-server`
 /// is killed (by default; `--relocate-lead-ms`), and the Relocate's deadline.
@@ -66,6 +98,9 @@ enum Scenario {
     RedisStall,
     /// `kill -9` of the `redis-server` and a restart 2 s later, with AOF (`appendfsync always`).
     RedisRestartAof,
+    /// The same with the default leases (TTL 15 s): the outage is far inside the fencing
+    /// window, so nothing may be refused for the lease and nothing lost.
+    RedisRestartAofDefaultLeases,
     /// The same without persistence: the Store comes back empty.
     RedisRestartEmpty,
     /// A wrong-typed key and a garbage record under the key prefix.
@@ -76,11 +111,12 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 7] = [
+    const ALL: [Scenario; 8] = [
         Scenario::OwnerKill,
         Scenario::OwnerStall,
         Scenario::RedisStall,
         Scenario::RedisRestartAof,
+        Scenario::RedisRestartAofDefaultLeases,
         Scenario::RedisRestartEmpty,
         Scenario::ForeignKeys,
         Scenario::RedisRestartMidRelocate,
@@ -92,6 +128,7 @@ impl Scenario {
             Scenario::OwnerStall => "owner-stall",
             Scenario::RedisStall => "redis-stall",
             Scenario::RedisRestartAof => "redis-restart-aof",
+            Scenario::RedisRestartAofDefaultLeases => "redis-restart-aof-default-leases",
             Scenario::RedisRestartEmpty => "redis-restart-empty",
             Scenario::ForeignKeys => "foreign-keys",
             Scenario::RedisRestartMidRelocate => "redis-restart-mid-relocate",
@@ -107,16 +144,38 @@ impl Scenario {
         !matches!(self, Scenario::RedisRestartEmpty)
     }
 
+    /// The scenario's lease timings.
+    fn leases(self) -> Leases {
+        match self {
+            Scenario::RedisRestartAofDefaultLeases => DEFAULT_LEASES,
+            _ => SHORT_LEASES,
+        }
+    }
+
+    /// Whether the scenario restarts the `redis-server` (and measures the reconnect).
+    fn restarts_redis(self) -> bool {
+        matches!(
+            self,
+            Scenario::RedisRestartAof
+                | Scenario::RedisRestartAofDefaultLeases
+                | Scenario::RedisRestartEmpty
+                | Scenario::RedisRestartMidRelocate
+        )
+    }
+
     /// How long the load runs: the fault, its duration, the recovery window and a margin.
     fn window(self, lead: Duration) -> Duration {
+        let ttl = self.leases().ttl;
         let fault = match self {
-            Scenario::OwnerStall => Duration::from_millis(TTL_MS + 2_000),
+            Scenario::OwnerStall => Duration::from_millis(ttl + 2_000),
             Scenario::RedisStall => Duration::from_millis(2_500),
-            Scenario::RedisRestartAof | Scenario::RedisRestartEmpty => Duration::from_secs(2),
+            Scenario::RedisRestartAof
+            | Scenario::RedisRestartAofDefaultLeases
+            | Scenario::RedisRestartEmpty => Duration::from_secs(2),
             Scenario::RedisRestartMidRelocate => lead + Duration::from_secs(2),
             Scenario::OwnerKill | Scenario::ForeignKeys => Duration::ZERO,
         };
-        FAULT_AT + fault + Duration::from_millis(TTL_MS + 5_000 + 2_000)
+        FAULT_AT + fault + Duration::from_millis(ttl + 5_000 + 2_000)
     }
 }
 
@@ -167,9 +226,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         rows.push(row);
     }
     println!(
-        "| scenario | ok | errors by kind | lost | doubles | late | count breaks | unreachable | recovery p50 / max | relocate | capacity breaks | keys left | shutdown | result |"
+        "| scenario | ok | errors by kind | lost | doubles | late | count breaks | unreachable | recovery p50 / max | reconnect | relocate | capacity breaks | keys left | shutdown | result |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!("{}", r.line());
     }
@@ -192,6 +251,9 @@ struct Row {
     verdict: check::Verdict,
     /// The host Relocate's result (`redis-restart-mid-relocate`), else `-`.
     relocate: String,
+    /// How long after a `redis-server` restart every client was connected again (ms), else
+    /// `-`.
+    reconnect: String,
     /// Capacity rows that do not add up to the live activations.
     capacity: usize,
     /// Keys left after the shutdown that are not documented as staying.
@@ -207,6 +269,7 @@ impl Row {
             scenario,
             verdict: check::Verdict::default(),
             relocate: "-".into(),
+            reconnect: "-".into(),
             capacity: 0,
             keys_left: 0,
             shutdown: "-".into(),
@@ -219,7 +282,7 @@ impl Row {
         let v = &self.verdict;
         let errors: Vec<String> = v.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
         format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} ms | {} | {} | {} | {} | {}{} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} ms | {} | {} | {} | {} | {} | {}{} |",
             self.scenario.name(),
             v.ok,
             if errors.is_empty() {
@@ -234,6 +297,7 @@ impl Row {
             v.unreachable,
             v.recovery_p50(),
             v.recovery_max(),
+            self.reconnect,
             self.relocate,
             self.capacity,
             self.keys_left,
@@ -256,25 +320,40 @@ fn wall_ms() -> u128 {
         .unwrap_or_default()
 }
 
-fn node_args(redis: &Redis, prefix: &str) -> Vec<String> {
+fn node_args(redis: &Redis, prefix: &str, leases: Leases) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "--redis".into(),
         redis.url(),
         "--prefix".into(),
         prefix.into(),
         "--objects".into(),
+        "--polling-ms".into(),
+        POLLING_MS.to_string(),
     ];
-    for (flag, v) in [
-        ("--lease-ttl-ms", TTL_MS),
-        ("--lease-renew-ms", RENEW_MS),
-        ("--lease-renew-timeout-ms", RENEW_TIMEOUT_MS),
-        ("--lease-fencing-ms", FENCING_MS),
-        ("--polling-ms", POLLING_MS),
-    ] {
-        a.push(flag.into());
-        a.push(v.to_string());
+    if leases.flags {
+        for (flag, v) in [
+            ("--lease-ttl-ms", leases.ttl),
+            ("--lease-renew-ms", leases.renew),
+            ("--lease-renew-timeout-ms", leases.renew_timeout),
+            ("--lease-fencing-ms", leases.fencing),
+        ] {
+            a.push(flag.into());
+            a.push(v.to_string());
+        }
     }
     a
+}
+
+/// Waits (bounded by [`RECONNECT_LIMIT`]) until `redis` has `clients` connected clients again
+/// after its restart `restarted`, polling every 10 ms; how long that took (ms).
+fn reconnected(redis: &Redis, clients: u64, restarted: Instant) -> String {
+    while restarted.elapsed() < RECONNECT_LIMIT {
+        if redis.clients().is_ok_and(|n| n >= clients) {
+            return format!("{} ms", restarted.elapsed().as_millis());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    format!("> {} ms", RECONNECT_LIMIT.as_millis())
 }
 
 fn run_scenario(
@@ -285,7 +364,8 @@ fn run_scenario(
 ) -> Result<Row, String> {
     let mut redis = Redis::start(s.aof())?;
     let prefix = format!("faults-{}", s.name());
-    let mut args = node_args(&redis, &prefix);
+    let leases = s.leases();
+    let mut args = node_args(&redis, &prefix, leases);
     if s == Scenario::RedisRestartMidRelocate {
         // A host Relocate needs every type to move: the counters keep their state.
         args.extend(["--relocation".into(), "preserve".into()]);
@@ -312,7 +392,14 @@ fn run_scenario(
     let load_start = Instant::now();
     std::thread::sleep(FAULT_AT);
     let target = 2;
-    let lease_room = u128::from(TTL_MS - FENCING_MS);
+    let lease_room = u128::from(leases.ttl - leases.fencing);
+    // The clients connected before a restart: every one of them must be back after it.
+    let clients = if s.restarts_redis() {
+        redis.clients()?
+    } else {
+        0
+    };
+    let mut restarted = None;
     let mut planted = Vec::new();
     let mut relocate_sent = None;
     let mut fault_at = wall_ms();
@@ -324,7 +411,7 @@ fn run_scenario(
         Scenario::OwnerStall => {
             let pid = nodes[target].pid();
             signal(pid, "STOP")?;
-            std::thread::sleep(Duration::from_millis(TTL_MS + 2_000));
+            std::thread::sleep(Duration::from_millis(leases.ttl + 2_000));
             signal(pid, "CONT")?;
             let fenced = vec![Fenced {
                 node: nodes[target].rid.clone(),
@@ -341,10 +428,13 @@ fn run_scenario(
             let healed = wall_ms();
             (healed, fence_all(&nodes, fault_at + lease_room, healed))
         }
-        Scenario::RedisRestartAof | Scenario::RedisRestartEmpty => {
+        Scenario::RedisRestartAof
+        | Scenario::RedisRestartAofDefaultLeases
+        | Scenario::RedisRestartEmpty => {
             redis.kill()?;
             std::thread::sleep(Duration::from_secs(2));
             redis.restart()?;
+            restarted = Some(Instant::now());
             let healed = wall_ms();
             (healed, fence_all(&nodes, fault_at + lease_room, healed))
         }
@@ -360,10 +450,12 @@ fn run_scenario(
             redis.kill()?;
             std::thread::sleep(Duration::from_secs(2));
             redis.restart()?;
+            restarted = Some(Instant::now());
             let healed = wall_ms();
             (healed, fence_all(&nodes, fault_at + lease_room, healed))
         }
     };
+    let reconnect = restarted.map_or_else(|| "-".to_owned(), |t| reconnected(&redis, clients, t));
     let left = (window + Duration::from_secs(60)).saturating_sub(load_start.elapsed());
     let lines = nodes[driver].collect_until(left, |l| l.starts_with("LOAD-DONE"))?;
     if let Some(dir) = std::env::var_os("ZLINK_FAULTS_LOG_DIR") {
@@ -421,11 +513,12 @@ fn run_scenario(
     }
     notes.extend(capacity.iter().take(3).cloned());
     notes.extend(keys.iter().take(3).cloned());
-    let passed = notes.is_empty() && clean && verdict.holds(REACH_WITHIN_MS);
+    let passed = notes.is_empty() && clean && verdict.holds(reach_within_ms(leases));
     Ok(Row {
         scenario: s,
         verdict,
         relocate,
+        reconnect,
         capacity: capacity.len(),
         keys_left: keys.len(),
         shutdown: shutdown.join(" "),

@@ -112,6 +112,16 @@ impl Redis {
             .map_err(|e| format!("cannot run redis-cli: {e}"))?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
+
+    /// How many clients are connected now, not counting the `redis-cli` that asks.
+    pub(crate) fn clients(&self) -> Result<u64, String> {
+        let info = self.cli(&["INFO", "clients"])?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("connected_clients:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .map(|n| n.saturating_sub(1))
+            .ok_or_else(|| format!("INFO clients answered `{info}`"))
+    }
 }
 
 impl Drop for Redis {

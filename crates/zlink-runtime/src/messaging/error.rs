@@ -427,6 +427,20 @@ pub enum ZLinkError {
         #[source]
         source: Option<Arc<dyn std::error::Error + Send + Sync>>,
     },
+    /// A move's owner change applied and the source handed the object to its new owner `to`,
+    /// but the object's record could not be read back to confirm it before
+    /// `storeFailureGrace` passed (spec 21 §10): the object moved; only the answer is missing.
+    /// `Unavailable`: its location can be read again once the Store answers.
+    #[error("{target} moved to {to}, but its record could not be confirmed")]
+    MovedUnconfirmed {
+        /// The object, as text.
+        target: String,
+        /// The node it moved to.
+        to: zlink_codec::RoutingId,
+        /// The last failed read.
+        #[source]
+        source: Arc<zlink_location::LocationError>,
+    },
     /// A completion result stored in the Relocation Store was lost before it was delivered
     /// (spec 21 §9.3): `DataLost`.
     #[error("the stored completion result of this request was lost")]
@@ -475,7 +489,9 @@ impl ZLinkError {
             Self::NoReply | Self::Internal(_) | Self::AdapterFailed { .. } => {
                 ErrorKind::InternalFailure
             }
-            Self::StaleFence { .. } | Self::ActivationClosing => ErrorKind::Unavailable,
+            Self::StaleFence { .. } | Self::ActivationClosing | Self::MovedUnconfirmed { .. } => {
+                ErrorKind::Unavailable
+            }
             Self::MailboxFull => ErrorKind::CapacityExceeded,
             Self::LocationStore { source } => ErrorKind::from(&**source),
             Self::RelocationStore(e) => e.kind(),

@@ -84,6 +84,9 @@ pub enum UnavailableReason {
     AdmissionClosed,
     /// The object is moving: a relocation committed first, so the call was not applied.
     Moving,
+    /// The Location Store could not be reached (or did not answer in time) to find the
+    /// object's owner (spec 21 §10): nothing was sent, nothing was applied.
+    StoreUnreachable,
 }
 
 impl fmt::Display for UnavailableReason {
@@ -95,6 +98,9 @@ impl fmt::Display for UnavailableReason {
             Self::NotServing => "the host is not serving",
             Self::AdmissionClosed => "the owner's admission deadline has passed",
             Self::Moving => "it is moving (a relocation committed first): nothing was applied",
+            Self::StoreUnreachable => {
+                "the location store could not be reached to find its owner: nothing was applied"
+            }
         })
     }
 }

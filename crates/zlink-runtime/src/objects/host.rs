@@ -560,7 +560,7 @@ impl ObjectHost {
                 target: what(key.0, &key.1),
                 reason: UnavailableReason::NotConnected,
             },
-            Err(e) => store_failure(e),
+            Err(e) => route_failure(&key, store_failure(e)),
         }
     }
 
@@ -638,5 +638,38 @@ pub(crate) fn store_failure(e: zlink_location::LocationError) -> ZLinkError {
     match e {
         zlink_location::LocationError::Admission(_) => super::door::refused(),
         other => ZLinkError::location_store(other),
+    }
+}
+
+/// Whether `e` says the Location Store could not be reached or did not answer (the backend
+/// unreachable, a timeout, a cancellation): a transient outage, not a broken record or
+/// contract.
+pub(crate) fn store_unreachable(e: &zlink_location::LocationError) -> bool {
+    use zlink_store_spi::{FailureKind, StoreError};
+    matches!(
+        e,
+        zlink_location::LocationError::Store(
+            StoreError::Failure {
+                kind: FailureKind::Unavailable,
+                ..
+            } | StoreError::TimedOut
+                | StoreError::Cancelled
+        )
+    )
+}
+
+/// A failure met while finding the owner of `key` for a message (spec 21 §10, §12 "Store
+/// Failure"; 06 §20 "route unavailable"): a Store that could not be reached is `Unavailable`
+/// (nothing was sent, the caller may try again); every other error is kept as it is.
+pub(crate) fn route_failure(key: &ObjectKey, e: ZLinkError) -> ZLinkError {
+    match e {
+        ZLinkError::LocationStore { source } if store_unreachable(&source) => {
+            tracing::debug!(error = %source, "the owner could not be read: the store is unreachable");
+            ZLinkError::Unavailable {
+                target: what(key.0, &key.1),
+                reason: UnavailableReason::StoreUnreachable,
+            }
+        }
+        other => other,
     }
 }

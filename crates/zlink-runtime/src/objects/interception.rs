@@ -18,6 +18,11 @@ pub(crate) trait Interception: Send + Sync + 'static {
     /// Whether a relocation currently takes messages for `key`.
     fn covers(&self, key: &ObjectKey) -> bool;
 
+    /// Whether a previous owner's follow of `key` here still has earlier messages to forward
+    /// to the new owner: a message sent on this node then joins them (it must not overtake
+    /// them by going to the new owner directly).
+    fn forwards_pending(&self, key: &ObjectKey) -> bool;
+
     /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
     /// otherwise.
     fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held>;
@@ -45,6 +50,10 @@ pub(crate) struct NoMoves;
 
 impl Interception for NoMoves {
     fn covers(&self, _: &ObjectKey) -> bool {
+        false
+    }
+
+    fn forwards_pending(&self, _: &ObjectKey) -> bool {
         false
     }
 

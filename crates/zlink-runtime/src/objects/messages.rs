@@ -47,6 +47,11 @@ impl ObjectClient {
         key: &ObjectKey,
         span: &tracing::Span,
     ) -> Result<(Arc<RoutingId>, Option<zlink_transport::PeerHandle>), ZLinkError> {
+        // Earlier messages of this node still wait in the forward queue of a move that left
+        // here: this one joins them (spec 21 §1.3; delivered locally, the follow takes it).
+        if self.objects.interception.forwards_pending(key) {
+            return Ok((Arc::new(self.objects.rid.clone()), None));
+        }
         let (owner, cached) = match self.objects.routes.get(key) {
             Some(node) => (node, true),
             None => (self.owner_read(key).await?, false),
@@ -86,6 +91,13 @@ impl ObjectClient {
     /// NotFound, Creating → Unavailable; neither is cached); a Ready owner is remembered in
     /// the route cache (younger than `routeCacheMaxAge`), which the callers consult first.
     async fn owner_read(&self, key: &ObjectKey) -> Result<Arc<RoutingId>, ZLinkError> {
+        self.owner_read_once(key)
+            .await
+            .map_err(|e| super::host::route_failure(key, e))
+    }
+
+    /// [`Self::owner_read`] with the Store's own errors as they are.
+    async fn owner_read_once(&self, key: &ObjectKey) -> Result<Arc<RoutingId>, ZLinkError> {
         let kind = match key.0 {
             AuthorityKind::Actor => ObjectKind::Actor,
             AuthorityKind::Spot => ObjectKind::UserSpot,

@@ -5,7 +5,8 @@
 //! between a check and a submit.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -62,6 +63,9 @@ pub(super) enum Gate {
         #[cfg_attr(not(test), allow(dead_code))]
         record: FollowRecord,
         tx: mpsc::UnboundedSender<Followed>,
+        /// Messages handed to `tx` that the forwarding task has not finished with yet (each
+        /// is counted before it is sent, and counted off once forwarded or refused).
+        pending: Arc<AtomicUsize>,
     },
 }
 
@@ -161,11 +165,15 @@ impl Relocations {
                 }
                 None
             }
-            Gate::Following { until, tx, .. } => {
+            Gate::Following {
+                until, tx, pending, ..
+            } => {
                 if Instant::now() < *until {
+                    pending.fetch_add(1, Ordering::SeqCst);
                     match tx.send((m, chain)) {
                         Ok(()) => return None,
                         Err(mpsc::error::SendError((m, _))) => {
+                            pending.fetch_sub(1, Ordering::SeqCst);
                             gates.remove(key);
                             return Some(m);
                         }
@@ -254,18 +262,23 @@ impl Relocations {
     }
 
     /// Turns the seal of `key` into a follow by `record` until `until`: the held messages go
-    /// to `tx` first, in order, then every later one.
+    /// to `tx` first, in order, then every later one. Returns the count of messages handed to
+    /// `tx` and not yet done with, which the forwarding task counts off (see
+    /// [`forwards_pending`](Self::forwards_pending)).
     pub(super) fn follow(
         &self,
         key: &ObjectKey,
         record: FollowRecord,
         until: Instant,
         tx: mpsc::UnboundedSender<Followed>,
-    ) {
+    ) -> Arc<AtomicUsize> {
+        let pending = Arc::new(AtomicUsize::new(0));
         let mut gates = self.gates.lock();
         if let Some(Gate::Holding(h)) = gates.remove(key) {
             for m in h.held {
+                pending.fetch_add(1, Ordering::SeqCst);
                 if let Err(mpsc::error::SendError((m, _))) = tx.send((m, None)) {
+                    pending.fetch_sub(1, Ordering::SeqCst);
                     match m.reply {
                         Some(done) => done.complete(Err(ZLinkError::Unavailable {
                             target: what(key.0, &key.1),
@@ -276,7 +289,30 @@ impl Relocations {
                 }
             }
         }
-        gates.insert(key.clone(), Gate::Following { until, record, tx });
+        gates.insert(
+            key.clone(),
+            Gate::Following {
+                until,
+                record,
+                tx,
+                pending: Arc::clone(&pending),
+            },
+        );
+        pending
+    }
+
+    /// Whether `key` is followed here and its forwarding task still has messages to forward
+    /// (spec 21 §1.3, §7.3): a message sent on this node then goes through the same queue, so
+    /// it never reaches the new owner ahead of the earlier ones. Once the queue drained (every
+    /// earlier message handed to the connection to the new owner), a message may go there
+    /// directly, behind them on that connection.
+    pub(crate) fn forwards_pending(&self, key: &ObjectKey) -> bool {
+        match self.gates.lock().get(key) {
+            Some(Gate::Following { until, pending, .. }) => {
+                Instant::now() < *until && pending.load(Ordering::SeqCst) > 0
+            }
+            _ => false,
+        }
     }
 
     /// Tests: the follow record of `key` while its follow window is open here.
@@ -347,6 +383,10 @@ impl Relocations {
 impl crate::objects::interception::Interception for Relocations {
     fn covers(&self, key: &ObjectKey) -> bool {
         Relocations::covers(self, key)
+    }
+
+    fn forwards_pending(&self, key: &ObjectKey) -> bool {
+        Relocations::forwards_pending(self, key)
     }
 
     fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {

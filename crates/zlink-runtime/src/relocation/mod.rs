@@ -302,6 +302,9 @@ pub(crate) struct Relocations {
     /// Tests: how long this node, as a target, waits for a unit's ready (`None`: the default).
     #[cfg(test)]
     pub(crate) restore_wait: Mutex<Option<std::time::Duration>>,
+    /// Tests: how many owner changes (NewOwner runs) this node, as a target, has started.
+    #[cfg(test)]
+    pub(crate) owner_changes_started: AtomicU64,
     /// Tests: runs when a message for a live object reaches the gate, before the gate lock is
     /// taken (a seal can fall right there).
     #[cfg(test)]

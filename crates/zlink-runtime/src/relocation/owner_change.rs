@@ -28,8 +28,10 @@ pub(super) enum Change<'a> {
     SpotWide { root: &'a [u8] },
 }
 
-/// Runs NewOwner for `id` (of `kind`) through `reservation`. A Store failure or a contention
-/// whose outcome is unknown is never guessed: the record is read again — still the version the
+/// Runs NewOwner for `id` (of `kind`) through `reservation`. A refusal of the admission gate
+/// (this node's lease not renewed in time: the Store was briefly down; nothing was sent) is
+/// tried again after a pause until `until`, like a Store failure. A Store failure or a
+/// contention whose outcome is unknown is never guessed: the record is read again — still the version the
 /// reservation expects → the same NewOwner again (same condition and reservation row);
 /// naming this reservation's target for the same incarnation → it applied; anything else →
 /// a conflict (another change: the move is stale) — until `until`. At that give-up point the
@@ -101,6 +103,18 @@ pub(super) async fn new_owner_settled(
             Err(e) => Err(e),
         };
         match tried {
+            // Refused by the admission gate: this node's lease was not renewed in time (the
+            // Store was briefly unreachable). Nothing was sent; once the lease renews the gate
+            // opens again, so it is tried again like any transient Store failure.
+            Err(e @ LocationError::Admission(_)) if Instant::now() + RETRY_PAUSE < until => {
+                tracing::info!(
+                    attempt,
+                    error = %e,
+                    object = id.as_str(),
+                    "relocation NewOwner refused by the admission gate: trying again"
+                );
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
             Err(e @ (LocationError::Store(_) | LocationError::Contended))
                 if Instant::now() + RETRY_PAUSE < until =>
             {
@@ -112,7 +126,11 @@ pub(super) async fn new_owner_settled(
                 );
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
-            Err(e @ (LocationError::Store(_) | LocationError::Contended)) => {
+            Err(
+                e @ (LocationError::Store(_)
+                | LocationError::Contended
+                | LocationError::Admission(_)),
+            ) => {
                 return settled_at_give_up(authority, kind, id, reservation, change, e).await;
             }
             other => return other,

@@ -439,14 +439,27 @@ pub(super) async fn read_owned_spot(
 /// until `until` to the new owner the follow record names — never re-reading the store; then
 /// the gate closes and this node answers by the record. A message from another node goes as
 /// received, with its follow chain one hop longer ([`next_hop`]): a refused hop answers a
-/// request with the typed error and drops (counts) a one-way.
+/// request with the typed error and drops (counts) a one-way. Each message is counted off
+/// `pending` once it is done with (handed to the connection, answered or refused): while any
+/// is left, a message sent on this node joins the queue instead of going to the new owner
+/// directly ahead of them (`Relocations::forwards_pending`).
 pub(super) async fn forward(
     client: ObjectClient,
     key: ObjectKey,
     record: FollowRecord,
-    mut rx: mpsc::UnboundedReceiver<Followed>,
+    (mut rx, pending): (
+        mpsc::UnboundedReceiver<Followed>,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ),
     until: Instant,
 ) {
+    /// Counts one message off `pending` when its iteration ends (whichever way it ends).
+    struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
     let relocations = &client.objects.relocations();
     let me = client.objects.rid.clone();
     let mut window_open = true;
@@ -464,6 +477,7 @@ pub(super) async fn forward(
             rx.recv().await
         };
         let Some((mut m, chain)) = next else { break };
+        let _done = Done(&pending);
         if m.route == crate::messaging::RouteKind::Send {
             if let Some(done) = m.reply.take() {
                 // An Instance Spot one-way whose caller waits for its admission.

@@ -48,7 +48,8 @@ const STORE_POLL: Duration = Duration::from_millis(100);
 /// change, the object serving here again) does not end the Relocate at once: once the round
 /// ended, the Store answers and every object node admits again, whatever is still live here
 /// is listed again and moves in a further round, at most [`RETRY_ROUNDS`] times and never past
-/// the deadline. A unit that reports an error although its object left this host and its
+/// the deadline. A unit that reports [`ZLinkError::MovedUnconfirmed`] moved (its record could
+/// not be read back), and so did one that reports an error although its object left this host and its
 /// record names another owner moved (the error came after its owner change, a re-read of the
 /// record say): it counts as moved.
 pub(super) async fn move_all(
@@ -192,6 +193,11 @@ pub(super) async fn move_unit(
         }
     };
     match done {
+        // The owner change applied; only the record's read-back failed.
+        Err(e @ ZLinkError::MovedUnconfirmed { .. }) => {
+            tracing::info!(error = %e, "a unit moved; its record could not be confirmed");
+            Ok(1)
+        }
         Err(e) if moved_anyway(client, &u.object, end).await => {
             tracing::info!(error = %e, "a unit reported an error after its owner change: moved");
             Ok(1)

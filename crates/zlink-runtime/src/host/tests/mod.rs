@@ -23,6 +23,7 @@ mod relocate_object;
 mod relocation;
 mod route_source;
 mod spots;
+mod store_failure;
 mod store_loss;
 mod timers;
 mod tls;

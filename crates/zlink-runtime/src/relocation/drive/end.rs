@@ -15,12 +15,12 @@ use zlink_relocation::unit::{FailureReason, Stage};
 
 use super::{Move, SETTLE_PAUSE};
 use crate::messaging::{ErrorMessage, ZLinkError};
-use crate::objects::host::{stale, store_failure};
+use crate::objects::host::{stale, store_failure, what};
 use crate::relocation::MovesOf;
 use crate::relocation::follow::FollowRecord;
 use crate::relocation::participants::Shape;
 use crate::relocation::source::{OwnerRead, forward, owner_is, relocation_out};
-use zlink_location::{AuthorityHandle, Outcome};
+use zlink_location::{AuthorityHandle, AuthorityRead, Outcome};
 
 /// Where the release of a unit's target capacity stands.
 #[derive(Debug)]
@@ -61,8 +61,14 @@ impl Move<'_> {
                 object_generation: p.generation,
             };
             let (tx, rx) = mpsc::unbounded_channel();
-            host.relocations().follow(&p.key, record.clone(), until, tx);
-            let forwarding = forward(self.client.clone(), p.key.clone(), record, rx, until);
+            let pending = host.relocations().follow(&p.key, record.clone(), until, tx);
+            let forwarding = forward(
+                self.client.clone(),
+                p.key.clone(),
+                record,
+                (rx, pending),
+                until,
+            );
             tokio::spawn(forwarding);
         }
         for p in &self.parts {
@@ -281,14 +287,42 @@ impl Move<'_> {
     }
 
     /// The unit's record as it is now (a single object's is read again; an aggregate's
-    /// caller needs none).
+    /// caller needs none). The unit moved: a read the Store does not answer is tried again
+    /// (every [`SETTLE_PAUSE`]) until `storeFailureGrace`, and only then is the answer an
+    /// error — [`ZLinkError::MovedUnconfirmed`], which says the unit moved to its target but
+    /// its record could not be read back (spec 21 §10: never guessed either way).
     pub(super) async fn answer(&self) -> Result<AuthorityHandle, ZLinkError> {
-        match (&self.shape, self.parts.first()) {
-            (Shape::Single { .. }, Some(p)) => {
-                crate::relocation::source::read_record(self.client, &p.key, self.handle.kind())
-                    .await
+        let (Shape::Single { .. }, Some(p)) = (&self.shape, self.parts.first()) else {
+            return Ok(self.handle.clone());
+        };
+        let authority = self.client.objects.location.authority();
+        let deadline = self.deadline();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            match authority.read(self.handle.kind(), &p.key.1).await {
+                Ok(AuthorityRead::Found { handle, .. }) => return Ok(handle),
+                Ok(AuthorityRead::Missing { .. }) => {
+                    return Err(ZLinkError::NoRoute {
+                        target: what(p.key.0, &p.key.1),
+                    });
+                }
+                Err(e) if Instant::now() + SETTLE_PAUSE < deadline => {
+                    tracing::info!(attempt, error = %e, "relocation: the moved unit's record cannot be read, re-reading");
+                    tokio::time::sleep(SETTLE_PAUSE).await;
+                }
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "relocation: the unit moved but its record could not be read by the deadline");
+                    let Some(to) = self.to.clone() else {
+                        return Err(store_failure(e));
+                    };
+                    return Err(ZLinkError::MovedUnconfirmed {
+                        target: what(p.key.0, &p.key.1),
+                        to,
+                        source: Arc::new(e),
+                    });
+                }
             }
-            _ => Ok(self.handle.clone()),
         }
     }
 }

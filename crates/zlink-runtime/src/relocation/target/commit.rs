@@ -55,6 +55,10 @@ pub(super) async fn commit(
     let until = tokio::time::Instant::now() + grace;
     let authority = host.location.authority();
     let reservation = prepared.reservation;
+    #[cfg(test)]
+    host.relocations()
+        .owner_changes_started
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let outcome = new_owner_settled(
         authority,
         target.kind,

@@ -1,0 +1,62 @@
+//! What a caller sees when the Location Store cannot be reached while it looks for an
+//! object's owner (spec 21 §10 "the Store connection drops", §12 "Store Failure"; 06 §20:
+//! a route that cannot be found is `Unavailable`): the request ends `Unavailable`, never
+//! `InternalFailure`, nothing is applied, and the next request after the Store answers again
+//! is served.
+
+use std::sync::Arc;
+
+use zlink_location::ObjectKind;
+use zlink_store_conformance::{Fault, FaultyLocationStore};
+use zlink_testkit::Harness;
+
+use super::support::*;
+use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+
+on_every_store!(a_request_while_the_store_is_unreachable_ends_unavailable);
+
+/// The caller root reads its Store through a faulty wrapper; the owner's record cannot be
+/// read (the Store is down for that read and its retries): the request ends `Unavailable`
+/// (the Store could not be reached), the counter did not move, and once the Store answers
+/// the same request is served.
+async fn a_request_while_the_store_is_unreachable_ends_unavailable(h: &Harness) {
+    let (ha, a) = counter_server(h.store.clone(), fast_options(), &Arc::default()).await;
+    let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let (hb, b) = counter_server(faulty.clone(), fast_options(), &Arc::default()).await;
+    wait_peers(&a, 1).await;
+    wait_peers(&b, 1).await;
+    let owner = ha.actors().expect("manager");
+    owner.get_or_create("counter", "c1").await.expect("created");
+    assert_eq!(owner.request("c1", &Incr).await.expect("served"), 1);
+    // The caller has never reached c1: it must read the record, and the Store is down.
+    let key = authority_key(
+        ObjectKind::Actor,
+        &zlink_location::ObjectId::new("c1").expect("id"),
+    );
+    for _ in 0..8 {
+        faulty.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
+    }
+    let caller = hb.actors().expect("manager");
+    let err = caller
+        .request("c1", &Incr)
+        .await
+        .expect_err("the owner cannot be found");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        matches!(
+            err,
+            ZLinkError::Unavailable {
+                reason: UnavailableReason::StoreUnreachable,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    faulty.heal();
+    assert_eq!(
+        caller.request("c1", &Incr).await.expect("served again"),
+        2,
+        "the failed request applied nothing"
+    );
+    stop_all(&[&hb, &ha]).await;
+}
