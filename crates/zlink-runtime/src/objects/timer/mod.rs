@@ -45,9 +45,9 @@ pub(crate) mod tick;
 pub(crate) mod wire;
 
 pub use context::{TimerContext, TimerHandle, TimerKind, Timers};
+pub(crate) use limits::TimerConfig;
 pub use limits::{
     DEFAULT_MAX_TIMERS_PER_OBJECT, DEFAULT_MIN_TIMER_PERIOD, MAX_MAX_TIMERS_PER_OBJECT,
     MAX_MIN_TIMER_PERIOD, MIN_MIN_TIMER_PERIOD, TimerLimits,
 };
-pub(crate) use limits::TimerConfig;
 pub(crate) use table::{TickSink, TimerTable};
