@@ -3,11 +3,11 @@
 //! validated plan, and the defaults and bounds (spec 06 §2, §4, §5, §13, §22, §23; 28 §5).
 
 pub use crate::host::config::{
-    DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_BIND_HOST, DEFAULT_ROUTING_ID_PREFIX, HostField,
-    HostedError, HostedFailure, HostedFuture, HostedService, HostedStage, HostedStartError,
-    MAX_MAINTENANCE_WAVE_LEN, MAX_ROUTING_ID_PREFIX_LEN, ManualPeer, MeshNodePlan, ObjectTypePlan,
-    PeerEndpoint, RoutingIdPlan, StartupError, StartupErrorKind, StoreKind, StoreRequirement,
-    Topology, ZLinkPlan,
+    DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_BIND_HOST, DEFAULT_ROUTING_ID_PREFIX, EndpointError,
+    HostField, HostProblem, HostedError, HostedFailure, HostedFuture, HostedService, HostedStage,
+    HostedStartError, MAX_MAINTENANCE_WAVE_LEN, MAX_ROUTING_ID_PREFIX_LEN, ManualPeer,
+    MeshNodePlan, ObjectTypePlan, PeerEndpoint, RoutingIdPlan, StartupError, StartupErrorKind,
+    StoreKind, StoreRequirement, Topology, ZLinkPlan,
 };
 pub use crate::host::{DEFAULT_RELOCATE_DEADLINE, DEFAULT_SHUTDOWN_DEADLINE, RelocationMode};
 pub use crate::mesh::node::{

@@ -12,6 +12,7 @@ use zlink_store_spi::{
     UnreadableKind, WriteRequest,
 };
 
+mod every_store;
 mod purge;
 
 use purge::Purge;

@@ -20,43 +20,7 @@ mod spot_wide;
 pub(crate) mod support;
 mod sweep;
 
-pub(crate) use support::Harness;
-
-macro_rules! on_every_store {
-    ($($area:ident :: $name:ident),* $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let h = super::Harness::memory();
-                    super::$area::$name(&h).await;
-                }
-            )*
-        }
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(h) = super::Harness::redis(stringify!($name)).await else {
-                        return;
-                    };
-                    super::$area::$name(&h).await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(h) = super::Harness::cluster(stringify!($name)).await else {
-                        return;
-                    };
-                    super::$area::$name(&h).await;
-                }
-            )*
-        }
-    };
-}
+use zlink_testkit::on_every_store;
 
 on_every_store!(
     // Corrupt or foreign data costs only its key (sweeps, capacity, discovery, lists).

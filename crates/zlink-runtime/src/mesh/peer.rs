@@ -66,34 +66,97 @@ impl ManualPeer {
     }
 }
 
+/// Why a `host:port` endpoint text is not valid (spec 06 §5, §23).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EndpointError {
+    /// It starts with `[` but is not `[addr]:port`.
+    #[error("an IPv6 endpoint is `[addr]:port`")]
+    UnclosedIpv6Brackets,
+    /// The bracketed part is not an IPv6 address.
+    #[error("{addr:?} is not an IPv6 address")]
+    NotIpv6 {
+        /// The text between the brackets.
+        addr: String,
+    },
+    /// There is no `:port`.
+    #[error("missing `:port`")]
+    MissingPort,
+    /// An IPv6 host without brackets (its colons are ambiguous with the port's).
+    #[error("an IPv6 host must be bracketed: `[addr]:port`")]
+    UnbracketedIpv6,
+    /// The host is neither an IP address nor a DNS host name.
+    #[error("host: {0}")]
+    Host(#[source] HostProblem),
+    /// The port is not a decimal number.
+    #[error("port {port:?} is not a decimal number")]
+    PortNotDecimal {
+        /// The port text.
+        port: String,
+    },
+    /// The port is outside 1..=65535.
+    #[error("port {port} is outside 1..=65535")]
+    PortOutOfRange {
+        /// The port text.
+        port: String,
+    },
+}
+
+/// Why a host is neither an IP address nor a DNS host name of RFC 1123 labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostProblem {
+    /// The host is empty.
+    #[error("empty")]
+    Empty,
+    /// A host name longer than 253 bytes.
+    #[error("a host name longer than 253 bytes")]
+    TooLong,
+    /// A label is empty or longer than 63 bytes.
+    #[error("a host name label is empty or longer than 63 bytes")]
+    LabelLength,
+    /// A label holds a byte outside `[A-Za-z0-9-]`.
+    #[error("neither an IP address nor a host name of [A-Za-z0-9-] labels")]
+    LabelCharacters,
+    /// A label starts or ends with `-`.
+    #[error("a host name label starts or ends with `-`")]
+    LabelHyphen,
+}
+
 /// Parses `host:port` (IPv6 as `[addr]:port`), port 1..=65535.
-pub(crate) fn parse_endpoint(text: &str) -> Result<PeerEndpoint, String> {
+pub(crate) fn parse_endpoint(text: &str) -> Result<PeerEndpoint, EndpointError> {
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
         let (addr, port) = rest
             .split_once("]:")
-            .ok_or_else(|| "an IPv6 endpoint is `[addr]:port`".to_owned())?;
+            .ok_or(EndpointError::UnclosedIpv6Brackets)?;
         if addr.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(format!("{addr:?} is not an IPv6 address"));
+            return Err(EndpointError::NotIpv6 {
+                addr: addr.to_owned(),
+            });
         }
         (addr, port)
     } else {
-        let (host, port) = text
-            .rsplit_once(':')
-            .ok_or_else(|| "missing `:port`".to_owned())?;
+        let (host, port) = text.rsplit_once(':').ok_or(EndpointError::MissingPort)?;
         if host.contains(':') {
-            return Err("an IPv6 host must be bracketed: `[addr]:port`".to_owned());
+            return Err(EndpointError::UnbracketedIpv6);
         }
-        if let Some(reason) = host_problem(host) {
-            return Err(format!("host: {reason}"));
+        if let Some(problem) = host_problem(host) {
+            return Err(EndpointError::Host(problem));
         }
         (host, port)
     };
     if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("port {port:?} is not a decimal number"));
+        return Err(EndpointError::PortNotDecimal {
+            port: port.to_owned(),
+        });
     }
     let port = match port.parse::<u32>() {
         Ok(p @ 1..=65535) => p as u16,
-        _ => return Err(format!("port {port} is outside 1..=65535")),
+        _ => {
+            return Err(EndpointError::PortOutOfRange {
+                port: port.to_owned(),
+            });
+        }
     };
     Ok(PeerEndpoint {
         host: host.to_owned(),
@@ -102,28 +165,28 @@ pub(crate) fn parse_endpoint(text: &str) -> Result<PeerEndpoint, String> {
 }
 
 /// Why `host` is neither an IP address nor a DNS host name (RFC 1123 labels), if it is not.
-pub(crate) fn host_problem(host: &str) -> Option<&'static str> {
+pub(crate) fn host_problem(host: &str) -> Option<HostProblem> {
     if host.is_empty() {
-        return Some("empty");
+        return Some(HostProblem::Empty);
     }
     if host.parse::<IpAddr>().is_ok() {
         return None;
     }
     if host.len() > 253 {
-        return Some("a host name longer than 253 bytes");
+        return Some(HostProblem::TooLong);
     }
     for label in host.split('.') {
         if label.is_empty() || label.len() > 63 {
-            return Some("a host name label is empty or longer than 63 bytes");
+            return Some(HostProblem::LabelLength);
         }
         if !label
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         {
-            return Some("neither an IP address nor a host name of [A-Za-z0-9-] labels");
+            return Some(HostProblem::LabelCharacters);
         }
         if label.starts_with('-') || label.ends_with('-') {
-            return Some("a host name label starts or ends with `-`");
+            return Some(HostProblem::LabelHyphen);
         }
     }
     None

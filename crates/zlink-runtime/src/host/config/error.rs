@@ -7,6 +7,7 @@ use zlink_codec::{ChannelName, CodecError, MeshName, ObjectId, StableType};
 use zlink_transport::TransportError;
 
 use super::HostedStartError;
+use crate::mesh::peer::{EndpointError, HostProblem};
 use crate::messaging::{HandlerKey, ZLinkError};
 use zlink_location::{ConfigError, LocationError};
 
@@ -232,7 +233,8 @@ pub enum StartupError {
         /// The endpoint given.
         endpoint: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: EndpointError,
     },
     /// A manual peer's expected routing id is not 1..=255 bytes (spec 06 §5, §23).
     #[error(
@@ -517,7 +519,8 @@ pub enum StartupError {
         /// The value given.
         host: String,
         /// What is wrong.
-        reason: &'static str,
+        #[source]
+        reason: HostProblem,
     },
     /// The effective advertised host is an unspecified address (`0.0.0.0`, `::`): peers could
     /// not connect to the endpoint built from it (spec 06 §23).

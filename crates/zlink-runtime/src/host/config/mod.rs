@@ -45,7 +45,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
-pub use crate::mesh::peer::{ManualPeer, PeerEndpoint, Topology};
+pub use crate::mesh::peer::{EndpointError, HostProblem, ManualPeer, PeerEndpoint, Topology};
 pub use crate::objects::{RelocationConfigError, RelocationOptions};
 pub use error::{HostField, StartupError, StartupErrorKind, StoreKind, StoreRequirement};
 pub use hosted::{

@@ -112,42 +112,7 @@ pub(crate) fn echo_node(b: MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<Node
         .on_request::<Who, _, _>(|_, ctx| async move { Ok(ctx.target_rid().to_string()) })
 }
 
-macro_rules! on_every_store {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let h = zlink_testkit::Harness::memory();
-                    super::$name(&h).await;
-                }
-            )*
-        }
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(h) = zlink_testkit::Harness::redis(stringify!($name)).await else {
-                        return;
-                    };
-                    super::$name(&h).await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(h) = zlink_testkit::Harness::cluster(stringify!($name)).await else {
-                        return;
-                    };
-                    super::$name(&h).await;
-                }
-            )*
-        }
-    };
-}
-pub(crate) use on_every_store;
+pub(crate) use zlink_testkit::on_every_store;
 
 /// Starts a root over the harness's store whose root builder is first shaped by `root` (to
 /// register filters), with one MeshNode of [`mesh`] configured by `configure`.

@@ -215,7 +215,7 @@ impl MeshNode {
         let parsed = crate::mesh::peer::parse_endpoint(endpoint).map_err(|why| {
             ZLinkError::InvalidCall(InvalidCall::ManualPeerEndpoint {
                 endpoint: endpoint.to_owned(),
-                reason: ErrorMessage::sanitise(&why),
+                reason: ErrorMessage::sanitise(&why.to_string()),
             })
         })?;
         let peer = ManualPeer {

@@ -4,7 +4,9 @@ use zlink_codec::records::{MAX_SLOTS, ObjectKind, ObjectRole};
 use zlink_codec::{RoutingId, StableType};
 
 use super::*;
-use crate::host::config::{MeshNodePlan, RoutingIdPlan, StartupErrorKind, Topology};
+use crate::host::config::{
+    EndpointError, HostProblem, MeshNodePlan, RoutingIdPlan, StartupErrorKind, Topology,
+};
 use crate::messaging::{HandlerKey, PacketName, RouteKind};
 
 fn node_of(plan: ZLinkPlan<u32>) -> MeshNodePlan<u32> {
@@ -242,16 +244,34 @@ fn manual_peer_port_bounds() {
     for good in ["10.0.0.1:1", "10.0.0.1:65535"] {
         assert!(start_node(|n| n.manual_peer(good)).is_ok(), "{good}");
     }
-    for bad in [
-        "10.0.0.1:0",
-        "10.0.0.1:65536",
-        "10.0.0.1:-1",
-        "10.0.0.1:",
-        "10.0.0.1:+80",
+    for (bad, why) in [
+        (
+            "10.0.0.1:0",
+            EndpointError::PortOutOfRange { port: "0".into() },
+        ),
+        (
+            "10.0.0.1:65536",
+            EndpointError::PortOutOfRange {
+                port: "65536".into(),
+            },
+        ),
+        (
+            "10.0.0.1:-1",
+            EndpointError::PortNotDecimal { port: "-1".into() },
+        ),
+        (
+            "10.0.0.1:",
+            EndpointError::PortNotDecimal { port: "".into() },
+        ),
+        (
+            "10.0.0.1:+80",
+            EndpointError::PortNotDecimal { port: "+80".into() },
+        ),
     ] {
         let err = start_node(|n| n.manual_peer(bad)).unwrap_err();
         assert!(
-            matches!(&err, StartupError::InvalidPeerEndpoint { endpoint, .. } if endpoint == bad),
+            matches!(&err, StartupError::InvalidPeerEndpoint { endpoint, reason, .. }
+                if endpoint == bad && *reason == why),
             "{bad}: {err}"
         );
     }
@@ -266,19 +286,27 @@ fn manual_peer_endpoint_format() {
     assert_eq!(peers[0].endpoint().to_string(), "[::1]:7000");
     assert_eq!(peers[1].endpoint().to_string(), "peer.example:7001");
     assert!(peers[0].expected_routing_id().is_none());
-    for bad in [
-        "",
-        "7000",
-        "::1:7000",
-        "[::1]7000",
-        "[nothost]:7000",
-        "bad host:7000",
-        ":7000",
+    for (bad, why) in [
+        ("", EndpointError::MissingPort),
+        ("7000", EndpointError::MissingPort),
+        ("::1:7000", EndpointError::UnbracketedIpv6),
+        ("[::1]7000", EndpointError::UnclosedIpv6Brackets),
+        (
+            "[nothost]:7000",
+            EndpointError::NotIpv6 {
+                addr: "nothost".into(),
+            },
+        ),
+        (
+            "bad host:7000",
+            EndpointError::Host(HostProblem::LabelCharacters),
+        ),
+        (":7000", EndpointError::Host(HostProblem::Empty)),
     ] {
         let err = start_node(|n| n.manual_peer(bad)).unwrap_err();
         assert!(
-            matches!(err, StartupError::InvalidPeerEndpoint { .. }),
-            "{bad:?}"
+            matches!(&err, StartupError::InvalidPeerEndpoint { reason, .. } if *reason == why),
+            "{bad:?}: {err}"
         );
     }
 }
