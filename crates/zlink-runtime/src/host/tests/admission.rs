@@ -16,6 +16,7 @@ use zlink_store_spi::DynLocationStore;
 use super::support::*;
 use crate::host::ZLinkHost;
 use crate::host::config::{MeshNodeBuilder, ZLink};
+use crate::host::tests::support::launch;
 use crate::messaging::{
     ErrorKind, Message, Metadata, NodeHandler, OutboundMessage, Request, RouteKind,
 };
@@ -137,16 +138,13 @@ async fn owner_and_client(
                  configure: Box<
         dyn FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
     >| async move {
-        let host = ZLink::builder()
-            .location_store(store)
-            .location_options(short_lease())
-            .route_mesh(mesh(), configure)
-            .build()
-            .start()
-            .await
-            .expect("the host starts");
-        let node = host.node(&mesh()).expect("the node");
-        (host, node)
+        launch(
+            ZLink::builder()
+                .location_store(store)
+                .location_options(short_lease())
+                .route_mesh(mesh(), configure),
+        )
+        .await
     };
     let probe = probe_type(seen);
     let (owner, on) = start(

@@ -21,6 +21,7 @@ use super::support::*;
 use crate::host::ZLinkHost;
 use crate::host::config::MeshNodeBuilder;
 use crate::host::config::ZLink;
+use crate::host::tests::support::launch;
 use crate::mesh::node::MeshNode;
 use crate::messaging::{ErrorKind, NodeHandler};
 use crate::objects::{Actor, CreationDecision};
@@ -67,16 +68,13 @@ async fn start_with(
     options: LocationOptions,
     configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
 ) -> (ZLinkHost, MeshNode) {
-    let host = ZLink::builder()
-        .location_store(store)
-        .location_options(options)
-        .route_mesh(mesh(), configure)
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    launch(
+        ZLink::builder()
+            .location_store(store)
+            .location_options(options)
+            .route_mesh(mesh(), configure),
+    )
+    .await
 }
 
 fn id(s: &str) -> ObjectId {

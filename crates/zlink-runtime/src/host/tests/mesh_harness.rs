@@ -11,7 +11,7 @@ use zlink_codec::RoutingId;
 use zlink_codec::records::{HostState, ObjectRole};
 use zlink_store_spi::{DynLocationStore, DynRelocationStore, MemoryRelocationStore};
 
-use super::support::{RootOptions, WAIT, mesh, wait_peers};
+use super::support::{RootOptions, WAIT, launch, mesh, wait_peers};
 use crate::host::ZLinkHost;
 use crate::host::config::{MeshNodeBuilder, ZLink, ZLinkBuilder};
 use crate::mesh::node::MeshNode;
@@ -30,16 +30,13 @@ pub(crate) async fn object_root_with(
     root: impl FnOnce(ZLinkBuilder<NodeHandler>) -> ZLinkBuilder<NodeHandler>,
     node: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
 ) -> Root {
-    let host = root(ZLink::builder())
-        .location_store(store)
-        .relocation_store(relocation)
-        .route_mesh(mesh(), move |n| node(n.object_role(role)))
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    launch(
+        root(ZLink::builder())
+            .location_store(store)
+            .relocation_store(relocation)
+            .route_mesh(mesh(), move |n| node(n.object_role(role))),
+    )
+    .await
 }
 
 /// Starts a root over `store` with a memory Relocation Store of its own and `options`, one

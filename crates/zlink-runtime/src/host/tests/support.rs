@@ -68,14 +68,18 @@ async fn start_shaped(
     root: impl FnOnce(ZLinkBuilder<NodeHandler>) -> ZLinkBuilder<NodeHandler>,
     configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
 ) -> (ZLinkHost, MeshNode) {
-    let host = root(ZLink::builder())
-        .location_store(Arc::clone(store))
-        .location_options(fast_options())
-        .route_mesh(mesh(), configure)
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
+    launch(
+        root(ZLink::builder())
+            .location_store(Arc::clone(store))
+            .location_options(fast_options())
+            .route_mesh(mesh(), configure),
+    )
+    .await
+}
+
+/// Starts the root `builder` describes and returns it with its MeshNode of [`mesh`].
+pub(crate) async fn launch(builder: ZLinkBuilder<NodeHandler>) -> (ZLinkHost, MeshNode) {
+    let host = builder.build().start().await.expect("the host starts");
     let node = host.node(&mesh()).expect("the node");
     (host, node)
 }

@@ -23,6 +23,7 @@ mod restarts;
 use super::support::*;
 use crate::host::ZLinkHost;
 use crate::host::config::{MeshNodeBuilder, ZLink};
+use crate::host::tests::support::launch;
 use crate::mesh::node::MeshNode;
 use crate::messaging::{ErrorKind, Message, NodeHandler, Request, ZLinkError};
 use crate::objects::{Spot, SpotType};
@@ -330,17 +331,14 @@ async fn server(
     configure: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = relocation.clone();
-    let host = ZLink::builder()
-        .location_store(store)
-        .relocation_store(relocation)
-        .location_options(options)
-        .route_mesh(mesh(), |n| configure(n.object_role(ObjectRole::Server)))
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    launch(
+        ZLink::builder()
+            .location_store(store)
+            .relocation_store(relocation)
+            .location_options(options)
+            .route_mesh(mesh(), |n| configure(n.object_role(ObjectRole::Server))),
+    )
+    .await
 }
 
 /// `N` Object Servers serving the Room Instance Spot type, labelled `n0`, `n1`, …, each with

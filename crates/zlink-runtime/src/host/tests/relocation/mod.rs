@@ -30,6 +30,7 @@ mod follow;
 mod gate;
 mod host;
 mod instance;
+mod member;
 mod order;
 mod owner_change_faults;
 mod per_actor;
@@ -170,6 +171,24 @@ impl Message for Totals {
 }
 impl Request for Totals {
     type Reply = (u64, u64, u64);
+}
+
+/// Reads the counter Actor `id`'s [`Totals`] through `caller` until at least `applied` steps
+/// are applied (the last one-ways may still be on their way) or [`WAIT`] passes; returns the
+/// last read.
+async fn totals_once_applied(
+    caller: &crate::objects::ActorManager,
+    id: &str,
+    applied: u64,
+) -> (u64, u64, u64) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let t = caller.request(id, &Totals).await.expect("totals");
+        if t.1 >= applied || tokio::time::Instant::now() > deadline {
+            return t;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -498,15 +517,7 @@ async fn messages_sent_during_a_move_run_once_in_order(h: &Harness) {
     }
     let per_stream: u64 = STEPS * (STEPS + 1) / 2;
     let all = u64::from(STREAMS + 1);
-    // The last one-ways may still be on their way: read until every step is applied.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let totals = loop {
-        let t = caller.request("s1", &Totals).await.expect("totals");
-        if t.1 >= STEPS * all || tokio::time::Instant::now() > deadline {
-            break t;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    let totals = totals_once_applied(&caller, "s1", STEPS * all).await;
     assert_eq!(
         totals,
         (per_stream * all, STEPS * all, 0),

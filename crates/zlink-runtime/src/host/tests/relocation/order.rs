@@ -138,14 +138,7 @@ async fn a_one_way_still_on_the_old_route_is_not_overtaken_when_the_caller_learn
     );
     let moved = moving.await.expect("task").expect("moved");
     assert_eq!(moved.node, rid_of(target));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let totals = loop {
-        let t = caller.request("o1", &Totals).await.expect("totals");
-        if t.1 >= 2 || tokio::time::Instant::now() > deadline {
-            break t;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    let totals = totals_once_applied(&caller, "o1", 2).await;
     assert_eq!(totals, (6, 2, 0), "both one-ways applied once, in order");
     m.shutdown().await;
 }

@@ -45,19 +45,7 @@ async fn a_new_owner_refused_while_the_store_was_down_is_tried_again_and_the_mov
     };
     // The source stops right after its `Prepared` record until the gate opens.
     let (gate, reached) = (Gate::new(), Arc::new(AtomicBool::new(false)));
-    {
-        let (gate, reached) = (gate.clone(), Arc::clone(&reached));
-        let hook: crate::relocation::StageHook = Arc::new(move |stage| {
-            let (gate, reached) = (gate.clone(), Arc::clone(&reached));
-            Box::pin(async move {
-                if stage == RecordedStage::Prepared {
-                    reached.store(true, Ordering::SeqCst);
-                    gate.pass().await;
-                }
-            })
-        });
-        *objects_of(source).relocations().stage_hook.lock() = Some(hook);
-    }
+    super::target_faults::stall_after_prepared(source, &gate, &reached);
     let moving = {
         let client = source.actors().expect("manager").client;
         let r = r.clone();

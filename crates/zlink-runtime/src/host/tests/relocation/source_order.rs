@@ -109,14 +109,7 @@ async fn a_caller_on_the_source_node_is_not_overtaken_by_its_own_later_messages(
     );
     let moved = moving.await.expect("task").expect("moved");
     assert_eq!(moved.node, rid_of(target));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let totals = loop {
-        let t = caller.request("s1", &Totals).await.expect("totals");
-        if t.1 >= 2 || tokio::time::Instant::now() > deadline {
-            break t;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    let totals = totals_once_applied(&caller, "s1", 2).await;
     assert_eq!(totals, (5, 2, 0), "both steps applied once, in order");
     *source_objects.relocations().stage_hook.lock() = None;
     m.shutdown().await;

@@ -10,13 +10,14 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{HostState, ObjectKind, ObjectRole};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
+use super::member::{Member, member_type};
 use super::{Step, Totals};
 use crate::host::config::ZLink;
 use crate::host::tests::support::*;
 use crate::host::{RelocateOptions, RelocationOutcome, ZLinkHost};
 use crate::mesh::node::MeshNode;
 use crate::messaging::{BoxError, ErrorKind, Message, Request, ZLinkError};
-use crate::objects::{Actor, ActorStateAdapter, Spot, SpotExecution, SpotRef, SpotStateAdapter};
+use crate::objects::{Actor, Spot, SpotExecution, SpotRef, SpotStateAdapter};
 use crate::relocation::MovesOf;
 use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
@@ -48,32 +49,6 @@ impl SpotStateAdapter<Hall> for HallAdapter {
     fn restore(&self, bytes: &[u8]) -> Result<Hall, BoxError> {
         let n = u64::from_be_bytes(bytes.try_into()?);
         Ok(Hall { n })
-    }
-}
-
-/// A member keeping per-stream sequence numbers (its state moves with the adapter).
-#[derive(Default, Serialize, Deserialize)]
-struct Member {
-    applied: u64,
-    total: u64,
-    out_of_order: u64,
-    last: std::collections::BTreeMap<u32, u64>,
-}
-impl Actor for Member {}
-
-/// The member adapter; on a node that `refuses`, every restore fails.
-struct MemberAdapter {
-    refuses: bool,
-}
-impl ActorStateAdapter<Member> for MemberAdapter {
-    fn capture(&self, m: &Member) -> Result<Vec<u8>, BoxError> {
-        Ok(serde_json::to_vec(m)?)
-    }
-    fn restore(&self, bytes: &[u8]) -> Result<Member, BoxError> {
-        if self.refuses {
-            return Err("restore refused by the test".into());
-        }
-        Ok(serde_json::from_slice(bytes)?)
     }
 }
 
@@ -121,25 +96,7 @@ pub(super) async fn root_over(
                     Box::pin(async move { Ok(n) })
                 })
         })
-        .actor_type::<Member>("member", |t| {
-            t.factory(|_ctx| async { Ok(Member::default()) })
-                .preserve_state_with(MemberAdapter { refuses })
-                .on_request::<Step, _>(|m, step, _ctx| {
-                    let last = m.last.entry(step.stream).or_insert(0);
-                    if step.seq != *last + 1 {
-                        m.out_of_order += 1;
-                    }
-                    *last = step.seq;
-                    m.total += step.seq;
-                    m.applied += 1;
-                    let seq = step.seq;
-                    Box::pin(async move { Ok(seq) })
-                })
-                .on_request::<Totals, _>(|m, _t, _ctx| {
-                    let t = (m.total, m.applied, m.out_of_order);
-                    Box::pin(async move { Ok(t) })
-                })
-        })
+        .actor_type::<Member>("member", |t| member_type(t, refuses))
         .actor_type::<Pinned>("pinned", |t| {
             t.factory(|_ctx| async { Ok(Pinned) }).disable_relocation()
         })

@@ -211,20 +211,17 @@ async fn server_over(
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
     let seen = Arc::clone(seen);
-    let host = ZLink::builder()
-        .location_store(store)
-        .relocation_store(relocation)
-        .location_options(options.clone())
-        .route_mesh(mesh(), move |n| {
-            n.object_role(ObjectRole::Server)
-                .actor_type::<Counter>("counter", counter_type(Policy::Preserve, seen))
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    launch(
+        ZLink::builder()
+            .location_store(store)
+            .relocation_store(relocation)
+            .location_options(options.clone())
+            .route_mesh(mesh(), move |n| {
+                n.object_role(ObjectRole::Server)
+                    .actor_type::<Counter>("counter", counter_type(Policy::Preserve, seen))
+            }),
+    )
+    .await
 }
 
 /// No reservation row remains and the allocation rows count exactly `records` actors.

@@ -52,7 +52,7 @@ async fn reservations(h: &Harness) -> usize {
 
 /// Makes `source`'s moves stop right after their `Prepared` record applied (the Restore is
 /// prepared on the target, no ready sent) until `gate` opens; `reached` is set on arrival.
-fn stall_after_prepared(source: &ZLinkHost, gate: &Gate, reached: &Arc<AtomicBool>) {
+pub(super) fn stall_after_prepared(source: &ZLinkHost, gate: &Gate, reached: &Arc<AtomicBool>) {
     let (gate, reached) = (gate.clone(), Arc::clone(reached));
     let hook: crate::relocation::StageHook = Arc::new(move |stage| {
         let (gate, reached) = (gate.clone(), Arc::clone(&reached));

@@ -11,13 +11,14 @@ use zlink_codec::records::{ObjectKind, ObjectRole};
 use zlink_codec::{ObjectId, RoutingId};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
-use super::super::{Step, Totals};
+use super::super::Step;
+use super::super::member::{Member, member_type};
 use crate::host::ZLinkHost;
 use crate::host::config::ZLink;
 use crate::host::tests::support::*;
 use crate::mesh::node::MeshNode;
 use crate::messaging::{BoxError, ErrorKind, Message, Request};
-use crate::objects::{Actor, ActorRef, ActorStateAdapter, Spot, SpotExecution, SpotRef};
+use crate::objects::{Actor, ActorRef, Spot, SpotExecution, SpotRef};
 use crate::objects::{SpotStateAdapter, client::ObjectClient};
 use zlink_location::{AuthorityRead, PerActorMoveRecord};
 use zlink_testkit::Harness;
@@ -50,26 +51,6 @@ impl SpotStateAdapter<Room> for RoomAdapter {
         Ok(Room {
             n: u64::from_be_bytes(bytes.try_into()?),
         })
-    }
-}
-
-/// A member keeping per-stream sequence numbers (its state moves with its adapter).
-#[derive(Default, Serialize, Deserialize)]
-struct Member {
-    applied: u64,
-    total: u64,
-    out_of_order: u64,
-    last: std::collections::BTreeMap<u32, u64>,
-}
-impl Actor for Member {}
-
-struct MemberAdapter;
-impl ActorStateAdapter<Member> for MemberAdapter {
-    fn capture(&self, m: &Member) -> Result<Vec<u8>, BoxError> {
-        Ok(serde_json::to_vec(m)?)
-    }
-    fn restore(&self, bytes: &[u8]) -> Result<Member, BoxError> {
-        Ok(serde_json::from_slice(bytes)?)
     }
 }
 
@@ -141,27 +122,10 @@ async fn root(h: &Harness, role: ObjectRole, label: u64, serves: Serves) -> Root
                 n
             } else {
                 n.actor_type::<Member>("member", |t| {
-                    t.factory(|_ctx| async { Ok(Member::default()) })
-                        .preserve_state_with(MemberAdapter)
-                        .on_request::<Step, _>(|m, step, _ctx| {
-                            let last = m.last.entry(step.stream).or_insert(0);
-                            if step.seq != *last + 1 {
-                                m.out_of_order += 1;
-                            }
-                            *last = step.seq;
-                            m.total += step.seq;
-                            m.applied += 1;
-                            let seq = step.seq;
-                            Box::pin(async move { Ok(seq) })
-                        })
-                        .on_request::<Totals, _>(|m, _t, _ctx| {
-                            let t = (m.total, m.applied, m.out_of_order);
-                            Box::pin(async move { Ok(t) })
-                        })
-                        .on_request::<Where, _>(move |m, _w, _ctx| {
-                            let n = m.applied;
-                            Box::pin(async move { Ok((label, n)) })
-                        })
+                    member_type(t, false).on_request::<Where, _>(move |m, _w, _ctx| {
+                        let n = m.applied;
+                        Box::pin(async move { Ok((label, n)) })
+                    })
                 })
             };
             n.actor_type::<Pinned>("pinned", |t| {

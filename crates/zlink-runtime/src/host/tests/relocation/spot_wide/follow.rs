@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::host::tests::support::launch;
 use crate::host::tests::support::{actors_counted, authority_key};
 use zlink_store_conformance::{Fault, FaultyLocationStore};
 
@@ -36,32 +37,22 @@ async fn server_with(
     options: zlink_location::LocationOptions,
 ) -> (ZLinkHost, MeshNode) {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
-    let host = ZLink::builder()
-        .location_store(store)
-        .relocation_store(relocation)
-        .location_options(options)
-        .route_mesh(mesh(), move |n| {
-            n.object_role(ObjectRole::Server)
-                .user_spot_type::<Hall>("hall", |t| {
-                    t.factory(|_ctx| async { Ok(Hall::default()) })
-                        .execution(SpotExecution::SpotWide)
-                        .preserve_state_with(HallAdapter)
-                })
-                .actor_type::<Member>("member", |t| {
-                    t.factory(|_ctx| async { Ok(Member::default()) })
-                        .preserve_state_with(MemberAdapter { refuses: false })
-                        .on_request::<Totals, _>(|m, _t, _ctx| {
-                            let t = (m.total, m.applied, m.out_of_order);
-                            Box::pin(async move { Ok(t) })
-                        })
-                })
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("the node");
-    (host, node)
+    launch(
+        ZLink::builder()
+            .location_store(store)
+            .relocation_store(relocation)
+            .location_options(options)
+            .route_mesh(mesh(), move |n| {
+                n.object_role(ObjectRole::Server)
+                    .user_spot_type::<Hall>("hall", |t| {
+                        t.factory(|_ctx| async { Ok(Hall::default()) })
+                            .execution(SpotExecution::SpotWide)
+                            .preserve_state_with(HallAdapter)
+                    })
+                    .actor_type::<Member>("member", |t| member_type(t, false))
+            }),
+    )
+    .await
 }
 
 /// A source (0) holding a hall with `members` members, each stepped once, a target (1) over
