@@ -220,9 +220,11 @@ pub(crate) use aggregate::relocate_spot_wide;
 pub(crate) use completion::{Confirmation, redeliver};
 #[cfg(test)]
 pub(crate) use drive::CAPTURE_ATTEMPTS;
-pub(crate) use instance::relocate_instance_spot;
 #[cfg_attr(not(test), allow(unused_imports))]
-pub(crate) use source::relocate_actor;
+pub(crate) use instance::relocate_instance_spot;
+pub(crate) use instance::relocate_instance_spot_within;
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use source::{relocate_actor, relocate_actor_within};
 #[cfg(test)]
 pub(crate) use stage::mark_of as relocation_mark;
 #[cfg(test)]

@@ -33,6 +33,7 @@ mod instance;
 mod order;
 mod owner_change_faults;
 mod per_actor;
+mod ready_deadline;
 mod rollback;
 mod settle;
 mod source_order;
@@ -40,6 +41,7 @@ mod spot_wide;
 mod stages;
 mod store_outage;
 mod target_faults;
+mod target_order;
 mod targets;
 
 /// Which relocation policy the counter type chooses.
