@@ -48,7 +48,11 @@
 //!    source and reply route, and enters the temporary queue; a request the target sent
 //!    itself completes there; a request from any other node is a **completion result** of
 //!    the move, stored, recorded and delivered to its requester as `completion/` describes,
-//!    spec 21 §9.3), then sends the **cutover**;
+//!    spec 21 §9.3), then sends the **cutover** — and while it waits for the cutover's answer
+//!    it relays, every 20 ms, what it held since, so a message another node sent
+//!    during a long NewOwner (a Store outage retries it) enters the temporary queue too and
+//!    is never overtaken by what that node sends the new owner once it committed (one that
+//!    reaches the target after the commit runs on the live object, in order);
 //! 8. on the cutover — or, when none came, once `RelocationCutoverWaitTimeout` has passed
 //!    after ready — the target runs NewOwner (the CAS conditioned on the reservation and the
 //!    Prepared record's version). Committed: the activation joins the live set, the temporary

@@ -51,7 +51,7 @@ pub(crate) async fn relocate_actor(
 
 /// [`relocate_actor`] with the move's deadline `until` (a host Relocate's, when given): the
 /// Restore command carries it, so the target waits for the source's ready no longer than that
-/// (docs/formats.md, *The move deadline in the Restore*).
+/// (docs/formats.md §14).
 pub(crate) async fn relocate_actor_within(
     client: &ObjectClient,
     actor: &ActorRef,

@@ -86,7 +86,7 @@ pub(crate) struct RestoreCommand {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<crate::objects::timer::wire::TimerWire>,
     /// The move's deadline, in milliseconds after the source sent this command
-    /// (docs/formats.md, *The move deadline in the Restore*): the target waits for the
+    /// (docs/formats.md §14): the target waits for the
     /// source's ready no longer than that. Absent: no deadline was given (the target's own
     /// longest wait).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -257,7 +257,7 @@ impl Move<'_> {
     }
 
     /// Sends the cutover to `to` and waits for its answer, relaying (every
-    /// [`RELAY_DURING_CUTOVER`]) what every participant holds from other nodes meanwhile: the
+    /// [`RELAY_DURING_CUTOVER`], 20 ms) what every participant holds from other nodes meanwhile: the
     /// target takes it into the temporary queue while its NewOwner runs, so it runs before the
     /// target's dispatch opens. Held until the follow instead, a message another node sent
     /// during a long cutover (a Store outage retries the NewOwner for seconds) ran after
@@ -312,7 +312,7 @@ impl Move<'_> {
 
 /// How often the source relays what it held since its last relay while it waits for the
 /// cutover's answer.
-const RELAY_DURING_CUTOVER: std::time::Duration = std::time::Duration::from_millis(5);
+const RELAY_DURING_CUTOVER: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// How many times the adapter's capture is tried (each a job of its own on the sealed
 /// activation) before the unit's state is incompatible (28 §8 `StateIncompatible`).
