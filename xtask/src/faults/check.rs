@@ -18,7 +18,13 @@ pub(crate) struct Answer {
 #[derive(Debug, Clone)]
 pub(crate) enum Outcome {
     Answered(Answer),
-    Failed { at: u128, kind: String },
+    /// `lost`: an `Unavailable` whose connection went down after the request was sent — it
+    /// may have run on its owner (the caller cannot know), like a timed-out one.
+    Failed {
+        at: u128,
+        kind: String,
+        lost: bool,
+    },
 }
 
 /// The error kinds a request may end in (the 13 common kinds, as the runtime prints them).
@@ -71,7 +77,7 @@ pub(crate) fn parse(lines: &[String]) -> (ById, Option<(u64, u64)>) {
                         count,
                     }));
             }
-            ["E", id, _sent, at, kind] => {
+            ["E", id, _sent, at, kind, rest @ ..] if rest.len() <= 1 => {
                 let Ok(at) = at.parse() else { continue };
                 by_id
                     .entry((*id).to_owned())
@@ -79,6 +85,7 @@ pub(crate) fn parse(lines: &[String]) -> (ById, Option<(u64, u64)>) {
                     .push(Outcome::Failed {
                         at,
                         kind: (*kind).to_owned(),
+                        lost: rest == ["ConnectionLost"],
                     });
             }
             ["LOAD-DONE", ok, failed] => {
@@ -116,7 +123,7 @@ pub(crate) struct Verdict {
     /// An activation answering again after another one of the same id had answered.
     pub(crate) doubles: u64,
     /// A count that did not rise by exactly one within one activation (beyond what a timed-out
-    /// request may have added).
+    /// request, or one whose connection went down after it was sent, may have added).
     pub(crate) count_breaks: u64,
     /// An activation starting below what an earlier one had acknowledged, without a higher
     /// ObjectGeneration.
@@ -175,12 +182,13 @@ pub(crate) fn check(
         let mut recovered = None;
         for o in outcomes {
             match o {
-                Outcome::Failed { at, kind } => {
+                Outcome::Failed { at, kind, lost } => {
                     *v.errors.entry(kind.clone()).or_default() += 1;
                     if !KINDS.contains(&kind.as_str()) {
                         v.undefined += 1;
                     }
-                    if kind == "DeadlineExceeded" {
+                    // Its outcome is unknown: it may have added one on its owner.
+                    if kind == "DeadlineExceeded" || *lost {
                         timed_out_since_last = true;
                     }
                     let _ = at;
@@ -433,6 +441,25 @@ mod tests {
         let v = check(&by_id, done, 35, &[]);
         assert!(v.holds(1_000), "{v:?}");
         assert_eq!((v.ok, v.recovery_ms.clone()), (3, vec![6]));
+    }
+
+    #[test]
+    fn a_request_whose_connection_was_lost_after_it_was_sent_may_have_counted() {
+        let lines = |lost: &str| {
+            vec![
+                p("a", 10, "n1", 1, 7, 1),
+                format!("E a 20 21 Unavailable{lost}"),
+                p("a", 30, "n1", 1, 7, 3),
+                "LOAD-DONE 2 1".to_owned(),
+            ]
+        };
+        let (by_id, done) = parse(&lines(" ConnectionLost"));
+        let v = check(&by_id, done, 0, &[]);
+        assert!(v.holds(1_000), "{v:?}");
+        assert_eq!(v.errors.get("Unavailable"), Some(&1));
+        // Any other Unavailable said nothing was applied: the skip is a break.
+        let (by_id, done) = parse(&lines(""));
+        assert_eq!(check(&by_id, done, 0, &[]).count_breaks, 1);
     }
 
     #[test]

@@ -13,7 +13,11 @@
 //! the member (counted as [`SweepReport::moved_members`](super::SweepReport::moved_members);
 //! `Conflict::ResolvesThroughSpot` at access), and otherwise the member's delete is
 //! conditioned on the Spot's record as read (its version, or its absence), so a Spot that
-//! moves meanwhile keeps it too. A sweep deletes such members before it deletes any Spot row,
+//! moves meanwhile keeps it too. A sweep that finds such a member while its own run owns the
+//! Spot — the Spot's new owner sweeping the dead source run — repairs the member's record: it
+//! follows the Spot's owner ([`AuthorityClient::follow_spot_owner`], counted as
+//! [`SweepReport::members_followed`](super::SweepReport::members_followed)), the write the
+//! move's own follow never got applied. A sweep deletes such members before it deletes any Spot row,
 //! so the Spot's own delete never breaks their condition. A Spot record that cannot be read or
 //! decoded keeps the member (never guessed).
 
@@ -59,8 +63,9 @@ impl fmt::Debug for MemberResolver {
 pub(super) enum MemberCheck {
     /// Not a member of a `SpotWide` Spot (or no resolver is set): as any record.
     NotAMember,
-    /// Its Spot is owned by another run or on another node: the member moved with it, keep it.
-    Moved,
+    /// Its Spot is owned by another run or on another node (its record as read): the member
+    /// moved with it, keep it.
+    Moved(Box<AuthorityHandle>),
     /// Its Spot's record could not be read or decoded: keep it.
     Unreadable,
     /// Its Spot is this record's run's too, or gone: delete it under this guard on the Spot's
@@ -110,7 +115,7 @@ impl AuthorityClient {
             SpotSeen::Unreadable => MemberCheck::Unreadable,
             SpotSeen::Found(key, handle) => {
                 if handle.owner() != member.owner() || handle.node() != member.node() {
-                    MemberCheck::Moved
+                    MemberCheck::Moved(handle)
                 } else {
                     MemberCheck::Guard((key, Expect::Version(handle.version().clone())))
                 }

@@ -126,7 +126,7 @@ impl AuthorityClient {
             .await?
         {
             MemberCheck::NotAMember => {}
-            MemberCheck::Moved | MemberCheck::Unreadable => {
+            MemberCheck::Moved(_) | MemberCheck::Unreadable => {
                 return Ok(Outcome::Conflict(Conflict::ResolvesThroughSpot));
             }
             MemberCheck::Guard(g) => guards.push(g),

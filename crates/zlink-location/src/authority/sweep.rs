@@ -37,7 +37,9 @@
 //! one.
 //!
 //! **`SpotWide` members** whose Spot's record names another run (they moved with it, their
-//! own record not yet following) are kept and counted ([`SweepReport::moved_members`]); the
+//! own record not yet following) are kept and counted ([`SweepReport::moved_members`]) — and
+//! when that run is the sweeping one, their record follows the Spot's owner instead
+//! ([`SweepReport::members_followed`]); the
 //! others are deleted first, each conditioned on its Spot's record as read (`members.rs`).
 //!
 //! **Corrupt or foreign data** costs only its row: a key the Store cannot read (another data
@@ -86,6 +88,9 @@ pub struct SweepReport {
     /// could not read — another data type, a corrupt stored record — skipped and left
     /// untouched.
     pub unreadable: usize,
+    /// `SpotWide` member rows of the swept run whose Spot this run owns, rewritten to follow
+    /// it (the move's own follow write never applied; `members.rs`).
+    pub members_followed: usize,
     /// Relocation target reservations released (their capacity returned).
     pub reservations_released: usize,
     /// Reservations that changed after the snapshot (left as they are).
@@ -269,7 +274,16 @@ impl AuthorityClient {
             }
             let spot_guard = match self.member_check(&handle, &mut spots).await? {
                 MemberCheck::NotAMember => None,
-                MemberCheck::Moved | MemberCheck::Unreadable => {
+                MemberCheck::Moved(spot) if spot.owner() == own => {
+                    // This run owns the Spot the member moved with: its record follows now.
+                    if self.repair_member(&handle, &spot).await {
+                        report.members_followed += 1;
+                    } else {
+                        report.moved_members += 1;
+                    }
+                    continue;
+                }
+                MemberCheck::Moved(_) | MemberCheck::Unreadable => {
                     tracing::info!(id = %handle.id(), "owner sweep keeps a SpotWide member whose Spot is not the swept run's");
                     report.moved_members += 1;
                     continue;
@@ -321,6 +335,27 @@ impl AuthorityClient {
         match failure {
             Some(e) => Err(e),
             None => Ok(report),
+        }
+    }
+
+    /// The member record `member`, which moved with the `SpotWide` Spot `spot` this run owns,
+    /// follows it ([`follow_spot_owner`](Self::follow_spot_owner)); whether it applied. A
+    /// conflict or a failure leaves it as it was (it still resolves through the Spot's record;
+    /// a later sweep tries again).
+    async fn repair_member(&self, member: &AuthorityHandle, spot: &AuthorityHandle) -> bool {
+        match self.follow_spot_owner(member, spot).await {
+            Ok(Outcome::Applied(_)) => {
+                tracing::info!(id = %member.id(), spot = %spot.id(), "owner sweep: a SpotWide member's record follows its Spot's owner");
+                true
+            }
+            Ok(Outcome::Conflict(c)) => {
+                tracing::info!(id = %member.id(), conflict = ?c, "owner sweep: a SpotWide member's follow did not apply");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(id = %member.id(), error = %e, "owner sweep: a SpotWide member's follow failed");
+                false
+            }
         }
     }
 

@@ -97,7 +97,8 @@ fn wall_ms() -> u128 {
 
 /// One sequential loop of `Probe`s per id, all ids at once, for `window`, `pause` apart: every
 /// request ends in exactly one line, `P <id> <sent-ms> <answered-ms> <node> <generation>
-/// <nonce> <count>` or `E <id> <sent-ms> <ended-ms> <kind>`. After a `NotFound` the loop asks
+/// <nonce> <count>` or `E <id> <sent-ms> <ended-ms> <kind> [ConnectionLost]` (the last word for
+/// an `Unavailable` whose connection went down after the request was sent). After a `NotFound` the loop asks
 /// `get_or_create` for the id (the Actor may have been recreated elsewhere) before its next
 /// probe. Returns `LOAD-DONE <answered> <failed>`.
 async fn load(
@@ -131,7 +132,12 @@ async fn load(
                     }
                     Err(e) => {
                         failed.fetch_add(1, Ordering::Relaxed);
-                        say(&format!("E {id} {sent} {} {}", wall_ms(), e.kind()));
+                        say(&format!(
+                            "E {id} {sent} {} {}{}",
+                            wall_ms(),
+                            e.kind(),
+                            lost(&e)
+                        ));
                         if e.kind() == ErrorKind::NotFound {
                             let _ = actors.get_or_create(COUNTER, &id).await;
                         }
@@ -149,6 +155,18 @@ async fn load(
         answered.load(Ordering::Relaxed),
         failed.load(Ordering::Relaxed)
     )
+}
+
+/// ` ConnectionLost` for a request whose connection went down after it was sent (it may have
+/// run: the outcome is unknown to the caller), else nothing.
+fn lost(e: &zlink_runtime::ZLinkError) -> &'static str {
+    match e {
+        zlink_runtime::ZLinkError::Unavailable {
+            reason: zlink_runtime::handler::UnavailableReason::ConnectionLost,
+            ..
+        } => " ConnectionLost",
+        _ => "",
+    }
 }
 
 /// The ids `<prefix>-<i>` for `i` in `first..first+count`.

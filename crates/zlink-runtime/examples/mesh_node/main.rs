@@ -45,7 +45,7 @@
 //!   range, one sequential loop of `Probe` requests (`pause-ms` apart, each with a
 //!   `timeout-ms` reply timeout) for `millis` ms; every request ends in exactly one line:
 //!   `P <id> <sent-ms> <answered-ms> <node-rid-hex> <generation> <activation-nonce> <count>` or
-//!   `E <id> <sent-ms> <ended-ms> <kind>` (wall-clock milliseconds; after `NotFound` the loop
+//!   `E <id> <sent-ms> <ended-ms> <kind> [ConnectionLost]` (wall-clock milliseconds; after `NotFound` the loop
 //!   asks `get_or_create` for the id), then `LOAD-DONE <answered> <failed>` — what
 //!   `cargo xtask faults` checks its invariants on
 //! - `RELOCATE [deadline-ms]` → a PlannedMaintenance host Relocate of this node's host:

@@ -45,10 +45,22 @@ const STAGED_TAG: &[u8] = b"m1";
 /// (`InvalidOperation`) before anything is captured, and the Spot keeps serving here; a move
 /// that fails before the cutover is cancelled and the Spot serves here again, its owner
 /// unchanged. A Close that claimed the Spot first makes the move `Unavailable` (no move).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) async fn relocate_instance_spot(
     client: &ObjectClient,
     id: &ObjectId,
     target: Option<&RoutingId>,
+) -> Result<SpotRef, ZLinkError> {
+    relocate_instance_spot_within(client, id, target, None).await
+}
+
+/// [`relocate_instance_spot`] with the move's deadline `until` (a host Relocate's, when
+/// given): the target waits for the source's ready no longer than that.
+pub(crate) async fn relocate_instance_spot_within(
+    client: &ObjectClient,
+    id: &ObjectId,
+    target: Option<&RoutingId>,
+    until: Option<tokio::time::Instant>,
 ) -> Result<SpotRef, ZLinkError> {
     let host = &client.objects;
     let key: ObjectKey = (AuthorityKind::Spot, id.clone());
@@ -121,6 +133,7 @@ pub(crate) async fn relocate_instance_spot(
         }
     };
     Move::new(client, key, handle, live, rebuild, target.cloned(), unit)
+        .until(until)
         .run(effects)
         .await
         .map(|moved| SpotRef::of(&moved))

@@ -48,7 +48,11 @@
 //!    source and reply route, and enters the temporary queue; a request the target sent
 //!    itself completes there; a request from any other node is a **completion result** of
 //!    the move, stored, recorded and delivered to its requester as `completion/` describes,
-//!    spec 21 §9.3), then sends the **cutover**;
+//!    spec 21 §9.3), then sends the **cutover** — and while it waits for the cutover's answer
+//!    it relays, every 20 ms, what it held since, so a message another node sent
+//!    during a long NewOwner (a Store outage retries it) enters the temporary queue too and
+//!    is never overtaken by what that node sends the new owner once it committed (one that
+//!    reaches the target after the commit runs on the live object, in order);
 //! 8. on the cutover — or, when none came, once `RelocationCutoverWaitTimeout` has passed
 //!    after ready — the target runs NewOwner (the CAS conditioned on the reservation and the
 //!    Prepared record's version). Committed: the activation joins the live set, the temporary
@@ -220,9 +224,11 @@ pub(crate) use aggregate::relocate_spot_wide;
 pub(crate) use completion::{Confirmation, redeliver};
 #[cfg(test)]
 pub(crate) use drive::CAPTURE_ATTEMPTS;
-pub(crate) use instance::relocate_instance_spot;
 #[cfg_attr(not(test), allow(unused_imports))]
-pub(crate) use source::relocate_actor;
+pub(crate) use instance::relocate_instance_spot;
+pub(crate) use instance::relocate_instance_spot_within;
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use source::{relocate_actor, relocate_actor_within};
 #[cfg(test)]
 pub(crate) use stage::mark_of as relocation_mark;
 #[cfg(test)]

@@ -147,7 +147,8 @@ impl Shape {
         }
     }
 
-    /// The Restore header command of the unit (its name and body).
+    /// The Restore header command of the unit (its body); `deadline_ms`: the move's deadline,
+    /// in milliseconds from now, if it has one.
     pub(super) fn restore_command(
         &self,
         handle: &AuthorityHandle,
@@ -155,6 +156,7 @@ impl Shape {
         reservation: zlink_location::ReservationWire,
         checksum: &[u8],
         timers: &[Vec<crate::objects::timer::wire::TimerWire>],
+        deadline_ms: Option<u64>,
     ) -> Result<Bytes, ZLinkError> {
         match self {
             Self::Single {
@@ -171,6 +173,7 @@ impl Shape {
                 })?,
                 per_actor: per_actor.clone(),
                 timers: timers.first().cloned().unwrap_or_default(),
+                deadline_ms,
             }),
             Self::SpotWide(s) => wire::encode(&aggregate::RestoreCommand {
                 header: header.to_vec(),
@@ -179,6 +182,7 @@ impl Shape {
                 checksum: checksum.to_vec(),
                 reservation,
                 timers: timers.to_vec(),
+                deadline_ms,
             }),
         }
     }

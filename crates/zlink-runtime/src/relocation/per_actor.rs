@@ -303,5 +303,5 @@ async fn move_member(
     to: &RoutingId,
     part: PerActorPart,
 ) -> Result<ActorRef, ZLinkError> {
-    relocate_actor_unit(client, actor, Some(to), Some(part)).await
+    relocate_actor_unit(client, actor, Some(to), Some(part), None).await
 }

@@ -46,17 +46,31 @@ pub(crate) async fn relocate_actor(
     actor: &ActorRef,
     target: Option<&RoutingId>,
 ) -> Result<ActorRef, ZLinkError> {
-    relocate_actor_unit(client, actor, target, None).await
+    relocate_actor_unit(client, actor, target, None, None).await
+}
+
+/// [`relocate_actor`] with the move's deadline `until` (a host Relocate's, when given): the
+/// Restore command carries it, so the target waits for the source's ready no longer than that
+/// (docs/formats.md §14).
+pub(crate) async fn relocate_actor_within(
+    client: &ObjectClient,
+    actor: &ActorRef,
+    target: Option<&RoutingId>,
+    until: Option<Instant>,
+) -> Result<ActorRef, ZLinkError> {
+    relocate_actor_unit(client, actor, target, None, until).await
 }
 
 /// [`relocate_actor`] for an Entry Spot member (`part` absent) or for one member Actor of the
 /// `PerActor` User Spot move `part` (its record must name that Spot as a `PerActor` member;
-/// the target's NewOwner then moves it in the move record too, spec 21 §8.2).
+/// the target's NewOwner then moves it in the move record too, spec 21 §8.2), with the move's
+/// deadline `until` when it has one.
 pub(super) async fn relocate_actor_unit(
     client: &ObjectClient,
     actor: &ActorRef,
     target: Option<&RoutingId>,
     part: Option<wire::PerActorPart>,
+    until: Option<Instant>,
 ) -> Result<ActorRef, ZLinkError> {
     let host = &client.objects;
     let key: ObjectKey = (AuthorityKind::Actor, actor.id.clone());
@@ -113,7 +127,8 @@ pub(super) async fn relocate_actor_unit(
         rebuild,
         live,
     } = ready;
-    let mut unit = Move::new(client, key, handle, live, rebuild, target.cloned(), unit);
+    let mut unit =
+        Move::new(client, key, handle, live, rebuild, target.cloned(), unit).until(until);
     if let Some(p) = part {
         unit = unit.per_actor(p, false);
     }

@@ -85,6 +85,12 @@ pub(crate) struct RestoreCommand {
     /// the Restore*; absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<crate::objects::timer::wire::TimerWire>,
+    /// The move's deadline, in milliseconds after the source sent this command
+    /// (docs/formats.md §14): the target waits for the
+    /// source's ready no longer than that. Absent: no deadline was given (the target's own
+    /// longest wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deadline_ms: Option<u64>,
 }
 
 /// Which part of a `PerActor` User Spot move a unit is (spec 21 §8.2): the Spot authority

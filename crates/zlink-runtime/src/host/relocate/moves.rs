@@ -175,12 +175,16 @@ pub(super) async fn move_unit(
     end: Instant,
 ) -> Result<usize, ZLinkError> {
     let done = match &u.object {
-        Moved::Actor(actor) => crate::relocation::relocate_actor(client, actor, Some(to))
-            .await
-            .map(|_| 1),
-        Moved::InstanceSpot(id) => crate::relocation::relocate_instance_spot(client, id, Some(to))
-            .await
-            .map(|_| 1),
+        Moved::Actor(actor) => {
+            crate::relocation::relocate_actor_within(client, actor, Some(to), Some(end))
+                .await
+                .map(|_| 1)
+        }
+        Moved::InstanceSpot(id) => {
+            crate::relocation::relocate_instance_spot_within(client, id, Some(to), Some(end))
+                .await
+                .map(|_| 1)
+        }
         Moved::SpotWide(spot) => {
             crate::relocation::relocate_spot_wide(client, spot, Some(to), Some(end))
                 .await

@@ -123,6 +123,10 @@ pub(crate) struct RestoreCommand {
     /// Restore*; absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<Vec<crate::objects::timer::wire::TimerWire>>,
+    /// The move's deadline, in milliseconds after the source sent this command (as the
+    /// single-object command's `deadlineMs`; absent: none given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deadline_ms: Option<u64>,
 }
 
 /// The aggregate payload: the inventory pages, then every participant's state in inventory

@@ -93,6 +93,9 @@ pub(super) struct Move<'a> {
     sealed_at: Option<Instant>,
     /// Each participant's timers as the capture left them (sent in the Restore command).
     timers: Vec<Vec<TimerWire>>,
+    /// The move's deadline, if it has one (a host Relocate's; an aggregate's seal bound): the
+    /// Restore command carries it, so the target waits for ready no longer.
+    until: Option<Instant>,
 }
 
 impl<'a> Move<'a> {
@@ -146,6 +149,10 @@ impl<'a> Move<'a> {
         shape: Shape,
         unit: Unit,
     ) -> Self {
+        let until = match &shape {
+            Shape::SpotWide(s) => Some(s.until),
+            Shape::Single { .. } => None,
+        };
         Self {
             client,
             handle,
@@ -169,7 +176,17 @@ impl<'a> Move<'a> {
             permits: None,
             sealed_at: None,
             timers: Vec::new(),
+            until,
         }
+    }
+
+    /// This unit with the deadline `until` (a host Relocate's), when given: the target then
+    /// waits for its ready no longer than that (`deadlineMs` in the Restore command).
+    pub(super) fn until(mut self, until: Option<Instant>) -> Self {
+        if until.is_some() {
+            self.until = until;
+        }
+        self
     }
 
     /// This unit as part of the `PerActor` User Spot move `part`: the Spot authority

@@ -19,7 +19,7 @@ use crate::relocation::invariant;
 use crate::relocation::participants::{Shape, oversized};
 use crate::relocation::send;
 use crate::relocation::source::{
-    answered, cutover_applied, cutover_failed, request, request_within, send_cutover,
+    answered, cutover_applied, cutover_failed, relay, request, request_within, send_cutover,
 };
 use crate::relocation::wire::{self, MoveRef, ReadyCommand};
 use tokio::time::Instant;
@@ -199,6 +199,10 @@ impl Move<'_> {
             reservation,
             checksum.as_bytes(),
             &self.timers,
+            self.until.map(|u| {
+                let left = u.saturating_duration_since(Instant::now()).as_millis();
+                u64::try_from(left).unwrap_or(u64::MAX)
+            }),
         )?;
         inner.send_control(&peer, commands.restore, body)?;
         let relocations = &self.client.objects.relocations();
@@ -231,7 +235,7 @@ impl Move<'_> {
         }
         let cutover = self.shape.commands().cutover;
         let applied = match self.target() {
-            Ok((to, _)) => send_cutover(self.client, &to, cutover, self.relocation()).await,
+            Ok((to, _)) => self.cutover_relaying(&to, cutover).await,
             Err(e) => Err(e),
         };
         #[cfg(test)]
@@ -248,6 +252,38 @@ impl Move<'_> {
                 let events = cutover_failed(attempt, &e);
                 self.fail(e);
                 events
+            }
+        }
+    }
+
+    /// Sends the cutover to `to` and waits for its answer, relaying (every
+    /// [`RELAY_DURING_CUTOVER`], 20 ms) what every participant holds from other nodes meanwhile: the
+    /// target takes it into the temporary queue while its NewOwner runs, so it runs before the
+    /// target's dispatch opens. Held until the follow instead, a message another node sent
+    /// during a long cutover (a Store outage retries the NewOwner for seconds) ran after
+    /// whatever that node sent the new owner directly once it committed — a caller on the
+    /// target node overtaken by its own later messages. A relay that fails answers its
+    /// request with the error (never run); the cutover goes on.
+    async fn cutover_relaying(
+        &self,
+        to: &RoutingId,
+        command: &'static str,
+    ) -> Result<(zlink_store_spi::StoreVersion, u64), ZLinkError> {
+        let answer = send_cutover(self.client, to, command, self.relocation());
+        tokio::pin!(answer);
+        let mut tick = tokio::time::interval(RELAY_DURING_CUTOVER);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                answered = &mut answer => return answered,
+                _ = tick.tick() => {
+                    for p in &self.parts {
+                        if let Err(e) = relay(self.client, &p.key, to, self.relocation()) {
+                            tracing::debug!(error = %e, "relocation: a message held during the cutover was not relayed");
+                        }
+                    }
+                }
             }
         }
     }
@@ -273,6 +309,10 @@ impl Move<'_> {
         }
     }
 }
+
+/// How often the source relays what it held since its last relay while it waits for the
+/// cutover's answer.
+const RELAY_DURING_CUTOVER: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// How many times the adapter's capture is tried (each a job of its own on the sealed
 /// activation) before the unit's state is incompatible (28 §8 `StateIncompatible`).

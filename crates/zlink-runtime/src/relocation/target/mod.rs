@@ -132,8 +132,22 @@ pub(crate) struct Incoming {
     /// is removed.
     permits: Option<TargetPermits>,
     /// When this node stops waiting for the source's ready (`watchdog.rs`): set when the
-    /// Restore arrives, renewed once the unit is prepared.
+    /// Restore arrives, renewed once the unit is prepared, never past `deadline`.
     until: tokio::time::Instant,
+    /// The move's deadline as the Restore command carried it (`deadlineMs` after it arrived),
+    /// if it had one.
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Spec {
+    /// The move's deadline the Restore command carries, from `now` (`None`: absent).
+    fn deadline(&self, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        let ms = match self {
+            Spec::Single { cmd, .. } => cmd.deadline_ms,
+            Spec::SpotWide(cmd) => cmd.deadline_ms,
+        }?;
+        Some(now + std::time::Duration::from_millis(ms))
+    }
 }
 
 /// The stage of the Restore `relocation` in progress here, if any.
@@ -243,11 +257,14 @@ fn begin(
         }
     }
     let stage = Arc::new(tokio::sync::Mutex::new(Stage::Receiving(assembly)));
+    let now = tokio::time::Instant::now();
+    let deadline = spec.deadline(now);
     let entry = Incoming {
         spec,
         stage,
         permits,
-        until: tokio::time::Instant::now() + watchdog::deadline_after(&host),
+        until: watchdog::wait_until(&host, now, deadline),
+        deadline,
     };
     incoming.insert(relocation, entry);
     drop(incoming);
@@ -334,9 +351,9 @@ async fn prepare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
         Ok(prepared) => {
             *stage = Stage::Prepared(Box::new(prepared));
             drop(stage);
-            let until = tokio::time::Instant::now() + watchdog::deadline_after(&host);
+            let now = tokio::time::Instant::now();
             if let Some(i) = host.relocations().incoming.lock().get_mut(&relocation) {
-                i.until = until;
+                i.until = watchdog::wait_until(&host, now, i.deadline);
             }
             Ok(Some(Bytes::new()))
         }

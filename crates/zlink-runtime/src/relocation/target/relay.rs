@@ -1,5 +1,6 @@
-//! Held messages the source relays after relay-ready (21 §9.2, §9.3): each enters the
-//! temporary queue of its participant prepared here, behind everything already there.
+//! Held messages the source relays after relay-ready and while its cutover is answered (21
+//! §9.2, §9.3): each enters the temporary queue of its participant prepared here, behind
+//! everything already there (or, once the move committed, the live object's queue).
 
 use std::sync::Arc;
 
@@ -21,7 +22,9 @@ use crate::relocation::wire;
 
 /// A held message the source relays after relay-ready: it enters the temporary queue of the
 /// prepared instance (behind everything already there) and is answered to its original
-/// source when it runs. A relay for no prepared move here is answered `Unavailable`.
+/// source when it runs. One that arrives once the move committed here (the source relays
+/// while it waits for the cutover's answer) runs on the live object, answered directly. A
+/// relay for no prepared move and no live object here is answered `Unavailable`.
 pub(super) async fn relay(
     host: Arc<ObjectHost>,
     node: Arc<NodeInner>,
@@ -81,19 +84,46 @@ pub(super) async fn relay(
         reply,
         origin: Some(message),
     };
-    let leftover = match key {
-        Some(key) if key.1 == id => host.relocations().intercept(&key, held),
+    let leftover = match &key {
+        Some(key) if key.1 == id => host.relocations().intercept(key, held),
         _ => Some(held),
     };
-    if let Some(m) = leftover {
-        if let Some(done) = m.reply {
-            done.complete(Err(ZLinkError::Unavailable {
-                target: format!("relocation {relocation}"),
-                reason: crate::messaging::UnavailableReason::NotServing,
-            }));
+    let Some(m) = leftover else {
+        return Ok(None);
+    };
+    // The move committed here before the relay arrived (the source relays what it holds while
+    // its cutover is answered): the object is live, and the message runs there in its order.
+    let kind = if message_is_spot(&m) {
+        AuthorityKind::Spot
+    } else {
+        AuthorityKind::Actor
+    };
+    let live_key = key.unwrap_or((kind, id.clone()));
+    if live_key.1 == id {
+        if let Some(live) = host.live_object(&live_key) {
+            if let Err(e) =
+                host.relocations()
+                    .submit_unless_taken(&live_key, m, live.as_ref(), None)
+            {
+                tracing::debug!(relocation, error = %e, "a relayed message was refused by the live object");
+            }
+            return Ok(None);
         }
     }
+    if let Some(done) = m.reply {
+        done.complete(Err(ZLinkError::Unavailable {
+            target: format!("relocation {relocation}"),
+            reason: crate::messaging::UnavailableReason::NotServing,
+        }));
+    }
     Ok(None)
+}
+
+/// Whether the held message `m` is addressed to a Spot.
+fn message_is_spot(m: &Held) -> bool {
+    m.origin
+        .as_ref()
+        .is_some_and(|e| e.address() == crate::mesh::node::SPOT_ADDRESS)
 }
 
 /// The completion of a relayed request this node sent itself: its waiter is here, so the

@@ -16,7 +16,12 @@
 //!
 //! The deadline is [`ABANDONED_RESTORE`](super::ABANDONED_RESTORE) after the Restore arrived,
 //! renewed once the unit is prepared: longer than the source waits for each answer, so a live
-//! source always cancels (or sends ready) first.
+//! source always cancels (or sends ready) first. A Restore command that carries the move's
+//! deadline (`deadlineMs`: a host Relocate's, or an aggregate's seal bound) ends the wait at
+//! that deadline if it comes first: past it the source no longer completes the move, and the
+//! target capacity goes back then rather than a minute later. Only a unit that never got its
+//! ready is abandoned, so a source whose ready comes later finds nothing prepared and
+//! cancels.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,14 +58,21 @@ pub(super) enum Released {
     Unknown,
 }
 
-/// How long a Restore, or a prepared unit, waits here for its ready.
-pub(super) fn deadline_after(host: &ObjectHost) -> Duration {
+/// How long a Restore, or a prepared unit, waits here for its ready at most.
+fn longest_wait(host: &ObjectHost) -> Duration {
     #[cfg(test)]
     if let Some(d) = *host.relocations().restore_wait.lock() {
         return d;
     }
     let _ = host;
     super::ABANDONED_RESTORE
+}
+
+/// Until when a Restore that arrived (or was prepared) at `now` waits here for its ready: the
+/// longest wait, and never past the move's `deadline` the Restore command carried.
+pub(super) fn wait_until(host: &ObjectHost, now: Instant, deadline: Option<Instant>) -> Instant {
+    let longest = now + longest_wait(host);
+    deadline.map_or(longest, |d| d.min(longest))
 }
 
 /// The reservation a Restore of `spec` carries, bound to this node as its target (`None`

@@ -34,6 +34,7 @@ mod member;
 mod order;
 mod owner_change_faults;
 mod per_actor;
+mod ready_deadline;
 mod rollback;
 mod settle;
 mod source_order;
@@ -41,6 +42,7 @@ mod spot_wide;
 mod stages;
 mod store_outage;
 mod target_faults;
+mod target_order;
 mod targets;
 
 /// Which relocation policy the counter type chooses.

@@ -23,6 +23,7 @@ use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
 
 mod follow;
+mod repair;
 mod seal;
 
 /// A `SpotWide` hall counting the messages it handled.

@@ -31,12 +31,12 @@ fn store_of(
 }
 
 /// The object host of `host`'s node.
-fn objects_of(host: &ZLinkHost) -> Arc<crate::objects::host::ObjectHost> {
+pub(super) fn objects_of(host: &ZLinkHost) -> Arc<crate::objects::host::ObjectHost> {
     Arc::clone(&host.actors().expect("manager").client.objects)
 }
 
 /// The Actor `id`'s key.
-fn key_of(id: &str) -> (AuthorityKind, zlink_codec::ObjectId) {
+pub(super) fn key_of(id: &str) -> (AuthorityKind, zlink_codec::ObjectId) {
     (
         AuthorityKind::Actor,
         zlink_codec::ObjectId::new(id).expect("id"),
@@ -44,7 +44,7 @@ fn key_of(id: &str) -> (AuthorityKind, zlink_codec::ObjectId) {
 }
 
 /// Reservation rows in the store.
-async fn reservations(h: &Harness) -> usize {
+pub(super) async fn reservations(h: &Harness) -> usize {
     snapshot_of(h.store.as_ref(), "capacity-reservation\0")
         .await
         .len()
@@ -78,7 +78,7 @@ fn relocating(
 
 /// Waits (bounded by [`WAIT`]) until the target holds no Restore and the store no
 /// reservation row.
-async fn target_released(h: &Harness, target: &ZLinkHost, what: &str) {
+pub(super) async fn target_released(h: &Harness, target: &ZLinkHost, what: &str) {
     let objects = objects_of(target);
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
