@@ -443,6 +443,10 @@ impl<T: Send + 'static> LiveInstance<T> {
                     }
                     return;
                 }
+                // Its Application Job Queue permit returns now, just before the handler's
+                // first instruction (spec 06 §3): the wait is over.
+                let mut call = call;
+                call.job.release();
                 let out = handler(state, call, &codecs).await;
                 let reply = for_job.lock().take();
                 match reply {

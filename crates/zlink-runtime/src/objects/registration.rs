@@ -229,6 +229,9 @@ pub(crate) struct ObjectCall {
     pub(crate) content_type: Bytes,
     pub(crate) payload: Bytes,
     pub(crate) context: MessageContext,
+    /// The host's Application Job Queue permit this message holds while it waits (spec 06
+    /// §3): returned just before its handler starts, or when the message is dropped unrun.
+    pub(crate) job: crate::mesh::JobPermit,
 }
 
 /// A handler with its payload type erased: decodes, runs on the state, encodes the reply.
