@@ -3,6 +3,10 @@
 //! validated plan, and the defaults and bounds (spec 06 §2, §4, §5, §13, §22, §23; 28 §5).
 
 pub use crate::host::config::{
+    ApplicationJobQueueProfile, DEFAULT_JOB_QUEUE_PAUSE_PERCENT, DEFAULT_JOB_QUEUE_RESUME_PERCENT,
+    MAX_QUEUED_APPLICATION_JOBS,
+};
+pub use crate::host::config::{
     DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_BIND_HOST, DEFAULT_ROUTING_ID_PREFIX, EndpointError,
     HostField, HostProblem, HostedError, HostedFailure, HostedFuture, HostedService, HostedStage,
     HostedStartError, MAX_MAINTENANCE_WAVE_LEN, MAX_ROUTING_ID_PREFIX_LEN, ManualPeer,
@@ -10,6 +14,7 @@ pub use crate::host::config::{
     StoreKind, StoreRequirement, Topology, ZLinkPlan,
 };
 pub use crate::host::{DEFAULT_RELOCATE_DEADLINE, DEFAULT_SHUTDOWN_DEADLINE, RelocationMode};
+pub use crate::mesh::JobQueueLimits;
 pub use crate::mesh::node::{
     DEFAULT_MAILBOX_BYTES, DEFAULT_MAILBOX_JOBS, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT,
     JOB_OVERHEAD_BYTES,

@@ -3,10 +3,10 @@
 //! 28 §2, §3, §9, §11). A failed start is a [`crate::StartupError`].
 
 pub use crate::host::{
-    CompletionCounts, DescriptorStep, HostEvent, HostObserver, HostState, HostStatus,
-    InterruptionSummary, LiveObjects, LocationHealth, RelocateError, RelocateErrorKind,
-    RelocationOutcome, RelocationReason, ShutdownFailure, ShutdownOutcome, ShutdownReason,
-    ShutdownReport,
+    ApplicationJobQueueStatus, CompletionCounts, DescriptorStep, HostEvent, HostObserver,
+    HostState, HostStatus, InterruptionSummary, LiveObjects, LocationHealth, RelocateError,
+    RelocateErrorKind, RelocationOutcome, RelocationReason, ShutdownFailure, ShutdownOutcome,
+    ShutdownReason, ShutdownReport,
 };
 pub use crate::mesh::node::{
     ConnectionState, ConnectionStatus, ManualPeerStatus, NodeStatus, PeerRole, PeerStatus,

@@ -28,7 +28,7 @@ pub use relocate::{
 };
 pub use running::{DEFAULT_SHUTDOWN_DEADLINE, ZLinkHost};
 pub use status::{
-    DescriptorStep, HostStatus, LiveObjects, ShutdownFailure, ShutdownOutcome, ShutdownReason,
-    ShutdownReport,
+    ApplicationJobQueueStatus, DescriptorStep, HostStatus, LiveObjects, ShutdownFailure,
+    ShutdownOutcome, ShutdownReason, ShutdownReport,
 };
 pub use zlink_codec::records::HostState;

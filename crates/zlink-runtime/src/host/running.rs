@@ -50,6 +50,8 @@ pub(crate) struct HostInner {
     pub(crate) maintenance_wave: Option<String>,
     /// The Location Store's and owner lease's health (`None` without a Location Store).
     pub(crate) health: Option<zlink_location::HealthProbe>,
+    /// The host-wide Application Job Queue (spec 06 §3), shared by every MeshNode.
+    pub(crate) jobs: Arc<crate::mesh::JobQueue>,
 }
 
 impl HostInner {
@@ -398,6 +400,18 @@ impl ZLinkHost {
                     }
                 })
                 .collect(),
+            application_jobs: self.application_jobs(),
+        }
+    }
+
+    /// The host-wide Application Job Queue's depth, effective maximum and receive-flow state
+    /// now (spec 06 §3), without the rest of [`status`](Self::status).
+    pub fn application_jobs(&self) -> super::ApplicationJobQueueStatus {
+        let q = &self.inner.jobs;
+        super::ApplicationJobQueueStatus {
+            in_use: q.in_use(),
+            effective_max: q.limits().effective_max,
+            paused: q.is_paused(),
         }
     }
 

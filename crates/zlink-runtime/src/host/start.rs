@@ -149,8 +149,11 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
         objects: Vec::new(),
         tasks: Vec::new(),
     };
+    // One Application Job Queue for the whole host, shared by every MeshNode (06 §3).
+    let jobs = crate::mesh::JobQueue::new(plan.application_job_queue());
     for n in plan.nodes() {
-        match start_node(n, &facts(n), &dispatcher, &life, location.as_ref()).await {
+        let shared = (&dispatcher, &life, &jobs);
+        match start_node(n, &facts(n), shared, location.as_ref()).await {
             Ok((node, descriptor, objects, tasks)) => {
                 if let Some(o) = &objects {
                     o.host.instances.configure(
@@ -255,6 +258,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
         relocate: Default::default(),
         application_version: plan.application_version,
         maintenance_wave: plan.maintenance_wave.clone(),
+        jobs,
     }))
 }
 
@@ -276,8 +280,7 @@ pub(crate) struct NodeObjects {
 async fn start_node(
     n: &MeshNodePlan<NodeHandler>,
     facts: &DescriptorFacts,
-    dispatcher: &Dispatcher,
-    life: &Arc<Lifecycle>,
+    (dispatcher, life, jobs): (&Dispatcher, &Arc<Lifecycle>, &Arc<crate::mesh::JobQueue>),
     location: Option<&Arc<LocationRuntime>>,
 ) -> Result<NodeStart, StartupError> {
     let mesh = n.mesh_name().clone();
@@ -449,6 +452,7 @@ async fn start_node(
         peers: RwLock::new(PeerTable::default()),
         pending: Arc::new(Pending::default()),
         mailbox: Mailbox::new(n.mailbox_jobs(), n.mailbox_bytes()),
+        jobs: Arc::clone(jobs),
         life: Arc::clone(life),
         manual: Mutex::new(Vec::new()),
         control,

@@ -41,6 +41,25 @@ pub struct HostStatus {
     /// The live activations of each Object Server MeshNode, in registration order (a node
     /// without an object role is not listed).
     pub live: Vec<LiveObjects>,
+    /// The host-wide Application Job Queue now (spec 06 §3): depth and effective maximum.
+    pub application_jobs: ApplicationJobQueueStatus,
+}
+
+/// The host-wide Application Job Queue's pressure now (spec 06 §3): cheap to read (two atomic
+/// loads), for dashboards and tests. [`ZLinkHost::application_jobs`](super::ZLinkHost::application_jobs)
+/// reads it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ApplicationJobQueueStatus {
+    /// Permits in use: application jobs waiting for their handler to start, plus the one
+    /// permit each MeshNode's receive loop reserves for the next frame, plus relocation
+    /// staging (which may draw past the cap).
+    pub in_use: usize,
+    /// `EffectiveMaxQueuedApplicationJobs`, fixed at startup.
+    pub effective_max: u32,
+    /// Whether receiving is paused (pressure reached the pause count and has not yet fallen
+    /// to the resume count): the MeshNodes read no application frame meanwhile.
+    pub paused: bool,
 }
 
 /// How many activations one Object Server MeshNode has live now: those in its live set,

@@ -4,5 +4,9 @@
 //! metadata, error replies), and [`node`] runs MeshNodes over `zlink-transport`: peers,
 //! node-direct and channel calls, the command plane, status and shutdown.
 
+pub(crate) mod job_queue;
 pub(crate) mod node;
 pub(crate) mod peer;
+
+pub use job_queue::JobQueueLimits;
+pub(crate) use job_queue::{JobPermit, JobQueue};

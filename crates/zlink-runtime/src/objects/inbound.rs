@@ -68,6 +68,7 @@ impl ObjectSink for ObjectHost {
         node: Arc<NodeInner>,
         peer: RoutingId,
         env: Envelope,
+        job: crate::mesh::JobPermit,
         guard: Box<dyn Send>,
     ) -> Option<BoxFuture<'static, ()>> {
         let kind = if env.address() == SPOT_ADDRESS {
@@ -75,13 +76,15 @@ impl ObjectSink for ObjectHost {
         } else {
             AuthorityKind::Actor
         };
-        let (id, call, cost) = match prepare(&env) {
+        let (id, mut call, cost) = match prepare(&env) {
             Ok(p) => p,
             Err(e) => {
+                // A malformed record returns its permit at once (dropped here).
                 answer_request(&node, &peer, &env, Err(e));
                 return None;
             }
         };
+        call.job = job;
         let key: ObjectKey = (kind, id);
         // A request's turn answers it itself when it ends: no task waits for it.
         let (route, reply) = if env.reply_route().is_none() {
@@ -180,6 +183,7 @@ pub(crate) fn prepare(
             node: Default::default(),
             timers: Default::default(),
         },
+        job: crate::mesh::JobPermit::none(),
     };
     Ok((id, call, cost))
 }

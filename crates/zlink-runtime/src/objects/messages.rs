@@ -194,6 +194,7 @@ impl ObjectClient {
                 node: Default::default(),
                 timers: Default::default(),
             },
+            job: crate::mesh::JobPermit::none(),
         }
     }
 
@@ -211,6 +212,12 @@ impl ObjectClient {
                 ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
             );
         }
+        // The job waits for its Application Job Queue permit within the request's time
+        // (spec 06 §3: a cancellable wait, never a refusal).
+        let mut call = call;
+        call.job = tokio::time::timeout(timeout, self.node.inner.jobs.acquire())
+            .await
+            .map_err(|_| ZLinkError::ReplyTimeout { timeout })?;
         self.objects
             .deliver(key, RouteKind::Request, call, cost, Some(tx.into()))?;
         let out = match tokio::time::timeout(timeout, rx).await {
@@ -284,6 +291,11 @@ impl ObjectClient {
                     ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
                 );
             }
+            let timeout = crate::mesh::node::DEFAULT_SEND_TIMEOUT;
+            let mut call = call;
+            call.job = tokio::time::timeout(timeout, self.node.inner.jobs.acquire())
+                .await
+                .map_err(|_| ZLinkError::SendTimeout { timeout })?;
             return self.objects.deliver(key, RouteKind::Send, call, cost, None);
         };
         let head = ObjectHead::new(&key.1);

@@ -395,6 +395,7 @@ mod tests {
                     node: Default::default(),
                     timers: Default::default(),
                 },
+                job: crate::mesh::JobPermit::none(),
             },
             cost: 1,
             reply,

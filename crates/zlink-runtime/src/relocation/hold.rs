@@ -457,6 +457,7 @@ mod tests {
                     node: Default::default(),
                     timers: Default::default(),
                 },
+                job: crate::mesh::JobPermit::none(),
             },
             cost,
             reply,

@@ -451,6 +451,39 @@ pub enum StartupError {
         /// The largest value allowed.
         max: std::time::Duration,
     },
+    /// An Application Job Queue setting outside its range (spec 06 §3): the manual
+    /// `MaxQueuedApplicationJobs` 1..=2^31-1, the pause percent 1..=100, the resume percent
+    /// 0..=99. There is no unlimited mode.
+    #[error("{setting} {value} is outside {min}..={max}")]
+    JobQueueSettingOutOfRange {
+        /// The setting's spec name.
+        setting: &'static str,
+        /// The value given.
+        value: i64,
+        /// The smallest value allowed.
+        min: i64,
+        /// The largest value allowed.
+        max: i64,
+    },
+    /// The Application Job Queue resume percent is not below the pause percent (spec 06 §3).
+    #[error("application job queue resume percent {resume} is not below the pause percent {pause}")]
+    JobQueueThresholdsInverted {
+        /// The pause percent.
+        pause: i64,
+        /// The resume percent.
+        resume: i64,
+    },
+    /// The profile's effective maximum (processors × jobs per processor) overflows 2^31-1
+    /// (spec 06 §3: a startup configuration error).
+    #[error(
+        "application job queue: {processors} processors x {jobs_per_processor} jobs overflows 2^31-1"
+    )]
+    JobQueueOverflow {
+        /// The effective processor count.
+        processors: u32,
+        /// The profile's jobs per processor.
+        jobs_per_processor: u32,
+    },
     /// An application mailbox bound outside its range: jobs 1..=2^31-1, bytes 1..=2^62
     /// (spec 06 §11: both axes are bounded).
     #[error("MeshNode `{mesh}` mailbox {axis} bound {value} is outside 1..={max}")]
@@ -593,6 +626,8 @@ impl StartupError {
             | E::CapacityLimitOutOfRange { .. }
             | E::ActivationConcurrencyOutOfRange { .. }
             | E::MailboxLimitOutOfRange { .. }
+            | E::JobQueueSettingOutOfRange { .. }
+            | E::JobQueueOverflow { .. }
             | E::MaxTimersOutOfRange { .. }
             | E::MinTimerPeriodOutOfRange { .. }
             | E::ApplicationVersionOutOfRange { .. } => K::OutOfRange,
@@ -609,7 +644,8 @@ impl StartupError {
             | E::MissingFactory { .. }
             | E::RelocationPolicyNotChosen { .. }
             | E::RelocationPolicyChosenTwice { .. }
-            | E::SpotModeNotApplicable { .. } => K::InvalidCombination,
+            | E::SpotModeNotApplicable { .. }
+            | E::JobQueueThresholdsInverted { .. } => K::InvalidCombination,
             E::InvalidStableType { .. } => K::InvalidFormat,
             E::DuplicateStableType { .. } | E::DuplicateObjectHandler { .. } => K::Duplicate,
             E::ChannelHandlerWithoutServerMembership { .. }

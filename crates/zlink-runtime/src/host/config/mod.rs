@@ -36,6 +36,7 @@
 
 mod error;
 mod hosted;
+mod job_queue;
 mod node;
 mod plan;
 mod root;
@@ -52,6 +53,10 @@ pub use hosted::{
     HostedError, HostedFailure, HostedFuture, HostedService, HostedStage, HostedStartError,
 };
 pub(crate) use hosted::{RunningHostedServices, start_hosted_services};
+pub use job_queue::{
+    ApplicationJobQueueProfile, DEFAULT_JOB_QUEUE_PAUSE_PERCENT, DEFAULT_JOB_QUEUE_RESUME_PERCENT,
+    MAX_QUEUED_APPLICATION_JOBS,
+};
 pub use node::{DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_ROUTING_ID_PREFIX, MeshNodeBuilder};
 pub use plan::{MeshNodePlan, ObjectTypePlan, RoutingIdPlan, ZLinkPlan};
 pub use root::{DEFAULT_BIND_HOST, ZLink, ZLinkBuilder};

@@ -239,6 +239,7 @@ pub struct ZLinkPlan<H> {
     pub(crate) channel_index: BTreeMap<ChannelName, MeshName>,
     pub(crate) filters: Vec<Arc<dyn crate::messaging::Filter>>,
     pub(crate) factories: crate::messaging::ScopedFactories,
+    pub(crate) job_queue: crate::mesh::JobQueueLimits,
 }
 
 impl<H: fmt::Debug> fmt::Debug for ZLinkPlan<H> {
@@ -248,6 +249,7 @@ impl<H: fmt::Debug> fmt::Debug for ZLinkPlan<H> {
             .field("relocation_store", &self.relocation_store)
             .field("location_options", &self.location_options)
             .field("application_version", &self.application_version)
+            .field("job_queue", &self.job_queue)
             .field("maintenance_wave", &self.maintenance_wave)
             .field("hosted_services", &self.hosted_services)
             .field("nodes", &self.nodes)
@@ -256,6 +258,12 @@ impl<H: fmt::Debug> fmt::Debug for ZLinkPlan<H> {
 }
 
 impl<H> ZLinkPlan<H> {
+    /// The host-wide Application Job Queue's limits as startup computed them (spec 06 §3):
+    /// `EffectiveMaxQueuedApplicationJobs` and the pause / resume permit counts.
+    pub fn application_job_queue(&self) -> crate::mesh::JobQueueLimits {
+        self.job_queue
+    }
+
     /// The Location Store, if registered.
     pub fn location_store(&self) -> Option<&Arc<dyn DynLocationStore>> {
         self.location_store.as_ref()

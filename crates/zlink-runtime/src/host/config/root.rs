@@ -37,6 +37,7 @@ pub struct ZLinkBuilder<H> {
     pub(crate) nodes: Vec<MeshNodeBuilder<H>>,
     pub(crate) filters: Vec<Arc<dyn Filter>>,
     pub(crate) factories: ScopedFactories,
+    pub(crate) job_queue: super::job_queue::JobQueueSettings,
 }
 
 impl<H> fmt::Debug for ZLinkBuilder<H> {
@@ -52,6 +53,7 @@ impl<H> fmt::Debug for ZLinkBuilder<H> {
             .field("advertised_host", &self.advertised_host)
             .field("hosted_services", &self.hosted_services)
             .field("filters", &self.filters.len())
+            .field("job_queue", &self.job_queue)
             .field(
                 "meshes",
                 &self.nodes.iter().map(|n| n.mesh_name()).collect::<Vec<_>>(),
@@ -84,6 +86,7 @@ impl<H> ZLinkBuilder<H> {
             nodes: Vec::new(),
             filters: Vec::new(),
             factories: ScopedFactories::default(),
+            job_queue: Default::default(),
         }
     }
 
@@ -173,6 +176,35 @@ impl<H> ZLinkBuilder<H> {
     /// The advertised host common to listeners; defaults to the bind host.
     pub fn advertised_host(mut self, host: impl Into<String>) -> Self {
         self.advertised_host = Some(host.into());
+        self
+    }
+
+    /// The automatic Application Job Queue profile (spec 06 §3; default `Balanced`): the
+    /// host-wide cap on application jobs waiting for a handler to start is the effective
+    /// processor count × the profile's jobs per processor, unless
+    /// [`max_queued_application_jobs`](Self::max_queued_application_jobs) sets it.
+    pub fn application_job_queue_profile(
+        mut self,
+        profile: super::ApplicationJobQueueProfile,
+    ) -> Self {
+        self.job_queue.profile = profile;
+        self
+    }
+
+    /// `MaxQueuedApplicationJobs`: the precise host-wide cap, replacing the profile
+    /// calculation, 1..=2^31-1 (validated at start; there is no unlimited mode).
+    pub fn max_queued_application_jobs(mut self, max: i64) -> Self {
+        self.job_queue.max_queued = Some(max);
+        self
+    }
+
+    /// The Application Job Queue's receive-flow thresholds in percent of the effective
+    /// maximum (spec 06 §3; defaults 80 and 60): at `pause` percent in use the MeshNodes stop
+    /// reading application frames, at `resume` percent they read again. Pause 1..=100,
+    /// resume 0..=99 and below pause (validated at start).
+    pub fn application_job_queue_thresholds(mut self, pause: i64, resume: i64) -> Self {
+        self.job_queue.pause_percent = pause;
+        self.job_queue.resume_percent = resume;
         self
     }
 

@@ -36,6 +36,8 @@ pub(crate) fn validate<H>(root: ZLinkBuilder<H>) -> Result<ZLinkPlan<H>, Startup
     root.relocation_options
         .validate()
         .map_err(|source| StartupError::RelocationOptions { source })?;
+    let job_queue =
+        super::job_queue::validate(root.job_queue, super::job_queue::effective_processors())?;
     let codecs = root.codecs.build().map_err(StartupError::Codec)?;
     if root.application_version > MAX_DECIMAL {
         return Err(StartupError::ApplicationVersionOutOfRange {
@@ -100,6 +102,7 @@ pub(crate) fn validate<H>(root: ZLinkBuilder<H>) -> Result<ZLinkPlan<H>, Startup
         channel_index,
         filters: root.filters,
         factories: root.factories,
+        job_queue,
     })
 }
 

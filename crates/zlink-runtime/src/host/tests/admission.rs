@@ -201,6 +201,7 @@ fn deliver<M: Message>(
             node: Default::default(),
             timers: Default::default(),
         },
+        job: crate::mesh::JobPermit::none(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let cost = crate::mesh::node::job_cost(msg.payload.len(), 0);

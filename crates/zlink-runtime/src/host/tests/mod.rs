@@ -14,6 +14,7 @@ mod creation_ends;
 mod forwarding;
 mod health;
 mod instances;
+mod job_queue;
 mod lifecycle;
 mod membership;
 mod messaging;

@@ -153,6 +153,8 @@ pub(crate) struct NodeInner {
     pub(crate) peers: RwLock<PeerTable>,
     pub(crate) pending: Arc<Pending>,
     pub(crate) mailbox: Arc<Mailbox>,
+    /// The host-wide Application Job Queue, shared by every MeshNode of the host (06 §3).
+    pub(crate) jobs: Arc<crate::mesh::JobQueue>,
     pub(crate) life: Arc<Lifecycle>,
     pub(crate) manual: Mutex<Vec<ManualPeer>>,
     pub(crate) control: ControlRegistry,
@@ -167,6 +169,8 @@ pub(crate) struct NodeInner {
 /// application lane (after the node mailbox, never through filters).
 pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
     /// Runs one inbound object message and answers it (a request) on the completion path.
+    /// `job` (its Application Job Queue permit) travels with the message until its handler
+    /// starts.
     /// `guard` (the node mailbox permit and the admission) is held until the message's work
     /// ends; work that must wait on something other than the object's turn is returned as a
     /// future for the caller to spawn.
@@ -175,6 +179,7 @@ pub(crate) trait ObjectSink: Send + Sync + std::fmt::Debug {
         node: Arc<NodeInner>,
         peer: RoutingId,
         envelope: Envelope,
+        job: crate::mesh::JobPermit,
         guard: Box<dyn Send>,
     ) -> Option<crate::messaging::BoxFuture<'static, ()>>;
 
@@ -370,7 +375,10 @@ impl NodeInner {
         let frame = self.local_frame(address, msg, true);
         let cost = job_cost(frame.payload.len(), frame.metadata.len());
         let run = async {
+            let mut job = self.jobs.acquire().await;
             let _permit = self.mailbox.reserve(cost).await;
+            // The wait is over: the permit returns before the first filter runs (06 §3).
+            job.release();
             self.dispatcher.dispatch(frame, Cancellation::new()).await
         };
         let outcome = tokio::select! {
@@ -405,13 +413,19 @@ impl NodeInner {
     ) -> Result<(), ZLinkError> {
         let frame = self.local_frame(address, msg, false);
         let cost = job_cost(frame.payload.len(), frame.metadata.len());
-        let permit = match tokio::time::timeout(timeout, self.mailbox.reserve(cost)).await {
+        let reserve = async {
+            let job = self.jobs.acquire().await;
+            (job, self.mailbox.reserve(cost).await)
+        };
+        let (mut job, permit) = match tokio::time::timeout(timeout, reserve).await {
             Ok(p) => p,
             Err(_) => return Err(ZLinkError::SendTimeout { timeout }),
         };
         let work = self.life.admit()?;
         let node = Arc::clone(self);
         tokio::spawn(async move {
+            // Waited in the executor: the permit returns before the first filter runs.
+            job.release();
             let _permit = permit;
             let _work = work;
             let cancel = Cancellation::new();

@@ -100,11 +100,20 @@ pub(crate) async fn control_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) 
     }
 }
 
-/// Application frames: each waits for mailbox room (back-pressure on the sender through the
-/// transport's credit), then is admitted and dispatched in its own task.
+/// Application frames: each takes a host Application Job Queue permit before it is received
+/// and then waits for mailbox room (both hold the sender back through the transport's credit),
+/// then is admitted and dispatched in its own task. A refused record returns its permit at once.
 pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
     node.life.serving().await;
-    while let Some(frame) = rx.recv().await {
+    loop {
+        // Application Job Queue pressure (06 §3): while the host's queue is paused, and at its
+        // cap, this loop reads nothing, so the transport's credit holds the senders back. The
+        // permit is taken before the frame is received and travels with its job.
+        node.jobs.running().await;
+        let job = node.jobs.acquire().await;
+        let Some(frame) = rx.recv().await else {
+            break;
+        };
         // The connection's shared info, not a copy of its RoutingId.
         let peer = Arc::clone(frame.peer());
         let peer_rid = &peer.rid;
@@ -152,6 +161,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
                 Arc::clone(&node),
                 peer_rid.clone(),
                 env,
+                job,
                 Box::new((permit, work)),
             ) {
                 tokio::spawn(rest);
@@ -161,6 +171,9 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         let node = Arc::clone(&node);
         // Boxed: the dispatch state machine is large, and a task moves its future on spawn.
         tokio::spawn(Box::pin(async move {
+            // Waited in the executor: the permit returns before the first filter runs.
+            let mut job = job;
+            job.release();
             let _permit = permit;
             let _work = work;
             dispatch(&node, &peer.rid, env).await;

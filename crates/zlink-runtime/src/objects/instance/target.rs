@@ -169,6 +169,7 @@ fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLi
                 node: Default::default(),
                 timers: Default::default(),
             },
+            job: crate::mesh::JobPermit::none(),
         },
         cost,
     ))

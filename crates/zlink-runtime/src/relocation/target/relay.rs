@@ -32,7 +32,10 @@ pub(super) async fn relay(
 ) -> Result<Option<Bytes>, ZLinkError> {
     let (relocation, message) = wire::decode_relay(env.payload())?;
     let from = env.source_rid().clone();
-    let (id, call, cost) = inbound::prepare(&message)?;
+    let (id, mut call, cost) = inbound::prepare(&message)?;
+    // Target staging draws from the host's Application Job Queue (guide-10 §3), never
+    // waiting: the cutover is behind this command on the same loop.
+    call.job = node.jobs.stage();
     let spec = host
         .relocations()
         .incoming

@@ -11,6 +11,7 @@ use zlink_store_spi::{
 use super::{MeshNodeBuilder, StartupError, ZLink, ZLinkBuilder, ZLinkPlan};
 
 mod hosted;
+mod job_queue;
 mod node;
 mod objects;
 mod root;

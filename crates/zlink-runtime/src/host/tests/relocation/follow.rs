@@ -391,6 +391,7 @@ async fn past_the_follow_window_a_stale_caller_gets_unavailable_and_nothing_is_r
             node: Default::default(),
             timers: Default::default(),
         },
+        job: crate::mesh::JobPermit::none(),
     };
     let err = caller
         .client

@@ -3,6 +3,7 @@
 //! bound is a typed error, no tick starts past the admission deadline, and (`relocate.rs`) a
 //! host Relocate under load carries every timer to the target exactly once.
 
+mod per_actor;
 mod relocate;
 mod spots;
 
@@ -173,7 +174,7 @@ impl ActorStateAdapter<Ticker> for Restoring {
     }
 }
 
-fn ticks(log: &Log, id: &str, name: &str) -> Vec<Seen> {
+pub(super) fn ticks(log: &Log, id: &str, name: &str) -> Vec<Seen> {
     log.lock()
         .get(id)
         .map(|v| v.iter().filter(|s| s.name == name).cloned().collect())
@@ -198,7 +199,7 @@ async fn one_server(
     host
 }
 
-fn start_every(name: &str, period: Duration) -> Start {
+pub(super) fn start_every(name: &str, period: Duration) -> Start {
     Start {
         name: name.to_owned(),
         period_ms: period.as_millis() as u64,

@@ -622,6 +622,7 @@ fn knock(key: &crate::objects::host::ObjectKey) -> crate::objects::registration:
             node: Default::default(),
             timers: Default::default(),
         },
+        job: crate::mesh::JobPermit::none(),
     }
 }
 
