@@ -56,7 +56,7 @@ impl ObjectClient {
             Some(node) => (node, true),
             None => (self.owner_read(key).await?, false),
         };
-        route_source::record(
+        self.objects.route_found(
             span,
             if cached {
                 RouteSource::Cache
@@ -72,7 +72,7 @@ impl ObjectClient {
             Err(_) if cached => {
                 self.objects.routes.forget(key);
                 let owner = self.owner_read(key).await?;
-                route_source::record(span, RouteSource::Store);
+                self.objects.route_found(span, RouteSource::Store);
                 if *owner == self.objects.rid {
                     return Ok((owner, None));
                 }
@@ -248,7 +248,7 @@ impl ObjectClient {
             .remote_request_noting(peer, &address(key.0), (msg, head.bytes()), timeout)
             .await;
         if elsewhere {
-            route_source::record(span, RouteSource::Follow);
+            self.objects.route_found(span, RouteSource::Follow);
             // The object moved: its new owner answered this followed (or relayed) request.
             // The next message reads the record once instead of being followed again — unless
             // a one-way sent after this request may still be on its way through the old owner

@@ -20,6 +20,8 @@ use super::mailbox::{Mailbox, job_cost};
 use super::peers::{Member, PeerTable, pick_weighted, uniform_below};
 use super::pending::Pending;
 use crate::mesh::peer::{ManualPeer, Topology};
+use crate::telemetry::NodeMetrics;
+use crate::telemetry::labels::{DropReason, MessageKind, SendPath};
 use crate::messaging::{
     Cancellation, Correlation, DispatchOutcome, Dispatcher, InboundFrame, InboundReply,
     InboundTarget, Metadata, OutboundMessage, ReplyExpectation, SendEnd, UnavailableReason,
@@ -161,6 +163,8 @@ pub(crate) struct NodeInner {
     pub(crate) discovery_wake: tokio::sync::Notify,
     /// The object layer of an Object Client/Server node (set once at start).
     pub(crate) objects: std::sync::OnceLock<Arc<dyn ObjectSink>>,
+    /// The node's messaging instruments (resolved once, when the node was built).
+    pub(crate) metrics: NodeMetrics,
 }
 
 /// Where the object layer plugs into a node: inbound Actor messages arriving on the
@@ -294,6 +298,8 @@ impl NodeInner {
         let (guard, rx) = self
             .pending
             .register(route, env.operation_id(), peer.info());
+        self.metrics.sent(MessageKind::Request, SendPath::Remote);
+        let started = std::time::Instant::now();
         let wait = async {
             peer.send_app(&env).await.map_err(transport_error)?;
             match rx.await {
@@ -309,6 +315,8 @@ impl NodeInner {
             },
             () = self.life.force().cancelled() => Err(ZLinkError::ShuttingDown),
         };
+        self.metrics
+            .request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
         (out, guard.answered_elsewhere())
     }
 
@@ -323,12 +331,19 @@ impl NodeInner {
     ) -> Result<(), ZLinkError> {
         let env = self.envelope(address, msg, prefix, None)?;
         match peer.try_send_app(&env) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                self.metrics.sent(MessageKind::OneWay, SendPath::Remote);
+                return Ok(());
+            }
             Err(e) if e.kind() != TransportErrorKind::Full => return Err(transport_error(e)),
             Err(_) => {}
         }
         match tokio::time::timeout(timeout, peer.send_app(&env)).await {
-            Ok(r) => r.map_err(transport_error),
+            Ok(r) => {
+                r.map_err(transport_error)?;
+                self.metrics.sent(MessageKind::OneWay, SendPath::Remote);
+                Ok(())
+            }
             Err(_) => Err(ZLinkError::SendTimeout { timeout }),
         }
     }
@@ -369,6 +384,20 @@ impl NodeInner {
     ) -> Result<ReplyBody, ZLinkError> {
         let frame = self.local_frame(address, msg, true);
         let cost = job_cost(frame.payload.len(), frame.metadata.len());
+        self.metrics.sent(MessageKind::Request, SendPath::Local);
+        let started = std::time::Instant::now();
+        let out = self.local_request_run(frame, cost, timeout).await;
+        self.metrics
+            .request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
+        out
+    }
+
+    async fn local_request_run(
+        self: &Arc<Self>,
+        frame: InboundFrame,
+        cost: usize,
+        timeout: Duration,
+    ) -> Result<ReplyBody, ZLinkError> {
         let run = async {
             let _permit = self.mailbox.reserve(cost).await;
             self.dispatcher.dispatch(frame, Cancellation::new()).await
@@ -410,13 +439,14 @@ impl NodeInner {
             Err(_) => return Err(ZLinkError::SendTimeout { timeout }),
         };
         let work = self.life.admit()?;
+        self.metrics.sent(MessageKind::OneWay, SendPath::Local);
         let node = Arc::clone(self);
         tokio::spawn(async move {
             let _permit = permit;
             let _work = work;
             let cancel = Cancellation::new();
             tokio::select! {
-                o = node.dispatcher.dispatch(frame, cancel.clone()) => log_send_end(&o),
+                o = node.dispatcher.dispatch(frame, cancel.clone()) => log_send_end(&node.metrics, &o),
                 () = node.life.force().cancelled() => cancel.cancel(),
             }
         });
@@ -490,9 +520,11 @@ impl NodeInner {
     }
 }
 
-/// Logs how a one-way dispatch ended (nothing goes back to the sender, spec 06 §20).
-pub(crate) fn log_send_end(outcome: &DispatchOutcome) {
+/// Logs how a one-way dispatch ended (nothing goes back to the sender, spec 06 §20); a
+/// failed one counts as dropped (`handler_failed`).
+pub(crate) fn log_send_end(metrics: &NodeMetrics, outcome: &DispatchOutcome) {
     if let DispatchOutcome::NoReply(SendEnd::Failed(e)) = outcome {
+        metrics.dropped(DropReason::HandlerFailed);
         tracing::warn!(error = %e, kind = %e.kind(), "one-way dispatch failed");
     }
 }
