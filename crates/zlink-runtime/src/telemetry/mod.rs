@@ -30,6 +30,9 @@ mod objects;
 pub(crate) mod relocation;
 mod store;
 
+#[cfg(test)]
+mod tests;
+
 pub(crate) use host::{HostSamples, HostStateMetrics, Sample, host_relocation, host_shutdown};
 pub(crate) use node::NodeMetrics;
 pub(crate) use objects::ObjectMetrics;

@@ -29,3 +29,12 @@ pub(crate) fn unit_ended(error: Option<&'static str>) {
     metrics::counter!(names::RELOCATION_UNITS, "outcome" => outcome, "error" => error)
         .increment(1);
 }
+
+/// A relocation dropped a held one-way message (rare: a lookup per call is fine).
+pub(crate) fn one_way_dropped() {
+    metrics::counter!(
+        names::MESSAGES_DROPPED,
+        "reason" => super::labels::DropReason::Relocation.as_str()
+    )
+    .increment(1);
+}
