@@ -17,6 +17,7 @@ use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
 use super::route_source::{self, RouteSource};
 use super::routes::RouteMark;
+use crate::telemetry::labels::{MessageKind, SendPath};
 use crate::mesh::node::{Address, ReplyBody};
 use crate::messaging::{
     ErrorKind, ErrorReply, Metadata, OutboundMessage, PayloadError, RouteKind, UnavailableReason,
@@ -157,7 +158,15 @@ impl ObjectClient {
         let span = route_source::call_span(RouteKind::Request, key.1.as_str());
         let result = async {
             match self.reachable_owner(key, &span).await? {
-                (_, None) => self.local_request(key, msg, timeout).await,
+                (_, None) => {
+                    // A call to an activation here: counted and timed like a remote one.
+                    let metrics = &self.node.inner.metrics;
+                    metrics.sent(MessageKind::Request, SendPath::Local);
+                    let started = std::time::Instant::now();
+                    let out = self.local_request(key, msg, timeout).await;
+                    metrics.request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
+                    out
+                }
                 (owner, Some(peer)) => {
                     let mark = self.objects.routes.mark(key, &owner);
                     self.remote_request(&peer, key, msg, timeout, mark, &span)
@@ -284,7 +293,12 @@ impl ObjectClient {
                     ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
                 );
             }
-            return self.objects.deliver(key, RouteKind::Send, call, cost, None);
+            self.objects.deliver(key, RouteKind::Send, call, cost, None)?;
+            self.node
+                .inner
+                .metrics
+                .sent(MessageKind::OneWay, SendPath::Local);
+            return Ok(());
         };
         let head = ObjectHead::new(&key.1);
         self.node
