@@ -39,16 +39,26 @@ mod tests {
     #[test]
     fn every_instrument_is_documented() {
         let root = workspace_root();
-        let names = std::fs::read_to_string(root.join("crates/zlink-runtime/src/telemetry/names.rs"))
-            .expect("telemetry/names.rs is readable");
+        let names =
+            std::fs::read_to_string(root.join("crates/zlink-runtime/src/telemetry/names.rs"))
+                .expect("telemetry/names.rs is readable");
         let doc = std::fs::read_to_string(root.join("docs/metrics.md"))
             .expect("docs/metrics.md is readable");
         let recorded = instrument_names(&names);
         let listed = documented(&doc);
-        assert!(recorded.len() >= 10, "names.rs lists the instruments: {recorded:?}");
+        assert!(
+            recorded.len() >= 10,
+            "names.rs lists the instruments: {recorded:?}"
+        );
         let missing: Vec<_> = recorded.iter().filter(|n| !listed.contains(n)).collect();
         let extra: Vec<_> = listed.iter().filter(|n| !recorded.contains(n)).collect();
-        assert!(missing.is_empty(), "instruments not in docs/metrics.md: {missing:?}");
-        assert!(extra.is_empty(), "docs/metrics.md names unknown instruments: {extra:?}");
+        assert!(
+            missing.is_empty(),
+            "instruments not in docs/metrics.md: {missing:?}"
+        );
+        assert!(
+            extra.is_empty(),
+            "docs/metrics.md names unknown instruments: {extra:?}"
+        );
     }
 }

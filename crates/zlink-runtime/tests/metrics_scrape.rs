@@ -93,36 +93,80 @@ fn a_scrape_of_the_example_node_shows_each_instrument_with_plausible_values() {
 
     let before = scrape(&addr);
     assert_eq!(value(&before, r#"zlink_host_state{state="serving"}"#), 1.0);
-    assert_eq!(value(&before, r#"zlink_host_state{state="relocated"}"#), 0.0);
-    let remote = value(&before, r#"zlink_messages_sent{kind="request",path="remote"}"#);
+    assert_eq!(
+        value(&before, r#"zlink_host_state{state="relocated"}"#),
+        0.0
+    );
+    let remote = value(
+        &before,
+        r#"zlink_messages_sent{kind="request",path="remote"}"#,
+    );
     assert!(
         remote >= (on_b + 1) as f64,
         "{remote} remote requests (at least {on_b} Actor calls to B and one REQ)"
     );
     let answered = value(&before, r#"zlink_request_duration_count{outcome="ok"}"#);
-    assert!(answered >= (ACTORS + 1) as f64, "{answered} answered requests");
-    let created = value(&before, r#"zlink_objects_creations{kind="actor",outcome="created"}"#);
-    assert_eq!(created, ACTORS as f64, "each get_or_create created its Actor");
+    assert!(
+        answered >= (ACTORS + 1) as f64,
+        "{answered} answered requests"
+    );
+    let created = value(
+        &before,
+        r#"zlink_objects_creations{kind="actor",outcome="created"}"#,
+    );
+    assert_eq!(
+        created, ACTORS as f64,
+        "each get_or_create created its Actor"
+    );
     let routes = value(&before, r#"zlink_objects_route{source="cache"}"#)
         + value(&before, r#"zlink_objects_route{source="store"}"#);
-    assert!(routes >= ACTORS as f64, "{routes} routes for {ACTORS} calls");
+    assert!(
+        routes >= ACTORS as f64,
+        "{routes} routes for {ACTORS} calls"
+    );
     let live_here = value(&before, r#"zlink_objects_live{kind="actor"}"#);
-    assert_eq!(live_here, (ACTORS - on_b) as f64, "the Actors A owns are live on A");
-    assert!(value(&before, r#"zlink_store_duration_count{op="read",outcome="ok"}"#) > 0.0);
-    assert!(value(&before, r#"zlink_store_duration_count{op="write",outcome="ok"}"#) > 0.0);
+    assert_eq!(
+        live_here,
+        (ACTORS - on_b) as f64,
+        "the Actors A owns are live on A"
+    );
+    assert!(
+        value(
+            &before,
+            r#"zlink_store_duration_count{op="read",outcome="ok"}"#
+        ) > 0.0
+    );
+    assert!(
+        value(
+            &before,
+            r#"zlink_store_duration_count{op="write",outcome="ok"}"#
+        ) > 0.0
+    );
     assert_eq!(value(&before, r#"zlink_store_failures{op="write"}"#), 0.0);
     assert!(value(&before, r#"zlink_lease_renewals{outcome="renewed"}"#) >= 1.0);
-    assert_eq!(value(&before, r#"zlink_lease_renewals{outcome="failed"}"#), 0.0);
+    assert_eq!(
+        value(&before, r#"zlink_lease_renewals{outcome="failed"}"#),
+        0.0
+    );
     assert!(value(&before, "zlink_mailbox_jobs") >= 0.0);
     assert!(value(&before, r#"zlink_messages_received{kind="request"}"#) >= 0.0);
-    assert_eq!(value(&before, r#"zlink_messages_dropped{reason="no_route"}"#), 0.0);
-    assert!(before.contains("# TYPE zlink_request_duration histogram"), "{before}");
+    assert_eq!(
+        value(&before, r#"zlink_messages_dropped{reason="no_route"}"#),
+        0.0
+    );
+    assert!(
+        before.contains("# TYPE zlink_request_duration histogram"),
+        "{before}"
+    );
 
     a.send("RELOCATE 20000");
     let relocated = a.expect_within(Duration::from_secs(40), |l| {
         l.starts_with("RELOCATED ") || l.starts_with("RELOCATE-ERR ")
     });
-    assert!(relocated.starts_with("RELOCATED Relocated None"), "{relocated}");
+    assert!(
+        relocated.starts_with("RELOCATED Relocated None"),
+        "{relocated}"
+    );
     std::thread::sleep(Duration::from_millis(1_500));
     let after = scrape(&addr);
     assert_eq!(value(&after, r#"zlink_host_state{state="relocated"}"#), 1.0);
@@ -136,12 +180,18 @@ fn a_scrape_of_the_example_node_shows_each_instrument_with_plausible_values() {
     );
     let moved = (ACTORS - on_b) as f64;
     assert_eq!(
-        value(&after, r#"zlink_relocation_units{outcome="moved",error="none"}"#),
+        value(
+            &after,
+            r#"zlink_relocation_units{outcome="moved",error="none"}"#
+        ),
         moved,
         "one unit per Actor that moved"
     );
     assert_eq!(value(&after, "zlink_relocation_interruption_count"), moved);
-    assert!(value(&after, "zlink_relocation_interruption_sum") < moved, "each under 1 s");
+    assert!(
+        value(&after, "zlink_relocation_interruption_sum") < moved,
+        "each under 1 s"
+    );
     assert_eq!(value(&after, r#"zlink_objects_live{kind="actor"}"#), 0.0);
 
     // No label carries a node RID or an Actor id (28 §11).

@@ -117,7 +117,10 @@ mod tests {
     #[test]
     fn the_documented_instruments_are_read_in_prometheus_form() {
         let names = documented().expect("docs/metrics.md is readable");
-        assert!(names.contains(&"zlink_messages_sent".to_string()), "{names:?}");
+        assert!(
+            names.contains(&"zlink_messages_sent".to_string()),
+            "{names:?}"
+        );
         assert!(names.iter().all(|n| !n.contains('.')));
     }
 }

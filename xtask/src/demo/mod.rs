@@ -58,7 +58,7 @@ use zlink_store_spi::{
 
 use self::relocate::{Counter, Get, Incr};
 
-mod metrics;
+pub(crate) mod metrics;
 mod relocate;
 
 /// The placement weights of the three roots' Object Server nodes.

@@ -51,7 +51,12 @@ async fn a_demo_with_metrics_shows_every_documented_instrument_in_its_scrape() {
     };
     let summary = demo(&cfg).await.expect("the demo succeeds");
     let documented = metrics::documented().expect("docs/metrics.md");
-    assert_eq!(summary.metrics.len(), documented.len(), "{:?}", summary.metrics);
+    assert_eq!(
+        summary.metrics.len(),
+        documented.len(),
+        "{:?}",
+        summary.metrics
+    );
     let series = |name: &str| {
         summary
             .metrics

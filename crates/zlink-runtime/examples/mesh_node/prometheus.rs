@@ -81,7 +81,10 @@ pub(crate) async fn serve(addr: &str, handle: PrometheusHandle) -> Result<Socket
 }
 
 /// Reads one request head (bounded, 5 s) and writes the rendered metrics.
-async fn answer(mut stream: tokio::net::TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+async fn answer(
+    mut stream: tokio::net::TcpStream,
+    handle: &PrometheusHandle,
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     let read = async {

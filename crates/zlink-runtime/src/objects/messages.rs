@@ -17,12 +17,12 @@ use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall};
 use super::route_source::{self, RouteSource};
 use super::routes::RouteMark;
-use crate::telemetry::labels::{MessageKind, SendPath};
 use crate::mesh::node::{Address, ReplyBody};
 use crate::messaging::{
     ErrorKind, ErrorReply, Metadata, OutboundMessage, PayloadError, RouteKind, UnavailableReason,
     ZLinkError,
 };
+use crate::telemetry::labels::{MessageKind, SendPath};
 use tracing::Instrument;
 use zlink_location::AuthorityRead;
 
@@ -293,7 +293,8 @@ impl ObjectClient {
                     ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
                 );
             }
-            self.objects.deliver(key, RouteKind::Send, call, cost, None)?;
+            self.objects
+                .deliver(key, RouteKind::Send, call, cost, None)?;
             self.node
                 .inner
                 .metrics

@@ -22,8 +22,7 @@ impl HostStateMetrics {
     /// Resolves the gauges and counts this host as `Preparing`.
     pub(crate) fn new() -> Self {
         super::describe();
-        let gauges =
-            HOST_STATES.map(|s| metrics::gauge!(names::HOST_STATE, "state" => s.as_str()));
+        let gauges = HOST_STATES.map(|s| metrics::gauge!(names::HOST_STATE, "state" => s.as_str()));
         let current = host_state_index(HostState::Preparing);
         gauges[current].increment(1.0);
         Self {
@@ -161,7 +160,12 @@ impl HostSamples {
             mailbox_bytes: Sampled::new(metrics::gauge!(names::MAILBOX_BYTES)),
             live: [ObjectLabel::Actor, ObjectLabel::Spot]
                 .map(|k| Sampled::new(metrics::gauge!(names::OBJECTS_LIVE, "kind" => k.as_str()))),
-            renewals: [RenewLabel::Renewed, RenewLabel::Failed, RenewLabel::TakenOver].map(|o| {
+            renewals: [
+                RenewLabel::Renewed,
+                RenewLabel::Failed,
+                RenewLabel::TakenOver,
+            ]
+            .map(|o| {
                 Counted::new(metrics::counter!(names::LEASE_RENEWALS, "outcome" => o.as_str()))
             }),
             ticks: ["ran", "refused", "skipped"]

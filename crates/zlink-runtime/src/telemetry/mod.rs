@@ -44,7 +44,10 @@ use metrics::Unit;
 /// without descriptions ignores it.
 pub(crate) fn describe() {
     use names::*;
-    metrics::describe_gauge!(HOST_STATE, "Hosts of this process in each host state (28 §3).");
+    metrics::describe_gauge!(
+        HOST_STATE,
+        "Hosts of this process in each host state (28 §3)."
+    );
     metrics::describe_counter!(HOST_RELOCATION, "Host Relocate terminal results.");
     metrics::describe_counter!(HOST_SHUTDOWN, "Host shutdown terminal results.");
     metrics::describe_histogram!(
@@ -54,7 +57,10 @@ pub(crate) fn describe() {
     );
     metrics::describe_counter!(RELOCATION_UNITS, "Relocation units ended on their source.");
     metrics::describe_counter!(MESSAGES_SENT, "Application messages sent.");
-    metrics::describe_counter!(MESSAGES_RECEIVED, "Application messages received from peers.");
+    metrics::describe_counter!(
+        MESSAGES_RECEIVED,
+        "Application messages received from peers."
+    );
     metrics::describe_counter!(MESSAGES_DROPPED, "Inbound application messages dropped.");
     metrics::describe_histogram!(
         REQUEST_DURATION,

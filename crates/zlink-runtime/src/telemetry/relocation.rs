@@ -26,8 +26,7 @@ pub(crate) fn unit_ended(error: Option<&'static str>) {
         None => ("moved", "none"),
         Some(kind) => ("failed", kind),
     };
-    metrics::counter!(names::RELOCATION_UNITS, "outcome" => outcome, "error" => error)
-        .increment(1);
+    metrics::counter!(names::RELOCATION_UNITS, "outcome" => outcome, "error" => error).increment(1);
 }
 
 /// A relocation dropped a held one-way message (rare: a lookup per call is fine).

@@ -33,7 +33,10 @@ fn node_handles_record_on_the_recorder_they_were_resolved_with() {
     node.request_ended(std::time::Instant::now(), true);
     let text = rec.handle().render();
     assert_eq!(
-        value(&text, r#"zlink_messages_sent{kind="request",path="remote"}"#),
+        value(
+            &text,
+            r#"zlink_messages_sent{kind="request",path="remote"}"#
+        ),
         Some(2.0),
         "{text}"
     );
@@ -76,19 +79,31 @@ fn handles_resolved_without_a_recorder_record_nowhere() {
 #[test]
 fn the_host_state_gauge_counts_each_host_once_in_its_current_state() {
     let rec = recorder();
-    let (a, b) = metrics::with_local_recorder(&rec, || {
-        (HostStateMetrics::new(), HostStateMetrics::new())
-    });
+    let (a, b) =
+        metrics::with_local_recorder(&rec, || (HostStateMetrics::new(), HostStateMetrics::new()));
     a.changed(HostState::Serving);
     b.changed(HostState::Serving);
     b.changed(HostState::Relocating);
     let text = rec.handle().render();
-    assert_eq!(value(&text, r#"zlink_host_state{state="serving"}"#), Some(1.0), "{text}");
-    assert_eq!(value(&text, r#"zlink_host_state{state="relocating"}"#), Some(1.0));
-    assert_eq!(value(&text, r#"zlink_host_state{state="preparing"}"#), Some(0.0));
+    assert_eq!(
+        value(&text, r#"zlink_host_state{state="serving"}"#),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, r#"zlink_host_state{state="relocating"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, r#"zlink_host_state{state="preparing"}"#),
+        Some(0.0)
+    );
     drop(b);
     let text = rec.handle().render();
-    assert_eq!(value(&text, r#"zlink_host_state{state="relocating"}"#), Some(0.0));
+    assert_eq!(
+        value(&text, r#"zlink_host_state{state="relocating"}"#),
+        Some(0.0)
+    );
 }
 
 #[test]
@@ -119,7 +134,10 @@ fn sampled_values_of_two_hosts_add_up_and_leave_with_their_host() {
 struct Down;
 
 impl LocationStore for Down {
-    async fn read(&self, _: &StoreKey) -> zlink_store_spi::StoreResult<zlink_store_spi::ReadResult> {
+    async fn read(
+        &self,
+        _: &StoreKey,
+    ) -> zlink_store_spi::StoreResult<zlink_store_spi::ReadResult> {
         Err(zlink_store_spi::StoreError::failure_kind(
             zlink_store_spi::FailureKind::Unavailable,
         ))
@@ -154,14 +172,26 @@ async fn the_metered_store_times_every_call_and_counts_failures() {
     assert!(failed.is_err(), "the failure is returned as it is");
     let text = rec.handle().render();
     assert_eq!(
-        value(&text, r#"zlink_store_duration_count{op="read",outcome="ok"}"#),
+        value(
+            &text,
+            r#"zlink_store_duration_count{op="read",outcome="ok"}"#
+        ),
         Some(2.0),
         "{text}"
     );
     assert_eq!(
-        value(&text, r#"zlink_store_duration_count{op="read",outcome="failed"}"#),
+        value(
+            &text,
+            r#"zlink_store_duration_count{op="read",outcome="failed"}"#
+        ),
         Some(1.0)
     );
-    assert_eq!(value(&text, r#"zlink_store_failures{op="read"}"#), Some(1.0));
-    assert_eq!(value(&text, r#"zlink_store_failures{op="write"}"#), Some(0.0));
+    assert_eq!(
+        value(&text, r#"zlink_store_failures{op="read"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, r#"zlink_store_failures{op="write"}"#),
+        Some(0.0)
+    );
 }

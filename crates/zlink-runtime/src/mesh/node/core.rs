@@ -20,13 +20,13 @@ use super::mailbox::{Mailbox, job_cost};
 use super::peers::{Member, PeerTable, pick_weighted, uniform_below};
 use super::pending::Pending;
 use crate::mesh::peer::{ManualPeer, Topology};
-use crate::telemetry::NodeMetrics;
-use crate::telemetry::labels::{DropReason, MessageKind, SendPath};
 use crate::messaging::{
     Cancellation, Correlation, DispatchOutcome, Dispatcher, InboundFrame, InboundReply,
     InboundTarget, Metadata, OutboundMessage, ReplyExpectation, SendEnd, UnavailableReason,
     ZLinkError,
 };
+use crate::telemetry::NodeMetrics;
+use crate::telemetry::labels::{DropReason, MessageKind, SendPath};
 
 /// The default reply timeout of a request (spec 06 §7).
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -13,11 +13,11 @@ use zlink_transport::{Envelope, FrameReceiver, PeerEvent, Reply, ReplyReceiver, 
 use super::control;
 use super::core::{NodeInner, log_send_end};
 use super::mailbox::job_cost;
-use crate::telemetry::labels::{DropReason, MessageKind};
 use crate::messaging::{
     Cancellation, Correlation, DispatchOutcome, ErrorReply, InboundFrame, InboundTarget,
     ReplyExpectation, ZLinkError,
 };
+use crate::telemetry::labels::{DropReason, MessageKind};
 
 /// Peer lifecycle and the completion path, on one loop so that a reply read before its
 /// connection went down always completes its request first: replies are taken before events
