@@ -15,6 +15,7 @@ mod services_tls;
 mod test_cmd;
 mod tidy;
 mod tidy_layers;
+mod tidy_metrics;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -148,27 +148,75 @@ impl LeaseHealthStatus {
     }
 }
 
-/// The renew loop's view of the lease, kept by the lease (one atomic).
+/// How the renew loop's attempts ended so far (monotonic counts, for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseRenewals {
+    /// Renews that succeeded.
+    pub renewed: u64,
+    /// Renews and takeovers that failed or timed out.
+    pub failed: u64,
+    /// Leases found lost and taken over under a new generation.
+    pub taken_over: u64,
+}
+
+/// The renew loop's view of the lease, kept by the lease (one atomic), and its counts.
 #[derive(Debug, Default)]
-pub(crate) struct RenewState(AtomicU8);
+pub(crate) struct RenewState {
+    state: AtomicU8,
+    renewed: AtomicU64,
+    failed: AtomicU64,
+    taken_over: AtomicU64,
+}
 
 impl RenewState {
     const OK: u8 = 0;
     const FAILING: u8 = 1;
     const RELEASED: u8 = 2;
 
-    pub(crate) fn ok(&self) {
-        self.0.store(Self::OK, Ordering::Release);
+    fn ok(&self) {
+        self.state.store(Self::OK, Ordering::Release);
     }
 
+    /// A renew succeeded.
+    pub(crate) fn renewed(&self) {
+        self.renewed.fetch_add(1, Ordering::Relaxed);
+        self.ok();
+    }
+
+    /// A lost lease was taken over.
+    pub(crate) fn taken_over(&self) {
+        self.taken_over.fetch_add(1, Ordering::Relaxed);
+        self.ok();
+    }
+
+    /// A takeover of a lost lease failed (counted; the state stays what the gate says).
+    pub(crate) fn takeover_failed(&self) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A renew failed.
     pub(crate) fn failing(&self) {
-        let _ =
-            self.0
-                .compare_exchange(Self::OK, Self::FAILING, Ordering::AcqRel, Ordering::Acquire);
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let _ = self.state.compare_exchange(
+            Self::OK,
+            Self::FAILING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 
     pub(crate) fn released(&self) {
-        self.0.store(Self::RELEASED, Ordering::Release);
+        self.state.store(Self::RELEASED, Ordering::Release);
+    }
+
+    /// The counts so far.
+    pub(crate) fn renewals(&self) -> LeaseRenewals {
+        LeaseRenewals {
+            renewed: self.renewed.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            taken_over: self.taken_over.load(Ordering::Relaxed),
+        }
     }
 
     /// The lease's state given the admission gate.
@@ -178,7 +226,7 @@ impl RenewState {
             .deadline()
             .filter(|d| *d > now)
             .map(|d| d.saturating_sub(now));
-        let state = match self.0.load(Ordering::Acquire) {
+        let state = match self.state.load(Ordering::Acquire) {
             Self::RELEASED => LeaseState::Released,
             _ if !gate.is_open() || deadline_in.is_none() => LeaseState::Expired,
             Self::FAILING => LeaseState::Renewing,
@@ -212,6 +260,11 @@ impl HealthProbe {
     /// The owner lease's health.
     pub fn lease(&self) -> LeaseHealthStatus {
         self.renew.status(&self.gate)
+    }
+
+    /// How the renew loop's attempts ended so far.
+    pub fn renewals(&self) -> LeaseRenewals {
+        self.renew.renewals()
     }
 }
 

@@ -614,7 +614,7 @@ impl RenewLoop {
             loop {
                 ticker.tick().await;
                 match tokio::time::timeout(timeout, lease.renew()).await {
-                    Ok(Ok(RenewOutcome::Renewed { .. })) => health.ok(),
+                    Ok(Ok(RenewOutcome::Renewed { .. })) => health.renewed(),
                     // The host released its lease (shutdown): the loop ends.
                     Ok(Ok(RenewOutcome::Released)) => {
                         health.released();
@@ -624,15 +624,21 @@ impl RenewLoop {
                         match tokio::time::timeout(timeout, lease.take_over()).await {
                             Ok(Ok(None)) => break,
                             Ok(Ok(Some(run))) => {
-                                health.ok();
+                                health.taken_over();
                                 tracing::warn!(
                                     owner = %run.owner_id,
                                     generation = %run.lease_generation,
                                     "owner lease taken over under a new generation"
                                 );
                             }
-                            Ok(Err(e)) => tracing::warn!(error = %e, "owner lease takeover failed"),
-                            Err(_) => tracing::warn!("owner lease takeover timed out"),
+                            Ok(Err(e)) => {
+                                health.takeover_failed();
+                                tracing::warn!(error = %e, "owner lease takeover failed")
+                            }
+                            Err(_) => {
+                                health.takeover_failed();
+                                tracing::warn!("owner lease takeover timed out")
+                            }
                         }
                     }
                     Ok(Err(e)) => {

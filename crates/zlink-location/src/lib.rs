@@ -42,7 +42,7 @@ pub use error::{
 pub use generation::{
     AuthorityOwnerGeneration, GenerationKind, ObjectGeneration, OwnerLeaseGeneration,
 };
-pub use health::{HealthProbe, LeaseHealthStatus, LeaseState, StoreHealthStatus};
+pub use health::{HealthProbe, LeaseHealthStatus, LeaseRenewals, LeaseState, StoreHealthStatus};
 pub use identity::{
     HostRun, MeshName, NodeKey, ObjectId, ObjectKind, OwnerId, RoutingId, StableType,
 };

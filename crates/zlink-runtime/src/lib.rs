@@ -7,6 +7,7 @@ pub(crate) mod mesh;
 pub(crate) mod messaging;
 pub(crate) mod objects;
 pub(crate) mod relocation;
+pub(crate) mod telemetry;
 
 pub mod config;
 pub mod handler;

@@ -1,6 +1,8 @@
 //! `cargo xtask bench objects [--redis URL] [--seconds S] [--case NAME]`: the Actor layer over
 //! the Redis Location Store, each figure beside a baseline measured in the same run, as a
-//! ratio (`--case create|cross-node|same-node|route-cache` runs one figure).
+//! ratio (`--case create|cross-node|same-node|route-cache` runs one figure;
+//! `--case cross-node --metrics` runs figure 2 with metrics on against off,
+//! `objects_metrics.rs`).
 //!
 //! Two ZLink roots run in this process on one tokio multi-thread runtime (2 workers), each
 //! with one Object Server MeshNode (A and B) on mesh `bench`, each over its own connection to
@@ -61,11 +63,11 @@ const C: usize = 64;
 /// Worker threads of the runtime both roots run on.
 const WORKERS: usize = 2;
 const LOCAL_TYPE: &str = "bench.local";
-const REMOTE_TYPE: &str = "bench.remote";
+pub(super) const REMOTE_TYPE: &str = "bench.remote";
 /// How long the roots may take to see each other.
 const SETUP: Duration = Duration::from_secs(30);
 /// How many of B's Actors the throughput figure spreads its requests over.
-const THROUGHPUT_ACTORS: usize = 1024;
+pub(super) const THROUGHPUT_ACTORS: usize = 1024;
 /// Key counts of the route-cache figure: one whose table stays in the CPU caches, one
 /// (the demo's Actor count) whose does not.
 const CACHE_KEYS: [usize; 2] = [1_000, 10_000];
@@ -98,6 +100,8 @@ struct Args {
     seconds: f64,
     /// Only this figure (`create`, `cross-node`, `same-node`, `route-cache`), or all.
     case: Option<String>,
+    /// `--metrics`: figure 2 with a recorder on against off (`objects_metrics.rs`).
+    metrics: bool,
 }
 
 const CASES: [&str; 4] = ["create", "cross-node", "same-node", "route-cache"];
@@ -113,6 +117,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         url: DEFAULT_URL.to_owned(),
         seconds: 3.0,
         case: None,
+        metrics: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -130,6 +135,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .filter(|n: &f64| *n > 0.0 && *n <= 60.0)
                     .ok_or("bench objects: --seconds needs a number in (0, 60]")?;
             }
+            "--metrics" => parsed.metrics = true,
             "--case" => {
                 let case = it.next().filter(|c| CASES.contains(&c.as_str())).ok_or(
                     "bench objects: --case needs create, cross-node, same-node or route-cache",
@@ -139,7 +145,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             other => {
                 return Err(format!(
                     "bench objects: unknown option `{other}` (known: --redis URL, --seconds S, \
-                     --case create|cross-node|same-node|route-cache)"
+                     --case create|cross-node|same-node|route-cache, --metrics)"
                 ));
             }
         }
@@ -161,7 +167,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     rt.block_on(bench(&args))
 }
 
-async fn connect(url: &str, prefix: &str) -> Result<RedisLocationStore, String> {
+pub(super) async fn connect(url: &str, prefix: &str) -> Result<RedisLocationStore, String> {
     let options = RedisLocationOptions::from_url(url)
         .and_then(|o| o.with_key_prefix(prefix.to_owned()))
         .map_err(|e| format!("--redis {url}: {e}"))?;
@@ -183,6 +189,13 @@ async fn bench(args: &Args) -> Result<(), String> {
         args.seconds
     );
     let d = Duration::from_secs_f64(args.seconds);
+    if args.metrics {
+        // Only figure 2, metrics on against off (a global recorder: nothing else runs).
+        if args.case.as_deref() != Some("cross-node") {
+            return Err("bench objects: --metrics goes with --case cross-node".into());
+        }
+        return super::objects_metrics::cross_node_on_off(&args.url, d / ROUNDS).await;
+    }
     if ["create", "cross-node", "same-node"]
         .iter()
         .any(|c| args.runs(c))
@@ -230,13 +243,13 @@ async fn on_redis(args: &Args, prefix: &str, d: Duration) -> Result<(), String> 
     result
 }
 
-fn mesh() -> Result<MeshName, String> {
+pub(super) fn mesh() -> Result<MeshName, String> {
     MeshName::new("bench").map_err(to_string)
 }
 
 /// Starts root A (type `bench.local`) over `stores[0]` and root B (type `bench.remote`) over
 /// `stores[1]`; stops the first if the second fails.
-async fn start_roots(stores: &[RedisLocationStore]) -> Result<Vec<ZLinkHost>, String> {
+pub(super) async fn start_roots(stores: &[RedisLocationStore]) -> Result<Vec<ZLinkHost>, String> {
     let mesh = mesh()?;
     let mut hosts = Vec::new();
     for (store, stable_type) in stores.iter().zip([LOCAL_TYPE, REMOTE_TYPE]) {
@@ -268,7 +281,7 @@ async fn start_roots(stores: &[RedisLocationStore]) -> Result<Vec<ZLinkHost>, St
     Ok(hosts)
 }
 
-async fn shut_down(hosts: &[ZLinkHost]) -> Result<(), String> {
+pub(super) async fn shut_down(hosts: &[ZLinkHost]) -> Result<(), String> {
     let mut failures = Vec::new();
     for h in hosts {
         let report = h.shutdown().await;
@@ -285,7 +298,11 @@ async fn shut_down(hosts: &[ZLinkHost]) -> Result<(), String> {
 
 /// Waits (bounded) until A and B are Ready peers and A's placement finds each type's node
 /// (one probe creation per type, retried while discovery has not listed the node yet).
-async fn wait_for_mesh(a: &MeshNode, b: &MeshNode, actors: &ActorManager) -> Result<(), String> {
+pub(super) async fn wait_for_mesh(
+    a: &MeshNode,
+    b: &MeshNode,
+    actors: &ActorManager,
+) -> Result<(), String> {
     let deadline = Instant::now() + SETUP;
     for node in [a, b] {
         while !node.status().peers.iter().any(|p| p.weights.is_some()) {
@@ -509,7 +526,7 @@ async fn same_node(
 }
 
 /// Creates `n` Actors `{tag}-{i}` of `stable_type` through A's manager, c=64; returns their ids.
-async fn populate(
+pub(super) async fn populate(
     actors: &ActorManager,
     tag: &str,
     stable_type: &'static str,
@@ -543,11 +560,11 @@ fn p50((samples, _): &(Vec<Duration>, Duration)) -> Duration {
 }
 
 /// Requests per second of one round.
-fn per_sec((samples, elapsed): &(Vec<Duration>, Duration)) -> f64 {
+pub(super) fn per_sec((samples, elapsed): &(Vec<Duration>, Duration)) -> f64 {
     samples.len() as f64 / elapsed.as_secs_f64()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
@@ -564,7 +581,7 @@ fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64()
 }
 
-fn print_lat(case: &str, l: &Latency) {
+pub(super) fn print_lat(case: &str, l: &Latency) {
     println!(
         "   {case:<34} {:>9.0} /s   p50 {:>8.1} us   p99 {:>8.1} us",
         l.per_sec,
@@ -607,7 +624,7 @@ async fn creations(
 }
 
 /// One request to every target (fills the route cache).
-async fn warm(actors: &ActorManager, targets: &Arc<Vec<String>>) -> Result<(), String> {
+pub(super) async fn warm(actors: &ActorManager, targets: &Arc<Vec<String>>) -> Result<(), String> {
     let mut tasks = Vec::new();
     for j in 0..C {
         let (actors, targets) = (actors.clone(), Arc::clone(targets));
@@ -630,7 +647,7 @@ async fn warm(actors: &ActorManager, targets: &Arc<Vec<String>>) -> Result<(), S
 
 /// `c` tasks request `Echo` of the Actors in `targets` (task j: targets j, j+c, …, wrapping)
 /// for `d`; every request's latency.
-async fn actor_load(
+pub(super) async fn actor_load(
     actors: &ActorManager,
     targets: &Arc<Vec<String>>,
     c: usize,
@@ -987,6 +1004,9 @@ mod tests {
         assert_eq!(a.url, "redis://127.0.0.1:6390");
         assert_eq!(a.seconds, 1.5);
         assert!(a.runs("cross-node") && !a.runs("create"));
+        assert!(!a.metrics);
+        let m = parse(&args(&["--case", "cross-node", "--metrics"])).unwrap();
+        assert!(m.metrics && m.runs("cross-node"));
         let all = parse(&[]).unwrap();
         assert_eq!(all.url, DEFAULT_URL);
         assert!(CASES.iter().all(|c| all.runs(c)));

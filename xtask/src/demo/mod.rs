@@ -1,4 +1,4 @@
-//! `cargo xtask demo [--redis URL [--keep]] [--actors N] [--requests N] [--instances N] [--concurrency N]`:
+//! `cargo xtask demo [--redis URL [--keep]] [--metrics ADDR] [--actors N] [--requests N] [--instances N] [--concurrency N]`:
 //! three ZLink roots in one process, each with one Object Server MeshNode on mesh `demo`
 //! (placement weights 100, 200 and 300), sharing one Location Store and one Relocation Store:
 //! the embedded in-memory stores by default, or the Redis Location and Relocation Stores at
@@ -23,6 +23,10 @@
 //! Spot (2 members). It prints where the Actors (at creation) and Instance Spots were placed
 //! against the weights, creation, activation and request throughput, request latency, and
 //! each root's shutdown.
+//!
+//! `--metrics ADDR` installs a Prometheus recorder before the roots are built and serves it on
+//! `ADDR` (`metrics.rs`); after the shutdown the demo scrapes it once and fails unless it
+//! shows every instrument `docs/metrics.md` lists.
 //!
 //! `--release` runs the demo from an optimised build of xtask (built on first use); without
 //! it the demo runs from the debug build `cargo xtask` uses.
@@ -54,6 +58,7 @@ use zlink_store_spi::{
 
 use self::relocate::{Counter, Get, Incr};
 
+pub(crate) mod metrics;
 mod relocate;
 
 /// The placement weights of the three roots' Object Server nodes.
@@ -96,6 +101,9 @@ pub(crate) struct Config {
     pub(crate) progress: bool,
     /// With `--redis`: keep the records under the demo's prefix (for `zlink audit`).
     pub(crate) keep: bool,
+    /// `--metrics ADDR`: serve Prometheus text on `ADDR` and scrape it at the end
+    /// (`metrics.rs`).
+    pub(crate) metrics: Option<String>,
 }
 
 impl Default for Config {
@@ -108,6 +116,7 @@ impl Default for Config {
             concurrency: 64,
             progress: true,
             keep: false,
+            metrics: None,
         }
     }
 }
@@ -128,9 +137,12 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--instances" => cfg.instances = number(it.next(), "--instances", 1_000_000)?,
             "--concurrency" => cfg.concurrency = number(it.next(), "--concurrency", 10_000)?,
             "--keep" => cfg.keep = true,
+            "--metrics" => {
+                cfg.metrics = Some(it.next().ok_or("demo: --metrics needs host:port")?.clone())
+            }
             other => {
                 return Err(format!(
-                    "demo: unknown option `{other}` (known: --redis URL, --keep, --actors N, --requests N, --instances N, --concurrency N, --release)"
+                    "demo: unknown option `{other}` (known: --redis URL, --keep, --metrics ADDR, --actors N, --requests N, --instances N, --concurrency N, --release)"
                 ));
             }
         }
@@ -151,6 +163,8 @@ pub(crate) struct Summary {
     pub(crate) requests: usize,
     /// The relocation of root 1 under load.
     pub(crate) relocation: relocate::Relocation,
+    /// With `--metrics`: each documented instrument and its series in the final scrape.
+    pub(crate) metrics: Vec<(String, usize)>,
 }
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
@@ -225,6 +239,11 @@ pub(crate) async fn demo(cfg: &Config) -> Result<Summary, String> {
         "{} actors, {} requests, {} instance spots, concurrency {}",
         cfg.actors, cfg.requests, cfg.instances, cfg.concurrency
     );
+    // The recorder goes in before any root is built (the runtime resolves its handles then).
+    let endpoint = match &cfg.metrics {
+        Some(addr) => Some(metrics::start(addr).await?),
+        None => None,
+    };
     let result = match start_roots(&stores).await {
         Ok(hosts) => {
             let result = run_on(cfg, &hosts).await;
@@ -232,6 +251,14 @@ pub(crate) async fn demo(cfg: &Config) -> Result<Summary, String> {
             result.and_then(|summary| stopped.map(|()| summary))
         }
         Err(e) => Err(e),
+    };
+    // Scraped after the shutdown, so the shutdown results show too.
+    let result = match (result, endpoint) {
+        (Ok(mut summary), Some(addr)) => metrics::report(addr).await.map(|shown| {
+            summary.metrics = shown;
+            summary
+        }),
+        (result, _) => result,
     };
     if let (Some(url), true) = (&cfg.redis, cfg.keep) {
         drop(stores);
@@ -683,6 +710,7 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
         counted,
         requests: sorted.len(),
         relocation,
+        metrics: Vec::new(),
     })
 }
 

@@ -37,6 +37,39 @@ async fn small_demo_on_memory_stores_adds_up() {
     );
 }
 
+/// The only test of this process that installs a global recorder (one per process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_with_metrics_shows_every_documented_instrument_in_its_scrape() {
+    let cfg = Config {
+        actors: 30,
+        requests: 120,
+        instances: 10,
+        concurrency: 8,
+        progress: false,
+        metrics: Some("127.0.0.1:0".into()),
+        ..Config::default()
+    };
+    let summary = demo(&cfg).await.expect("the demo succeeds");
+    let documented = metrics::documented().expect("docs/metrics.md");
+    assert_eq!(
+        summary.metrics.len(),
+        documented.len(),
+        "{:?}",
+        summary.metrics
+    );
+    let series = |name: &str| {
+        summary
+            .metrics
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+            .unwrap_or_default()
+    };
+    assert!(series("zlink_host_state") >= 7, "one series per host state");
+    assert!(series("zlink_host_shutdown") >= 1);
+    assert!(series("zlink_relocation_interruption") >= 3, "a histogram");
+}
+
 #[test]
 fn options_are_parsed_and_checked() {
     let args: Vec<String> = [
@@ -60,5 +93,11 @@ fn options_are_parsed_and_checked() {
     assert!(cfg.redis.is_none());
     assert!(parse(&["--actors".to_string(), "0".to_string()]).is_err());
     assert!(parse(&["--bogus".to_string()]).is_err());
+    let with_metrics = parse(&["--metrics".to_string(), "127.0.0.1:9100".to_string()]);
+    assert_eq!(
+        with_metrics.expect("valid").metrics.as_deref(),
+        Some("127.0.0.1:9100")
+    );
+    assert!(parse(&["--metrics".to_string()]).is_err());
     assert!(parse(&["--instances".to_string(), "0".to_string()]).is_err());
 }

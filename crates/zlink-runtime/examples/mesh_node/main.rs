@@ -52,6 +52,8 @@
 //!   `RELOCATED <outcome> <reason> <moved> <remaining>` (then `QUIT` stops the host)
 //! - `LIVE` → `LIVE <actors> <spots>`: the activations live on this node now
 //!   (`HostStatus::live`), which `cargo xtask faults` compares with the node's capacity row
+//! - `METRICS` → `METRICS <host:port>`: where `--metrics ADDR` serves Prometheus text
+//!   (`prometheus.rs`; every GET answers the runtime's instruments, `docs/metrics.md`)
 //!
 //! `--lease-ttl-ms`, `--lease-renew-ms`, `--lease-renew-timeout-ms`, `--lease-fencing-ms` and
 //! `--polling-ms` set the root's location options (`ownerLeaseTtl`, `ownerLeaseRenewInterval`,
@@ -86,6 +88,7 @@ use zlink_runtime::location::LocationOptions;
 
 mod actors;
 mod counter;
+mod prometheus;
 
 use counter::{COUNTER, Counter, Policy};
 
@@ -201,6 +204,10 @@ fn cli() -> Command {
             "ownerLeaseFencingMargin in milliseconds",
         )))
         .arg(millis(opt("polling-ms", "pollingInterval in milliseconds")).default_value("200"))
+        .arg(opt(
+            "metrics",
+            "host:port of a Prometheus endpoint (GET answers the runtime's metrics; port 0: any)",
+        ))
 }
 
 fn millis(arg: Arg) -> Arg {
@@ -257,6 +264,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
     let mesh = MeshName::new("demo")?;
+    // Before the root is built: the runtime resolves its metric handles when it builds nodes.
+    let metrics = match args.get_one::<String>("metrics") {
+        Some(addr) => Some(prometheus::install_and_serve(addr).await?),
+        None => None,
+    };
     let blobs = Arc::new(AtomicU64::new(0));
     let (counter, counted) = (Arc::clone(&blobs), Arc::clone(&blobs));
     let port = *args.get_one::<u16>("port").unwrap_or(&0);
@@ -393,6 +405,10 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
                     .fold((0, 0), |(a, s), l| (a + l.actors, s + l.spots));
                 say(&format!("LIVE {actors} {spots}"));
             }
+            Some("METRICS") => match metrics {
+                Some(addr) => say(&format!("METRICS {addr}")),
+                None => say("BAD METRICS (needs --metrics ADDR)"),
+            },
             Some("RELOCATE") => {
                 let host = host.clone();
                 tokio::spawn(async move { say(&relocate(&host, &words).await) });

@@ -12,6 +12,7 @@ mod health;
 pub(crate) mod observe;
 pub(crate) mod relocate;
 pub(crate) mod running;
+mod sampler;
 pub(crate) mod start;
 mod status;
 

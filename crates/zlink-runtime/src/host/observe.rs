@@ -42,10 +42,12 @@ impl HostObserver {
     }
 }
 
-/// The observers of one host.
+/// The observers of one host, and its host-level instruments (spec 28 §11: the state gauge,
+/// Relocate and shutdown results), recorded from the same events.
 #[derive(Debug, Default)]
 pub(crate) struct HostEvents {
     observers: Mutex<Vec<mpsc::UnboundedSender<HostEvent>>>,
+    metrics: crate::telemetry::HostStateMetrics,
 }
 
 impl HostEvents {
@@ -59,8 +61,20 @@ impl HostEvents {
         HostObserver { rx }
     }
 
-    /// Sends `event` to every observer still listening.
+    /// Records `event` on the host-level instruments and sends it to every observer still
+    /// listening.
     pub(crate) fn emit(&self, event: HostEvent) {
+        match &event {
+            HostEvent::State(to) => self.metrics.changed(*to),
+            HostEvent::Relocation(r) => crate::telemetry::host_relocation(
+                r.mode.label(),
+                r.outcome.label(),
+                r.reason.label(),
+            ),
+            HostEvent::Termination(r) => {
+                crate::telemetry::host_shutdown(r.outcome.label(), r.reason.label())
+            }
+        }
         self.observers
             .lock()
             .retain(|tx| tx.send(event.clone()).is_ok());

@@ -128,7 +128,8 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
                     )
                 })
                 .collect();
-            let rt = LocationRuntime::builder(store)
+            // Every Store call timed and counted (`telemetry/store.rs`).
+            let rt = LocationRuntime::builder(crate::telemetry::MeteredStore::wrap(store))
                 .options(plan.location_options.clone())
                 .spot_wide_members(zlink_location::MemberResolver::new(
                     crate::objects::membership::spot_wide_spot,
@@ -230,6 +231,20 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
                 Arc::clone(rt),
                 nodes,
             )));
+    }
+
+    // The metrics sampler (mailbox depth, live activations, lease renewals, timer ticks).
+    {
+        let nodes: Vec<_> = started.nodes.iter().map(|n| Arc::clone(&n.inner)).collect();
+        let sampled = super::sampler::Sampled::new(
+            &nodes,
+            &started.objects,
+            location.as_ref().map(|rt| rt.health_probe()),
+        );
+        started.tasks.push(tokio::spawn(super::sampler::run(
+            sampled,
+            super::sampler::SAMPLE_PERIOD,
+        )));
     }
 
     let channel_index = plan
@@ -459,6 +474,7 @@ async fn start_node(
         descriptor: descriptor.clone(),
         discovery_wake: tokio::sync::Notify::new(),
         objects: std::sync::OnceLock::new(),
+        metrics: crate::telemetry::NodeMetrics::new(),
     });
     let tasks = vec![
         tokio::spawn(inbound::peers_and_replies(

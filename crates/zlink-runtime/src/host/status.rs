@@ -89,6 +89,14 @@ pub enum ShutdownOutcome {
 }
 
 impl ShutdownOutcome {
+    /// The metrics label value (`stopped`, `force_stopped`).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Stopped => "stopped",
+            Self::ForceStopped => "force_stopped",
+        }
+    }
+
     /// The wire value.
     pub fn code(self) -> u8 {
         match self {
@@ -111,6 +119,15 @@ pub enum ShutdownReason {
 }
 
 impl ShutdownReason {
+    /// The metrics label value (`none`, `deadline_exceeded`, `teardown_failed`).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::TeardownFailed => "teardown_failed",
+        }
+    }
+
     /// The wire value.
     pub fn code(self) -> u8 {
         match self {

@@ -154,8 +154,26 @@ impl ObjectClient {
         }
     }
 
-    /// Create / GetOrCreate (see the module docs and spec 21 §7's result table).
+    /// Create / GetOrCreate (see the module docs and spec 21 §7's result table), counted on
+    /// `zlink.objects.creations` by its end.
     pub(crate) async fn obtain(&self, call: Obtain) -> Result<Obtained, ZLinkError> {
+        use crate::telemetry::labels::{CreationOutcome as Ended, ObjectLabel};
+        let kind = match call.kind {
+            ObjectKind::Actor => ObjectLabel::Actor,
+            _ => ObjectLabel::Spot,
+        };
+        let out = self.obtain_once(call).await;
+        let ended = match &out {
+            Ok(o) if o.created => Ended::Created,
+            Ok(_) => Ended::Existing,
+            Err(e) if e.kind() == crate::messaging::ErrorKind::AlreadyExists => Ended::Existing,
+            Err(_) => Ended::Failed,
+        };
+        self.objects.metrics.creation(kind, ended);
+        out
+    }
+
+    async fn obtain_once(&self, call: Obtain) -> Result<Obtained, ZLinkError> {
         let deadline = Instant::now() + call.deadline;
         let Some(run) = self.objects.location.host_run() else {
             return Err(ZLinkError::ShuttingDown);

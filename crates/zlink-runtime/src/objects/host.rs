@@ -86,6 +86,8 @@ pub(crate) struct ObjectHost {
     /// The host state (`None` in tests built without a root): new objects are placed here
     /// only while `Serving` (spec 28 §10).
     host_state: Option<tokio::sync::watch::Receiver<zlink_codec::records::HostState>>,
+    /// Route sources, creations and timer ticks (resolved once, when the host was built).
+    pub(crate) metrics: crate::telemetry::ObjectMetrics,
 }
 
 impl std::fmt::Debug for ObjectHost {
@@ -170,6 +172,7 @@ impl ObjectHost {
             interception: Arc::new(super::interception::NoMoves),
             recovery: super::recovery::Recovery::default(),
             host_state: None,
+            metrics: crate::telemetry::ObjectMetrics::new(),
         }
     }
 

@@ -22,6 +22,7 @@ use crate::messaging::{
     ErrorKind, ErrorReply, Metadata, OutboundMessage, PayloadError, RouteKind, UnavailableReason,
     ZLinkError,
 };
+use crate::telemetry::labels::{MessageKind, SendPath};
 use tracing::Instrument;
 use zlink_location::AuthorityRead;
 
@@ -56,7 +57,7 @@ impl ObjectClient {
             Some(node) => (node, true),
             None => (self.owner_read(key).await?, false),
         };
-        route_source::record(
+        self.objects.route_found(
             span,
             if cached {
                 RouteSource::Cache
@@ -72,7 +73,7 @@ impl ObjectClient {
             Err(_) if cached => {
                 self.objects.routes.forget(key);
                 let owner = self.owner_read(key).await?;
-                route_source::record(span, RouteSource::Store);
+                self.objects.route_found(span, RouteSource::Store);
                 if *owner == self.objects.rid {
                     return Ok((owner, None));
                 }
@@ -157,7 +158,15 @@ impl ObjectClient {
         let span = route_source::call_span(RouteKind::Request, key.1.as_str());
         let result = async {
             match self.reachable_owner(key, &span).await? {
-                (_, None) => self.local_request(key, msg, timeout).await,
+                (_, None) => {
+                    // A call to an activation here: counted and timed like a remote one.
+                    let metrics = &self.node.inner.metrics;
+                    metrics.sent(MessageKind::Request, SendPath::Local);
+                    let started = std::time::Instant::now();
+                    let out = self.local_request(key, msg, timeout).await;
+                    metrics.request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
+                    out
+                }
                 (owner, Some(peer)) => {
                     let mark = self.objects.routes.mark(key, &owner);
                     self.remote_request(&peer, key, msg, timeout, mark, &span)
@@ -255,7 +264,7 @@ impl ObjectClient {
             .remote_request_noting(peer, &address(key.0), (msg, head.bytes()), timeout)
             .await;
         if elsewhere {
-            route_source::record(span, RouteSource::Follow);
+            self.objects.route_found(span, RouteSource::Follow);
             // The object moved: its new owner answered this followed (or relayed) request.
             // The next message reads the record once instead of being followed again — unless
             // a one-way sent after this request may still be on its way through the old owner
@@ -296,7 +305,13 @@ impl ObjectClient {
             call.job = tokio::time::timeout(timeout, self.node.inner.jobs.acquire())
                 .await
                 .map_err(|_| ZLinkError::SendTimeout { timeout })?;
-            return self.objects.deliver(key, RouteKind::Send, call, cost, None);
+            self.objects
+                .deliver(key, RouteKind::Send, call, cost, None)?;
+            self.node
+                .inner
+                .metrics
+                .sent(MessageKind::OneWay, SendPath::Local);
+            return Ok(());
         };
         let head = ObjectHead::new(&key.1);
         self.node

@@ -1,6 +1,7 @@
 //! Where an object call found its owner: the route cache, a read of the Store, or Message
 //! Follow (the old owner forwarded it to the object's new owner; spec 21 §7.3). Recorded on
-//! the call's tracing span (`zlink.object.call`, field `route`), for metrics later.
+//! the call's tracing span (`zlink.object.call`, field `route`) and counted on
+//! `zlink.objects.route` (label `source`).
 
 /// How one object call reached its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,4 +40,24 @@ pub(crate) fn call_span(route: crate::messaging::RouteKind, id: &str) -> tracing
 /// Records where the call found its owner on `span`.
 pub(crate) fn record(span: &tracing::Span, source: RouteSource) {
     span.record("route", source.as_str());
+}
+
+impl RouteSource {
+    /// The metrics label of this source.
+    pub(crate) fn label(self) -> crate::telemetry::labels::RouteLabel {
+        use crate::telemetry::labels::RouteLabel;
+        match self {
+            Self::Cache => RouteLabel::Cache,
+            Self::Store => RouteLabel::Store,
+            Self::Follow => RouteLabel::Follow,
+        }
+    }
+}
+
+impl super::host::ObjectHost {
+    /// An object call found its owner through `source`: on its span and in the metrics.
+    pub(crate) fn route_found(&self, span: &tracing::Span, source: RouteSource) {
+        record(span, source);
+        self.metrics.route(source.label());
+    }
 }

@@ -188,6 +188,7 @@ impl Relocations {
     /// Counts and logs one one-way message dropped for `reason` (no one else hears of it).
     pub(super) fn drop_one_way(&self, key: &ObjectKey, reason: &dyn std::fmt::Display) {
         self.dropped.fetch_add(1, Ordering::Relaxed);
+        crate::telemetry::relocation::one_way_dropped();
         tracing::warn!(object = %what(key.0, &key.1), %reason, "relocation dropped a one-way message");
     }
 

@@ -42,6 +42,8 @@ pub(crate) struct Interruptions {
     count: AtomicU64,
     max_nanos: AtomicU64,
     target: Duration,
+    /// `zlink.relocation.interruption` (resolved once, with the registry).
+    histogram: metrics::Histogram,
 }
 
 impl Default for Interruptions {
@@ -51,6 +53,7 @@ impl Default for Interruptions {
             count: AtomicU64::new(0),
             max_nanos: AtomicU64::new(0),
             target: INTERRUPTION_TARGET,
+            histogram: crate::telemetry::relocation::interruption(),
         }
     }
 }
@@ -86,6 +89,7 @@ impl Interruptions {
         self.buckets[bucket_of(n)].fetch_add(1, Ordering::Relaxed);
         self.max_nanos.fetch_max(n, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
+        crate::telemetry::relocation::record_interruption(&self.histogram, took);
         if took > self.target {
             tracing::warn!(
                 relocation,

@@ -16,6 +16,14 @@ pub enum RelocationMode {
 }
 
 impl RelocationMode {
+    /// The metrics label value (`planned_maintenance`, `rolling_update`).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::PlannedMaintenance => "planned_maintenance",
+            Self::RollingUpdate => "rolling_update",
+        }
+    }
+
     /// The wire value.
     pub fn code(self) -> u8 {
         match self {
@@ -111,6 +119,14 @@ pub enum RelocationOutcome {
 }
 
 impl RelocationOutcome {
+    /// The metrics label value (`relocated`, `blocked`).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Relocated => "relocated",
+            Self::Blocked => "blocked",
+        }
+    }
+
     /// The wire value.
     pub fn code(self) -> u8 {
         match self {
@@ -149,6 +165,23 @@ pub enum RelocationReason {
 }
 
 impl RelocationReason {
+    /// The metrics label value (snake case of the variant: `none`, `target_unavailable`, ...).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::TargetUnavailable => "target_unavailable",
+            Self::StoreUnavailable => "store_unavailable",
+            Self::RelocationDisabled => "relocation_disabled",
+            Self::StateIncompatible => "state_incompatible",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::RelocationFailed => "relocation_failed",
+            Self::RuntimeNotReady => "runtime_not_ready",
+            Self::ManualTopologyUnsupported => "manual_topology_unsupported",
+            Self::ShutdownRequested => "shutdown_requested",
+            Self::OperationInProgress => "operation_in_progress",
+        }
+    }
+
     /// The wire value.
     pub fn code(self) -> u8 {
         match self {

@@ -25,6 +25,8 @@ use crate::messaging::{
     InboundTarget, Metadata, OutboundMessage, ReplyExpectation, SendEnd, UnavailableReason,
     ZLinkError,
 };
+use crate::telemetry::NodeMetrics;
+use crate::telemetry::labels::{DropReason, MessageKind, SendPath};
 
 /// The default reply timeout of a request (spec 06 §7).
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -163,6 +165,8 @@ pub(crate) struct NodeInner {
     pub(crate) discovery_wake: tokio::sync::Notify,
     /// The object layer of an Object Client/Server node (set once at start).
     pub(crate) objects: std::sync::OnceLock<Arc<dyn ObjectSink>>,
+    /// The node's messaging instruments (resolved once, when the node was built).
+    pub(crate) metrics: NodeMetrics,
 }
 
 /// Where the object layer plugs into a node: inbound Actor messages arriving on the
@@ -299,6 +303,8 @@ impl NodeInner {
         let (guard, rx) = self
             .pending
             .register(route, env.operation_id(), peer.info());
+        self.metrics.sent(MessageKind::Request, SendPath::Remote);
+        let started = std::time::Instant::now();
         let wait = async {
             peer.send_app(&env).await.map_err(transport_error)?;
             match rx.await {
@@ -314,6 +320,8 @@ impl NodeInner {
             },
             () = self.life.force().cancelled() => Err(ZLinkError::ShuttingDown),
         };
+        self.metrics
+            .request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
         (out, guard.answered_elsewhere())
     }
 
@@ -328,12 +336,19 @@ impl NodeInner {
     ) -> Result<(), ZLinkError> {
         let env = self.envelope(address, msg, prefix, None)?;
         match peer.try_send_app(&env) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                self.metrics.sent(MessageKind::OneWay, SendPath::Remote);
+                return Ok(());
+            }
             Err(e) if e.kind() != TransportErrorKind::Full => return Err(transport_error(e)),
             Err(_) => {}
         }
         match tokio::time::timeout(timeout, peer.send_app(&env)).await {
-            Ok(r) => r.map_err(transport_error),
+            Ok(r) => {
+                r.map_err(transport_error)?;
+                self.metrics.sent(MessageKind::OneWay, SendPath::Remote);
+                Ok(())
+            }
             Err(_) => Err(ZLinkError::SendTimeout { timeout }),
         }
     }
@@ -374,6 +389,20 @@ impl NodeInner {
     ) -> Result<ReplyBody, ZLinkError> {
         let frame = self.local_frame(address, msg, true);
         let cost = job_cost(frame.payload.len(), frame.metadata.len());
+        self.metrics.sent(MessageKind::Request, SendPath::Local);
+        let started = std::time::Instant::now();
+        let out = self.local_request_run(frame, cost, timeout).await;
+        self.metrics
+            .request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
+        out
+    }
+
+    async fn local_request_run(
+        self: &Arc<Self>,
+        frame: InboundFrame,
+        cost: usize,
+        timeout: Duration,
+    ) -> Result<ReplyBody, ZLinkError> {
         let run = async {
             let mut job = self.jobs.acquire().await;
             let _permit = self.mailbox.reserve(cost).await;
@@ -422,6 +451,7 @@ impl NodeInner {
             Err(_) => return Err(ZLinkError::SendTimeout { timeout }),
         };
         let work = self.life.admit()?;
+        self.metrics.sent(MessageKind::OneWay, SendPath::Local);
         let node = Arc::clone(self);
         tokio::spawn(async move {
             // Waited in the executor: the permit returns before the first filter runs.
@@ -430,7 +460,7 @@ impl NodeInner {
             let _work = work;
             let cancel = Cancellation::new();
             tokio::select! {
-                o = node.dispatcher.dispatch(frame, cancel.clone()) => log_send_end(&o),
+                o = node.dispatcher.dispatch(frame, cancel.clone()) => log_send_end(&node.metrics, &o),
                 () = node.life.force().cancelled() => cancel.cancel(),
             }
         });
@@ -504,9 +534,11 @@ impl NodeInner {
     }
 }
 
-/// Logs how a one-way dispatch ended (nothing goes back to the sender, spec 06 §20).
-pub(crate) fn log_send_end(outcome: &DispatchOutcome) {
+/// Logs how a one-way dispatch ended (nothing goes back to the sender, spec 06 §20); a
+/// failed one counts as dropped (`handler_failed`).
+pub(crate) fn log_send_end(metrics: &NodeMetrics, outcome: &DispatchOutcome) {
     if let DispatchOutcome::NoReply(SendEnd::Failed(e)) = outcome {
+        metrics.dropped(DropReason::HandlerFailed);
         tracing::warn!(error = %e, kind = %e.kind(), "one-way dispatch failed");
     }
 }

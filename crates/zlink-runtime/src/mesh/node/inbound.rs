@@ -17,6 +17,7 @@ use crate::messaging::{
     Cancellation, Correlation, DispatchOutcome, ErrorReply, InboundFrame, InboundTarget,
     ReplyExpectation, ZLinkError,
 };
+use crate::telemetry::labels::{DropReason, MessageKind};
 
 /// Peer lifecycle and the completion path, on one loop so that a reply read before its
 /// connection went down always completes its request first: replies are taken before events
@@ -120,6 +121,11 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         let env = frame.into_envelope();
         let objects_address = env.address() == super::core::ACTOR_ADDRESS
             || env.address() == super::core::SPOT_ADDRESS;
+        node.metrics.received(if env.reply_route().is_some() {
+            MessageKind::Request
+        } else {
+            MessageKind::OneWay
+        });
         match node.life.state() {
             HostState::Serving | HostState::Relocating => {}
             // Every stateful object left: node-direct requests are refused (no local owner);
@@ -130,10 +136,12 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
                     target: "this host (relocated)".into(),
                     reason: crate::messaging::UnavailableReason::NotServing,
                 };
+                node.metrics.dropped(DropReason::NotServing);
                 answer(&node, peer_rid, &env, Err(refused));
                 continue;
             }
             _ => {
+                node.metrics.dropped(DropReason::NotServing);
                 answer(&node, peer_rid, &env, Err(ZLinkError::ShuttingDown));
                 continue;
             }
@@ -143,6 +151,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         let work = match node.life.admit() {
             Ok(w) => w,
             Err(e) => {
+                node.metrics.dropped(DropReason::NotAdmitted);
                 answer(&node, peer_rid, &env, Err(e));
                 continue;
             }
@@ -154,6 +163,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
                 let err = ZLinkError::NoRoute {
                     target: "objects (this node has no object role)".into(),
                 };
+                node.metrics.dropped(DropReason::NoRoute);
                 answer(&node, peer_rid, &env, Err(err));
                 continue;
             };
@@ -196,6 +206,7 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
             },
             Err(e) => {
                 let err = ZLinkError::malformed_payload("channel address")(e.into());
+                node.metrics.dropped(DropReason::NoRoute);
                 answer(node, peer_rid, &env, Err(err));
                 return;
             }
@@ -235,7 +246,7 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
             env.source_rid(),
             Reply::to(&env, ReplyStatus::Error, Bytes::from(error.encode())),
         ),
-        DispatchOutcome::NoReply(_) => log_send_end(&outcome),
+        DispatchOutcome::NoReply(_) => log_send_end(&node.metrics, &outcome),
     }
 }
 

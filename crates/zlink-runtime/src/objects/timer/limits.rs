@@ -67,7 +67,6 @@ impl TimerCounters {
     }
 
     /// (ran, refused, skipped).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn get(&self) -> (u64, u64, u64) {
         (
             self.ran.load(Ordering::Relaxed),
@@ -101,8 +100,7 @@ impl crate::objects::host::ObjectHost {
         self
     }
 
-    /// The counters of this node's timer ticks.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// The counters of this node's timer ticks (sampled into `zlink.objects.timer.ticks`).
     pub(crate) fn timer_counters(&self) -> &TimerCounters {
         &self.door.timers().counters
     }

@@ -253,7 +253,9 @@ impl<'a> Move<'a> {
                 }
             }
         }
-        self.settle().await
+        let out = self.settle().await;
+        crate::telemetry::relocation::unit_ended(out.as_ref().err().map(|e| e.kind().name()));
+        out
     }
 
     async fn perform(&mut self, effect: Effect) -> Vec<Event> {
