@@ -48,6 +48,10 @@ impl Sampled {
         let mut sample = Sample::default();
         let mut any = false;
         for n in self.nodes.iter().filter_map(Weak::upgrade) {
+            if !any {
+                // One queue per host, shared by its MeshNodes.
+                sample.job_queue = n.jobs.in_use() as u64;
+            }
             any = true;
             let (jobs, bytes) = n.mailbox.usage();
             sample.mailbox_jobs += jobs as u64;

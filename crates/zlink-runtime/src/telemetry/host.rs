@@ -126,6 +126,7 @@ impl Counted {
 pub(crate) struct HostSamples {
     mailbox_jobs: Sampled,
     mailbox_bytes: Sampled,
+    job_queue: Sampled,
     /// `[kind]`: actor, spot.
     live: [Sampled; 2],
     /// `[outcome]`: renewed, failed, taken over.
@@ -141,6 +142,8 @@ pub(crate) struct Sample {
     pub(crate) mailbox_jobs: u64,
     /// Bytes in every node's mailbox.
     pub(crate) mailbox_bytes: u64,
+    /// Permits of the host's Application Job Queue in use.
+    pub(crate) job_queue: u64,
     /// Live Actor activations.
     pub(crate) actors: u64,
     /// Live Spot activations.
@@ -158,6 +161,7 @@ impl HostSamples {
         Self {
             mailbox_jobs: Sampled::new(metrics::gauge!(names::MAILBOX_JOBS)),
             mailbox_bytes: Sampled::new(metrics::gauge!(names::MAILBOX_BYTES)),
+            job_queue: Sampled::new(metrics::gauge!(names::JOB_QUEUE_JOBS)),
             live: [ObjectLabel::Actor, ObjectLabel::Spot]
                 .map(|k| Sampled::new(metrics::gauge!(names::OBJECTS_LIVE, "kind" => k.as_str()))),
             renewals: [
@@ -177,6 +181,7 @@ impl HostSamples {
     pub(crate) fn publish(&self, sample: Sample) {
         self.mailbox_jobs.set(sample.mailbox_jobs);
         self.mailbox_bytes.set(sample.mailbox_bytes);
+        self.job_queue.set(sample.job_queue);
         self.live[0].set(sample.actors);
         self.live[1].set(sample.spots);
         for (c, n) in self.renewals.iter().zip(sample.renewals) {

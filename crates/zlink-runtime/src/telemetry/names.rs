@@ -27,6 +27,8 @@ pub(crate) const MESSAGES_DROPPED: &str = "zlink.messages.dropped";
 pub(crate) const REQUEST_DURATION: &str = "zlink.request.duration";
 /// Gauge: jobs held by the MeshNodes' application mailboxes (pending and running).
 pub(crate) const MAILBOX_JOBS: &str = "zlink.mailbox.jobs";
+/// Gauge: permits of the host-wide Application Job Queue in use (06 §3).
+pub(crate) const JOB_QUEUE_JOBS: &str = "zlink.job_queue.jobs";
 /// Gauge (bytes): the byte axis of the same mailboxes.
 pub(crate) const MAILBOX_BYTES: &str = "zlink.mailbox.bytes";
 /// Counter: how object calls found their owner (label `source`).

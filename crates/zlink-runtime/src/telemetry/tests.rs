@@ -112,6 +112,7 @@ fn sampled_values_of_two_hosts_add_up_and_leave_with_their_host() {
     let (a, b) = metrics::with_local_recorder(&rec, || (HostSamples::new(), HostSamples::new()));
     let sample = |jobs, renewed| Sample {
         mailbox_jobs: jobs,
+        job_queue: jobs + 1,
         renewals: [renewed, 0, 0],
         ..Sample::default()
     };
@@ -120,6 +121,7 @@ fn sampled_values_of_two_hosts_add_up_and_leave_with_their_host() {
     a.publish(sample(1, 6));
     let text = rec.handle().render();
     assert_eq!(value(&text, "zlink_mailbox_jobs"), Some(5.0), "{text}");
+    assert_eq!(value(&text, "zlink_job_queue_jobs"), Some(7.0), "{text}");
     assert_eq!(
         value(&text, r#"zlink_lease_renewals{outcome="renewed"}"#),
         Some(8.0)
@@ -127,6 +129,7 @@ fn sampled_values_of_two_hosts_add_up_and_leave_with_their_host() {
     drop(a);
     let text = rec.handle().render();
     assert_eq!(value(&text, "zlink_mailbox_jobs"), Some(4.0));
+    assert_eq!(value(&text, "zlink_job_queue_jobs"), Some(5.0));
 }
 
 /// A store whose reads fail (`Unavailable`) and whose other calls never answer.
