@@ -6,6 +6,7 @@ use fred::interfaces::ClientLike;
 mod authority;
 mod mesh;
 mod objects;
+mod raw_json;
 mod redis_location;
 mod relocation;
 mod relocation_store;
