@@ -10,11 +10,19 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Waker};
 
-/// Polls `job` once here; spawns the rest when it is not done.
+/// Polls `job` once here; spawns the rest when it is not done. A job that panics on this poll
+/// ends there, as a panicking task would (its guards drop, the receive loop goes on).
 pub(crate) fn run_or_spawn(mut job: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
     let mut cx = Context::from_waker(Waker::noop());
-    if job.as_mut().poll(&mut cx).is_pending() {
-        tokio::spawn(job);
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        job.as_mut().poll(&mut cx).is_pending()
+    }));
+    match polled {
+        Ok(true) => {
+            tokio::spawn(job);
+        }
+        Ok(false) => {}
+        Err(_) => tracing::error!("an inbound job panicked; it was dropped"),
     }
 }
 
@@ -32,6 +40,17 @@ mod tests {
             r.fetch_add(1, Ordering::SeqCst);
         }));
         assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_job_that_panics_at_once_ends_alone_and_drops_its_guards() {
+        let guard = Arc::new(());
+        let held = Arc::clone(&guard);
+        run_or_spawn(Box::pin(async move {
+            let _held = held;
+            panic!("handler failed");
+        }));
+        assert_eq!(Arc::strong_count(&guard), 1);
     }
 
     #[tokio::test]
