@@ -29,6 +29,11 @@ use zlink_transport::{
     TransportConfig,
 };
 
+/// mimalloc: the binaries set the allocator, never a library (docs/performance.md has the
+/// figure it bought).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn cli() -> Command {
     Command::new("peer")
         .about("zlink-transport node: echoes requests, counts one-way frames")

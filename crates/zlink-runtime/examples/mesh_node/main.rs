@@ -92,6 +92,11 @@ use zlink_runtime::location::LocationOptions;
 mod actors;
 mod counter;
 
+/// mimalloc: the binaries set the allocator, never a library (docs/performance.md has the
+/// figure it bought).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use counter::{COUNTER, Counter, Policy};
 
 /// Returns its bytes (text: the root's codec is JSON, where a byte array would triple).
