@@ -20,6 +20,11 @@ mod tidy_metrics;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// mimalloc: the binaries set the allocator, never a library (docs/performance.md has the
+/// figure it bought).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Passed/failed counts of a checking run.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Tally {

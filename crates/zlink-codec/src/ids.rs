@@ -2,6 +2,7 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::error::CodecError;
 
@@ -32,9 +33,9 @@ macro_rules! name_type {
         $(#[$meta])*
         ///
         /// UTF-8, 1..=255 bytes, without a NUL (`\0`) byte; compared byte for byte
-        /// (no normalization, no case folding).
+        /// (no normalization, no case folding). Shared text: a clone does not allocate.
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Largest length in bytes.
@@ -44,7 +45,7 @@ macro_rules! name_type {
             pub fn new(value: impl Into<String>) -> Result<Self, CodecError> {
                 let value = value.into();
                 check_name($what, &value)?;
-                Ok(Self(value))
+                Ok(Self(Arc::from(value)))
             }
 
             /// The text.
@@ -54,7 +55,7 @@ macro_rules! name_type {
 
             /// Unwraps the text.
             pub fn into_string(self) -> String {
-                self.0
+                self.0.to_string()
             }
         }
 
@@ -131,9 +132,10 @@ name_type!(
     "StableType"
 );
 
-/// A RoutingId: 1..=255 raw bytes, written as lowercase hex in keys and records.
+/// A RoutingId: 1..=255 raw bytes, written as lowercase hex in keys and records. Shared
+/// bytes: a clone does not allocate (it is on every message's path).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RoutingId(Vec<u8>);
+pub struct RoutingId(Arc<[u8]>);
 
 impl RoutingId {
     /// Largest length in bytes.
@@ -148,7 +150,18 @@ impl RoutingId {
                 format!("{} bytes, outside 1..=255", bytes.len()),
             ));
         }
-        Ok(Self(bytes))
+        Ok(Self(Arc::from(bytes)))
+    }
+
+    /// Validates and copies raw bytes (one allocation, the shared buffer itself).
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.is_empty() || bytes.len() > Self::MAX_LEN {
+            return Err(CodecError::invalid_argument(
+                "RoutingId",
+                format!("{} bytes, outside 1..=255", bytes.len()),
+            ));
+        }
+        Ok(Self(Arc::from(bytes)))
     }
 
     /// Parses the lowercase hex form (uppercase digits are rejected).
@@ -320,6 +333,26 @@ mod tests {
         assert!(RoutingId::from_hex("0AFF").is_err());
         assert!(RoutingId::from_hex("0af").is_err());
         assert!(RoutingId::from_hex("").is_err());
+    }
+
+    #[test]
+    fn a_cloned_routing_id_shares_its_bytes() {
+        let a = RoutingId::new(vec![1, 2, 3]).unwrap();
+        let b = a.clone();
+        assert_eq!(a, b);
+        assert_eq!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr());
+        assert_eq!(RoutingId::from_slice(&[1, 2, 3]).unwrap(), a);
+        assert!(RoutingId::from_slice(&[]).is_err());
+        assert!(RoutingId::from_slice(&[7; 255]).is_ok());
+        assert!(RoutingId::from_slice(&[7; 256]).is_err());
+    }
+
+    #[test]
+    fn a_cloned_name_shares_its_text() {
+        let a = MeshName::new("demo").unwrap();
+        let b = a.clone();
+        assert_eq!(a.as_str().as_ptr(), b.as_str().as_ptr());
+        assert_eq!(b.into_string(), "demo");
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! `--raw` runs the baseline instead: a bare `LengthDelimitedCodec` server where a frame whose
 //! first byte is 1 is echoed back and any other frame is only counted; replies are written once
 //! per read batch (the transport's flush policy).
+//!
+//! `--raw-json` is the codec-fair baseline: the same raw server, but every frame's body (after
+//! its tag byte) is decoded as the JSON `{"bytes": "…"}` the MeshNode bench sends, and a
+//! request's reply is that text encoded as a JSON string (what a MeshNode `Echo` handler does).
 
 // An example binary: its stdout is its interface.
 #![allow(clippy::print_stdout)]
@@ -24,6 +28,11 @@ use zlink_transport::{
     ConnectionId, MAX_FRAME_LEN, PeerHandle, PeerIntent, Reply, ReplyStatus, Transport,
     TransportConfig,
 };
+
+/// mimalloc: the binaries set the allocator, never a library (docs/performance.md has the
+/// figure it bought).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn cli() -> Command {
     Command::new("peer")
@@ -60,6 +69,18 @@ fn cli() -> Command {
                 .action(ArgAction::SetTrue)
                 .help("run the raw LengthDelimitedCodec baseline server instead"),
         )
+        .arg(
+            Arg::new("raw-json")
+                .long("raw-json")
+                .action(ArgAction::SetTrue)
+                .help("the raw baseline with a serde JSON decode (and reply encode) per frame"),
+        )
+}
+
+/// The message body of the codec-fair baseline (the MeshNode bench's `Echo` / `Blob`).
+#[derive(serde::Deserialize)]
+struct Text {
+    bytes: String,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -74,8 +95,8 @@ fn main() -> Result<(), BoxError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    if m.get_flag("raw") {
-        return rt.block_on(raw_server(arg("listen")));
+    if m.get_flag("raw") || m.get_flag("raw-json") {
+        return rt.block_on(raw_server(arg("listen"), m.get_flag("raw-json")));
     }
     let config = TransportConfig::new(
         MeshName::new(arg("mesh"))?,
@@ -172,7 +193,7 @@ fn codec() -> LengthDelimitedCodec {
         .new_codec()
 }
 
-async fn raw_server(listen: String) -> Result<(), BoxError> {
+async fn raw_server(listen: String, json: bool) -> Result<(), BoxError> {
     let listener = TcpListener::bind(listen.as_str()).await?;
     announce(listener.local_addr()?).await?;
     let stop = stdin_closed();
@@ -183,14 +204,14 @@ async fn raw_server(listen: String) -> Result<(), BoxError> {
             r = listener.accept() => r?,
         };
         tokio::spawn(async move {
-            if let Err(e) = raw_connection(stream).await {
+            if let Err(e) = raw_connection(stream, json).await {
                 tracing::debug!(error = %e, "raw connection ended");
             }
         });
     }
 }
 
-async fn raw_connection(mut stream: TcpStream) -> Result<(), BoxError> {
+async fn raw_connection(mut stream: TcpStream, json: bool) -> Result<(), BoxError> {
     stream.set_nodelay(true)?;
     let mut codec = codec();
     let mut rbuf = BytesMut::with_capacity(128 * 1024);
@@ -201,7 +222,15 @@ async fn raw_connection(mut stream: TcpStream) -> Result<(), BoxError> {
             return Ok(());
         }
         while let Some(frame) = codec.decode(&mut rbuf)? {
-            if frame.first() == Some(&1) {
+            let request = frame.first() == Some(&1);
+            if json {
+                let text: Text = serde_json::from_slice(frame.get(1..).unwrap_or_default())?;
+                if request {
+                    let mut reply = vec![1u8];
+                    serde_json::to_writer(&mut reply, &text.bytes)?;
+                    codec.encode(bytes::Bytes::from(reply), &mut wbuf)?;
+                }
+            } else if request {
                 codec.encode(frame.freeze(), &mut wbuf)?;
             }
         }

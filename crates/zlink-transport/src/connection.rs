@@ -267,6 +267,14 @@ async fn read_loop(
     inbound: InboundSenders,
 ) -> DownReason {
     let mut codec = wire::codec();
+    // One liveness timer for the connection, moved on only when it fires (not re-armed per
+    // read): a read batch costs no timer-wheel work.
+    let mut last_read = Instant::now();
+    let liveness = tokio::time::sleep_until(last_read + LIVENESS_TIMEOUT);
+    tokio::pin!(liveness);
+    // Registered once, not per read.
+    let cancelled = conn.cancel.cancelled();
+    tokio::pin!(cancelled);
     loop {
         let mut app = Vec::new();
         let mut control = Vec::new();
@@ -317,7 +325,7 @@ async fn read_loop(
                         tracing::warn!(peer = %conn.info.rid, "peer overran its receive window");
                         return DownReason::Protocol;
                     }
-                    match Envelope::decode(frame) {
+                    match Envelope::decode_from(frame, Some(&conn.info.rid)) {
                         Ok(envelope) => out.push(InboundFrame {
                             peer: conn.info.clone(),
                             envelope,
@@ -369,7 +377,7 @@ async fn read_loop(
         buf.reserve(64 * 1024);
         tokio::select! {
             biased;
-            () = conn.cancel.cancelled() => {
+            () = &mut cancelled => {
                 let reason = conn.down_reason().unwrap_or(DownReason::Local);
                 if matches!(reason, DownReason::Local | DownReason::Superseded) {
                     // The writer sends GOODBYE; keep reading (and discarding) until the peer
@@ -388,11 +396,17 @@ async fn read_loop(
                 }
                 return reason;
             }
-            r = tokio::time::timeout(LIVENESS_TIMEOUT, read.read_buf(&mut buf)) => match r {
-                Err(_) => return DownReason::TimedOut,
-                Ok(Ok(0)) => return DownReason::ConnectionLost,
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
+            () = &mut liveness => {
+                let due = last_read + LIVENESS_TIMEOUT;
+                if Instant::now() >= due {
+                    return DownReason::TimedOut;
+                }
+                liveness.as_mut().reset(due);
+            }
+            r = read.read_buf(&mut buf) => match r {
+                Ok(0) => return DownReason::ConnectionLost,
+                Ok(_) => last_read = Instant::now(),
+                Err(e) => {
                     tracing::debug!(peer = %conn.info.rid, error = %e, "read failed");
                     return DownReason::ConnectionLost;
                 }
@@ -486,6 +500,12 @@ async fn write_loop(conn: &Arc<Connection>, mut write: PeerWrite) {
     let mut app_out = Outstanding { count: 0, bytes: 0 };
     let mut control_out = Outstanding { count: 0, bytes: 0 };
     let mut last_write = Instant::now();
+    // One heartbeat timer, moved on only when it fires (an idle wait arms no new timer).
+    let heartbeat = tokio::time::sleep_until(last_write + HEARTBEAT_INTERVAL);
+    tokio::pin!(heartbeat);
+    // Registered once, not per wait or write.
+    let cancelled = conn.cancel.cancelled();
+    tokio::pin!(cancelled);
     loop {
         if conn.cancel.is_cancelled() {
             break;
@@ -529,16 +549,16 @@ async fn write_loop(conn: &Arc<Connection>, mut write: PeerWrite) {
             } else {
                 tokio::select! {
                     biased;
-                    () = conn.cancel.cancelled() => break,
+                    () = &mut cancelled => break,
                     () = conn.wake.notified() => {}
-                    () = tokio::time::sleep_until(last_write + HEARTBEAT_INTERVAL) => {}
+                    () = &mut heartbeat => heartbeat.as_mut().reset(last_write + HEARTBEAT_INTERVAL),
                 }
                 continue;
             }
         }
         let written = tokio::select! {
             biased;
-            () = conn.cancel.cancelled() => break,
+            () = &mut cancelled => break,
             r = write_parts(&mut write, &parts, &buf) => r,
         };
         if let Err(e) = written {

@@ -36,6 +36,16 @@ impl Text {
         Ok(Self(b))
     }
 
+    /// Caller-supplied shared bytes: UTF-8 is an argument check here.
+    fn from_bytes(b: Bytes, field: &'static str) -> Result<Self, TransportError> {
+        if std::str::from_utf8(&b).is_err() {
+            return Err(TransportError::InvalidArgument(format!(
+                "{field} is not UTF-8"
+            )));
+        }
+        Ok(Self(b))
+    }
+
     fn as_str(&self) -> &str {
         // Validated on construction.
         std::str::from_utf8(&self.0).unwrap_or_default()
@@ -135,6 +145,23 @@ impl Envelope {
     pub fn with_packet_name(mut self, name: &str) -> Result<Self, TransportError> {
         check_len("packet name", name.len(), MAX_NAME_LEN)?;
         self.packet_name = Text::from_str(name);
+        Ok(self)
+    }
+
+    /// Sets the packet name from shared bytes (UTF-8, at most [`MAX_NAME_LEN`] bytes): no
+    /// copy, for a name the caller already holds as `Bytes` (a `&'static str` through
+    /// `Bytes::from_static`).
+    pub fn with_packet_name_bytes(mut self, name: Bytes) -> Result<Self, TransportError> {
+        check_len("packet name", name.len(), MAX_NAME_LEN)?;
+        self.packet_name = Text::from_bytes(name, "packet name")?;
+        Ok(self)
+    }
+
+    /// Sets the content type from shared bytes (UTF-8, at most [`MAX_NAME_LEN`] bytes): no
+    /// copy.
+    pub fn with_content_type_bytes(mut self, content_type: Bytes) -> Result<Self, TransportError> {
+        check_len("content type", content_type.len(), MAX_NAME_LEN)?;
+        self.content_type = Text::from_bytes(content_type, "content type")?;
         Ok(self)
     }
 
@@ -289,7 +316,17 @@ impl Envelope {
 
     /// Decodes an `APP` or `CONTROL` body (kind byte included); the payload is a zero-copy
     /// slice of `body`.
-    pub(crate) fn decode(mut body: Bytes) -> Result<Self, TransportError> {
+    #[cfg(test)]
+    pub(crate) fn decode(body: Bytes) -> Result<Self, TransportError> {
+        Self::decode_from(body, None)
+    }
+
+    /// [`Envelope::decode`]; a source RoutingId equal to `peer` (the connection's, the usual
+    /// case) shares `peer`'s bytes instead of allocating its own.
+    pub(crate) fn decode_from(
+        mut body: Bytes,
+        peer: Option<&RoutingId>,
+    ) -> Result<Self, TransportError> {
         let bad = |why: &str| TransportError::Protocol(format!("envelope: {why}"));
         if body.remaining() < 1 + 1 + 16 + 8 + 1 {
             return Err(bad("truncated header"));
@@ -321,8 +358,10 @@ impl Envelope {
             return Err(bad("empty source RoutingId"));
         }
         let source_rid = take(&mut body, rid_len).ok_or_else(|| bad("truncated source RID"))?;
-        let source_rid =
-            RoutingId::new(source_rid.to_vec()).map_err(|_| bad("source RoutingId length"))?;
+        let source_rid = match peer {
+            Some(p) if p.as_bytes() == &source_rid[..] => p.clone(),
+            _ => RoutingId::from_slice(&source_rid).map_err(|_| bad("source RoutingId length"))?,
+        };
         let address = take_text8(&mut body, "address")?;
         let packet_name = take_text8(&mut body, "packet name")?;
         let content_type = take_text8(&mut body, "content type")?;
@@ -409,6 +448,14 @@ impl Reply {
             .map(|route| Self::new(status, request.operation_id, route, payload))
     }
 
+    /// Sets the content type from shared bytes (UTF-8, at most [`MAX_NAME_LEN`] bytes): no
+    /// copy.
+    pub fn with_content_type_bytes(mut self, content_type: Bytes) -> Result<Self, TransportError> {
+        check_len("content type", content_type.len(), MAX_NAME_LEN)?;
+        self.content_type = Text::from_bytes(content_type, "content type")?;
+        Ok(self)
+    }
+
     /// Sets the content type (at most [`MAX_NAME_LEN`] bytes).
     pub fn with_content_type(mut self, content_type: &str) -> Result<Self, TransportError> {
         check_len("content type", content_type.len(), MAX_NAME_LEN)?;
@@ -438,6 +485,11 @@ impl Reply {
     /// The reply route.
     pub fn reply_route(&self) -> ReplyRouteId {
         self.reply_route
+    }
+
+    /// The content type as shared bytes (valid UTF-8; a zero-copy slice of a received frame).
+    pub fn content_type_bytes(&self) -> &Bytes {
+        &self.content_type.0
     }
 
     /// The content type (empty when unset).
@@ -537,6 +589,48 @@ mod tests {
 
     fn op(n: u128) -> OperationId {
         OperationId::new(n).unwrap()
+    }
+
+    #[test]
+    fn a_decoded_source_equal_to_the_peer_shares_the_peers_routing_id() {
+        let peer = rid();
+        let frame = Envelope::one_way(op(1), &peer, Generation::MIN, Bytes::new())
+            .encode(kind::APP)
+            .unwrap();
+        let shared = Envelope::decode_from(frame.clone(), Some(&peer)).unwrap();
+        assert_eq!(
+            shared.source_rid().as_bytes().as_ptr(),
+            peer.as_bytes().as_ptr()
+        );
+        let other = RoutingId::new(vec![0xcd; 3]).unwrap();
+        let own = Envelope::decode_from(frame, Some(&other)).unwrap();
+        assert_eq!(own.source_rid(), &peer);
+    }
+
+    #[test]
+    fn names_set_from_shared_bytes_are_checked_like_text() {
+        let e = Envelope::one_way(op(1), &rid(), Generation::MIN, Bytes::new());
+        let named = e
+            .clone()
+            .with_packet_name_bytes(Bytes::from_static(b"Echo"))
+            .unwrap()
+            .with_content_type_bytes(Bytes::from_static(b"application/json"))
+            .unwrap();
+        let back = Envelope::decode(named.encode(kind::APP).unwrap()).unwrap();
+        assert_eq!(back.packet_name(), "Echo");
+        assert_eq!(back.content_type(), "application/json");
+        let at = Bytes::from(vec![b'p'; MAX_NAME_LEN]);
+        assert!(e.clone().with_packet_name_bytes(at).is_ok());
+        let past = Bytes::from(vec![b'p'; MAX_NAME_LEN + 1]);
+        assert_eq!(
+            e.clone().with_packet_name_bytes(past).unwrap_err().kind(),
+            TransportErrorKind::InvalidArgument
+        );
+        let not_utf8 = Bytes::from_static(b"\xff");
+        assert_eq!(
+            e.with_content_type_bytes(not_utf8).unwrap_err().kind(),
+            TransportErrorKind::InvalidArgument
+        );
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //! - request/response at c=1 and c=64: c tasks each send `Echo` and await the reply in a loop;
 //!   replies per second and per-request latency p50/p99.
 //!
+//! Beside raw, every case also runs the codec-fair baseline (`raw_json.rs`: raw framed TCP with
+//! the same serde JSON encode and decode per message, server `peer --raw-json`), so a line
+//! reads `zlink/raw` and `zlink/json` — framework cost apart from codec cost.
+//!
 //! Every case also runs over mesh TLS (a second server process and client node with
 //! certificates from one CA generated for the run), alternating rounds with the plaintext
 //! run; its line reports `tls/plain`.
@@ -33,6 +37,7 @@ use zlink_runtime::ZLink;
 use zlink_runtime::ZLinkHost;
 use zlink_runtime::config::{MeshTls, Topology};
 
+use super::raw_json;
 use super::transport::{
     Count, Latency, ROUNDS, Samples, Server, peer_binary, raw_one_way, raw_request_response,
 };
@@ -170,6 +175,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let tls_dir = pki.dir.to_string_lossy().into_owned();
     let tls_server = MeshServer::spawn(&mesh_bin, &["--tls", &tls_dir, "--tls-name", SERVER])?;
     let raw = Server::spawn(&peer_bin, &["--raw"])?;
+    let json = Server::spawn(&peer_bin, &["--raw-json"])?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -185,23 +191,32 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         let raw_payload = Bytes::from(vec![0xa5u8; PAYLOAD]);
 
         let (mut z, mut t, mut r) = (Count::default(), Count::default(), Count::default());
+        let mut j = Count::default();
         for _ in 0..ROUNDS {
             z.add(one_way(&node, &server.rid, &text, d / ROUNDS).await?);
             t.add(one_way(&tls_node, &tls_server.rid, &text, d / ROUNDS).await?);
             r.add(raw_one_way(&raw.addr, &raw_payload, d / ROUNDS).await?);
+            j.add(raw_json::one_way(&json.addr, &text, d / ROUNDS).await?);
         }
-        print_throughput("one-way send", z.per_sec(), r.per_sec());
+        print_throughput("one-way send", z.per_sec(), r.per_sec(), j.per_sec());
         print_tls("one-way send (TLS)", t.per_sec(), z.per_sec());
         for c in [1usize, 64] {
             let (mut z, mut t, mut r) =
                 (Samples::default(), Samples::default(), Samples::default());
+            let mut j = Samples::default();
             for _ in 0..ROUNDS {
                 z.add(request_response(&node, &server.rid, &text, c, d / ROUNDS).await?);
                 t.add(request_response(&tls_node, &tls_server.rid, &text, c, d / ROUNDS).await?);
                 r.add(raw_request_response(&raw.addr, &raw_payload, c, d / ROUNDS).await?);
+                j.add(raw_json::request_response(&json.addr, &text, c, d / ROUNDS).await?);
             }
             let (z, t) = (z.latency(), t.latency());
-            print_latency(&format!("request/response c={c}"), &z, &r.latency());
+            print_latency(
+                &format!("request/response c={c}"),
+                &z,
+                &r.latency(),
+                &j.latency(),
+            );
             print_tls(&format!("req/resp c={c} (TLS)"), t.per_sec, z.per_sec);
         }
         for h in [host, tls_host] {
@@ -212,14 +227,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
         Ok::<(), String>(())
     })?;
-    drop((server, tls_server, raw));
+    drop((server, tls_server, raw, json));
     Ok(())
 }
 
-fn print_throughput(case: &str, zlink: f64, raw: f64) {
+fn print_throughput(case: &str, zlink: f64, raw: f64, json: f64) {
     println!(
-        "{case:<24} zlink {zlink:>10.0} msg/s   raw {raw:>10.0} msg/s   zlink/raw = {:.2}x",
-        zlink / raw
+        "{case:<24} zlink {zlink:>10.0} msg/s   raw {raw:>10.0} msg/s   raw+json {json:>10.0} msg/s   zlink/raw = {:.2}x   zlink/json = {:.2}x",
+        zlink / raw,
+        zlink / json
     );
 }
 
@@ -284,17 +300,20 @@ impl Drop for Pki {
     }
 }
 
-fn print_latency(case: &str, z: &Latency, r: &Latency) {
+fn print_latency(case: &str, z: &Latency, r: &Latency, j: &Latency) {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
-        "{case:<24} zlink {:>10.0} msg/s p50 {:>7.1} us p99 {:>7.1} us   raw {:>10.0} msg/s p50 {:>7.1} us p99 {:>7.1} us   zlink/raw = {:.2}x",
+        "{case:<24} zlink {:>10.0} msg/s p50 {:>7.1} us p99 {:>7.1} us   raw {:>10.0} msg/s p50 {:>7.1} us p99 {:>7.1} us   raw+json {:>10.0} msg/s p50 {:>7.1} us   zlink/raw = {:.2}x   zlink/json = {:.2}x",
         z.per_sec,
         us(z.p50),
         us(z.p99),
         r.per_sec,
         us(r.p50),
         us(r.p99),
-        z.per_sec / r.per_sec
+        j.per_sec,
+        us(j.p50),
+        z.per_sec / r.per_sec,
+        z.per_sec / j.per_sec
     );
 }
 

@@ -34,7 +34,9 @@ use zlink_store_spi::{
 
 mod raw;
 
-pub(super) use raw::{Checker, Monitor, monitor_args, raw_benchmark, replace_all, without_nul};
+#[cfg(test)]
+use raw::monitor_args;
+pub(super) use raw::{Checker, Monitor, raw_benchmark, replace_all, without_nul};
 use raw::{capture, randomized};
 
 const VALUE_LEN: usize = 256;

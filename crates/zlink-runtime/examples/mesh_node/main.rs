@@ -17,6 +17,11 @@
 //! - `PEERS` → `PEERS <n>` (Ready peers whose weights are known)
 //! - `REQ <rid> <text> [timeout-ms]` → `REPLY <text>` or `ERR <kind>`
 //! - `SLOW <rid> <millis> [timeout-ms]` → `REPLY slept <millis>` or `ERR <kind>`
+//! - `BLAST <rid> <n>` → sends `n` one-way `Blob`s (64 bytes of text), then asks `Count` until
+//!   the peer handled all of them: `BLASTED <n> <seconds>` (the profile driver of
+//!   `docs/performance.md`: a fixed message count, not a fixed time)
+//! - `ECHOS <rid> <n> <c>` → `n` `Echo` requests of 64 bytes, `c` in flight:
+//!   `ECHOED <n> <seconds>` or `ERR <kind>`
 //! - `QUIT` → graceful shutdown, prints `STOPPED <outcome>` and exits 0 (so does end of input)
 //!
 //! With `--objects` (automatic topology only) the node is also an Object Server registering the
@@ -89,6 +94,11 @@ use zlink_runtime::location::LocationOptions;
 mod actors;
 mod counter;
 mod prometheus;
+
+/// mimalloc: the binaries set the allocator, never a library (docs/performance.md has the
+/// figure it bought).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use counter::{COUNTER, Counter, Policy};
 
@@ -477,6 +487,24 @@ async fn command(node: &MeshNode, words: &[String]) -> String {
                 Err(e) => format!("ERR {}", e.kind()),
             }
         }
+        (Some("BLAST"), Some(rid)) => match arg(2).and_then(|n| n.parse().ok()) {
+            Some(n) => match blast(node, &rid, n).await {
+                Ok(secs) => format!("BLASTED {n} {secs:.3}"),
+                Err(e) => format!("ERR {}", e.kind()),
+            },
+            None => "BAD BLAST <rid> <n>".into(),
+        },
+        (Some("ECHOS"), Some(rid)) => {
+            let n = arg(2).and_then(|n| n.parse().ok());
+            let c = arg(3).and_then(|c| c.parse().ok()).filter(|c| *c > 0);
+            let (Some(n), Some(c)) = (n, c) else {
+                return "BAD ECHOS <rid> <n> <c>".into();
+            };
+            match echos(node, &rid, n, c).await {
+                Ok(secs) => format!("ECHOED {n} {secs:.3}"),
+                Err(e) => format!("ERR {}", e.kind()),
+            }
+        }
         (Some("SLOW"), Some(rid)) => {
             let Some(millis) = arg(2).and_then(|m| m.parse().ok()) else {
                 return "BAD SLOW <rid> <millis> [timeout-ms]".into();
@@ -488,4 +516,57 @@ async fn command(node: &MeshNode, words: &[String]) -> String {
         }
         _ => format!("BAD {}", words.join(" ")),
     }
+}
+
+/// The profile payload: 64 bytes of text.
+fn payload() -> String {
+    "x".repeat(64)
+}
+
+/// `BLAST`: `n` one-way `Blob`s, then `Count` until the peer handled them all; seconds taken.
+async fn blast(node: &MeshNode, rid: &RoutingId, n: u64) -> Result<f64, zlink_runtime::ZLinkError> {
+    let before = node.request(rid, &Count).await?;
+    let blob = Blob { bytes: payload() };
+    let started = std::time::Instant::now();
+    for _ in 0..n {
+        node.send(rid, &blob).await?;
+    }
+    while node.request(rid, &Count).await? < before + n {
+        // Coarse: the polls should not weigh in a per-message profile.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// `ECHOS`: `n` `Echo` requests, `c` loops in flight; seconds taken.
+async fn echos(
+    node: &MeshNode,
+    rid: &RoutingId,
+    n: u64,
+    c: u64,
+) -> Result<f64, zlink_runtime::ZLinkError> {
+    let left = Arc::new(AtomicU64::new(n));
+    let started = std::time::Instant::now();
+    let loops: Vec<_> = (0..c)
+        .map(|_| {
+            let (node, rid, left) = (node.clone(), rid.clone(), Arc::clone(&left));
+            tokio::spawn(async move {
+                let echo = Echo { bytes: payload() };
+                while left
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(1))
+                    .is_ok()
+                {
+                    node.request(&rid, &echo).await?;
+                }
+                Ok::<(), zlink_runtime::ZLinkError>(())
+            })
+        })
+        .collect();
+    for l in loops {
+        match l.await {
+            Ok(r) => r?,
+            Err(_) => return Err(zlink_runtime::ZLinkError::ShuttingDown),
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
 }

@@ -44,6 +44,18 @@ pub(crate) fn decode_payload<T: DeserializeOwned + 'static>(
     })
 }
 
+/// The content type as shared bytes: the built-in codecs' names without a copy.
+pub(crate) fn content_type_bytes(content_type: &str) -> bytes::Bytes {
+    use zlink_codec::payload::{JSON_CONTENT_TYPE, MESSAGE_PACK_CONTENT_TYPE};
+    match content_type {
+        JSON_CONTENT_TYPE => bytes::Bytes::from_static(JSON_CONTENT_TYPE.as_bytes()),
+        MESSAGE_PACK_CONTENT_TYPE => {
+            bytes::Bytes::from_static(MESSAGE_PACK_CONTENT_TYPE.as_bytes())
+        }
+        other => bytes::Bytes::copy_from_slice(other.as_bytes()),
+    }
+}
+
 /// A message ready for the transport: packet name, canonical content type, payload and
 /// `metadata-v1` bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +64,8 @@ pub struct OutboundMessage {
     pub packet: PacketName,
     /// The canonical content type of the payload.
     pub content_type: String,
-    /// The encoded payload.
-    pub payload: Vec<u8>,
+    /// The encoded payload (shared: the envelope takes it without a copy).
+    pub payload: bytes::Bytes,
     /// The encoded metadata.
     pub metadata: Vec<u8>,
 }
@@ -70,7 +82,7 @@ impl OutboundMessage {
         Ok(Self {
             packet,
             content_type,
-            payload,
+            payload: bytes::Bytes::from(payload),
             metadata: metadata.to_bytes(),
         })
     }

@@ -215,9 +215,9 @@ where
         Ok(Box::new(move |base: HandlerContext| {
             Box::pin(async move {
                 let target = base.target().clone();
-                let packet = base.packet().as_str().to_owned();
-                let ctx = C::from_base(base, &target).ok_or(ZLinkError::NoHandler {
-                    key: format!("packet {packet:?} of another owner"),
+                let packet = base.packet().clone();
+                let ctx = C::from_base(base, &target).ok_or_else(|| ZLinkError::NoHandler {
+                    key: format!("packet {:?} of another owner", packet.as_str()),
                 })?;
                 let out = f(message, ctx).await?;
                 wrap(out).into_reply(&codecs)

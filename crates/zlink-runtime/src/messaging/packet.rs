@@ -49,8 +49,19 @@ pub trait Request: Message {
 /// assert!(PacketName::new("").is_err());
 /// assert!(PacketName::new("a\nb").is_err());
 /// ```
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PacketName(String);
+///
+/// A clone does not allocate: the name of a message type is its `&'static str`, any other
+/// name shared text.
+#[derive(Clone)]
+pub struct PacketName(Name);
+
+#[derive(Clone)]
+enum Name {
+    /// A message type's [`Message::PACKET`].
+    Static(&'static str),
+    /// Any other validated name.
+    Shared(std::sync::Arc<str>),
+}
 
 impl PacketName {
     /// Largest length in UTF-8 bytes.
@@ -66,17 +77,29 @@ impl PacketName {
     pub(crate) fn checked(name: impl Into<String>) -> Result<Self, InvalidText> {
         let name = name.into();
         check(&name)?;
-        Ok(Self(name))
+        Ok(Self(Name::Shared(std::sync::Arc::from(name))))
     }
 
     /// The packet name of the message type `M`.
     pub fn of<M: Message>() -> Result<Self, ZLinkError> {
-        Self::new(M::PACKET)
+        check(M::PACKET).map_err(|reason| ZLinkError::InvalidPacketName { reason })?;
+        Ok(Self(Name::Static(M::PACKET)))
+    }
+
+    /// The name as shared bytes (no copy for a message type's name).
+    pub(crate) fn to_bytes(&self) -> bytes::Bytes {
+        match &self.0 {
+            Name::Static(s) => bytes::Bytes::from_static(s.as_bytes()),
+            Name::Shared(s) => bytes::Bytes::copy_from_slice(s.as_bytes()),
+        }
     }
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            Name::Static(s) => s,
+            Name::Shared(s) => s,
+        }
     }
 }
 
@@ -96,15 +119,41 @@ fn check(name: &str) -> Result<(), InvalidText> {
     Ok(())
 }
 
+impl PartialEq for PacketName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for PacketName {}
+
+impl PartialOrd for PacketName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for PacketName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for PacketName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
 impl fmt::Display for PacketName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for PacketName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PacketName({:?})", self.0)
+        write!(f, "PacketName({:?})", self.as_str())
     }
 }
 
@@ -148,6 +197,33 @@ mod tests {
                 })
             ));
         }
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Ping;
+    impl Message for Ping {
+        const PACKET: &'static str = "Ping";
+    }
+
+    #[test]
+    fn a_message_types_packet_name_equals_the_same_text_built_at_run_time() {
+        let of = PacketName::of::<Ping>().unwrap();
+        let built = PacketName::new(String::from("Ping")).unwrap();
+        assert_eq!(of, built);
+        let hash = |p: &PacketName| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            p.hash(&mut h);
+            h.finish()
+        };
+        assert_eq!(hash(&of), hash(&built));
+        assert_eq!(of.to_bytes(), built.to_bytes());
+    }
+
+    #[test]
+    fn a_message_types_packet_name_is_sent_without_a_copy() {
+        let of = PacketName::of::<Ping>().unwrap();
+        assert_eq!(of.to_bytes().as_ptr(), Ping::PACKET.as_ptr());
     }
 
     #[test]

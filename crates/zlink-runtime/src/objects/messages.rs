@@ -194,7 +194,7 @@ impl ObjectClient {
     fn call(key: &ObjectKey, msg: &OutboundMessage, metadata: Metadata) -> ObjectCall {
         ObjectCall {
             content_type: Bytes::copy_from_slice(msg.content_type.as_bytes()),
-            payload: Bytes::from(msg.payload.clone()),
+            payload: msg.payload.clone(),
             context: MessageContext {
                 id: key.1.as_str().to_owned(),
                 packet: msg.packet.clone(),
@@ -343,7 +343,7 @@ impl ObjectClient {
         let msg = OutboundMessage {
             packet: call.context.packet.clone(),
             content_type: String::from_utf8_lossy(&call.content_type).into_owned(),
-            payload: call.payload.to_vec(),
+            payload: call.payload.clone(),
             metadata: call.context.metadata.to_bytes(),
         };
         let peer = self.node.inner.route_to(owner).map_err(owner_unreachable)?;

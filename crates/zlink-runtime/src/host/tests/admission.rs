@@ -192,7 +192,7 @@ fn deliver<M: Message>(
     let msg = OutboundMessage::encode(inner.codecs(), msg, &Metadata::empty()).expect("encode");
     let call = ObjectCall {
         content_type: bytes::Bytes::copy_from_slice(msg.content_type.as_bytes()),
-        payload: bytes::Bytes::from(msg.payload.clone()),
+        payload: msg.payload.clone(),
         context: MessageContext {
             id: id.into(),
             packet: msg.packet.clone(),

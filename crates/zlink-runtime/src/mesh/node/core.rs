@@ -131,7 +131,7 @@ impl ReplyBody {
         match reply.status() {
             ReplyStatus::Error => ReplyBody::Error(reply.into_payload()),
             _ => ReplyBody::Ok {
-                content_type: Bytes::copy_from_slice(reply.content_type().as_bytes()),
+                content_type: reply.content_type_bytes().clone(),
                 payload: reply.into_payload(),
             },
         }
@@ -253,17 +253,23 @@ impl NodeInner {
     ) -> Result<Envelope, ZLinkError> {
         let ids = self.transport.ids();
         let op = ids.next_operation_id().map_err(transport_error)?;
-        let mut payload = Vec::with_capacity(prefix.len() + msg.payload.len());
-        payload.extend_from_slice(prefix);
-        payload.extend_from_slice(&msg.payload);
-        let payload = Bytes::from(payload);
+        let payload = if prefix.is_empty() {
+            msg.payload.clone()
+        } else {
+            let mut joined = Vec::with_capacity(prefix.len() + msg.payload.len());
+            joined.extend_from_slice(prefix);
+            joined.extend_from_slice(&msg.payload);
+            Bytes::from(joined)
+        };
         let env = match route {
             Some(r) => Envelope::request(op, r, &self.rid, self.generation, payload),
             None => Envelope::one_way(op, &self.rid, self.generation, payload),
         };
         env.with_address(address.wire())
-            .and_then(|e| e.with_packet_name(msg.packet.as_str()))
-            .and_then(|e| e.with_content_type(&msg.content_type))
+            .and_then(|e| e.with_packet_name_bytes(msg.packet.to_bytes()))
+            .and_then(|e| {
+                e.with_content_type_bytes(crate::messaging::content_type_bytes(&msg.content_type))
+            })
             .and_then(|e| e.with_metadata(msg.metadata.clone()))
             .map_err(transport_error)
     }
@@ -376,7 +382,7 @@ impl NodeInner {
             packet: Bytes::copy_from_slice(msg.packet.as_str().as_bytes()),
             content_type: Bytes::copy_from_slice(msg.content_type.as_bytes()),
             metadata: Bytes::from(msg.metadata.clone()),
-            payload: Bytes::from(msg.payload.clone()),
+            payload: msg.payload.clone(),
         }
     }
 

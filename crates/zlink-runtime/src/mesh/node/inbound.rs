@@ -180,7 +180,8 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         }
         let node = Arc::clone(&node);
         // Boxed: the dispatch state machine is large, and a task moves its future on spawn.
-        tokio::spawn(Box::pin(async move {
+        // A handler that completes on its first poll runs here and pays no task.
+        super::inline::run_or_spawn(Box::pin(async move {
             // Waited in the executor: the permit returns before the first filter runs.
             let mut job = job;
             job.release();
@@ -269,9 +270,8 @@ pub(crate) fn reply_for(
     result: Result<(String, Vec<u8>), ZLinkError>,
 ) -> Option<Reply> {
     let reply = match result {
-        Ok((ct, payload)) => {
-            Reply::to(env, ReplyStatus::Ok, Bytes::from(payload)).map(|r| r.with_content_type(&ct))
-        }
+        Ok((ct, payload)) => Reply::to(env, ReplyStatus::Ok, Bytes::from(payload))
+            .map(|r| r.with_content_type_bytes(crate::messaging::content_type_bytes(&ct))),
         Err(e) => {
             if env.reply_route().is_none() {
                 tracing::debug!(error = %e, packet = env.packet_name(), "one-way frame not dispatched");

@@ -198,7 +198,7 @@ impl InstanceCall {
             remaining: deadline.saturating_duration_since(Instant::now()),
             hops: 0,
             metadata: bytes::Bytes::from(msg.metadata),
-            payload: bytes::Bytes::from(msg.payload),
+            payload: msg.payload,
         };
         let out = if envelope.target == objects.rid {
             super::target::activate(objects, &self.client.node.inner, envelope).await

@@ -382,7 +382,7 @@ async fn past_the_follow_window_a_stale_caller_gets_unavailable_and_nothing_is_r
         .expect("encode");
     let call = crate::objects::registration::ObjectCall {
         content_type: bytes::Bytes::from(msg.content_type.into_bytes()),
-        payload: bytes::Bytes::from(msg.payload),
+        payload: msg.payload,
         context: crate::objects::registration::MessageContext {
             id: "w1".into(),
             packet: msg.packet,
