@@ -25,8 +25,8 @@ pub use messaging::{
     BoxError, ErrorKind, Filter, HandlerContext, Message, Metadata, Next, Request, ZLinkError,
 };
 pub use objects::{
-    Actor, ActorManager, ActorRef, ActorStateAdapter, ActorType, MessageContext, RelocationOptions,
-    Spot, SpotManager, SpotRef, SpotStateAdapter, SpotType,
+    Actor, ActorManager, ActorRef, ActorStateAdapter, ActorType, AdapterContext, MessageContext,
+    RelocationOptions, Spot, SpotManager, SpotRef, SpotStateAdapter, SpotType,
 };
 pub use zlink_codec::{ChannelName, MeshName};
 pub use zlink_store_spi::{

@@ -39,16 +39,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde::{Deserialize, Serialize};
 use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_runtime::ActorManager;
-use zlink_runtime::Message;
-use zlink_runtime::Request;
-use zlink_runtime::Spot;
-use zlink_runtime::SpotManager;
 use zlink_runtime::ZLink;
 use zlink_runtime::ZLinkHost;
 use zlink_runtime::location::LocationOptions;
@@ -60,6 +55,7 @@ use self::relocate::{Counter, Get, Incr};
 
 pub(crate) mod metrics;
 mod relocate;
+mod rooms;
 
 /// The placement weights of the three roots' Object Server nodes.
 const WEIGHTS: [i64; 3] = [100, 200, 300];
@@ -69,24 +65,6 @@ const POLLING: Duration = Duration::from_millis(200);
 const SETUP: Duration = Duration::from_secs(20);
 /// The registered Actor type.
 const COUNTER: &str = "counter";
-/// The registered Instance Spot type.
-const ROOM: &str = "room";
-
-/// A room Instance Spot, created by its first message: `Join` adds a member.
-struct Room {
-    members: u64,
-}
-impl Spot for Room {}
-
-/// Joins the room; replies with the number of members.
-#[derive(Debug, Serialize, Deserialize)]
-struct Join;
-impl Message for Join {
-    const PACKET: &'static str = "Join";
-}
-impl Request for Join {
-    type Reply = u64;
-}
 
 /// What the demo is asked to do.
 #[derive(Debug, Clone)]
@@ -296,16 +274,7 @@ async fn start_roots(stores: &[Stores]) -> Result<Vec<ZLinkHost>, String> {
                 n.object_role(ObjectRole::Server)
                     .placement_weight(weight)
                     .actor_type::<Counter>(COUNTER, relocate::counter_type)
-                    .instance_spot_type::<Room>(ROOM, |t| {
-                        t.factory(|_ctx| async { Ok(Room { members: 0 }) })
-                            .disable_relocation()
-                            .on_request::<Join, _>(|r, _join, _ctx| {
-                                Box::pin(async move {
-                                    r.members += 1;
-                                    Ok(r.members)
-                                })
-                            })
-                    })
+                    .instance_spot_type::<rooms::Room>(rooms::ROOM, rooms::room_type)
             })
             .build()
             .start()
@@ -368,10 +337,6 @@ fn bar(cfg: &Config, len: usize, what: &str) -> ProgressBar {
 
 fn actor_id(i: usize) -> String {
     format!("counter-{i}")
-}
-
-fn room_id(i: usize) -> String {
-    format!("room-{i}")
 }
 
 /// Runs `total` jobs on `concurrency` tasks; `job(i)` is the i-th one.
@@ -565,51 +530,7 @@ async fn run_on(cfg: &Config, hosts: &[ZLinkHost]) -> Result<Summary, String> {
     // the first Join by global id with Instance intent creates the room on a node chosen by
     // weight and is answered by it (1 member); a second Join from another root reaches the
     // same room (2 members).
-    let spot_managers: Arc<Vec<SpotManager>> = Arc::new(
-        hosts
-            .iter()
-            .map(|h| h.spots().map_err(|e| e.to_string()))
-            .collect::<Result<_, _>>()?,
-    );
-    let bar_spots = bar(cfg, cfg.instances, "activate");
-    let t = Instant::now();
-    let spot_nodes = {
-        let (managers, pb) = (Arc::clone(&spot_managers), bar_spots.clone());
-        parallel(cfg.concurrency, cfg.instances, move |i| {
-            let (m, pb) = (managers.clone(), pb.clone());
-            async move {
-                let id = room_id(i);
-                let first = m[i % m.len()]
-                    .instance(&id)
-                    .stable_type(ROOM)
-                    .request(&Join)
-                    .await
-                    .map_err(|e| format!("first Join {id}: {e}"))?;
-                let second = m[(i + 1) % m.len()]
-                    .instance(&id)
-                    .request(&Join)
-                    .await
-                    .map_err(|e| format!("second Join {id}: {e}"))?;
-                if (first, second) != (1, 2) {
-                    return Err(format!("{id}: Joins answered {first} then {second}"));
-                }
-                let found = m[(i + 2) % m.len()]
-                    .find(&id)
-                    .await
-                    .map_err(|e| format!("find {id}: {e}"))?
-                    .ok_or(format!("{id} is not Ready"))?;
-                pb.inc(1);
-                Ok(found.node)
-            }
-        })
-        .await?
-    };
-    let spot_secs = t.elapsed().as_secs_f64();
-    bar_spots.finish_and_clear();
-    println!(
-        "activated {} instance spots by their first message in {spot_secs:.2} s",
-        spot_nodes.len()
-    );
+    let (spot_nodes, spot_secs) = rooms::activate(cfg, hosts).await?;
 
     // Where the Actors and Instance Spots went.
     let mut by_node: BTreeMap<&RoutingId, usize> = BTreeMap::new();

@@ -13,8 +13,8 @@ use super::activation::{Activation, ActivationTask, Job, SubmitError};
 use super::door::Door;
 use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
-    CaptureFn, CreationContext, CreationDecision, FactoryContext, HandlerTable, ObjectCall,
-    ObjectOutput, TimerFn, TypedObject,
+    AdapterCaptureFn, AdapterContext, CaptureFn, CreationContext, CreationDecision, FactoryContext,
+    HandlerTable, ObjectCall, ObjectOutput, TimerFn, TypedObject,
 };
 use super::timer::table::Tick;
 use super::timer::tick::tick_job;

@@ -163,9 +163,9 @@ pub use lifecycle::{ClosingContext, ClosingReason, RelocationReady, RelocationRe
 pub use manager::ActorManager;
 pub use refs::{ActorRef, SpotRef};
 pub use registration::{
-    Actor, ActorStateAdapter, ActorType, CreationContext, CreationDecision, FactoryContext,
-    MessageContext, ReadinessMode, RelocationChoice, Spot, SpotExecution, SpotStateAdapter,
-    SpotType,
+    Actor, ActorStateAdapter, ActorType, AdapterContext, CreationContext, CreationDecision,
+    FactoryContext, MessageContext, ReadinessMode, RelocationChoice, Spot, SpotExecution,
+    SpotStateAdapter, SpotType,
 };
 pub(crate) use registration::{EntryCallback, EntryClosing, Registration};
 pub use relocation_options::{DEFAULT_RELOCATE_DEADLINE, RelocationConfigError, RelocationOptions};

@@ -54,6 +54,34 @@ pub trait Spot: Send + 'static {
     }
 }
 
+/// Which object and node a state adapter's [`capture_in`](ActorStateAdapter::capture_in) /
+/// [`restore_in`](ActorStateAdapter::restore_in) runs for: the source node at capture, the
+/// target node at restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdapterContext {
+    /// The object's id.
+    pub id: String,
+    /// The object's stable type.
+    pub stable_type: String,
+    /// The MeshName of the node it runs on.
+    pub mesh: zlink_codec::MeshName,
+    /// The routing id of the node it runs on.
+    pub routing_id: zlink_codec::RoutingId,
+}
+
+impl AdapterContext {
+    /// The context of the activation a factory context builds.
+    pub(crate) fn of(ctx: &FactoryContext) -> Self {
+        Self {
+            id: ctx.id.clone(),
+            stable_type: ctx.stable_type.clone(),
+            mesh: ctx.mesh.clone(),
+            routing_id: ctx.routing_id.clone(),
+        }
+    }
+}
+
 /// Captures an Actor's state for a move and restores it on the target (spec 06 §17).
 ///
 /// The runtime calls [`capture_bytes`](Self::capture_bytes) and
@@ -78,6 +106,18 @@ pub trait ActorStateAdapter<A: Actor>: Send + Sync + 'static {
     fn restore_bytes(&self, bytes: Bytes) -> Result<A, BoxError> {
         self.restore(&bytes)
     }
+    /// What the runtime calls to capture: [`capture_bytes`](Self::capture_bytes) told which
+    /// object and node it runs for (default: ignores `ctx`).
+    fn capture_in(&self, ctx: &AdapterContext, actor: &A) -> Result<Bytes, BoxError> {
+        let _ = ctx;
+        self.capture_bytes(actor)
+    }
+    /// What the runtime calls to restore: [`restore_bytes`](Self::restore_bytes) told which
+    /// object and node it runs for, on the target (default: ignores `ctx`).
+    fn restore_in(&self, ctx: &AdapterContext, bytes: Bytes) -> Result<A, BoxError> {
+        let _ = ctx;
+        self.restore_bytes(bytes)
+    }
 }
 
 /// Captures a Spot's state for a move and restores it on the target (spec 06 §17).
@@ -98,6 +138,18 @@ pub trait SpotStateAdapter<S: Spot>: Send + Sync + 'static {
     /// [`restore`](Self::restore) on a borrow of it).
     fn restore_bytes(&self, bytes: Bytes) -> Result<S, BoxError> {
         self.restore(&bytes)
+    }
+    /// What the runtime calls to capture: [`capture_bytes`](Self::capture_bytes) told which
+    /// object and node it runs for (default: ignores `ctx`).
+    fn capture_in(&self, ctx: &AdapterContext, spot: &S) -> Result<Bytes, BoxError> {
+        let _ = ctx;
+        self.capture_bytes(spot)
+    }
+    /// What the runtime calls to restore: [`restore_bytes`](Self::restore_bytes) told which
+    /// object and node it runs for, on the target (default: ignores `ctx`).
+    fn restore_in(&self, ctx: &AdapterContext, bytes: Bytes) -> Result<S, BoxError> {
+        let _ = ctx;
+        self.restore_bytes(bytes)
     }
 }
 
@@ -604,4 +656,4 @@ impl<S: Spot> SpotType<S> {
 }
 
 mod erased;
-pub(crate) use erased::{CaptureFn, Registration, TimerFn, TypedObject};
+pub(crate) use erased::{AdapterCaptureFn, CaptureFn, Registration, TimerFn, TypedObject};

@@ -6,6 +6,7 @@ mod mesh_harness;
 mod support;
 
 mod actors;
+mod adapter_context;
 mod admission;
 mod basics;
 mod channels;

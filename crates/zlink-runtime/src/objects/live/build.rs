@@ -24,6 +24,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     error: "the type has no factory".into(),
                 };
             };
+            let adapter_ctx = AdapterContext::of(&ctx);
             let timers = TimerTable::new(door.timers().clone(), &ctx.id);
             let mut ctx = ctx;
             ctx.timers = Timers::of(&timers);
@@ -53,6 +54,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 },
             };
+            let capture = bind_capture(capture, &adapter_ctx);
             let parts = (handlers, codecs, capture, lifecycle, on_timer);
             // Its timers tick once the activation is made live (the creation commit).
             let live = LiveInstance::start(state, (mailbox, door), parts, turn, timers);
@@ -98,6 +100,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 }
             };
+            let adapter_ctx = AdapterContext::of(&ctx);
             let (mut state, mut timers) = match built(ctx.clone()).await {
                 Ok(s) => s,
                 Err(failed) => return failed,
@@ -110,7 +113,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                 };
                 let mut attempt = 1;
                 state = loop {
-                    match restore(bytes.clone()) {
+                    match restore(&adapter_ctx, bytes.clone()) {
                         Ok(s) => break s,
                         Err(e) if attempt >= RESTORE_ATTEMPTS => {
                             return Built::Incompatible {
@@ -134,10 +137,24 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 };
             }
+            let capture = bind_capture(capture, &adapter_ctx);
             let parts = (handlers, codecs, capture, lifecycle, on_timer);
             // Hidden until the move commits: its timers tick once dispatch opens.
             let live = LiveInstance::start(state, mailbox, parts, None, timers);
             Built::Approved { live, reply: None }
         })
     }
+}
+
+/// The registered capture bound to the activation's context (the node it runs on now: a
+/// moved activation is built anew on its target, with the target's context).
+fn bind_capture<T: 'static>(
+    capture: Option<AdapterCaptureFn<T>>,
+    ctx: &AdapterContext,
+) -> Option<CaptureFn<T>> {
+    capture.map(|f| {
+        let ctx = ctx.clone();
+        let bound: CaptureFn<T> = Arc::new(move |s: &T| f(&ctx, s));
+        bound
+    })
 }

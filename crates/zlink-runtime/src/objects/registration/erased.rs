@@ -9,8 +9,8 @@ use zlink_codec::records::ObjectKind;
 
 use super::super::lifecycle::Lifecycle;
 use super::{
-    Actor, ActorType, Factory, HandlerTable, ReadinessMode, RelocationChoice, Spot, SpotCallback,
-    SpotExecution, SpotType,
+    Actor, ActorType, AdapterContext, Factory, HandlerTable, ReadinessMode, RelocationChoice, Spot,
+    SpotCallback, SpotExecution, SpotType,
 };
 use crate::messaging::{BoxError, BoxFuture};
 
@@ -44,10 +44,15 @@ impl fmt::Debug for Registration {
     }
 }
 
-/// An adapter's capture with the state type known (live relocation, spec 06 §17).
+/// An adapter's capture with the state type known (live relocation, spec 06 §17), bound to
+/// the activation's [`AdapterContext`] when the activation is built.
 pub(crate) type CaptureFn<T> = Arc<dyn Fn(&T) -> Result<Bytes, BoxError> + Send + Sync>;
-/// An adapter's restore with the state type known.
-pub(crate) type RestoreFn<T> = Arc<dyn Fn(Bytes) -> Result<T, BoxError> + Send + Sync>;
+/// An adapter's capture as registered: it is told which object and node it runs for.
+pub(crate) type AdapterCaptureFn<T> =
+    Arc<dyn Fn(&AdapterContext, &T) -> Result<Bytes, BoxError> + Send + Sync>;
+/// An adapter's restore with the state type known, told which object and node it runs for.
+pub(crate) type RestoreFn<T> =
+    Arc<dyn Fn(&AdapterContext, Bytes) -> Result<T, BoxError> + Send + Sync>;
 
 /// A type's timer handler ([`Actor::on_timer`] / [`Spot::on_timer`]) with the state type known.
 pub(crate) type TimerFn<T> = Arc<
@@ -64,7 +69,7 @@ pub(crate) type TimerFn<T> = Arc<
 pub(crate) struct TypedObject<T: Send + 'static> {
     pub(crate) factory: Option<Factory<T>>,
     /// The PreserveStateWith adapter's capture (live relocation), if the type has one.
-    pub(crate) capture: Option<CaptureFn<T>>,
+    pub(crate) capture: Option<AdapterCaptureFn<T>>,
     /// The PreserveStateWith adapter's restore, if the type has one.
     pub(crate) restore: Option<RestoreFn<T>>,
     pub(crate) handlers: Arc<HandlerTable<T>>,
@@ -80,8 +85,10 @@ impl Registration {
         let (capture, restore) = match t.adapter.clone() {
             Some(a) => {
                 let r = Arc::clone(&a);
-                let capture: CaptureFn<A> = Arc::new(move |s: &A| a.capture_bytes(s));
-                let restore: RestoreFn<A> = Arc::new(move |b: Bytes| r.restore_bytes(b));
+                let capture: AdapterCaptureFn<A> =
+                    Arc::new(move |ctx: &AdapterContext, s: &A| a.capture_in(ctx, s));
+                let restore: RestoreFn<A> =
+                    Arc::new(move |ctx: &AdapterContext, b: Bytes| r.restore_in(ctx, b));
                 (Some(capture), Some(restore))
             }
             None => (None, None),
@@ -112,8 +119,10 @@ impl Registration {
         let (capture, restore) = match t.adapter.clone() {
             Some(a) => {
                 let r = Arc::clone(&a);
-                let capture: CaptureFn<S> = Arc::new(move |s: &S| a.capture_bytes(s));
-                let restore: RestoreFn<S> = Arc::new(move |b: Bytes| r.restore_bytes(b));
+                let capture: AdapterCaptureFn<S> =
+                    Arc::new(move |ctx: &AdapterContext, s: &S| a.capture_in(ctx, s));
+                let restore: RestoreFn<S> =
+                    Arc::new(move |ctx: &AdapterContext, b: Bytes| r.restore_in(ctx, b));
                 (Some(capture), Some(restore))
             }
             None => (None, None),
