@@ -80,6 +80,11 @@ pub struct ZLinkHost {
 
 #[cfg(test)]
 impl ZLinkHost {
+    /// The host-wide Application Job Queue (tests hold its permits).
+    pub(crate) fn job_queue(&self) -> Arc<crate::mesh::JobQueue> {
+        Arc::clone(&self.inner.jobs)
+    }
+
     /// The object host of this root's `i`-th MeshNode (tests reach the internals through it).
     pub(crate) fn object_host(&self, i: usize) -> Arc<crate::objects::host::ObjectHost> {
         match &self.inner.objects[i] {

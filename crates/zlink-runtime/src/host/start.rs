@@ -401,6 +401,7 @@ async fn start_node(
                 .with_activation_concurrency(n.activation_concurrency())
                 .with_limits(n.capacity_limits().clone())
                 .with_timer_limits(n.timer_limits())
+                .with_job_queue(Arc::clone(jobs))
                 .with_host_state(life.subscribe()),
             );
             let for_command = Arc::clone(&host);

@@ -87,7 +87,6 @@ impl JobQueue {
     }
 
     /// A permit when one is free and nobody waits, else `None`.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<JobPermit> {
         let permit = Arc::clone(&self.permits).try_acquire_owned().ok()?;
         self.after_acquire();

@@ -18,7 +18,13 @@ use zlink_location::{AdmissionOp, LocationRuntime};
 /// of (the node a handler that passed it runs on), and the node's timer limits and counters, so
 /// every activation built through the door shares them.
 #[derive(Clone)]
-pub(crate) struct Door(Option<Arc<LocationRuntime>>, RunsOn, TimerConfig);
+pub(crate) struct Door(
+    Option<Arc<LocationRuntime>>,
+    RunsOn,
+    TimerConfig,
+    /// The host's Application Job Queue, which timer ticks take their permits from (06 §3).
+    Option<Arc<crate::mesh::JobQueue>>,
+);
 
 /// The MeshName and routing id of the node an object handler runs on (`MessageContext`).
 #[derive(Debug, Clone, Default)]
@@ -38,6 +44,7 @@ impl Door {
             Some(location),
             RunsOn(Some(Arc::new((mesh, rid)))),
             TimerConfig::default(),
+            None,
         )
     }
 
@@ -45,7 +52,7 @@ impl Door {
     /// runtime).
     #[cfg(test)]
     pub(crate) fn unguarded() -> Self {
-        Self(None, RunsOn::default(), TimerConfig::default())
+        Self(None, RunsOn::default(), TimerConfig::default(), None)
     }
 
     /// The node this is the door of.
@@ -55,7 +62,22 @@ impl Door {
 
     /// The same door with the node's validated timer limits (fresh counters).
     pub(crate) fn with_timers(self, limits: TimerLimits) -> Self {
-        Self(self.0, self.1, TimerConfig::new(limits))
+        Self(self.0, self.1, TimerConfig::new(limits), self.3)
+    }
+
+    /// The same door drawing timer ticks' permits from the host's Application Job Queue.
+    pub(crate) fn with_jobs(self, jobs: Arc<crate::mesh::JobQueue>) -> Self {
+        Self(self.0, self.1, self.2, Some(jobs))
+    }
+
+    /// A permit for one timer tick from the host's Application Job Queue (06 §3), never
+    /// waiting: `None` when every permit is in use (the tick is skipped like one that finds
+    /// the mailbox full). A door with no queue hands out an empty permit.
+    pub(crate) fn tick_permit(&self) -> Option<crate::mesh::JobPermit> {
+        match &self.3 {
+            None => Some(crate::mesh::JobPermit::none()),
+            Some(q) => q.try_acquire(),
+        }
     }
 
     /// The node's timer limits and counters.

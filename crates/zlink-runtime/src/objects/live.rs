@@ -240,7 +240,10 @@ struct LiveInstance<T> {
 impl<T: Send + 'static> TickSink for LiveInstance<T> {
     fn submit_tick(&self, tick: Tick) -> Result<(), SubmitError> {
         let cost = crate::mesh::node::job_cost(tick.name.len(), 0);
+        // A tick is an application job: it holds a host-wide permit until it starts.
+        let permit = self.door.tick_permit().ok_or(SubmitError::Full)?;
         let job = tick_job(
+            permit,
             Arc::clone(&self.timers),
             self.door.clone(),
             self.turn.lock().clone(),

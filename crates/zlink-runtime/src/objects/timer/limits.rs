@@ -57,7 +57,8 @@ pub(crate) struct TimerCounters {
     pub(crate) ran: AtomicU64,
     /// Ticks the admission gate refused at their start (spec 21 §5).
     pub(crate) refused: AtomicU64,
-    /// Ticks skipped: the previous tick still waited, or the mailbox was full.
+    /// Ticks skipped: the previous tick still waited, or the mailbox or the Application Job
+    /// Queue was full.
     pub(crate) skipped: AtomicU64,
 }
 
@@ -97,6 +98,13 @@ impl crate::objects::host::ObjectHost {
     /// gets them through the door).
     pub(crate) fn with_timer_limits(mut self, limits: TimerLimits) -> Self {
         self.door = self.door.clone().with_timers(limits);
+        self
+    }
+
+    /// The same host with its timer ticks drawing permits from the host's Application Job
+    /// Queue (06 §3).
+    pub(crate) fn with_job_queue(mut self, jobs: Arc<crate::mesh::JobQueue>) -> Self {
+        self.door = self.door.clone().with_jobs(jobs);
         self
     }
 

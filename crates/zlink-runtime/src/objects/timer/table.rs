@@ -319,7 +319,7 @@ impl TimerTable {
                 }
                 Err(SubmitError::Full) => {
                     TimerCounters::bump(&self.config.counters.skipped);
-                    tracing::debug!(object = %self.object, timer = %name, "timer tick skipped: the mailbox is full");
+                    tracing::debug!(object = %self.object, timer = %name, "timer tick skipped: the mailbox or the Application Job Queue is full");
                     false
                 }
                 Err(_) => return None,

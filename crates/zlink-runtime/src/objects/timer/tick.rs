@@ -1,4 +1,5 @@
-//! One tick as a job of the activation: under the shared turn, skipped when its timer was
+//! One tick as a job of the activation, holding a host-wide Application Job Queue permit until
+//! it starts (06 §3): under the shared turn, skipped when its timer was
 //! cancelled since it was queued, refused past the admission deadline (`TimerStart`, spec
 //! 21 §5), else the type's timer handler.
 
@@ -14,6 +15,7 @@ use crate::objects::registration::TimerFn;
 
 /// The job that runs `tick` of `table` on the state.
 pub(crate) fn tick_job<T: Send + 'static>(
+    permit: crate::mesh::JobPermit,
     table: Arc<TimerTable>,
     door: Door,
     turn: Option<Turn>,
@@ -26,6 +28,9 @@ pub(crate) fn tick_job<T: Send + 'static>(
                 Some(t) => Some(t.lock().await),
                 None => None,
             };
+            // The tick starts now: its Application Job Queue permit returns (06 §3).
+            let mut permit = permit;
+            permit.release();
             // Cancelled (or replaced) since it was queued: the tick does not run.
             if !table.begin_tick(&tick.name, tick.id) {
                 return;

@@ -3,6 +3,7 @@
 //! bound is a typed error, no tick starts past the admission deadline, and (`relocate.rs`) a
 //! host Relocate under load carries every timer to the target exactly once.
 
+mod job_queue;
 mod per_actor;
 mod relocate;
 mod spots;
