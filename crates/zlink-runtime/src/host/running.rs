@@ -680,12 +680,15 @@ async fn run_shutdown_with(
 /// Completes once no Ready peer connection of `nodes` has a reply queued or being written.
 async fn replies_flushed(nodes: &[MeshNode]) {
     loop {
+        // Every Ready connection the transport holds, not only the peers this node has
+        // confirmed: a reply goes out on whichever connection to its requester is Ready now.
         let queued = nodes.iter().any(|n| {
-            n.inner
-                .peers
-                .read()
-                .all_ready()
-                .any(|p| p.handle.queue_usage(zlink_transport::Lane::Reply).0 > 0)
+            let transport = &n.inner.transport;
+            transport.peers().iter().any(|info| {
+                transport
+                    .peer(&info.rid)
+                    .is_some_and(|p| p.queue_usage(zlink_transport::Lane::Reply).0 > 0)
+            })
         });
         if !queued {
             return;
