@@ -17,7 +17,9 @@
 //! creates no claim or reservation and never sends the message a second time: a lost reply is
 //! an error of the call (the first message may have run).
 //!
-//! **Target** (`target.rs`): checks the fence, then, until the deadline:
+//! **Target** (`target.rs`): checks the fence, takes the first message's Application Job Queue
+//! permit (06 §3; waited for within the deadline, carried by the message until its handler
+//! starts, returned before a forward), then, until the deadline:
 //! 1. a live activation of the Spot here takes the message (after any first message);
 //! 2. an activation of the Spot in progress here is waited for;
 //! 3. a record owned by another node: the envelope is forwarded to that node (at most 8 hops),

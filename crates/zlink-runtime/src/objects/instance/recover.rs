@@ -156,7 +156,16 @@ async fn restore_one(
     let host = Arc::clone(host);
     let root = root.clone();
     tokio::spawn(async move {
-        match open_with_first(&host, live, &envelope, mark, &taken).await {
+        match open_with_first(
+            &host,
+            live,
+            &envelope,
+            mark,
+            &taken,
+            crate::mesh::JobPermit::none(),
+        )
+        .await
+        {
             Ok(out) => {
                 if let Err(e) = out {
                     tracing::info!(id = %envelope.id, error = %e, "the restored first message ended with an error");

@@ -14,6 +14,7 @@ use zlink_transport::{Envelope, PeerHandle};
 
 use super::envelope::{ActivationEnvelope, MAX_HOPS, RecoveryRoot, decode_output, encode_output};
 use super::{Activating, deadline_exceeded, settled, type_mismatch};
+use crate::mesh::JobPermit;
 use crate::mesh::node::{NodeInner, ReplyBody, job_cost};
 use crate::messaging::{
     CreationError, ErrorMessage, ErrorReply, InternalError, Metadata, PayloadError,
@@ -93,12 +94,17 @@ pub(super) async fn activate(
         // Out of new claims while Relocating, Relocated or Draining (spec 28 §10).
         return Err(host.not_accepting());
     }
+    // The first message's Application Job Queue permit (06 §3), held from here until just
+    // before its handler starts on this node; returned before a forward (the next node takes
+    // its own).
+    let mut job: Option<JobPermit> = None;
     loop {
         if Instant::now() >= deadline {
             return Err(deadline_exceeded());
         }
         if host.is_live(&key) {
-            match deliver_here(host, node, &key, &envelope).await {
+            take_job(&mut job, node, deadline).await?;
+            match deliver_here(host, node, &key, &envelope, &mut job).await {
                 // Moved away meanwhile: sent on by the record below.
                 Err(e) if crate::objects::held::is_refollow(&e) => {}
                 out => return out,
@@ -126,6 +132,7 @@ pub(super) async fn activate(
                     ));
                 }
                 if handle.node().routing_id != host.rid {
+                    drop(job.take());
                     return forward(node, &envelope, &handle, deadline).await;
                 }
                 // Owned by this node: an activation that began or opened since the checks
@@ -145,7 +152,8 @@ pub(super) async fn activate(
                 });
             }
             AuthorityRead::Missing { .. } => {
-                if let Some(out) = create(host, &envelope, deadline).await? {
+                take_job(&mut job, node, deadline).await?;
+                if let Some(out) = create(host, &envelope, deadline, &mut job).await? {
                     return out;
                 }
             }
@@ -153,8 +161,29 @@ pub(super) async fn activate(
     }
 }
 
-/// The message as the activation runs it.
-fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLinkError> {
+/// Waits within `deadline` for the first message's Application Job Queue permit, unless it
+/// is held already (spec 06 §3: a cancellable wait, never a refusal; past the deadline the
+/// activation ends `DeadlineExceeded` with nothing created).
+async fn take_job(
+    job: &mut Option<JobPermit>,
+    node: &NodeInner,
+    deadline: Instant,
+) -> Result<(), ZLinkError> {
+    if job.is_none() {
+        let permit = tokio::time::timeout_at(deadline, node.jobs.acquire())
+            .await
+            .map_err(|_| deadline_exceeded())?;
+        *job = Some(permit);
+    }
+    Ok(())
+}
+
+/// The message as the activation runs it, carrying `job` (the permit it returns just before
+/// its handler starts).
+fn object_call(
+    envelope: &ActivationEnvelope,
+    job: JobPermit,
+) -> Result<(ObjectCall, usize), ZLinkError> {
     let metadata = Metadata::from_bytes(&envelope.metadata)?;
     let cost = job_cost(envelope.payload.len(), envelope.metadata.len());
     Ok((
@@ -169,7 +198,7 @@ fn object_call(envelope: &ActivationEnvelope) -> Result<(ObjectCall, usize), ZLi
                 node: Default::default(),
                 timers: Default::default(),
             },
-            job: crate::mesh::JobPermit::none(),
+            job,
         },
         cost,
     ))
@@ -187,8 +216,9 @@ async fn deliver_here(
     node: &NodeInner,
     key: &ObjectKey,
     envelope: &ActivationEnvelope,
+    job: &mut Option<JobPermit>,
 ) -> ObjectOutput {
-    let (call, cost) = object_call(envelope)?;
+    let (call, cost) = object_call(envelope, job.take().unwrap_or_else(JobPermit::none))?;
     match envelope.route {
         RouteKind::Send => {
             let (tx, rx) = oneshot::channel();
@@ -314,6 +344,7 @@ async fn create(
     host: &Arc<ObjectHost>,
     envelope: &ActivationEnvelope,
     deadline: Instant,
+    job: &mut Option<JobPermit>,
 ) -> Result<Option<ObjectOutput>, ZLinkError> {
     let Some(mark) = host.instances.begin(&envelope.id) else {
         return Ok(None);
@@ -390,7 +421,8 @@ async fn create(
             return Err(store_failure(e));
         }
     };
-    let out = match open_with_first(host, live, envelope, mark, &ready).await {
+    let first = job.take().unwrap_or_else(JobPermit::none);
+    let out = match open_with_first(host, live, envelope, mark, &ready, first).await {
         Ok(out) => {
             end_of_use(host, &ready, &root).await;
             out
@@ -450,16 +482,19 @@ pub(super) async fn build(
 /// activation reachable and ends the in-progress mark (so every other message queues behind
 /// it). Resolves to the first message's terminal output once its handler ran (a send's is
 /// `None`, whatever its handler returned: a one-way send ends at its admission, spec 06 §20);
-/// a message the activation refused is its own terminal output.
+/// a message the activation refused is its own terminal output. `job` is the first message's
+/// Application Job Queue permit (an empty one for a first message restored by recovery, which
+/// no sender waits behind).
 pub(super) async fn open_with_first(
     host: &ObjectHost,
     live: Arc<dyn LiveObject>,
     envelope: &ActivationEnvelope,
     mark: Activating,
     record: &AuthorityHandle,
+    job: JobPermit,
 ) -> Result<ObjectOutput, oneshot::error::RecvError> {
     let (tx, rx) = oneshot::channel();
-    let refused = match object_call(envelope) {
+    let refused = match object_call(envelope, job) {
         Ok((call, cost)) => live
             .submit(envelope.route, call, cost, Some(tx.into()))
             .err(),

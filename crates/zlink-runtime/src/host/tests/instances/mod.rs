@@ -18,6 +18,7 @@ use zlink_store_spi::{
     MemoryRelocationStore, PutResult, RelocationStore, RenewResult, Retention, StoreResult,
 };
 
+mod job_queue;
 mod restarts;
 
 use super::support::*;
