@@ -51,9 +51,8 @@ pub struct HostStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ApplicationJobQueueStatus {
-    /// Permits in use: application jobs waiting for their handler to start, plus the one
-    /// permit each MeshNode's receive loop reserves for the next frame, plus relocation
-    /// staging (which may draw past the cap).
+    /// Permits in use: application jobs waiting for their handler to start, plus relocation
+    /// staging (which may draw past the cap). An idle host has 0.
     pub in_use: usize,
     /// `EffectiveMaxQueuedApplicationJobs`, fixed at startup.
     pub effective_max: u32,

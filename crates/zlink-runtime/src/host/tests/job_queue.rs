@@ -88,6 +88,7 @@ async fn server(
 
 on_every_store!(
     with_the_queue_full_senders_are_held_back_a_started_request_gets_its_reply_and_nothing_is_lost,
+    a_host_capped_at_one_job_serves_a_local_call_while_its_receive_loop_is_idle,
 );
 
 async fn with_the_queue_full_senders_are_held_back_a_started_request_gets_its_reply_and_nothing_is_lost(
@@ -175,10 +176,63 @@ async fn with_the_queue_full_senders_are_held_back_a_started_request_gets_its_re
         "each message handled once, in order"
     );
     assert_eq!(hb.status().dropped_one_way, 0);
-    wait_until("the server's queue is back to its idle reservation", || {
+    wait_until("the server's queue is empty again", || {
         let s = hb.application_jobs();
-        s.in_use <= 1 && !s.paused
+        s.in_use == 0 && !s.paused
     })
     .await;
     stop_all(&[&ha, &hb, &hc]).await;
+}
+
+/// The smallest cap the spec allows (06 §3: 1) still serves: an idle MeshNode's receive loop
+/// holds no permit while it waits for a frame, so a local call's job gets the only one, and
+/// the depth of an idle host is 0.
+async fn a_host_capped_at_one_job_serves_a_local_call_while_its_receive_loop_is_idle(h: &Harness) {
+    let seen = Arc::new(Seen::default());
+    let host = ZLink::builder()
+        .location_store(Arc::clone(&h.store))
+        .location_options(fast_options())
+        .max_queued_application_jobs(1)
+        .route_mesh(mesh(), {
+            let seen = Arc::clone(&seen);
+            move |b| {
+                b.object_role(ObjectRole::Server)
+                    .actor_type::<Sink>("sink", move |t| {
+                        t.factory(|_ctx| async { Ok(Sink) })
+                            .disable_relocation()
+                            .on_send::<Put, _>(move |_s, put, _ctx| {
+                                let seen = Arc::clone(&seen);
+                                Box::pin(async move {
+                                    seen.order.lock().push(put.0);
+                                    Ok(())
+                                })
+                            })
+                    })
+            }
+        })
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    wait_discovered(&[&host]).await;
+    assert_eq!(
+        host.application_jobs().in_use,
+        0,
+        "an idle host holds no permit"
+    );
+    let actors = host.actors().expect("manager");
+    actors.get_or_create("sink", "one").await.expect("created");
+    for i in 0..3 {
+        tokio::time::timeout(Duration::from_secs(5), actors.send("one", &Put(i)))
+            .await
+            .expect("a local send gets the only permit")
+            .expect("accepted");
+    }
+    wait_until("every send ran", || seen.order.lock().len() == 3).await;
+    assert_eq!(*seen.order.lock(), vec![0, 1, 2]);
+    wait_until("back to no permit in use", || {
+        host.application_jobs().in_use == 0
+    })
+    .await;
+    host.shutdown().await;
 }

@@ -101,20 +101,22 @@ pub(crate) async fn control_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) 
     }
 }
 
-/// Application frames: each takes a host Application Job Queue permit before it is received
+/// Application frames: each takes a host Application Job Queue permit once it is received
 /// and then waits for mailbox room (both hold the sender back through the transport's credit),
 /// then is admitted and dispatched in its own task. A refused record returns its permit at once.
 pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
     node.life.serving().await;
     loop {
-        // Application Job Queue pressure (06 §3): while the host's queue is paused, and at its
-        // cap, this loop reads nothing, so the transport's credit holds the senders back. The
-        // permit is taken before the frame is received and travels with its job.
+        // Application Job Queue pressure (06 §3): while the host's queue is paused this loop
+        // reads nothing, and at its cap it holds the one frame it read until a permit is free
+        // and reads no further, so the transport's credit holds the senders back. The permit
+        // travels with the frame's job. An idle loop holds none: a local call's job can take
+        // the last permit even at the smallest cap.
         node.jobs.running().await;
-        let job = node.jobs.acquire().await;
         let Some(frame) = rx.recv().await else {
             break;
         };
+        let job = node.jobs.acquire().await;
         // The connection's shared info, not a copy of its RoutingId.
         let peer = Arc::clone(frame.peer());
         let peer_rid = &peer.rid;
