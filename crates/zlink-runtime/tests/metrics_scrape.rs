@@ -149,6 +149,7 @@ fn a_scrape_of_the_example_node_shows_each_instrument_with_plausible_values() {
         0.0
     );
     assert!(value(&before, "zlink_mailbox_jobs") >= 0.0);
+    assert!(value(&before, "zlink_objects_mailbox_jobs") >= 0.0);
     assert!(value(&before, r#"zlink_messages_received{kind="request"}"#) >= 0.0);
     assert_eq!(
         value(&before, r#"zlink_messages_dropped{reason="no_route"}"#),
@@ -193,6 +194,11 @@ fn a_scrape_of_the_example_node_shows_each_instrument_with_plausible_values() {
         "each under 1 s"
     );
     assert_eq!(value(&after, r#"zlink_objects_live{kind="actor"}"#), 0.0);
+    assert_eq!(
+        value(&after, "zlink_objects_mailbox_jobs"),
+        0.0,
+        "no activation left, no mailbox job"
+    );
 
     // No label carries a node RID or an Actor id (28 §11).
     for text in [&before, &after] {

@@ -1,5 +1,6 @@
 //! The host's metrics sampler (`telemetry` module doc): once per [`SAMPLE_PERIOD`] it reads
-//! what no message should pay to publish — every node's mailbox usage, the live activations,
+//! what no message should pay to publish — every node's mailbox usage, the live activations
+//! and the jobs in their mailboxes,
 //! the owner lease's renew counts and the timer tick counts — and publishes it as gauge and
 //! counter deltas. It holds its nodes weakly and ends when they are gone (or when the host's
 //! tasks are aborted at shutdown, which takes its gauges back to zero). Reading is a few
@@ -61,6 +62,7 @@ impl Sampled {
             let (actors, spots, _) = o.live_counts();
             sample.actors += actors;
             sample.spots += spots;
+            sample.object_mailbox_jobs += o.mailbox_jobs();
             let (ran, refused, skipped) = o.timer_counters().get();
             sample.ticks[0] += ran;
             sample.ticks[1] += refused;

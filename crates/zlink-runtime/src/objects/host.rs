@@ -271,6 +271,17 @@ impl ObjectHost {
         (actors, spots, types)
     }
 
+    /// Jobs queued or running in the mailboxes of this node's live activations.
+    pub(crate) fn mailbox_jobs(&self) -> u64 {
+        let live: Vec<_> = self
+            .live
+            .lock()
+            .values()
+            .map(|e| Arc::clone(&e.object))
+            .collect();
+        live.iter().map(|o| o.jobs() as u64).sum()
+    }
+
     /// The live activation of `key` on this node, if any.
     pub(crate) fn live_object(&self, key: &ObjectKey) -> Option<Arc<dyn LiveObject>> {
         self.live.lock().get(key).map(|e| Arc::clone(&e.object))

@@ -146,8 +146,7 @@ pub(crate) trait LiveObject: Send + Sync {
     /// Stops new messages, finishes accepted ones, drops the state once.
     fn close(&self) -> BoxFuture<'static, ()>;
 
-    /// Tests: how many jobs are queued or running in the mailbox.
-    #[cfg(test)]
+    /// How many jobs are queued or running in the mailbox (the metrics sampler's reading).
     fn jobs(&self) -> usize;
 
     /// The turn this activation's handlers run under, if shared.
@@ -383,7 +382,6 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
     ) -> Result<(), ZLinkError> {
         self.submit_job(route, call, cost, reply, false)
     }
-    #[cfg(test)]
     fn jobs(&self) -> usize {
         self.activation.usage().0
     }

@@ -127,6 +127,7 @@ pub(crate) struct HostSamples {
     mailbox_jobs: Sampled,
     mailbox_bytes: Sampled,
     job_queue: Sampled,
+    object_mailbox_jobs: Sampled,
     /// `[kind]`: actor, spot.
     live: [Sampled; 2],
     /// `[outcome]`: renewed, failed, taken over.
@@ -144,6 +145,8 @@ pub(crate) struct Sample {
     pub(crate) mailbox_bytes: u64,
     /// Permits of the host's Application Job Queue in use.
     pub(crate) job_queue: u64,
+    /// Jobs in every live activation's mailbox.
+    pub(crate) object_mailbox_jobs: u64,
     /// Live Actor activations.
     pub(crate) actors: u64,
     /// Live Spot activations.
@@ -162,6 +165,7 @@ impl HostSamples {
             mailbox_jobs: Sampled::new(metrics::gauge!(names::MAILBOX_JOBS)),
             mailbox_bytes: Sampled::new(metrics::gauge!(names::MAILBOX_BYTES)),
             job_queue: Sampled::new(metrics::gauge!(names::JOB_QUEUE_JOBS)),
+            object_mailbox_jobs: Sampled::new(metrics::gauge!(names::OBJECT_MAILBOX_JOBS)),
             live: [ObjectLabel::Actor, ObjectLabel::Spot]
                 .map(|k| Sampled::new(metrics::gauge!(names::OBJECTS_LIVE, "kind" => k.as_str()))),
             renewals: [
@@ -182,6 +186,7 @@ impl HostSamples {
         self.mailbox_jobs.set(sample.mailbox_jobs);
         self.mailbox_bytes.set(sample.mailbox_bytes);
         self.job_queue.set(sample.job_queue);
+        self.object_mailbox_jobs.set(sample.object_mailbox_jobs);
         self.live[0].set(sample.actors);
         self.live[1].set(sample.spots);
         for (c, n) in self.renewals.iter().zip(sample.renewals) {

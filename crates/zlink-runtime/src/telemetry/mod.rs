@@ -69,6 +69,10 @@ pub(crate) fn describe() {
     );
     metrics::describe_gauge!(MAILBOX_JOBS, "Jobs in the MeshNode application mailboxes.");
     metrics::describe_gauge!(
+        OBJECT_MAILBOX_JOBS,
+        "Jobs queued or running in the live activations' mailboxes."
+    );
+    metrics::describe_gauge!(
         JOB_QUEUE_JOBS,
         "Permits of the host-wide Application Job Queue in use."
     );

@@ -29,6 +29,9 @@ pub(crate) const REQUEST_DURATION: &str = "zlink.request.duration";
 pub(crate) const MAILBOX_JOBS: &str = "zlink.mailbox.jobs";
 /// Gauge: permits of the host-wide Application Job Queue in use (06 §3).
 pub(crate) const JOB_QUEUE_JOBS: &str = "zlink.job_queue.jobs";
+/// Gauge: jobs queued or running in the live activations' mailboxes (summed, no per-object
+/// label).
+pub(crate) const OBJECT_MAILBOX_JOBS: &str = "zlink.objects.mailbox.jobs";
 /// Gauge (bytes): the byte axis of the same mailboxes.
 pub(crate) const MAILBOX_BYTES: &str = "zlink.mailbox.bytes";
 /// Counter: how object calls found their owner (label `source`).

@@ -113,6 +113,7 @@ fn sampled_values_of_two_hosts_add_up_and_leave_with_their_host() {
     let sample = |jobs, renewed| Sample {
         mailbox_jobs: jobs,
         job_queue: jobs + 1,
+        object_mailbox_jobs: 2 * jobs,
         renewals: [renewed, 0, 0],
         ..Sample::default()
     };
@@ -123,6 +124,11 @@ fn sampled_values_of_two_hosts_add_up_and_leave_with_their_host() {
     assert_eq!(value(&text, "zlink_mailbox_jobs"), Some(5.0), "{text}");
     assert_eq!(value(&text, "zlink_job_queue_jobs"), Some(7.0), "{text}");
     assert_eq!(
+        value(&text, "zlink_objects_mailbox_jobs"),
+        Some(10.0),
+        "{text}"
+    );
+    assert_eq!(
         value(&text, r#"zlink_lease_renewals{outcome="renewed"}"#),
         Some(8.0)
     );
@@ -130,6 +136,7 @@ fn sampled_values_of_two_hosts_add_up_and_leave_with_their_host() {
     let text = rec.handle().render();
     assert_eq!(value(&text, "zlink_mailbox_jobs"), Some(4.0));
     assert_eq!(value(&text, "zlink_job_queue_jobs"), Some(5.0));
+    assert_eq!(value(&text, "zlink_objects_mailbox_jobs"), Some(8.0));
 }
 
 /// A store whose reads fail (`Unavailable`) and whose other calls never answer.
