@@ -61,11 +61,11 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use zlink_relocation::transfer::{
     BudgetError, BudgetScope, CHUNK_HEADER_LEN, ChunkLimit, InFlightBudget, InFlightPermit,
     MAX_ADAPTER_STATE_LEN, PayloadClaim, PayloadMemory, PayloadMemoryError, PayloadMemoryPermit,
-    PayloadUnit, RESTORE_HEADER_LEN,
+    PayloadUnit, RESTORE_HEADER_LEN, SettingsError,
 };
 
 use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
-use crate::objects::RelocationOptions;
+use crate::objects::{RelocationConfigError, RelocationOptions};
 
 /// The target admission request (a command-plane request, answered once the target holds
 /// its permits): sent by the source before its seal, so the waits for the target's permits
@@ -103,9 +103,15 @@ pub(crate) enum GateError {
         /// Which permit was short.
         what: &'static str,
     },
-    /// The options do not give a usable gate (they are validated at startup).
-    #[error("invalid relocation gate options: {0}")]
-    Options(String),
+    /// The relocation options do not give a usable transfer (they are validated at startup).
+    #[error("invalid relocation transfer options")]
+    Transfer(#[source] RelocationConfigError),
+    /// The payload memory cap is not usable (it is validated at startup).
+    #[error("invalid payload memory cap")]
+    MemoryCap(#[source] SettingsError),
+    /// A unit's up-front payload memory claim does not fit in 64 bits.
+    #[error("the payload memory claim does not fit")]
+    Claim(#[source] PayloadMemoryError),
 }
 
 impl GateError {
@@ -114,7 +120,9 @@ impl GateError {
         match self {
             GateError::TooLarge { .. } => ErrorKind::CapacityExceeded,
             GateError::Busy { .. } => ErrorKind::Unavailable,
-            GateError::Options(_) => ErrorKind::InvalidOperation,
+            GateError::Transfer(_) | GateError::MemoryCap(_) | GateError::Claim(_) => {
+                ErrorKind::InvalidOperation
+            }
         }
     }
 }
@@ -208,11 +216,9 @@ pub(crate) fn encoded_len(state_len: u64, limit: ChunkLimit) -> u64 {
 impl UnitGate {
     /// A gate with the caps and budgets of `options`.
     pub(crate) fn new(options: &RelocationOptions) -> Result<Self, GateError> {
-        let transfer = options
-            .transfer()
-            .map_err(|e| GateError::Options(e.to_string()))?;
+        let transfer = options.transfer().map_err(GateError::Transfer)?;
         let memory = PayloadMemory::new(options.max_payload_in_flight_bytes)
-            .map_err(|e| GateError::Options(e.to_string()))?;
+            .map_err(GateError::MemoryCap)?;
         Ok(UnitGate {
             shared: Arc::new(Shared {
                 outbound: Arc::new(Semaphore::new(cap(options.max_active_outbound))),
@@ -262,7 +268,7 @@ impl UnitGate {
         let state = u64::from(objects).saturating_mul(MAX_ADAPTER_STATE_LEN);
         let framing = encoded_len(state, self.shared.chunk_limit) - state;
         PayloadClaim::before_capture(PayloadUnit::Single, objects, framing)
-            .map_err(|e| GateError::Options(format!("the payload memory claim does not fit: {e}")))
+            .map_err(GateError::Claim)
     }
 
     /// The up-front payload memory claim of a `SpotWide` aggregate (28 §5, §12 item 4): 64 MiB
@@ -279,14 +285,14 @@ impl UnitGate {
         let state = u64::from(preserved)
             .checked_mul(MAX_ADAPTER_STATE_LEN)
             .and_then(|b| b.checked_add(listed))
-            .ok_or_else(|| GateError::Options("the aggregate claim overflows".into()))?;
+            .ok_or(GateError::Claim(PayloadMemoryError::ClaimOverflow))?;
         let framing = encoded_len(state, self.shared.chunk_limit) - state;
         PayloadClaim::before_capture(
             PayloadUnit::SpotWideAggregate,
             preserved,
             listed.saturating_add(framing),
         )
-        .map_err(|e| GateError::Options(format!("the payload memory claim does not fit: {e}")))
+        .map_err(GateError::Claim)
     }
 
     /// Source: waits until the outbound-unit permit, a `Capture` permit and the claim are all
