@@ -19,7 +19,9 @@
 //!
 //! Every case also runs over mesh TLS (a second server process and client node with
 //! certificates from one CA generated for the run), alternating rounds with the plaintext
-//! run; its line reports `tls/plain`.
+//! run; its line reports `tls/plain`. And every case runs with MessagePack as the payload
+//! codec of both ends (a third server process, `mesh_node --msgpack`, and client node), in
+//! the same alternating rounds; its line reports `msgpack/json` against the plaintext JSON run.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -29,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use zlink_codec::payload::{PayloadCodec, Selector};
 use zlink_codec::{MeshName, RoutingId};
 use zlink_runtime::MeshNode;
 use zlink_runtime::Message;
@@ -174,6 +177,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let pki = Pki::generate()?;
     let tls_dir = pki.dir.to_string_lossy().into_owned();
     let tls_server = MeshServer::spawn(&mesh_bin, &["--tls", &tls_dir, "--tls-name", SERVER])?;
+    let mp_server = MeshServer::spawn(&mesh_bin, &["--msgpack"])?;
     let raw = Server::spawn(&peer_bin, &["--raw"])?;
     let json = Server::spawn(&peer_bin, &["--raw-json"])?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -185,28 +189,32 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "mesh bench: {PAYLOAD} B payloads, {seconds:.1} s per case, two processes on loopback, node-direct calls"
     );
     rt.block_on(async {
-        let (host, node) = client(&server.endpoint, None).await?;
-        let (tls_host, tls_node) = client(&tls_server.endpoint, Some(pki.client()?)).await?;
+        let (host, node) = client(&server.endpoint, None, false).await?;
+        let (tls_host, tls_node) = client(&tls_server.endpoint, Some(pki.client()?), false).await?;
+        let (mp_host, mp_node) = client(&mp_server.endpoint, None, true).await?;
         let text = "x".repeat(PAYLOAD);
         let raw_payload = Bytes::from(vec![0xa5u8; PAYLOAD]);
 
         let (mut z, mut t, mut r) = (Count::default(), Count::default(), Count::default());
-        let mut j = Count::default();
+        let (mut j, mut m) = (Count::default(), Count::default());
         for _ in 0..ROUNDS {
             z.add(one_way(&node, &server.rid, &text, d / ROUNDS).await?);
             t.add(one_way(&tls_node, &tls_server.rid, &text, d / ROUNDS).await?);
+            m.add(one_way(&mp_node, &mp_server.rid, &text, d / ROUNDS).await?);
             r.add(raw_one_way(&raw.addr, &raw_payload, d / ROUNDS).await?);
             j.add(raw_json::one_way(&json.addr, &text, d / ROUNDS).await?);
         }
         print_throughput("one-way send", z.per_sec(), r.per_sec(), j.per_sec());
         print_tls("one-way send (TLS)", t.per_sec(), z.per_sec());
+        print_msgpack("one-way send (msgpack)", m.per_sec(), z.per_sec());
         for c in [1usize, 64] {
             let (mut z, mut t, mut r) =
                 (Samples::default(), Samples::default(), Samples::default());
-            let mut j = Samples::default();
+            let (mut j, mut m) = (Samples::default(), Samples::default());
             for _ in 0..ROUNDS {
                 z.add(request_response(&node, &server.rid, &text, c, d / ROUNDS).await?);
                 t.add(request_response(&tls_node, &tls_server.rid, &text, c, d / ROUNDS).await?);
+                m.add(request_response(&mp_node, &mp_server.rid, &text, c, d / ROUNDS).await?);
                 r.add(raw_request_response(&raw.addr, &raw_payload, c, d / ROUNDS).await?);
                 j.add(raw_json::request_response(&json.addr, &text, c, d / ROUNDS).await?);
             }
@@ -218,8 +226,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 &j.latency(),
             );
             print_tls(&format!("req/resp c={c} (TLS)"), t.per_sec, z.per_sec);
+            print_msgpack(
+                &format!("req/resp c={c} (msgpack)"),
+                m.latency().per_sec,
+                z.per_sec,
+            );
         }
-        for h in [host, tls_host] {
+        for h in [host, tls_host, mp_host] {
             let report = h.shutdown().await;
             if !report.failures.is_empty() {
                 return Err(format!("client shutdown: {:?}", report.failures));
@@ -227,7 +240,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
         Ok::<(), String>(())
     })?;
-    drop((server, tls_server, raw, json));
+    drop((server, tls_server, mp_server, raw, json));
     Ok(())
 }
 
@@ -243,6 +256,13 @@ fn print_tls(case: &str, tls: f64, plain: f64) {
     println!(
         "{case:<24} zlink {tls:>10.0} msg/s   plain {plain:>10.0} msg/s   tls/plain = {:.2}x",
         tls / plain
+    );
+}
+
+fn print_msgpack(case: &str, msgpack: f64, json: f64) {
+    println!(
+        "{case:<24} zlink {msgpack:>10.0} msg/s   json {json:>10.0} msg/s   msgpack/json = {:.2}x",
+        msgpack / json
     );
 }
 
@@ -323,9 +343,17 @@ fn to_string(e: impl std::fmt::Display) -> String {
 
 /// The client root: one MeshNode (fixed RID 01) whose manual peer is the server; returns once
 /// the peer is Ready with its weights known.
-async fn client(endpoint: &str, tls: Option<MeshTls>) -> Result<(ZLinkHost, MeshNode), String> {
+async fn client(
+    endpoint: &str,
+    tls: Option<MeshTls>,
+    msgpack: bool,
+) -> Result<(ZLinkHost, MeshNode), String> {
     let mesh = MeshName::new("demo").map_err(to_string)?;
-    let host = ZLink::builder()
+    let mut builder = ZLink::builder();
+    if msgpack {
+        builder = builder.codec(PayloadCodec::message_pack(), Selector::any());
+    }
+    let host = builder
         .route_mesh(mesh.clone(), |n| {
             let n = n
                 .topology(Topology::Manual)

@@ -65,6 +65,9 @@
 //! `ownerLeaseRenewTimeout`, `ownerLeaseFencingMargin`, `pollingInterval`; validated at
 //! startup), so tests can let a killed node's lease expire quickly.
 //!
+//! `--msgpack` makes MessagePack the payload codec of every declared type (JSON by default);
+//! both ends of a call need the same choice.
+//!
 //! `--tls DIR --tls-name NAME` speaks mesh TLS: `DIR/ca.pem` is the CA, `DIR/NAME.pem` and
 //! `DIR/NAME.key` this node's certificate (valid for the DNS name `NAME`) and key.
 //!
@@ -77,6 +80,7 @@ use std::time::Duration;
 
 use clap::{Arg, ArgAction, Command};
 use serde::{Deserialize, Serialize};
+use zlink_codec::payload::{PayloadCodec, Selector};
 use zlink_codec::records::ObjectRole;
 use zlink_codec::{MeshName, RoutingId};
 use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
@@ -184,6 +188,13 @@ fn cli() -> Command {
             opt("port", "listen port (0: any)")
                 .value_parser(clap::value_parser!(u16))
                 .default_value("0"),
+        )
+        .arg(
+            opt(
+                "msgpack",
+                "MessagePack as the payload codec of every declared type (default JSON)",
+            )
+            .action(ArgAction::SetTrue),
         )
         .arg(
             opt(
@@ -316,6 +327,9 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
     let rid_hex = Arc::new(std::sync::OnceLock::new());
     let rid_for_counter = Arc::clone(&rid_hex);
     let mut builder = ZLink::builder();
+    if args.get_flag("msgpack") {
+        builder = builder.codec(PayloadCodec::message_pack(), Selector::any());
+    }
     let automatic = if let Some(url) = args.get_one::<String>("redis") {
         let prefix = args
             .get_one::<String>("prefix")
