@@ -139,6 +139,9 @@ pub struct LeaseHealthStatus {
     /// How long until the local admission deadline passes (`None`: no lease held, or it
     /// passed already).
     pub admission_deadline_in: Option<Duration>,
+    /// How long ago the local admission deadline passed (`None`: it has not passed, no
+    /// lease deadline is known, or the lease was released).
+    pub admission_deadline_passed_for: Option<Duration>,
 }
 
 impl LeaseHealthStatus {
@@ -222,23 +225,22 @@ impl RenewState {
     /// The lease's state given the admission gate.
     pub(crate) fn status(&self, gate: &AdmissionGate) -> LeaseHealthStatus {
         let now = gate.now();
-        let deadline_in = gate
-            .deadline()
-            .filter(|d| *d > now)
-            .map(|d| d.saturating_sub(now));
+        let deadline = gate.deadline();
+        let deadline_in = deadline.filter(|d| *d > now).map(|d| d.saturating_sub(now));
+        let passed_for = deadline
+            .filter(|d| *d <= now)
+            .map(|d| now.saturating_sub(d));
         let state = match self.state.load(Ordering::Acquire) {
             Self::RELEASED => LeaseState::Released,
             _ if !gate.is_open() || deadline_in.is_none() => LeaseState::Expired,
             Self::FAILING => LeaseState::Renewing,
             _ => LeaseState::Held,
         };
+        let released = state == LeaseState::Released;
         LeaseHealthStatus {
             state,
-            admission_deadline_in: if state == LeaseState::Released {
-                None
-            } else {
-                deadline_in
-            },
+            admission_deadline_in: if released { None } else { deadline_in },
+            admission_deadline_passed_for: if released { None } else { passed_for },
         }
     }
 }

@@ -12,7 +12,15 @@ pub(crate) struct Answer {
     pub(crate) generation: u64,
     pub(crate) nonce: u64,
     pub(crate) count: u64,
+    /// How long past its node's admission deadline the handler started (the node's own lease
+    /// state at the handler's first step; 0: before it).
+    pub(crate) late_ms: u64,
 }
+
+/// The scheduling delay allowed between the admission gate's check and the handler's first
+/// step reading the lease: an answer whose handler started more than this past its node's
+/// admission deadline is late.
+pub(crate) const LATE_SLACK_MS: u64 = 100;
 
 /// How one request ended.
 #[derive(Debug, Clone)]
@@ -55,13 +63,14 @@ pub(crate) fn parse(lines: &[String]) -> (ById, Option<(u64, u64)>) {
     for line in lines {
         let w: Vec<&str> = line.split_whitespace().collect();
         match w.as_slice() {
-            ["P", id, sent, at, node, generation, nonce, count] => {
-                let (Ok(sent), Ok(at), Ok(generation), Ok(nonce), Ok(count)) = (
+            ["P", id, sent, at, node, generation, nonce, count, late_ms] => {
+                let (Ok(sent), Ok(at), Ok(generation), Ok(nonce), Ok(count), Ok(late_ms)) = (
                     sent.parse(),
                     at.parse(),
                     generation.parse(),
                     nonce.parse(),
                     count.parse(),
+                    late_ms.parse(),
                 ) else {
                     continue;
                 };
@@ -75,6 +84,7 @@ pub(crate) fn parse(lines: &[String]) -> (ById, Option<(u64, u64)>) {
                         generation,
                         nonce,
                         count,
+                        late_ms,
                     }));
             }
             ["E", id, _sent, at, kind, rest @ ..] if rest.len() <= 1 => {
@@ -128,8 +138,13 @@ pub(crate) struct Verdict {
     /// An activation starting below what an earlier one had acknowledged, without a higher
     /// ObjectGeneration.
     pub(crate) lost: u64,
-    /// Answers past the answering node's admission deadline.
+    /// Answers past the answering node's admission deadline: received in a window in which
+    /// the node could not have renewed (`Fenced`), or whose handler started more than
+    /// [`LATE_SLACK_MS`] past the deadline by the node's own lease state.
     pub(crate) late: u64,
+    /// The largest lateness a handler reported (ms past its node's admission deadline) among
+    /// requests sent from the fault on, within the slack or not.
+    pub(crate) late_max_ms: u64,
     /// Ids never answered after the fault healed.
     pub(crate) unreachable: u64,
     /// Per id, how long after the heal its first answer came (ms).
@@ -163,12 +178,14 @@ impl Verdict {
 }
 
 /// Checks every invariant over the outcomes of one run. `healed` is when the fault was over
-/// (driver clock, ms); `fenced` are the windows in which a node must not answer.
+/// (driver clock, ms); `fenced` are the windows in which a node must not answer; `fault_at` is
+/// when the fault began (a handler's own lateness counts for requests sent from then on).
 pub(crate) fn check(
     by_id: &ById,
     done: Option<(u64, u64)>,
     healed: u128,
     fenced: &[Fenced],
+    fault_at: u128,
 ) -> Verdict {
     let mut v = Verdict::default();
     let mut printed = 0u64;
@@ -198,9 +215,17 @@ pub(crate) fn check(
                     if a.at >= healed && recovered.is_none() {
                         recovered = Some(a.at - healed);
                     }
-                    if fenced
-                        .iter()
-                        .any(|f| f.node == a.node && a.sent >= f.from && a.at < f.until)
+                    // A handler's own lateness counts for requests sent from the fault on: one
+                    // admitted before a node was stopped may take its first step after SIGCONT
+                    // (admission is at the start, 21 §5), and one sent after the fault reaches
+                    // a stopped node's gate only once its deadline has passed.
+                    if a.sent >= fault_at {
+                        v.late_max_ms = v.late_max_ms.max(a.late_ms);
+                    }
+                    if (a.late_ms > LATE_SLACK_MS && a.sent >= fault_at)
+                        || fenced
+                            .iter()
+                            .any(|f| f.node == a.node && a.sent >= f.from && a.at < f.until)
                     {
                         v.late += 1;
                     }
@@ -425,7 +450,23 @@ mod tests {
     use super::*;
 
     fn p(id: &str, t: u128, node: &str, generation: u64, nonce: u64, count: u64) -> String {
-        format!("P {id} {t} {} {node} {generation} {nonce} {count}", t + 1)
+        late(id, t, node, generation, nonce, count, 0)
+    }
+
+    /// A `P` line whose handler started `late_ms` past its node's admission deadline.
+    fn late(
+        id: &str,
+        t: u128,
+        node: &str,
+        generation: u64,
+        nonce: u64,
+        count: u64,
+        late_ms: u64,
+    ) -> String {
+        format!(
+            "P {id} {t} {} {node} {generation} {nonce} {count} {late_ms}",
+            t + 1
+        )
     }
 
     #[test]
@@ -438,7 +479,7 @@ mod tests {
             "LOAD-DONE 3 1".to_owned(),
         ];
         let (by_id, done) = parse(&lines);
-        let v = check(&by_id, done, 35, &[]);
+        let v = check(&by_id, done, 35, &[], 0);
         assert!(v.holds(1_000), "{v:?}");
         assert_eq!((v.ok, v.recovery_ms.clone()), (3, vec![6]));
     }
@@ -454,12 +495,12 @@ mod tests {
             ]
         };
         let (by_id, done) = parse(&lines(" ConnectionLost"));
-        let v = check(&by_id, done, 0, &[]);
+        let v = check(&by_id, done, 0, &[], 0);
         assert!(v.holds(1_000), "{v:?}");
         assert_eq!(v.errors.get("Unavailable"), Some(&1));
         // Any other Unavailable said nothing was applied: the skip is a break.
         let (by_id, done) = parse(&lines(""));
-        assert_eq!(check(&by_id, done, 0, &[]).count_breaks, 1);
+        assert_eq!(check(&by_id, done, 0, &[], 0).count_breaks, 1);
     }
 
     #[test]
@@ -471,7 +512,7 @@ mod tests {
             "LOAD-DONE 3 0".to_owned(),
         ];
         let (by_id, done) = parse(&lines);
-        assert_eq!(check(&by_id, done, 0, &[]).doubles, 1);
+        assert_eq!(check(&by_id, done, 0, &[], 0).doubles, 1);
     }
 
     #[test]
@@ -482,22 +523,25 @@ mod tests {
             "LOAD-DONE 2 0".to_owned(),
         ];
         let (by_id, done) = parse(&lines);
-        assert_eq!(check(&by_id, done, 0, &[]).lost, 1);
+        assert_eq!(check(&by_id, done, 0, &[], 0).lost, 1);
         let lower = vec![p("a", 10, "n1", 5, 7, 3), p("a", 20, "n2", 4, 9, 1)];
-        assert_eq!(check(&parse(&lower).0, Some((2, 0)), 0, &[]).lost, 1);
+        assert_eq!(check(&parse(&lower).0, Some((2, 0)), 0, &[], 0).lost, 1);
     }
 
     #[test]
     fn a_count_that_skips_without_a_timeout_breaks_and_with_one_holds() {
         let skip = vec![p("a", 10, "n1", 1, 7, 1), p("a", 20, "n1", 1, 7, 3)];
-        assert_eq!(check(&parse(&skip).0, Some((2, 0)), 0, &[]).count_breaks, 1);
+        assert_eq!(
+            check(&parse(&skip).0, Some((2, 0)), 0, &[], 0).count_breaks,
+            1
+        );
         let timed = vec![
             p("a", 10, "n1", 1, 7, 1),
             "E a 15 16 DeadlineExceeded".to_owned(),
             p("a", 20, "n1", 1, 7, 3),
         ];
         assert_eq!(
-            check(&parse(&timed).0, Some((2, 1)), 0, &[]).count_breaks,
+            check(&parse(&timed).0, Some((2, 1)), 0, &[], 0).count_breaks,
             0
         );
     }
@@ -510,18 +554,31 @@ mod tests {
             from: 200,
             until: 400,
         }];
-        assert_eq!(check(&parse(&lines).0, Some((2, 0)), 0, &fenced).late, 1);
+        assert_eq!(check(&parse(&lines).0, Some((2, 0)), 0, &fenced, 0).late, 1);
+    }
+
+    #[test]
+    fn a_handler_started_past_its_nodes_admission_deadline_beyond_the_slack_is_late() {
+        let at_slack = vec![late("a", 100, "n1", 1, 7, 1, LATE_SLACK_MS)];
+        assert_eq!(check(&parse(&at_slack).0, Some((1, 0)), 0, &[], 0).late, 0);
+        let past = vec![late("a", 100, "n1", 1, 7, 1, LATE_SLACK_MS + 1)];
+        let v = check(&parse(&past).0, Some((1, 0)), 0, &[], 0);
+        assert_eq!((v.late, v.ok, v.unaccounted), (1, 1, 0));
+        assert_eq!(v.late_max_ms, LATE_SLACK_MS + 1);
+        // Sent before the fault began (admitted before a stop, first step after it): not late.
+        let before = check(&parse(&past).0, Some((1, 0)), 0, &[], 101);
+        assert_eq!((before.late, before.late_max_ms), (0, 0));
     }
 
     #[test]
     fn an_id_never_answered_after_the_heal_is_unreachable_and_a_missing_line_unaccounted() {
         let lines = vec![p("a", 10, "n1", 1, 7, 1), "LOAD-DONE 2 0".to_owned()];
-        let v = check(&parse(&lines).0, parse(&lines).1, 50, &[]);
+        let v = check(&parse(&lines).0, parse(&lines).1, 50, &[], 0);
         assert_eq!((v.unreachable, v.unaccounted), (1, 1));
         assert!(!v.holds(1_000));
         let undefined = vec![p("a", 60, "n1", 1, 7, 1), "E a 70 71 Weird".to_owned()];
         assert_eq!(
-            check(&parse(&undefined).0, Some((1, 1)), 0, &[]).undefined,
+            check(&parse(&undefined).0, Some((1, 1)), 0, &[], 0).undefined,
             1
         );
     }

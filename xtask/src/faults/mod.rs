@@ -282,7 +282,7 @@ impl Row {
         let v = &self.verdict;
         let errors: Vec<String> = v.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
         format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} ms | {} | {} | {} | {} | {} | {}{} |",
+            "| {} | {} | {} | {} | {} | {} (max {} ms) | {} | {} | {} / {} ms | {} | {} | {} | {} | {} | {}{} |",
             self.scenario.name(),
             v.ok,
             if errors.is_empty() {
@@ -293,6 +293,7 @@ impl Row {
             v.lost,
             v.doubles,
             v.late,
+            v.late_max_ms,
             v.count_breaks,
             v.unreachable,
             v.recovery_p50(),
@@ -468,7 +469,7 @@ fn run_scenario(
         let _ = std::fs::write(&path, lines.join("\n"));
     }
     let (by_id, totals) = check::parse(&lines);
-    let verdict = check::check(&by_id, totals, healed, &fenced);
+    let verdict = check::check(&by_id, totals, healed, &fenced, fault_at);
     let mut notes = Vec::new();
     let relocate = match relocate_sent {
         Some(sent) => {

@@ -97,7 +97,8 @@ fn wall_ms() -> u128 {
 
 /// One sequential loop of `Probe`s per id, all ids at once, for `window`, `pause` apart: every
 /// request ends in exactly one line, `P <id> <sent-ms> <answered-ms> <node> <generation>
-/// <nonce> <count>` or `E <id> <sent-ms> <ended-ms> <kind> [ConnectionLost]` (the last word for
+/// <nonce> <count> <late-ms>` (late-ms: how long past its node's admission deadline the handler
+/// started, 0 when before it) or `E <id> <sent-ms> <ended-ms> <kind> [ConnectionLost]` (the last word for
 /// an `Unavailable` whose connection went down after the request was sent). After a `NotFound` the loop asks
 /// `get_or_create` for the id (the Actor may have been recreated elsewhere) before its next
 /// probe. Returns `LOAD-DONE <answered> <failed>`.
@@ -122,12 +123,13 @@ async fn load(
                     Ok(r) => {
                         answered.fetch_add(1, Ordering::Relaxed);
                         say(&format!(
-                            "P {id} {sent} {} {} {} {} {}",
+                            "P {id} {sent} {} {} {} {} {} {}",
                             wall_ms(),
                             r.node,
                             r.generation,
                             r.nonce,
-                            r.count
+                            r.count,
+                            r.late_ms
                         ));
                     }
                     Err(e) => {

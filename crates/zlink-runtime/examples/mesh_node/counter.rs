@@ -132,6 +132,31 @@ pub(crate) struct ProbeReply {
     pub(crate) nonce: u64,
     /// The count after this probe.
     pub(crate) count: u64,
+    /// How long after its node's admission deadline (21 §5) the handler started, in
+    /// milliseconds, as the node's own lease state said at the handler's first step; 0 when
+    /// the deadline was ahead.
+    pub(crate) late_ms: u64,
+}
+
+/// What the counter's handlers know of the node that runs them, set once the root started.
+#[derive(Default)]
+pub(crate) struct Serving {
+    /// The node's routing id (hex).
+    pub(crate) rid: std::sync::OnceLock<String>,
+    /// The running host, for its owner lease's state. (The host holds the handler that holds
+    /// this clone: the host lives until the process ends, which is what this example wants.)
+    pub(crate) host: std::sync::OnceLock<zlink_runtime::ZLinkHost>,
+}
+
+impl Serving {
+    /// How long ago the node's admission deadline passed, in milliseconds (0: not passed).
+    fn late_ms(&self) -> u64 {
+        self.host
+            .get()
+            .and_then(|h| h.location_health())
+            .and_then(|h| h.owner_lease.admission_deadline_passed_for)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
 }
 
 /// Captures and restores the whole counter as JSON.
@@ -148,7 +173,7 @@ impl ActorStateAdapter<Counter> for Json {
 /// The counter type's registration under `policy`.
 pub(crate) fn counter_type(
     policy: Policy,
-    node: std::sync::Arc<std::sync::OnceLock<String>>,
+    serving: std::sync::Arc<Serving>,
 ) -> impl FnOnce(ActorType<Counter>) -> ActorType<Counter> {
     move |t| {
         let t = t
@@ -160,7 +185,9 @@ pub(crate) fn counter_type(
                 })
             })
             .on_request::<Probe, _>(move |c, _probe, _ctx| {
-                let node = node.get().cloned().unwrap_or_default();
+                // The handler's first step: the gate admitted it just before (21 §5).
+                let late_ms = serving.late_ms();
+                let node = serving.rid.get().cloned().unwrap_or_default();
                 Box::pin(async move {
                     if c.nonce == 0 {
                         c.nonce = fresh_nonce();
@@ -171,6 +198,7 @@ pub(crate) fn counter_type(
                         generation: c.generation,
                         nonce: c.nonce,
                         count: c.n,
+                        late_ms,
                     })
                 })
             })

@@ -49,7 +49,9 @@
 //! - `LOAD <prefix> <first> <count> <millis> <pause-ms> <timeout-ms>` → per id of `ACTORS`'
 //!   range, one sequential loop of `Probe` requests (`pause-ms` apart, each with a
 //!   `timeout-ms` reply timeout) for `millis` ms; every request ends in exactly one line:
-//!   `P <id> <sent-ms> <answered-ms> <node-rid-hex> <generation> <activation-nonce> <count>` or
+//!   `P <id> <sent-ms> <answered-ms> <node-rid-hex> <generation> <activation-nonce> <count>
+//!   <late-ms>` (late-ms: how long past the answering node's admission deadline its handler
+//!   started, by that node's own lease state; 0 when before it) or
 //!   `E <id> <sent-ms> <ended-ms> <kind> [ConnectionLost]` (wall-clock milliseconds; after `NotFound` the loop
 //!   asks `get_or_create` for the id), then `LOAD-DONE <answered> <failed>` — what
 //!   `cargo xtask faults` checks its invariants on
@@ -323,9 +325,10 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         .get_one::<String>("relocation")
         .and_then(|p| Policy::parse(p))
         .unwrap_or(Policy::Disable);
-    // The node's routing id, known once the root started (the Probe replies name it).
-    let rid_hex = Arc::new(std::sync::OnceLock::new());
-    let rid_for_counter = Arc::clone(&rid_hex);
+    // The node's routing id and host, known once the root started (the Probe replies name
+    // the node and say whether its admission deadline had passed).
+    let serving = Arc::new(counter::Serving::default());
+    let serving_for_counter = Arc::clone(&serving);
     let mut builder = ZLink::builder();
     if args.get_flag("msgpack") {
         builder = builder.codec(PayloadCodec::message_pack(), Selector::any());
@@ -373,9 +376,10 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
                 n = n.tls(tls);
             }
             if objects {
-                n = n
-                    .object_role(ObjectRole::Server)
-                    .actor_type::<Counter>(COUNTER, counter::counter_type(policy, rid_for_counter));
+                n = n.object_role(ObjectRole::Server).actor_type::<Counter>(
+                    COUNTER,
+                    counter::counter_type(policy, serving_for_counter),
+                );
             }
             n.on_request::<Echo, _, _>(|e, _ctx| async move { Ok(e.bytes) })
                 .on_request::<Slow, _, _>(|s, _ctx| async move {
@@ -396,7 +400,8 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
         .start()
         .await?;
     let node = host.node(&mesh).ok_or("the demo node is missing")?;
-    let _ = rid_hex.set(node.routing_id().to_string());
+    let _ = serving.rid.set(node.routing_id().to_string());
+    let _ = serving.host.set(host.clone());
     let actors = if objects { Some(host.actors()?) } else { None };
     say(&format!("READY {} {}", node.routing_id(), node.endpoint()));
 

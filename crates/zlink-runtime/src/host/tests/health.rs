@@ -65,6 +65,7 @@ async fn health_follows_an_outage_and_recovery(
         health.owner_lease.admission_deadline_in.is_some(),
         "a held lease has an admission deadline ahead"
     );
+    assert_eq!(health.owner_lease.admission_deadline_passed_for, None);
     assert!(host.status().health.is_some(), "HostStatus reports it too");
 
     outage().await;
@@ -77,6 +78,20 @@ async fn health_follows_an_outage_and_recovery(
     assert!(health.store.failing_for.is_some());
     assert!(health.store.consecutive_failures > 0);
     assert_eq!(health.owner_lease.admission_deadline_in, None);
+    let passed = health
+        .owner_lease
+        .admission_deadline_passed_for
+        .expect("an expired lease says how long ago its deadline passed");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let later = host.location_health().expect("health").owner_lease;
+    if later.state == LeaseState::Expired {
+        assert!(
+            later
+                .admission_deadline_passed_for
+                .is_some_and(|p| p >= passed),
+            "the time past the deadline only grows while it stays expired"
+        );
+    }
     assert!(!host.owner_lease_healthy());
 
     heal().await;
@@ -91,6 +106,7 @@ async fn health_follows_an_outage_and_recovery(
     assert_eq!(health.store.failing_for, None);
     assert_eq!(health.store.consecutive_failures, 0);
     assert!(health.owner_lease.admission_deadline_in.is_some());
+    assert_eq!(health.owner_lease.admission_deadline_passed_for, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
