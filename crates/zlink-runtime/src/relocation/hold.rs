@@ -79,6 +79,15 @@ impl Relocations {
         }
     }
 
+    /// Tests: how many messages the target's temporary queue holds for `key` now.
+    #[cfg(test)]
+    pub(crate) fn queued_len(&self, key: &ObjectKey) -> usize {
+        match self.gates.lock().get(key) {
+            Some(Gate::Queueing(h)) => h.held.len(),
+            _ => 0,
+        }
+    }
+
     /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
     /// otherwise. A follow window that has passed ends here.
     pub(crate) fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {

@@ -315,7 +315,16 @@ pub(crate) struct Relocations {
     /// taken (a seal can fall right there).
     #[cfg(test)]
     pub(crate) arrival_hook: Mutex<Option<ArrivalHook>>,
+    /// Tests: runs on this node, as a target, once a unit's owner change applied and before
+    /// its participants go live (the commit waits for it).
+    #[cfg(test)]
+    pub(crate) owner_changed_hook: Mutex<Option<OwnerChangedHook>>,
 }
+
+/// Tests: a callback run between a target's applied owner change and its opening.
+#[cfg(test)]
+pub(crate) type OwnerChangedHook =
+    std::sync::Arc<dyn Fn() -> crate::messaging::BoxFuture<'static, ()> + Send + Sync>;
 
 /// Tests: a callback run as a message for the live object `key` reaches the gate.
 #[cfg(test)]

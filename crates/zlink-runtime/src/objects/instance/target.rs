@@ -133,6 +133,19 @@ pub(super) async fn activate(
                 if host.is_live(&key) || host.instances.activating(&envelope.id).is_some() {
                     continue;
                 }
+                // Moved here, its owner change applied and its activation not open yet: the
+                // move's temporary queue takes the message, which runs as the activation
+                // opens (before, it was refused `Unavailable`).
+                if host.interception.covers(&key) {
+                    match deliver_here(host, node, &key, &envelope).await {
+                        Err(e) if crate::objects::held::is_refollow(&e) => {}
+                        Err(ZLinkError::Unavailable {
+                            reason: UnavailableReason::NotConnected,
+                            ..
+                        }) if host.is_live(&key) => continue,
+                        out => return out,
+                    }
+                }
                 // Neither live nor being activated here: the activation ended (closed), or a
                 // creation's cancel did not land.
                 return Err(ZLinkError::Unavailable {

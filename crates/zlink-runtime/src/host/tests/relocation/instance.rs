@@ -21,6 +21,8 @@ use crate::relocation::MovesOf;
 use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
 
+mod window;
+
 /// Handlers of [`Block`] for a Spot id registered here wait until it is notified.
 static BLOCKS: std::sync::LazyLock<
     parking_lot::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Notify>>>,
