@@ -39,6 +39,17 @@ pub(crate) trait Interception: Send + Sync + 'static {
         origin: Option<&zlink_transport::Envelope>,
     ) -> Result<(), ZLinkError>;
 
+    /// [`submit_unless_taken`](Self::submit_unless_taken) for a one-way whose completion
+    /// answers its caller once it is admitted (an Instance Spot activation one-way): when no
+    /// relocation takes `m`, its completion ends at once (handed over: admitted) and `m` is
+    /// submitted without it, under the same lock; taken, the completion stays with it.
+    fn admit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError>;
+
     /// The implementation itself, for the layer that installed it.
     fn as_any(&self) -> &dyn Any;
 }
@@ -69,6 +80,18 @@ impl Interception for NoMoves {
         _: Option<&zlink_transport::Envelope>,
     ) -> Result<(), ZLinkError> {
         live.submit(m.route, m.call, m.cost, m.reply)
+    }
+
+    fn admit_unless_taken(
+        &self,
+        _: &ObjectKey,
+        mut m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        if let Some(done) = m.reply.take() {
+            done.handed_over();
+        }
+        live.submit(m.route, m.call, m.cost, None)
     }
 
     fn as_any(&self) -> &dyn Any {

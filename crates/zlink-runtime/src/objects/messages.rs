@@ -107,13 +107,20 @@ impl ObjectClient {
         // A record whose owner run is dead is recovered (at most twice), then read again: the
         // caller gets the record as it is now, not an endless `Unavailable`.
         for _ in 0..2 {
-            match &read {
-                AuthorityRead::Found { handle, .. }
-                    if self.objects.recover_if_dead(handle).await? =>
-                {
-                    read = self.read(kind, &key.1).await?;
+            let AuthorityRead::Found { handle, .. } = &read else {
+                break;
+            };
+            match self.objects.recover_if_dead(handle).await {
+                Ok(true) => read = self.read(kind, &key.1).await?,
+                Ok(false) => break,
+                // A recovery that failed at the Store is no failure of the message: the record
+                // is answered as read — its owner run is dead, so the route is unavailable
+                // (06 §20: an Actor or Spot message is `NotFound` or `Unavailable`, never
+                // `InternalFailure`); a later message recovers it.
+                Err(e) => {
+                    tracing::debug!(object = %what(key.0, &key.1), error = %e, "at-access recovery failed: the record is answered as read");
+                    break;
                 }
-                _ => break,
             }
         }
         match read {

@@ -11,7 +11,9 @@
 //!   admission window from a discovery read, not this host) recover that one object
 //!   (`AuthorityClient::recover_object`: the sweep's guarded batch, limited to it) and read
 //!   again, so the caller gets a new incarnation (GetOrCreate) or a definite `NotFound`, not a
-//!   stale ref or an endless `Unavailable`. Two accessors at once: one recovery applies, the
+//!   stale ref or an endless `Unavailable`. A recovery that fails at the Store fails a creation
+//!   (`InternalFailure`, 06 §20) but not a message: that one is answered by the record as read
+//!   (its owner dead: `Unavailable`), and a later message recovers it. Two accessors at once: one recovery applies, the
 //!   other conflicts on the record's version, and Reserve decides the one new incarnation. A
 //!   run whose lease turned out held is not read again for one `pollingInterval` (by the
 //!   periodic sweep: for one `deadRunSweepInterval`). Records of

@@ -79,6 +79,15 @@ impl Relocations {
         }
     }
 
+    /// Tests: how many messages the target's temporary queue holds for `key` now.
+    #[cfg(test)]
+    pub(crate) fn queued_len(&self, key: &ObjectKey) -> usize {
+        match self.gates.lock().get(key) {
+            Some(Gate::Queueing(h)) => h.held.len(),
+            _ => 0,
+        }
+    }
+
     /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
     /// otherwise. A follow window that has passed ends here.
     pub(crate) fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
@@ -95,9 +104,37 @@ impl Relocations {
     pub(crate) fn submit_unless_taken(
         &self,
         key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+        origin: Option<&zlink_transport::Envelope>,
+    ) -> Result<(), ZLinkError> {
+        self.submit_or_take(key, m, live, origin, false)
+    }
+
+    /// [`submit_unless_taken`](Self::submit_unless_taken) for a one-way whose completion
+    /// answers its caller once it is admitted (an Instance Spot activation one-way): when no
+    /// relocation takes `m`, its completion ends at once (admitted) and `m` is submitted
+    /// without it, under the same lock. Taken, the completion stays with it (relayed, run
+    /// after a cancel, or refollowed).
+    pub(crate) fn admit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        self.submit_or_take(key, m, live, None, true)
+    }
+
+    /// Takes `m` under the gate lock, or submits it to `live` under that lock; `admitted`:
+    /// a submitted `m` leaves its completion ended at once (see
+    /// [`admit_unless_taken`](Self::admit_unless_taken)).
+    fn submit_or_take(
+        &self,
+        key: &ObjectKey,
         mut m: Held,
         live: &dyn LiveObject,
         origin: Option<&zlink_transport::Envelope>,
+        admitted: bool,
     ) -> Result<(), ZLinkError> {
         #[cfg(test)]
         {
@@ -118,7 +155,14 @@ impl Relocations {
         } else {
             m
         };
-        live.submit(m.route, m.call, m.cost, m.reply)
+        let reply = match m.reply {
+            Some(done) if admitted => {
+                done.handed_over();
+                None
+            }
+            reply => reply,
+        };
+        live.submit(m.route, m.call, m.cost, reply)
     }
 
     /// [`intercept`](Self::intercept) for a message another previous owner followed here
@@ -402,6 +446,15 @@ impl crate::objects::interception::Interception for Relocations {
         origin: Option<&zlink_transport::Envelope>,
     ) -> Result<(), ZLinkError> {
         Relocations::submit_unless_taken(self, key, m, live, origin)
+    }
+
+    fn admit_unless_taken(
+        &self,
+        key: &ObjectKey,
+        m: Held,
+        live: &dyn LiveObject,
+    ) -> Result<(), ZLinkError> {
+        Relocations::admit_unless_taken(self, key, m, live)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

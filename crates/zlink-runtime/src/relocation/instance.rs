@@ -7,7 +7,8 @@
 //! envelopes delivered to the live activation and direct `spot` messages — are held after the
 //! current handler, relayed or queued on the target, and followed like an Actor's (an
 //! activation one-way carries a `spot` envelope of its own so that it is relayed, and its
-//! caller is answered once it was relayed or ran; one the follow takes is sent on by the
+//! caller is answered once it ran or the target took it — a ping behind the relays on the
+//! command lane answers only after the target handled them —; one the follow takes is sent on by the
 //! record instead, admitted by the new owner before it is answered — [`refollow`]). The target
 //! builds the same SpotId with the type's factory (`RecreateOnRelocation`), then restores the
 //! adapter's bytes on it (`PreserveStateWith`), and runs its temporary queue once NewOwner

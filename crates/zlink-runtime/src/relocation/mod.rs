@@ -315,7 +315,20 @@ pub(crate) struct Relocations {
     /// taken (a seal can fall right there).
     #[cfg(test)]
     pub(crate) arrival_hook: Mutex<Option<ArrivalHook>>,
+    /// Tests: runs on this node, as a target, once a unit's owner change applied and before
+    /// its participants go live (the commit waits for it).
+    #[cfg(test)]
+    pub(crate) owner_changed_hook: Mutex<Option<TargetHook>>,
+    /// Tests: runs on this node, as a target, as a relayed message arrives, before it is taken
+    /// (the command loop waits for it).
+    #[cfg(test)]
+    pub(crate) relay_hook: Mutex<Option<TargetHook>>,
 }
+
+/// Tests: a callback a target runs at a step of a move (the step waits for it).
+#[cfg(test)]
+pub(crate) type TargetHook =
+    std::sync::Arc<dyn Fn() -> crate::messaging::BoxFuture<'static, ()> + Send + Sync>;
 
 /// Tests: a callback run as a message for the live object `key` reaches the gate.
 #[cfg(test)]

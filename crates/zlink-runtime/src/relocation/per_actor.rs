@@ -77,6 +77,9 @@ pub(crate) struct PerActorMove {
     /// The members whose unit moved them already.
     moved: parking_lot::Mutex<std::collections::HashSet<ObjectId>>,
     source_spot: Arc<dyn LiveObject>,
+    /// The move's deadline, if it has one (a host Relocate's): every member unit's Restore
+    /// carries it, so its target waits for the unit's ready no longer than that.
+    until: Option<tokio::time::Instant>,
 }
 
 /// The live members of the `PerActor` User Spot `spot` on this node (their records name it),
@@ -122,7 +125,7 @@ pub(crate) async fn relocate_per_actor(
     target: Option<&RoutingId>,
     until: Option<tokio::time::Instant>,
 ) -> Result<usize, ZLinkError> {
-    let moving = transition_per_actor_spot(client, spot, target).await?;
+    let moving = transition_per_actor_spot_within(client, spot, target, until).await?;
     let moved = if until.is_some_and(|u| tokio::time::Instant::now() >= u) {
         Err(ZLinkError::DeadlinePassed {
             operation: "PerActor move (its members never started moving)",
@@ -138,10 +141,24 @@ pub(crate) async fn relocate_per_actor(
 /// this node (step 1 of the module doc). A `DisableRelocation` Spot or member type is refused
 /// (`InvalidOperation`) before anything is stored; a transition that fails before its CAS is
 /// cancelled and the Spot serves here again.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) async fn transition_per_actor_spot(
     client: &ObjectClient,
     spot: &ObjectId,
     target: Option<&RoutingId>,
+) -> Result<PerActorMove, ZLinkError> {
+    transition_per_actor_spot_within(client, spot, target, None).await
+}
+
+/// [`transition_per_actor_spot`] with the move's deadline `until` (a host Relocate's, when
+/// given): the transition's Restore command and those of its member units carry it
+/// (`deadlineMs`, docs/formats.md §14), so each target waits for its unit's ready no longer
+/// than that.
+pub(crate) async fn transition_per_actor_spot_within(
+    client: &ObjectClient,
+    spot: &ObjectId,
+    target: Option<&RoutingId>,
+    until: Option<tokio::time::Instant>,
 ) -> Result<PerActorMove, ZLinkError> {
     let host = &client.objects;
     let key: ObjectKey = (AuthorityKind::Spot, spot.clone());
@@ -199,6 +216,7 @@ pub(crate) async fn transition_per_actor_spot(
         unit,
     )
     .per_actor(part.clone(), true)
+    .until(until)
     .run(effects)
     .await?;
     tracing::info!(
@@ -217,6 +235,7 @@ pub(crate) async fn transition_per_actor_spot(
         members,
         moved: parking_lot::Mutex::default(),
         source_spot: live,
+        until,
     })
 }
 
@@ -236,7 +255,8 @@ impl PerActorMove {
     /// Moves one member Actor as its own unit to the Spot's node (step 2 of the module doc).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) async fn move_member(&self, actor: &ActorRef) -> Result<ActorRef, ZLinkError> {
-        let moved = move_member(&self.client, actor, &self.to, self.part.clone()).await?;
+        let moved =
+            move_member(&self.client, actor, &self.to, self.part.clone(), self.until).await?;
         self.moved.lock().insert(actor.id.clone());
         Ok(moved)
     }
@@ -247,15 +267,18 @@ impl PerActorMove {
         let mut units = JoinSet::new();
         let done = self.moved.lock().clone();
         for actor in self.members.iter().filter(|a| !done.contains(&a.id)) {
-            let (client, actor, to, part) = (
+            let (client, actor, to, part, until) = (
                 self.client.clone(),
                 actor.clone(),
                 self.to.clone(),
                 self.part.clone(),
+                self.until,
             );
             units.spawn(async move {
                 let id = actor.id.clone();
-                move_member(&client, &actor, &to, part).await.map(|_| id)
+                move_member(&client, &actor, &to, part, until)
+                    .await
+                    .map(|_| id)
             });
         }
         let (mut moved, mut failure) = (0, None);
@@ -297,11 +320,14 @@ impl PerActorMove {
     }
 }
 
+/// Moves the member `actor` as its own unit to `to`, its Restore carrying the move's deadline
+/// `until` when it has one.
 async fn move_member(
     client: &ObjectClient,
     actor: &ActorRef,
     to: &RoutingId,
     part: PerActorPart,
+    until: Option<tokio::time::Instant>,
 ) -> Result<ActorRef, ZLinkError> {
-    relocate_actor_unit(client, actor, Some(to), Some(part), None).await
+    relocate_actor_unit(client, actor, Some(to), Some(part), until).await
 }

@@ -24,7 +24,7 @@ use crate::messaging::{ErrorReply, UnavailableReason, ZLinkError};
 use crate::objects::ActorRef;
 use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure, what};
-use crate::objects::live::LiveObject;
+use crate::objects::live::{Completion, LiveObject};
 use crate::objects::membership::Membership;
 use crate::objects::messages::owner_unreachable;
 use crate::objects::registration::RelocationChoice;
@@ -332,6 +332,7 @@ pub(super) fn relay(
     let peer = inner.route_to(to)?;
     let relayable = client.objects.relocations().take_relayable(key);
     let mut failed = None;
+    let mut admitted = Vec::new();
     for m in relayable {
         let Some(env) = &m.origin else { continue };
         let sent = match &failed {
@@ -340,6 +341,11 @@ pub(super) fn relay(
                 .and_then(|body| inner.send_control(&peer, wire::RELAY, body)),
         };
         match (sent, m.reply) {
+            // An Instance Spot one-way whose caller waits for its admission: answered once the
+            // target took it (`admitted_once_taken`).
+            (Ok(()), Some(done)) if m.route == crate::messaging::RouteKind::Send => {
+                admitted.push(done);
+            }
             (Ok(()), Some(done)) => done.handed_over(),
             (Ok(()), None) => {}
             (Err(e), reply) => {
@@ -351,10 +357,37 @@ pub(super) fn relay(
             }
         }
     }
+    admitted_once_taken(client, to, admitted);
     match failed {
         None => Ok(()),
         Some(e) => Err(e),
     }
+}
+
+/// How long a relay's fence waits for the target's answer before the callers it holds are
+/// answered anyway (as when the relay was sent).
+const RELAY_FENCE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Answers the callers of relayed Instance Spot one-ways (`admitted`) once the target took
+/// them: a ping on the same command lane, behind the relays, whose answer comes only after the
+/// target handled every one-way command before it (they run in arrival order there). Answered
+/// at the send, a caller's next one-way — to the new owner, once its record read names it —
+/// could reach the target first and run before the relayed one (28 §7: one caller's one-ways
+/// stay in order across the move). A fence that fails answers them anyway (the relays were
+/// sent).
+fn admitted_once_taken(client: &ObjectClient, to: &RoutingId, admitted: Vec<Completion>) {
+    if admitted.is_empty() {
+        return;
+    }
+    let (node, to) = (client.node.clone(), to.clone());
+    tokio::spawn(async move {
+        if let Err(e) = node.ping(&to, RELAY_FENCE_TIMEOUT).await {
+            tracing::debug!(error = %e, "relocation: the relay fence was not answered");
+        }
+        for done in admitted {
+            done.handed_over();
+        }
+    });
 }
 
 /// What a read of a unit's record says about its target (spec 21 §10: a read that fails is

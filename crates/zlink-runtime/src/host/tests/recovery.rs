@@ -78,6 +78,7 @@ on_every_store!(
     get_or_create_recovers_a_record_whose_owner_lease_is_gone_though_nobody_saw_it_leave,
     a_periodic_sweep_reclaims_dead_runs_nobody_observed,
     a_stalled_owner_whose_lease_is_held_is_never_recovered,
+    a_message_whose_owner_recovery_fails_is_unavailable_not_an_internal_failure,
 );
 
 /// A root creates Actors, then dies without any live peer observing it (its lease runs out).
@@ -261,4 +262,63 @@ async fn a_stalled_owner_whose_lease_is_held_is_never_recovered(h: &Harness) {
         AuthorityRead::Missing { .. } => panic!("a live owner's record was recovered"),
     }
     stop_all(&[&ha]).await;
+}
+
+/// Issue 20 (`owner-kill` fault scenario): a message by global id whose record names a dead
+/// run recovers it at access; when that recovery fails at the Store (here its writes refused
+/// by the backend; in the scenario, concurrent recoveries of one dead run contending), the
+/// message ends `Unavailable` — spec 06 §20, "route unavailable" for an Actor message, which
+/// has no `InternalFailure` — and is answered by the record as read. A later message
+/// recovers it and hears `NotFound`.
+async fn a_message_whose_owner_recovery_fails_is_unavailable_not_an_internal_failure(h: &Harness) {
+    use zlink_store_conformance::InjectedError;
+    use zlink_store_spi::FailureKind;
+    let factories = Arc::new(AtomicUsize::new(0));
+    let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let (hd, _) = counter_server(faulty.clone(), options(Duration::ZERO), &factories).await;
+    wait_discovered(&[&hd]).await;
+    let old = hd
+        .actors()
+        .expect("manager")
+        .get_or_create("counter", "r-0")
+        .await
+        .expect("created");
+    let dead = runs(&[&hd]);
+    kill_unobserved(h, &[&faulty], &dead).await;
+
+    let live = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let (ha, _) = counter_server(live.clone(), options(Duration::ZERO), &factories).await;
+    wait_discovered(&[&ha]).await;
+    let refused = Fault::FailBefore(InjectedError::Failure(FailureKind::Backend));
+    let ma = ha.actors().expect("manager");
+    live.set_fault([LocationOp::Write], refused);
+    let err = ma
+        .request(old.id.as_str(), &Incr)
+        .await
+        .expect_err("the owner is dead");
+    live.set_fault([LocationOp::Write], Fault::PassThrough);
+    assert_eq!(
+        err.kind(),
+        crate::messaging::ErrorKind::Unavailable,
+        "{err}"
+    );
+    // Once this node's own writes go through again (its lease renewal failed meanwhile too),
+    // a message recovers the record.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let err = ma
+            .request(old.id.as_str(), &Incr)
+            .await
+            .expect_err("the owner is dead");
+        match err.kind() {
+            crate::messaging::ErrorKind::NotFound => break,
+            crate::messaging::ErrorKind::Unavailable => {}
+            other => panic!("{other}: {err}"),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never recovered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(rows_of(h, &dead).await, 0, "the dead run's row is gone");
+    faulty.heal();
+    stop_all(&[&ha, &hd]).await;
 }

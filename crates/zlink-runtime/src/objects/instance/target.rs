@@ -140,6 +140,20 @@ pub(super) async fn activate(
                 if host.is_live(&key) || host.instances.activating(&envelope.id).is_some() {
                     continue;
                 }
+                // Moved here, its owner change applied and its activation not open yet: the
+                // move's temporary queue takes the message, which runs as the activation
+                // opens (before, it was refused `Unavailable`).
+                if host.interception.covers(&key) {
+                    take_job(&mut job, node, deadline).await?;
+                    match deliver_here(host, node, &key, &envelope, &mut job).await {
+                        Err(e) if crate::objects::held::is_refollow(&e) => {}
+                        Err(ZLinkError::Unavailable {
+                            reason: UnavailableReason::NotConnected,
+                            ..
+                        }) if host.is_live(&key) => continue,
+                        out => return out,
+                    }
+                }
                 // Neither live nor being activated here: the activation ended (closed), or a
                 // creation's cancel did not land.
                 return Err(ZLinkError::Unavailable {
@@ -229,27 +243,29 @@ async fn deliver_here(
                 reply: Some(tx.into()),
                 origin: Some(spot_one_way(node, envelope)?),
             };
-            let Some(mut held) = host.interception.intercept(key, held) else {
-                // Relayed to the target before its cutover (handed over: admitted there
-                // before any later message), run here after a cancelled move, refused past
-                // the hold's bound, or not followed (`refollow`: the caller forwards it).
-                return match rx.await {
-                    Err(_) => Ok(None),
-                    Ok(out) => out.map(|_| None),
-                };
-            };
-            if let Some(done) = held.reply.take() {
-                done.handed_over();
+            // Checked and submitted under the gate lock, so no seal falls in between: one
+            // submitted after a seal could run after that move's capture, its effect lost
+            // with the old state. Admitted here, its completion ends at once; taken, it is
+            // relayed to the target before its cutover (handed over: admitted there before
+            // any later message), run here after a cancelled move, refused past the hold's
+            // bound, or not followed (`refollow`: the caller forwards it).
+            match host.live_object(key) {
+                Some(live) => host
+                    .interception
+                    .admit_unless_taken(key, held, live.as_ref())?,
+                None => {
+                    if host.interception.intercept(key, held).is_some() {
+                        return Err(ZLinkError::Unavailable {
+                            target: format!("spot {:?}", key.1.as_str()),
+                            reason: UnavailableReason::NotConnected,
+                        });
+                    }
+                }
             }
-            // Accepted before any seal that comes now: it runs before that move's capture.
-            let live = host
-                .live_object(key)
-                .ok_or_else(|| ZLinkError::Unavailable {
-                    target: format!("spot {:?}", key.1.as_str()),
-                    reason: UnavailableReason::NotConnected,
-                })?;
-            live.submit(RouteKind::Send, held.call, held.cost, None)?;
-            Ok(None)
+            match rx.await {
+                Err(_) => Ok(None),
+                Ok(out) => out.map(|_| None),
+            }
         }
         RouteKind::Request => {
             let (tx, rx) = oneshot::channel();

@@ -92,6 +92,13 @@ pub(super) async fn commit(
             None
         }
     };
+    #[cfg(test)]
+    if owned.is_some() {
+        let hook = host.relocations().owner_changed_hook.lock().clone();
+        if let Some(hook) = hook {
+            hook().await;
+        }
+    }
     let aggregate = target.root.is_some();
     let ok = conclude(host, relocation, &mut stage, group, owned, aggregate).await;
     drop(stage);

@@ -17,8 +17,11 @@ use crate::mesh::node::MeshNode;
 use crate::messaging::{BoxError, ErrorKind, ZLinkError};
 use crate::objects::instance::Ending;
 use crate::objects::{Spot, SpotRef, SpotStateAdapter, SpotType};
+use crate::relocation::MovesOf;
 use zlink_location::AuthorityRead;
 use zlink_testkit::Harness;
+
+mod window;
 
 /// Handlers of [`Block`] for a Spot id registered here wait until it is notified.
 static BLOCKS: std::sync::LazyLock<
@@ -215,6 +218,7 @@ on_every_store!(
     host_relocate_moves_actors_and_instance_spots,
     a_disabled_instance_spot_blocks_the_host_relocate_before_anything_changes,
     an_instance_spot_whose_first_message_still_runs_does_not_move_until_it_completed,
+    a_one_way_arriving_as_its_instance_spot_is_sealed_is_held_for_the_move,
 );
 
 async fn a_preserved_instance_spot_moves_with_its_state_and_generation(h: &Harness) {
@@ -596,5 +600,48 @@ async fn an_instance_spot_whose_first_message_still_runs_does_not_move_until_it_
     }
     assert_ne!(moved.expect("moved").node, rid_of(source));
     assert_eq!(m.incr(&id).await.expect("incr"), 2, "state kept");
+    m.shutdown().await;
+}
+
+/// Issue 20: an activation one-way that reaches the live Instance Spot as a move seals it (the
+/// seal falls between the gate check and the submit) is held for the move like any message
+/// arriving at the seal, and its caller is answered once it was relayed. Before, it was
+/// submitted to the sealed activation, where it could run after the capture: its effect was
+/// lost with the old state, though its caller had been told it was admitted.
+async fn a_one_way_arriving_as_its_instance_spot_is_sealed_is_held_for_the_move(h: &Harness) {
+    let m = mesh_of(h, Policy::Preserve).await;
+    let (source, _) = m.tally_at_one("room-a").await;
+    let key = (AuthorityKind::Spot, ObjectId::new("room-a").expect("id"));
+    let objects = Arc::clone(&source.spots().expect("manager").client.objects);
+    let sealed_key = key.clone();
+    let hook: crate::relocation::ArrivalHook = Arc::new(move |relocations, k| {
+        if k == &sealed_key {
+            relocations.seal_for_tests(k);
+        }
+    });
+    *objects.relocations().arrival_hook.lock() = Some(hook);
+    let sender = m.client.0.spots().expect("manager");
+    let sending = tokio::spawn(async move {
+        let step = StepSend { stream: 0, seq: 1 };
+        sender
+            .instance("room-a")
+            .stable_type("tally")
+            .send(&step)
+            .await
+    });
+    wait_until("the source holds the one-way", || {
+        objects.relocations().held_len(&key) >= 1
+    })
+    .await;
+    *objects.relocations().arrival_hook.lock() = None;
+    assert!(!sending.is_finished(), "its caller waits for the relay");
+    let relayable = objects.relocations().take_relayable_for_tests(&key);
+    assert_eq!(relayable.len(), 1, "relayed with the envelope it got here");
+    for mut held in relayable {
+        if let Some(done) = held.reply.take() {
+            done.handed_over();
+        }
+    }
+    sending.await.expect("task").expect("admitted once relayed");
     m.shutdown().await;
 }

@@ -30,6 +30,7 @@ on_every_store!(
     a_resent_spot_restore_never_runs_twice,
     spot_messages_during_the_transition_are_served_once_by_the_target,
     a_target_without_a_member_type_is_no_target_for_a_per_actor_spot,
+    a_per_actor_member_restore_waits_for_its_ready_no_longer_than_the_moves_deadline,
 );
 
 async fn per_actor_spot_and_members_move_with_host_relocate(h: &Harness) {
@@ -472,5 +473,65 @@ async fn a_target_without_a_member_type_is_no_target_for_a_per_actor_spot(h: &Ha
     for id in &rig.members {
         assert_eq!(rig.node_of(ObjectKind::Actor, id).await, source);
     }
+    rig.shutdown().await;
+}
+
+/// Issue 20: a member unit of a `PerActor` move carries the move's deadline in its Restore
+/// command (`deadlineMs`) like every other unit. The source stalls right after the member's
+/// `Prepared` record (no ready): the target releases the member's reservation and drops its
+/// prepared instance once that deadline passed — before, it waited its longest wait (a
+/// minute). The late ready is refused and the member stays on the source.
+async fn a_per_actor_member_restore_waits_for_its_ready_no_longer_than_the_moves_deadline(
+    h: &Harness,
+) {
+    use super::target_faults::{objects_of, stall_after_prepared, target_released};
+    let rig = rig(h, 1, 1, &[], Serves::All).await;
+    let client = rig.source_client();
+    let deadline = std::time::Duration::from_secs(3);
+    let started = tokio::time::Instant::now();
+    let moving = crate::relocation::per_actor::transition_per_actor_spot_within(
+        &client,
+        &rig.room.id,
+        None,
+        Some(started + deadline),
+    )
+    .await
+    .expect("the Spot authority moved");
+    let (gate, reached) = (
+        Gate::new(),
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    stall_after_prepared(&rig.source().host, &gate, &reached);
+    let member = moving.members()[0].clone();
+    let unit = tokio::spawn(async move {
+        let out = moving.move_member(&member).await;
+        (moving, out)
+    });
+    wait_until("the member's Prepared record", || {
+        reached.load(Ordering::SeqCst)
+    })
+    .await;
+    let target = &rig.target().host;
+    assert_eq!(objects_of(target).relocations().incoming_units(), 1);
+    target_released(h, target, "the target released the member's reservation").await;
+    let waited = started.elapsed();
+    assert!(waited >= deadline, "not before the deadline: {waited:?}");
+    assert!(!live_here(
+        rig.target(),
+        AuthorityKind::Actor,
+        &rig.members[0]
+    ));
+    gate.open();
+    let (moving, out) = tokio::time::timeout(WAIT, unit)
+        .await
+        .expect("the member unit ends")
+        .expect("task");
+    assert!(out.is_err(), "the member did not move: {out:?}");
+    let source = rig.source().node.routing_id().clone();
+    assert_eq!(
+        rig.node_of(ObjectKind::Actor, &rig.members[0]).await,
+        source
+    );
+    moving.finish().await;
     rig.shutdown().await;
 }
