@@ -151,7 +151,15 @@ pub(crate) struct Completions {
     /// Tests: the last progress each ended log recorded.
     #[cfg(test)]
     pub(crate) ended: Mutex<HashMap<u128, Vec<(Entry, Confirmation)>>>,
+    /// Tests: runs with the RelocationId once a relayed request was accepted into its log and
+    /// the log map is free again (a `committed` can land right there).
+    #[cfg(test)]
+    pub(crate) accept_hook: Mutex<Option<AcceptHook>>,
 }
+
+/// Tests: a callback run with the RelocationId after a relayed request was accepted.
+#[cfg(test)]
+pub(crate) type AcceptHook = Arc<dyn Fn(u128) + Send + Sync>;
 
 /// One completion result.
 #[derive(Debug, Clone)]
@@ -207,22 +215,32 @@ impl Completions {
         from: RoutingId,
         request: Envelope,
     ) -> Completion {
-        let log = Arc::clone(
-            self.logs
-                .lock()
-                .entry((relocation, key.clone()))
-                .or_insert_with(|| {
-                    Arc::new(Log {
-                        relocation,
-                        key: key.clone(),
-                        kind,
-                        state: Mutex::default(),
-                        wake: Notify::new(),
-                        settle: Notify::new(),
-                    })
-                }),
-        );
-        log.state.lock().accepted += 1;
+        // Counted under the map lock: a `committed` landing right after it keeps the log (it
+        // drops logs that accepted nothing). Counted after it, the log could be dropped from
+        // the map in between, marked committed: its results were then recorded only once
+        // `storeFailureGrace` passed (never settled), past most callers' timeouts.
+        let log = {
+            let mut logs = self.logs.lock();
+            let log = Arc::clone(logs.entry((relocation, key.clone())).or_insert_with(|| {
+                Arc::new(Log {
+                    relocation,
+                    key: key.clone(),
+                    kind,
+                    state: Mutex::default(),
+                    wake: Notify::new(),
+                    settle: Notify::new(),
+                })
+            }));
+            log.state.lock().accepted += 1;
+            log
+        };
+        #[cfg(test)]
+        {
+            let hook = self.accept_hook.lock().clone();
+            if let Some(hook) = hook {
+                hook(relocation);
+            }
+        }
         let requester_run = host.instances.run_of(request.source_rid());
         let (host, node) = (Arc::clone(host), Arc::clone(node));
         Completion::new(move |out| {
@@ -286,6 +304,14 @@ impl Completions {
                 log.settle.notify_waiters();
             }
         }
+    }
+
+    /// Tests: whether the log of `relocation` and `key` is kept, and its accepted count.
+    #[cfg(test)]
+    pub(crate) fn accepted(&self, relocation: u128, key: &ObjectKey) -> Option<u32> {
+        let logs = self.logs.lock();
+        logs.get(&(relocation, key.clone()))
+            .map(|log| log.state.lock().accepted)
     }
 
     /// `relocation` did not commit here: the requests of its objects are answered directly.

@@ -287,4 +287,54 @@ on_every_store!(
     a_completion_delivered_again_is_already_terminal_and_answers_once,
     a_lost_completion_payload_is_data_lost_and_the_owner_stays_the_target,
     a_requester_whose_lease_ended_is_confirmed_source_lease_expired,
+    a_request_relayed_as_the_owner_change_commits_stays_in_its_moves_log,
 );
+
+/// Issue 20: a relayed request accepted on the target just as its move's owner change is
+/// concluded there (`committed` lands right after the request entered its log) stays in the
+/// move's log, counted. Before, the log could be dropped from the map between being made and
+/// counting the request — yet marked committed: the request's result was then never settled
+/// and was recorded and delivered only once `storeFailureGrace` had passed, after most
+/// callers' timeouts.
+async fn a_request_relayed_as_the_owner_change_commits_stays_in_its_moves_log(h: &Harness) {
+    let m = mesh_of(h, Policy::Preserve).await;
+    let target = &m.servers[0].0;
+    let objects = Arc::clone(&target.actors().expect("manager").client.objects);
+    let node = Arc::clone(&target.node(&mesh()).expect("node").inner);
+    let relocation = 0x5eed_u128;
+    let key = (
+        AuthorityKind::Actor,
+        zlink_codec::ObjectId::new("c-race").expect("id"),
+    );
+    let committing = Arc::clone(&objects);
+    let hook: crate::relocation::AcceptHook = Arc::new(move |r| {
+        committing.relocations().completions.committed(r);
+    });
+    *objects.relocations().completions.accept_hook.lock() = Some(hook);
+    let requester = rid_of(&m.client.0);
+    let request = zlink_transport::Envelope::request(
+        zlink_transport::OperationId::new(1).expect("op"),
+        zlink_transport::ReplyRouteId::new(1).expect("route"),
+        &requester,
+        zlink_codec::Generation::new(1).expect("generation"),
+        bytes::Bytes::new(),
+    );
+    let from = rid_of(&m.servers[1].0);
+    let done = objects.relocations().completions.accept(
+        &objects,
+        &node,
+        (relocation, &key, ObjectKind::Actor),
+        from,
+        request,
+    );
+    *objects.relocations().completions.accept_hook.lock() = None;
+    assert_eq!(
+        objects.relocations().completions.accepted(relocation, &key),
+        Some(1),
+        "the committed move's log keeps the request"
+    );
+    // Not a real move: its requests are answered directly.
+    objects.relocations().completions.abandoned(relocation);
+    drop(done);
+    m.shutdown().await;
+}
