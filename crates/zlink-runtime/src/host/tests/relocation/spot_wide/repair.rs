@@ -16,7 +16,8 @@ on_every_store!(a_member_whose_follow_never_applied_follows_the_spot_at_its_owne
 /// (its self-sweep keeps the member). The recovery-sweep of the source's dead run on the
 /// Spot's new owner — the target — then rewrites the member's record to follow the Spot
 /// (before, it only kept it: the record named the dead run for good): the record names the
-/// target, under the same ObjectGeneration, and its allocation is counted once. The member
+/// target, under the same ObjectGeneration, and its allocation is counted once. (The target's
+/// own periodic sweep may repair it first; the test's sweep then finds nothing to do.) The member
 /// serves from the target with its state, and the target's own shutdown then sweeps its
 /// record like any other (nothing is left).
 async fn a_member_whose_follow_never_applied_follows_the_spot_at_its_owners_sweep(h: &Harness) {
@@ -54,13 +55,12 @@ async fn a_member_whose_follow_never_applied_follows_the_spot_at_its_owners_swee
         .await
         .expect("recovery sweep");
     let recovered = recovery.applied().expect("the run is dead");
-    assert_eq!(
-        (
-            recovered.members_followed,
-            recovered.moved_members,
-            recovered.removed
-        ),
-        (1, 0, 0),
+    // The target's own periodic sweep of dead runs (or the Spot owner's sweep) may have made
+    // the record follow before this one ran; then this sweep finds nothing of the run. Either
+    // way one sweep repaired it, none removed it, and the record names the target (below:
+    // without the repair no sweep ever rewrites it).
+    assert!(
+        recovered.members_followed + recovered.moved_members <= 1 && recovered.removed == 0,
         "{recovered:?}"
     );
     let (node, now) = member_record(&client.0, id).await.expect("kept");
