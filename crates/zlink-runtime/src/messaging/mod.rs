@@ -36,9 +36,9 @@ pub use context::{
     Cancellation, ChannelContext, DispatchKind, DispatchScope, FilterContext, HandlerContext,
     InboundTarget, NodeContext, RouteKind,
 };
-pub(crate) use dispatcher::Dispatcher;
 #[cfg(test)]
 use dispatcher::DispatcherBuilder;
+pub(crate) use dispatcher::{Dispatcher, Started};
 pub use error::{BoxError, ErrorKind, ErrorMessage, ZLinkError};
 pub use error_parts::{
     CreationError, FramePart, InternalError, InvalidCall, InvalidText, ObjectRelocationRefusal,
