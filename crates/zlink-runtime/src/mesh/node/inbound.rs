@@ -32,6 +32,10 @@ pub(crate) async fn peers_and_replies(
     mut events: mpsc::UnboundedReceiver<PeerEvent>,
     mut replies: ReplyReceiver,
 ) {
+    // The pending table's reaper (reply timeouts) lives as long as this loop.
+    let _reaper = AbortOnDrop(tokio::spawn(super::pending::reap(Arc::clone(
+        &node.pending,
+    ))));
     let (mut events_open, mut replies_open) = (true, true);
     while events_open || replies_open {
         tokio::select! {
@@ -52,6 +56,15 @@ pub(crate) async fn peers_and_replies(
                 None => events_open = false,
             },
         }
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
