@@ -30,7 +30,7 @@ mod timer_error;
 mod tests;
 
 pub use codec::{InboundReply, OutboundMessage, decode_reply};
-pub(crate) use codec::{content_type_bytes, decode_payload, encode_payload};
+pub(crate) use codec::{content_type_bytes, decode_payload, encode_payload, static_content_type};
 pub(crate) use context::ScopedFactories;
 pub use context::{
     Cancellation, ChannelContext, DispatchKind, DispatchScope, FilterContext, HandlerContext,

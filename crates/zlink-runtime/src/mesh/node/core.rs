@@ -266,10 +266,18 @@ impl NodeInner {
             None => Envelope::one_way(op, &self.rid, self.generation, payload),
         };
         env.with_address(address.wire())
-            .and_then(|e| e.with_packet_name_bytes(msg.packet.to_bytes()))
-            .and_then(|e| {
-                e.with_content_type_bytes(crate::messaging::content_type_bytes(&msg.content_type))
+            .and_then(|e| match msg.packet.as_static() {
+                Some(name) => e.with_packet_name_static(name),
+                None => e.with_packet_name_bytes(msg.packet.to_bytes()),
             })
+            .and_then(
+                |e| match crate::messaging::static_content_type(&msg.content_type) {
+                    Some(ct) => e.with_content_type_static(ct),
+                    None => e.with_content_type_bytes(crate::messaging::content_type_bytes(
+                        &msg.content_type,
+                    )),
+                },
+            )
             .and_then(|e| e.with_metadata(msg.metadata.clone()))
             .map_err(transport_error)
     }

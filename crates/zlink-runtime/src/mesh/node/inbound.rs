@@ -136,8 +136,9 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         let peer = Arc::clone(frame.peer());
         let peer_rid = &peer.rid;
         let env = frame.into_envelope();
-        let objects_address = env.address() == super::core::ACTOR_ADDRESS
-            || env.address() == super::core::SPOT_ADDRESS;
+        let address = env.address_bytes();
+        let objects_address = address == super::core::ACTOR_ADDRESS.as_bytes()
+            || address == super::core::SPOT_ADDRESS.as_bytes();
         node.metrics.received(if env.reply_route().is_some() {
             MessageKind::Request
         } else {
@@ -254,15 +255,14 @@ fn inbound_frame(
     peer_rid: &zlink_codec::RoutingId,
     env: &Envelope,
 ) -> Option<InboundFrame> {
-    let address = env.address();
-    let target = if address.is_empty() {
+    let target = if env.address_bytes().is_empty() {
         InboundTarget::NodeDirect {
             mesh: node.mesh.clone(),
             source: env.source_rid().clone(),
             target: node.rid.clone(),
         }
     } else {
-        match ChannelName::new(address) {
+        match ChannelName::new(env.address()) {
             Ok(channel) => InboundTarget::Channel {
                 channel,
                 mesh: Some(node.mesh.clone()),
@@ -330,8 +330,12 @@ pub(crate) fn reply_for(
     result: Result<(String, Vec<u8>), ZLinkError>,
 ) -> Option<Reply> {
     let reply = match result {
-        Ok((ct, payload)) => Reply::to(env, ReplyStatus::Ok, Bytes::from(payload))
-            .map(|r| r.with_content_type_bytes(crate::messaging::content_type_bytes(&ct))),
+        Ok((ct, payload)) => Reply::to(env, ReplyStatus::Ok, Bytes::from(payload)).map(|r| {
+            match crate::messaging::static_content_type(&ct) {
+                Some(st) => r.with_content_type_static(st),
+                None => r.with_content_type_bytes(crate::messaging::content_type_bytes(&ct)),
+            }
+        }),
         Err(e) => {
             if env.reply_route().is_none() {
                 tracing::debug!(error = %e, packet = env.packet_name(), "one-way frame not dispatched");
