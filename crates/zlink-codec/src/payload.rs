@@ -39,6 +39,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -317,7 +318,29 @@ struct Inner {
     /// The registration under `application/json` (the default unless replaced).
     json: Option<usize>,
     /// Declared type -> selected registration (`None`: the built-in JSON fallback).
-    cache: RwLock<HashMap<TypeId, Option<usize>>>,
+    cache: RwLock<HashMap<TypeId, Option<usize>, BuildHasherDefault<TypeIdHasher>>>,
+}
+
+/// Hashes a [`TypeId`] by its own bits (a TypeId is already a hash of its type; SipHash on
+/// top of it cost more than the rest of a send's codec selection). Keys are the program's
+/// own types, never received data.
+#[derive(Default)]
+struct TypeIdHasher(u64);
+
+impl std::hash::Hasher for TypeIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 ^= n;
+    }
 }
 
 static BUILTIN_JSON: std::sync::LazyLock<PayloadCodec> =
@@ -365,7 +388,7 @@ impl Registry {
                 regs,
                 by_content_type,
                 json,
-                cache: RwLock::new(HashMap::new()),
+                cache: RwLock::new(HashMap::default()),
             }),
         }
     }
@@ -431,11 +454,19 @@ impl Registry {
         content_type: &str,
         bytes: &[u8],
     ) -> Result<T, CodecError> {
-        let reg = self
+        // The JSON registration first: the usual content type, without hashing it.
+        let json = self
             .inner
-            .by_content_type
-            .get(content_type)
-            .and_then(|i| self.inner.regs.get(*i))
+            .json
+            .and_then(|i| self.inner.regs.get(i))
+            .filter(|r| r.content_type == content_type);
+        let reg = json
+            .or_else(|| {
+                self.inner
+                    .by_content_type
+                    .get(content_type)
+                    .and_then(|i| self.inner.regs.get(*i))
+            })
             .ok_or_else(|| CodecError::UnknownContentType {
                 content_type: content_type.to_owned(),
             })?;

@@ -40,6 +40,11 @@ impl Text {
         Ok(Self(b))
     }
 
+    /// A static str: UTF-8 already, no check and no copy.
+    pub(crate) fn from_static(s: &'static str) -> Self {
+        Self(Bytes::from_static(s.as_bytes()))
+    }
+
     /// Caller-supplied shared bytes: UTF-8 is an argument check here.
     fn from_bytes(b: Bytes, field: &'static str) -> Result<Self, TransportError> {
         if std::str::from_utf8(&b).is_err() {
@@ -161,11 +166,30 @@ impl Envelope {
         Ok(self)
     }
 
+    /// Sets the packet name from a static str (at most [`MAX_NAME_LEN`] bytes): no copy and
+    /// no UTF-8 check (a `str` is UTF-8).
+    pub fn with_packet_name_static(mut self, name: &'static str) -> Result<Self, TransportError> {
+        check_len("packet name", name.len(), MAX_NAME_LEN)?;
+        self.packet_name = Text::from_static(name);
+        Ok(self)
+    }
+
     /// Sets the content type from shared bytes (UTF-8, at most [`MAX_NAME_LEN`] bytes): no
     /// copy.
     pub fn with_content_type_bytes(mut self, content_type: Bytes) -> Result<Self, TransportError> {
         check_len("content type", content_type.len(), MAX_NAME_LEN)?;
         self.content_type = Text::from_bytes(content_type, "content type")?;
+        Ok(self)
+    }
+
+    /// Sets the content type from a static str (at most [`MAX_NAME_LEN`] bytes): no copy and
+    /// no UTF-8 check.
+    pub fn with_content_type_static(
+        mut self,
+        content_type: &'static str,
+    ) -> Result<Self, TransportError> {
+        check_len("content type", content_type.len(), MAX_NAME_LEN)?;
+        self.content_type = Text::from_static(content_type);
         Ok(self)
     }
 
@@ -232,6 +256,12 @@ impl Envelope {
     /// The packet name as shared bytes (valid UTF-8; a zero-copy slice of a received frame).
     pub fn packet_name_bytes(&self) -> &Bytes {
         &self.packet_name.0
+    }
+
+    /// The address as bytes (valid UTF-8), without the UTF-8 check [`address`](Self::address)
+    /// makes on every call.
+    pub fn address_bytes(&self) -> &[u8] {
+        &self.address.0
     }
 
     /// The content type as shared bytes (valid UTF-8; a zero-copy slice of a received frame).

@@ -44,6 +44,17 @@ pub(crate) fn decode_payload<T: DeserializeOwned + 'static>(
     })
 }
 
+/// A built-in content type as its static str (set on an envelope without a copy or a UTF-8
+/// check); `None` for any other.
+pub(crate) fn static_content_type(content_type: &str) -> Option<&'static str> {
+    use zlink_codec::payload::{JSON_CONTENT_TYPE, MESSAGE_PACK_CONTENT_TYPE};
+    match content_type {
+        JSON_CONTENT_TYPE => Some(JSON_CONTENT_TYPE),
+        MESSAGE_PACK_CONTENT_TYPE => Some(MESSAGE_PACK_CONTENT_TYPE),
+        _ => None,
+    }
+}
+
 /// The content type as shared bytes: the built-in codecs' names without a copy.
 pub(crate) fn content_type_bytes(content_type: &str) -> bytes::Bytes {
     use zlink_codec::payload::{JSON_CONTENT_TYPE, MESSAGE_PACK_CONTENT_TYPE};

@@ -149,16 +149,23 @@ pub struct DispatchScope {
     inner: Arc<ScopeInner>,
 }
 
+/// The scope and the dispatch's facts in one allocation (one per dispatch).
 struct ScopeInner {
+    info: DispatchInfo,
     factories: Arc<ScopedFactories>,
     created: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     cancellation: Cancellation,
 }
 
 impl DispatchScope {
-    pub(crate) fn new(factories: Arc<ScopedFactories>, cancellation: Cancellation) -> Self {
+    fn new(
+        info: DispatchInfo,
+        factories: Arc<ScopedFactories>,
+        cancellation: Cancellation,
+    ) -> Self {
         Self {
             inner: Arc::new(ScopeInner {
+                info,
                 factories,
                 created: Mutex::new(HashMap::new()),
                 cancellation,
@@ -250,38 +257,49 @@ impl DispatchInfo {
 /// correlation, cancellation and the dispatch scope. It names no MeshName (spec 06 §9).
 #[derive(Debug, Clone)]
 pub struct HandlerContext {
-    info: Arc<DispatchInfo>,
+    /// Holds the dispatch's facts too: a context is one allocation per dispatch.
     scope: DispatchScope,
 }
 
 impl HandlerContext {
-    pub(crate) fn new(info: Arc<DispatchInfo>, scope: DispatchScope) -> Self {
-        Self { info, scope }
+    /// The context of a new dispatch, with its new scope.
+    pub(crate) fn new(
+        info: DispatchInfo,
+        factories: Arc<ScopedFactories>,
+        cancellation: Cancellation,
+    ) -> Self {
+        Self {
+            scope: DispatchScope::new(info, factories, cancellation),
+        }
+    }
+
+    fn info(&self) -> &DispatchInfo {
+        &self.scope.inner.info
     }
 
     /// The frame's addressing (for building an owner's context).
     pub(crate) fn target(&self) -> &InboundTarget {
-        &self.info.target
+        &self.info().target
     }
 
     /// Send or request.
     pub fn route_kind(&self) -> RouteKind {
-        self.info.route
+        self.info().route
     }
 
     /// The packet name.
     pub fn packet(&self) -> &PacketName {
-        &self.info.packet
+        &self.info().packet
     }
 
     /// The validated metadata snapshot.
     pub fn metadata(&self) -> &Metadata {
-        &self.info.metadata
+        &self.info().metadata
     }
 
     /// The request's correlation (`None` for a send).
     pub fn correlation(&self) -> Option<&Correlation> {
-        self.info.correlation.as_ref()
+        self.info().correlation.as_ref()
     }
 
     /// The dispatch's cancellation signal (the one the filters saw).
@@ -382,12 +400,12 @@ impl FilterContext {
 
     /// The dispatch kind.
     pub fn dispatch_kind(&self) -> DispatchKind {
-        self.base.info.dispatch_kind()
+        self.base.info().dispatch_kind()
     }
 
     /// The RouteMesh (node direct and RouteMesh channels; `None` for ClientServer).
     pub fn mesh_name(&self) -> Option<&MeshName> {
-        match &self.base.info.target {
+        match &self.base.info().target {
             InboundTarget::NodeDirect { mesh, .. } => Some(mesh),
             InboundTarget::Channel { mesh, .. } => mesh.as_ref(),
         }
@@ -395,7 +413,7 @@ impl FilterContext {
 
     /// The channel (channel dispatch only).
     pub fn channel_name(&self) -> Option<&ChannelName> {
-        match &self.base.info.target {
+        match &self.base.info().target {
             InboundTarget::Channel { channel, .. } => Some(channel),
             InboundTarget::NodeDirect { .. } => None,
         }
@@ -403,7 +421,7 @@ impl FilterContext {
 
     /// The sender's routing id (node direct only).
     pub fn source_rid(&self) -> Option<&RoutingId> {
-        match &self.base.info.target {
+        match &self.base.info().target {
             InboundTarget::NodeDirect { source, .. } => Some(source),
             InboundTarget::Channel { .. } => None,
         }

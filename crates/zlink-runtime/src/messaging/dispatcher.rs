@@ -12,19 +12,20 @@
 //! 4. a new [`DispatchScope`] is created and the filter chain runs, then the handler;
 //! 5. a request gets the encoded reply or an [`ErrorReply`]; a send gets nothing back.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use zlink_codec::payload::Registry;
 
-use super::context::{
-    Cancellation, DispatchInfo, DispatchScope, HandlerContext, RouteKind, ScopedFactories,
-};
+use super::context::{Cancellation, DispatchInfo, HandlerContext, RouteKind, ScopedFactories};
 use super::error::{ErrorKind, ZLinkError};
 use super::error_parts::FramePart;
 use super::error_reply::ErrorReply;
 use super::filter::{Chain, Filter};
 use super::frame::{DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd};
-use super::handler::{HandlerKey, HandlerTable, NodeHandler};
+use super::handler::{BoxFuture, HandlerKey, HandlerResult, HandlerTable, NodeHandler};
 use super::metadata::Metadata;
 use super::packet::PacketName;
 // The typed registration methods are the messaging tests' way in; the host registers handlers
@@ -37,8 +38,6 @@ use super::filter::FnFilter;
 use super::handler::ErasedHandler;
 #[cfg(test)]
 use super::packet::{Message, Request};
-#[cfg(test)]
-use std::future::Future;
 #[cfg(test)]
 use zlink_codec::{ChannelName, MeshName};
 
@@ -269,50 +268,31 @@ impl Dispatcher {
         frame: InboundFrame,
         cancellation: Cancellation,
     ) -> DispatchOutcome {
-        let route = frame.route_kind();
-        let expect = frame.expect.clone();
-        let result = self.run(frame, route, cancellation).await;
-        match (expect, result) {
-            (ReplyExpectation::Reply(correlation), Ok(Ran::Handled(Some((ct, bytes))))) => {
-                DispatchOutcome::Reply {
-                    correlation,
-                    content_type: ct,
-                    payload: bytes,
-                }
-            }
-            (ReplyExpectation::Reply(correlation), Ok(Ran::Handled(None))) => {
-                // A request key only ever holds a request handler, which always replies.
-                DispatchOutcome::ErrorReply {
-                    correlation,
-                    error: reply_for(&ZLinkError::NoReply),
-                }
-            }
-            (ReplyExpectation::Reply(correlation), Ok(Ran::EndedByFilter)) => {
-                DispatchOutcome::ErrorReply {
-                    correlation,
-                    error: reply_for(&ZLinkError::RejectedByFilter),
-                }
-            }
-            (ReplyExpectation::Reply(correlation), Err(e)) => DispatchOutcome::ErrorReply {
-                correlation,
-                error: reply_for(&e),
-            },
-            (ReplyExpectation::None, Ok(Ran::Handled(_))) => {
-                DispatchOutcome::NoReply(SendEnd::Handled)
-            }
-            (ReplyExpectation::None, Ok(Ran::EndedByFilter)) => {
-                DispatchOutcome::NoReply(SendEnd::EndedByFilter)
-            }
-            (ReplyExpectation::None, Err(e)) => DispatchOutcome::NoReply(SendEnd::Failed(e)),
+        match self.start(frame, cancellation) {
+            Started::Done(outcome) => outcome,
+            Started::Running(running) => running.await,
         }
     }
 
-    async fn run(
+    /// [`dispatch`](Self::dispatch) in two steps: the synchronous part (packet name, handler
+    /// lookup, metadata and payload decoding, the scope, the handler call) here, and what is
+    /// left to wait for as a small future holding the boxed handler (or filter chain) future,
+    /// so no large dispatch state is built on the stack and moved.
+    pub(crate) fn start(&self, frame: InboundFrame, cancellation: Cancellation) -> Started {
+        let route = frame.route_kind();
+        let expect = frame.expect.clone();
+        match self.prepare(frame, route, cancellation) {
+            Ok(run) => Started::Running(Running { expect, run }),
+            Err(e) => Started::Done(outcome(expect, Err(e))),
+        }
+    }
+
+    fn prepare(
         &self,
         frame: InboundFrame,
         route: RouteKind,
         cancellation: Cancellation,
-    ) -> Result<Ran, ZLinkError> {
+    ) -> Result<RunFuture, ZLinkError> {
         let name = std::str::from_utf8(&frame.packet)
             .map_err(|_| ZLinkError::malformed(FramePart::PacketName, "not UTF-8"))?;
         // Every registered name is valid, so a name found needs no validation; one not found
@@ -328,39 +308,129 @@ impl Dispatcher {
         };
         let packet = key.packet().clone();
         let metadata = Metadata::from_bytes(&frame.metadata)?;
-        let invocation =
-            handler.prepare(&self.inner.codecs, &frame.content_type, &frame.payload)?;
         let correlation = match frame.expect {
             ReplyExpectation::Reply(c) => Some(c),
             ReplyExpectation::None => None,
         };
-        let info = Arc::new(DispatchInfo {
-            target: frame.target,
-            route,
-            packet,
-            metadata,
-            correlation,
-        });
-        let scope = DispatchScope::new(Arc::clone(&self.inner.factories), cancellation);
+        let base = |target| {
+            HandlerContext::new(
+                DispatchInfo {
+                    target,
+                    route,
+                    packet,
+                    metadata,
+                    correlation,
+                },
+                Arc::clone(&self.inner.factories),
+                cancellation,
+            )
+        };
         if self.inner.filters.is_empty() {
-            // No filter: the handler runs directly (what an empty chain does, without its
+            // No filter: the handler is called now (what an empty chain does, without its
             // per-dispatch allocations).
-            return invocation(HandlerContext::new(info, scope))
-                .await
-                .map(Ran::Handled);
+            let codecs = &self.inner.codecs;
+            return handler
+                .invoke(
+                    codecs,
+                    &frame.content_type,
+                    &frame.payload,
+                    base(frame.target),
+                )
+                .map(RunFuture::Handler);
         }
+        let invocation =
+            handler.prepare(&self.inner.codecs, &frame.content_type, &frame.payload)?;
         let chain = Chain::new(
             Arc::clone(&self.inner.filters),
-            HandlerContext::new(info, scope),
+            base(frame.target),
             invocation,
         );
-        let outer = chain.start().run().await;
-        let handler_result = chain.take_result();
-        match (outer, handler_result) {
-            (Err(e), _) | (Ok(()), Some(Err(e))) => Err(e),
-            (Ok(()), Some(Ok(reply))) => Ok(Ran::Handled(reply)),
-            (Ok(()), None) => Ok(Ran::EndedByFilter),
+        Ok(RunFuture::Chain(Box::pin(async move {
+            let outer = chain.start().run().await;
+            let handler_result = chain.take_result();
+            match (outer, handler_result) {
+                (Err(e), _) | (Ok(()), Some(Err(e))) => Err(e),
+                (Ok(()), Some(Ok(reply))) => Ok(Ran::Handled(reply)),
+                (Ok(()), None) => Ok(Ran::EndedByFilter),
+            }
+        })))
+    }
+}
+
+/// A dispatch after [`Dispatcher::start`].
+pub(crate) enum Started {
+    /// It ended before any filter or handler ran (no handler, a malformed frame).
+    Done(DispatchOutcome),
+    /// A filter or the handler runs: await (or poll) it for the outcome.
+    Running(Running),
+}
+
+/// The rest of a started dispatch: a small future over the boxed handler or chain future.
+/// Dropping it cancels the dispatch (the scope and per-dispatch instances drop once).
+pub(crate) struct Running {
+    expect: ReplyExpectation,
+    run: RunFuture,
+}
+
+enum RunFuture {
+    /// The handler's own future (no filters registered).
+    Handler(BoxFuture<'static, HandlerResult>),
+    /// The filter chain, then the handler.
+    Chain(BoxFuture<'static, Result<Ran, ZLinkError>>),
+}
+
+impl Future for Running {
+    type Output = DispatchOutcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<DispatchOutcome> {
+        let this = self.get_mut();
+        let result = match &mut this.run {
+            RunFuture::Handler(f) => match f.as_mut().poll(cx) {
+                Poll::Ready(r) => r.map(Ran::Handled),
+                Poll::Pending => return Poll::Pending,
+            },
+            RunFuture::Chain(f) => match f.as_mut().poll(cx) {
+                Poll::Ready(r) => r,
+                Poll::Pending => return Poll::Pending,
+            },
+        };
+        let expect = std::mem::replace(&mut this.expect, ReplyExpectation::None);
+        Poll::Ready(outcome(expect, result))
+    }
+}
+
+/// The outcome of a dispatch that expected `expect` and ended with `result`.
+fn outcome(expect: ReplyExpectation, result: Result<Ran, ZLinkError>) -> DispatchOutcome {
+    match (expect, result) {
+        (ReplyExpectation::Reply(correlation), Ok(Ran::Handled(Some((ct, bytes))))) => {
+            DispatchOutcome::Reply {
+                correlation,
+                content_type: ct,
+                payload: bytes,
+            }
         }
+        (ReplyExpectation::Reply(correlation), Ok(Ran::Handled(None))) => {
+            // A request key only ever holds a request handler, which always replies.
+            DispatchOutcome::ErrorReply {
+                correlation,
+                error: reply_for(&ZLinkError::NoReply),
+            }
+        }
+        (ReplyExpectation::Reply(correlation), Ok(Ran::EndedByFilter)) => {
+            DispatchOutcome::ErrorReply {
+                correlation,
+                error: reply_for(&ZLinkError::RejectedByFilter),
+            }
+        }
+        (ReplyExpectation::Reply(correlation), Err(e)) => DispatchOutcome::ErrorReply {
+            correlation,
+            error: reply_for(&e),
+        },
+        (ReplyExpectation::None, Ok(Ran::Handled(_))) => DispatchOutcome::NoReply(SendEnd::Handled),
+        (ReplyExpectation::None, Ok(Ran::EndedByFilter)) => {
+            DispatchOutcome::NoReply(SendEnd::EndedByFilter)
+        }
+        (ReplyExpectation::None, Err(e)) => DispatchOutcome::NoReply(SendEnd::Failed(e)),
     }
 }
 

@@ -109,47 +109,54 @@ pub(crate) type Invocation =
 
 /// A registered handler with its payload type erased.
 pub(crate) trait ErasedHandler: Send + Sync {
-    /// Decodes the payload (verbatim content-type lookup) and binds it to the handler.
+    /// Decodes the payload (verbatim content-type lookup) and binds it to the handler, which
+    /// runs when the dispatch's context is given (after the filters).
     fn prepare(
         &self,
         codecs: &Registry,
         content_type: &[u8],
         payload: &[u8],
     ) -> Result<Invocation, ZLinkError>;
+
+    /// Decodes the payload and calls the handler with `base` at once (no filter runs first):
+    /// one allocation, the handler's future, where [`prepare`](Self::prepare) takes two.
+    fn invoke(
+        &self,
+        codecs: &Registry,
+        content_type: &[u8],
+        payload: &[u8],
+        base: HandlerContext,
+    ) -> Result<BoxFuture<'static, HandlerResult>, ZLinkError>;
 }
 
 /// Builds a handler's own context type from the shared one.
 pub(crate) trait OwnerContext: Sized + Send + 'static {
-    /// `None` when the frame addresses another owner (never, for a matching key).
-    fn from_base(base: HandlerContext, target: &InboundTarget) -> Option<Self>;
+    /// `Err` (the context back) when the frame addresses another owner (never, for a
+    /// matching key).
+    fn from_base(base: HandlerContext) -> Result<Self, HandlerContext>;
 }
 
 impl OwnerContext for NodeContext {
-    fn from_base(base: HandlerContext, target: &InboundTarget) -> Option<Self> {
-        match target {
+    fn from_base(base: HandlerContext) -> Result<Self, HandlerContext> {
+        let (mesh, source, target) = match base.target() {
             InboundTarget::NodeDirect {
                 mesh,
                 source,
                 target,
-            } => Some(NodeContext::new(
-                base,
-                mesh.clone(),
-                source.clone(),
-                target.clone(),
-            )),
-            InboundTarget::Channel { .. } => None,
-        }
+            } => (mesh.clone(), source.clone(), target.clone()),
+            InboundTarget::Channel { .. } => return Err(base),
+        };
+        Ok(NodeContext::new(base, mesh, source, target))
     }
 }
 
 impl OwnerContext for ChannelContext {
-    fn from_base(base: HandlerContext, target: &InboundTarget) -> Option<Self> {
-        match target {
-            InboundTarget::Channel { channel, .. } => {
-                Some(ChannelContext::new(base, channel.clone()))
-            }
-            InboundTarget::NodeDirect { .. } => None,
-        }
+    fn from_base(base: HandlerContext) -> Result<Self, HandlerContext> {
+        let channel = match base.target() {
+            InboundTarget::Channel { channel, .. } => channel.clone(),
+            InboundTarget::NodeDirect { .. } => return Err(base),
+        };
+        Ok(ChannelContext::new(base, channel))
     }
 }
 
@@ -213,16 +220,56 @@ where
         let wrap = self.wrap;
         let codecs = codecs.clone();
         Ok(Box::new(move |base: HandlerContext| {
+            call::<M, C, R, O, F, Fut>(&f, wrap, codecs, message, base)
+        }))
+    }
+
+    fn invoke(
+        &self,
+        codecs: &Registry,
+        content_type: &[u8],
+        payload: &[u8],
+        base: HandlerContext,
+    ) -> Result<BoxFuture<'static, HandlerResult>, ZLinkError> {
+        let message: M = decode_payload(codecs, content_type, payload)?;
+        Ok(call::<M, C, R, O, F, Fut>(
+            &self.f,
+            self.wrap,
+            codecs.clone(),
+            message,
+            base,
+        ))
+    }
+}
+
+/// Calls the handler with its owner's context and boxes the rest: awaiting it and encoding
+/// the reply.
+fn call<M, C, R, O, F, Fut>(
+    f: &F,
+    wrap: fn(R) -> O,
+    codecs: Registry,
+    message: M,
+    base: HandlerContext,
+) -> BoxFuture<'static, HandlerResult>
+where
+    M: Message,
+    C: OwnerContext,
+    R: Send + 'static,
+    O: Output,
+    F: Fn(M, C) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, ZLinkError>> + Send + 'static,
+{
+    match C::from_base(base) {
+        Ok(ctx) => {
+            let run = f(message, ctx);
             Box::pin(async move {
-                let target = base.target().clone();
-                let packet = base.packet().clone();
-                let ctx = C::from_base(base, &target).ok_or_else(|| ZLinkError::NoHandler {
-                    key: format!("packet {:?} of another owner", packet.as_str()),
-                })?;
-                let out = f(message, ctx).await?;
+                let out = run.await?;
                 wrap(out).into_reply(&codecs)
             })
-        }))
+        }
+        Err(base) => Box::pin(std::future::ready(Err(ZLinkError::NoHandler {
+            key: format!("packet {:?} of another owner", base.packet().as_str()),
+        }))),
     }
 }
 

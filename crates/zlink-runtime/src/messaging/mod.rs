@@ -30,15 +30,15 @@ mod timer_error;
 mod tests;
 
 pub use codec::{InboundReply, OutboundMessage, decode_reply};
-pub(crate) use codec::{content_type_bytes, decode_payload, encode_payload};
+pub(crate) use codec::{content_type_bytes, decode_payload, encode_payload, static_content_type};
 pub(crate) use context::ScopedFactories;
 pub use context::{
     Cancellation, ChannelContext, DispatchKind, DispatchScope, FilterContext, HandlerContext,
     InboundTarget, NodeContext, RouteKind,
 };
-pub(crate) use dispatcher::Dispatcher;
 #[cfg(test)]
 use dispatcher::DispatcherBuilder;
+pub(crate) use dispatcher::{Dispatcher, Started};
 pub use error::{BoxError, ErrorKind, ErrorMessage, ZLinkError};
 pub use error_parts::{
     CreationError, FramePart, InternalError, InvalidCall, InvalidText, ObjectRelocationRefusal,

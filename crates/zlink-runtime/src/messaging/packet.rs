@@ -86,6 +86,14 @@ impl PacketName {
         Ok(Self(Name::Static(M::PACKET)))
     }
 
+    /// A message type's name: `Some` static str (no copy, no UTF-8 check on send).
+    pub(crate) fn as_static(&self) -> Option<&'static str> {
+        match &self.0 {
+            Name::Static(s) => Some(s),
+            Name::Shared(_) => None,
+        }
+    }
+
     /// The name as shared bytes (no copy for a message type's name).
     pub(crate) fn to_bytes(&self) -> bytes::Bytes {
         match &self.0 {

@@ -57,6 +57,17 @@ impl Reply {
         Ok(self)
     }
 
+    /// Sets the content type from a static str (at most [`MAX_NAME_LEN`] bytes): no copy and
+    /// no UTF-8 check.
+    pub fn with_content_type_static(
+        mut self,
+        content_type: &'static str,
+    ) -> Result<Self, TransportError> {
+        check_len("content type", content_type.len(), MAX_NAME_LEN)?;
+        self.content_type = Text::from_static(content_type);
+        Ok(self)
+    }
+
     /// Sets the content type (at most [`MAX_NAME_LEN`] bytes).
     pub fn with_content_type(mut self, content_type: &str) -> Result<Self, TransportError> {
         check_len("content type", content_type.len(), MAX_NAME_LEN)?;

@@ -52,6 +52,7 @@ async fn forwarded_request_is_answered_to_its_source_under_its_own_ids() {
         .await
         .expect("bounded")
         .expect("completed")
+        .0
         .expect("a reply");
     assert_eq!(reply.status(), ReplyStatus::Ok);
     assert_eq!(reply.operation_id(), op);

@@ -266,10 +266,18 @@ impl NodeInner {
             None => Envelope::one_way(op, &self.rid, self.generation, payload),
         };
         env.with_address(address.wire())
-            .and_then(|e| e.with_packet_name_bytes(msg.packet.to_bytes()))
-            .and_then(|e| {
-                e.with_content_type_bytes(crate::messaging::content_type_bytes(&msg.content_type))
+            .and_then(|e| match msg.packet.as_static() {
+                Some(name) => e.with_packet_name_static(name),
+                None => e.with_packet_name_bytes(msg.packet.to_bytes()),
             })
+            .and_then(
+                |e| match crate::messaging::static_content_type(&msg.content_type) {
+                    Some(ct) => e.with_content_type_static(ct),
+                    None => e.with_content_type_bytes(crate::messaging::content_type_bytes(
+                        &msg.content_type,
+                    )),
+                },
+            )
             .and_then(|e| e.with_metadata(msg.metadata.clone()))
             .map_err(transport_error)
     }
@@ -306,29 +314,42 @@ impl NodeInner {
             Ok(env) => env,
             Err(e) => return (Err(e), false),
         };
-        let (guard, rx) = self
-            .pending
-            .register(route, env.operation_id(), peer.info());
+        // The table's reaper ends the request at its reply timeout: no timer per request.
+        let (guard, rx) =
+            self.pending
+                .register_timed(route, env.operation_id(), peer.info(), timeout);
         self.metrics.sent(MessageKind::Request, SendPath::Remote);
         let started = std::time::Instant::now();
-        let wait = async {
-            peer.send_app(&env).await.map_err(transport_error)?;
-            match rx.await {
-                Ok(Ok(reply)) => Ok(ReplyBody::from_wire(reply)),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(ZLinkError::ShuttingDown),
+        let out = match peer.try_send_app(&env) {
+            // Queued at once: only the reply (or the reaper's timeout) is left to wait for. A
+            // forced shutdown fails every pending request (`Pending::fail_all` after the force
+            // signal), so no wait on the signal is needed; one registered after that sees it.
+            Ok(()) if self.life.force().is_cancelled() => Err(ZLinkError::ShuttingDown),
+            Ok(()) => ended(rx.await),
+            Err(e) if e.kind() != TransportErrorKind::Full => Err(transport_error(e)),
+            // The lane is full: wait for room and then the reply, bounded by the timeout and
+            // the force signal.
+            Err(_) => {
+                let wait = async {
+                    peer.send_app(&env).await.map_err(transport_error)?;
+                    ended(rx.await)
+                };
+                tokio::select! {
+                    r = tokio::time::timeout(timeout, wait) => match r {
+                        Ok(r) => r,
+                        Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
+                    },
+                    () = self.life.force().cancelled() => Err(ZLinkError::ShuttingDown),
+                }
             }
         };
-        let out = tokio::select! {
-            r = tokio::time::timeout(timeout, wait) => match r {
-                Ok(r) => r,
-                Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
-            },
-            () = self.life.force().cancelled() => Err(ZLinkError::ShuttingDown),
-        };
+        drop(guard);
         self.metrics
-            .request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
-        (out, guard.answered_elsewhere())
+            .request_ended(started, matches!(out, Ok((ReplyBody::Ok { .. }, _))));
+        match out {
+            Ok((body, elsewhere)) => (Ok(body), elsewhere),
+            Err(e) => (Err(e), false),
+        }
     }
 
     /// Queues a one-way send to a Ready peer, waiting up to `timeout` for admission.
@@ -528,8 +549,8 @@ impl NodeInner {
         let wait = async {
             peer.send_control(&env).await.map_err(transport_error)?;
             match rx.await {
-                Ok(Ok(reply)) => Ok(ReplyBody::from_wire(reply)),
-                Ok(Err(e)) => Err(e),
+                Ok((Ok(reply), _)) => Ok(ReplyBody::from_wire(reply)),
+                Ok((Err(e), _)) => Err(e),
                 Err(_) => Err(ZLinkError::ShuttingDown),
             }
         };
@@ -537,6 +558,18 @@ impl NodeInner {
             Ok(r) => r,
             Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
         }
+    }
+}
+
+/// The reply body and whether it came from another node, from what the pending table
+/// delivered.
+fn ended(
+    r: Result<super::pending::Ended, tokio::sync::oneshot::error::RecvError>,
+) -> Result<(ReplyBody, bool), ZLinkError> {
+    match r {
+        Ok((Ok(reply), elsewhere)) => Ok((ReplyBody::from_wire(reply), elsewhere)),
+        Ok((Err(e), _)) => Err(e),
+        Err(_) => Err(ZLinkError::ShuttingDown),
     }
 }
 

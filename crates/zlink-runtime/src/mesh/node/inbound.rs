@@ -3,19 +3,23 @@
 //! path, which no application queue, mailbox or permit can block).
 
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use zlink_codec::ChannelName;
 use zlink_codec::records::HostState;
-use zlink_transport::{Envelope, FrameReceiver, PeerEvent, Reply, ReplyReceiver, ReplyStatus};
+use zlink_transport::{
+    Envelope, FrameReceiver, PeerEvent, PeerInfo, Reply, ReplyReceiver, ReplyStatus,
+};
 
 use super::control;
 use super::core::{NodeInner, log_send_end};
-use super::mailbox::job_cost;
+use super::lifecycle::WorkGuard;
+use super::mailbox::{MailboxPermit, job_cost};
 use crate::messaging::{
     Cancellation, Correlation, DispatchOutcome, ErrorReply, InboundFrame, InboundTarget,
-    ReplyExpectation, ZLinkError,
+    ReplyExpectation, Started, ZLinkError,
 };
 use crate::telemetry::labels::{DropReason, MessageKind};
 
@@ -28,6 +32,10 @@ pub(crate) async fn peers_and_replies(
     mut events: mpsc::UnboundedReceiver<PeerEvent>,
     mut replies: ReplyReceiver,
 ) {
+    // The pending table's reaper (reply timeouts) lives as long as this loop.
+    let _reaper = AbortOnDrop(tokio::spawn(super::pending::reap(Arc::clone(
+        &node.pending,
+    ))));
     let (mut events_open, mut replies_open) = (true, true);
     while events_open || replies_open {
         tokio::select! {
@@ -48,6 +56,15 @@ pub(crate) async fn peers_and_replies(
                 None => events_open = false,
             },
         }
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -121,8 +138,9 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
         let peer = Arc::clone(frame.peer());
         let peer_rid = &peer.rid;
         let env = frame.into_envelope();
-        let objects_address = env.address() == super::core::ACTOR_ADDRESS
-            || env.address() == super::core::SPOT_ADDRESS;
+        let address = env.address_bytes();
+        let objects_address = address == super::core::ACTOR_ADDRESS.as_bytes()
+            || address == super::core::SPOT_ADDRESS.as_bytes();
         node.metrics.received(if env.reply_route().is_some() {
             MessageKind::Request
         } else {
@@ -180,22 +198,66 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
             }
             continue;
         }
-        let node = Arc::clone(&node);
-        // Boxed: the dispatch state machine is large, and a task moves its future on spawn.
-        // A handler that completes on its first poll runs here and pays no task.
-        super::inline::run_or_spawn(Box::pin(async move {
-            // Waited in the executor: the permit returns before the first filter runs.
-            let mut job = job;
-            job.release();
-            let _permit = permit;
-            let _work = work;
-            dispatch(&node, &peer.rid, env).await;
-        }));
+        // The Application Job Queue permit returns before the first filter runs.
+        let mut job = job;
+        job.release();
+        dispatch(&node, peer, env, (permit, work));
     }
 }
 
-async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env: Envelope) {
-    let target = if env.address().is_empty() {
+/// Dispatches one application frame. The synchronous part (addressing, handler lookup,
+/// decoding, the handler call) runs here and the handler's future is polled once (no task, no
+/// large future state built and moved); a handler that completes at once is answered here,
+/// one that waits goes on in its own task (polled there with the task's waker). A panic on
+/// this first poll ends the job alone, as a panicking task would; its guards drop.
+fn dispatch(
+    node: &Arc<NodeInner>,
+    peer: Arc<PeerInfo>,
+    env: Envelope,
+    guards: (MailboxPermit, WorkGuard),
+) {
+    let cancel = Cancellation::new();
+    let first = super::inline::contained(|| {
+        let frame = inbound_frame(node, &peer.rid, &env)?;
+        let mut running = match node.dispatcher.start(frame, cancel.clone()) {
+            Started::Done(outcome) => {
+                finish(node, &peer.rid, &env, outcome);
+                return None;
+            }
+            Started::Running(running) => running,
+        };
+        match super::inline::poll_once(&mut running) {
+            Poll::Ready(outcome) => {
+                finish(node, &peer.rid, &env, outcome);
+                None
+            }
+            Poll::Pending => Some(running),
+        }
+    });
+    let Some(Some(running)) = first else { return };
+    let node = Arc::clone(node);
+    tokio::spawn(async move {
+        let _guards = guards;
+        // Biased: the dispatch is polled before the force signal, as on the first poll.
+        tokio::select! {
+            biased;
+            outcome = running => finish(&node, &peer.rid, &env, outcome),
+            () = node.life.force().cancelled() => {
+                cancel.cancel();
+                answer(&node, &peer.rid, &env, Err(ZLinkError::ShuttingDown));
+            }
+        }
+    });
+}
+
+/// The dispatcher's frame for an application envelope; `None` (answered) when its address is
+/// not a valid ChannelName.
+fn inbound_frame(
+    node: &NodeInner,
+    peer_rid: &zlink_codec::RoutingId,
+    env: &Envelope,
+) -> Option<InboundFrame> {
+    let target = if env.address_bytes().is_empty() {
         InboundTarget::NodeDirect {
             mesh: node.mesh.clone(),
             source: env.source_rid().clone(),
@@ -210,12 +272,12 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
             Err(e) => {
                 let err = ZLinkError::malformed_payload("channel address")(e.into());
                 node.metrics.dropped(DropReason::NoRoute);
-                answer(node, peer_rid, &env, Err(err));
-                return;
+                answer(node, peer_rid, env, Err(err));
+                return None;
             }
         }
     };
-    let frame = InboundFrame {
+    Some(InboundFrame {
         target,
         expect: match env.reply_route() {
             Some(_) => ReplyExpectation::Reply(Correlation::new(Bytes::new())),
@@ -225,29 +287,27 @@ async fn dispatch(node: &Arc<NodeInner>, peer_rid: &zlink_codec::RoutingId, env:
         content_type: env.content_type_bytes().clone(),
         metadata: env.metadata().clone(),
         payload: env.payload().clone(),
-    };
-    let cancel = Cancellation::new();
-    // Biased: a dispatch that completes on its first poll never subscribes to the force signal.
-    let outcome = tokio::select! {
-        biased;
-        o = node.dispatcher.dispatch(frame, cancel.clone()) => o,
-        () = node.life.force().cancelled() => {
-            cancel.cancel();
-            answer(node, peer_rid, &env, Err(ZLinkError::ShuttingDown));
-            return;
-        }
-    };
+    })
+}
+
+/// Answers a dispatch that ended: its reply or error reply (a one-way's end is logged).
+fn finish(
+    node: &NodeInner,
+    peer_rid: &zlink_codec::RoutingId,
+    env: &Envelope,
+    outcome: DispatchOutcome,
+) {
     match outcome {
         DispatchOutcome::Reply {
             content_type,
             payload,
             ..
-        } => answer(node, peer_rid, &env, Ok((content_type, payload))),
+        } => answer(node, peer_rid, env, Ok((content_type, payload))),
         DispatchOutcome::ErrorReply { error, .. } => send_reply(
             node,
             peer_rid,
             env.source_rid(),
-            Reply::to(&env, ReplyStatus::Error, Bytes::from(error.encode())),
+            Reply::to(env, ReplyStatus::Error, Bytes::from(error.encode())),
         ),
         DispatchOutcome::NoReply(_) => log_send_end(&node.metrics, &outcome),
     }
@@ -272,8 +332,12 @@ pub(crate) fn reply_for(
     result: Result<(String, Vec<u8>), ZLinkError>,
 ) -> Option<Reply> {
     let reply = match result {
-        Ok((ct, payload)) => Reply::to(env, ReplyStatus::Ok, Bytes::from(payload))
-            .map(|r| r.with_content_type_bytes(crate::messaging::content_type_bytes(&ct))),
+        Ok((ct, payload)) => Reply::to(env, ReplyStatus::Ok, Bytes::from(payload)).map(|r| {
+            match crate::messaging::static_content_type(&ct) {
+                Some(st) => r.with_content_type_static(st),
+                None => r.with_content_type_bytes(crate::messaging::content_type_bytes(&ct)),
+            }
+        }),
         Err(e) => {
             if env.reply_route().is_none() {
                 tracing::debug!(error = %e, packet = env.packet_name(), "one-way frame not dispatched");

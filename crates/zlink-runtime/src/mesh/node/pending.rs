@@ -3,12 +3,14 @@
 //! down (`Unavailable`, never resent) or a forced shutdown. A reply arriving after the entry
 //! ended is discarded.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
 use zlink_transport::{ConnectionId, InboundReply, OperationId, PeerInfo, Reply, ReplyRouteId};
 
 use crate::messaging::{UnavailableReason, ZLinkError};
@@ -16,55 +18,191 @@ use crate::messaging::{UnavailableReason, ZLinkError};
 /// The end of one request, delivered to its waiter.
 pub(crate) type Completion = Result<Reply, ZLinkError>;
 
+/// What the waiter of a request receives: its end, and whether the reply came from another
+/// node than the request went to (its object moved there and answered the original source
+/// itself: a followed or relayed request).
+pub(crate) type Ended = (Completion, bool);
+
 #[derive(Debug)]
 struct Entry {
     operation: OperationId,
     /// The connection the request went out on (its id, and the target named in an error).
     peer: Arc<PeerInfo>,
-    tx: oneshot::Sender<Completion>,
-    /// Set when the reply came from another node than the request went to (its object moved
-    /// there and answered the original source itself: a followed or relayed request).
-    elsewhere: Arc<AtomicBool>,
+    tx: oneshot::Sender<Ended>,
 }
 
-/// The pending-request table of one node.
+/// Hashes a ReplyRouteId with one multiply (SipHash cost more than the rest of a table
+/// operation). Only this node inserts keys (the ids it hands out, a counter), so a peer can
+/// only look keys up and cannot crowd a bucket with crafted ones.
+#[derive(Debug, Default, Clone, Copy)]
+struct RouteHasher(u64);
+
+impl Hasher for RouteHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Routes = HashMap<u64, Entry, BuildHasherDefault<RouteHasher>>;
+
+/// The pending-request table of one node. A request registered with a reply timeout
+/// ([`register_timed`](Pending::register_timed)) is ended with `ReplyTimeout` by the table's
+/// reaper ([`reap`]) instead of a timer of its own: one timer per node, not one per request.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
-    by_route: Mutex<HashMap<u64, Entry>>,
+    by_route: Mutex<Table>,
+    /// Wakes the reaper when a deadline earlier than its next wake-up is registered.
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    routes: Routes,
+    /// Reply deadlines in registration order, one queue per reply timeout (with one timeout,
+    /// registration order is deadline order). A request that already ended is skipped when it
+    /// reaches the front, and dropped in bulk when its queue outgrows the table.
+    deadlines: Vec<Deadlines>,
+    /// The reaper's next wake-up (`None`: it waits for a deadline).
+    armed: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Deadlines {
+    timeout: Duration,
+    queue: VecDeque<(Instant, u64)>,
+}
+
+impl Table {
+    fn remove(&mut self, route: u64) -> Option<Entry> {
+        self.routes.remove(&route)
+    }
+
+    /// Queues the deadline of `route`; true when the reaper must wake earlier for it.
+    fn push_deadline(&mut self, route: u64, timeout: Duration, deadline: Instant) -> bool {
+        let i = match self.deadlines.iter().position(|d| d.timeout == timeout) {
+            Some(i) => i,
+            None => {
+                self.deadlines.push(Deadlines {
+                    timeout,
+                    queue: VecDeque::new(),
+                });
+                self.deadlines.len() - 1
+            }
+        };
+        let routes = &self.routes;
+        let q = &mut self.deadlines[i].queue;
+        while q.front().is_some_and(|(_, r)| !routes.contains_key(r)) {
+            q.pop_front();
+        }
+        if q.len() > 2 * routes.len() + 64 {
+            q.retain(|(_, r)| routes.contains_key(r));
+        }
+        q.push_back((deadline, route));
+        if self.armed.is_none_or(|at| deadline < at) {
+            self.armed = Some(deadline);
+            return true;
+        }
+        false
+    }
+
+    /// Takes the requests whose deadline passed at `now`; sets and returns the next wake-up.
+    fn expire(&mut self, now: Instant) -> (Vec<(Entry, Duration)>, Option<Instant>) {
+        let mut expired = Vec::new();
+        let mut next: Option<Instant> = None;
+        let routes = &mut self.routes;
+        for d in &mut self.deadlines {
+            while let Some(&(at, route)) = d.queue.front() {
+                if !routes.contains_key(&route) {
+                    d.queue.pop_front();
+                } else if at <= now {
+                    d.queue.pop_front();
+                    if let Some(e) = routes.remove(&route) {
+                        expired.push((e, d.timeout));
+                    }
+                } else {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                    break;
+                }
+            }
+        }
+        self.deadlines.retain(|d| !d.queue.is_empty());
+        self.armed = next;
+        (expired, next)
+    }
 }
 
 impl Pending {
-    /// Registers a request before it is queued; the guard removes it when dropped.
+    /// Registers a request before it is queued; the guard removes it when dropped. Its
+    /// waiter keeps its own reply timeout.
     pub(crate) fn register(
         self: &Arc<Self>,
         route: ReplyRouteId,
         operation: OperationId,
         peer: &Arc<PeerInfo>,
-    ) -> (PendingGuard, oneshot::Receiver<Completion>) {
+    ) -> (PendingGuard, oneshot::Receiver<Ended>) {
+        self.register_with(route, operation, peer, None)
+    }
+
+    /// [`register`](Self::register), the reaper ending the request with
+    /// [`ZLinkError::ReplyTimeout`] when no reply came within `timeout` from now.
+    pub(crate) fn register_timed(
+        self: &Arc<Self>,
+        route: ReplyRouteId,
+        operation: OperationId,
+        peer: &Arc<PeerInfo>,
+        timeout: Duration,
+    ) -> (PendingGuard, oneshot::Receiver<Ended>) {
+        self.register_with(route, operation, peer, Some(timeout))
+    }
+
+    fn register_with(
+        self: &Arc<Self>,
+        route: ReplyRouteId,
+        operation: OperationId,
+        peer: &Arc<PeerInfo>,
+        timeout: Option<Duration>,
+    ) -> (PendingGuard, oneshot::Receiver<Ended>) {
         let (tx, rx) = oneshot::channel();
-        let elsewhere = Arc::new(AtomicBool::new(false));
-        self.by_route.lock().insert(
-            route.get(),
-            Entry {
-                operation,
-                peer: Arc::clone(peer),
-                tx,
-                elsewhere: Arc::clone(&elsewhere),
-            },
-        );
+        let entry = Entry {
+            operation,
+            peer: Arc::clone(peer),
+            tx,
+        };
+        let wake = {
+            let mut table = self.by_route.lock();
+            table.routes.insert(route.get(), entry);
+            match timeout {
+                Some(t) => {
+                    let deadline = Instant::now().checked_add(t);
+                    deadline.is_some_and(|d| table.push_deadline(route.get(), t, d))
+                }
+                None => false,
+            }
+        };
+        if wake {
+            self.wake.notify_one();
+        }
         (
             PendingGuard {
                 pending: Arc::clone(self),
                 route,
-                elsewhere,
             },
             rx,
         )
     }
 
     /// [`complete`](Self::complete) with a reply read from a connection: one from another node
-    /// than the request went to marks the request answered elsewhere
-    /// ([`PendingGuard::answered_elsewhere`]).
+    /// than the request went to is marked answered elsewhere.
     pub(crate) fn complete_inbound(&self, inbound: InboundReply) -> bool {
         let from = Arc::clone(inbound.peer());
         self.complete_from(inbound.into_reply(), &from.rid)
@@ -72,37 +210,39 @@ impl Pending {
 
     /// [`complete`](Self::complete) with a reply node `from` sent (read from a connection, or
     /// delivered as a relocation completion record): one from another node than the request
-    /// went to marks the request answered elsewhere.
+    /// went to is marked answered elsewhere.
     pub(crate) fn complete_from(&self, reply: Reply, from: &zlink_codec::RoutingId) -> bool {
-        if let Some(e) = self.by_route.lock().get(&reply.reply_route().get()) {
-            if &e.peer.rid != from {
-                e.elsewhere.store(true, Ordering::Release);
-            }
-        }
-        self.complete(reply)
+        self.end(reply, Some(from))
     }
 
     /// Completes the request a reply answers. Returns false (the reply is discarded) when no
     /// request waits on that route, or the OperationId does not match.
     pub(crate) fn complete(&self, reply: Reply) -> bool {
-        let mut map = self.by_route.lock();
+        self.end(reply, None)
+    }
+
+    fn end(&self, reply: Reply, from: Option<&zlink_codec::RoutingId>) -> bool {
         let route = reply.reply_route().get();
-        match map.get(&route) {
-            Some(e) if e.operation == reply.operation_id() => {}
-            Some(_) => {
-                tracing::warn!(route, "reply with a foreign OperationId discarded");
-                return false;
+        let e = {
+            let mut map = self.by_route.lock();
+            match map.remove(route) {
+                Some(e) if e.operation == reply.operation_id() => e,
+                Some(e) => {
+                    // Not this request's reply: it keeps waiting.
+                    map.routes.insert(route, e);
+                    drop(map);
+                    tracing::warn!(route, "reply with a foreign OperationId discarded");
+                    return false;
+                }
+                None => {
+                    drop(map);
+                    tracing::debug!(route, "late or unknown reply discarded");
+                    return false;
+                }
             }
-            None => {
-                tracing::debug!(route, "late or unknown reply discarded");
-                return false;
-            }
-        }
-        let Some(e) = map.remove(&route) else {
-            return false;
         };
-        drop(map);
-        e.tx.send(Ok(reply)).is_ok()
+        let elsewhere = from.is_some_and(|from| &e.peer.rid != from);
+        e.tx.send((Ok(reply), elsewhere)).is_ok()
     }
 
     /// Ends every request sent on `connection` with `Unavailable` (the connection went down;
@@ -111,35 +251,67 @@ impl Pending {
         let ended: Vec<Entry> = {
             let mut map = self.by_route.lock();
             let routes: Vec<u64> = map
+                .routes
                 .iter()
                 .filter(|(_, e)| e.peer.connection == connection)
                 .map(|(r, _)| *r)
                 .collect();
-            routes.iter().filter_map(|r| map.remove(r)).collect()
+            routes.iter().filter_map(|r| map.remove(*r)).collect()
         };
         let n = ended.len();
         for e in ended {
-            let _ = e.tx.send(Err(ZLinkError::Unavailable {
-                target: format!("node {}", e.peer.rid),
-                reason: UnavailableReason::ConnectionLost,
-            }));
+            let _ = e.tx.send((
+                Err(ZLinkError::Unavailable {
+                    target: format!("node {}", e.peer.rid),
+                    reason: UnavailableReason::ConnectionLost,
+                }),
+                false,
+            ));
         }
         n
     }
 
     /// Ends every request with `ShuttingDown` (a forced shutdown).
     pub(crate) fn fail_all(&self) -> usize {
-        let ended: Vec<Entry> = self.by_route.lock().drain().map(|(_, e)| e).collect();
+        let ended: Vec<Entry> = self
+            .by_route
+            .lock()
+            .routes
+            .drain()
+            .map(|(_, e)| e)
+            .collect();
         let n = ended.len();
         for e in ended {
-            let _ = e.tx.send(Err(ZLinkError::ShuttingDown));
+            let _ = e.tx.send((Err(ZLinkError::ShuttingDown), false));
         }
         n
     }
 
     /// Requests waiting for a reply.
     pub(crate) fn len(&self) -> usize {
-        self.by_route.lock().len()
+        self.by_route.lock().routes.len()
+    }
+}
+
+/// The reaper of one node's pending table: ends each request registered with a reply timeout
+/// that got no reply in time with [`ZLinkError::ReplyTimeout`], sleeping until the earliest
+/// deadline in between. Runs until dropped (aborted with the node's reply loop).
+pub(crate) async fn reap(pending: Arc<Pending>) {
+    loop {
+        let (expired, next) = pending.by_route.lock().expire(Instant::now());
+        for (e, timeout) in expired {
+            let _ =
+                e.tx.send((Err(ZLinkError::ReplyTimeout { timeout }), false));
+        }
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = pending.wake.notified() => {}
+                }
+            }
+            None => pending.wake.notified().await,
+        }
     }
 }
 
@@ -149,18 +321,10 @@ impl Pending {
 pub(crate) struct PendingGuard {
     pending: Arc<Pending>,
     route: ReplyRouteId,
-    elsewhere: Arc<AtomicBool>,
-}
-
-impl PendingGuard {
-    /// Whether the reply came from another node than the request went to.
-    pub(crate) fn answered_elsewhere(&self) -> bool {
-        self.elsewhere.load(Ordering::Acquire)
-    }
 }
 
 impl Drop for PendingGuard {
     fn drop(&mut self) {
-        self.pending.by_route.lock().remove(&self.route.get());
+        self.pending.by_route.lock().remove(self.route.get());
     }
 }

@@ -110,6 +110,7 @@ async fn inject_request(
         .await
         .expect("answered")
         .expect("pending")
+        .0
         .expect("a reply");
     assert_eq!(reply.status(), zlink_transport::ReplyStatus::Error);
     let e = crate::messaging::ErrorReply::decode(&reply.into_payload())
