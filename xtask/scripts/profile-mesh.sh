@@ -14,6 +14,13 @@ n=${3:-20000}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${MESH_NODE:-${CARGO_TARGET_DIR:-$root/target}/release/examples/mesh_node}
 [ -x "$bin" ] || { echo "build it first: cargo build --release -p zlink-runtime --example mesh_node" >&2; exit 1; }
+# dhat sees only the system allocator's heap: with the example's mimalloc it counts nothing.
+if [ "$tool" = dhat ] && grep -qa mi_malloc "$bin"; then
+  echo "dhat counts only the system allocator: $bin uses mimalloc. Build a copy without the" >&2
+  echo "#[global_allocator] lines of crates/zlink-runtime/examples/mesh_node/main.rs (into another" >&2
+  echo "CARGO_TARGET_DIR) and pass it as MESH_NODE=..." >&2
+  exit 1
+fi
 
 # One run of `count` messages; prints "<client total> <server total>".
 run() {
