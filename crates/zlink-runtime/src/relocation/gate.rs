@@ -5,29 +5,41 @@
 //! shares those values, and each object node keeps its own gate (its own counts), so a root
 //! with several object nodes admits the caps per node, not per process.
 //!
-//! **Source:** before anything of the move is written (before it secures its target, so
-//! well before the seal) a unit takes, all at once, an outbound-unit permit
-//! (`MaxActiveOutboundRelocations`), a `Capture` permit (`MaxConcurrentRelocationCaptures`)
-//! and its up-front payload memory (`MaxRelocationPayloadInFlightBytes`): 64 MiB per
-//! `PreserveStateWith` object plus the framing of the Restore header and of the chunks such a
-//! payload takes (a `RecreateOnRelocation` unit carries no state: only the Restore header).
-//! When one is short, those already taken are returned under the same lock — no other
-//! attempt ever sees a partial hold — and the unit waits for a release and tries again. A
-//! single unit whose claim exceeds the whole memory cap can never move:
-//! [`GateError::TooLarge`] before anything is captured. A `SpotWide` aggregate takes the same
-//! gate with one `Capture` permit (its participants are captured one after another) and
-//! [`UnitGate::aggregate_claim`] (64 MiB per preserved participant plus the inventory and
-//! framing); a claim over the cap waits until no other payload memory is held and then holds
-//! it alone until it frees it, even after it shrank (`aggregate/mod.rs`). The `Capture` permit is returned once the capture ran; the
-//! memory shrinks to the encoded payload after it (never grows) and is returned when the
-//! payload is dropped; the outbound permit when the unit ends.
+//! **Source:** before anything of the move is written (before it secures its target) a unit
+//! takes an outbound-unit permit (`MaxActiveOutboundRelocations`); a single unit whose
+//! up-front payload claim exceeds the whole memory cap can never move and is refused there
+//! ([`GateError::TooLarge`]) before anything is written or captured. Its payload memory and
+//! its `Capture` permit are taken later, when its capture starts: after the target
+//! reservation, the `Preparing` record and the target's admission (below), just before the
+//! seal — a wait for them is still before the seal, outside the interruption (28 §5), and a
+//! unit that holds them has nothing external left to wait for before its capture. It waits
+//! until a `Capture` permit (`MaxConcurrentRelocationCaptures`) and its up-front payload memory
+//! (`MaxRelocationPayloadInFlightBytes`: 64 MiB per `PreserveStateWith` object plus the
+//! framing of the Restore header and of the chunks such a payload takes; a
+//! `RecreateOnRelocation` unit carries no state: only the Restore header) are both free and
+//! takes them at once; when one is short, the other is returned under the same lock — no
+//! other attempt ever sees a partial hold. The wait holds the unit's target reservation, so
+//! it is bounded: past [`CAPTURE_WAIT`] (or the move's deadline) the move is cancelled before
+//! its seal ([`GateError::WaitedTooLong`], `Unavailable`), the reservation released and the
+//! object keeps serving here. Taking the memory at capture rather than at admission is what
+//! lets many units secure their targets and record `Preparing` while only the few the cap
+//! allows hold 64 MiB each, for the short span from the capture start to the shrink. A
+//! `SpotWide` aggregate takes the same gate with one `Capture` permit (its participants are
+//! captured one after another) and [`UnitGate::aggregate_claim`] (64 MiB per preserved
+//! participant plus the inventory and framing); a claim over the cap waits until no other
+//! payload memory is held and then holds it alone until it frees it, even after it shrank
+//! (`aggregate/mod.rs`). The `Capture` permit is returned once the capture ran; the memory
+//! shrinks to the encoded payload after it (never grows) and is returned when the payload is
+//! dropped; the outbound permit when the unit ends.
 //!
 //! **Target:** before its seal the source asks the target to admit the unit ([`ADMIT`], a
 //! command-plane request): the target waits until an inbound-unit permit
 //! (`MaxActiveInboundRelocations`), a `Restore` permit (`MaxConcurrentRelocationRestores`) and
 //! payload memory for the source's up-front claim are all free, takes them at once and
 //! answers; a wait past [`ADMIT_WAIT`] is refused and the source cancels the move (the Actor
-//! keeps serving there). The Restore header then shrinks the memory to the declared length.
+//! keeps serving there). Right after its capture the source declares the encoded length
+//! ([`DECLARE`], one-way) and the target's memory shrinks to it then; the Restore header
+//! shrinks it to the declared length again (and refuses more than was admitted).
 //! A Restore that arrives without an admission tries the same permits at once and is
 //! refused when one is short ([`GateError::Busy`]). The `Restore` permit and the memory are
 //! returned once the instance is built, the inbound permit when the move ends here (or the
@@ -59,21 +71,34 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use zlink_relocation::transfer::{
-    BudgetError, BudgetScope, CHUNK_HEADER_LEN, ChunkLimit, InFlightBudget, InFlightPermit,
-    MAX_ADAPTER_STATE_LEN, PayloadClaim, PayloadMemory, PayloadMemoryError, PayloadMemoryPermit,
-    PayloadUnit, RESTORE_HEADER_LEN, SettingsError,
+    BudgetError, BudgetScope, CHUNK_HEADER_LEN, ChunkLimit, InFlightBudget, MAX_ADAPTER_STATE_LEN,
+    PayloadClaim, PayloadMemory, PayloadMemoryError, PayloadMemoryPermit, PayloadUnit,
+    RESTORE_HEADER_LEN, SettingsError,
 };
 
 use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+
+mod permits;
 use crate::objects::{RelocationConfigError, RelocationOptions};
+pub(crate) use permits::{ChunkPermit, SourcePermits, TargetPermits};
 
 /// The target admission request (a command-plane request, answered once the target holds
 /// its permits): sent by the source before its seal, so the waits for the target's permits
 /// are not part of the interruption (28 §5).
 pub(crate) const ADMIT: &str = "zlink.relocation.admit";
 
+/// The source's declaration of its encoded payload length right after its capture (a
+/// one-way command-plane command, body [`AdmitCommand`] with the encoded length): the target
+/// shrinks the memory it admitted for that unit to it (never grows; the Restore header
+/// checks the length again). Without it the target's memory shrinks only at the Restore.
+pub(crate) const DECLARE: &str = "zlink.relocation.declare";
+
 /// How long a target waits for its permits for one admission before refusing it.
 pub(crate) const ADMIT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a source unit, holding its target reservation, waits for its `Capture` permit
+/// and payload memory before its move is cancelled (it keeps serving where it is).
+pub(crate) const CAPTURE_WAIT: Duration = ADMIT_WAIT;
 
 /// The body of [`ADMIT`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -112,6 +137,16 @@ pub(crate) enum GateError {
     /// A unit's up-front payload memory claim does not fit in 64 bits.
     #[error("the payload memory claim does not fit")]
     Claim(#[source] PayloadMemoryError),
+    /// A unit waited for its permits as long as it may (the target's admission wait, or the
+    /// source's wait for its `Capture` permit and payload memory while it holds its target
+    /// reservation): the move is cancelled before its seal.
+    #[error("waited {waited:?} for the {what}; the move is cancelled")]
+    WaitedTooLong {
+        /// What was short.
+        what: &'static str,
+        /// How long the unit waited.
+        waited: Duration,
+    },
 }
 
 impl GateError {
@@ -119,7 +154,7 @@ impl GateError {
     pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             GateError::TooLarge { .. } => ErrorKind::CapacityExceeded,
-            GateError::Busy { .. } => ErrorKind::Unavailable,
+            GateError::Busy { .. } | GateError::WaitedTooLong { .. } => ErrorKind::Unavailable,
             GateError::Transfer(_) | GateError::MemoryCap(_) | GateError::Claim(_) => {
                 ErrorKind::InvalidOperation
             }
@@ -295,11 +330,10 @@ impl UnitGate {
         .map_err(GateError::Claim)
     }
 
-    /// Source: waits until the outbound-unit permit, a `Capture` permit and the claim are all
-    /// free, and takes them at once. A single unit's claim over the whole cap is
-    /// [`GateError::TooLarge`]; a `SpotWide` aggregate's claim over the cap waits until no
-    /// other payload memory is held and then holds it alone: nothing else takes payload
-    /// memory until this unit's memory is returned, even after it shrank (28 §5).
+    /// Source, before anything of the move is written: refuses a single unit whose `claim`
+    /// exceeds the whole memory cap ([`GateError::TooLarge`]), then waits until an
+    /// outbound-unit permit is free and takes it. The `Capture` permit and the claim are taken
+    /// when the capture starts ([`SourcePermits::take_capture`]).
     pub(crate) async fn admit_outbound(
         &self,
         claim: PayloadClaim,
@@ -332,17 +366,17 @@ impl UnitGate {
     }
 
     /// Takes, under the attempt lock and all at once, `claim` of payload memory, a unit permit
-    /// and a callback permit (`Capture` or `Restore`), each with the name a wait reports; a
-    /// refusal drops what was taken, still under the lock.
+    /// (when `unit` names one) and a callback permit (`Capture` or `Restore`), each with the
+    /// name a wait reports; a refusal drops what was taken, still under the lock.
     fn take_all(
         &self,
         claim: PayloadClaim,
-        unit: (&Arc<Semaphore>, &'static str),
+        unit: Option<(&Arc<Semaphore>, &'static str)>,
         callback: (&Arc<Semaphore>, &'static str),
     ) -> Result<
         (
             PayloadMemoryPermit,
-            OwnedSemaphorePermit,
+            Option<OwnedSemaphorePermit>,
             OwnedSemaphorePermit,
         ),
         Short,
@@ -356,29 +390,52 @@ impl UnitGate {
             }
             Err(_) => return Err(Short::Wait("payload memory")),
         };
-        let unit_permit = Arc::clone(unit.0)
-            .try_acquire_owned()
-            .map_err(|_| Short::Wait(unit.1))?;
+        let unit_permit = match unit {
+            Some((sem, what)) => Some(
+                Arc::clone(sem)
+                    .try_acquire_owned()
+                    .map_err(|_| Short::Wait(what))?,
+            ),
+            None => None,
+        };
         let callback_permit = Arc::clone(callback.0)
             .try_acquire_owned()
             .map_err(|_| Short::Wait(callback.1))?;
         Ok((memory, unit_permit, callback_permit))
     }
 
-    /// One all-at-once attempt of [`admit_outbound`](Self::admit_outbound).
+    /// One attempt of [`admit_outbound`](Self::admit_outbound).
     fn try_outbound(&self, claim: PayloadClaim) -> Result<SourcePermits, Short> {
         let s = &self.shared;
-        let (memory, unit, capture) = self.take_all(
-            claim,
-            (&s.outbound, "outbound unit permit"),
-            (&s.captures, "Capture permit"),
-        )?;
+        let cap = s.memory.cap();
+        if claim.unit() == PayloadUnit::Single && claim.bytes() > cap {
+            return Err(Short::Never(GateError::TooLarge {
+                need: claim.bytes(),
+                cap,
+            }));
+        }
+        let unit = Arc::clone(&s.outbound)
+            .try_acquire_owned()
+            .map_err(|_| Short::Wait("outbound unit permit"))?;
         Ok(SourcePermits {
             unit: Some(unit),
-            capture: Some(capture),
-            memory: Some(memory),
+            capture: None,
+            memory: None,
+            claim,
+            taken: false,
             shared: Arc::clone(s),
         })
+    }
+
+    /// One all-at-once attempt of [`SourcePermits::take_capture`]: a `Capture` permit and
+    /// `claim` of payload memory.
+    fn try_capture(
+        &self,
+        claim: PayloadClaim,
+    ) -> Result<(PayloadMemoryPermit, OwnedSemaphorePermit), Short> {
+        let s = &self.shared;
+        let (memory, _, capture) = self.take_all(claim, None, (&s.captures, "Capture permit"))?;
+        Ok((memory, capture))
     }
 
     /// Target: waits until an inbound-unit permit, a `Restore` permit and the payload memory
@@ -417,11 +474,11 @@ impl UnitGate {
         let s = &self.shared;
         let (memory, unit, restore) = self.take_all(
             claim,
-            (&s.inbound, "inbound unit permit"),
+            Some((&s.inbound, "inbound unit permit")),
             (&s.restores, "Restore permit"),
         )?;
         Ok(TargetPermits {
-            unit: Some(unit),
+            unit,
             restore: Some(restore),
             memory: Some(memory),
             shared: Arc::clone(s),
@@ -504,7 +561,7 @@ impl UnitGate {
         self.shared.memory.is_held_alone()
     }
 
-    /// Tests: one all-at-once attempt; `Ok(None)` when something is short now.
+    /// Tests: one attempt at the outbound-unit permit; `Ok(None)` when it is short now.
     #[cfg(test)]
     pub(crate) fn try_outbound_now(
         &self,
@@ -515,6 +572,19 @@ impl UnitGate {
             Err(Short::Wait(_)) => Ok(None),
             Err(Short::Never(e)) => Err(e),
         }
+    }
+
+    /// Tests: the outbound-unit permit and then, at once, the `Capture` permit and the claim;
+    /// `Ok(None)` (holding nothing) when one is short now.
+    #[cfg(test)]
+    pub(crate) fn try_source_now(
+        &self,
+        claim: PayloadClaim,
+    ) -> Result<Option<SourcePermits>, GateError> {
+        let Some(mut permits) = self.try_outbound_now(claim)? else {
+            return Ok(None);
+        };
+        Ok(permits.try_capture_now()?.then_some(permits))
     }
 }
 
@@ -534,137 +604,5 @@ impl<'a> Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// What a source unit holds (see [`UnitGate::admit_outbound`]); dropping it returns the rest.
-pub(crate) struct SourcePermits {
-    unit: Option<OwnedSemaphorePermit>,
-    capture: Option<OwnedSemaphorePermit>,
-    memory: Option<PayloadMemoryPermit>,
-    shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for SourcePermits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SourcePermits")
-            .field("capture", &self.capture.is_some())
-            .field(
-                "memory",
-                &self.memory.as_ref().map(PayloadMemoryPermit::bytes),
-            )
-            .finish_non_exhaustive()
-    }
-}
-
-impl SourcePermits {
-    /// The capture ran: its permit goes back.
-    pub(crate) fn end_capture(&mut self) {
-        if self.capture.take().is_some() {
-            self.shared.changed.notify_waiters();
-        }
-    }
-
-    /// The captured payload is known: the memory shrinks to its `encoded` bytes (never grows:
-    /// a larger value keeps what is held).
-    pub(crate) fn shrink_to(&mut self, encoded: u64) {
-        if let Some(m) = &mut self.memory {
-            match m.shrink_to(encoded) {
-                Ok(()) => self.shared.changed.notify_waiters(),
-                Err(e) => tracing::warn!(error = %e, "relocation payload memory not shrunk"),
-            }
-        }
-    }
-
-    /// The payload was dropped: its memory goes back.
-    pub(crate) fn drop_payload(&mut self) {
-        if self.memory.take().is_some() {
-            self.shared.changed.notify_waiters();
-        }
-    }
-
-    /// Payload memory held now.
-    pub(crate) fn memory(&self) -> u64 {
-        self.memory.as_ref().map_or(0, PayloadMemoryPermit::bytes)
-    }
-}
-
-impl Drop for SourcePermits {
-    fn drop(&mut self) {
-        self.capture.take();
-        self.memory.take();
-        self.unit.take();
-        self.shared.changed.notify_waiters();
-    }
-}
-
-/// What a target unit holds (see [`UnitGate::admit_inbound`]); dropping it returns the rest.
-pub(crate) struct TargetPermits {
-    unit: Option<OwnedSemaphorePermit>,
-    restore: Option<OwnedSemaphorePermit>,
-    memory: Option<PayloadMemoryPermit>,
-    shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for TargetPermits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TargetPermits")
-            .field("restore", &self.restore.is_some())
-            .field(
-                "memory",
-                &self.memory.as_ref().map(PayloadMemoryPermit::bytes),
-            )
-            .finish_non_exhaustive()
-    }
-}
-
-impl TargetPermits {
-    /// The Restore declared its length: the memory shrinks to it. More than was admitted is
-    /// [`PayloadMemoryError::WouldGrow`] and changes nothing.
-    pub(crate) fn shrink_to(&mut self, bytes: u64) -> Result<(), PayloadMemoryError> {
-        if let Some(m) = &mut self.memory {
-            m.shrink_to(bytes)?;
-            self.shared.changed.notify_waiters();
-        }
-        Ok(())
-    }
-
-    /// The instance is built (or the build failed): the `Restore` permit and the payload
-    /// memory go back; the inbound permit stays until the move ends here.
-    pub(crate) fn end_restore(&mut self) {
-        let had = self.restore.take().is_some() | self.memory.take().is_some();
-        if had {
-            self.shared.changed.notify_waiters();
-        }
-    }
-}
-
-impl Drop for TargetPermits {
-    fn drop(&mut self) {
-        self.restore.take();
-        self.memory.take();
-        self.unit.take();
-        self.shared.changed.notify_waiters();
-    }
-}
-
-/// One chunk's reserved charge; dropping it (on the acknowledgement) returns it.
-pub(crate) struct ChunkPermit {
-    permit: Option<InFlightPermit>,
-    shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for ChunkPermit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkPermit")
-            .field("charge", &self.permit.as_ref().map(InFlightPermit::charge))
-            .finish()
-    }
-}
-
-impl Drop for ChunkPermit {
-    fn drop(&mut self) {
-        self.permit.take();
-        self.shared.changed.notify_waiters();
     }
 }

@@ -52,10 +52,11 @@
 //! right after its handler (the next turn of the Spot — no other turn runs in between),
 //! not as a separately queued job.
 //!
-//! **Unit gate (28 §5, §12 item 4):** before anything is written the source takes, at once,
-//! one outbound-unit permit, one `Capture` permit (the participants are captured one after
-//! another under it, so one bounds the pass; it goes back when the pass ends) and the
-//! aggregate claim: 64 MiB per `PreserveStateWith` participant plus the bytes the payload
+//! **Unit gate (28 §5, §12 item 4):** before anything is written the source takes one
+//! outbound-unit permit; when the capture starts (after the target reservation and the
+//! `Preparing` record, before the target's admission and the seal) it takes, at once, one
+//! `Capture` permit (the participants are captured one after another under it, so one bounds
+//! the pass; it goes back when the pass ends) and the aggregate claim: 64 MiB per `PreserveStateWith` participant plus the bytes the payload
 //! carries beside the states (inventory pages, counts, per-state flags and lengths, known at
 //! the preflight) plus the Restore and chunk headers (`UnitGate::aggregate_claim`). A claim
 //! over `MaxRelocationPayloadInFlightBytes` is not refused: it waits until no other payload

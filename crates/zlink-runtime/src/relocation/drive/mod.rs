@@ -216,11 +216,11 @@ impl<'a> Move<'a> {
         self.error.get_or_insert(e);
     }
 
-    /// Waits at the unit gate until every permit the unit needs is free and takes them at
-    /// once (28 §5; an oversized aggregate claim then holds the payload memory alone), then
-    /// performs `effects` and every effect the events they produce lead to, and settles. A
-    /// unit that can never fit is refused before anything is written or captured. Returns the
-    /// unit authority's record as it is after the move.
+    /// Waits at the unit gate for an outbound-unit permit (28 §5; its `Capture` permit and
+    /// payload memory are taken when its capture starts, `steps.rs`), then performs `effects`
+    /// and every effect the events they produce lead to, and settles. A unit that can never
+    /// fit is refused before anything is written or captured. Returns the unit authority's
+    /// record as it is after the move.
     pub(super) async fn run(mut self, effects: Vec<Effect>) -> Result<AuthorityHandle, ZLinkError> {
         let relocations = &self.client.objects.relocations();
         let gate = relocations.gate(&self.client.objects.relocation_options)?;

@@ -14,7 +14,7 @@ use crate::objects::host::{ObjectKey, store_failure};
 use crate::objects::lifecycle::LifecycleCall;
 use crate::objects::live::LiveObject;
 use crate::relocation::MovesOf;
-use crate::relocation::gate::{AdmitCommand, SourcePermits};
+use crate::relocation::gate::{self, AdmitCommand, SourcePermits};
 use crate::relocation::invariant;
 use crate::relocation::participants::{Shape, oversized};
 use crate::relocation::send;
@@ -26,12 +26,16 @@ use tokio::time::Instant;
 use zlink_location::TargetReservation;
 
 impl Move<'_> {
-    /// The target admits the unit (its inbound-unit and `Restore` permits and this unit's
-    /// payload memory claim; 28 §5), then — for an `ApplicationSignaled` Spot — the seal waits
-    /// for the application's boundary, then every participant is sealed (one hold group),
-    /// while that signalling turn is still held; any participant already covered cancels.
+    /// The capture starts: the target admits the unit (its inbound-unit and `Restore` permits
+    /// and this unit's payload memory claim), then the unit takes its own `Capture` permit and
+    /// payload memory (28 §5; `gate.rs`) — in that order, so a source holds neither across the
+    /// admission's round trip, and once it holds them nothing external delays its capture —
+    /// then — for an `ApplicationSignaled` Spot — the seal waits for the application's
+    /// boundary, then every participant is sealed (one hold group), while that signalling turn
+    /// is still held; any participant already covered cancels.
     pub(super) async fn seal(&mut self) -> Result<(), ZLinkError> {
         self.admit_target().await?;
+        self.take_capture().await?;
         let boundary = self.boundary().await?;
         let relocations = &self.client.objects.relocations();
         for (i, p) in self.parts.iter().enumerate() {
@@ -53,12 +57,24 @@ impl Move<'_> {
         Ok(())
     }
 
+    /// Before the seal: waits for this unit's `Capture` permit and payload memory at the gate,
+    /// no longer than [`gate::CAPTURE_WAIT`] or the move's deadline — the unit holds its
+    /// target reservation meanwhile — and is cancelled past that.
+    pub(super) async fn take_capture(&mut self) -> Result<(), ZLinkError> {
+        let Some(permits) = &mut self.permits else {
+            return Err(invariant("the unit was not admitted at the gate"));
+        };
+        let bound = Instant::now() + gate::CAPTURE_WAIT;
+        let until = self.until.map_or(bound, |u| u.min(bound));
+        Ok(permits.take_capture(until).await?)
+    }
+
     /// Before the seal: the target admits the unit, waiting there until its permits are free.
     pub(super) async fn admit_target(&self) -> Result<(), ZLinkError> {
         let (to, _) = self.target()?;
         let cmd = AdmitCommand {
             relocation: self.relocation().to_string(),
-            bytes: self.permits.as_ref().map_or(0, SourcePermits::memory),
+            bytes: self.permits.as_ref().map_or(0, SourcePermits::claim),
         };
         let body = wire::encode(&cmd)?;
         let admit = (self.shape.commands().admit, body);
@@ -144,6 +160,7 @@ impl Move<'_> {
                 if let Some(p) = &mut self.permits {
                     p.shrink_to(encoded);
                 }
+                self.declare_to_target(encoded);
                 self.restore = Some((header, chunks));
                 vec![Event::Captured {
                     state_len: largest,
@@ -292,6 +309,27 @@ impl Move<'_> {
         match (&self.to, &self.reservation) {
             (Some(to), Some(r)) => Ok((to.clone(), r.clone())),
             _ => Err(invariant("no target secured")),
+        }
+    }
+
+    /// Tells the target the encoded payload's length right after the capture ([`DECLARE`],
+    /// one-way, best effort), so its admitted memory shrinks now rather than when the Restore
+    /// header arrives after the `Captured` record (the header checks the length again).
+    ///
+    /// [`DECLARE`]: gate::DECLARE
+    pub(super) fn declare_to_target(&self, encoded: u64) {
+        let Some(to) = &self.to else { return };
+        let inner = &self.client.node.inner;
+        let cmd = AdmitCommand {
+            relocation: self.relocation().to_string(),
+            bytes: encoded,
+        };
+        let sent = wire::encode(&cmd).and_then(|body| {
+            let peer = inner.route_to(to)?;
+            inner.send_control(&peer, gate::DECLARE, body)
+        });
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "relocation payload length not declared to the target");
         }
     }
 

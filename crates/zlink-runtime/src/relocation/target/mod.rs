@@ -69,6 +69,7 @@ pub(crate) fn commands() -> Vec<(&'static str, Command)> {
         (aggregate::ADMIT, |h, _, e| {
             Box::pin(admit(h, e, PayloadUnit::SpotWideAggregate))
         }),
+        (gate::DECLARE, |h, _, e| Box::pin(declare(h, e))),
         (aggregate::RESTORE, |h, _, e| {
             Box::pin(restore_spot_wide(h, e))
         }),
@@ -437,8 +438,9 @@ async fn admit(
     let permits = tokio::time::timeout(gate::ADMIT_WAIT, gate.admit_inbound_claim(claim))
         .await
         .map_err(|_| {
-            ZLinkError::from(gate::GateError::Busy {
-                what: "inbound unit permit, Restore permit or payload memory",
+            ZLinkError::from(gate::GateError::WaitedTooLong {
+                what: "inbound unit permit, Restore permit and payload memory",
+                waited: gate::ADMIT_WAIT,
             })
         })??;
     host.relocations()
@@ -461,6 +463,24 @@ async fn admit(
         }
     });
     Ok(Some(Bytes::new()))
+}
+
+/// The source captured an admitted unit and declares its encoded payload length
+/// ([`gate::DECLARE`], one-way): the memory admitted for it shrinks to that now. A length over
+/// the admitted claim changes nothing (the Restore header is refused then); an unknown or
+/// already restored unit is ignored.
+async fn declare(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, ZLinkError> {
+    let cmd: AdmitCommand = wire::decode(env.payload())?;
+    let relocation = MoveRef {
+        relocation: cmd.relocation,
+    }
+    .id()?;
+    if let Some(p) = host.relocations().admitted.lock().get_mut(&relocation) {
+        if let Err(e) = p.shrink_to(cmd.bytes) {
+            tracing::debug!(relocation, error = %e, "declared payload length not applied");
+        }
+    }
+    Ok(None)
 }
 
 /// The source cancelled before relay-ready: the Restore, its prepared objects and their

@@ -52,10 +52,10 @@ fn an_aggregate_claim_counts_64_mib_per_preserved_participant_plus_its_framing()
 fn an_aggregate_over_the_cap_runs_alone_and_blocks_single_units_even_after_it_shrank() {
     let gate = gate_with(RelocationOptions::default());
     let single = gate.source_claim(1).expect("claim");
-    let held = gate.try_outbound_now(single).expect("fits").expect("free");
+    let held = gate.try_source_now(single).expect("fits").expect("free");
     let six = gate.aggregate_claim(6, 100).expect("claim");
     assert!(
-        gate.try_outbound_now(six).expect("may run alone").is_none(),
+        gate.try_source_now(six).expect("may run alone").is_none(),
         "an oversized aggregate waits while other payload memory is held"
     );
     assert_eq!(
@@ -65,24 +65,24 @@ fn an_aggregate_over_the_cap_runs_alone_and_blocks_single_units_even_after_it_sh
     );
     drop(held);
     let mut alone = gate
-        .try_outbound_now(six)
+        .try_source_now(six)
         .expect("may run alone")
         .expect("nothing else holds memory");
     assert!(gate.held_alone());
     assert_eq!(gate.usage().memory, six.bytes());
-    assert!(gate.try_outbound_now(single).expect("fits").is_none());
+    assert!(gate.try_source_now(single).expect("fits").is_none());
     alone.end_capture();
     alone.shrink_to(1000);
     assert_eq!(gate.usage().memory, 1000);
     assert!(
-        gate.try_outbound_now(single).expect("fits").is_none(),
+        gate.try_source_now(single).expect("fits").is_none(),
         "a shrunk alone run still blocks every other payload move"
     );
     assert!(gate.try_inbound(10).is_err(), "the target side too");
     drop(alone);
     assert!(!gate.held_alone());
     assert_eq!(gate.usage(), GateUsage::default());
-    let after = gate.try_outbound_now(single).expect("fits").expect("free");
+    let after = gate.try_source_now(single).expect("fits").expect("free");
     assert_eq!(after.memory(), single.bytes());
 }
 
@@ -90,7 +90,7 @@ fn an_aggregate_over_the_cap_runs_alone_and_blocks_single_units_even_after_it_sh
 fn an_aggregate_at_the_cap_shares_the_memory_and_one_byte_over_runs_alone() {
     let gate = gate_with(RelocationOptions::default().max_payload_in_flight_bytes(1000));
     let at = PayloadClaim::exact(PayloadUnit::SpotWideAggregate, 1000);
-    let held = gate.try_outbound_now(at).expect("fits").expect("free");
+    let held = gate.try_source_now(at).expect("fits").expect("free");
     assert!(
         !gate.held_alone(),
         "a claim at the cap is an ordinary claim"
@@ -98,19 +98,17 @@ fn an_aggregate_at_the_cap_shares_the_memory_and_one_byte_over_runs_alone() {
     drop(held);
     let over = PayloadClaim::exact(PayloadUnit::SpotWideAggregate, 1001);
     let small = gate
-        .try_outbound_now(PayloadClaim::exact(PayloadUnit::Single, 1))
+        .try_source_now(PayloadClaim::exact(PayloadUnit::Single, 1))
         .expect("fits")
         .expect("free");
     assert!(
-        gate.try_outbound_now(over)
-            .expect("may run alone")
-            .is_none(),
+        gate.try_source_now(over).expect("may run alone").is_none(),
         "one byte over waits while anything is held"
     );
     assert_eq!(gate.usage().memory, 1, "and takes nothing");
     drop(small);
     let alone = gate
-        .try_outbound_now(over)
+        .try_source_now(over)
         .expect("may run alone")
         .expect("free");
     assert!(gate.held_alone());
@@ -122,13 +120,13 @@ fn a_small_aggregate_and_single_units_hold_memory_together_within_the_cap() {
     let gate = gate_with(RelocationOptions::default());
     let two = gate.aggregate_claim(2, 100).expect("claim");
     let single = gate.source_claim(1).expect("claim");
-    let aggregate = gate.try_outbound_now(two).expect("fits").expect("free");
-    let a = gate.try_outbound_now(single).expect("fits").expect("free");
+    let aggregate = gate.try_source_now(two).expect("fits").expect("free");
+    let a = gate.try_source_now(single).expect("fits").expect("free");
     assert!(!gate.held_alone());
     assert_eq!(gate.usage().outbound, 2);
     assert_eq!(gate.usage().memory, two.bytes() + single.bytes());
     assert!(
-        gate.try_outbound_now(single).expect("fits").is_none(),
+        gate.try_source_now(single).expect("fits").is_none(),
         "a third 64 MiB claim would pass 256 MiB"
     );
     drop((aggregate, a));
@@ -139,21 +137,25 @@ fn a_small_aggregate_and_single_units_hold_memory_together_within_the_cap() {
 async fn a_single_unit_waiting_behind_an_alone_aggregate_is_admitted_once_it_ends() {
     let gate = gate_with(RelocationOptions::default());
     let alone = gate
-        .try_outbound_now(gate.aggregate_claim(6, 0).expect("claim"))
+        .try_source_now(gate.aggregate_claim(6, 0).expect("claim"))
         .expect("may run alone")
         .expect("free");
     let single = gate.source_claim(1).expect("claim");
-    let waiter = gate.admit_outbound(single);
-    tokio::pin!(waiter);
-    while gate.waiting() == 0 {
-        tokio::select! {
-            biased;
-            _ = &mut waiter => panic!("admitted beside an alone aggregate"),
-            () = tokio::task::yield_now() => {}
+    let mut admitted = gate.admit_outbound(single).await.expect("admitted");
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    {
+        let waiter = admitted.take_capture(until);
+        tokio::pin!(waiter);
+        while gate.waiting() == 0 {
+            tokio::select! {
+                biased;
+                _ = &mut waiter => panic!("captured beside an alone aggregate"),
+                () = tokio::task::yield_now() => {}
+            }
         }
+        drop(alone);
+        waiter.await.expect("captures once the aggregate ended");
     }
-    drop(alone);
-    let admitted = waiter.await.expect("admitted");
     assert_eq!(admitted.memory(), single.bytes());
 }
 
@@ -193,12 +195,12 @@ proptest::proptest! {
         for op in ops {
             match op {
                 Op::Single(b) => {
-                    if let Ok(Some(p)) = gate.try_outbound_now(PayloadClaim::exact(PayloadUnit::Single, b)) {
+                    if let Ok(Some(p)) = gate.try_source_now(PayloadClaim::exact(PayloadUnit::Single, b)) {
                         held.push(p);
                     }
                 }
                 Op::Aggregate(b) => {
-                    if let Ok(Some(p)) = gate.try_outbound_now(PayloadClaim::exact(PayloadUnit::SpotWideAggregate, b)) {
+                    if let Ok(Some(p)) = gate.try_source_now(PayloadClaim::exact(PayloadUnit::SpotWideAggregate, b)) {
                         held.push(p);
                     }
                 }
@@ -252,7 +254,7 @@ async fn a_spot_wide_aggregate_over_the_payload_cap_waits_for_held_memory_then_m
     let (source, target) = (&r[0].0, &r[1].0);
     let gate = gate_of(source);
     let held = gate
-        .try_outbound_now(gate.source_claim(1).expect("claim"))
+        .try_source_now(gate.source_claim(1).expect("claim"))
         .expect("fits")
         .expect("free");
     let mv = relocate(source, &hall);
@@ -263,7 +265,11 @@ async fn a_spot_wide_aggregate_over_the_payload_cap_waits_for_held_memory_then_m
         held.memory(),
         "the aggregate took nothing"
     );
-    assert_eq!(gate.usage().outbound, 1, "nor its outbound permit");
+    assert_eq!(
+        gate.usage().outbound,
+        2,
+        "only its outbound permit: it waits at its capture start"
+    );
     assert_eq!(&spot_record(source, &hall).await.0, r[0].1.routing_id());
     drop(held);
     mv.await
@@ -290,7 +296,7 @@ async fn a_small_spot_wide_aggregate_moves_while_a_single_unit_holds_memory(h: &
     let source = &r[0].0;
     let gate = gate_of(source);
     let held = gate
-        .try_outbound_now(gate.source_claim(1).expect("claim"))
+        .try_source_now(gate.source_claim(1).expect("claim"))
         .expect("fits")
         .expect("free");
     relocate(source, &hall)

@@ -22,12 +22,12 @@ on_every_store!(
     the_interruption_summary_counts_one_entry_per_completed_move,
 );
 
-fn gate_with(options: RelocationOptions) -> UnitGate {
+pub(super) fn gate_with(options: RelocationOptions) -> UnitGate {
     UnitGate::new(&options).expect("valid options")
 }
 
 /// The up-front claim of a `PreserveStateWith` unit under the default chunk limit.
-fn preserve_claim() -> u64 {
+pub(super) fn preserve_claim() -> u64 {
     encoded_len(MAX_ADAPTER_STATE_LEN, ChunkLimit::default())
 }
 
@@ -35,11 +35,12 @@ fn preserve_claim() -> u64 {
 fn a_unit_over_the_payload_cap_is_refused_and_one_at_the_cap_is_admitted() {
     let at = gate_with(RelocationOptions::default().max_payload_in_flight_bytes(1000));
     let held = at
-        .try_outbound_now(PayloadClaim::exact(PayloadUnit::Single, 1000))
+        .try_source_now(PayloadClaim::exact(PayloadUnit::Single, 1000))
         .expect("fits")
         .expect("free");
     assert_eq!(held.memory(), 1000);
     drop(held);
+    // Refused at its admission, before it secures a target or holds anything.
     let err = at
         .try_outbound_now(PayloadClaim::exact(PayloadUnit::Single, 1001))
         .expect_err("never fits");
@@ -58,16 +59,17 @@ fn a_unit_over_the_payload_cap_is_refused_and_one_at_the_cap_is_admitted() {
 }
 
 #[test]
-fn the_default_cap_admits_three_preserved_units_up_front_and_a_shrink_makes_room() {
-    // 256 MiB holds four 64 MiB units only without their framing: three fit, the fourth
-    // waits. The claim is reserved up front, shrinks after Capture and never grows.
+fn the_default_cap_lets_three_preserved_units_capture_at_once_and_a_shrink_makes_room() {
+    // 256 MiB holds four 64 MiB units only without their framing: three capture at once, the
+    // fourth waits. The claim is reserved when the capture starts, shrinks after Capture and
+    // never grows.
     let gate = gate_with(RelocationOptions::default());
     let claim = || gate.source_claim(1).expect("claim");
     assert_eq!(claim().bytes(), preserve_claim());
     let mut held: Vec<SourcePermits> = (0..3)
-        .map(|_| gate.try_outbound_now(claim()).expect("fits").expect("free"))
+        .map(|_| gate.try_source_now(claim()).expect("fits").expect("free"))
         .collect();
-    assert!(gate.try_outbound_now(claim()).expect("fits").is_none());
+    assert!(gate.try_source_now(claim()).expect("fits").is_none());
     assert_eq!(
         gate.usage().outbound,
         3,
@@ -76,7 +78,7 @@ fn the_default_cap_admits_three_preserved_units_up_front_and_a_shrink_makes_room
     held[0].shrink_to(100);
     held[0].shrink_to(200);
     assert_eq!(held[0].memory(), 100, "never grows");
-    let fourth = gate.try_outbound_now(claim()).expect("fits");
+    let fourth = gate.try_source_now(claim()).expect("fits");
     assert!(fourth.is_some(), "the shrink made room");
 }
 
@@ -132,30 +134,40 @@ async fn a_waiting_unit_is_admitted_once_a_holder_ends() {
 async fn at_the_capture_cap_a_further_unit_waits_until_a_capture_ends() {
     let gate = gate_with(RelocationOptions::default().max_concurrent_captures(2));
     let claim = PayloadClaim::exact(PayloadUnit::Single, 1);
+    let until = || tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut first = gate.admit_outbound(claim).await.expect("admitted");
-    let _second = gate
-        .admit_outbound(claim)
+    first.take_capture(until()).await.expect("captures");
+    let mut second = gate.admit_outbound(claim).await.expect("admitted");
+    second
+        .take_capture(until())
         .await
-        .expect("admitted at the cap");
-    let g = gate.clone();
-    let waiting = tokio::spawn(async move { g.admit_outbound(claim).await.map(|_| ()) });
+        .expect("captures at the cap");
+    let mut third = gate.admit_outbound(claim).await.expect("admitted");
+    let waiting = tokio::spawn(async move { third.take_capture(until()).await.map(|_| third) });
     for _ in 0..20 {
         tokio::task::yield_now().await;
     }
     assert!(!waiting.is_finished(), "the third unit waits");
-    assert_eq!(gate.usage().outbound, 2, "it holds nothing while waiting");
+    assert_eq!(
+        (gate.usage().captures, gate.usage().memory),
+        (2, 2),
+        "it holds no memory while waiting"
+    );
     first.end_capture();
-    waiting
+    let third = waiting
         .await
         .expect("task")
-        .expect("admitted once a capture ended");
+        .expect("captures once a capture ended");
+    assert_eq!(third.memory(), 1);
 }
 
 /// One step of the gate property test.
 #[derive(Debug, Clone)]
 enum Op {
-    /// A source unit asks for this many bytes.
+    /// A source unit is admitted with a claim of this many bytes.
     Source(u64),
+    /// The n-th held source unit's capture starts: its `Capture` permit and claim.
+    Capture(usize),
     /// A target unit declares this many bytes.
     Target(u64),
     /// The n-th held source unit's capture ends.
@@ -172,6 +184,7 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     prop_oneof![
         (0u64..1200).prop_map(Op::Source),
+        (0usize..8).prop_map(Op::Capture),
         (0u64..1200).prop_map(Op::Target),
         (0usize..8).prop_map(Op::EndCapture),
         ((0usize..8), (0u64..1200)).prop_map(|(i, b)| Op::Shrink(i, b)),
@@ -185,11 +198,15 @@ struct Model<P> {
     permits: P,
     memory: u64,
     callback: bool,
+    /// A source unit: its claim, and whether its capture started (claim and permit taken).
+    claim: u64,
+    started: bool,
 }
 
 proptest::proptest! {
-    /// Whatever sequence of admissions and releases runs, no cap is ever exceeded, every unit
-    /// holds all its permits or none, and a refused attempt changes nothing.
+    /// Whatever sequence of admissions, capture starts and releases runs, no cap is ever
+    /// exceeded, a capture start takes its `Capture` permit and memory together or nothing, a
+    /// target takes all its permits or none, and a refused attempt changes nothing.
     #[test]
     fn permits_are_taken_all_at_once_and_no_cap_is_ever_exceeded(
         caps in (1u32..4, 1u32..4, 1u32..4, 1u32..4),
@@ -211,7 +228,13 @@ proptest::proptest! {
             match op {
                 Op::Source(bytes) => {
                     match gate.try_outbound_now(PayloadClaim::exact(PayloadUnit::Single, bytes)) {
-                        Ok(Some(permits)) => sources.push(Model { permits, memory: bytes, callback: true }),
+                        Ok(Some(permits)) => sources.push(Model {
+                            permits,
+                            memory: 0,
+                            callback: false,
+                            claim: bytes,
+                            started: false,
+                        }),
                         Ok(None) => proptest::prop_assert_eq!(gate.usage(), before),
                         Err(e) => {
                             proptest::prop_assert!(bytes > MEMORY, "{}", e);
@@ -219,8 +242,29 @@ proptest::proptest! {
                         }
                     }
                 }
+                Op::Capture(i) => {
+                    if let Some(m) = sources.get_mut(i) {
+                        let taken = m.permits.try_capture_now().expect("admitted claims fit");
+                        if m.started {
+                            proptest::prop_assert!(taken, "taken once, then kept");
+                            proptest::prop_assert_eq!(gate.usage(), before);
+                        } else if taken {
+                            m.started = true;
+                            m.callback = true;
+                            m.memory = m.claim;
+                        } else {
+                            proptest::prop_assert_eq!(gate.usage(), before);
+                        }
+                    }
+                }
                 Op::Target(bytes) => match gate.try_inbound(bytes) {
-                    Ok(permits) => targets.push(Model { permits, memory: bytes, callback: true }),
+                    Ok(permits) => targets.push(Model {
+                        permits,
+                        memory: bytes,
+                        callback: true,
+                        claim: bytes,
+                        started: true,
+                    }),
                     Err(_) => proptest::prop_assert_eq!(gate.usage(), before),
                 },
                 Op::EndCapture(i) => {
@@ -274,7 +318,7 @@ proptest::proptest! {
 
 /// Blocks the first move of `source` that records `stage`, after the record, until `release`
 /// gets a permit; counts each move that reached `stage` in `entered`.
-fn block_first_at(
+pub(super) fn block_first_at(
     source: &ZLinkHost,
     stage: RecordedStage,
 ) -> (Arc<AtomicUsize>, Arc<tokio::sync::Semaphore>) {
@@ -300,7 +344,7 @@ fn block_first_at(
 }
 
 /// Two counters owned by the same server (created until two share one), each at 1.
-async fn two_on_one_server(m: &Mesh) -> (ActorRef, ActorRef) {
+pub(super) async fn two_on_one_server(m: &Mesh) -> (ActorRef, ActorRef) {
     let mut refs: Vec<ActorRef> = Vec::new();
     for i in 0..3 {
         let (_, r) = m.counter_at_one(&format!("g{i}")).await;
@@ -312,11 +356,11 @@ async fn two_on_one_server(m: &Mesh) -> (ActorRef, ActorRef) {
     panic!("three counters on two servers: two share one");
 }
 
-fn relocation_options(r: RelocationOptions) -> WithRelocation {
+pub(super) fn relocation_options(r: RelocationOptions) -> WithRelocation {
     WithRelocation(fast_options(), r)
 }
 
-fn gate_of(host: &ZLinkHost) -> UnitGate {
+pub(super) fn gate_of(host: &ZLinkHost) -> UnitGate {
     let objects = &host.actors().expect("manager").client.objects;
     objects
         .relocations()
@@ -478,6 +522,17 @@ async fn past_the_inbound_cap_a_further_unit_waits_before_its_seal_until_one_end
         "not sealed while it waits"
     );
     assert_eq!(gate_of(target).usage().inbound, 1, "never past the cap");
+    // The first holds its small encoded payload; the waiting one no claim of its own.
+    let at_source = gate_of(source).usage();
+    assert_eq!(
+        at_source.captures, 0,
+        "no Capture permit across the admission"
+    );
+    assert!(
+        at_source.memory < preserve_claim(),
+        "no payload memory claim across the admission: {}",
+        at_source.memory
+    );
     release.add_permits(1);
     let first = first.await.expect("task").expect("moved");
     let second = second.await.expect("task").expect("moved after the first");

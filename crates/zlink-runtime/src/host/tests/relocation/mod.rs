@@ -28,6 +28,7 @@ mod completion;
 mod drops;
 mod follow;
 mod gate;
+mod gate_memory;
 mod host;
 mod instance;
 mod member;
