@@ -377,8 +377,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    println!();
-    print_table(&rows);
+    if !rows.is_empty() {
+        println!();
+        print_table(&rows);
+    }
     failed.map_or(Ok(()), Err)
 }
 
