@@ -50,7 +50,9 @@ commands:
                               relocation (64 MiB Actor move vs raw TCP, host Relocate of N Actors under load,
                               a SpotWide Spot of N members vs its inventory pages written raw;
                               --redis URL, --case big-state|host|spotwide, --actors N, --rounds N, --seconds S,
-                              --state-mib N)
+                              --state-mib N) |
+                              ractor (beside ractor_cluster from benches/ractor-peer: the mesh shapes
+                              and the same-node Actor request; --seconds S, --case mesh|same-node)
   faults [--scenario NAME]... [--actors N] [--relocate-lead-ms N]
                               the process-level fault suite: a private redis-server, 3 mesh_node
                               processes, N counter Actors (1000) probed under kill -9 / SIGSTOP of a

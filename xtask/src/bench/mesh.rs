@@ -103,7 +103,7 @@ fn parse(args: &[String]) -> Result<f64, String> {
 }
 
 /// The `mesh_node` example, built in release.
-fn mesh_node_binary() -> Result<PathBuf, String> {
+pub(super) fn mesh_node_binary() -> Result<PathBuf, String> {
     let root = crate::workspace_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = Command::new(cargo)
@@ -129,14 +129,14 @@ fn mesh_node_binary() -> Result<PathBuf, String> {
 }
 
 /// The MeshNode server process; closing its stdin (on drop) shuts it down in order.
-struct MeshServer {
+pub(super) struct MeshServer {
     child: Child,
-    rid: RoutingId,
-    endpoint: String,
+    pub(super) rid: RoutingId,
+    pub(super) endpoint: String,
 }
 
 impl MeshServer {
-    fn spawn(binary: &PathBuf, extra: &[&str]) -> Result<Self, String> {
+    pub(super) fn spawn(binary: &PathBuf, extra: &[&str]) -> Result<Self, String> {
         let mut child = Command::new(binary)
             .args(["--port", "0", "--fixed-rid", "02"])
             .args(extra)
@@ -343,7 +343,7 @@ fn to_string(e: impl std::fmt::Display) -> String {
 
 /// The client root: one MeshNode (fixed RID 01) whose manual peer is the server; returns once
 /// the peer is Ready with its weights known.
-async fn client(
+pub(super) async fn client(
     endpoint: &str,
     tls: Option<MeshTls>,
     msgpack: bool,
@@ -385,7 +385,7 @@ async fn handled(node: &MeshNode, server: &RoutingId) -> Result<u64, String> {
 }
 
 /// Sends `Blob`s for `d`, then waits until the server has handled all of them.
-async fn one_way(
+pub(super) async fn one_way(
     node: &MeshNode,
     server: &RoutingId,
     text: &str,
@@ -414,7 +414,7 @@ async fn one_way(
 }
 
 /// `c` loops of request → reply for `d`; every request's latency.
-async fn request_response(
+pub(super) async fn request_response(
     node: &MeshNode,
     server: &RoutingId,
     text: &str,

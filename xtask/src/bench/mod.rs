@@ -7,6 +7,7 @@ mod authority;
 mod mesh;
 mod objects;
 mod objects_metrics;
+mod ractor;
 mod raw_json;
 mod redis_location;
 mod relocation;
@@ -23,7 +24,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh | objects | relocation"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh | objects | relocation | ractor"
                 .into(),
         );
     };
@@ -36,6 +37,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "mesh" => mesh::run(rest),
         "objects" => objects::run(rest),
         "relocation" => relocation::run(rest),
+        "ractor" => ractor::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),
     }
 }

@@ -65,13 +65,13 @@ use load::{mpsc_load, node_load};
 use route_cache::route_cache;
 use spi_baseline::SpiBaseline;
 
-const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+pub(super) const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 const PAYLOAD: usize = 64;
 /// The concurrency of the throughput figure.
-const C: usize = 64;
+pub(super) const C: usize = 64;
 /// Worker threads of the runtime both roots run on.
-const WORKERS: usize = 2;
-const LOCAL_TYPE: &str = "bench.local";
+pub(super) const WORKERS: usize = 2;
+pub(super) const LOCAL_TYPE: &str = "bench.local";
 pub(super) const REMOTE_TYPE: &str = "bench.remote";
 /// How long the roots may take to see each other.
 const SETUP: Duration = Duration::from_secs(30);
