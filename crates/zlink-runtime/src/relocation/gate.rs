@@ -54,7 +54,8 @@
 //! (`RelocationNodeInFlightPayloadBudget`), both or neither (`0` = not applied; both `0`:
 //! nothing is reserved). The transport does not report when one frame was written, so the
 //! charge is returned on the target's **acknowledgement**: a command-plane ping sent on the
-//! same connection after the chunks. The target runs one-way commands in arrival order and
+//! same connection after the chunks — for the last chunks of a payload, the Restore's prepare
+//! request that follows them on that connection (no ping of their own). The target runs one-way commands in arrival order and
 //! only then the request after them, so its answer proves every earlier chunk was received
 //! and assembled. A sender short of budget acknowledges its own chunks first (it never waits
 //! on itself); with none in flight it waits for another unit's release. A chunk larger than a
@@ -210,6 +211,9 @@ struct Shared {
     /// Tests: source units waiting at the gate now.
     #[cfg(test)]
     waiting: std::sync::atomic::AtomicUsize,
+    /// Tests: acknowledgement requests the chunk senders of this node sent.
+    #[cfg(test)]
+    acknowledgements: std::sync::atomic::AtomicUsize,
 }
 
 /// The unit gate and chunk budgets of one object node (see the module docs).
@@ -277,6 +281,8 @@ impl UnitGate {
                 peak: Mutex::new((0, 0)),
                 #[cfg(test)]
                 waiting: std::sync::atomic::AtomicUsize::new(0),
+                #[cfg(test)]
+                acknowledgements: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -552,6 +558,22 @@ impl UnitGate {
     pub(crate) fn waiting(&self) -> usize {
         self.shared
             .waiting
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A chunk sender asks the target to acknowledge its chunks (counted in tests).
+    pub(crate) fn note_acknowledgement(&self) {
+        #[cfg(test)]
+        self.shared
+            .acknowledgements
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Tests: acknowledgement requests this node's chunk senders sent.
+    #[cfg(test)]
+    pub(crate) fn acknowledgements(&self) -> usize {
+        self.shared
+            .acknowledgements
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 

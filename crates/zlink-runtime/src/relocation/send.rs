@@ -54,10 +54,19 @@ pub(super) fn split(
     Ok((header.encode(), chunks, summary, encoded))
 }
 
+/// The charges of the last chunks sent and not yet acknowledged: the caller's next request
+/// on the same connection acknowledges them (the target runs one-way commands in arrival order
+/// before a later request), so they are held until its answer and then dropped.
+#[must_use = "hold the charges until the next request on the connection is answered"]
+pub(super) struct Unacknowledged(#[allow(dead_code)] Vec<gate::ChunkPermit>);
+
 /// Sends `chunks` in order on `peer`. Each first reserves its charge against the in-flight
 /// budgets (06 §3): short of budget, the target acknowledges the chunks this unit has in
 /// flight, or, with none, the unit waits for another unit's release. Returns once every chunk
-/// is sent and acknowledged.
+/// is sent and every earlier acknowledgement answered, with the charges of the chunks sent
+/// since the last one: no acknowledgement of its own is asked for them — the Restore's
+/// prepare request that follows on the same connection acknowledges them (one round trip
+/// less per unit).
 /// Each is sent as the one-way command `packet` (each unit shape has its own).
 pub(super) async fn chunks_as(
     inner: &NodeInner,
@@ -65,7 +74,7 @@ pub(super) async fn chunks_as(
     gate: &UnitGate,
     chunks: PayloadChunks,
     packet: &'static str,
-) -> Result<(), ZLinkError> {
+) -> Result<Unacknowledged, ZLinkError> {
     let connection = peer.info().connection.get();
     // The permits of the chunks sent since the last acknowledgement request, and their sum.
     let mut in_flight = Vec::new();
@@ -104,6 +113,7 @@ pub(super) async fn chunks_as(
                     Some(ack) => ack.ack.await?,
                     None => {
                         every = every.min((in_flight_bytes / 2).max(1));
+                        gate.note_acknowledgement();
                         acknowledged(inner, peer).await?;
                         in_flight.clear();
                         in_flight_bytes = 0;
@@ -119,6 +129,7 @@ pub(super) async fn chunks_as(
                 reason: UnavailableReason::ConnectionLost,
             })?;
         if in_flight_bytes >= every {
+            gate.note_acknowledgement();
             let mut ack = PendingAck {
                 ack: Box::pin(acknowledged(inner, peer)),
                 _permits: std::mem::take(&mut in_flight),
@@ -134,10 +145,7 @@ pub(super) async fn chunks_as(
     while let Some(ack) = pending.pop_front() {
         ack.ack.await?;
     }
-    if !in_flight.is_empty() {
-        acknowledged(inner, peer).await?;
-    }
-    Ok(())
+    Ok(Unacknowledged(in_flight))
 }
 
 /// How many bytes of chunks (by their charges) the sender sends before it asks for their

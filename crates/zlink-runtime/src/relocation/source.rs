@@ -32,7 +32,7 @@ use crate::relocation::MovesOf;
 use zlink_location::{AuthorityHandle, AuthorityRead, TargetNode};
 
 /// How long the source waits for the target's relay-ready and cutover answers.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Moves the Ready Entry Spot member Actor `actor`, owned by this node, to `target` (or to an
 /// eligible Object Server the node's Discovery lists), and returns its ref there. A

@@ -19,7 +19,8 @@ use crate::relocation::invariant;
 use crate::relocation::participants::{Shape, oversized};
 use crate::relocation::send;
 use crate::relocation::source::{
-    answered, cutover_applied, cutover_failed, relay, request, request_within, send_cutover,
+    ANSWER_TIMEOUT, answered, cutover_applied, cutover_failed, relay, request, request_within,
+    send_cutover,
 };
 use crate::relocation::wire::{self, MoveRef, ReadyCommand};
 use tokio::time::Instant;
@@ -196,10 +197,11 @@ impl Move<'_> {
     }
 
     /// Sends the Restore and its chunks, in order on the one peer connection, then asks the
-    /// target to prepare; its answer is the Restore accepted (assembled, verified, built).
-    /// Each chunk first reserves its charge against the in-flight budgets (06 §3; see
-    /// `gate.rs`): short of budget, the unit has the target acknowledge its chunks in flight,
-    /// or, with none, waits for another unit's release.
+    /// target to prepare on the same connection; its answer is the Restore accepted
+    /// (assembled, verified, built) and acknowledges the last chunks. Each chunk first
+    /// reserves its charge against the in-flight budgets (06 §3; see `gate.rs`): short of
+    /// budget, the unit has the target acknowledge its chunks in flight, or, with none, waits
+    /// for another unit's release.
     pub(super) async fn send_restore(&mut self) -> Result<(), ZLinkError> {
         let (to, reservation) = self.target()?;
         let Some((header, chunks)) = self.restore.clone() else {
@@ -224,9 +226,17 @@ impl Move<'_> {
         inner.send_control(&peer, commands.restore, body)?;
         let relocations = &self.client.objects.relocations();
         let gate = relocations.gate(&self.client.objects.relocation_options)?;
-        send::chunks_as(inner, &peer, gate, chunks, commands.chunk).await?;
+        let unacknowledged = send::chunks_as(inner, &peer, gate, chunks, commands.chunk).await?;
         let body = wire::encode(&MoveRef::of(self.relocation()))?;
-        answered(request(self.client, &to, commands.prepare, body).await).map(|_| ())
+        // On the chunks' connection: its answer acknowledges the last chunks, whose charges
+        // go back with it.
+        let prepared = answered(
+            inner
+                .control_request(&peer, commands.prepare, body, ANSWER_TIMEOUT)
+                .await,
+        );
+        drop(unacknowledged);
+        prepared.map(|_| ())
     }
 
     /// `Prepared` is recorded: the target takes the reservation it carried and answers

@@ -20,6 +20,7 @@ on_every_store!(
     past_the_inbound_cap_a_further_unit_waits_before_its_seal_until_one_ends,
     chunk_sends_respect_small_in_flight_budgets_and_the_move_completes,
     the_interruption_summary_counts_one_entry_per_completed_move,
+    a_payload_within_the_budgets_is_acknowledged_by_the_prepare_without_a_ping,
 );
 
 pub(super) fn gate_with(options: RelocationOptions) -> UnitGate {
@@ -577,6 +578,10 @@ async fn chunk_sends_respect_small_in_flight_budgets_and_the_move_completes(h: &
     let (peer, node) = gate_of(source).peak();
     assert!(peer > 0 && peer <= 300, "peer peak {peer}");
     assert!(node >= peer && node <= 450, "node peak {node}");
+    assert!(
+        gate_of(source).acknowledgements() > 0,
+        "short of budget the sender asked for acknowledgements"
+    );
     m.shutdown().await;
 }
 
@@ -605,5 +610,27 @@ async fn the_interruption_summary_counts_one_entry_per_completed_move(h: &Harnes
     relocate(source, &b).await.expect("moved");
     assert_eq!(summary(source).count, 2, "one entry per completed move");
     assert_eq!(summary(target).count, 0, "counted on the source only");
+    m.shutdown().await;
+}
+
+/// A payload within the in-flight budgets is sent without an acknowledgement request of its
+/// own: the prepare that follows on the connection acknowledges its chunks, and their charges
+/// are back once the move completed.
+async fn a_payload_within_the_budgets_is_acknowledged_by_the_prepare_without_a_ping(h: &Harness) {
+    let m = mesh_of(h, Policy::Preserve).await;
+    let (caller, r) = m.counter_at_one("p1").await;
+    let (source, target) = m.owner_and_other(&r);
+    let moved = relocate(source, &r).await.expect("moved");
+    assert_eq!(moved.node, rid_of(target));
+    let gate = gate_of(source);
+    assert_eq!(gate.acknowledgements(), 0, "no ping of its own");
+    let (peer, _) = gate.peak();
+    assert!(peer > 0, "its chunks were charged");
+    assert_eq!(gate.usage(), GateUsage::default(), "all returned");
+    assert_eq!(
+        caller.request("p1", &Incr).await.expect("incr"),
+        2,
+        "its state moved"
+    );
     m.shutdown().await;
 }
