@@ -170,7 +170,7 @@ impl ObjectClient {
                     let metrics = &self.node.inner.metrics;
                     metrics.sent(MessageKind::Request, SendPath::Local);
                     let started = std::time::Instant::now();
-                    let out = self.local_request(key, msg, timeout).await;
+                    let out = self.local_request(key, msg, (started, timeout)).await;
                     metrics.request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
                     out
                 }
@@ -200,7 +200,7 @@ impl ObjectClient {
 
     fn call(key: &ObjectKey, msg: &OutboundMessage, metadata: Metadata) -> ObjectCall {
         ObjectCall {
-            content_type: Bytes::copy_from_slice(msg.content_type.as_bytes()),
+            content_type: crate::messaging::content_type_bytes(&msg.content_type),
             payload: msg.payload.clone(),
             context: MessageContext {
                 id: key.1.as_str().to_owned(),
@@ -214,12 +214,14 @@ impl ObjectClient {
         }
     }
 
+    /// A request to an activation here, answered within `timeout` from `started`.
     async fn local_request(
         &self,
         key: &ObjectKey,
         msg: &OutboundMessage,
-        timeout: Duration,
+        (started, timeout): (std::time::Instant, Duration),
     ) -> Result<ReplyBody, ZLinkError> {
+        let deadline = tokio::time::Instant::from_std(started) + timeout;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
         let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
@@ -231,12 +233,16 @@ impl ObjectClient {
         // The job waits for its Application Job Queue permit within the request's time
         // (spec 06 §3: a cancellable wait, never a refusal).
         let mut call = call;
-        call.job = tokio::time::timeout(timeout, self.node.inner.jobs.acquire())
-            .await
-            .map_err(|_| ZLinkError::ReplyTimeout { timeout })?;
+        let jobs = &self.node.inner.jobs;
+        call.job = match jobs.try_acquire() {
+            Some(permit) => permit,
+            None => tokio::time::timeout_at(deadline, jobs.acquire())
+                .await
+                .map_err(|_| ZLinkError::ReplyTimeout { timeout })?,
+        };
         self.objects
             .deliver(key, RouteKind::Request, call, cost, Some(tx.into()))?;
-        let out = match tokio::time::timeout(timeout, rx).await {
+        let out = match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(out)) => out,
             Ok(Err(_)) => Err(ZLinkError::ShuttingDown),
             Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
