@@ -361,6 +361,11 @@ pub(super) fn relocation_options(r: RelocationOptions) -> WithRelocation {
     WithRelocation(fast_options(), r)
 }
 
+/// Asserts `host`'s gate holds nothing any more.
+pub(super) fn all_returned(host: &ZLinkHost) {
+    assert_eq!(gate_of(host).usage(), GateUsage::default(), "all returned");
+}
+
 pub(super) fn gate_of(host: &ZLinkHost) -> UnitGate {
     let objects = &host.actors().expect("manager").client.objects;
     objects
@@ -392,11 +397,7 @@ async fn at_the_outbound_cap_every_unit_moves_at_once(h: &Harness) {
     release.add_permits(1);
     let first = first.await.expect("task").expect("moved");
     assert_eq!(first.node, rid_of(target));
-    assert_eq!(
-        gate_of(source).usage(),
-        GateUsage::default(),
-        "all returned"
-    );
+    all_returned(source);
     m.shutdown().await;
 }
 
@@ -454,16 +455,8 @@ async fn a_preserved_unit_needing_exactly_the_payload_cap_moves(h: &Harness) {
     let moved = relocate(source, &r).await.expect("moved at the cap");
     assert_eq!(moved.node, rid_of(target));
     assert_eq!(caller.request("m1", &Incr).await.expect("incr"), 2);
-    assert_eq!(
-        gate_of(source).usage(),
-        GateUsage::default(),
-        "all returned"
-    );
-    assert_eq!(
-        gate_of(target).usage(),
-        GateUsage::default(),
-        "all returned"
-    );
+    all_returned(source);
+    all_returned(target);
     m.shutdown().await;
 }
 
@@ -543,11 +536,7 @@ async fn past_the_inbound_cap_a_further_unit_waits_before_its_seal_until_one_end
         3,
         "its state moved"
     );
-    assert_eq!(
-        gate_of(target).usage(),
-        GateUsage::default(),
-        "all returned"
-    );
+    all_returned(target);
     m.shutdown().await;
 }
 

@@ -6,7 +6,8 @@
 use zlink_relocation::transfer::{PayloadClaim, PayloadUnit};
 
 use super::gate::{
-    block_first_at, gate_of, gate_with, preserve_claim, relocation_options, two_on_one_server,
+    all_returned, block_first_at, gate_of, gate_with, preserve_claim, relocation_options,
+    two_on_one_server,
 };
 use super::*;
 use crate::objects::RelocationOptions;
@@ -116,11 +117,7 @@ async fn a_unit_holds_no_payload_memory_until_its_capture_starts(h: &Harness) {
             "its state moved"
         );
     }
-    assert_eq!(
-        gate_of(source).usage(),
-        GateUsage::default(),
-        "all returned"
-    );
+    all_returned(source);
     m.shutdown().await;
 }
 
@@ -247,10 +244,6 @@ async fn the_targets_admitted_memory_shrinks_to_the_declared_length_right_after_
         2,
         "its state moved"
     );
-    assert_eq!(
-        gate_of(target).usage(),
-        GateUsage::default(),
-        "all returned"
-    );
+    all_returned(target);
     m.shutdown().await;
 }
