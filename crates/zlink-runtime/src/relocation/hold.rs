@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Relocations;
-use super::follow::{FollowChain, FollowRecord, Followed};
+use super::follow::{FollowChain, FollowRecord, FollowTx};
 use crate::messaging::{UnavailableReason, ZLinkError};
 use crate::objects::host::{ObjectKey, what};
 use crate::objects::live::LiveObject;
@@ -62,7 +62,7 @@ pub(super) enum Gate {
         /// The record the forwarding task follows by (kept here for tests to read).
         #[cfg_attr(not(test), allow(dead_code))]
         record: FollowRecord,
-        tx: mpsc::UnboundedSender<Followed>,
+        tx: FollowTx,
         /// Messages handed to `tx` that the forwarding task has not finished with yet (each
         /// is counted before it is sent, and counted off once forwarded or refused).
         pending: Arc<AtomicUsize>,
@@ -214,9 +214,10 @@ impl Relocations {
             } => {
                 if Instant::now() < *until {
                     pending.fetch_add(1, Ordering::SeqCst);
-                    match tx.send((m, chain)) {
+                    match tx.send(Box::new((m, chain))) {
                         Ok(()) => return None,
-                        Err(mpsc::error::SendError((m, _))) => {
+                        Err(mpsc::error::SendError(unsent)) => {
+                            let (m, _) = *unsent;
                             pending.fetch_sub(1, Ordering::SeqCst);
                             gates.remove(key);
                             return Some(m);
@@ -315,14 +316,15 @@ impl Relocations {
         key: &ObjectKey,
         record: FollowRecord,
         until: Instant,
-        tx: mpsc::UnboundedSender<Followed>,
+        tx: FollowTx,
     ) -> Arc<AtomicUsize> {
         let pending = Arc::new(AtomicUsize::new(0));
         let mut gates = self.gates.lock();
         if let Some(Gate::Holding(h)) = gates.remove(key) {
             for m in h.held {
                 pending.fetch_add(1, Ordering::SeqCst);
-                if let Err(mpsc::error::SendError((m, _))) = tx.send((m, None)) {
+                if let Err(mpsc::error::SendError(unsent)) = tx.send(Box::new((m, None))) {
+                    let (m, _) = *unsent;
                     pending.fetch_sub(1, Ordering::SeqCst);
                     match m.reply {
                         Some(done) => done.complete(Err(ZLinkError::Unavailable {
@@ -583,8 +585,8 @@ mod tests {
                 n += 1;
             }
             let mut followed = Vec::new();
-            while let Ok((m, _)) = rx.try_recv() {
-                followed.push(number(&m));
+            while let Ok(followed_one) = rx.try_recv() {
+                followed.push(number(&followed_one.0));
             }
             let want: Vec<usize> = (0..before.len())
                 .filter(|&i| !before[i])

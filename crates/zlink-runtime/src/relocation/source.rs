@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zlink_codec::RoutingId;
 use zlink_codec::keys::AuthorityKind;
@@ -16,7 +15,7 @@ use zlink_relocation::unit::{
 };
 
 use super::drive::Move;
-use super::follow::{FollowChain, FollowRecord, Followed, next_hop};
+use super::follow::{FollowChain, FollowRecord, FollowRx, next_hop};
 use super::stage;
 use super::wire::{self, Rebuild};
 use crate::mesh::node::ReplyBody;
@@ -495,10 +494,7 @@ pub(super) async fn forward(
     client: ObjectClient,
     key: ObjectKey,
     record: FollowRecord,
-    (mut rx, pending): (
-        mpsc::UnboundedReceiver<Followed>,
-        std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    ),
+    (mut rx, pending): (FollowRx, std::sync::Arc<std::sync::atomic::AtomicUsize>),
     until: Instant,
 ) {
     /// Counts one message off `pending` when its iteration ends (whichever way it ends).
@@ -524,7 +520,8 @@ pub(super) async fn forward(
         } else {
             rx.recv().await
         };
-        let Some((mut m, chain)) = next else { break };
+        let Some(next) = next else { break };
+        let (mut m, chain) = *next;
         let _done = Done(&pending);
         if m.route == crate::messaging::RouteKind::Send {
             if let Some(done) = m.reply.take() {
@@ -545,7 +542,9 @@ pub(super) async fn forward(
         // new owner would send its reply back here, where nothing waits for it).
         if let Some(env) = m.origin.as_ref().filter(|e| e.source_rid() != &record.to) {
             // Forwarded as received: the new owner answers the original source itself.
-            let sent = send_followed(&client, &record.to, &chain, env).await;
+            // Boxed, as the forward below: the future waiting for messages stays small (one per
+            // participant of a unit lives for the whole follow window).
+            let sent = Box::pin(send_followed(&client, &record.to, &chain, env)).await;
             match (sent, m.reply) {
                 (Ok(()), Some(done)) => done.handed_over(),
                 (Err(e), Some(done)) => done.complete(Err(e)),
@@ -554,7 +553,7 @@ pub(super) async fn forward(
             }
             continue;
         }
-        let out = client.forward_held(&record.to, &key, m.route, m.call).await;
+        let out = Box::pin(client.forward_held(&record.to, &key, m.route, m.call)).await;
         match m.reply {
             Some(done) => done.complete(out),
             None => {
