@@ -31,7 +31,24 @@ pub(super) struct Hold {
     bytes: usize,
 }
 
+/// How many keys one lock of the gates serves in [`Relocations::take_relayable_each`] (a
+/// message arriving meanwhile waits for no more than that).
+const RELAY_PASS: usize = 256;
+
 impl Hold {
+    /// Takes the held messages that came from other nodes, in hold order; the rest stay.
+    fn take_relayable(&mut self) -> Vec<Held> {
+        if !self.held.iter().any(|m| m.origin.is_some()) {
+            return Vec::new();
+        }
+        let (relay, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|m| m.origin.is_some());
+        self.bytes = keep.iter().map(|m| m.cost).sum();
+        self.held = keep;
+        relay.into()
+    }
+
     /// Adds `m`, or refuses it past a bound: a request gets `Unavailable`, a one-way is
     /// dropped (`false`).
     fn push(&mut self, key: &ObjectKey, m: Held) -> bool {
@@ -256,7 +273,7 @@ impl Relocations {
     }
 
     /// Tests: what the relay after relay-ready would take of `key`'s hold
-    /// ([`take_relayable`](Self::take_relayable)); the rest stays held.
+    /// ([`take_relayable_each`](Self::take_relayable_each)); the rest stays held.
     #[cfg(test)]
     pub(crate) fn take_relayable_for_tests(&self, key: &ObjectKey) -> Vec<Held> {
         self.take_relayable(key)
@@ -291,20 +308,39 @@ impl Relocations {
         live.timers().resume();
     }
 
-    /// After relay-ready: takes the held messages that came from other nodes, in hold order,
-    /// to relay them to the target; those sent on this node stay held (they follow after the
-    /// cutover, still in their order).
+    /// Tests: [`take_relayable_each`](Self::take_relayable_each) of `key` alone.
+    #[cfg(test)]
     pub(super) fn take_relayable(&self, key: &ObjectKey) -> Vec<Held> {
-        let mut gates = self.gates.lock();
-        let Some(Gate::Holding(h)) = gates.get_mut(key) else {
-            return Vec::new();
-        };
-        let (relay, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut h.held)
-            .into_iter()
-            .partition(|m| m.origin.is_some());
-        h.bytes = keep.iter().map(|m| m.cost).sum();
-        h.held = keep;
-        relay.into()
+        match self.gates.lock().get_mut(key) {
+            Some(Gate::Holding(h)) => h.take_relayable(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// After relay-ready: takes, for each of `keys`, the held messages that came from other
+    /// nodes, in hold order, to relay them to the target; those sent on this node stay held
+    /// (they follow after the cutover, still in their order). Returns the non-empty takes, in
+    /// the order of `keys`, taken [`RELAY_PASS`] keys per lock: a `SpotWide` aggregate relays
+    /// for every participant on each cutover tick, and a lock per key cost 10,000 lock round
+    /// trips a tick.
+    pub(super) fn take_relayable_each<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k ObjectKey>,
+    ) -> Vec<Vec<Held>> {
+        let mut taken = Vec::new();
+        let mut keys = keys.into_iter().peekable();
+        while keys.peek().is_some() {
+            let mut gates = self.gates.lock();
+            for key in keys.by_ref().take(RELAY_PASS) {
+                if let Some(Gate::Holding(h)) = gates.get_mut(key) {
+                    let relay = h.take_relayable();
+                    if !relay.is_empty() {
+                        taken.push(relay);
+                    }
+                }
+            }
+        }
+        taken
     }
 
     /// Turns the seal of `key` into a follow by `record` until `until`: the held messages go
@@ -593,6 +629,54 @@ mod tests {
                 .chain(before.len()..n)
                 .collect();
             proptest::prop_assert_eq!(followed, want);
+        }
+    }
+
+    #[test]
+    fn relaying_many_keys_at_once_takes_what_one_at_a_time_would() {
+        let keys: Vec<ObjectKey> = (0..600)
+            .map(|i| {
+                (
+                    AuthorityKind::Actor,
+                    ObjectId::new(format!("a{i}")).expect("id"),
+                )
+            })
+            .collect();
+        let (each, one) = (Relocations::default(), Relocations::default());
+        for r in [&each, &one] {
+            for (i, k) in keys.iter().enumerate() {
+                assert!(r.seal(k));
+                // Every third key holds a remote message between two local ones.
+                for (n, remote) in [(0, false), (1, i % 3 == 0), (2, false)] {
+                    assert!(r.intercept(k, numbered(3 * i + n, remote)).is_none());
+                }
+            }
+        }
+        let numbers = |taken: Vec<Vec<Held>>| -> Vec<Vec<usize>> {
+            taken
+                .iter()
+                .map(|t| t.iter().map(number).collect())
+                .collect()
+        };
+        let at_once = numbers(each.take_relayable_each(&keys));
+        let singly = numbers(
+            keys.iter()
+                .map(|k| one.take_relayable(k))
+                .filter(|t| !t.is_empty())
+                .collect(),
+        );
+        assert_eq!(at_once.len(), 200);
+        assert_eq!(at_once, singly);
+        for k in &keys {
+            let left = |r: &Relocations| match r.gates.lock().get(k) {
+                Some(Gate::Holding(h)) => h.held.iter().map(number).collect::<Vec<_>>(),
+                _ => Vec::new(),
+            };
+            assert_eq!(
+                left(&each),
+                left(&one),
+                "the local ones stay held, in order"
+            );
         }
     }
 

@@ -318,18 +318,36 @@ pub(super) fn answered(r: Result<ReplyBody, ZLinkError>) -> Result<Bytes, ZLinkE
     }
 }
 
-/// After relay-ready: relays the held messages that came from other nodes, in hold order, on
-/// the command plane the cutover follows (they enter the target's temporary queue and the
-/// target answers their sources).
-pub(super) fn relay(
+/// After relay-ready: relays the held messages of each of `keys` that came from other nodes,
+/// in hold order, on the command plane the cutover follows (they enter the target's temporary
+/// queue and the target answers their sources). One peer lookup, the holds taken a pass at a
+/// time; the first failure, after every key's messages were tried.
+pub(super) fn relay_each<'k>(
     client: &ObjectClient,
-    key: &ObjectKey,
+    keys: impl IntoIterator<Item = &'k ObjectKey>,
     to: &RoutingId,
     relocation: u128,
 ) -> Result<(), ZLinkError> {
+    let peer = client.node.inner.route_to(to)?;
+    let mut first = None;
+    for relayable in client.objects.relocations().take_relayable_each(keys) {
+        if let Err(e) = send_relayed(client, &peer, to, relocation, relayable) {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Sends the held messages `relayable` of one object to the target `to` over `peer`, in
+/// order; the first failure stops the rest (each hears it) and is returned.
+fn send_relayed(
+    client: &ObjectClient,
+    peer: &zlink_transport::PeerHandle,
+    to: &RoutingId,
+    relocation: u128,
+    relayable: Vec<crate::objects::held::Held>,
+) -> Result<(), ZLinkError> {
     let inner = &client.node.inner;
-    let peer = inner.route_to(to)?;
-    let relayable = client.objects.relocations().take_relayable(key);
     let mut failed = None;
     let mut admitted = Vec::new();
     for m in relayable {
@@ -337,7 +355,7 @@ pub(super) fn relay(
         let sent = match &failed {
             Some(e) => Err(ZLinkError::clone(e)),
             None => wire::encode_relay(relocation, env)
-                .and_then(|body| inner.send_control(&peer, wire::RELAY, body)),
+                .and_then(|body| inner.send_control(peer, wire::RELAY, body)),
         };
         match (sent, m.reply) {
             // An Instance Spot one-way whose caller waits for its admission: answered once the
