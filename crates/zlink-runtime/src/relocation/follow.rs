@@ -63,6 +63,15 @@ impl FollowChain {
 /// directly, or was sent on it).
 pub(crate) type Followed = (Held, Option<FollowChain>);
 
+/// Where a source's follow window hands each [`Followed`] message to its forwarding task.
+/// Boxed: a channel allocates its first block of slots when it is made, and a `SpotWide`
+/// aggregate makes one per participant (10,000 members: 10,000 blocks of 32 slots), almost
+/// all of which never carry a message; a slot of a box is a pointer wide.
+pub(crate) type FollowTx = tokio::sync::mpsc::UnboundedSender<Box<Followed>>;
+
+/// The receiving end of a [`FollowTx`].
+pub(crate) type FollowRx = tokio::sync::mpsc::UnboundedReceiver<Box<Followed>>;
+
 /// Why a previous owner does not forward a message (spec 21 §7.3).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Relocations;
-use super::follow::{FollowChain, FollowRecord, Followed};
+use super::follow::{FollowChain, FollowRecord, FollowTx};
 use crate::messaging::{UnavailableReason, ZLinkError};
 use crate::objects::host::{ObjectKey, what};
 use crate::objects::live::LiveObject;
@@ -31,7 +31,24 @@ pub(super) struct Hold {
     bytes: usize,
 }
 
+/// How many keys one lock of the gates serves in [`Relocations::take_relayable_each`] (a
+/// message arriving meanwhile waits for no more than that).
+const RELAY_PASS: usize = 256;
+
 impl Hold {
+    /// Takes the held messages that came from other nodes, in hold order; the rest stay.
+    fn take_relayable(&mut self) -> Vec<Held> {
+        if !self.held.iter().any(|m| m.origin.is_some()) {
+            return Vec::new();
+        }
+        let (relay, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|m| m.origin.is_some());
+        self.bytes = keep.iter().map(|m| m.cost).sum();
+        self.held = keep;
+        relay.into()
+    }
+
     /// Adds `m`, or refuses it past a bound: a request gets `Unavailable`, a one-way is
     /// dropped (`false`).
     fn push(&mut self, key: &ObjectKey, m: Held) -> bool {
@@ -62,7 +79,7 @@ pub(super) enum Gate {
         /// The record the forwarding task follows by (kept here for tests to read).
         #[cfg_attr(not(test), allow(dead_code))]
         record: FollowRecord,
-        tx: mpsc::UnboundedSender<Followed>,
+        tx: FollowTx,
         /// Messages handed to `tx` that the forwarding task has not finished with yet (each
         /// is counted before it is sent, and counted off once forwarded or refused).
         pending: Arc<AtomicUsize>,
@@ -214,9 +231,10 @@ impl Relocations {
             } => {
                 if Instant::now() < *until {
                     pending.fetch_add(1, Ordering::SeqCst);
-                    match tx.send((m, chain)) {
+                    match tx.send(Box::new((m, chain))) {
                         Ok(()) => return None,
-                        Err(mpsc::error::SendError((m, _))) => {
+                        Err(mpsc::error::SendError(unsent)) => {
+                            let (m, _) = *unsent;
                             pending.fetch_sub(1, Ordering::SeqCst);
                             gates.remove(key);
                             return Some(m);
@@ -255,7 +273,7 @@ impl Relocations {
     }
 
     /// Tests: what the relay after relay-ready would take of `key`'s hold
-    /// ([`take_relayable`](Self::take_relayable)); the rest stays held.
+    /// ([`take_relayable_each`](Self::take_relayable_each)); the rest stays held.
     #[cfg(test)]
     pub(crate) fn take_relayable_for_tests(&self, key: &ObjectKey) -> Vec<Held> {
         self.take_relayable(key)
@@ -290,20 +308,39 @@ impl Relocations {
         live.timers().resume();
     }
 
-    /// After relay-ready: takes the held messages that came from other nodes, in hold order,
-    /// to relay them to the target; those sent on this node stay held (they follow after the
-    /// cutover, still in their order).
+    /// Tests: [`take_relayable_each`](Self::take_relayable_each) of `key` alone.
+    #[cfg(test)]
     pub(super) fn take_relayable(&self, key: &ObjectKey) -> Vec<Held> {
-        let mut gates = self.gates.lock();
-        let Some(Gate::Holding(h)) = gates.get_mut(key) else {
-            return Vec::new();
-        };
-        let (relay, keep): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut h.held)
-            .into_iter()
-            .partition(|m| m.origin.is_some());
-        h.bytes = keep.iter().map(|m| m.cost).sum();
-        h.held = keep;
-        relay.into()
+        match self.gates.lock().get_mut(key) {
+            Some(Gate::Holding(h)) => h.take_relayable(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// After relay-ready: takes, for each of `keys`, the held messages that came from other
+    /// nodes, in hold order, to relay them to the target; those sent on this node stay held
+    /// (they follow after the cutover, still in their order). Returns the non-empty takes, in
+    /// the order of `keys`, taken [`RELAY_PASS`] keys per lock: a `SpotWide` aggregate relays
+    /// for every participant on each cutover tick, and a lock per key cost 10,000 lock round
+    /// trips a tick.
+    pub(super) fn take_relayable_each<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k ObjectKey>,
+    ) -> Vec<Vec<Held>> {
+        let mut taken = Vec::new();
+        let mut keys = keys.into_iter().peekable();
+        while keys.peek().is_some() {
+            let mut gates = self.gates.lock();
+            for key in keys.by_ref().take(RELAY_PASS) {
+                if let Some(Gate::Holding(h)) = gates.get_mut(key) {
+                    let relay = h.take_relayable();
+                    if !relay.is_empty() {
+                        taken.push(relay);
+                    }
+                }
+            }
+        }
+        taken
     }
 
     /// Turns the seal of `key` into a follow by `record` until `until`: the held messages go
@@ -315,14 +352,15 @@ impl Relocations {
         key: &ObjectKey,
         record: FollowRecord,
         until: Instant,
-        tx: mpsc::UnboundedSender<Followed>,
+        tx: FollowTx,
     ) -> Arc<AtomicUsize> {
         let pending = Arc::new(AtomicUsize::new(0));
         let mut gates = self.gates.lock();
         if let Some(Gate::Holding(h)) = gates.remove(key) {
             for m in h.held {
                 pending.fetch_add(1, Ordering::SeqCst);
-                if let Err(mpsc::error::SendError((m, _))) = tx.send((m, None)) {
+                if let Err(mpsc::error::SendError(unsent)) = tx.send(Box::new((m, None))) {
+                    let (m, _) = *unsent;
                     pending.fetch_sub(1, Ordering::SeqCst);
                     match m.reply {
                         Some(done) => done.complete(Err(ZLinkError::Unavailable {
@@ -463,204 +501,5 @@ impl crate::objects::interception::Interception for Relocations {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use crate::messaging::RouteKind;
-    use crate::objects::live::Completion;
-    use crate::objects::registration::ObjectCall;
-
-    use bytes::Bytes;
-    use zlink_codec::ObjectId;
-    use zlink_codec::keys::AuthorityKind;
-
-    use parking_lot::Mutex;
-
-    use super::*;
-    use crate::messaging::{ErrorKind, Metadata, PacketName};
-    use crate::objects::registration::MessageContext;
-
-    fn key() -> ObjectKey {
-        (AuthorityKind::Actor, ObjectId::new("a").expect("id"))
-    }
-
-    /// A message of job cost `cost`; a request reports its outcome into `seen`.
-    fn message(cost: usize, seen: Option<&Arc<Mutex<Vec<ErrorKind>>>>) -> Held {
-        let reply = seen.map(|s| {
-            let s = Arc::clone(s);
-            Completion::new(move |out| {
-                if let Err(e) = out {
-                    s.lock().push(e.kind());
-                }
-            })
-        });
-        Held {
-            route: if reply.is_some() {
-                RouteKind::Request
-            } else {
-                RouteKind::Send
-            },
-            call: ObjectCall {
-                content_type: Bytes::new(),
-                payload: Bytes::new(),
-                context: MessageContext {
-                    id: "a".into(),
-                    packet: PacketName::new("P").expect("packet"),
-                    metadata: Metadata::empty(),
-                    relocation: Default::default(),
-                    node: Default::default(),
-                    timers: Default::default(),
-                },
-                job: crate::mesh::JobPermit::none(),
-            },
-            cost,
-            reply,
-            origin: None,
-        }
-    }
-
-    /// A message numbered `n` (in its packet name) from another node (`remote`) or this one.
-    fn numbered(n: usize, remote: bool) -> Held {
-        let mut m = message(1, None);
-        m.call.context.packet = PacketName::new(format!("P{n}")).expect("packet");
-        if remote {
-            let source =
-                zlink_codec::RoutingId::from_hex("0a0b0c0d0e0f10111213141516171819").expect("rid");
-            let op = zlink_transport::OperationId::new(1).expect("op");
-            let generation = zlink_codec::Generation::new(1).expect("generation");
-            m.origin = Some(zlink_transport::Envelope::one_way(
-                op,
-                &source,
-                generation,
-                Bytes::new(),
-            ));
-        }
-        m
-    }
-
-    fn record() -> FollowRecord {
-        FollowRecord {
-            to: zlink_codec::RoutingId::from_hex("0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b").expect("rid"),
-            previous_owner_generation: 1,
-            owner_generation: 2,
-            object_generation: 1,
-        }
-    }
-
-    fn number(m: &Held) -> usize {
-        m.call.context.packet.as_str()[1..].parse().expect("number")
-    }
-
-    proptest::proptest! {
-        /// Whatever mix of messages from other nodes and this one is held, the relay takes the
-        /// remote ones in arrival order, and the follow then delivers the rest in arrival
-        /// order followed by every later message: nothing lost, nothing twice, order kept.
-        #[test]
-        fn held_messages_leave_once_and_in_order(
-            before in proptest::collection::vec(proptest::bool::ANY, 0..40),
-            between in proptest::collection::vec(proptest::bool::ANY, 0..20),
-            after in 0usize..10,
-        ) {
-            let r = Relocations::default();
-            proptest::prop_assert!(r.seal(&key()));
-            let mut n = 0;
-            for remote in &before {
-                proptest::prop_assert!(r.intercept(&key(), numbered(n, *remote)).is_none());
-                n += 1;
-            }
-            let relayed: Vec<usize> = r.take_relayable(&key()).iter().map(number).collect();
-            let want_relayed: Vec<usize> =
-                (0..before.len()).filter(|&i| before[i]).collect();
-            proptest::prop_assert_eq!(relayed, want_relayed);
-            for remote in &between {
-                proptest::prop_assert!(r.intercept(&key(), numbered(n, *remote)).is_none());
-                n += 1;
-            }
-            let (tx, mut rx) = mpsc::unbounded_channel();
-            r.follow(&key(), record(), Instant::now() + std::time::Duration::from_secs(60), tx);
-            for _ in 0..after {
-                proptest::prop_assert!(r.intercept(&key(), numbered(n, false)).is_none());
-                n += 1;
-            }
-            let mut followed = Vec::new();
-            while let Ok((m, _)) = rx.try_recv() {
-                followed.push(number(&m));
-            }
-            let want: Vec<usize> = (0..before.len())
-                .filter(|&i| !before[i])
-                .chain(before.len()..n)
-                .collect();
-            proptest::prop_assert_eq!(followed, want);
-        }
-    }
-
-    fn held(r: &Relocations) -> usize {
-        match r.gates.lock().get(&key()) {
-            Some(Gate::Holding(h)) => h.held.len(),
-            _ => 0,
-        }
-    }
-
-    #[test]
-    fn a_sealed_actor_holds_up_to_1024_messages_and_refuses_the_next() {
-        let r = Relocations::default();
-        assert!(r.seal(&key()));
-        assert!(!r.seal(&key()), "one move at a time");
-        for _ in 0..HOLD_MAX_RECORDS {
-            assert!(r.intercept(&key(), message(1, None)).is_none());
-        }
-        assert_eq!(held(&r), HOLD_MAX_RECORDS);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        assert!(r.intercept(&key(), message(1, Some(&seen))).is_none());
-        assert_eq!(
-            *seen.lock(),
-            vec![ErrorKind::Unavailable],
-            "a request past it"
-        );
-        assert!(r.intercept(&key(), message(1, None)).is_none());
-        assert_eq!(
-            r.dropped_one_way(),
-            1,
-            "the one-way counted (the request was answered)"
-        );
-        assert_eq!(held(&r), HOLD_MAX_RECORDS, "nothing else changed");
-    }
-
-    #[test]
-    fn a_sealed_actor_holds_up_to_16_mib_and_refuses_past_it() {
-        let r = Relocations::default();
-        assert!(r.seal(&key()));
-        assert!(
-            r.intercept(&key(), message(HOLD_MAX_BYTES - 1, None))
-                .is_none()
-        );
-        assert!(r.intercept(&key(), message(1, None)).is_none());
-        assert_eq!(held(&r), 2, "exactly at the bound");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        assert!(r.intercept(&key(), message(1, Some(&seen))).is_none());
-        assert_eq!(*seen.lock(), vec![ErrorKind::Unavailable]);
-        assert_eq!(held(&r), 2);
-    }
-
-    #[test]
-    fn an_unsealed_actor_gets_its_messages_back_and_a_passed_follow_window_ends() {
-        let r = Relocations::default();
-        assert!(r.intercept(&key(), message(1, None)).is_some());
-        assert!(!r.covers(&key()));
-        assert!(r.seal(&key()));
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        assert!(r.intercept(&key(), message(1, None)).is_none());
-        r.follow(
-            &key(),
-            record(),
-            Instant::now() + std::time::Duration::from_secs(60),
-            tx,
-        );
-        assert!(rx.try_recv().is_ok(), "the held message is forwarded first");
-        assert!(r.intercept(&key(), message(1, None)).is_none());
-        assert!(rx.try_recv().is_ok(), "a later one follows it");
-        r.unfollow(&key());
-        assert!(r.intercept(&key(), message(1, None)).is_some());
-        assert!(!r.covers(&key()));
-    }
-}
+#[path = "hold_tests.rs"]
+mod tests;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zlink_codec::RoutingId;
 use zlink_codec::keys::AuthorityKind;
@@ -16,7 +15,7 @@ use zlink_relocation::unit::{
 };
 
 use super::drive::Move;
-use super::follow::{FollowChain, FollowRecord, Followed, next_hop};
+use super::follow::{FollowChain, FollowRecord, FollowRx, next_hop};
 use super::stage;
 use super::wire::{self, Rebuild};
 use crate::mesh::node::ReplyBody;
@@ -319,18 +318,36 @@ pub(super) fn answered(r: Result<ReplyBody, ZLinkError>) -> Result<Bytes, ZLinkE
     }
 }
 
-/// After relay-ready: relays the held messages that came from other nodes, in hold order, on
-/// the command plane the cutover follows (they enter the target's temporary queue and the
-/// target answers their sources).
-pub(super) fn relay(
+/// After relay-ready: relays the held messages of each of `keys` that came from other nodes,
+/// in hold order, on the command plane the cutover follows (they enter the target's temporary
+/// queue and the target answers their sources). One peer lookup, the holds taken a pass at a
+/// time; the first failure, after every key's messages were tried.
+pub(super) fn relay_each<'k>(
     client: &ObjectClient,
-    key: &ObjectKey,
+    keys: impl IntoIterator<Item = &'k ObjectKey>,
     to: &RoutingId,
     relocation: u128,
 ) -> Result<(), ZLinkError> {
+    let peer = client.node.inner.route_to(to)?;
+    let mut first = None;
+    for relayable in client.objects.relocations().take_relayable_each(keys) {
+        if let Err(e) = send_relayed(client, &peer, to, relocation, relayable) {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Sends the held messages `relayable` of one object to the target `to` over `peer`, in
+/// order; the first failure stops the rest (each hears it) and is returned.
+fn send_relayed(
+    client: &ObjectClient,
+    peer: &zlink_transport::PeerHandle,
+    to: &RoutingId,
+    relocation: u128,
+    relayable: Vec<crate::objects::held::Held>,
+) -> Result<(), ZLinkError> {
     let inner = &client.node.inner;
-    let peer = inner.route_to(to)?;
-    let relayable = client.objects.relocations().take_relayable(key);
     let mut failed = None;
     let mut admitted = Vec::new();
     for m in relayable {
@@ -338,7 +355,7 @@ pub(super) fn relay(
         let sent = match &failed {
             Some(e) => Err(ZLinkError::clone(e)),
             None => wire::encode_relay(relocation, env)
-                .and_then(|body| inner.send_control(&peer, wire::RELAY, body)),
+                .and_then(|body| inner.send_control(peer, wire::RELAY, body)),
         };
         match (sent, m.reply) {
             // An Instance Spot one-way whose caller waits for its admission: answered once the
@@ -495,10 +512,7 @@ pub(super) async fn forward(
     client: ObjectClient,
     key: ObjectKey,
     record: FollowRecord,
-    (mut rx, pending): (
-        mpsc::UnboundedReceiver<Followed>,
-        std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    ),
+    (mut rx, pending): (FollowRx, std::sync::Arc<std::sync::atomic::AtomicUsize>),
     until: Instant,
 ) {
     /// Counts one message off `pending` when its iteration ends (whichever way it ends).
@@ -524,7 +538,8 @@ pub(super) async fn forward(
         } else {
             rx.recv().await
         };
-        let Some((mut m, chain)) = next else { break };
+        let Some(next) = next else { break };
+        let (mut m, chain) = *next;
         let _done = Done(&pending);
         if m.route == crate::messaging::RouteKind::Send {
             if let Some(done) = m.reply.take() {
@@ -545,7 +560,9 @@ pub(super) async fn forward(
         // new owner would send its reply back here, where nothing waits for it).
         if let Some(env) = m.origin.as_ref().filter(|e| e.source_rid() != &record.to) {
             // Forwarded as received: the new owner answers the original source itself.
-            let sent = send_followed(&client, &record.to, &chain, env).await;
+            // Boxed, as the forward below: the future waiting for messages stays small (one per
+            // participant of a unit lives for the whole follow window).
+            let sent = Box::pin(send_followed(&client, &record.to, &chain, env)).await;
             match (sent, m.reply) {
                 (Ok(()), Some(done)) => done.handed_over(),
                 (Err(e), Some(done)) => done.complete(Err(e)),
@@ -554,7 +571,7 @@ pub(super) async fn forward(
             }
             continue;
         }
-        let out = client.forward_held(&record.to, &key, m.route, m.call).await;
+        let out = Box::pin(client.forward_held(&record.to, &key, m.route, m.call)).await;
         match m.reply {
             Some(done) => done.complete(out),
             None => {

@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zlink_codec::RoutingId;
@@ -53,6 +55,7 @@ impl Move<'_> {
     pub(super) async fn follow_to(&mut self, to: &RoutingId, owner: u64) {
         let host = &self.client.objects;
         let until = Instant::now() + host.location.options().message_follow_duration;
+        let mut forwards = FuturesUnordered::new();
         for p in &self.parts {
             let record = FollowRecord {
                 to: to.clone(),
@@ -69,8 +72,9 @@ impl Move<'_> {
                 (rx, pending),
                 until,
             );
-            tokio::spawn(forwarding);
+            forwards.push(forwarding);
         }
+        tokio::spawn(async move { while forwards.next().await.is_some() {} });
         for p in &self.parts {
             let old = host.remove_live(&p.key);
             host.routes.forget(&p.key);

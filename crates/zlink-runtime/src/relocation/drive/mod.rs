@@ -27,7 +27,7 @@ use zlink_store_spi::StoreVersion;
 
 use super::gate::{self, SourcePermits};
 use super::participants::{Part, Shape, SpotWide};
-use super::source::{choose_target, relay};
+use super::source::{choose_target, relay_each};
 use super::stage::{self, Settled, StageWriteError};
 use super::wire::{self, Rebuild};
 use crate::messaging::ZLinkError;
@@ -294,10 +294,9 @@ impl<'a> Move<'a> {
             // right after it).
             Effect::RelayHeldWork => {
                 if let Some(to) = self.to.clone() {
-                    for p in &self.parts {
-                        if let Err(e) = relay(self.client, &p.key, &to, self.relocation()) {
-                            self.relay_failed.get_or_insert(e);
-                        }
+                    let keys = self.parts.iter().map(|p| &p.key);
+                    if let Err(e) = relay_each(self.client, keys, &to, self.relocation()) {
+                        self.relay_failed.get_or_insert(e);
                     }
                 }
                 Vec::new()

@@ -19,7 +19,7 @@ use crate::relocation::invariant;
 use crate::relocation::participants::{Shape, oversized};
 use crate::relocation::send;
 use crate::relocation::source::{
-    ANSWER_TIMEOUT, answered, cutover_applied, cutover_failed, relay, request, request_within,
+    ANSWER_TIMEOUT, answered, cutover_applied, cutover_failed, relay_each, request, request_within,
     send_cutover,
 };
 use crate::relocation::wire::{self, MoveRef, ReadyCommand};
@@ -305,10 +305,9 @@ impl Move<'_> {
                 biased;
                 answered = &mut answer => return answered,
                 _ = tick.tick() => {
-                    for p in &self.parts {
-                        if let Err(e) = relay(self.client, &p.key, to, self.relocation()) {
-                            tracing::debug!(error = %e, "relocation: a message held during the cutover was not relayed");
-                        }
+                    let keys = self.parts.iter().map(|p| &p.key);
+                    if let Err(e) = relay_each(self.client, keys, to, self.relocation()) {
+                        tracing::debug!(error = %e, "relocation: a message held during the cutover was not relayed");
                     }
                 }
             }

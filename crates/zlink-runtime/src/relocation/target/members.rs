@@ -12,6 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use zlink_codec::ObjectId;
 use zlink_codec::keys::AuthorityKind;
@@ -41,28 +43,22 @@ enum Followed {
 /// Every member of `group` follows the Spot's new owner `spot` (see the module docs).
 pub(super) async fn follow_owner(host: &Arc<ObjectHost>, spot: &AuthorityHandle, group: &[Hidden]) {
     let until = Instant::now() + host.location.options().store_failure_grace;
-    let mut running = tokio::task::JoinSet::new();
+    let mut running = FuturesUnordered::new();
     let mut failed = 0usize;
-    let mut count = |done: Result<Followed, tokio::task::JoinError>| {
-        if !matches!(done, Ok(Followed::Yes | Followed::NotOurs)) {
+    let mut count = |done: Followed| {
+        if !matches!(done, Followed::Yes | Followed::NotOurs) {
             failed += 1;
         }
     };
     for b in group.iter().filter(|b| b.key.0 == AuthorityKind::Actor) {
         if running.len() >= AT_ONCE {
-            if let Some(done) = running.join_next().await {
+            if let Some(done) = running.next().await {
                 count(done);
             }
         }
-        let (host, spot, id, generation) = (
-            Arc::clone(host),
-            spot.clone(),
-            b.key.1.clone(),
-            b.generation,
-        );
-        running.spawn(async move { follow_one(&host, &spot, &id, generation, until).await });
+        running.push(follow_one(host, spot, &b.key.1, b.generation, until));
     }
-    while let Some(done) = running.join_next().await {
+    while let Some(done) = running.next().await {
         count(done);
     }
     if failed > 0 {
