@@ -58,7 +58,9 @@ pub(super) fn split(
 /// on the same connection acknowledges them (the target runs one-way commands in arrival order
 /// before a later request), so they are held until its answer and then dropped.
 #[must_use = "hold the charges until the next request on the connection is answered"]
-pub(super) struct Unacknowledged(#[allow(dead_code)] Vec<gate::ChunkPermit>);
+pub(super) struct Unacknowledged {
+    _charges: Vec<gate::ChunkPermit>,
+}
 
 /// Sends `chunks` in order on `peer`. Each first reserves its charge against the in-flight
 /// budgets (06 §3): short of budget, the target acknowledges the chunks this unit has in
@@ -145,7 +147,9 @@ pub(super) async fn chunks_as(
     while let Some(ack) = pending.pop_front() {
         ack.ack.await?;
     }
-    Ok(Unacknowledged(in_flight))
+    Ok(Unacknowledged {
+        _charges: in_flight,
+    })
 }
 
 /// How many bytes of chunks (by their charges) the sender sends before it asks for their
