@@ -379,37 +379,7 @@ mod tests {
 
     /// A held message; a request reports its outcome's error kind into `seen`.
     fn held(seen: Option<&Arc<parking_lot::Mutex<Vec<ErrorKind>>>>) -> Held {
-        let reply = seen.map(|s| {
-            let s = Arc::clone(s);
-            crate::objects::live::Completion::new(move |out| {
-                if let Err(e) = out {
-                    s.lock().push(e.kind());
-                }
-            })
-        });
-        Held {
-            route: if reply.is_some() {
-                RouteKind::Request
-            } else {
-                RouteKind::Send
-            },
-            call: crate::objects::registration::ObjectCall {
-                content_type: Bytes::new(),
-                payload: Bytes::new(),
-                context: crate::objects::registration::MessageContext {
-                    id: "a".into(),
-                    packet: crate::messaging::PacketName::new("P").expect("packet"),
-                    metadata: crate::messaging::Metadata::empty(),
-                    relocation: Default::default(),
-                    node: Default::default(),
-                    timers: Default::default(),
-                },
-                job: crate::mesh::JobPermit::none(),
-            },
-            cost: 1,
-            reply,
-            origin: None,
-        }
+        crate::relocation::hold::tests::message(1, seen)
     }
 
     #[test]

@@ -502,4 +502,4 @@ impl crate::objects::interception::Interception for Relocations {
 
 #[cfg(test)]
 #[path = "hold_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -20,8 +20,9 @@ fn key() -> ObjectKey {
     (AuthorityKind::Actor, ObjectId::new("a").expect("id"))
 }
 
-/// A message of job cost `cost`; a request reports its outcome into `seen`.
-fn message(cost: usize, seen: Option<&Arc<Mutex<Vec<ErrorKind>>>>) -> Held {
+/// A message of job cost `cost`; a request reports its outcome into `seen` (the relocation
+/// layer's tests share it).
+pub(crate) fn message(cost: usize, seen: Option<&Arc<Mutex<Vec<ErrorKind>>>>) -> Held {
     let reply = seen.map(|s| {
         let s = Arc::clone(s);
         Completion::new(move |out| {
