@@ -361,6 +361,16 @@ pub(super) fn relocation_options(r: RelocationOptions) -> WithRelocation {
     WithRelocation(fast_options(), r)
 }
 
+/// Starts a move of `r` from `source` in a task of its own.
+pub(super) fn spawn_move(
+    source: &ZLinkHost,
+    r: &ActorRef,
+) -> tokio::task::JoinHandle<Result<ActorRef, crate::messaging::ZLinkError>> {
+    let client = source.actors().expect("manager").client;
+    let r = r.clone();
+    tokio::spawn(async move { crate::relocation::relocate_actor(&client, &r, None).await })
+}
+
 /// Asserts `host`'s gate holds nothing any more.
 pub(super) fn all_returned(host: &ZLinkHost) {
     assert_eq!(gate_of(host).usage(), GateUsage::default(), "all returned");
@@ -381,11 +391,7 @@ async fn at_the_outbound_cap_every_unit_moves_at_once(h: &Harness) {
     let (a, b) = two_on_one_server(&m).await;
     let (source, target) = m.owner_and_other(&a);
     let (entered, release) = block_first_at(source, RecordedStage::Preparing);
-    let first = {
-        let client = source.actors().expect("manager").client;
-        let a = a.clone();
-        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &a, None).await })
-    };
+    let first = spawn_move(source, &a);
     wait_until("the first move is held", || {
         entered.load(Ordering::SeqCst) == 1
     })
@@ -407,19 +413,12 @@ async fn past_the_outbound_cap_a_further_unit_waits_until_one_ends(h: &Harness) 
     let (a, b) = two_on_one_server(&m).await;
     let (source, target) = m.owner_and_other(&a);
     let (entered, release) = block_first_at(source, RecordedStage::Preparing);
-    let first = {
-        let client = source.actors().expect("manager").client;
-        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &a, None).await })
-    };
+    let first = spawn_move(source, &a);
     wait_until("the first move is held", || {
         entered.load(Ordering::SeqCst) == 1
     })
     .await;
-    let second = {
-        let client = source.actors().expect("manager").client;
-        let b = b.clone();
-        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &b, None).await })
-    };
+    let second = spawn_move(source, &b);
     // The second waits at the gate: it records nothing and seals nothing.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(entered.load(Ordering::SeqCst), 1, "the second unit waits");
@@ -492,20 +491,13 @@ async fn past_the_inbound_cap_a_further_unit_waits_before_its_seal_until_one_end
     let (source, target) = m.owner_and_other(&a);
     // The first move holds the target's inbound permit from its admission until NewOwner.
     let (entered, release) = block_first_at(source, RecordedStage::Prepared);
-    let first = {
-        let client = source.actors().expect("manager").client;
-        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &a, None).await })
-    };
+    let first = spawn_move(source, &a);
     wait_until("the first move is prepared", || {
         entered.load(Ordering::SeqCst) == 1
     })
     .await;
     assert_eq!(gate_of(target).usage().inbound, 1, "at the cap");
-    let second = {
-        let client = source.actors().expect("manager").client;
-        let b = b.clone();
-        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &b, None).await })
-    };
+    let second = spawn_move(source, &b);
     // The second waits for the target's admission, before its seal: it keeps serving here.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert!(!second.is_finished(), "the second unit waits");

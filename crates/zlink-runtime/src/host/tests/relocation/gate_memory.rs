@@ -7,7 +7,7 @@ use zlink_relocation::transfer::{PayloadClaim, PayloadUnit};
 
 use super::gate::{
     all_returned, block_first_at, gate_of, gate_with, preserve_claim, relocation_options,
-    two_on_one_server,
+    spawn_move, two_on_one_server,
 };
 use super::*;
 use crate::objects::RelocationOptions;
@@ -87,11 +87,7 @@ async fn a_unit_holds_no_payload_memory_until_its_capture_starts(h: &Harness) {
     let (a, b) = two_on_one_server(&m).await;
     let (source, target) = m.owner_and_other(&a);
     let (entered, release) = block_first_at(source, RecordedStage::Preparing);
-    let first = {
-        let client = source.actors().expect("manager").client;
-        let a = a.clone();
-        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &a, None).await })
-    };
+    let first = spawn_move(source, &a);
     wait_until("the first move recorded Preparing", || {
         entered.load(Ordering::SeqCst) == 1
     })
@@ -135,11 +131,7 @@ async fn a_unit_waiting_for_payload_memory_has_its_target_secured_keeps_serving_
     let holder = gate.try_source_now(claim).expect("fits").expect("free");
     let (entered, release) = block_first_at(source, RecordedStage::Preparing);
     release.add_permits(1);
-    let moving = {
-        let client = source.actors().expect("manager").client;
-        let r = r.clone();
-        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &r, None).await })
-    };
+    let moving = spawn_move(source, &r);
     wait_until("the move recorded Preparing", || {
         entered.load(Ordering::SeqCst) == 1
     })
@@ -224,11 +216,7 @@ async fn the_targets_admitted_memory_shrinks_to_the_declared_length_right_after_
     let (caller, r) = m.counter_at_one("d1").await;
     let (source, target) = m.owner_and_other(&r);
     let (entered, release) = block_first_at(source, RecordedStage::Captured);
-    let moving = {
-        let client = source.actors().expect("manager").client;
-        let r = r.clone();
-        tokio::spawn(async move { crate::relocation::relocate_actor(&client, &r, None).await })
-    };
+    let moving = spawn_move(source, &r);
     wait_until("the move recorded Captured", || {
         entered.load(Ordering::SeqCst) == 1
     })
