@@ -598,6 +598,14 @@ async fn run_shutdown_with(
         }
     }
 
+    // The member records of `SpotWide` moves committed here finish following their Spot's
+    // owner (bounded by the deadline) before the sweep reads this run's records.
+    for o in host.objects.iter().flatten() {
+        if !o.host.relocations().following.finish(end).await {
+            tracing::warn!("shutdown deadline passed with SpotWide member records following");
+        }
+    }
+
     // Owner records, then descriptors, then the owner lease.
     let mut sweep = None;
     if let Some(rt) = host.location.lock().await.take() {

@@ -298,6 +298,9 @@ pub(crate) struct Relocations {
     admitted: Mutex<HashMap<u128, gate::TargetPermits>>,
     /// Target side: the completion logs of requests relayed to moves committed here (21 §9.3).
     pub(crate) completions: completion::Completions,
+    /// Target side: the member records of committed `SpotWide` moves still following their
+    /// Spot's owner (shutdown waits for them before its sweep).
+    pub(crate) following: target::Following,
     /// Tests: runs after each stage record this node's moves wrote.
     #[cfg(test)]
     pub(crate) stage_hook: Mutex<Option<StageHook>>,

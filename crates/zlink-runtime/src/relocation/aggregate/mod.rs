@@ -23,11 +23,12 @@
 //! (`new_owner_spot_wide`: one CAS over the Spot's record, the reservation row, the inventory
 //! root row and the capacity rows); members resolve through the Spot's record, so that CAS
 //! alone moves them. A lost reply of that CAS is settled by reading the Spot's record and the
-//! same CAS tried again until `storeFailureGrace` (21 §10, `owner_change.rs`). Committed: every participant joins the live set and its queue opens;
-//! then, before the cutover is answered, each member's record follows the Spot's owner
-//! (`follow_spot_owner`, no capacity moved; 64 at once), so the allocation rows count the
-//! records again and the source's sweeps find none of them (a member not rewritten still
-//! resolves through the Spot); the source follows every participant. A conflict, an abort
+//! same CAS tried again until `storeFailureGrace` (21 §10, `owner_change.rs`). Committed: every participant joins the live set and its queue opens,
+//! and the cutover is answered; then, in a task of its own, each member's record follows the
+//! Spot's owner (`follow_spot_owner`, no capacity moved; 64 at once), so the allocation rows
+//! count the records again and the source's sweeps find none of them (a member not rewritten
+//! yet still resolves through the Spot, and the sweeps keep it; the target's Shutdown waits for
+//! the follows before its own sweep); the source follows every participant. A conflict, an abort
 //! before relay-ready or no ready discards the whole group unrun, and the source runs each
 //! held queue here again in order. After relay-ready each participant's held messages from other nodes are relayed, in
 //! hold order, into its temporary queue on the target before the cutover (they are completion

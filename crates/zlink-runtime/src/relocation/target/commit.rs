@@ -233,7 +233,13 @@ async fn opened(
         host.routes.forget(&b.key);
     }
     if aggregate {
-        super::members::follow_owner(host, handle, group).await;
-        completions.settled(relocation);
+        // The member records follow in the background: the cutover is answered now (see
+        // `members.rs`); the completion logs record their progress once they followed.
+        let members = super::members::members_of(group);
+        let (task_host, spot) = (Arc::clone(host), handle.clone());
+        host.relocations().following.spawn(async move {
+            super::members::follow_owner(&task_host, &spot, &members).await;
+            task_host.relocations().completions.settled(relocation);
+        });
     }
 }

@@ -8,12 +8,19 @@
 //! `storeFailureGrace` has passed; at most 64 members at once. A member whose follow never
 //! applied still resolves through the Spot's record, and the sweeps leave it alone
 //! (`zlink_location`'s member resolver, `objects::membership::spot_wide_spot`).
+//!
+//! The follows are bookkeeping, not part of the move's interruption: they run in a task of
+//! their own ([`Following`]) started once the group's queues opened, so the cutover is
+//! answered (and the source's Relocate returns) without waiting for 10,000 record writes
+//! (issue 22). Shutdown waits for them until its deadline, before its self-sweep.
 
-use std::sync::Arc;
+use std::future::Future;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use parking_lot::Mutex;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use zlink_codec::ObjectId;
 use zlink_codec::keys::AuthorityKind;
@@ -29,6 +36,44 @@ const AT_ONCE: usize = 64;
 /// The pause between two attempts at one member's follow write.
 const FOLLOW_PAUSE: Duration = Duration::from_millis(50);
 
+/// The member follows running on this node, as a target: one task per committed `SpotWide`
+/// move whose members' records are still being rewritten (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Following {
+    tasks: Mutex<JoinSet<()>>,
+}
+
+impl Following {
+    /// Runs `follows` in a task of its own.
+    pub(super) fn spawn(&self, follows: impl Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.tasks.lock();
+        // Reap the follows that ended, so the set holds only running ones.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(follows);
+    }
+
+    /// Waits until no follow runs here; the ones still running at `until` are stopped (their
+    /// members keep resolving through the Spot's record). Returns whether every follow ended
+    /// by itself.
+    pub(crate) async fn finish(&self, until: Instant) -> bool {
+        loop {
+            let mut running = std::mem::take(&mut *self.tasks.lock());
+            if running.is_empty() {
+                return true;
+            }
+            let ended = tokio::time::timeout_at(until, async {
+                while running.join_next().await.is_some() {}
+            })
+            .await;
+            if ended.is_err() {
+                running.abort_all();
+                self.tasks.lock().abort_all();
+                return false;
+            }
+        }
+    }
+}
+
 /// How one member's follow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Followed {
@@ -40,8 +85,9 @@ enum Followed {
     No,
 }
 
-/// Every member of `group` follows the Spot's new owner `spot` (see the module docs).
-pub(super) async fn follow_owner(host: &Arc<ObjectHost>, spot: &AuthorityHandle, group: &[Hidden]) {
+/// Every member of `members` (id, ObjectGeneration) follows the Spot's new owner `spot` (see
+/// the module docs).
+pub(super) async fn follow_owner(host: &ObjectHost, spot: &AuthorityHandle, members: &[Member]) {
     let until = Instant::now() + host.location.options().store_failure_grace;
     let mut running = FuturesUnordered::new();
     let mut failed = 0usize;
@@ -50,13 +96,13 @@ pub(super) async fn follow_owner(host: &Arc<ObjectHost>, spot: &AuthorityHandle,
             failed += 1;
         }
     };
-    for b in group.iter().filter(|b| b.key.0 == AuthorityKind::Actor) {
+    for (id, generation) in members {
         if running.len() >= AT_ONCE {
             if let Some(done) = running.next().await {
                 count(done);
             }
         }
-        running.push(follow_one(host, spot, &b.key.1, b.generation, until));
+        running.push(follow_one(host, spot, id, *generation, until));
     }
     while let Some(done) = running.next().await {
         count(done);
@@ -69,6 +115,18 @@ pub(super) async fn follow_owner(host: &Arc<ObjectHost>, spot: &AuthorityHandle,
         );
     }
 }
+
+/// The members of `group` whose records follow: each member Actor's id and ObjectGeneration.
+pub(super) fn members_of(group: &[Hidden]) -> Vec<Member> {
+    group
+        .iter()
+        .filter(|b| b.key.0 == AuthorityKind::Actor)
+        .map(|b| (b.key.1.clone(), b.generation))
+        .collect()
+}
+
+/// A member Actor whose record follows: its id and ObjectGeneration.
+pub(super) type Member = (ObjectId, u64);
 
 /// The member `id` (incarnation `generation`) follows `spot`, tried again until `until`.
 async fn follow_one(

@@ -20,6 +20,8 @@ mod refusal;
 mod relay;
 mod watchdog;
 
+pub(crate) use members::Following;
+
 use std::sync::Arc;
 
 use bytes::Bytes;

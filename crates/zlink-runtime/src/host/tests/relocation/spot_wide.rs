@@ -464,6 +464,8 @@ async fn the_host_relocate_moves_a_host_holding_a_spot_wide_spot_as_one_unit(h: 
     }
     // The source then shuts down cleanly (its self-sweep finds no row of the moved Spot or
     // its members): every member keeps serving.
+    // Once the member records followed the Spot (after the cutover, `target/members.rs`).
+    follow::follows_done(&r[1].0).await;
     let mut r = r.into_iter();
     let (source, _) = r.next().expect("source");
     shutdown_leaves_nothing_to_sweep(&source, "no member record was left to the source's sweep")

@@ -1,15 +1,18 @@
 //! The member records of a moved `SpotWide` User Spot follow its new owner (spec 21 §8.2;
 //! issue 20 item 5): a follow write that fails is tried again, and the source's sweep at
-//! Shutdown never deletes a member that moved with its Spot.
+//! Shutdown never deletes a member that moved with its Spot. The follows run after the
+//! cutover is answered (issue 22): the Relocate does not wait for them.
 
 use std::time::Duration;
 
 use super::*;
 use crate::host::tests::support::launch;
 use crate::host::tests::support::{actors_counted, authority_key};
+use crate::relocation::MovesOf;
 use zlink_store_conformance::{Fault, FaultyLocationStore};
 
 on_every_store!(
+    a_spot_wide_relocate_returns_before_its_member_records_follow,
     a_failed_member_follow_is_retried_and_shutdown_keeps_the_moved_member,
     a_member_whose_follow_never_applied_is_kept_by_the_sweeps_and_serves_from_the_target,
 );
@@ -84,6 +87,72 @@ pub(super) async fn over_a_faulty_target(
     (r, hall, ids, faulty)
 }
 
+/// Waits (bounded) until the member records of every `SpotWide` move committed on `target`
+/// followed their Spot or gave up.
+pub(super) async fn follows_done(target: &ZLinkHost) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    assert!(
+        target
+            .object_host(0)
+            .relocations()
+            .following
+            .finish(until)
+            .await,
+        "the member follows ended by themselves"
+    );
+}
+
+/// Issue 22: the member records follow after the cutover is answered. Every follow write of
+/// the one member fails until the test heals the Store (the target's `storeFailureGrace`, 20
+/// s, is far longer): the Relocate returns all the same, with the Spot moved, the member's
+/// record still naming the source and the member serving from the target with its state
+/// (it resolves through the Spot's record). Once the Store heals the follow applies. Before,
+/// the cutover waited for the follows: the Relocate returned only once the grace had passed,
+/// the follow given up, and the record never followed.
+async fn a_spot_wide_relocate_returns_before_its_member_records_follow(h: &Harness) {
+    let (r, hall, ids, faulty) = over_a_faulty_target(h, 1, Some(Duration::from_secs(20))).await;
+    let id = ids[0].as_str();
+    let (_, generation) = member_record(&r[2].0, id).await.expect("a record");
+    let key = authority_key(ObjectKind::Actor, &ObjectId::new(id).expect("id"));
+    for _ in 0..1_000 {
+        faulty.fail_next_write_touching_and_its_read(
+            key.clone(),
+            Fault::UNAVAILABLE,
+            Fault::UNAVAILABLE,
+        );
+    }
+    relocate(&r[0].0, &hall).await.expect("moved");
+    let (node, _) = spot_record(&r[2].0, &hall).await;
+    assert_eq!(&node, r[1].1.routing_id(), "the Spot moved");
+    let (node, _) = member_record(&r[2].0, id).await.expect("a record");
+    assert_eq!(
+        &node,
+        r[0].1.routing_id(),
+        "the member's record did not follow yet"
+    );
+    assert!(
+        live_here(&r[1].0, AuthorityKind::Actor, id),
+        "it lives on the target"
+    );
+    let actors = r[2].0.actors().expect("actors");
+    assert_eq!(
+        actors.request(id, &Totals).await.expect("totals"),
+        (1, 1, 0),
+        "it serves from the target with its state"
+    );
+
+    faulty.heal();
+    follows_done(&r[1].0).await;
+    let (node, now) = member_record(&r[2].0, id).await.expect("a record");
+    assert_eq!(&node, r[1].1.routing_id(), "the member's record followed");
+    assert_eq!(now, generation, "one incarnation");
+    let [(source, _), target, client] = r;
+    shutdown_leaves_nothing_to_sweep(&source, "no member record was left to the source's sweep")
+        .await;
+    target.0.shutdown().await;
+    client.0.shutdown().await;
+}
+
 /// Issue 20 item 5: after the aggregate NewOwner, the member's follow write fails twice (the
 /// Store is unavailable for it and for the engine's re-read of the member's record, so the
 /// failure reaches the runtime). The target tries it again until it applies: every member's
@@ -110,6 +179,7 @@ async fn a_failed_member_follow_is_retried_and_shutdown_keeps_the_moved_member(h
         );
     }
     relocate(&r[0].0, &hall).await.expect("moved");
+    follows_done(&r[1].0).await;
     let (node, _) = spot_record(&r[2].0, &hall).await;
     assert_eq!(&node, r[1].1.routing_id(), "the Spot moved");
     for id in &ids {
@@ -165,6 +235,8 @@ async fn a_member_whose_follow_never_applied_is_kept_by_the_sweeps_and_serves_fr
         );
     }
     relocate(&r[0].0, &hall).await.expect("moved");
+    // The follow gives up once the target's grace has passed; only then does the Store heal.
+    follows_done(&r[1].0).await;
     faulty.heal();
     let (node, _) = spot_record(&r[2].0, &hall).await;
     assert_eq!(&node, r[1].1.routing_id(), "the Spot moved");

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::follow::{member_record, over_a_faulty_target};
+use super::follow::{follows_done, member_record, over_a_faulty_target};
 use super::*;
 use crate::host::tests::support::{actors_counted, authority_key};
 use zlink_store_conformance::Fault;
@@ -34,6 +34,7 @@ async fn a_member_whose_follow_never_applied_follows_the_spot_at_its_owners_swee
         );
     }
     relocate(&r[0].0, &hall).await.expect("moved");
+    follows_done(&r[1].0).await;
     faulty.heal();
     let (node, _) = member_record(&r[2].0, id).await.expect("a record");
     assert_eq!(&node, r[0].1.routing_id(), "the follow never applied");
