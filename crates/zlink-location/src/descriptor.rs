@@ -143,7 +143,7 @@ pub(crate) fn validate_descriptor<D: PublishableDescriptor>(
     };
     D::encode_record(&record)
         .map(|_| ())
-        .map_err(|e| ConfigError::Descriptor(e.to_string()))
+        .map_err(|e| ConfigError::Descriptor(e.into()))
 }
 
 impl<D: PublishableDescriptor> DescriptorPublisher<D> {
@@ -242,8 +242,7 @@ impl<D: PublishableDescriptor> DescriptorPublisher<D> {
             descriptor_revision: revision,
             descriptor: descriptor.clone(),
         };
-        let bytes =
-            D::encode_record(&record).map_err(|e| ConfigError::Descriptor(e.to_string()))?;
+        let bytes = D::encode_record(&record).map_err(|e| ConfigError::Descriptor(e.into()))?;
         let own_lease = lease_key(&run.owner_id)?;
         for _ in 0..PUBLISH_ATTEMPTS {
             // Re-checked on every attempt: a stalled host never publishes past its deadline.

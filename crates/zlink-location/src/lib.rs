@@ -48,7 +48,7 @@ pub use identity::{
 };
 pub use options::{
     ConfigError, DEFAULT_COLD_ACTIVATION_RETENTION, DEFAULT_CREATION_CLEANUP_WINDOW,
-    LocationOptions, MAX_DEAD_RUN_SWEEP_INTERVAL, ROUTE_CACHE_FOLLOW_GAP,
+    DescriptorRejected, LocationOptions, MAX_DEAD_RUN_SWEEP_INTERVAL, ROUTE_CACHE_FOLLOW_GAP,
 };
 pub use placement::{DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use query::{

@@ -61,9 +61,10 @@ pub enum ConfigError {
         /// The option's name.
         option: &'static str,
     },
-    /// A descriptor is over its size or list bounds (spec 21 §4); nothing was published.
-    #[error("descriptor rejected at startup: {0}")]
-    Descriptor(String),
+    /// A descriptor is over its size or list bounds (spec 21 §4), or does not encode; nothing
+    /// was published. The codec's error says which bound.
+    #[error("descriptor rejected at startup")]
+    Descriptor(#[source] DescriptorRejected),
     /// A capacity limit or weight outside its range (spec 21 §4, 06 §4).
     #[error("`{option}` = {value} is outside {min}..={max}")]
     OutOfRange {
@@ -77,6 +78,33 @@ pub enum ConfigError {
         max: i64,
     },
 }
+
+/// Why a descriptor was rejected at startup: the codec's typed error. Two are equal when
+/// their kind and message are.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(transparent)]
+pub struct DescriptorRejected(std::sync::Arc<zlink_codec::CodecError>);
+
+impl DescriptorRejected {
+    /// The codec's error.
+    pub fn codec_error(&self) -> &zlink_codec::CodecError {
+        &self.0
+    }
+}
+
+impl From<zlink_codec::CodecError> for DescriptorRejected {
+    fn from(e: zlink_codec::CodecError) -> Self {
+        Self(std::sync::Arc::new(e))
+    }
+}
+
+impl PartialEq for DescriptorRejected {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for DescriptorRejected {}
 
 /// The location options of one host (guide 10 §3). Build with [`LocationOptions::default`] and
 /// the setters, then [`validate`](LocationOptions::validate) (the runtime does it at startup).

@@ -18,10 +18,16 @@ pub(super) async fn oversized_descriptor_fails_startup_without_publishing(h: &Ha
             .start_checking(&set)
             .await
             .expect_err("startup fails");
-        assert!(
-            matches!(e, LocationError::Config(ConfigError::Descriptor(_))),
+        let LocationError::Config(ConfigError::Descriptor(rejected)) = &e else {
+            panic!("not a descriptor rejection: {e}");
+        };
+        // The codec's typed error is kept as the source, not flattened to text.
+        assert_eq!(
+            rejected.codec_error().kind(),
+            zlink_codec::CodecErrorKind::InvalidInput,
             "{e}"
         );
+        assert!(std::error::Error::source(&e).is_some(), "{e}");
     }
     assert!(
         h.snapshot().await.is_empty(),
