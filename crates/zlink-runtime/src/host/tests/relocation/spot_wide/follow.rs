@@ -87,6 +87,52 @@ pub(super) async fn over_a_faulty_target(
     (r, hall, ids, faulty)
 }
 
+/// A hall of one member moving to a target whose `storeFailureGrace` is `grace`
+/// ([`over_a_faulty_target`]), with every follow write of the member (and its settle read)
+/// failing until the test heals the Store — far more failing attempts than `grace` leaves time
+/// for: (the roots, the hall, the member's id and ObjectGeneration, the faulty Store).
+pub(super) async fn one_member_whose_follows_fail(
+    h: &Harness,
+    grace: Duration,
+) -> (
+    [(ZLinkHost, MeshNode); 3],
+    SpotRef,
+    String,
+    u64,
+    Arc<FaultyLocationStore>,
+) {
+    let (r, hall, mut ids, faulty) = over_a_faulty_target(h, 1, Some(grace)).await;
+    let id = ids.remove(0);
+    let (_, generation) = member_record(&r[2].0, &id).await.expect("a record");
+    let key = authority_key(ObjectKind::Actor, &ObjectId::new(id.as_str()).expect("id"));
+    for _ in 0..1_000 {
+        faulty.fail_next_write_touching_and_its_read(
+            key.clone(),
+            Fault::UNAVAILABLE,
+            Fault::UNAVAILABLE,
+        );
+    }
+    (r, hall, id, generation, faulty)
+}
+
+/// The hall moved from `r[0]` to `r[1]` and its member `id` lives on the target, while the
+/// member's record still names the source (`why`).
+async fn moved_with_its_record_on_the_source(
+    r: &[(ZLinkHost, MeshNode); 3],
+    hall: &SpotRef,
+    id: &str,
+    why: &str,
+) {
+    let (node, _) = spot_record(&r[2].0, hall).await;
+    assert_eq!(&node, r[1].1.routing_id(), "the Spot moved");
+    let (node, _) = member_record(&r[2].0, id).await.expect("a record");
+    assert_eq!(&node, r[0].1.routing_id(), "the member's record {why}");
+    assert!(
+        live_here(&r[1].0, AuthorityKind::Actor, id),
+        "it lives on the target"
+    );
+}
+
 /// Waits (bounded) until the member records of every `SpotWide` move committed on `target`
 /// followed their Spot or gave up.
 pub(super) async fn follows_done(target: &ZLinkHost) {
@@ -110,30 +156,11 @@ pub(super) async fn follows_done(target: &ZLinkHost) {
 /// the cutover waited for the follows: the Relocate returned only once the grace had passed,
 /// the follow given up, and the record never followed.
 async fn a_spot_wide_relocate_returns_before_its_member_records_follow(h: &Harness) {
-    let (r, hall, ids, faulty) = over_a_faulty_target(h, 1, Some(Duration::from_secs(20))).await;
-    let id = ids[0].as_str();
-    let (_, generation) = member_record(&r[2].0, id).await.expect("a record");
-    let key = authority_key(ObjectKind::Actor, &ObjectId::new(id).expect("id"));
-    for _ in 0..1_000 {
-        faulty.fail_next_write_touching_and_its_read(
-            key.clone(),
-            Fault::UNAVAILABLE,
-            Fault::UNAVAILABLE,
-        );
-    }
+    let (r, hall, id, generation, faulty) =
+        one_member_whose_follows_fail(h, Duration::from_secs(20)).await;
+    let id = id.as_str();
     relocate(&r[0].0, &hall).await.expect("moved");
-    let (node, _) = spot_record(&r[2].0, &hall).await;
-    assert_eq!(&node, r[1].1.routing_id(), "the Spot moved");
-    let (node, _) = member_record(&r[2].0, id).await.expect("a record");
-    assert_eq!(
-        &node,
-        r[0].1.routing_id(),
-        "the member's record did not follow yet"
-    );
-    assert!(
-        live_here(&r[1].0, AuthorityKind::Actor, id),
-        "it lives on the target"
-    );
+    moved_with_its_record_on_the_source(&r, &hall, id, "did not follow yet").await;
     let actors = r[2].0.actors().expect("actors");
     assert_eq!(
         actors.request(id, &Totals).await.expect("totals"),
@@ -221,35 +248,14 @@ async fn a_failed_member_follow_is_retried_and_shutdown_keeps_the_moved_member(h
 async fn a_member_whose_follow_never_applied_is_kept_by_the_sweeps_and_serves_from_the_target(
     h: &Harness,
 ) {
-    let grace = Duration::from_millis(300);
-    let (r, hall, ids, faulty) = over_a_faulty_target(h, 1, Some(grace)).await;
-    let id = ids[0].as_str();
-    let (_, generation) = member_record(&r[2].0, id).await.expect("a record");
-    let key = authority_key(ObjectKind::Actor, &ObjectId::new(id).expect("id"));
-    // Far more failing attempts than the grace leaves time for.
-    for _ in 0..1_000 {
-        faulty.fail_next_write_touching_and_its_read(
-            key.clone(),
-            Fault::UNAVAILABLE,
-            Fault::UNAVAILABLE,
-        );
-    }
+    let (r, hall, id, generation, faulty) =
+        one_member_whose_follows_fail(h, Duration::from_millis(300)).await;
+    let id = id.as_str();
     relocate(&r[0].0, &hall).await.expect("moved");
     // The follow gives up once the target's grace has passed; only then does the Store heal.
     follows_done(&r[1].0).await;
     faulty.heal();
-    let (node, _) = spot_record(&r[2].0, &hall).await;
-    assert_eq!(&node, r[1].1.routing_id(), "the Spot moved");
-    let (node, _) = member_record(&r[2].0, id).await.expect("a record");
-    assert_eq!(
-        &node,
-        r[0].1.routing_id(),
-        "the member's record never followed"
-    );
-    assert!(
-        live_here(&r[1].0, AuthorityKind::Actor, id),
-        "it lives on the target"
-    );
+    moved_with_its_record_on_the_source(&r, &hall, id, "never followed").await;
 
     let [(source, _), target, client] = r;
     let run = source.object_host(0).location.host_run().expect("a run");

@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use super::follow::{follows_done, member_record, over_a_faulty_target};
+use super::follow::{follows_done, member_record, one_member_whose_follows_fail};
 use super::*;
-use crate::host::tests::support::{actors_counted, authority_key};
-use zlink_store_conformance::Fault;
+use crate::host::tests::support::actors_counted;
 
 on_every_store!(a_member_whose_follow_never_applied_follows_the_spot_at_its_owners_sweep);
 
@@ -21,18 +20,9 @@ on_every_store!(a_member_whose_follow_never_applied_follows_the_spot_at_its_owne
 /// serves from the target with its state, and the target's own shutdown then sweeps its
 /// record like any other (nothing is left).
 async fn a_member_whose_follow_never_applied_follows_the_spot_at_its_owners_sweep(h: &Harness) {
-    let grace = Duration::from_millis(300);
-    let (r, hall, ids, faulty) = over_a_faulty_target(h, 1, Some(grace)).await;
-    let id = ids[0].as_str();
-    let (_, generation) = member_record(&r[2].0, id).await.expect("a record");
-    let key = authority_key(ObjectKind::Actor, &ObjectId::new(id).expect("id"));
-    for _ in 0..1_000 {
-        faulty.fail_next_write_touching_and_its_read(
-            key.clone(),
-            Fault::UNAVAILABLE,
-            Fault::UNAVAILABLE,
-        );
-    }
+    let (r, hall, id, generation, faulty) =
+        one_member_whose_follows_fail(h, Duration::from_millis(300)).await;
+    let id = id.as_str();
     relocate(&r[0].0, &hall).await.expect("moved");
     follows_done(&r[1].0).await;
     faulty.heal();
