@@ -8,7 +8,9 @@
 //! - Jobs run one at a time in submission order, each with exclusive access to the state.
 //! - One activation occupies its worker for at most [`SLICE_JOBS`] jobs or [`SLICE_TIME`] in a
 //!   row, then yields so other ready activations on the same worker run (checked at job
-//!   boundaries only: one long job is not interrupted).
+//!   boundaries only: one long job is not interrupted). A slice ends when the activation waits
+//!   for work, so a job arriving after a pause starts a fresh one; its time counts from its
+//!   second job (a job that arrives alone reads no clock).
 //! - [`Activation::close`] stops new submissions, lets every accepted job finish, then drops
 //!   the state exactly once and returns it to the caller only through that drop.
 
@@ -137,21 +139,39 @@ impl<S: Send + 'static> ActivationTask<S> {
 }
 
 async fn run<S: Send + 'static>(mut state: S, mut rx: mpsc::UnboundedReceiver<Queued<S>>) {
+    // The current slice: the jobs run in a row since the loop last waited for one or yielded,
+    // and when its second job started.
     let mut in_slice = 0usize;
-    let mut slice_start = tokio::time::Instant::now();
-    while let Some(item) = rx.recv().await {
+    let mut slice_start: Option<tokio::time::Instant> = None;
+    loop {
+        let item = match rx.try_recv() {
+            Ok(item) => item,
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                // Waiting for work ends the slice: the next job starts a fresh one.
+                in_slice = 0;
+                slice_start = None;
+                match rx.recv().await {
+                    Some(item) => item,
+                    None => break,
+                }
+            }
+        };
         let Queued::Job { job, permit } = item else {
             // Refuse what comes next; jobs already queued behind the close still run.
             rx.close();
             continue;
         };
+        // The first job of a slice reads no clock; the slice's time counts from the second.
+        let started =
+            (in_slice > 0).then(|| *slice_start.get_or_insert_with(tokio::time::Instant::now));
         job(&mut state).await;
         drop(permit);
         in_slice += 1;
-        if in_slice >= SLICE_JOBS || slice_start.elapsed() >= SLICE_TIME {
+        if in_slice >= SLICE_JOBS || started.is_some_and(|at| at.elapsed() >= SLICE_TIME) {
             tokio::task::yield_now().await;
             in_slice = 0;
-            slice_start = tokio::time::Instant::now();
+            slice_start = None;
         }
     }
     drop(state);
@@ -345,6 +365,56 @@ mod tests {
         assert!(
             pos <= SLICE_JOBS,
             "the other activation ran only after {pos} busy jobs (slice {SLICE_JOBS})"
+        );
+    }
+
+    /// A job that records `(who, i)` in `order` when it runs.
+    fn mark(
+        order: &Arc<parking_lot::Mutex<Vec<(&'static str, usize)>>>,
+        who: &'static str,
+        i: usize,
+    ) -> Job<Counted> {
+        let order = Arc::clone(order);
+        Box::new(move |_s: &mut Counted| Box::pin(async move { order.lock().push((who, i)) }))
+    }
+
+    /// Waiting for work ends a slice: jobs arriving after a pause longer than `SLICE_TIME` run
+    /// in a row like any others. Before, the slice's start was kept across the wait, so the
+    /// first job after any pause of 10 ms or more made the activation yield (an extra
+    /// reschedule of every job of an activation with sparse traffic).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_pause_for_work_starts_a_fresh_slice() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let busy = Activation::spawn(
+            Counted {
+                value: 0,
+                drops: Arc::clone(&drops),
+            },
+            10,
+            1 << 20,
+        );
+        let other = Activation::spawn(Counted { value: 0, drops }, 10, 1 << 20);
+        let (tx, rx) = oneshot::channel();
+        busy.activation().submit(1, add(1, Some(tx))).unwrap();
+        rx.await.unwrap();
+        tokio::time::sleep(SLICE_TIME * 2).await;
+        let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        busy.activation()
+            .submit(1, mark(&order, "busy", 1))
+            .unwrap();
+        busy.activation()
+            .submit(1, mark(&order, "busy", 2))
+            .unwrap();
+        other
+            .activation()
+            .submit(1, mark(&order, "other", 1))
+            .unwrap();
+        busy.close().await;
+        other.close().await;
+        assert_eq!(
+            *order.lock(),
+            vec![("busy", 1), ("busy", 2), ("other", 1)],
+            "the two jobs after the pause ran in one slice"
         );
     }
 
