@@ -20,6 +20,9 @@
 //!   once all of them are in one buffer; timed inside P(i) from after the connect.
 //!
 //! Then P(i), now `Relocated`, shuts down and P(i+1) is the next round's source.
+//!
+//! `ZLINK_BENCH_RELOCATION_PEER=<path>` runs that prebuilt `relocation_peer` instead of
+//! building one, to compare two builds of the runtime with the same bench (alternate them).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
