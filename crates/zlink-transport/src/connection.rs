@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::envelope::{Envelope, Reply};
 use crate::error::Lane;
 use crate::inbound::{InboundFrame, InboundReply};
-use crate::lane::{OutLane, QueueLimits};
+use crate::lane::{OutFrame, OutLane, QueueLimits};
 use crate::peer::{DownReason, PeerEvent, PeerInfo};
 use crate::stream::{PeerRead, PeerWrite};
 use crate::transport::Shared;
@@ -454,30 +454,29 @@ fn encode_into(codec: &mut LengthDelimitedCodec, frame: Bytes, buf: &mut BytesMu
     }
 }
 
-/// Lays `frame` out for writing: a small frame is copied into `buf` with its length prefix
-/// (as [`encode_into`]); a large one gets only its prefix there, and then `buf` so far and the
-/// frame itself are queued in `parts` as they are (no copy). The bytes written are the same.
-fn lay_out(
-    codec: &mut LengthDelimitedCodec,
-    frame: Bytes,
-    buf: &mut BytesMut,
-    parts: &mut Vec<Bytes>,
-) {
-    if frame.len() < DIRECT_AT {
-        encode_into(codec, frame, buf);
-        return;
-    }
-    let Ok(len) = u32::try_from(frame.len()) else {
-        tracing::error!(len = frame.len(), "frame rejected by the length codec");
+/// Lays `frame` out for writing: its length prefix goes into `buf`, and so does each of its
+/// two parts (head, tail) shorter than [`DIRECT_AT`]; a longer part is written from its own
+/// buffer instead: `buf` so far and then the part are queued in `parts` as they are (no
+/// copy). The bytes written are those of the length codec on the joined frame.
+fn lay_out(frame: OutFrame, buf: &mut BytesMut, parts: &mut Vec<Bytes>) {
+    let len = frame.len();
+    let Some(prefix) = u32::try_from(len)
+        .ok()
+        .filter(|_| len <= wire::MAX_FRAME_LEN)
+    else {
+        // Every frame was checked against MAX_FRAME_LEN when it was encoded.
+        tracing::error!(len, "frame rejected by the length codec");
         return;
     };
-    if frame.len() > wire::MAX_FRAME_LEN {
-        tracing::error!(len = frame.len(), "frame rejected by the length codec");
-        return;
+    buf.extend_from_slice(&prefix.to_be_bytes());
+    for part in [frame.head, frame.tail] {
+        if part.len() < DIRECT_AT {
+            buf.extend_from_slice(&part);
+        } else {
+            parts.push(buf.split().freeze());
+            parts.push(part);
+        }
     }
-    buf.extend_from_slice(&len.to_be_bytes());
-    parts.push(buf.split().freeze());
-    parts.push(frame);
 }
 
 /// Writes the laid-out `parts` and then what `buf` holds, in order.
@@ -495,7 +494,7 @@ async fn write_parts(write: &mut PeerWrite, parts: &[Bytes], buf: &[u8]) -> std:
 async fn write_loop(conn: &Arc<Connection>, mut write: PeerWrite) {
     let mut codec = wire::codec();
     let mut buf = BytesMut::with_capacity(FLUSH_AT * 2);
-    let mut batch: Vec<Bytes> = Vec::new();
+    let mut batch: Vec<OutFrame> = Vec::new();
     let mut parts: Vec<Bytes> = Vec::new();
     let mut app_out = Outstanding { count: 0, bytes: 0 };
     let mut control_out = Outstanding { count: 0, bytes: 0 };
@@ -541,7 +540,7 @@ async fn write_loop(conn: &Arc<Connection>, mut write: PeerWrite) {
             size < FLUSH_AT && app_out.admit(&win, len) && room(&mut size, len)
         });
         for frame in batch.drain(..) {
-            lay_out(&mut codec, frame, &mut buf, &mut parts);
+            lay_out(frame, &mut buf, &mut parts);
         }
         if buf.is_empty() && parts.is_empty() {
             if last_write.elapsed() >= HEARTBEAT_INTERVAL {
@@ -611,6 +610,53 @@ mod tests {
         assert!(o.admit(&w, 60));
         assert!(o.admit(&w, 40));
         assert!(!o.admit(&w, 1));
+    }
+
+    /// The bytes `frame` is written as (its parts, then the gathering buffer), and the parts.
+    fn laid_out(frame: OutFrame) -> (Vec<u8>, Vec<Bytes>) {
+        let mut buf = BytesMut::new();
+        let mut parts = Vec::new();
+        lay_out(frame, &mut buf, &mut parts);
+        let mut all: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+        all.extend_from_slice(&buf);
+        (all, parts)
+    }
+
+    #[test]
+    fn a_frame_in_two_parts_is_written_as_the_codec_writes_the_joined_frame() {
+        let bytes = |len: usize, seed: usize| -> Bytes {
+            (0..len)
+                .map(|i| (i * 31 + seed) as u8)
+                .collect::<Vec<u8>>()
+                .into()
+        };
+        for (head_len, tail_len) in [
+            (10, 0),
+            (10, 5),
+            (DIRECT_AT - 1, 0),
+            (DIRECT_AT, 0),
+            (10, DIRECT_AT - 11),
+            (10, DIRECT_AT),
+            (108, 256 * 1024),
+            (DIRECT_AT, DIRECT_AT),
+        ] {
+            let (head, tail) = (bytes(head_len, 1), bytes(tail_len, 2));
+            let mut joined = head.to_vec();
+            joined.extend_from_slice(&tail);
+            let mut expected = BytesMut::new();
+            encode_into(&mut wire::codec(), Bytes::from(joined), &mut expected);
+            let (all, parts) = laid_out(OutFrame {
+                head: head.clone(),
+                tail: tail.clone(),
+            });
+            assert_eq!(all, expected.to_vec(), "head {head_len}, tail {tail_len}");
+            // A long part is written from its own buffer, not copied.
+            for part in [&head, &tail] {
+                if part.len() >= DIRECT_AT {
+                    assert!(parts.iter().any(|p| p.as_ptr() == part.as_ptr()));
+                }
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use zlink_codec::{Generation, RoutingId};
 
 use crate::error::TransportError;
 use crate::ids::{OperationId, ReplyRouteId};
+use crate::lane::OutFrame;
 use crate::wire::{MAX_FRAME_LEN, kind};
 
 mod reply;
@@ -314,6 +315,34 @@ impl Envelope {
         frame_kind: u8,
         prefix: &[u8],
     ) -> Result<Bytes, TransportError> {
+        let mut out = self.encode_head(frame_kind, prefix, self.payload.len())?;
+        out.put_slice(&self.payload);
+        Ok(out.freeze())
+    }
+
+    /// The same frame as [`Self::encode_prefixed`], byte for byte, as two parts: everything
+    /// before the payload (the header and `prefix`), then the payload itself, shared and not
+    /// copied (the writer writes a large one from its own buffer).
+    pub(crate) fn encode_split(
+        &self,
+        frame_kind: u8,
+        prefix: &[u8],
+    ) -> Result<OutFrame, TransportError> {
+        let head = self.encode_head(frame_kind, prefix, 0)?;
+        Ok(OutFrame {
+            head: head.freeze(),
+            tail: self.payload.clone(),
+        })
+    }
+
+    /// The frame's bytes before the payload (`prefix` last), in a buffer with room for
+    /// `room` more bytes; the whole frame (with the payload) must fit [`MAX_FRAME_LEN`].
+    fn encode_head(
+        &self,
+        frame_kind: u8,
+        prefix: &[u8],
+        room: usize,
+    ) -> Result<BytesMut, TransportError> {
         let len = self.encoded_len() + prefix.len();
         if len > MAX_FRAME_LEN {
             return Err(TransportError::FrameTooLarge {
@@ -321,7 +350,7 @@ impl Envelope {
                 max: MAX_FRAME_LEN,
             });
         }
-        let mut out = BytesMut::with_capacity(len);
+        let mut out = BytesMut::with_capacity(len - self.payload.len() + room);
         out.put_u8(frame_kind);
         out.put_u8(if self.reply_route.is_some() {
             FLAG_REPLY_ROUTE
@@ -344,8 +373,7 @@ impl Envelope {
         out.put_u16(self.metadata.len() as u16);
         out.put_slice(&self.metadata);
         out.put_slice(prefix);
-        out.put_slice(&self.payload);
-        Ok(out.freeze())
+        Ok(out)
     }
 
     /// Decodes an `APP` or `CONTROL` body (kind byte included); the payload is a zero-copy
@@ -551,6 +579,61 @@ mod tests {
         .with_packet_name("p")
         .unwrap();
         assert_eq!(e.encode(kind::APP).unwrap().len(), e.encoded_len());
+    }
+
+    #[test]
+    fn a_split_frame_is_the_prefixed_frame_byte_for_byte() {
+        let payload = Bytes::from((0..300_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        for (e, prefix) in [
+            (
+                Envelope::one_way(op(4), &rid(), Generation::MIN, payload.clone())
+                    .with_packet_name("zlink.relocation.chunk")
+                    .unwrap(),
+                &b"chunk-head"[..],
+            ),
+            (
+                Envelope::request(
+                    op(5),
+                    ReplyRouteId::new(8).unwrap(),
+                    &rid(),
+                    Generation::MIN,
+                    Bytes::from_static(b"x"),
+                )
+                .with_metadata(b"m=1".to_vec())
+                .unwrap(),
+                &b""[..],
+            ),
+            (
+                Envelope::one_way(op(6), &rid(), Generation::MIN, Bytes::new()),
+                &b"p"[..],
+            ),
+        ] {
+            let whole = e.encode_prefixed(kind::CONTROL, prefix).unwrap();
+            let split = e.encode_split(kind::CONTROL, prefix).unwrap();
+            assert_eq!(split.len(), whole.len());
+            assert_eq!(split.len(), e.encoded_len() + prefix.len());
+            let mut joined = split.head.to_vec();
+            joined.extend_from_slice(&split.tail);
+            assert_eq!(joined, whole.to_vec());
+            // The payload is shared, not copied.
+            assert_eq!(split.tail.as_ptr(), e.payload().as_ptr());
+        }
+    }
+
+    #[test]
+    fn a_split_frame_over_the_frame_limit_is_refused_like_the_whole_one() {
+        let e = Envelope::one_way(op(7), &rid(), Generation::MIN, Bytes::new());
+        let payload = Bytes::from(vec![0u8; MAX_FRAME_LEN - e.encoded_len()]);
+        let e = Envelope::one_way(op(7), &rid(), Generation::MIN, payload);
+        assert!(e.encode_split(kind::CONTROL, b"").is_ok());
+        assert!(matches!(
+            e.encode_split(kind::CONTROL, b"p"),
+            Err(TransportError::FrameTooLarge { .. })
+        ));
+        assert!(matches!(
+            e.encode_prefixed(kind::CONTROL, b"p"),
+            Err(TransportError::FrameTooLarge { .. })
+        ));
     }
 
     #[test]

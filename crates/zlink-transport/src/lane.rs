@@ -34,13 +34,40 @@ impl QueueLimits {
     }
 }
 
+/// One encoded frame body as the writer writes it: `head`, then `tail`. A frame built in one
+/// buffer has an empty tail; a frame whose payload is shared bytes keeps them as its tail, so
+/// they are written from their own buffer and never copied into the frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct OutFrame {
+    /// The frame's first bytes (the kind byte first).
+    pub(crate) head: Bytes,
+    /// The rest of the frame (possibly empty).
+    pub(crate) tail: Bytes,
+}
+
+impl OutFrame {
+    /// The frame body length (what the lane's byte bound and the peer's window count).
+    pub(crate) fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+}
+
+impl From<Bytes> for OutFrame {
+    fn from(head: Bytes) -> Self {
+        Self {
+            head,
+            tail: Bytes::new(),
+        }
+    }
+}
+
 struct Waiter {
-    frame: Bytes,
+    frame: OutFrame,
     done: oneshot::Sender<Result<(), TransportError>>,
 }
 
 struct State {
-    queue: VecDeque<Bytes>,
+    queue: VecDeque<OutFrame>,
     count: usize,
     bytes: usize,
     waiters: VecDeque<Waiter>,
@@ -92,14 +119,14 @@ impl OutLane {
         }
     }
 
-    fn reserve(s: &mut State, frame: Bytes) {
+    fn reserve(s: &mut State, frame: OutFrame) {
         s.count += 1;
         s.bytes = s.bytes.saturating_add(frame.len());
         s.queue.push_back(frame);
     }
 
     /// Queues the frame if both axes have room and nobody waits; otherwise `Full`.
-    pub(crate) fn try_push(&self, frame: Bytes) -> Result<(), TransportError> {
+    pub(crate) fn try_push(&self, frame: OutFrame) -> Result<(), TransportError> {
         self.check_size(frame.len())?;
         let mut s = self.state.lock();
         if s.closed {
@@ -117,7 +144,7 @@ impl OutLane {
     }
 
     /// Queues the frame now, or parks it as the last waiter.
-    pub(crate) fn push(&self, frame: Bytes) -> Result<Pushed, TransportError> {
+    pub(crate) fn push(&self, frame: OutFrame) -> Result<Pushed, TransportError> {
         self.check_size(frame.len())?;
         let mut s = self.state.lock();
         if s.closed {
@@ -136,7 +163,7 @@ impl OutLane {
     /// [`OutLane::release`]. Returns (frames, bytes) moved.
     pub(crate) fn pop_while(
         &self,
-        out: &mut Vec<Bytes>,
+        out: &mut Vec<OutFrame>,
         mut admit: impl FnMut(usize) -> bool,
     ) -> (usize, usize) {
         let mut s = self.state.lock();
@@ -203,8 +230,8 @@ mod tests {
     use super::*;
     use crate::TransportErrorKind;
 
-    fn frame(len: usize) -> Bytes {
-        Bytes::from(vec![7u8; len])
+    fn frame(len: usize) -> OutFrame {
+        Bytes::from(vec![7u8; len]).into()
     }
 
     fn lane(count: usize, bytes: usize) -> OutLane {

@@ -10,7 +10,7 @@ use zlink_codec::{ChannelName, Generation, RoutingId};
 use crate::connection::Connection;
 use crate::envelope::{Envelope, Reply};
 use crate::error::{Lane, TransportError};
-use crate::lane::Pushed;
+use crate::lane::{OutFrame, Pushed};
 use crate::wire::kind;
 
 /// Identifies one TCP connection within one transport instance.
@@ -196,7 +196,7 @@ impl PeerHandle {
     /// otherwise [`TransportError::Full`] and nothing changed.
     pub fn try_send_app(&self, envelope: &Envelope) -> Result<(), TransportError> {
         let frame = envelope.encode(kind::APP)?;
-        self.conn.app.try_push(frame)?;
+        self.conn.app.try_push(frame.into())?;
         self.conn.wake();
         Ok(())
     }
@@ -205,13 +205,13 @@ impl PeerHandle {
     /// before it completes withdraws the frame unless it was already admitted.
     pub async fn send_app(&self, envelope: &Envelope) -> Result<(), TransportError> {
         let frame = envelope.encode(kind::APP)?;
-        self.push_wait(Lane::App, frame).await
+        self.push_wait(Lane::App, frame.into()).await
     }
 
     /// Queues a framework control frame if the control lane has room.
     pub fn try_send_control(&self, envelope: &Envelope) -> Result<(), TransportError> {
         let frame = envelope.encode(kind::CONTROL)?;
-        self.conn.control.try_push(frame)?;
+        self.conn.control.try_push(frame.into())?;
         self.conn.wake();
         Ok(())
     }
@@ -219,19 +219,20 @@ impl PeerHandle {
     /// Queues a framework control frame, waiting for room.
     pub async fn send_control(&self, envelope: &Envelope) -> Result<(), TransportError> {
         let frame = envelope.encode(kind::CONTROL)?;
-        self.push_wait(Lane::Control, frame).await
+        self.push_wait(Lane::Control, frame.into()).await
     }
 
     /// Queues a framework control frame whose payload is `prefix` followed by the envelope's
     /// payload, waiting for room: the same frame as [`Self::send_control`] with that joined
     /// payload, without building the joined payload first. Its encoded length is
-    /// [`Envelope::encoded_len`] plus `prefix.len()`.
+    /// [`Envelope::encoded_len`] plus `prefix.len()`. The envelope's payload is not copied:
+    /// the frame shares it until it is written (a large one straight from its own buffer).
     pub async fn send_control_prefixed(
         &self,
         envelope: &Envelope,
         prefix: &[u8],
     ) -> Result<(), TransportError> {
-        let frame = envelope.encode_prefixed(kind::CONTROL, prefix)?;
+        let frame = envelope.encode_split(kind::CONTROL, prefix)?;
         self.push_wait(Lane::Control, frame).await
     }
 
@@ -239,7 +240,7 @@ impl PeerHandle {
     /// application or control frames, written before them (the completion path, spec 06 §3).
     pub fn send_reply(&self, reply: &Reply) -> Result<(), TransportError> {
         let frame = reply.encode()?;
-        self.conn.reply.try_push(frame)?;
+        self.conn.reply.try_push(frame.into())?;
         self.conn.wake();
         Ok(())
     }
@@ -259,7 +260,7 @@ impl PeerHandle {
         self.conn.close(DownReason::Local);
     }
 
-    async fn push_wait(&self, lane: Lane, frame: bytes::Bytes) -> Result<(), TransportError> {
+    async fn push_wait(&self, lane: Lane, frame: OutFrame) -> Result<(), TransportError> {
         let l = match lane {
             Lane::App => &self.conn.app,
             _ => &self.conn.control,

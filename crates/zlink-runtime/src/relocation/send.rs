@@ -88,8 +88,9 @@ pub(super) async fn chunks_as(
     // budget below it is still returned in steps.
     let mut every = ACKNOWLEDGE_EVERY;
     for chunk in chunks {
-        // The chunk header goes before the data as the frame is encoded: the data is copied
-        // once, into the frame (the frame's bytes are those of the encoded chunk as payload).
+        // The chunk header goes before the data as the frame is encoded; the data is not
+        // copied: the frame shares the chunk's slice of the payload until it is written (the
+        // frame's bytes are those of the encoded chunk as payload).
         let head = chunk.encode_header();
         let env = chunk_frame(inner, chunk.into_bytes(), packet)?;
         let charge = (env.encoded_len() + head.len()) as u64;

@@ -20,6 +20,9 @@
 //!   once all of them are in one buffer; timed inside P(i) from after the connect.
 //!
 //! Then P(i), now `Relocated`, shuts down and P(i+1) is the next round's source.
+//!
+//! `ZLINK_BENCH_RELOCATION_PEER=<path>` runs that prebuilt `relocation_peer` instead of
+//! building one, to compare two builds of the runtime with the same bench (alternate them).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -41,8 +44,20 @@ const SETUP: Duration = Duration::from_secs(30);
 /// the Store every 100 ms) and the Relocate does not wait for its target.
 const SETTLE: Duration = Duration::from_millis(500);
 
-/// The `relocation_peer` example, built in release.
+/// The environment variable naming a prebuilt `relocation_peer` to run instead of building
+/// one (to compare two builds of the runtime with the same bench).
+const PEER_OVERRIDE: &str = "ZLINK_BENCH_RELOCATION_PEER";
+
+/// The `relocation_peer` example, built in release (or the binary [`PEER_OVERRIDE`] names).
 fn peer_binary() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os(PEER_OVERRIDE) {
+        let path = PathBuf::from(path);
+        println!(
+            "   (relocation_peer from {PEER_OVERRIDE}: {})",
+            path.display()
+        );
+        return Ok(path);
+    }
     let root = crate::workspace_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = Command::new(cargo)
