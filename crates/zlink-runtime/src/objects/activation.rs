@@ -384,16 +384,12 @@ mod tests {
     /// reschedule of every job of an activation with sparse traffic).
     #[tokio::test(flavor = "current_thread")]
     async fn a_pause_for_work_starts_a_fresh_slice() {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let busy = Activation::spawn(
-            Counted {
-                value: 0,
-                drops: Arc::clone(&drops),
-            },
-            10,
-            1 << 20,
-        );
-        let other = Activation::spawn(Counted { value: 0, drops }, 10, 1 << 20);
+        let fresh = || Counted {
+            value: 0,
+            drops: Arc::default(),
+        };
+        let busy = Activation::spawn(fresh(), 10, 1 << 20);
+        let other = Activation::spawn(fresh(), 10, 1 << 20);
         let (tx, rx) = oneshot::channel();
         busy.activation().submit(1, add(1, Some(tx))).unwrap();
         rx.await.unwrap();
