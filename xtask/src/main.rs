@@ -9,6 +9,7 @@ mod bench;
 mod conformance;
 mod conformance_redis;
 mod demo;
+mod examples;
 mod faults;
 mod services;
 mod services_tls;

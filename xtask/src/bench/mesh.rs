@@ -23,6 +23,7 @@
 //! codec of both ends (a third server process, `mesh_node --msgpack`, and client node), in
 //! the same alternating rounds; its line reports `msgpack/json` against the plaintext JSON run.
 
+use super::options;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -85,13 +86,7 @@ fn parse(args: &[String]) -> Result<f64, String> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--seconds" => {
-                seconds = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n: &f64| *n > 0.0 && *n <= 60.0)
-                    .ok_or("bench mesh: --seconds needs a number in (0, 60]")?;
-            }
+            "--seconds" => seconds = options::seconds("mesh", it.next())?,
             other => {
                 return Err(format!(
                     "bench mesh: unknown option `{other}` (known: --seconds S)"
@@ -104,28 +99,7 @@ fn parse(args: &[String]) -> Result<f64, String> {
 
 /// The `mesh_node` example, built in release.
 pub(super) fn mesh_node_binary() -> Result<PathBuf, String> {
-    let root = crate::workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--package",
-            "zlink-runtime",
-            "--example",
-            "mesh_node",
-        ])
-        .current_dir(&root)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!("building examples/mesh_node failed ({status})"));
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(target.join("release").join("examples").join("mesh_node"))
+    crate::examples::example_binary("zlink-runtime", "mesh_node", true)
 }
 
 /// The MeshNode server process; closing its stdin (on drop) shuts it down in order.

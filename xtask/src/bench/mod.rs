@@ -7,6 +7,7 @@ mod authority;
 mod mesh;
 mod objects;
 mod objects_metrics;
+mod options;
 mod ractor;
 mod raw_json;
 mod redis_location;

@@ -31,6 +31,7 @@
 //! load elsewhere on the machine falls on both alike; ratios are printed over all rounds and
 //! as the median of the per-round pairs.
 
+use super::options;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -117,7 +118,7 @@ const CASES: [&str; 4] = ["create", "cross-node", "same-node", "route-cache"];
 
 impl Args {
     fn runs(&self, case: &str) -> bool {
-        self.case.as_deref().is_none_or(|c| c == case)
+        options::runs(self.case.as_deref(), case)
     }
 }
 
@@ -131,26 +132,10 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--redis" => {
-                parsed.url = it
-                    .next()
-                    .ok_or("bench objects: --redis needs a URL")?
-                    .clone();
-            }
-            "--seconds" => {
-                parsed.seconds = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n: &f64| *n > 0.0 && *n <= 60.0)
-                    .ok_or("bench objects: --seconds needs a number in (0, 60]")?;
-            }
+            "--redis" => parsed.url = options::url("objects", it.next())?,
+            "--seconds" => parsed.seconds = options::seconds("objects", it.next())?,
             "--metrics" => parsed.metrics = true,
-            "--case" => {
-                let case = it.next().filter(|c| CASES.contains(&c.as_str())).ok_or(
-                    "bench objects: --case needs create, cross-node, same-node or route-cache",
-                )?;
-                parsed.case = Some(case.clone());
-            }
+            "--case" => parsed.case = Some(options::case("objects", it.next(), &CASES)?),
             other => {
                 return Err(format!(
                     "bench objects: unknown option `{other}` (known: --redis URL, --seconds S, \
@@ -658,9 +643,7 @@ pub(super) async fn warm(actors: &ActorManager, targets: &Arc<Vec<String>>) -> R
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
-    }
+    use crate::bench::options::args;
 
     #[test]
     fn options_parse_and_unknown_ones_are_refused() {

@@ -21,6 +21,7 @@
 //! elsewhere on the machine falls on both alike; ratios are printed over all rounds and as the
 //! median of the per-round pairs.
 
+use super::options;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -51,7 +52,7 @@ struct Args {
 
 impl Args {
     fn runs(&self, case: &str) -> bool {
-        self.case.as_deref().is_none_or(|c| c == case)
+        options::runs(self.case.as_deref(), case)
     }
 }
 
@@ -64,26 +65,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--seconds" => {
-                parsed.seconds = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n: &f64| *n > 0.0 && *n <= 60.0)
-                    .ok_or("bench ractor: --seconds needs a number in (0, 60]")?;
-            }
-            "--redis" => {
-                parsed.url = it
-                    .next()
-                    .ok_or("bench ractor: --redis needs a URL")?
-                    .clone();
-            }
-            "--case" => {
-                let case = it
-                    .next()
-                    .filter(|c| CASES.contains(&c.as_str()))
-                    .ok_or("bench ractor: --case needs mesh or same-node")?;
-                parsed.case = Some(case.clone());
-            }
+            "--seconds" => parsed.seconds = options::seconds("ractor", it.next())?,
+            "--redis" => parsed.url = options::url("ractor", it.next())?,
+            "--case" => parsed.case = Some(options::case("ractor", it.next(), &CASES)?),
             other => {
                 return Err(format!(
                     "bench ractor: unknown option `{other}` (known: --seconds S, --redis URL, \
@@ -174,12 +158,8 @@ fn parse_round(line: &str) -> Result<f64, String> {
 /// committed `Cargo.lock`.
 fn peer_binary() -> Result<PathBuf, String> {
     let root = crate::workspace_root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("ractor-peer");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = Command::new(cargo)
+    let target = crate::examples::target_dir().join("ractor-peer");
+    let status = crate::examples::cargo()
         .args([
             "build",
             "--quiet",
@@ -558,9 +538,7 @@ fn print_table(rows: &[Row]) {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
-    }
+    use crate::bench::options::args;
 
     #[test]
     fn options_parse_and_unknown_ones_are_refused() {

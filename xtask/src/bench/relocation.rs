@@ -19,6 +19,7 @@ mod big_state;
 mod host;
 mod spot_wide;
 
+use super::options;
 use std::time::Duration;
 
 use zlink_codec::MeshName;
@@ -43,7 +44,7 @@ struct Args {
 
 impl Args {
     fn runs(&self, case: &str) -> bool {
-        self.case.as_deref().is_none_or(|c| c == case)
+        options::runs(self.case.as_deref(), case)
     }
 }
 
@@ -59,19 +60,8 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--redis" => {
-                parsed.url = it
-                    .next()
-                    .ok_or("bench relocation: --redis needs a URL")?
-                    .clone();
-            }
-            "--case" => {
-                let case = it
-                    .next()
-                    .filter(|c| CASES.contains(&c.as_str()))
-                    .ok_or("bench relocation: --case needs big-state, host or spotwide")?;
-                parsed.case = Some(case.clone());
-            }
+            "--redis" => parsed.url = options::url("relocation", it.next())?,
+            "--case" => parsed.case = Some(options::case("relocation", it.next(), &CASES)?),
             "--actors" => {
                 parsed.actors = it
                     .next()
@@ -93,13 +83,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .filter(|n| (1..=64).contains(n))
                     .ok_or("bench relocation: --state-mib needs a number in 1..=64")?;
             }
-            "--seconds" => {
-                parsed.seconds = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n: &f64| *n > 0.0 && *n <= 60.0)
-                    .ok_or("bench relocation: --seconds needs a number in (0, 60]")?;
-            }
+            "--seconds" => parsed.seconds = options::seconds("relocation", it.next())?,
             other => {
                 return Err(format!(
                     "bench relocation: unknown option `{other}` (known: --redis URL, --case \
@@ -218,9 +202,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
-    }
+    use crate::bench::options::args;
 
     #[test]
     fn options_parse_and_unknown_ones_are_refused() {

@@ -16,6 +16,7 @@
 //!   go. Figures: replies per second and per-request latency p50/p99. The raw server echoes a
 //!   frame whose first byte is 1, writing once per read batch.
 
+use super::options;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -41,7 +42,7 @@ struct Args {
 
 impl Args {
     fn runs(&self, case: &str) -> bool {
-        self.case.as_deref().is_none_or(|c| c == case)
+        options::runs(self.case.as_deref(), case)
     }
 }
 
@@ -54,13 +55,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--seconds" => {
-                parsed.seconds = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n: &f64| *n > 0.0 && *n <= 60.0)
-                    .ok_or("bench transport: --seconds needs a number in (0, 60]")?;
-            }
+            "--seconds" => parsed.seconds = options::seconds("transport", it.next())?,
             "--payload" => {
                 parsed.payload = it
                     .next()
@@ -69,11 +64,11 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .ok_or("bench transport: --payload needs 1..=1048576 bytes")?;
             }
             "--case" => {
-                let case = it
-                    .next()
-                    .filter(|c| ["one-way", "c1", "c64"].contains(&c.as_str()))
-                    .ok_or("bench transport: --case needs one-way, c1 or c64")?;
-                parsed.case = Some(case.clone());
+                parsed.case = Some(options::case(
+                    "transport",
+                    it.next(),
+                    &["one-way", "c1", "c64"],
+                )?)
             }
             other => {
                 return Err(format!(
@@ -87,28 +82,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
 
 /// The example binary, built in release.
 pub(crate) fn peer_binary() -> Result<PathBuf, String> {
-    let root = crate::workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--package",
-            "zlink-transport",
-            "--example",
-            "peer",
-        ])
-        .current_dir(&root)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!("building examples/peer failed ({status})"));
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(target.join("release").join("examples").join("peer"))
+    crate::examples::example_binary("zlink-transport", "peer", true)
 }
 
 /// A server process; closing its stdin (on drop) makes it shut down.

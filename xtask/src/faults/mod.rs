@@ -25,7 +25,6 @@ mod procs;
 mod store;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use check::Fenced;
@@ -657,24 +656,5 @@ fn plant_foreign_data(redis: &Redis, prefix: &str) -> Result<Vec<String>, String
 
 /// The `mesh_node` example, built (debug) into this workspace's target directory.
 fn mesh_node_binary() -> Result<PathBuf, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "zlink-runtime",
-            "--example",
-            "mesh_node",
-        ])
-        .current_dir(crate::workspace_root())
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!("building examples/mesh_node failed ({status})"));
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"));
-    Ok(target.join("debug").join("examples").join("mesh_node"))
+    crate::examples::example_binary("zlink-runtime", "mesh_node", false)
 }

@@ -58,33 +58,7 @@ fn peer_binary() -> Result<PathBuf, String> {
         );
         return Ok(path);
     }
-    let root = crate::workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--package",
-            "zlink-runtime",
-            "--example",
-            "relocation_peer",
-        ])
-        .current_dir(&root)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "building examples/relocation_peer failed ({status})"
-        ));
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(target
-        .join("release")
-        .join("examples")
-        .join("relocation_peer"))
+    crate::examples::example_binary("zlink-runtime", "relocation_peer", true)
 }
 
 /// One `relocation_peer` process; closing its stdin (on drop) shuts it down in order.
