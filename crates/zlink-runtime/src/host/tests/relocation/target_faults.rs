@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::gate::spawn_move;
 use super::stages::faulty_mesh;
 use super::*;
 use crate::relocation::MovesOf;
@@ -66,16 +67,6 @@ pub(super) fn stall_after_prepared(source: &ZLinkHost, gate: &Gate, reached: &Ar
     *objects_of(source).relocations().stage_hook.lock() = Some(hook);
 }
 
-/// Moves `r` away from `source` in a task of its own.
-fn relocating(
-    source: &ZLinkHost,
-    r: &ActorRef,
-) -> tokio::task::JoinHandle<Result<ActorRef, crate::messaging::ZLinkError>> {
-    let client = source.actors().expect("manager").client;
-    let r = r.clone();
-    tokio::spawn(async move { crate::relocation::relocate_actor(&client, &r, None).await })
-}
-
 /// Waits (bounded by [`WAIT`]) until the target holds no Restore and the store no
 /// reservation row.
 pub(super) async fn target_released(h: &Harness, target: &ZLinkHost, what: &str) {
@@ -108,7 +99,7 @@ async fn a_source_crash_mid_move_releases_the_target_reservation_and_prepared_in
     let (source, target) = m.owner_and_other(&r);
     let (gate, reached) = (Gate::new(), Arc::new(AtomicBool::new(false)));
     stall_after_prepared(source, &gate, &reached);
-    let moving = relocating(source, &r);
+    let moving = spawn_move(source, &r);
     wait_until("the source recorded Prepared", || {
         reached.load(Ordering::SeqCst)
     })
@@ -188,7 +179,7 @@ async fn a_move_past_its_deadline_releases_the_target_reservation(h: &Harness) {
     *target_objects.relocations().restore_wait.lock() = Some(Duration::from_millis(800));
     let (gate, reached) = (Gate::new(), Arc::new(AtomicBool::new(false)));
     stall_after_prepared(source, &gate, &reached);
-    let moving = relocating(source, &r);
+    let moving = spawn_move(source, &r);
     wait_until("the source recorded Prepared", || {
         reached.load(Ordering::SeqCst)
     })
