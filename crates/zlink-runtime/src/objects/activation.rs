@@ -13,10 +13,18 @@
 //!   second job (a job that arrives alone reads no clock).
 //! - [`Activation::close`] stops new submissions, lets every accepted job finish, then drops
 //!   the state exactly once and returns it to the caller only through that drop.
+//! - A job offered to run in place ([`Activation::submit_or_here`]) is handed back to its
+//!   caller when no other job is pending or executing and the state is free: the caller runs
+//!   it on its own task (no hand-over, no wake-up), holding the state as the run loop would,
+//!   so a job submitted after it waits for it as for any earlier job. Otherwise it is queued
+//!   like any other. A job run in place that panics closes the activation (as a panic on the
+//!   run loop does): later submissions are refused, queued ones dropped.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -53,10 +61,17 @@ pub(crate) enum SubmitError {
     Closed,
 }
 
+/// The state, held by the run loop for each queued job and by a job run in place; `None`
+/// once the run loop dropped it at its end.
+type StateCell<S> = Arc<tokio::sync::Mutex<Option<S>>>;
+
 /// A running activation (cheap to clone).
 pub(crate) struct Activation<S> {
     tx: mpsc::UnboundedSender<Queued<S>>,
     mailbox: Arc<Mailbox>,
+    state: StateCell<S>,
+    /// Set when a job run in place panicked: the activation refuses everything after it.
+    poisoned: Arc<AtomicBool>,
 }
 
 impl<S> Clone for Activation<S> {
@@ -64,6 +79,8 @@ impl<S> Clone for Activation<S> {
         Self {
             tx: self.tx.clone(),
             mailbox: Arc::clone(&self.mailbox),
+            state: Arc::clone(&self.state),
+            poisoned: Arc::clone(&self.poisoned),
         }
     }
 }
@@ -82,14 +99,25 @@ impl<S: Send + 'static> Activation<S> {
         let activation = Activation {
             tx,
             mailbox: Mailbox::new(jobs, bytes),
+            state: Arc::new(tokio::sync::Mutex::new(Some(state))),
+            poisoned: Arc::default(),
         };
-        let task = tokio::spawn(run(state, rx));
+        let task = tokio::spawn(run(
+            Arc::clone(&activation.state),
+            Arc::clone(&activation.poisoned),
+            rx,
+        ));
         ActivationTask { activation, task }
+    }
+
+    /// Whether new jobs are refused (closing, closed, or a job run in place panicked).
+    fn refuses(&self) -> bool {
+        self.tx.is_closed() || self.poisoned.load(Ordering::Acquire)
     }
 
     /// Submits a job costing `bytes` (payload + metadata + the fixed per-job cost).
     pub(crate) fn submit(&self, bytes: usize, job: Job<S>) -> Result<(), SubmitError> {
-        if self.tx.is_closed() {
+        if self.refuses() {
             return Err(SubmitError::Closed);
         }
         let permit = self.mailbox.try_reserve(bytes).ok_or(SubmitError::Full)?;
@@ -98,10 +126,56 @@ impl<S: Send + 'static> Activation<S> {
             .map_err(|_| SubmitError::Closed)
     }
 
+    /// [`submit`](Self::submit), or — when no other job is pending or executing and the state
+    /// is free — the job accepted to run in place: the returned future runs it on the state
+    /// (holding it, and the mailbox reservation, until it ends). The caller polls it or spawns
+    /// it; until it ends, every later job waits for it.
+    pub(crate) fn submit_or_here(
+        &self,
+        bytes: usize,
+        job: Job<S>,
+    ) -> Result<Option<BoxFuture<'static, ()>>, SubmitError> {
+        if self.refuses() {
+            return Err(SubmitError::Closed);
+        }
+        let (permit, alone) = self
+            .mailbox
+            .try_reserve_noting(bytes)
+            .ok_or(SubmitError::Full)?;
+        // Alone: nothing is queued ahead of this job (a queued job keeps its reservation until
+        // it has run), so running it now keeps the submission order. The state is taken
+        // without waiting; the run loop holds it only while it runs a job of its own.
+        if alone {
+            if let Ok(state) = Arc::clone(&self.state).try_lock_owned() {
+                let poisoned = Arc::clone(&self.poisoned);
+                return Ok(Some(Box::pin(async move {
+                    let ran = std::panic::AssertUnwindSafe(async move {
+                        let mut state = state;
+                        if let Some(s) = state.as_mut() {
+                            job(s).await;
+                        }
+                        drop(state);
+                        drop(permit);
+                    })
+                    .catch_unwind()
+                    .await;
+                    if ran.is_err() {
+                        poisoned.store(true, Ordering::Release);
+                        tracing::error!("an activation's job panicked; the activation is closed");
+                    }
+                })));
+            }
+        }
+        self.tx
+            .send(Queued::Job { job, permit })
+            .map_err(|_| SubmitError::Closed)?;
+        Ok(None)
+    }
+
     /// [`submit`](Self::submit) past the mailbox bound (held work a relocation accepted; it is
     /// never `Full`).
     pub(crate) fn submit_past_bound(&self, bytes: usize, job: Job<S>) -> Result<(), SubmitError> {
-        if self.tx.is_closed() {
+        if self.refuses() {
             return Err(SubmitError::Closed);
         }
         let permit = self.mailbox.reserve_past_bound(bytes);
@@ -138,7 +212,11 @@ impl<S: Send + 'static> ActivationTask<S> {
     }
 }
 
-async fn run<S: Send + 'static>(mut state: S, mut rx: mpsc::UnboundedReceiver<Queued<S>>) {
+async fn run<S: Send + 'static>(
+    state: StateCell<S>,
+    poisoned: Arc<AtomicBool>,
+    mut rx: mpsc::UnboundedReceiver<Queued<S>>,
+) {
     // The current slice: the jobs run in a row since the loop last waited for one or yielded,
     // and when its second job started.
     let mut in_slice = 0usize;
@@ -162,10 +240,18 @@ async fn run<S: Send + 'static>(mut state: S, mut rx: mpsc::UnboundedReceiver<Qu
             rx.close();
             continue;
         };
+        // A job run in place may still hold the state: this one waits for it.
+        let mut held = state.lock().await;
+        let Some(s) = held.as_mut().filter(|_| !poisoned.load(Ordering::Acquire)) else {
+            // A job run in place panicked: nothing more runs (what is queued is dropped).
+            rx.close();
+            continue;
+        };
         // The first job of a slice reads no clock; the slice's time counts from the second.
         let started =
             (in_slice > 0).then(|| *slice_start.get_or_insert_with(tokio::time::Instant::now));
-        job(&mut state).await;
+        job(s).await;
+        drop(held);
         drop(permit);
         in_slice += 1;
         if in_slice >= SLICE_JOBS || started.is_some_and(|at| at.elapsed() >= SLICE_TIME) {
@@ -174,266 +260,11 @@ async fn run<S: Send + 'static>(mut state: S, mut rx: mpsc::UnboundedReceiver<Qu
             slice_start = None;
         }
     }
-    drop(state);
+    // Dropped here, once, after a job run in place (if any) has ended.
+    let taken = state.lock().await.take();
+    drop(taken);
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use proptest::prelude::*;
-    use tokio::sync::oneshot;
-
-    use super::*;
-
-    struct Counted {
-        value: u64,
-        drops: Arc<AtomicUsize>,
-    }
-
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.drops.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn add(n: u64, done: Option<oneshot::Sender<u64>>) -> Job<Counted> {
-        Box::new(move |s: &mut Counted| {
-            Box::pin(async move {
-                s.value += n;
-                if let Some(d) = done {
-                    let _ = d.send(s.value);
-                }
-            })
-        })
-    }
-
-    #[tokio::test]
-    async fn jobs_run_in_order_and_the_state_is_dropped_exactly_once_after_accepted_work() {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let task = Activation::spawn(
-            Counted {
-                value: 0,
-                drops: Arc::clone(&drops),
-            },
-            100,
-            1 << 20,
-        );
-        let a = task.activation().clone();
-        let mut seen = Vec::new();
-        for i in 1..=10 {
-            let (tx, rx) = oneshot::channel();
-            a.submit(1, add(i, Some(tx))).unwrap();
-            seen.push(rx);
-        }
-        task.close().await;
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
-        let mut sums = Vec::new();
-        for rx in seen {
-            sums.push(rx.await.unwrap());
-        }
-        assert_eq!(
-            sums,
-            (1..=10)
-                .scan(0, |acc, i| {
-                    *acc += i;
-                    Some(*acc)
-                })
-                .collect::<Vec<_>>()
-        );
-        assert_eq!(a.submit(1, add(1, None)), Err(SubmitError::Closed));
-    }
-
-    #[tokio::test]
-    async fn a_full_mailbox_refuses_on_either_axis_until_the_job_has_run() {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let task = Activation::spawn(Counted { value: 0, drops }, 2, 1000);
-        let a = task.activation().clone();
-        let (release_tx, release_rx) = oneshot::channel::<()>();
-        let (started_tx, started_rx) = oneshot::channel::<()>();
-        a.submit(
-            600,
-            Box::new(move |_s: &mut Counted| {
-                Box::pin(async move {
-                    let _ = started_tx.send(());
-                    let _ = release_rx.await;
-                })
-            }),
-        )
-        .unwrap();
-        started_rx.await.unwrap();
-        // Taken off the queue and running: still counted.
-        assert_eq!(a.usage(), (1, 600));
-        assert_eq!(
-            a.submit(401, add(1, None)),
-            Err(SubmitError::Full),
-            "bytes axis"
-        );
-        a.submit(400, add(1, None)).unwrap();
-        assert_eq!(
-            a.submit(0, add(1, None)),
-            Err(SubmitError::Full),
-            "count axis"
-        );
-        assert_eq!(a.usage(), (2, 1000));
-        release_tx.send(()).unwrap();
-        task.close().await;
-        assert_eq!(a.usage(), (0, 0));
-    }
-
-    #[tokio::test]
-    async fn a_held_job_enters_a_full_mailbox_past_its_bound_and_runs_in_order() {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let task = Activation::spawn(Counted { value: 0, drops }, 1, 10);
-        let a = task.activation().clone();
-        let (release_tx, release_rx) = oneshot::channel::<()>();
-        let (started_tx, started_rx) = oneshot::channel::<()>();
-        a.submit(
-            10,
-            Box::new(move |_s: &mut Counted| {
-                Box::pin(async move {
-                    let _ = started_tx.send(());
-                    let _ = release_rx.await;
-                })
-            }),
-        )
-        .unwrap();
-        started_rx.await.unwrap();
-        assert_eq!(a.submit(1, add(1, None)), Err(SubmitError::Full));
-        let mut seen = Vec::new();
-        for _ in 0..3 {
-            let (tx, rx) = oneshot::channel();
-            a.submit_past_bound(5, add(1, Some(tx))).unwrap();
-            seen.push(rx);
-        }
-        assert_eq!(a.usage(), (4, 25), "counted past both bounds");
-        release_tx.send(()).unwrap();
-        let mut sums = Vec::new();
-        for rx in seen {
-            sums.push(rx.await.unwrap());
-        }
-        assert_eq!(sums, vec![1, 2, 3], "every held job ran, in order");
-        task.close().await;
-        assert_eq!(a.usage(), (0, 0), "returned once they ran");
-        assert_eq!(
-            a.submit_past_bound(1, add(1, None)),
-            Err(SubmitError::Closed),
-            "a closed activation still refuses"
-        );
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_busy_activation_yields_to_others_after_its_slice() {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let busy = Activation::spawn(
-            Counted {
-                value: 0,
-                drops: Arc::clone(&drops),
-            },
-            10_000,
-            usize::MAX,
-        );
-        let other = Activation::spawn(Counted { value: 0, drops }, 10, 1 << 20);
-        let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        for i in 0..(SLICE_JOBS * 4) {
-            let order = Arc::clone(&order);
-            busy.activation()
-                .submit(
-                    1,
-                    Box::new(move |_s: &mut Counted| {
-                        Box::pin(async move { order.lock().push(("busy", i)) })
-                    }),
-                )
-                .unwrap();
-        }
-        {
-            let order = Arc::clone(&order);
-            other
-                .activation()
-                .submit(
-                    1,
-                    Box::new(move |_s: &mut Counted| {
-                        Box::pin(async move { order.lock().push(("other", 0)) })
-                    }),
-                )
-                .unwrap();
-        }
-        busy.close().await;
-        other.close().await;
-        let order = order.lock();
-        let pos = order.iter().position(|(w, _)| *w == "other").unwrap();
-        assert!(
-            pos <= SLICE_JOBS,
-            "the other activation ran only after {pos} busy jobs (slice {SLICE_JOBS})"
-        );
-    }
-
-    /// A job that records `(who, i)` in `order` when it runs.
-    fn mark(
-        order: &Arc<parking_lot::Mutex<Vec<(&'static str, usize)>>>,
-        who: &'static str,
-        i: usize,
-    ) -> Job<Counted> {
-        let order = Arc::clone(order);
-        Box::new(move |_s: &mut Counted| Box::pin(async move { order.lock().push((who, i)) }))
-    }
-
-    /// Waiting for work ends a slice: jobs arriving after a pause longer than `SLICE_TIME` run
-    /// in a row like any others. Before, the slice's start was kept across the wait, so the
-    /// first job after any pause of 10 ms or more made the activation yield (an extra
-    /// reschedule of every job of an activation with sparse traffic).
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_pause_for_work_starts_a_fresh_slice() {
-        let fresh = || Counted {
-            value: 0,
-            drops: Arc::default(),
-        };
-        let busy = Activation::spawn(fresh(), 10, 1 << 20);
-        let other = Activation::spawn(fresh(), 10, 1 << 20);
-        let (tx, rx) = oneshot::channel();
-        busy.activation().submit(1, add(1, Some(tx))).unwrap();
-        rx.await.unwrap();
-        tokio::time::sleep(SLICE_TIME * 2).await;
-        let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        busy.activation()
-            .submit(1, mark(&order, "busy", 1))
-            .unwrap();
-        busy.activation()
-            .submit(1, mark(&order, "busy", 2))
-            .unwrap();
-        other
-            .activation()
-            .submit(1, mark(&order, "other", 1))
-            .unwrap();
-        busy.close().await;
-        other.close().await;
-        assert_eq!(
-            *order.lock(),
-            vec![("busy", 1), ("busy", 2), ("other", 1)],
-            "the two jobs after the pause ran in one slice"
-        );
-    }
-
-    proptest! {
-        /// Whatever the sizes submitted, accepted jobs never exceed either bound while queued
-        /// or running, and everything is returned once they ran.
-        #[test]
-        fn accepted_jobs_stay_within_both_bounds(sizes in proptest::collection::vec(0usize..500, 1..100)) {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let drops = Arc::new(AtomicUsize::new(0));
-                let task = Activation::spawn(Counted { value: 0, drops: Arc::clone(&drops) }, 8, 2000);
-                let a = task.activation().clone();
-                for s in sizes {
-                    let _ = a.submit(s, add(1, None));
-                    let (jobs, bytes) = a.usage();
-                    assert!(jobs <= 8);
-                    assert!(bytes <= 2000 || jobs == 1);
-                }
-                task.close().await;
-                assert_eq!(a.usage(), (0, 0));
-                assert_eq!(drops.load(Ordering::SeqCst), 1);
-            });
-        }
-    }
-}
+#[path = "activation_tests.rs"]
+mod tests;

@@ -105,17 +105,20 @@ impl ObjectSink for ObjectHost {
         // does, it is submitted under the relocation lock (a seal cannot fall in between). The
         // envelope is copied only when a relocation takes the message, decided under that lock
         // (a message from another node is relayed and followed as received).
+        // An idle activation's job runs here on the receive loop, like a node-direct handler
+        // (`here` module); one that waits is returned to be spawned.
         if let Some(live) = self.live_object(&key) {
             let route = held.route;
-            if let Err(e) =
+            let (submitted, here) = super::here::offered(|| {
                 self.interception
                     .submit_unless_taken(&key, held, live.as_ref(), Some(&env))
-            {
+            });
+            if let Err(e) = submitted {
                 if route == RouteKind::Send {
                     answer_request(&node, &peer, &env, Err(e));
                 }
             }
-            return None;
+            return here.and_then(super::here::RunHere::run);
         }
         // Not live here (rare: a target's temporary queue, a follow window, or a stale sender):
         // the envelope goes along whatever takes it.

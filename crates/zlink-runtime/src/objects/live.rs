@@ -344,10 +344,18 @@ impl<T: Send + 'static> LiveInstance<T> {
                 }
             })
         });
-        let submitted = if bounded {
-            self.activation.submit(cost, job)
-        } else {
+        // A caller that offered to run the job (`here` module) gets it back when the
+        // activation is idle; held work never runs in place (it keeps the queue's order).
+        let submitted = if !bounded {
             self.activation.submit_past_bound(cost, job)
+        } else if super::here::take_offer() {
+            self.activation.submit_or_here(cost, job).map(|here| {
+                if let Some(job) = here {
+                    super::here::keep(super::here::RunHere::new(job));
+                }
+            })
+        } else {
+            self.activation.submit(cost, job)
         };
         submitted.map_err(|e| {
             let e = match e {

@@ -240,8 +240,16 @@ impl ObjectClient {
                 .await
                 .map_err(|_| ZLinkError::ReplyTimeout { timeout })?,
         };
-        self.objects
-            .deliver(key, RouteKind::Request, call, cost, Some(tx.into()))?;
+        // An idle activation's job runs here, on this task (`here` module): the reply is then
+        // ready before the wait below starts.
+        let (delivered, here) = super::here::offered(|| {
+            self.objects
+                .deliver(key, RouteKind::Request, call, cost, Some(tx.into()))
+        });
+        if let Some(job) = here {
+            job.run_or_spawn();
+        }
+        delivered?;
         let out = match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(out)) => out,
             Ok(Err(_)) => Err(ZLinkError::ShuttingDown),

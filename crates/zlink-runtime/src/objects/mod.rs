@@ -133,6 +133,7 @@ pub(crate) mod client;
 pub(crate) mod create;
 pub(crate) mod door;
 pub(crate) mod held;
+pub(crate) mod here;
 pub(crate) mod host;
 pub(crate) mod inbound;
 pub(crate) mod instance;

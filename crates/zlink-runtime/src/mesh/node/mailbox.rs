@@ -57,6 +57,17 @@ impl Mailbox {
         self.reserve_locked(&mut u, bytes)
     }
 
+    /// [`try_reserve`](Self::try_reserve), noting whether the mailbox was empty (no job
+    /// pending or executing) before this reservation.
+    pub(crate) fn try_reserve_noting(
+        self: &Arc<Self>,
+        bytes: usize,
+    ) -> Option<(MailboxPermit, bool)> {
+        let mut u = self.used.lock();
+        let alone = u.jobs == 0;
+        self.reserve_locked(&mut u, bytes).map(|p| (p, alone))
+    }
+
     fn reserve_locked(self: &Arc<Self>, u: &mut Used, bytes: usize) -> Option<MailboxPermit> {
         let fits_jobs = u.jobs < self.max_jobs;
         let fits_bytes = u

@@ -25,7 +25,7 @@ pub(crate) mod discover;
 mod forward;
 pub(crate) mod handle;
 pub(crate) mod inbound;
-mod inline;
+pub(crate) mod inline;
 pub(crate) mod lifecycle;
 pub(crate) mod mailbox;
 pub(crate) mod peers;
