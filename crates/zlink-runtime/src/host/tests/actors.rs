@@ -450,3 +450,84 @@ async fn destroy_ends_only_the_named_incarnation(h: &Harness) {
     }
     stop_all(&[&ha, &hb]).await;
 }
+
+/// Which task ran a [`Which`] handler, and the counter it saw.
+#[derive(Debug, Serialize, Deserialize)]
+struct Which;
+impl Message for Which {
+    const PACKET: &'static str = "Which";
+}
+impl Request for Which {
+    type Reply = (Option<String>, u64);
+}
+
+/// Holds the Actor's turn until the test releases it, then adds 100.
+#[derive(Debug, Serialize, Deserialize)]
+struct Hold;
+impl Message for Hold {
+    const PACKET: &'static str = "Hold";
+}
+
+/// A request to an idle Actor on this node runs its handler on the caller's task (no hand-over
+/// to the activation's task); one that finds the Actor busy waits for the running job and runs
+/// after it, on the activation's task. Both keep the one-job-at-a-time order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_to_an_idle_actor_runs_on_the_callers_task_and_a_busy_one_waits_its_turn() {
+    let h = Harness::memory();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = Arc::new(tokio::sync::Notify::new());
+    let (r, hd) = (Arc::clone(&release), Arc::clone(&held));
+    let (ha, _a) = start(&h, move |b| {
+        b.object_role(ObjectRole::Server)
+            .actor_type::<Counter>("counter", move |t| {
+                t.factory(|_ctx| async { Ok(Counter { n: 0 }) })
+                    .disable_relocation()
+                    .on_request::<Which, _>(|c, _w, _ctx| {
+                        Box::pin(async move {
+                            c.n += 1;
+                            Ok((tokio::task::try_id().map(|id| id.to_string()), c.n))
+                        })
+                    })
+                    .on_send::<Hold, _>(move |c, _h, _ctx| {
+                        let (release, held) = (Arc::clone(&r), Arc::clone(&hd));
+                        Box::pin(async move {
+                            held.notify_one();
+                            release.notified().await;
+                            c.n += 100;
+                            Ok(())
+                        })
+                    })
+            })
+    })
+    .await;
+    wait_discovered(&[&ha]).await;
+    let m = ha.actors().expect("manager");
+    m.get_or_create("counter", "c").await.expect("created");
+    let caller = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            let mine = tokio::task::id().to_string();
+            (mine, m.request("c", &Which).await.expect("which"))
+        })
+    };
+    let (mine, (ran_on, n)) = caller.await.expect("caller");
+    assert_eq!(ran_on, Some(mine), "an idle Actor's handler ran on the caller's task");
+    assert_eq!(n, 1);
+    // Busy: the one-way's handler holds the Actor until released.
+    m.send("c", &Hold).await.expect("hold");
+    held.notified().await;
+    let caller = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            let mine = tokio::task::id().to_string();
+            (mine, m.request("c", &Which).await.expect("which"))
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(!caller.is_finished(), "the request waits for the running job");
+    release.notify_one();
+    let (mine, (ran_on, n)) = caller.await.expect("caller");
+    assert_ne!(ran_on, Some(mine), "a busy Actor's job ran on its own task");
+    assert_eq!(n, 102, "after the job that held the Actor");
+    ha.shutdown().await;
+}
