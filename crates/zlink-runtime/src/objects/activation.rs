@@ -13,7 +13,7 @@
 //!   second job (a job that arrives alone reads no clock).
 //! - [`Activation::close`] stops new submissions, lets every accepted job finish, then drops
 //!   the state exactly once and returns it to the caller only through that drop.
-//! - A job offered to run in place ([`Activation::submit_or_here`]) is handed back to its
+//! - A job offered to run in place ([`Bound::Here`]) is handed back to its
 //!   caller when no other job is pending or executing and the state is free: the caller runs
 //!   it on its own task (no hand-over, no wake-up), holding the state as the run loop would,
 //!   so a job submitted after it waits for it as for any earlier job. Otherwise it is queued
@@ -64,6 +64,80 @@ pub(crate) enum SubmitError {
 /// The state, held by the run loop for each queued job and by a job run in place; `None`
 /// once the run loop dropped it at its end.
 type StateCell<S> = Arc<tokio::sync::Mutex<Option<S>>>;
+
+/// How a job enters the mailbox ([`Activation::reserve`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// Within both bounds, queued.
+    Kept,
+    /// Past the bounds (held work a relocation accepted; never `Full`), queued.
+    Past,
+    /// Within both bounds, and run in place when the activation is idle.
+    Here,
+}
+
+/// Room reserved for one job; [`submit`](Self::submit) hands the job over. Dropped unused,
+/// the room returns.
+pub(crate) struct Reserved<'a, S> {
+    activation: &'a Activation<S>,
+    permit: MailboxPermit,
+    /// The state, taken for a job accepted to run in place.
+    state: Option<tokio::sync::OwnedMutexGuard<Option<S>>>,
+}
+
+impl<S: Send + 'static> Reserved<'_, S> {
+    /// Hands `job` over: queued, or — when the state was taken for it — returned as the future
+    /// that runs it in place (holding the state and the reservation until it ends; the caller
+    /// polls or spawns it, and every later job waits for it). A queue the run loop left in
+    /// the meantime drops the job (what it owns drops with it) and is `Closed`.
+    pub(crate) fn submit<F>(self, job: F) -> Result<Option<BoxFuture<'static, ()>>, SubmitError>
+    where
+        F: for<'b> FnOnce(&'b mut S) -> BoxFuture<'b, ()> + Send + 'static,
+    {
+        let Reserved {
+            activation,
+            permit,
+            state,
+        } = self;
+        let Some(state) = state else {
+            Self::send(activation, permit, Box::new(job))?;
+            return Ok(None);
+        };
+        let poisoned = Arc::clone(&activation.poisoned);
+        Ok(Some(Box::pin(async move {
+            let ran = std::panic::AssertUnwindSafe(async move {
+                let mut state = state;
+                if let Some(s) = state.as_mut() {
+                    job(s).await;
+                }
+                drop(state);
+                drop(permit);
+            })
+            .catch_unwind()
+            .await;
+            if ran.is_err() {
+                poisoned.store(true, Ordering::Release);
+                tracing::error!("an activation's job panicked; the activation is closed");
+            }
+        })))
+    }
+
+    /// Queues `job` (never run in place).
+    pub(crate) fn queue(self, job: Job<S>) -> Result<(), SubmitError> {
+        // A state taken for a job run in place is given back first.
+        let Reserved {
+            activation, permit, ..
+        } = self;
+        Self::send(activation, permit, job)
+    }
+
+    fn send(activation: &Activation<S>, permit: MailboxPermit, job: Job<S>) -> Result<(), SubmitError> {
+        activation
+            .tx
+            .send(Queued::Job { job, permit })
+            .map_err(|_| SubmitError::Closed)
+    }
+}
 
 /// A running activation (cheap to clone).
 pub(crate) struct Activation<S> {
@@ -117,71 +191,36 @@ impl<S: Send + 'static> Activation<S> {
 
     /// Submits a job costing `bytes` (payload + metadata + the fixed per-job cost).
     pub(crate) fn submit(&self, bytes: usize, job: Job<S>) -> Result<(), SubmitError> {
-        if self.refuses() {
-            return Err(SubmitError::Closed);
-        }
-        let permit = self.mailbox.try_reserve(bytes).ok_or(SubmitError::Full)?;
-        self.tx
-            .send(Queued::Job { job, permit })
-            .map_err(|_| SubmitError::Closed)
+        self.reserve(bytes, Bound::Kept)?.queue(job)
     }
 
-    /// [`submit`](Self::submit), or — when no other job is pending or executing and the state
-    /// is free — the job accepted to run in place: the returned future runs it on the state
-    /// (holding it, and the mailbox reservation, until it ends). The caller polls it or spawns
-    /// it; until it ends, every later job waits for it.
-    pub(crate) fn submit_or_here(
-        &self,
-        bytes: usize,
-        job: Job<S>,
-    ) -> Result<Option<BoxFuture<'static, ()>>, SubmitError> {
+    /// Reserves room for one job costing `bytes` (both axes; `Bound::Past` enters past the
+    /// bound), before the job is built: a refusal changes nothing and leaves the caller
+    /// everything it would have moved into the job. With `Bound::Here`, the job is also
+    /// accepted to run in place when no other job is pending or executing and the state is
+    /// free ([`Reserved::submit`]).
+    pub(crate) fn reserve(&self, bytes: usize, bound: Bound) -> Result<Reserved<'_, S>, SubmitError> {
         if self.refuses() {
             return Err(SubmitError::Closed);
         }
-        let (permit, alone) = self
-            .mailbox
-            .try_reserve_noting(bytes)
-            .ok_or(SubmitError::Full)?;
+        let (permit, alone) = match bound {
+            Bound::Past => (self.mailbox.reserve_past_bound(bytes), false),
+            Bound::Kept | Bound::Here => self
+                .mailbox
+                .try_reserve_noting(bytes)
+                .ok_or(SubmitError::Full)?,
+        };
         // Alone: nothing is queued ahead of this job (a queued job keeps its reservation until
         // it has run), so running it now keeps the submission order. The state is taken
         // without waiting; the run loop holds it only while it runs a job of its own.
-        if alone {
-            if let Ok(state) = Arc::clone(&self.state).try_lock_owned() {
-                let poisoned = Arc::clone(&self.poisoned);
-                return Ok(Some(Box::pin(async move {
-                    let ran = std::panic::AssertUnwindSafe(async move {
-                        let mut state = state;
-                        if let Some(s) = state.as_mut() {
-                            job(s).await;
-                        }
-                        drop(state);
-                        drop(permit);
-                    })
-                    .catch_unwind()
-                    .await;
-                    if ran.is_err() {
-                        poisoned.store(true, Ordering::Release);
-                        tracing::error!("an activation's job panicked; the activation is closed");
-                    }
-                })));
-            }
-        }
-        self.tx
-            .send(Queued::Job { job, permit })
-            .map_err(|_| SubmitError::Closed)?;
-        Ok(None)
-    }
-
-    /// [`submit`](Self::submit) past the mailbox bound (held work a relocation accepted; it is
-    /// never `Full`).
-    pub(crate) fn submit_past_bound(&self, bytes: usize, job: Job<S>) -> Result<(), SubmitError> {
-        if self.refuses() {
-            return Err(SubmitError::Closed);
-        }
-        let permit = self.mailbox.reserve_past_bound(bytes);
-        self.tx
-            .send(Queued::Job { job, permit })
-            .map_err(|_| SubmitError::Closed)
+        let state = (alone && bound == Bound::Here)
+            .then(|| Arc::clone(&self.state).try_lock_owned().ok())
+            .flatten();
+        Ok(Reserved {
+            activation: self,
+            permit,
+            state,
+        })
     }
 
     /// (jobs, bytes) pending or executing.

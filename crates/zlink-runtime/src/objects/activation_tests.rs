@@ -124,7 +124,7 @@ async fn a_held_job_enters_a_full_mailbox_past_its_bound_and_runs_in_order() {
     let mut seen = Vec::new();
     for _ in 0..3 {
         let (tx, rx) = oneshot::channel();
-        a.submit_past_bound(5, add(1, Some(tx))).unwrap();
+        a.reserve(5, Bound::Past).unwrap().queue(add(1, Some(tx))).unwrap();
         seen.push(rx);
     }
     assert_eq!(a.usage(), (4, 25), "counted past both bounds");
@@ -137,7 +137,7 @@ async fn a_held_job_enters_a_full_mailbox_past_its_bound_and_runs_in_order() {
     task.close().await;
     assert_eq!(a.usage(), (0, 0), "returned once they ran");
     assert_eq!(
-        a.submit_past_bound(1, add(1, None)),
+        a.reserve(1, Bound::Past).map(|_| ()),
         Err(SubmitError::Closed),
         "a closed activation still refuses"
     );
@@ -258,6 +258,15 @@ proptest! {
     }
 }
 
+/// Submits `job` offering to run it in place.
+fn offer(
+    a: &Activation<Counted>,
+    bytes: usize,
+    job: Job<Counted>,
+) -> Result<Option<BoxFuture<'static, ()>>, SubmitError> {
+    a.reserve(bytes, Bound::Here)?.submit(job)
+}
+
 /// What [`recorded`] jobs write: `(job, true)` at its start, `(job, false)` at its end.
 type Log = Arc<parking_lot::Mutex<Vec<(usize, bool)>>>;
 
@@ -301,8 +310,7 @@ async fn an_idle_activation_hands_an_offered_job_back_to_run_in_place() {
     let task = Activation::spawn(state, 10, 1 << 20);
     let a = task.activation().clone();
     let (tx, mut rx) = oneshot::channel();
-    let here = a
-        .submit_or_here(7, add(5, Some(tx)))
+    let here = offer(&a, 7, add(5, Some(tx)))
         .unwrap()
         .expect("handed back: nothing else is pending");
     assert_eq!(a.usage(), (1, 7), "counted until it has run");
@@ -332,7 +340,7 @@ async fn an_offered_job_behind_pending_work_is_queued_in_order() {
     .unwrap();
     // Queued but not yet taken by the run loop: the offered job still must not overtake it.
     let (tx, rx) = oneshot::channel();
-    assert!(a.submit_or_here(1, add(1, Some(tx))).unwrap().is_none());
+    assert!(offer(&a, 1, add(1, Some(tx))).unwrap().is_none());
     release_tx.send(()).unwrap();
     assert_eq!(rx.await.unwrap(), 11, "ran after the earlier job");
     task.close().await;
@@ -355,14 +363,14 @@ async fn a_job_run_in_place_that_waits_keeps_later_jobs_behind_it() {
             })
         })
     };
-    let here = a.submit_or_here(1, first).unwrap().expect("idle");
+    let here = offer(&a, 1, first).unwrap().expect("idle");
     let rest = crate::objects::here::RunHere::new(here)
         .run()
         .expect("it waits");
     tokio::spawn(rest);
     a.submit(1, recorded(&log, &running, 1, 0)).unwrap();
     assert!(
-        a.submit_or_here(1, recorded(&log, &running, 2, 0))
+        offer(&a, 1, recorded(&log, &running, 2, 0))
             .unwrap()
             .is_none(),
         "not idle: queued"
@@ -385,8 +393,7 @@ async fn a_job_run_in_place_that_panics_closes_the_activation() {
     let (state, drops) = counted();
     let task = Activation::spawn(state, 10, 1 << 20);
     let a = task.activation().clone();
-    let here = a
-        .submit_or_here(
+    let here = offer(&a, 
             1,
             Box::new(|_s: &mut Counted| Box::pin(async { panic!("the handler failed") })),
         )
@@ -396,7 +403,7 @@ async fn a_job_run_in_place_that_panics_closes_the_activation() {
     assert_eq!(a.usage(), (0, 0), "its reservation returned");
     assert_eq!(a.submit(1, add(1, None)), Err(SubmitError::Closed));
     assert!(matches!(
-        a.submit_or_here(1, add(1, None)),
+        offer(&a, 1, add(1, None)),
         Err(SubmitError::Closed)
     ));
     task.close().await;
@@ -410,8 +417,7 @@ async fn close_drops_the_state_once_after_a_job_run_in_place_ends() {
     let a = task.activation().clone();
     let (release_tx, release_rx) = oneshot::channel::<()>();
     let (done_tx, done_rx) = oneshot::channel();
-    let here = a
-        .submit_or_here(
+    let here = offer(&a, 
             1,
             Box::new(move |s: &mut Counted| {
                 Box::pin(async move {
@@ -434,7 +440,7 @@ async fn close_drops_the_state_once_after_a_job_run_in_place_ends() {
     assert_eq!(done_rx.await.unwrap(), 0, "the job ran on the live state");
     assert_eq!(drops.load(Ordering::SeqCst), 1);
     assert!(matches!(
-        a.submit_or_here(1, add(1, None)),
+        offer(&a, 1, add(1, None)),
         Err(SubmitError::Closed)
     ));
 }
@@ -461,10 +467,10 @@ proptest! {
             let task = Activation::spawn(state, 1000, usize::MAX);
             let a = task.activation().clone();
             let (log, running): (Log, _) = (Arc::default(), Arc::new(AtomicUsize::new(0)));
-            for (i, (offer, waits, pause)) in jobs.iter().copied().enumerate() {
+            for (i, (in_place, waits, pause)) in jobs.iter().copied().enumerate() {
                 let job = recorded(&log, &running, i, waits);
-                if offer {
-                    if let Some(here) = a.submit_or_here(1, job).unwrap() {
+                if in_place {
+                    if let Some(here) = offer(&a, 1, job).unwrap() {
                         crate::objects::here::RunHere::new(here).run_or_spawn();
                     }
                 } else {

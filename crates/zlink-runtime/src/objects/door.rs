@@ -85,11 +85,6 @@ impl Door {
         &self.2
     }
 
-    /// Whether new object work may start now.
-    pub(crate) fn is_open(&self) -> bool {
-        self.0.as_ref().is_none_or(|l| l.is_admitting())
-    }
-
     /// Asks the admission gate for a timer tick's start (`AdmissionOp::TimerStart`, spec 21
     /// §5): past the deadline the `Unavailable` refusal.
     pub(crate) fn admit_timer(&self) -> Result<(), ZLinkError> {
@@ -107,11 +102,33 @@ impl Door {
 
     /// `Ok` while new object work may start; past the deadline the `Unavailable` refusal.
     pub(crate) fn check(&self) -> Result<(), ZLinkError> {
-        if self.is_open() {
-            Ok(())
-        } else {
-            Err(refused())
-        }
+        admitting(&self.0)
+    }
+
+    /// The admission check alone, for a job to carry to its start (one shared handle, not the
+    /// whole door).
+    pub(crate) fn gate(&self) -> Gate {
+        Gate(self.0.clone())
+    }
+
+}
+
+/// The admission check alone ([`Door::gate`]): what a job carries to its start.
+pub(crate) struct Gate(Option<Arc<LocationRuntime>>);
+
+impl Gate {
+    /// [`Door::check`].
+    pub(crate) fn check(&self) -> Result<(), ZLinkError> {
+        admitting(&self.0)
+    }
+}
+
+/// `Ok` while the gate (if any) admits new object work; else the `Unavailable` refusal.
+fn admitting(gate: &Option<Arc<LocationRuntime>>) -> Result<(), ZLinkError> {
+    if gate.as_ref().is_none_or(|l| l.is_admitting()) {
+        Ok(())
+    } else {
+        Err(refused())
     }
 }
 

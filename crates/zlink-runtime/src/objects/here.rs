@@ -4,7 +4,7 @@
 //! receive loop delivers) submits it inside [`offered`]. The activation that accepts the job
 //! decides, under the same locks as any submission (the relocation gate's included), whether
 //! it can run in place: no other job pending or executing and its state free
-//! ([`Activation::submit_or_here`](super::activation::Activation::submit_or_here)). Then it
+//! ([`Bound::Here`](super::activation::Bound::Here)). Then it
 //! hands the job back ([`keep`]) instead of queueing it, and the caller runs it after those
 //! locks are released ([`RunHere::run`]): polled once at once, and spawned only when its
 //! handler waits. The job holds the activation's state while it runs, so every job submitted

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use zlink_codec::payload::Registry;
 
-use super::activation::{Activation, ActivationTask, Job, SubmitError};
+use super::activation::{Activation, ActivationTask, Bound, Job, SubmitError};
 use super::door::Door;
 use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
@@ -288,22 +288,41 @@ impl<T: Send + 'static> LiveInstance<T> {
             }
             return Err(e);
         };
+        // Room first: a refusal answers the request here, once, with nothing moved.
+        // A caller that offered to run the job (`here` module) gets it back when the
+        // activation is idle; held work never runs in place (it keeps the queue's order).
+        let bound = if !bounded {
+            Bound::Past
+        } else if super::here::take_offer() {
+            Bound::Here
+        } else {
+            Bound::Kept
+        };
+        let reserved = match self.activation.reserve(cost, bound) {
+            Ok(r) => r,
+            Err(e) => {
+                let e = match e {
+                    SubmitError::Full => ZLinkError::MailboxFull,
+                    _ => ZLinkError::ActivationClosing,
+                };
+                if let Some(done) = reply {
+                    done.complete(Err(e.clone()));
+                }
+                return Err(e);
+            }
+        };
         let codecs = self.codecs.clone();
         let turn = self.turn.lock().clone();
-        // The completion waits in a slot the job takes it from: a refused job gives it back
-        // here, completed with the refusal (never with ShuttingDown as well).
-        let slot = Arc::new(Mutex::new(reply));
-        let for_job = Arc::clone(&slot);
-        let door = self.door.clone();
-        let job = job(move |state: &mut T| {
+        let gate = self.door.gate();
+        let job = unboxed(move |state: &mut T| {
             Box::pin(async move {
                 let _turn = match &turn {
                     Some(t) => Some(t.lock().await),
                     None => None,
                 };
                 // The job starts only while the host admits new work (spec 21 §5).
-                if let Err(e) = door.check() {
-                    match for_job.lock().take() {
+                if let Err(e) = gate.check() {
+                    match reply {
                         Some(done) => done.complete(Err(e)),
                         None => tracing::debug!(error = %e, "object one-way message refused"),
                     }
@@ -314,7 +333,6 @@ impl<T: Send + 'static> LiveInstance<T> {
                 let mut call = call;
                 call.job.release();
                 let out = handler(state, call, &codecs).await;
-                let reply = for_job.lock().take();
                 match reply {
                     Some(done) => done.complete(out),
                     None => {
@@ -344,29 +362,16 @@ impl<T: Send + 'static> LiveInstance<T> {
                 }
             })
         });
-        // A caller that offered to run the job (`here` module) gets it back when the
-        // activation is idle; held work never runs in place (it keeps the queue's order).
-        let submitted = if !bounded {
-            self.activation.submit_past_bound(cost, job)
-        } else if super::here::take_offer() {
-            self.activation.submit_or_here(cost, job).map(|here| {
-                if let Some(job) = here {
-                    super::here::keep(super::here::RunHere::new(job));
-                }
-            })
-        } else {
-            self.activation.submit(cost, job)
-        };
-        submitted.map_err(|e| {
-            let e = match e {
-                SubmitError::Full => ZLinkError::MailboxFull,
-                _ => ZLinkError::ActivationClosing,
-            };
-            if let Some(done) = slot.lock().take() {
-                done.complete(Err(e.clone()));
+        // A queue the run loop left meanwhile drops the job: its completion ends the request
+        // with `ShuttingDown`.
+        match reserved.submit(job) {
+            Ok(Some(here)) => {
+                super::here::keep(super::here::RunHere::new(here));
+                Ok(())
             }
-            e
-        })
+            Ok(None) => Ok(()),
+            Err(_) => Err(ZLinkError::ActivationClosing),
+        }
     }
 }
 
@@ -501,6 +506,15 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
             rx.await.map_err(|_| ZLinkError::ShuttingDown)
         })
     }
+}
+
+/// A job's closure as it is (the bound gives it its higher-ranked signature); boxed only if it
+/// is queued.
+fn unboxed<T, F>(f: F) -> F
+where
+    F: for<'a> FnOnce(&'a mut T) -> BoxFuture<'a, ()> + Send + 'static,
+{
+    f
 }
 
 /// A job built from a closure (the bound gives the closure its higher-ranked signature).
