@@ -122,6 +122,11 @@ impl<S: Send + 'static> Reserved<'_, S> {
         })))
     }
 
+    /// Whether the job will be handed back to run in place (the state was taken for it).
+    pub(crate) fn in_place(&self) -> bool {
+        self.state.is_some()
+    }
+
     /// Queues `job` (never run in place).
     pub(crate) fn queue(self, job: Job<S>) -> Result<(), SubmitError> {
         // A state taken for a job run in place is given back first.

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use zlink_codec::payload::Registry;
 
 use super::activation::{Activation, ActivationTask, Bound, Job, SubmitError};
-use super::door::Door;
+use super::door::{Door, Gate};
 use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
     AdapterCaptureFn, AdapterContext, CaptureFn, CreationContext, CreationDecision, FactoryContext,
@@ -313,7 +313,9 @@ impl<T: Send + 'static> LiveInstance<T> {
         };
         let codecs = self.codecs.clone();
         let turn = self.turn.lock().clone();
-        let gate = self.door.gate();
+        // A job run in place without a shared turn starts within this same call, right after
+        // the check above: that check is the one at its start.
+        let gate = (!reserved.in_place() || turn.is_some()).then(|| self.door.gate());
         let job = unboxed(move |state: &mut T| {
             Box::pin(async move {
                 let _turn = match &turn {
@@ -321,7 +323,7 @@ impl<T: Send + 'static> LiveInstance<T> {
                     None => None,
                 };
                 // The job starts only while the host admits new work (spec 21 §5).
-                if let Err(e) = gate.check() {
+                if let Err(e) = gate.as_ref().map_or(Ok(()), Gate::check) {
                     match reply {
                         Some(done) => done.complete(Err(e)),
                         None => tracing::debug!(error = %e, "object one-way message refused"),
