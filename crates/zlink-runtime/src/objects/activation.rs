@@ -136,7 +136,11 @@ impl<S: Send + 'static> Reserved<'_, S> {
         Self::send(activation, permit, job)
     }
 
-    fn send(activation: &Activation<S>, permit: MailboxPermit, job: Job<S>) -> Result<(), SubmitError> {
+    fn send(
+        activation: &Activation<S>,
+        permit: MailboxPermit,
+        job: Job<S>,
+    ) -> Result<(), SubmitError> {
         activation
             .tx
             .send(Queued::Job { job, permit })
@@ -204,7 +208,11 @@ impl<S: Send + 'static> Activation<S> {
     /// everything it would have moved into the job. With `Bound::Here`, the job is also
     /// accepted to run in place when no other job is pending or executing and the state is
     /// free ([`Reserved::submit`]).
-    pub(crate) fn reserve(&self, bytes: usize, bound: Bound) -> Result<Reserved<'_, S>, SubmitError> {
+    pub(crate) fn reserve(
+        &self,
+        bytes: usize,
+        bound: Bound,
+    ) -> Result<Reserved<'_, S>, SubmitError> {
         if self.refuses() {
             return Err(SubmitError::Closed);
         }

@@ -124,7 +124,10 @@ async fn a_held_job_enters_a_full_mailbox_past_its_bound_and_runs_in_order() {
     let mut seen = Vec::new();
     for _ in 0..3 {
         let (tx, rx) = oneshot::channel();
-        a.reserve(5, Bound::Past).unwrap().queue(add(1, Some(tx))).unwrap();
+        a.reserve(5, Bound::Past)
+            .unwrap()
+            .queue(add(1, Some(tx)))
+            .unwrap();
         seen.push(rx);
     }
     assert_eq!(a.usage(), (4, 25), "counted past both bounds");
@@ -272,16 +275,15 @@ type Log = Arc<parking_lot::Mutex<Vec<(usize, bool)>>>;
 
 /// A job that records `i` when it starts, yields `waits` times (so a job run in place goes
 /// on in a task of its own), checks it is the only job on the state, then records its end.
-fn recorded(
-    log: &Log,
-    running: &Arc<AtomicUsize>,
-    i: usize,
-    waits: usize,
-) -> Job<Counted> {
+fn recorded(log: &Log, running: &Arc<AtomicUsize>, i: usize, waits: usize) -> Job<Counted> {
     let (log, running) = (Arc::clone(log), Arc::clone(running));
     Box::new(move |s: &mut Counted| {
         Box::pin(async move {
-            assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0, "two jobs on the state");
+            assert_eq!(
+                running.fetch_add(1, Ordering::SeqCst),
+                0,
+                "two jobs on the state"
+            );
             log.lock().push((i, true));
             for _ in 0..waits {
                 tokio::task::yield_now().await;
@@ -316,7 +318,11 @@ async fn an_idle_activation_hands_an_offered_job_back_to_run_in_place() {
     assert_eq!(a.usage(), (1, 7), "counted until it has run");
     assert!(rx.try_recv().is_err(), "not run before its caller runs it");
     assert!(crate::objects::here::RunHere::new(here).run().is_none());
-    assert_eq!(rx.try_recv().unwrap(), 5, "ran on the first poll, on this task");
+    assert_eq!(
+        rx.try_recv().unwrap(),
+        5,
+        "ran on the first poll, on this task"
+    );
     assert_eq!(a.usage(), (0, 0));
     task.close().await;
     assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -378,12 +384,23 @@ async fn a_job_run_in_place_that_waits_keeps_later_jobs_behind_it() {
     for _ in 0..20 {
         tokio::task::yield_now().await;
     }
-    assert_eq!(*log.lock(), vec![(0, true)], "the run loop waits for the state");
+    assert_eq!(
+        *log.lock(),
+        vec![(0, true)],
+        "the run loop waits for the state"
+    );
     release_tx.send(()).unwrap();
     task.close().await;
     assert_eq!(
         *log.lock(),
-        vec![(0, true), (0, false), (1, true), (1, false), (2, true), (2, false)]
+        vec![
+            (0, true),
+            (0, false),
+            (1, true),
+            (1, false),
+            (2, true),
+            (2, false)
+        ]
     );
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
@@ -393,12 +410,13 @@ async fn a_job_run_in_place_that_panics_closes_the_activation() {
     let (state, drops) = counted();
     let task = Activation::spawn(state, 10, 1 << 20);
     let a = task.activation().clone();
-    let here = offer(&a, 
-            1,
-            Box::new(|_s: &mut Counted| Box::pin(async { panic!("the handler failed") })),
-        )
-        .unwrap()
-        .expect("idle");
+    let here = offer(
+        &a,
+        1,
+        Box::new(|_s: &mut Counted| Box::pin(async { panic!("the handler failed") })),
+    )
+    .unwrap()
+    .expect("idle");
     assert!(crate::objects::here::RunHere::new(here).run().is_none());
     assert_eq!(a.usage(), (0, 0), "its reservation returned");
     assert_eq!(a.submit(1, add(1, None)), Err(SubmitError::Closed));
@@ -417,24 +435,32 @@ async fn close_drops_the_state_once_after_a_job_run_in_place_ends() {
     let a = task.activation().clone();
     let (release_tx, release_rx) = oneshot::channel::<()>();
     let (done_tx, done_rx) = oneshot::channel();
-    let here = offer(&a, 
-            1,
-            Box::new(move |s: &mut Counted| {
-                Box::pin(async move {
-                    let _ = release_rx.await;
-                    s.value += 1;
-                    let _ = done_tx.send(drops_now(s));
-                })
-            }),
-        )
-        .unwrap()
-        .expect("idle");
-    tokio::spawn(crate::objects::here::RunHere::new(here).run().expect("it waits"));
+    let here = offer(
+        &a,
+        1,
+        Box::new(move |s: &mut Counted| {
+            Box::pin(async move {
+                let _ = release_rx.await;
+                s.value += 1;
+                let _ = done_tx.send(drops_now(s));
+            })
+        }),
+    )
+    .unwrap()
+    .expect("idle");
+    tokio::spawn(
+        crate::objects::here::RunHere::new(here)
+            .run()
+            .expect("it waits"),
+    );
     let closing = tokio::spawn(task.close());
     for _ in 0..20 {
         tokio::task::yield_now().await;
     }
-    assert!(!closing.is_finished(), "close waits for the job run in place");
+    assert!(
+        !closing.is_finished(),
+        "close waits for the job run in place"
+    );
     release_tx.send(()).unwrap();
     closing.await.unwrap();
     assert_eq!(done_rx.await.unwrap(), 0, "the job ran on the live state");

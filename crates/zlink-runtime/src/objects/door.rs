@@ -110,7 +110,6 @@ impl Door {
     pub(crate) fn gate(&self) -> Gate {
         Gate(self.0.clone())
     }
-
 }
 
 /// The admission check alone ([`Door::gate`]): what a job carries to its start.

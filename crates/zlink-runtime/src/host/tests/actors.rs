@@ -511,7 +511,11 @@ async fn a_request_to_an_idle_actor_runs_on_the_callers_task_and_a_busy_one_wait
         })
     };
     let (mine, (ran_on, n)) = caller.await.expect("caller");
-    assert_eq!(ran_on, Some(mine), "an idle Actor's handler ran on the caller's task");
+    assert_eq!(
+        ran_on,
+        Some(mine),
+        "an idle Actor's handler ran on the caller's task"
+    );
     assert_eq!(n, 1);
     // Busy: the one-way's handler holds the Actor until released.
     m.send("c", &Hold).await.expect("hold");
@@ -524,7 +528,10 @@ async fn a_request_to_an_idle_actor_runs_on_the_callers_task_and_a_busy_one_wait
         })
     };
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert!(!caller.is_finished(), "the request waits for the running job");
+    assert!(
+        !caller.is_finished(),
+        "the request waits for the running job"
+    );
     release.notify_one();
     let (mine, (ran_on, n)) = caller.await.expect("caller");
     assert_ne!(ran_on, Some(mine), "a busy Actor's job ran on its own task");
