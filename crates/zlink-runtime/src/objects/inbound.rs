@@ -157,7 +157,7 @@ pub(crate) fn answering(
     Completion::new(move |out| {
         let _guard = guard;
         let out = match out {
-            Ok(Some(reply)) => Ok(reply),
+            Ok(Some(reply)) => reply.into_encoded(node.codecs()),
             Ok(None) => Err(ZLinkError::NoReply),
             Err(e) => Err(e),
         };
@@ -178,6 +178,7 @@ pub(crate) fn prepare(
     let call = ObjectCall {
         content_type: env.content_type_bytes().clone(),
         payload,
+        typed_reply: false,
         context: MessageContext {
             id: id.as_str().to_owned(),
             packet,

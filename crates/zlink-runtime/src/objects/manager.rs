@@ -11,6 +11,7 @@ use zlink_codec::records::ObjectKind;
 use super::call::{CreateCall, parse};
 use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient, invalid};
 use super::host::ObjectKey;
+use super::messages::ObjectReply;
 use super::refs::ActorRef;
 use crate::mesh::node::CallOptions;
 use crate::messaging::{Message, Metadata, OutboundMessage, Request, ZLinkError, decode_reply};
@@ -157,8 +158,10 @@ pub(crate) async fn request_object<R: Request>(
 ) -> Result<R::Reply, ZLinkError> {
     let codecs = client.node.inner.codecs().clone();
     let msg = OutboundMessage::encode(&codecs, request, &options.metadata)?;
-    let body = client.request(key, &msg, options.reply_timeout).await?;
-    let out = decode_reply::<R>(&codecs, body.as_inbound());
+    let out = match client.request(key, &msg, options.reply_timeout).await? {
+        ObjectReply::Local(reply) => reply.into_value::<R::Reply>(&codecs),
+        ObjectReply::Body(body) => decode_reply::<R>(&codecs, body.as_inbound()),
+    };
     if let Err(e) = &out {
         client.reply_seen(key, e);
     }

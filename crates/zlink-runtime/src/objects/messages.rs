@@ -14,7 +14,7 @@ use zlink_codec::{ObjectId, RoutingId};
 use super::client::{ObjectClient, invalid};
 use super::host::{ObjectHost, ObjectKey, what};
 use super::membership::Membership;
-use super::registration::{MessageContext, ObjectCall};
+use super::registration::{MessageContext, ObjectCall, Reply};
 use super::route_source::{self, RouteSource};
 use super::routes::RouteMark;
 use crate::mesh::node::{Address, ReplyBody};
@@ -36,6 +36,15 @@ pub(crate) fn owner_unreachable(e: ZLinkError) -> ZLinkError {
         },
         other => other,
     }
+}
+
+/// The reply to an object request: as the owner's node sent it, or — from an activation on
+/// this node — the handler's own reply.
+pub(crate) enum ObjectReply {
+    /// Received over the mesh (or an error reply built here).
+    Body(ReplyBody),
+    /// An activation here answered.
+    Local(Reply),
 }
 
 impl ObjectClient {
@@ -154,14 +163,14 @@ impl ObjectClient {
         }
     }
 
-    /// Sends `msg` as a request to the Ready object `key` and waits for the encoded reply
-    /// (exactly one terminal; a NotFound/Unavailable result drops the cached route).
+    /// Sends `msg` as a request to the Ready object `key` and waits for the reply (exactly
+    /// one terminal; a NotFound/Unavailable result drops the cached route).
     pub(crate) async fn request(
         &self,
         key: &ObjectKey,
         msg: &OutboundMessage,
         timeout: Duration,
-    ) -> Result<ReplyBody, ZLinkError> {
+    ) -> Result<ObjectReply, ZLinkError> {
         let span = route_source::call_span(RouteKind::Request, key.1.as_str());
         let result = async {
             match self.reachable_owner(key, &span).await? {
@@ -171,13 +180,14 @@ impl ObjectClient {
                     metrics.sent(MessageKind::Request, SendPath::Local);
                     let started = std::time::Instant::now();
                     let out = self.local_request(key, msg, (started, timeout)).await;
-                    metrics.request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
+                    metrics.request_ended(started, matches!(out, Ok(ObjectReply::Local(_))));
                     out
                 }
                 (owner, Some(peer)) => {
                     let mark = self.objects.routes.mark(key, &owner);
                     self.remote_request(&peer, key, msg, timeout, mark, &span)
                         .await
+                        .map(ObjectReply::Body)
                 }
             }
         }
@@ -198,10 +208,18 @@ impl ObjectClient {
         }
     }
 
-    fn call(key: &ObjectKey, msg: &OutboundMessage, metadata: Metadata) -> ObjectCall {
+    /// The call of `msg` to `key`; `typed_reply`: the caller takes the handler's value
+    /// ([`Reply::Typed`]).
+    fn call(
+        key: &ObjectKey,
+        msg: &OutboundMessage,
+        metadata: Metadata,
+        typed_reply: bool,
+    ) -> ObjectCall {
         ObjectCall {
             content_type: crate::messaging::content_type_bytes(&msg.content_type),
             payload: msg.payload.clone(),
+            typed_reply,
             context: MessageContext {
                 id: key.1.as_str().to_owned(),
                 packet: msg.packet.clone(),
@@ -214,16 +232,18 @@ impl ObjectClient {
         }
     }
 
-    /// A request to an activation here, answered within `timeout` from `started`.
+    /// A request to an activation here, answered within `timeout` from `started`. The reply
+    /// is the handler's value itself (not encoded): the caller is on this node. A refusal or
+    /// a failure comes as the error reply a remote caller would get.
     async fn local_request(
         &self,
         key: &ObjectKey,
         msg: &OutboundMessage,
         (started, timeout): (std::time::Instant, Duration),
-    ) -> Result<ReplyBody, ZLinkError> {
+    ) -> Result<ObjectReply, ZLinkError> {
         let deadline = tokio::time::Instant::from_std(started) + timeout;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
+        let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?, true);
         let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
         if !self.objects.is_live(key) && !self.objects.interception.covers(key) {
             return Err(
@@ -256,14 +276,11 @@ impl ObjectClient {
             Err(_) => Err(ZLinkError::ReplyTimeout { timeout }),
         };
         match out {
-            Ok(Some((ct, bytes))) => Ok(ReplyBody::Ok {
-                content_type: Bytes::from(ct.into_bytes()),
-                payload: Bytes::from(bytes),
-            }),
+            Ok(Some(reply)) => Ok(ObjectReply::Local(reply)),
             Ok(None) => Err(ZLinkError::NoReply),
-            Err(e) => Ok(ReplyBody::Error(Bytes::from(
+            Err(e) => Ok(ObjectReply::Body(ReplyBody::Error(Bytes::from(
                 ErrorReply::from_error(&e).encode(),
-            ))),
+            )))),
         }
     }
 
@@ -313,7 +330,7 @@ impl ObjectClient {
     ) -> Result<(), ZLinkError> {
         let (owner, peer) = self.reachable_owner(key, span).await?;
         let Some(peer) = peer else {
-            let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?);
+            let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?, false);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
             if !self.objects.is_live(key) && !self.objects.interception.covers(key) {
                 self.objects.routes.forget(key);
@@ -392,7 +409,7 @@ impl ObjectClient {
                 ReplyBody::Ok {
                     content_type,
                     payload,
-                } => Ok(Some((
+                } => Ok(Some(Reply::Encoded(
                     String::from_utf8_lossy(&content_type).into_owned(),
                     payload.to_vec(),
                 ))),

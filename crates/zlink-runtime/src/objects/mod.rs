@@ -148,6 +148,7 @@ pub(crate) mod recovery;
 mod refs;
 pub(crate) mod registration;
 mod relocation_options;
+pub(crate) mod reply;
 pub(crate) mod route_source;
 mod routes;
 mod spots;

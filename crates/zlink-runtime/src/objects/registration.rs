@@ -273,13 +273,17 @@ impl MessageContext {
     }
 }
 
-/// An encoded reply: canonical content type and bytes (`None` for a send).
-pub(crate) type ObjectOutput = Result<Option<(String, Vec<u8>)>, ZLinkError>;
+/// A handler's reply (`None` for a send).
+pub(crate) type ObjectOutput = Result<Option<Reply>, ZLinkError>;
+
+pub(crate) use super::reply::Reply;
 
 /// One message for an object handler, payload still encoded.
 pub(crate) struct ObjectCall {
     pub(crate) content_type: Bytes,
     pub(crate) payload: Bytes,
+    /// The caller is on this node and takes the reply as the typed value ([`Reply::Typed`]).
+    pub(crate) typed_reply: bool,
     pub(crate) context: MessageContext,
     /// The host's Application Job Queue permit this message holds while it waits (spec 06
     /// §3): returned just before its handler starts, or when the message is dropped unrun.
@@ -466,10 +470,15 @@ macro_rules! message_handlers {
                     );
                     match decoded {
                         Ok(request) => {
+                            let typed = call.typed_reply;
                             let fut = handler(state, request, call.context);
                             Box::pin(async move {
                                 let reply = fut.await?;
-                                crate::messaging::encode_payload(codecs, &reply).map(Some)
+                                if typed {
+                                    return Ok(Some(Reply::typed(reply)));
+                                }
+                                let (ct, bytes) = crate::messaging::encode_payload(codecs, &reply)?;
+                                Ok(Some(Reply::Encoded(ct, bytes)))
                             })
                         }
                         Err(e) => Box::pin(async move { Err(e) }),

@@ -40,6 +40,7 @@ pub(crate) fn message(cost: usize, seen: Option<&Arc<Mutex<Vec<ErrorKind>>>>) ->
         call: ObjectCall {
             content_type: Bytes::new(),
             payload: Bytes::new(),
+            typed_reply: false,
             context: MessageContext {
                 id: "a".into(),
                 packet: PacketName::new("P").expect("packet"),

@@ -538,3 +538,75 @@ async fn a_request_to_an_idle_actor_runs_on_the_callers_task_and_a_busy_one_wait
     assert_eq!(n, 102, "after the job that held the Actor");
     ha.shutdown().await;
 }
+
+/// How many times a [`Tracked`] reply was encoded (only the test below uses it).
+static TRACKED_ENCODINGS: AtomicUsize = AtomicUsize::new(0);
+
+/// A reply that counts its encodings.
+#[derive(Debug, Deserialize)]
+struct Tracked(u64);
+impl Serialize for Tracked {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        TRACKED_ENCODINGS.fetch_add(1, Ordering::SeqCst);
+        self.0.serialize(s)
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Track;
+impl Message for Track {
+    const PACKET: &'static str = "Track";
+}
+impl Request for Track {
+    type Reply = Tracked;
+}
+
+/// A request from this node takes the handler's reply as it is (no codec: spec 06 §7 asks no
+/// encoding of what never leaves the process); one from another node gets it encoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_node_reply_is_handed_over_without_the_codec_and_a_remote_one_is_encoded() {
+    let h = Harness::memory();
+    let tracked = |b: MeshNodeBuilder<NodeHandler>| {
+        b.object_role(ObjectRole::Server)
+            .actor_type::<Counter>("tracked", |t| {
+                t.factory(|_ctx| async { Ok(Counter { n: 0 }) })
+                    .disable_relocation()
+                    .on_request::<Track, _>(|c, _t, _ctx| {
+                        Box::pin(async move {
+                            c.n += 1;
+                            Ok(Tracked(c.n))
+                        })
+                    })
+            })
+    };
+    let (ha, _a) = start(&h, tracked).await;
+    let (hb, _b) = start(&h, tracked).await;
+    wait_discovered(&[&ha, &hb]).await;
+    let r = ha
+        .actors()
+        .expect("manager")
+        .get_or_create("tracked", "t")
+        .await
+        .expect("created");
+    let (owner, other) = if r.node == *_a.routing_id() {
+        (&ha, &hb)
+    } else {
+        (&hb, &ha)
+    };
+    let before = TRACKED_ENCODINGS.load(Ordering::SeqCst);
+    let local = owner.actors().expect("manager");
+    assert_eq!(local.request("t", &Track).await.expect("local").0, 1);
+    assert_eq!(
+        TRACKED_ENCODINGS.load(Ordering::SeqCst),
+        before,
+        "the same-node reply was not encoded"
+    );
+    let remote = other.actors().expect("manager");
+    assert_eq!(remote.request("t", &Track).await.expect("remote").0, 2);
+    assert_eq!(
+        TRACKED_ENCODINGS.load(Ordering::SeqCst),
+        before + 1,
+        "the reply to another node was encoded once"
+    );
+    stop_all(&[&ha, &hb]).await;
+}

@@ -193,6 +193,7 @@ fn deliver<M: Message>(
     let call = ObjectCall {
         content_type: bytes::Bytes::copy_from_slice(msg.content_type.as_bytes()),
         payload: msg.payload.clone(),
+        typed_reply: false,
         context: MessageContext {
             id: id.into(),
             packet: msg.packet.clone(),

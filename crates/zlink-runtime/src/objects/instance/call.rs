@@ -212,10 +212,13 @@ impl InstanceCall {
             super::target::send_envelope(&self.client.node.inner, &peer, &envelope, deadline).await
         };
         match out {
-            Ok(Some((ct, payload))) => Ok(ReplyBody::Ok {
-                content_type: bytes::Bytes::from(ct.into_bytes()),
-                payload: bytes::Bytes::from(payload),
-            }),
+            Ok(Some(reply)) => {
+                let (ct, payload) = reply.into_encoded(self.client.node.inner.codecs())?;
+                Ok(ReplyBody::Ok {
+                    content_type: bytes::Bytes::from(ct.into_bytes()),
+                    payload: bytes::Bytes::from(payload),
+                })
+            }
             Ok(None) if route == RouteKind::Send => Ok(ReplyBody::Ok {
                 content_type: bytes::Bytes::new(),
                 payload: bytes::Bytes::new(),

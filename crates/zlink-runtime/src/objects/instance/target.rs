@@ -23,7 +23,9 @@ use crate::messaging::{
 use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
 use crate::objects::live::{Built, LiveObject};
 use crate::objects::messages::{ObjectHead, owner_unreachable};
-use crate::objects::registration::{FactoryContext, MessageContext, ObjectCall, ObjectOutput};
+use crate::objects::registration::{
+    FactoryContext, MessageContext, ObjectCall, ObjectOutput, Reply,
+};
 use zlink_location::{AuthorityHandle, AuthorityRead, Conflict, LocationError, Outcome};
 use zlink_location::{InvalidOperation, ReserveRequest};
 
@@ -42,6 +44,7 @@ pub(crate) async fn activate_command(
 ) -> Result<Option<Bytes>, ZLinkError> {
     let envelope = ActivationEnvelope::decode(env.payload())?;
     let out = activate(&host, &node, envelope).await?;
+    let out = out.map(|r| r.into_encoded(node.codecs())).transpose()?;
     Ok(Some(encode_output(out)?))
 }
 
@@ -69,7 +72,7 @@ pub(super) async fn send_envelope(
                     "the content type is not UTF-8",
                 ))
             })?;
-            Ok(Some((ct, payload.to_vec())))
+            Ok(Some(Reply::Encoded(ct, payload.to_vec())))
         }
         ReplyBody::Error(bytes) => Err(ErrorReply::decode(&bytes)?.into_error()),
     }
@@ -204,6 +207,7 @@ fn object_call(
         ObjectCall {
             content_type: Bytes::copy_from_slice(envelope.content_type.as_bytes()),
             payload: envelope.payload.clone(),
+            typed_reply: false,
             context: MessageContext {
                 id: envelope.id.as_str().to_owned(),
                 packet: envelope.packet.clone(),

@@ -244,7 +244,9 @@ impl Completions {
         let requester_run = host.instances.run_of(request.source_rid());
         let (host, node) = (Arc::clone(host), Arc::clone(node));
         Completion::new(move |out| {
-            let out = out.and_then(|o| o.ok_or_else(|| ZLinkError::NoReply));
+            let out = out
+                .and_then(|o| o.ok_or_else(|| ZLinkError::NoReply))
+                .and_then(|r| r.into_encoded(node.codecs()));
             let direct = {
                 let mut s = log.state.lock();
                 let direct = s.abandoned || s.lost || !s.committed;

@@ -141,7 +141,9 @@ fn message_is_spot(m: &Held) -> bool {
 /// nothing waits for it).
 fn answering_here(node: Arc<NodeInner>, request: Envelope) -> Completion {
     Completion::new(move |out| {
-        let out = out.and_then(|o| o.ok_or_else(|| ZLinkError::NoReply));
+        let out = out
+            .and_then(|o| o.ok_or_else(|| ZLinkError::NoReply))
+            .and_then(|r| r.into_encoded(node.codecs()));
         let reply = match out {
             Ok((ct, payload)) => Reply::to(&request, ReplyStatus::Ok, payload.into())
                 .map(|r| r.with_content_type(&ct)),

@@ -384,6 +384,7 @@ async fn past_the_follow_window_a_stale_caller_gets_unavailable_and_nothing_is_r
     let call = crate::objects::registration::ObjectCall {
         content_type: bytes::Bytes::from(msg.content_type.into_bytes()),
         payload: msg.payload,
+        typed_reply: false,
         context: crate::objects::registration::MessageContext {
             id: "w1".into(),
             packet: msg.packet,

@@ -614,6 +614,7 @@ fn knock(key: &crate::objects::host::ObjectKey) -> crate::objects::registration:
     crate::objects::registration::ObjectCall {
         content_type: bytes::Bytes::from_static(b"application/json"),
         payload: bytes::Bytes::from_static(b"null"),
+        typed_reply: false,
         context: crate::objects::MessageContext {
             id: key.1.as_str().to_owned(),
             packet: crate::messaging::PacketName::new(Knock::PACKET).expect("packet"),
