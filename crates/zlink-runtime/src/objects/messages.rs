@@ -100,10 +100,18 @@ impl ObjectClient {
     /// The node that owns the Ready incarnation of `key`, read from the Store (Missing →
     /// NotFound, Creating → Unavailable; neither is cached); a Ready owner is remembered in
     /// the route cache (younger than `routeCacheMaxAge`), which the callers consult first.
-    async fn owner_read(&self, key: &ObjectKey) -> Result<Arc<RoutingId>, ZLinkError> {
-        self.owner_read_once(key)
-            .await
-            .map_err(|e| super::host::route_failure(key, e))
+    ///
+    /// Boxed: a Store read is a large future, and this is the route cache's miss path; the
+    /// hit path's future (every message's) stays small.
+    fn owner_read<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+    ) -> crate::messaging::BoxFuture<'a, Result<Arc<RoutingId>, ZLinkError>> {
+        Box::pin(async move {
+            self.owner_read_once(key)
+                .await
+                .map_err(|e| super::host::route_failure(key, e))
+        })
     }
 
     /// [`Self::owner_read`] with the Store's own errors as they are.
@@ -246,9 +254,9 @@ impl ObjectClient {
         let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?, true);
         let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
         if !self.objects.is_live(key) && !self.objects.interception.covers(key) {
-            return Err(
-                ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
-            );
+            // Boxed: a Store read, off the path of every other request.
+            let location = Arc::clone(&self.objects.location);
+            return Err(Box::pin(ObjectHost::not_live(location, key.clone())).await);
         }
         // The job waits for its Application Job Queue permit within the request's time
         // (spec 06 §3: a cancellable wait, never a refusal).
