@@ -65,15 +65,13 @@ async fn jobs_run_in_order_and_the_state_is_dropped_exactly_once_after_accepted_
     assert_eq!(a.submit(1, add(1, None)), Err(SubmitError::Closed));
 }
 
-#[tokio::test]
-async fn a_full_mailbox_refuses_on_either_axis_until_the_job_has_run() {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let task = Activation::spawn(Counted { value: 0, drops }, 2, 1000);
-    let a = task.activation().clone();
+/// Submits a job costing `bytes` that runs until the returned sender is used (or dropped),
+/// and waits until it has started.
+async fn hold(a: &Activation<Counted>, bytes: usize) -> oneshot::Sender<()> {
     let (release_tx, release_rx) = oneshot::channel::<()>();
     let (started_tx, started_rx) = oneshot::channel::<()>();
     a.submit(
-        600,
+        bytes,
         Box::new(move |_s: &mut Counted| {
             Box::pin(async move {
                 let _ = started_tx.send(());
@@ -83,6 +81,15 @@ async fn a_full_mailbox_refuses_on_either_axis_until_the_job_has_run() {
     )
     .unwrap();
     started_rx.await.unwrap();
+    release_tx
+}
+
+#[tokio::test]
+async fn a_full_mailbox_refuses_on_either_axis_until_the_job_has_run() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let task = Activation::spawn(Counted { value: 0, drops }, 2, 1000);
+    let a = task.activation().clone();
+    let release_tx = hold(&a, 600).await;
     // Taken off the queue and running: still counted.
     assert_eq!(a.usage(), (1, 600));
     assert_eq!(
@@ -107,19 +114,7 @@ async fn a_held_job_enters_a_full_mailbox_past_its_bound_and_runs_in_order() {
     let drops = Arc::new(AtomicUsize::new(0));
     let task = Activation::spawn(Counted { value: 0, drops }, 1, 10);
     let a = task.activation().clone();
-    let (release_tx, release_rx) = oneshot::channel::<()>();
-    let (started_tx, started_rx) = oneshot::channel::<()>();
-    a.submit(
-        10,
-        Box::new(move |_s: &mut Counted| {
-            Box::pin(async move {
-                let _ = started_tx.send(());
-                let _ = release_rx.await;
-            })
-        }),
-    )
-    .unwrap();
-    started_rx.await.unwrap();
+    let release_tx = hold(&a, 10).await;
     assert_eq!(a.submit(1, add(1, None)), Err(SubmitError::Full));
     let mut seen = Vec::new();
     for _ in 0..3 {
