@@ -129,7 +129,8 @@ impl<S: Send + 'static> Reserved<'_, S> {
 
     /// Queues `job` (never run in place).
     pub(crate) fn queue(self, job: Job<S>) -> Result<(), SubmitError> {
-        // A state taken for a job run in place is given back first.
+        // A state taken for a job run in place (never, with the bounds that queue) is given
+        // back when this returns.
         let Reserved {
             activation, permit, ..
         } = self;
