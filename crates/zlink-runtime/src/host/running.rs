@@ -331,7 +331,8 @@ impl ZLinkHost {
 
     /// Where the Actor or Spot `id` lives, for operational tools (spec 21 §7.4): `None` when no
     /// record exists (nothing is created); `Creating`, `Ready`, or `Unavailable` when its
-    /// owner's lease is gone. A Store failure is an error, never an absent object.
+    /// owner's lease is gone. A Store failure is an `Unavailable` error
+    /// ([`ZLinkError::LocationQueryFailed`]), never an absent object.
     pub async fn locate(
         &self,
         kind: zlink_location::LookupKind,
@@ -341,13 +342,13 @@ impl ZLinkHost {
             .await?
             .lookup(kind, id)
             .await
-            .map_err(crate::objects::host::store_failure)
+            .map_err(query_failure)
     }
 
     /// One page (1..=1000 entries, at most 4 MiB encoded) of the location list of `filter`
     /// (object kind, optional stable type and MeshName), for operational tools (spec 21 §7.4):
     /// pass `None` to start a cycle and each page's `next` token to go on. A Store failure
-    /// fails the whole page.
+    /// fails the whole page as an `Unavailable` error ([`ZLinkError::LocationQueryFailed`]).
     pub async fn list_locations(
         &self,
         filter: zlink_location::ListFilter,
@@ -364,7 +365,7 @@ impl ZLinkHost {
                         source: Arc::new(i),
                     })
                 }
-                other => crate::objects::host::store_failure(other),
+                other => query_failure(other),
             })
     }
 
@@ -389,6 +390,13 @@ impl ZLinkHost {
                 .iter()
                 .flatten()
                 .map(|o| o.host.relocations().dropped_one_way())
+                .sum(),
+            location_update_failed: self
+                .inner
+                .objects
+                .iter()
+                .flatten()
+                .map(|o| o.host.relocations().location_updates_failed())
                 .sum(),
             live: self
                 .inner
@@ -702,5 +710,13 @@ async fn replies_flushed(nodes: &[MeshNode]) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A location query's failure other than a bad argument (spec 21 §7.4: "Store query failure"
+/// is an `Unavailable` framework error).
+fn query_failure(e: zlink_location::LocationError) -> ZLinkError {
+    ZLinkError::LocationQueryFailed {
+        source: Arc::new(e),
     }
 }

@@ -38,6 +38,10 @@ pub struct HostStatus {
     /// is never dropped for one (`relocation` module doc). Each drop is also logged at `warn`
     /// with the object and the reason.
     pub dropped_one_way: u64,
+    /// Moves into this host whose owner change was not confirmed before the Restore
+    /// operation's deadline, over every MeshNode (spec 21 §10 `location_update_failed`): the
+    /// prepared objects were removed and never served here. Each is also logged at `error`.
+    pub location_update_failed: u64,
     /// The live activations of each Object Server MeshNode, in registration order (a node
     /// without an object role is not listed).
     pub live: Vec<LiveObjects>,

@@ -348,6 +348,15 @@ pub enum ZLinkError {
     /// The object's activation is closing and takes no more work: `Unavailable`.
     #[error("the activation is closing")]
     ActivationClosing,
+    /// An operational location query (`locate`, `list_locations`: spec 21 §7.4) could not
+    /// read the Location Store: `Unavailable` (the table's "Store query failure" row), never
+    /// an absent object; the location runtime's typed error is kept as the source.
+    #[error("the location query could not read the location store ({:?})", .source.kind())]
+    LocationQueryFailed {
+        /// The location runtime's error.
+        #[source]
+        source: Arc<zlink_location::LocationError>,
+    },
     /// A Location Store operation failed. Its kind is the location error's common kind
     /// (`ErrorKind::from(&LocationError)`): no room is `CapacityExceeded` (spec 21 §4; 28 §4),
     /// a refused admission `Unavailable` (spec 21 §5), anything else `InternalFailure`.
@@ -494,6 +503,7 @@ impl ZLinkError {
             }
             Self::MailboxFull => ErrorKind::CapacityExceeded,
             Self::LocationStore { source } => ErrorKind::from(&**source),
+            Self::LocationQueryFailed { .. } => ErrorKind::Unavailable,
             Self::RelocationStore(e) => e.kind(),
             Self::Transport { source } => match source.kind() {
                 TransportErrorKind::Exhausted => ErrorKind::InternalFailure,

@@ -427,10 +427,16 @@ impl RelocationStoreError {
         }
     }
 
-    /// The common kind of this failure.
+    /// The common kind of this failure: a Store operation that timed out is
+    /// `DeadlineExceeded` (spec 23: the framework maps the provider's operation timeout to
+    /// it; a write already sent may still apply), a stored reference outside the bounds
+    /// `DataLost`, every other failure `InternalFailure` (06 §20: activation infrastructure).
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::StoredReference { .. } => ErrorKind::DataLost,
+            Self::Operation { source } if matches!(**source, StoreError::TimedOut) => {
+                ErrorKind::DeadlineExceeded
+            }
             Self::Operation { .. }
             | Self::Conflict
             | Self::Unverified

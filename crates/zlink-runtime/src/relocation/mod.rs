@@ -289,6 +289,9 @@ pub(crate) struct Relocations {
     dropped: AtomicU64,
     /// Followed messages not forwarded (hop bound, cycle, generation; spec 21 §7.3).
     follow_refused: AtomicU64,
+    /// Target side: owner changes not confirmed before the Restore operation's deadline
+    /// (spec 21 §10 `location_update_failed`; `HostStatus::location_update_failed`).
+    location_update_failed: AtomicU64,
     /// The unit gate and chunk budgets (28 §5, 06 §3), made from the root's options on first
     /// use.
     gate: std::sync::OnceLock<gate::UnitGate>,
@@ -374,6 +377,18 @@ impl Relocations {
     /// One-way messages the relocations on this node dropped (`HostStatus::dropped_one_way`).
     pub(crate) fn dropped_one_way(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Records one `location_update_failed` (spec 21 §10): a prepared unit whose owner change
+    /// was not confirmed before the Restore operation's deadline.
+    pub(crate) fn location_update_failed(&self) {
+        self.location_update_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The `location_update_failed` errors recorded on this node
+    /// (`HostStatus::location_update_failed`).
+    pub(crate) fn location_updates_failed(&self) -> u64 {
+        self.location_update_failed.load(Ordering::Relaxed)
     }
 
     /// The interruptions of the units this node moved out so far: one per completed move,

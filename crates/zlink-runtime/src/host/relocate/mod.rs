@@ -6,7 +6,7 @@
 //! running operation when the mode and effective version are the same (its deadline wins),
 //! answers `Blocked/OperationInProgress` at once when they differ, returns the first
 //! `Relocated` result again once the host is `Relocated`, and `Blocked/RuntimeNotReady`
-//! (`ShutdownRequested` once a shutdown sealed admission) outside `Serving`. The operation
+//! (`ShutdownRequested` while a shutdown drains: spec 28 §2) outside `Serving`. The operation
 //! itself runs in its own task, so a caller that stops waiting ends only its wait.
 //!
 //! The operation (`run.rs`; its units in `units.rs`, target selection in `targets.rs`, the

@@ -99,7 +99,9 @@ pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
 
 pub(super) fn not_serving(state: HostState) -> RelocationReason {
     match state {
-        HostState::Draining | HostState::Stopped => RelocationReason::ShutdownRequested,
+        // Spec 28 §2: a draining host answers `ShutdownRequested`; `Stopped` (like
+        // `Preparing` and `Error`) is `RuntimeNotReady`.
+        HostState::Draining => RelocationReason::ShutdownRequested,
         _ => RelocationReason::RuntimeNotReady,
     }
 }

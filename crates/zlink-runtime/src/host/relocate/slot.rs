@@ -68,7 +68,9 @@ pub(crate) async fn relocate(
                         RelocationReason::RuntimeNotReady,
                     ));
                 }
-                HostState::Draining | HostState::Stopped => {
+                // Spec 28 §2: `ShutdownRequested` while the shutdown drains; a `Stopped`
+                // host is not ready (its table row: Relocate in Stopped → RuntimeNotReady).
+                HostState::Draining => {
                     return Ok(RelocationResult::blocked(
                         mode,
                         version,

@@ -85,7 +85,7 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
             task.await
         })
         .expect_err("cancelled");
-    let typed: [(ZLinkError, ErrorKind, SourceCheck); 9] = [
+    let typed: [(ZLinkError, ErrorKind, SourceCheck); 10] = [
         (
             ZLinkError::location_store(L::CapacityExceeded),
             ErrorKind::CapacityExceeded,
@@ -96,9 +96,18 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
             ErrorKind::InternalFailure,
             source_is::<L>,
         ),
+        // Spec 23: a Relocation Store timeout is `DeadlineExceeded`; any other failed
+        // operation is activation infrastructure (06 §20): `InternalFailure`.
         (
             ZLinkError::RelocationStore(RelocationStoreError::operation(
                 zlink_store_spi::StoreError::TimedOut,
+            )),
+            ErrorKind::DeadlineExceeded,
+            source_is::<zlink_store_spi::StoreError>,
+        ),
+        (
+            ZLinkError::RelocationStore(RelocationStoreError::operation(
+                zlink_store_spi::StoreError::Cancelled,
             )),
             ErrorKind::InternalFailure,
             source_is::<zlink_store_spi::StoreError>,

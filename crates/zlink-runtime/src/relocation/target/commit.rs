@@ -28,10 +28,10 @@ pub(super) async fn commit(
     host: &Arc<ObjectHost>,
     relocation: u128,
 ) -> Option<Option<CutoverReply>> {
-    let (target, stage) = {
+    let (target, stage, deadline) = {
         let incoming = host.relocations().incoming.lock();
         let i = incoming.get(&relocation)?;
-        (Target::of(&i.spec)?, Arc::clone(&i.stage))
+        (Target::of(&i.spec)?, Arc::clone(&i.stage), i.deadline)
     };
     let mut stage = stage.lock().await;
     let prepared = match std::mem::replace(&mut *stage, Stage::Done(None)) {
@@ -50,9 +50,11 @@ pub(super) async fn commit(
         (None, Some(part)) => Change::PerActor(part),
         (None, None) => Change::Single,
     };
-    // Tried again on a lost reply until the Store failure grace has passed (spec 21 §10).
+    // Tried again on a lost reply until the Restore operation's absolute deadline (spec 21
+    // §10: the Store failure grace is no separate criterion); a Restore without one (a
+    // peer that sent none) is bounded by the grace instead.
     let grace = host.location.options().store_failure_grace;
-    let until = tokio::time::Instant::now() + grace;
+    let until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + grace);
     let authority = host.location.authority();
     let reservation = prepared.reservation;
     #[cfg(test)]
@@ -81,7 +83,9 @@ pub(super) async fn commit(
             None
         }
         Err(e) => {
-            // 21 §10: target ownership not confirmed before the deadline.
+            // 21 §10: target ownership not confirmed before the deadline: recorded
+            // (`HostStatus::location_update_failed`) and logged.
+            host.relocations().location_update_failed();
             tracing::error!(
                 relocation,
                 object = %target.id.as_str(),

@@ -422,12 +422,14 @@ async fn shutdown_during_a_relocate_ends_it_with_shutdown_requested(h: &Harness)
         host.status().shutdown.map(|s| s.outcome),
         Some(report.outcome)
     );
-    // After the shutdown a Relocate is refused the same way, and a repeat shutdown is the same.
+    // After the shutdown the host is `Stopped`: a Relocate is `Blocked/RuntimeNotReady`
+    // (spec 28 §2), and a repeat shutdown is the same.
     let late = host
         .relocate(RelocateOptions::planned_maintenance())
         .await
         .expect("valid");
-    assert_eq!(late.reason, RelocationReason::ShutdownRequested);
+    assert_eq!(late.outcome, RelocationOutcome::Blocked);
+    assert_eq!(late.reason, RelocationReason::RuntimeNotReady);
     r.shutdown().await;
 }
 
