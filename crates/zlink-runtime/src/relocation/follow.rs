@@ -13,9 +13,11 @@ use zlink_transport::Envelope;
 
 use super::{Held, Relocations, wire};
 use crate::mesh::node::{NodeInner, SPOT_ADDRESS};
-use crate::messaging::{ErrorKind, RouteKind, ZLinkError};
+use crate::messaging::{ErrorKind, RouteKind, UnavailableReason, ZLinkError};
+use crate::objects::client::ObjectClient;
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::inbound;
+use crate::objects::messages::owner_unreachable;
 use crate::relocation::MovesOf;
 
 /// The most times one message is forwarded from a previous owner to a newer one (21 §7.3).
@@ -186,6 +188,55 @@ impl Relocations {
     pub(crate) fn follow_refusals(&self) -> u64 {
         self.follow_refused.load(Ordering::Relaxed)
     }
+}
+
+/// The node this one got a message it now forwards with `chain` (its path ending at this node
+/// and the next owner) from: the owner before this one on the path, or — the message reached
+/// this node directly — its original source.
+fn previous_hop<'a>(chain: &'a FollowChain, env: &'a Envelope) -> &'a RoutingId {
+    match chain.path.len().checked_sub(3) {
+        Some(i) => &chain.path[i].node,
+        None => env.source_rid(),
+    }
+}
+
+/// Sends one followed message ([`wire::FOLLOW`]) to `to` on the command plane, waiting for
+/// room on the lane (a follow retains without a cap, spec 21 §7.3). A request's route back is
+/// kept first (`mesh::node::forward`), to the connection of the node this one got it from
+/// ([`previous_hop`]): the new owner answers the original source directly when it is a peer
+/// of its own, and otherwise back here, and this node relays that reply to the caller — each
+/// hop of a longer chain the same. A forward that fails forgets the route (the request is
+/// answered here with the failure); with no connection to the caller left, none is kept (its
+/// request ended there, and a reply is discarded and counted).
+pub(super) async fn send_followed(
+    client: &ObjectClient,
+    to: &RoutingId,
+    chain: &FollowChain,
+    env: &Envelope,
+) -> Result<(), ZLinkError> {
+    let inner = &client.node.inner;
+    let peer = inner.route_to(to).map_err(owner_unreachable)?;
+    let body = wire::encode_follow(chain, env)?;
+    let lost = |e: zlink_transport::TransportError| {
+        tracing::debug!(error = %e, "followed message not queued");
+        ZLinkError::Unavailable {
+            target: format!("node {}", to.to_hex()),
+            reason: UnavailableReason::ConnectionLost,
+        }
+    };
+    let op = inner.transport.ids().next_operation_id().map_err(lost)?;
+    let frame = Envelope::one_way(op, &inner.rid, inner.generation, body)
+        .with_packet_name(wire::FOLLOW)
+        .map_err(lost)?;
+    let kept = inner
+        .transport
+        .peer(previous_hop(chain, env))
+        .and_then(|caller| inner.pending.forwarded.keep(env, caller.info()));
+    let sent = peer.send_control(&frame).await.map_err(lost);
+    if let (Err(_), Some(kept)) = (&sent, kept) {
+        inner.pending.forwarded.forget(kept);
+    }
+    sent
 }
 
 /// The [`wire::FOLLOW`] command: a message a previous owner followed here. A follow window

@@ -86,7 +86,9 @@
 //! ObjectGeneration that moved — and forwards by it alone: it never re-reads the store. A
 //! message from another node is forwarded as received (OperationId, ObjectGeneration — in
 //! the chain —, payload, original source and reply route unchanged), so the new owner
-//! answers the original source itself. It travels as the internal command
+//! answers the original source itself when it is connected to it, and otherwise back to the
+//! node that forwarded it, which keeps the request's route and relays the reply to its caller
+//! (`mesh::node::forward`; each hop of a chain the same). It travels as the internal command
 //! `zlink.relocation.follow` (`wire::FOLLOW`; the spec fixes the rules, not a wire, so this is
 //! internal to this runtime): the envelope plus its *follow chain* — the incarnation's
 //! ObjectGeneration and the path of owners, the previous owner it first reached with that

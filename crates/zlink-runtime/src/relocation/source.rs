@@ -15,7 +15,7 @@ use zlink_relocation::unit::{
 };
 
 use super::drive::Move;
-use super::follow::{FollowChain, FollowRecord, FollowRx, next_hop};
+use super::follow::{FollowRecord, FollowRx, next_hop, send_followed};
 use super::stage;
 use super::wire::{self, Rebuild};
 use crate::mesh::node::ReplyBody;
@@ -25,7 +25,6 @@ use crate::objects::client::{ObjectClient, invalid};
 use crate::objects::host::{ObjectKey, stale, store_failure, what};
 use crate::objects::live::{Completion, LiveObject};
 use crate::objects::membership::Membership;
-use crate::objects::messages::owner_unreachable;
 use crate::objects::registration::RelocationChoice;
 use crate::relocation::MovesOf;
 use zlink_location::{AuthorityHandle, AuthorityRead, TargetNode};
@@ -559,7 +558,8 @@ pub(super) async fn forward(
         // One the new owner sent itself goes as a request of this node, which answers it (the
         // new owner would send its reply back here, where nothing waits for it).
         if let Some(env) = m.origin.as_ref().filter(|e| e.source_rid() != &record.to) {
-            // Forwarded as received: the new owner answers the original source itself.
+            // Forwarded as received: the new owner answers the original source itself, or back
+            // here when it has no connection to it, and this node relays the reply.
             // Boxed, as the forward below: the future waiting for messages stays small (one per
             // participant of a unit lives for the whole follow window).
             let sent = Box::pin(send_followed(&client, &record.to, &chain, env)).await;
@@ -581,29 +581,4 @@ pub(super) async fn forward(
             }
         }
     }
-}
-
-/// Sends one followed message ([`wire::FOLLOW`]) to `to` on the command plane, waiting for
-/// room on the lane (a follow retains without a cap, spec 21 §7.3).
-async fn send_followed(
-    client: &ObjectClient,
-    to: &RoutingId,
-    chain: &FollowChain,
-    env: &zlink_transport::Envelope,
-) -> Result<(), ZLinkError> {
-    let inner = &client.node.inner;
-    let peer = inner.route_to(to).map_err(owner_unreachable)?;
-    let body = wire::encode_follow(chain, env)?;
-    let lost = |e: zlink_transport::TransportError| {
-        tracing::debug!(error = %e, "followed message not queued");
-        ZLinkError::Unavailable {
-            target: format!("node {}", to.to_hex()),
-            reason: UnavailableReason::ConnectionLost,
-        }
-    };
-    let op = inner.transport.ids().next_operation_id().map_err(lost)?;
-    let frame = zlink_transport::Envelope::one_way(op, &inner.rid, inner.generation, body)
-        .with_packet_name(wire::FOLLOW)
-        .map_err(lost)?;
-    peer.send_control(&frame).await.map_err(lost)
 }

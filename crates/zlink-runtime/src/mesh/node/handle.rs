@@ -286,6 +286,9 @@ impl MeshNode {
             manual_peers: manual_status(inner),
             connections: super::connections::connections(inner),
             pending_requests: inner.pending.len(),
+            forwarded_requests: inner.pending.forwarded.len(),
+            forwarded_requests_expired: inner.pending.forwarded.expired(),
+            replies_discarded: inner.pending.forwarded.discarded(),
             mailbox_jobs,
             mailbox_bytes,
         }

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use zlink_codec::ChannelName;
 use zlink_codec::records::HostState;
 use zlink_transport::{
-    Envelope, FrameReceiver, PeerEvent, PeerInfo, Reply, ReplyReceiver, ReplyStatus,
+    Envelope, FrameReceiver, InboundReply, PeerEvent, PeerInfo, Reply, ReplyReceiver, ReplyStatus,
 };
 
 use super::control;
@@ -24,37 +24,67 @@ use crate::messaging::{
 use crate::telemetry::labels::{DropReason, MessageKind};
 
 /// Peer lifecycle and the completion path, on one loop so that a reply read before its
-/// connection went down always completes its request first: replies are taken before events
-/// (biased), and every reply already delivered is taken before an event is handled. A
-/// connection that went down ends the requests still waiting on it with `Unavailable`.
+/// connection went down always completes its request (or is relayed) first: replies are
+/// taken before events (biased), and every reply already delivered is taken before an event
+/// is handled. A connection that went down ends the requests still waiting on it with
+/// `Unavailable`, and the routes of requests this node forwarded for it.
 pub(crate) async fn peers_and_replies(
     node: Arc<NodeInner>,
     mut events: mpsc::UnboundedReceiver<PeerEvent>,
     mut replies: ReplyReceiver,
 ) {
-    // The pending table's reaper (reply timeouts) lives as long as this loop.
+    // The pending table's reapers (reply timeouts, forwarded routes' deadlines) live as long
+    // as this loop; when it ends (the node stops) no reply can be relayed any more.
     let _reaper = AbortOnDrop(tokio::spawn(super::pending::reap(Arc::clone(
         &node.pending,
     ))));
+    let forwarded = Arc::clone(&node.pending);
+    let _routes_reaper = AbortOnDrop(tokio::spawn(async move {
+        forwarded.forwarded.reap().await;
+    }));
+    let _routes = ClearRoutesOnDrop(Arc::clone(&node.pending));
     let (mut events_open, mut replies_open) = (true, true);
     while events_open || replies_open {
         tokio::select! {
             biased;
             r = replies.recv(), if replies_open => match r {
-                Some(r) => {
-                    node.pending.complete_inbound(r);
-                }
+                Some(r) => reply_arrived(&node, r),
                 None => replies_open = false,
             },
             e = events.recv(), if events_open => match e {
                 Some(event) => {
                     while let Some(r) = replies.try_recv() {
-                        node.pending.complete_inbound(r);
+                        reply_arrived(&node, r);
                     }
                     peer_event(&node, event);
                 }
                 None => events_open = false,
             },
+        }
+    }
+}
+
+/// A reply read from a connection: it completes this node's own request — one from another
+/// node than the request went to is marked answered elsewhere — or, answering a request this
+/// node forwarded, is relayed to that request's caller; otherwise it is discarded and counted.
+fn reply_arrived(node: &NodeInner, inbound: InboundReply) {
+    let from = Arc::clone(inbound.peer());
+    if let Some(reply) = node
+        .pending
+        .try_complete_from(inbound.into_reply(), &from.rid)
+    {
+        node.pending.forwarded.relay(reply, &node.transport);
+    }
+}
+
+/// Ends every forwarded route when dropped (the node's reply loop ended).
+struct ClearRoutesOnDrop(Arc<super::pending::Pending>);
+
+impl Drop for ClearRoutesOnDrop {
+    fn drop(&mut self) {
+        let ended = self.0.forwarded.clear();
+        if ended > 0 {
+            tracing::debug!(ended, "forwarded routes ended: the node stopped");
         }
     }
 }
@@ -100,6 +130,10 @@ fn peer_event(node: &NodeInner, event: PeerEvent) {
             let ended = node.pending.connection_lost(peer.connection);
             if ended > 0 {
                 tracing::info!(peer = %peer.rid, ended, "requests ended: connection lost");
+            }
+            let routes = node.pending.forwarded.connection_lost(peer.connection);
+            if routes > 0 {
+                tracing::debug!(peer = %peer.rid, routes, "forwarded routes ended: the caller's connection was lost");
             }
         }
         _ => {}
@@ -362,7 +396,8 @@ pub(crate) fn reply_for(
 
 /// Sends a reply to the request's original source when it is a Ready peer (a forwarded
 /// request keeps its source, OperationId and reply route, spec 21 §7.3), else back on the
-/// connection the request arrived on.
+/// connection the request arrived on — for a forwarded request the forwarding node's, which
+/// relays it to the caller (`forward.rs`).
 fn send_reply(
     node: &NodeInner,
     peer_rid: &zlink_codec::RoutingId,

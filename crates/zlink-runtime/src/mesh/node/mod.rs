@@ -10,7 +10,10 @@
 //! - **Messaging.** [`MeshNode::send`] / [`MeshNode::request`] address a RID on the node's
 //!   MeshName. A request ends exactly once: reply, error reply, reply timeout
 //!   (`DeadlineExceeded`), connection lost (`Unavailable`, never resent) or shutdown; dropping
-//!   its future cancels it and a late reply is discarded.
+//!   its future cancels it and a late reply is discarded (and counted).
+//! - **Forwarding.** A request forwarded to another node unchanged (Message Follow) keeps its
+//!   route back here until its reply comes, which is relayed to its caller once
+//!   ([`forward`]).
 //! - **Inbound.** Application frames take an application-mailbox slot (count and bytes,
 //!   reserved together; a full mailbox holds the sender back through transport credit), then
 //!   run through the process-level filters and the handler. Replies travel on the transport's
@@ -22,7 +25,7 @@ pub(crate) mod connections;
 pub(crate) mod control;
 pub(crate) mod core;
 pub(crate) mod discover;
-mod forward;
+pub(crate) mod forward;
 pub(crate) mod handle;
 pub(crate) mod inbound;
 pub(crate) mod inline;

@@ -1,7 +1,8 @@
 //! Outstanding requests by ReplyRouteId (spec 06 §20, 21 §9.3): each ends exactly once — with
 //! its reply, a timeout, the caller's cancellation (dropping the future), the connection going
 //! down (`Unavailable`, never resent) or a forced shutdown. A reply arriving after the entry
-//! ended is discarded.
+//! ended is discarded, unless it answers a request this node forwarded ([`ForwardedRoutes`]:
+//! relayed to that request's caller).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -11,8 +12,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
-use zlink_transport::{ConnectionId, InboundReply, OperationId, PeerInfo, Reply, ReplyRouteId};
+use zlink_transport::{ConnectionId, OperationId, PeerInfo, Reply, ReplyRouteId};
 
+use super::forward::ForwardedRoutes;
 use crate::messaging::{UnavailableReason, ZLinkError};
 
 /// The end of one request, delivered to its waiter.
@@ -22,6 +24,13 @@ pub(crate) type Completion = Result<Reply, ZLinkError>;
 /// node than the request went to (its object moved there and answered the original source
 /// itself: a followed or relayed request).
 pub(crate) type Ended = (Completion, bool);
+
+/// What a reply did to the table: completed a request (whether its waiter took it), or found
+/// none of this node's requests waiting for it.
+enum Ending {
+    Completed(bool),
+    Unclaimed(Reply),
+}
 
 #[derive(Debug)]
 struct Entry {
@@ -63,6 +72,8 @@ pub(crate) struct Pending {
     by_route: Mutex<Table>,
     /// Wakes the reaper when a deadline earlier than its next wake-up is registered.
     wake: Notify,
+    /// The reply routes of requests this node forwarded for another node (spec 21 §7.3).
+    pub(crate) forwarded: ForwardedRoutes,
 }
 
 #[derive(Debug, Default)]
@@ -201,27 +212,46 @@ impl Pending {
         )
     }
 
-    /// [`complete`](Self::complete) with a reply read from a connection: one from another node
-    /// than the request went to is marked answered elsewhere.
-    pub(crate) fn complete_inbound(&self, inbound: InboundReply) -> bool {
-        let from = Arc::clone(inbound.peer());
-        self.complete_from(inbound.into_reply(), &from.rid)
-    }
-
     /// [`complete`](Self::complete) with a reply node `from` sent (read from a connection, or
     /// delivered as a relocation completion record): one from another node than the request
     /// went to is marked answered elsewhere.
     pub(crate) fn complete_from(&self, reply: Reply, from: &zlink_codec::RoutingId) -> bool {
-        self.end(reply, Some(from))
+        self.answered(self.end(reply, Some(from)))
     }
 
     /// Completes the request a reply answers. Returns false (the reply is discarded) when no
     /// request waits on that route, or the OperationId does not match.
     pub(crate) fn complete(&self, reply: Reply) -> bool {
-        self.end(reply, None)
+        self.answered(self.end(reply, None))
     }
 
-    fn end(&self, reply: Reply, from: Option<&zlink_codec::RoutingId>) -> bool {
+    /// [`complete_from`](Self::complete_from), giving the reply back when no request of this
+    /// node waits for it (no entry on its route, or one of another OperationId: it may answer a
+    /// request this node forwarded, whose ids another node issued).
+    pub(crate) fn try_complete_from(
+        &self,
+        reply: Reply,
+        from: &zlink_codec::RoutingId,
+    ) -> Option<Reply> {
+        match self.end(reply, Some(from)) {
+            Ending::Completed(_) => None,
+            Ending::Unclaimed(reply) => Some(reply),
+        }
+    }
+
+    /// Whether a waiter took the reply; one no request of this node waited for is discarded
+    /// (and counted).
+    fn answered(&self, ending: Ending) -> bool {
+        match ending {
+            Ending::Completed(taken) => taken,
+            Ending::Unclaimed(reply) => {
+                self.forwarded.discard(&reply, "no request waits for it");
+                false
+            }
+        }
+    }
+
+    fn end(&self, reply: Reply, from: Option<&zlink_codec::RoutingId>) -> Ending {
         let route = reply.reply_route().get();
         let e = {
             let mut map = self.by_route.lock();
@@ -230,19 +260,13 @@ impl Pending {
                 Some(e) => {
                     // Not this request's reply: it keeps waiting.
                     map.routes.insert(route, e);
-                    drop(map);
-                    tracing::warn!(route, "reply with a foreign OperationId discarded");
-                    return false;
+                    return Ending::Unclaimed(reply);
                 }
-                None => {
-                    drop(map);
-                    tracing::debug!(route, "late or unknown reply discarded");
-                    return false;
-                }
+                None => return Ending::Unclaimed(reply),
             }
         };
         let elsewhere = from.is_some_and(|from| &e.peer.rid != from);
-        e.tx.send((Ok(reply), elsewhere)).is_ok()
+        Ending::Completed(e.tx.send((Ok(reply), elsewhere)).is_ok())
     }
 
     /// Ends every request sent on `connection` with `Unavailable` (the connection went down;
@@ -271,7 +295,8 @@ impl Pending {
         n
     }
 
-    /// Ends every request with `ShuttingDown` (a forced shutdown).
+    /// Ends every request with `ShuttingDown` (a forced shutdown); the forwarded routes stay
+    /// until the node stops (a reply still relayed to its caller is one fewer timeout).
     pub(crate) fn fail_all(&self) -> usize {
         let ended: Vec<Entry> = self
             .by_route

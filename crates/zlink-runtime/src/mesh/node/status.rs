@@ -39,6 +39,15 @@ pub struct NodeStatus {
     pub connections: Vec<super::ConnectionStatus>,
     /// Requests of this node waiting for a reply.
     pub pending_requests: usize,
+    /// Requests this node forwarded to another node (Message Follow) whose reply it still
+    /// waits for, to relay it to their caller.
+    pub forwarded_requests: usize,
+    /// Forwarded requests whose reply did not come back within the default reply timeout,
+    /// since the node started (their route dropped).
+    pub forwarded_requests_expired: u64,
+    /// Replies neither a request nor a forwarded route of this node waited for (late or
+    /// unknown: discarded), since the node started.
+    pub replies_discarded: u64,
     /// Application jobs in the mailbox (pending and executing).
     pub mailbox_jobs: usize,
     /// Bytes those jobs account for.

@@ -27,6 +27,7 @@ mod callbacks;
 mod completion;
 mod drops;
 mod follow;
+mod follow_reply;
 mod gate;
 mod gate_memory;
 mod host;
