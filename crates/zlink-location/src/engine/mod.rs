@@ -73,6 +73,19 @@ use recover::{Recovered, Recovery, settle_suspect, store_error_like};
 #[derive(Debug, Clone)]
 pub(crate) struct Engine {
     tx: mpsc::UnboundedSender<Job>,
+    /// How many jobs a bulk submitter keeps in flight at most ([`Engine::window`]).
+    window: usize,
+}
+
+/// The answer to one enqueued operation ([`Engine::enqueue`]).
+#[derive(Debug)]
+pub(crate) struct Ticket(oneshot::Receiver<Result<JobResult, LocationError>>);
+
+impl Ticket {
+    /// Waits for the operation's result.
+    pub(crate) async fn result(self) -> Result<JobResult, LocationError> {
+        self.0.await.map_err(|_| LocationError::Stopped)?
+    }
 }
 
 impl Engine {
@@ -103,16 +116,31 @@ impl Engine {
             rng: PlacementRng::new(),
         };
         handle.spawn(worker.run(rx, events_rx));
-        Ok(Engine { tx })
+        Ok(Engine {
+            tx,
+            window: config.max_jobs.saturating_mul(config.max_in_flight).max(1),
+        })
     }
 
     /// Runs one operation.
     pub(crate) async fn submit(&self, op: Box<dyn EngineOp>) -> Result<JobResult, LocationError> {
+        self.enqueue(op)?.result().await
+    }
+
+    /// Queues one operation without waiting for it: its result comes through the ticket.
+    pub(crate) fn enqueue(&self, op: Box<dyn EngineOp>) -> Result<Ticket, LocationError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Job::new(op, reply))
             .map_err(|_| LocationError::Stopped)?;
-        rx.await.map_err(|_| LocationError::Stopped)?
+        Ok(Ticket(rx))
+    }
+
+    /// The most operations a bulk submitter (a sweep) keeps queued or in flight at once: as
+    /// many as the batches in flight can carry. More would only wait in the engine's queue,
+    /// which a bounded window keeps small.
+    pub(crate) fn window(&self) -> usize {
+        self.window
     }
 }
 
@@ -126,6 +154,39 @@ pub(crate) async fn read_counts(
         ReadResult::Found { bytes, version, .. } => {
             Ok((CapacityRow::decode(&bytes)?, Some(version)))
         }
+    }
+}
+
+/// The failure of a shared row's read earlier in this batch, if `key` failed.
+fn earlier_failure(
+    failed: &[(StoreKey, LocationError)],
+    key: &StoreKey,
+) -> Result<(), LocationError> {
+    match failed.iter().find(|(k, _)| k == key) {
+        Some((_, e)) => Err(error_like(e)),
+        None => Ok(()),
+    }
+}
+
+/// Records that `key` could not be read; returns the error for the job that needed it.
+fn remember(
+    failed: &mut Vec<(StoreKey, LocationError)>,
+    key: StoreKey,
+    e: LocationError,
+) -> LocationError {
+    let like = error_like(&e);
+    failed.push((key, e));
+    like
+}
+
+/// The same failure again, for another job (Store errors keep their kind and key, corrupt rows
+/// their record; anything else is `Contended`).
+fn error_like(e: &LocationError) -> LocationError {
+    match e {
+        LocationError::Store(s) => LocationError::Store(store_error_like(s)),
+        LocationError::CorruptRecord { record } => LocationError::corrupt(*record),
+        LocationError::Argument(a) => LocationError::Argument(a.clone()),
+        _ => LocationError::Contended,
     }
 }
 
@@ -305,30 +366,57 @@ impl Worker {
         }
     }
 
-    async fn load_shared(&mut self, batch: &[Job]) -> Result<(), LocationError> {
-        for job in batch {
-            let plan = job.op.plan();
-            for kind in plan.counters() {
-                if !self.cache.counters.contains_key(&kind) {
-                    let seen = self.epoch.highest(kind);
-                    let read = self.store.read(&kind.counter_key()).await?;
-                    let row = self
-                        .epoch
-                        .checked(CounterRow::from_read(kind, &read)?, seen);
+    /// Loads the shared rows `job` needs that are not cached yet. A row that cannot be read
+    /// fails only the jobs that need it: the failure is remembered in `failed` for the rest of
+    /// the batch (the read is not repeated), and the other jobs go on.
+    async fn load_shared(
+        &mut self,
+        job: &Job,
+        failed: &mut Vec<(StoreKey, LocationError)>,
+    ) -> Result<(), LocationError> {
+        let plan = job.op.plan();
+        for kind in plan.counters() {
+            if self.cache.counters.contains_key(&kind) {
+                continue;
+            }
+            let key = kind.counter_key();
+            earlier_failure(failed, &key)?;
+            let seen = self.epoch.highest(kind);
+            let row = match self.store.read(&key).await {
+                Ok(read) => CounterRow::from_read(kind, &read),
+                Err(e) => Err(e.into()),
+            };
+            match row {
+                Ok(row) => {
+                    let row = self.epoch.checked(row, seen);
                     self.cache.counters.insert(kind, row);
                 }
+                Err(e) => return Err(remember(failed, key, e)),
             }
-            for node in plan.rows() {
-                if !self.cache.rows.contains_key(node) {
-                    let seen = read_row(self.store.as_ref(), node).await?;
-                    self.cache.rows.insert(node.clone(), seen);
-                }
+        }
+        for node in plan.rows() {
+            if self.cache.rows.contains_key(node) {
+                continue;
             }
-            for need in &plan.leases {
-                if !self.book.knows(&need.key) {
-                    let read = self.store.read(&need.key).await?;
-                    self.book.set(need.key.clone(), LeaseSeen::from_read(&read));
+            let key = keys::node_capacity(node)?;
+            earlier_failure(failed, &key)?;
+            match read_counts(self.store.as_ref(), &key).await {
+                Ok((counts, version)) => {
+                    self.cache
+                        .rows
+                        .insert(node.clone(), RowSeen { counts, version });
                 }
+                Err(e) => return Err(remember(failed, key, e)),
+            }
+        }
+        for need in &plan.leases {
+            if self.book.knows(&need.key) {
+                continue;
+            }
+            earlier_failure(failed, &need.key)?;
+            match self.store.read(&need.key).await {
+                Ok(read) => self.book.set(need.key.clone(), LeaseSeen::from_read(&read)),
+                Err(e) => return Err(remember(failed, need.key.clone(), e.into())),
             }
         }
         Ok(())
@@ -353,22 +441,21 @@ impl Worker {
         if admitted.is_empty() {
             return Vec::new();
         }
-        // 2. The shared rows, from the cache or the Store.
-        if let Err(e) = self.load_shared(&admitted).await {
-            for job in admitted {
-                job.finish(Err(match &e {
-                    LocationError::Store(s) => LocationError::Store(store_error_like(s)),
-                    LocationError::CorruptRecord { record } => LocationError::corrupt(*record),
-                    _ => LocationError::Contended,
-                }));
+        // 2. The shared rows, from the cache or the Store (a row that cannot be read fails
+        //    only the jobs that need it).
+        let mut loaded = Vec::with_capacity(admitted.len());
+        let mut failed = Vec::new();
+        for job in admitted {
+            match self.load_shared(&job, &mut failed).await {
+                Ok(()) => loaded.push(job),
+                Err(e) => job.finish(Err(e)),
             }
-            return Vec::new();
         }
         // 3. Apply each job to working copies.
         let mut working = Working::default();
         let mut accepted: Vec<Accepted> = Vec::new();
         let mut retry = Vec::new();
-        for mut job in admitted {
+        for mut job in loaded {
             match batch::apply(&job, &self.cache, &self.book, &mut working) {
                 Ok(built) => accepted.push(Accepted { job, built }),
                 Err(ApplyFail::Final(e)) => job.finish(Err(e)),
@@ -431,3 +518,7 @@ impl Worker {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "worker_tests.rs"]
+mod worker_tests;
