@@ -39,7 +39,6 @@
 //! first-read version and the bytes it wrote; the batch is all-or-nothing, so one decisive
 //! witness settles every job.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -58,6 +57,7 @@ use super::lease::{LeaseBook, LeaseSeen};
 use super::placement::PlacementRng;
 
 mod batch;
+mod pending;
 mod plan;
 mod recover;
 
@@ -67,6 +67,7 @@ pub(crate) use plan::{
 };
 
 use batch::{Accepted, ApplyFail, Cache, Flight, Job, Locks, RowSeen, Working};
+use pending::Pending;
 use recover::{Recovered, Recovery, settle_suspect, store_error_like};
 
 /// The handle to a running engine (one worker task per host).
@@ -109,7 +110,7 @@ impl Engine {
             config,
             cache: Cache::default(),
             locks: Locks::default(),
-            pending: VecDeque::new(),
+            pending: Pending::default(),
             writing: 0,
             recovering: 0,
             events_tx,
@@ -217,7 +218,7 @@ struct Worker {
     config: EngineConfig,
     cache: Cache,
     locks: Locks,
-    pending: VecDeque<Job>,
+    pending: Pending,
     /// Batches whose write is in flight (at most `max_in_flight`).
     writing: usize,
     /// Batches being settled by a recovery task (each holds its locks until it is settled;
@@ -243,14 +244,14 @@ impl Worker {
                 biased;
                 Some(event) = events.recv(), if unsettled > 0 => self.on_event(event),
                 job = rx.recv(), if open && self.pending.is_empty() => match job {
-                    Some(job) => self.pending.push_back(job),
+                    Some(job) => self.pending.push(job),
                     None => open = false,
                 },
                 // Jobs are pending but blocked by rows in flight: wait for a batch to settle.
                 else => {}
             }
             while let Ok(job) = rx.try_recv() {
-                self.pending.push_back(job);
+                self.pending.push(job);
             }
             while self.writing < self.config.max_in_flight {
                 let min = if self.writing == 0 {
@@ -258,7 +259,7 @@ impl Worker {
                 } else {
                     self.config.min_extra_jobs
                 };
-                let batch = batch::take_batch(&mut self.pending, &self.locks, &self.config, min);
+                let batch = pending::take_batch(&mut self.pending, &self.locks, &self.config, min);
                 if batch.is_empty() {
                     break;
                 }
@@ -268,10 +269,18 @@ impl Worker {
         }
     }
 
+    /// Sends jobs back to wait, each at its first place.
     fn requeue(&mut self, retry: Vec<Job>) {
-        for job in retry.into_iter().rev() {
-            self.pending.push_front(job);
+        for job in retry {
+            self.pending.push(job);
         }
+    }
+
+    /// A batch settled: its rows and keys are free again, and the jobs parked on its keys go
+    /// back to their lanes.
+    fn release(&mut self, locks: &[plan::Shared], keys: &[StoreKey]) {
+        self.locks.release(locks, keys);
+        self.pending.unpark(keys, &self.locks);
     }
 
     fn on_event(&mut self, event: Event) {
@@ -280,7 +289,7 @@ impl Worker {
                 flight,
                 result: Ok(WriteResult::Applied { put_versions, .. }),
             } => {
-                self.locks.release(&flight.locks, &flight.lock_keys);
+                self.release(&flight.locks, &flight.lock_keys);
                 self.writing -= 1;
                 self.on_applied(flight, &put_versions);
             }
@@ -319,7 +328,7 @@ impl Worker {
                         None => self.cache.rows.remove(&node),
                     };
                 }
-                self.locks.release(&recovered.locks, &recovered.lock_keys);
+                self.release(&recovered.locks, &recovered.lock_keys);
                 self.recovering -= 1;
                 self.requeue(recovered.retry);
             }
@@ -479,6 +488,16 @@ impl Worker {
         // 4. One conditional batch.
         let (request, flight) = match batch::assemble(accepted, working, &self.book) {
             Ok(r) => r,
+            Err((_, accepted)) if accepted.len() > 1 => {
+                // The batch as a whole is past a bound or cannot be encoded: each job is tried
+                // alone, so a failure costs only its own job.
+                retry.extend(accepted.into_iter().map(|a| {
+                    let mut job = a.job;
+                    job.solo = true;
+                    job
+                }));
+                return retry;
+            }
             Err((e, accepted)) => {
                 for a in accepted {
                     a.job.finish(Err(e.to_error()));

@@ -116,6 +116,19 @@ impl Recovery {
         if let Some(bad) = error.as_unreadable() {
             return after_unreadable(bad, accepted, &counters, &rows, locks, lock_keys);
         }
+        if error.as_argument().is_some() && accepted.len() > 1 {
+            // The Store refused the batch as a whole before any I/O: each job is tried alone,
+            // so a failure costs only its own job.
+            let retry = accepted
+                .into_iter()
+                .map(|a| {
+                    let mut job = a.job;
+                    job.solo = true;
+                    job
+                })
+                .collect();
+            return Fresh::default().finish(retry, locks, lock_keys);
+        }
         if !error.outcome_unknown() {
             for a in accepted {
                 a.job.finish(Err(store_error_like(&error).into()));

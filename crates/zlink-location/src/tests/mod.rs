@@ -20,6 +20,7 @@ mod relocation;
 mod spot_wide;
 pub(crate) mod support;
 mod sweep;
+mod sweep_scale;
 
 use zlink_testkit::on_every_store;
 
