@@ -140,6 +140,21 @@ impl Harness {
         }
     }
 
+    /// Makes the newest stored record of `key` (which holds a record) one the Store cannot
+    /// read, while a snapshot scan still lists the record below it: exact reads and writes
+    /// that touch `key` fail with `Unreadable(Corrupt)`. On Redis a member that is not of the
+    /// record format is added above every commit sequence; returns `true`. The memory store
+    /// holds only bytes: returns `false`, and the test answers the same way by wrapping it.
+    pub async fn plant_corrupt_newest(&self, key: &StoreKey) -> bool {
+        match &self.purge {
+            Some(purge) => {
+                purge.plant_corrupt_newest(key).await;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Puts garbage bytes under `key` through the Store: a record the Store reads, whose bytes
     /// are no record of the runtime.
     pub async fn plant_garbage(&self, key: &StoreKey) {

@@ -79,6 +79,37 @@ impl Purge {
         let _ = client.quit().await;
     }
 
+    /// Adds a member that is not of the record format to the record of logical key `key`,
+    /// scored above every commit sequence: the record's newest member is garbage, while a
+    /// snapshot taken before still reads the member below it.
+    pub(crate) async fn plant_corrupt_newest(&self, key: &zlink_store_spi::StoreKey) {
+        use sha2::{Digest, Sha256};
+        let config = self.config().expect("the test Redis config");
+        let client = Builder::from_config(config).build().expect("raw client");
+        client.init().await.expect("raw client connects");
+        let sha: String = Sha256::digest(key.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let record = format!("{}:{{zlink-location-v3}}:opaque:{sha}", self.prefix);
+        let _: Value = client
+            .custom(
+                CustomCommand::new_static(
+                    "ZADD",
+                    fred::util::redis_keyslot(record.as_bytes()),
+                    false,
+                ),
+                vec![
+                    Value::from(record.as_str()),
+                    Value::from("1e15"),
+                    Value::from("garbage"),
+                ],
+            )
+            .await
+            .expect("ZADD");
+        let _ = client.quit().await;
+    }
+
     /// Deletes every key under `prefix:`. Best effort: a purge that cannot reach Redis leaves
     /// the keys (the prefix is unique to the test run).
     pub(crate) async fn run(&self) {

@@ -45,16 +45,25 @@
 //! **Corrupt or foreign data** costs only its row: a key the Store cannot read (another data
 //! type, a corrupt stored record) and a row whose bytes do not decode are skipped, logged,
 //! left untouched and counted ([`SweepReport::unreadable`], [`SweepReport::undecodable`]); the
-//! sweep — and the shutdown that runs it — goes on with every other row.
+//! sweep — and the shutdown that runs it — goes on with every other row. That holds also for a
+//! row the snapshot read fine but whose conditioned delete finds it unreadable (a corrupt
+//! record stored above the snapshot's point in time, an allocation row the job moves): the
+//! engine fails only the jobs that touch that key, the others of the batch go out again
+//! without them, and the sweep counts the job as unreadable. Only a key every job of the sweep
+//! is conditioned on (this run's lease row, the swept run's lease row) fails the sweep.
+//!
+//! **Bounded window.** The sweep queues its deletes to the engine at most a few batches' worth
+//! at a time ([`Engine::window`](super::super::engine::Engine)), the next one once the oldest
+//! answered, so a run of any size costs the engine a short queue, never all its rows at once.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use zlink_codec::records::{DescriptorRecord, MeshNodeDescriptor};
 use zlink_codec::{KeyParts, LogicalKey};
-use zlink_store_spi::{LocationStore, Mutation, ReadResult, ScanPrefix, StoreKey};
+use zlink_store_spi::{LocationStore, Mutation, ReadResult, ScanPrefix, StoreError, StoreKey};
 
 use super::super::admission::AdmissionOp;
-use super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan};
+use super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan, Ticket};
 use super::super::error::{InvalidOperation, LocationError};
 use super::super::identity::{HostRun, NodeKey, ObjectId};
 use super::super::keys::PrivateFamily;
@@ -86,7 +95,9 @@ pub struct SweepReport {
     pub undecodable: usize,
     /// Keys under the swept families (authority, reservation and descriptor rows) the Store
     /// could not read — another data type, a corrupt stored record — skipped and left
-    /// untouched.
+    /// untouched; also rows whose conditioned delete or release found one of its keys
+    /// unreadable (a corrupt record stored after the snapshot, an allocation row it moves),
+    /// and reservations kept because their target's lease row could not be read.
     pub unreadable: usize,
     /// `SpotWide` member rows of the swept run whose Spot this run owns, rewritten to follow
     /// it (the move's own follow write never applied; `members.rs`).
@@ -109,12 +120,108 @@ enum Sweep {
     Recovery,
 }
 
-/// One pending job of the sweep.
-enum Pending {
-    Authority(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
-    Reservation(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
+/// What one job of the sweep does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Job {
+    /// Deletes an authority row.
+    Authority,
+    /// Releases a reservation.
+    Reservation,
     /// Removes an idle node's allocation row if it is at zero.
-    IdleNode(tokio::task::JoinHandle<Result<JobResult, LocationError>>),
+    IdleNode,
+}
+
+/// The sweep's jobs, queued to the engine in a bounded window ([`Engine::window`]): at most
+/// that many are queued or in flight; the next waits for the oldest to answer. Each answer is
+/// counted in the report; the first failure is kept.
+///
+/// [`Engine::window`]: super::super::engine::Engine
+struct Window {
+    limit: usize,
+    queued: VecDeque<(Job, Ticket)>,
+    report: SweepReport,
+    failure: Option<LocationError>,
+    /// The keys every job of the sweep is conditioned on (this run's lease row, the swept
+    /// run's lease row): one of them unreadable is the sweep's failure, not one row's.
+    wide: Vec<StoreKey>,
+}
+
+impl Window {
+    fn new(limit: usize, wide: Vec<StoreKey>) -> Self {
+        Window {
+            limit: limit.max(1),
+            queued: VecDeque::new(),
+            report: SweepReport::default(),
+            failure: None,
+            wide,
+        }
+    }
+
+    /// Queues `op` once the window has room.
+    async fn push(&mut self, client: &AuthorityClient, job: Job, op: Op) {
+        while self.queued.len() >= self.limit {
+            self.settle_oldest().await;
+        }
+        match client.engine.enqueue(Box::new(op)) {
+            Ok(ticket) => self.queued.push_back((job, ticket)),
+            Err(e) => {
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Waits for every queued job.
+    async fn drain(&mut self) {
+        while !self.queued.is_empty() {
+            self.settle_oldest().await;
+        }
+    }
+
+    async fn settle_oldest(&mut self) {
+        let Some((job, ticket)) = self.queued.pop_front() else {
+            return;
+        };
+        let result = ticket.result().await;
+        self.count(job, result);
+    }
+
+    /// Counts one job's outcome. A row the Store cannot read (its newest record corrupt, a
+    /// foreign key, an allocation row it moves) costs only that job: skipped, logged and
+    /// counted in [`SweepReport::unreadable`].
+    fn count(&mut self, job: Job, result: Result<JobResult, LocationError>) {
+        let report = &mut self.report;
+        match (job, result) {
+            (Job::Authority, Ok(JobResult::Applied { .. })) => report.removed += 1,
+            (Job::Reservation, Ok(JobResult::Applied { .. })) => report.reservations_released += 1,
+            (Job::Authority, Ok(JobResult::RecordConflict { .. } | JobResult::GuardBroken)) => {
+                report.changed += 1
+            }
+            (Job::Reservation, Ok(JobResult::RecordConflict { .. } | JobResult::GuardBroken)) => {
+                report.reservations_changed += 1
+            }
+            // Removed if it was empty, else left; a broken guard changed nothing.
+            (
+                Job::IdleNode,
+                Ok(
+                    JobResult::Applied { .. }
+                    | JobResult::GuardBroken
+                    | JobResult::RecordConflict { .. },
+                ),
+            ) => {}
+            (_, Ok(JobResult::LeaseStale { .. })) => {
+                self.failure.get_or_insert(LocationError::LeaseLost);
+            }
+            (_, Err(LocationError::Store(StoreError::Unreadable(u))))
+                if !self.wide.contains(&u.key) =>
+            {
+                tracing::warn!(key = %u.key, kind = %u.kind, "owner sweep skips a row the Store cannot read");
+                report.unreadable += 1;
+            }
+            (_, Err(e)) => {
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
 }
 
 impl AuthorityClient {
@@ -176,8 +283,9 @@ impl AuthorityClient {
         guards: Vec<(StoreKey, Expect)>,
         which: Sweep,
     ) -> Result<SweepReport, LocationError> {
-        let mut report = SweepReport::default();
-        let mut pending = Vec::new();
+        let mut wide: Vec<StoreKey> = guards.iter().map(|(k, _)| k.clone()).collect();
+        wide.push(lease_key(&own.owner_id)?);
+        let mut window = Window::new(self.engine.window(), wide);
         // The swept run's nodes the sweep releases capacity on.
         let mut released: HashSet<NodeKey> = HashSet::new();
         // Reservations first: their rows decide which objects are still relocating.
@@ -185,20 +293,20 @@ impl AuthorityClient {
         let reservations = self
             .scan_all(&PrivateFamily::CapacityReservation.prefix())
             .await?;
-        report.unreadable += reservations.unreadable.len();
+        window.report.unreadable += reservations.unreadable.len();
         for item in reservations.items {
             let row = match ReservationRow::decode(&item.bytes) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(key = %item.key, error = %e, "owner sweep skips an undecodable reservation row");
-                    report.undecodable += 1;
+                    window.report.undecodable += 1;
                     continue;
                 }
             };
             let release = if &row.target == swept {
                 true
             } else if &row.source == swept {
-                which == Sweep::Own || !self.lease_held(&row.target).await?
+                which == Sweep::Own || !self.target_may_finish(&row.target, &mut window).await?
             } else {
                 false
             };
@@ -235,15 +343,14 @@ impl AuthorityClient {
                 },
                 write: Write::Rows(vec![Mutation::Delete(item.key.clone())]),
             };
-            pending.push(Pending::Reservation(self.spawn(op)));
+            window.push(self, Job::Reservation, op).await;
         }
         let authority = self
             .scan_all(&super::super::keys::authority_prefix())
             .await?;
-        report.unreadable += authority.unreadable.len();
+        window.report.unreadable += authority.unreadable.len();
         // `SpotWide` members go first, each conditioned on its Spot's record: the other rows
         // (the Spots among them) are deleted only once they are done (`members.rs`).
-        let mut members = Vec::new();
         let mut others = Vec::new();
         let mut spots = SpotReads::new();
         for item in authority.items {
@@ -252,7 +359,7 @@ impl AuthorityClient {
                 Ok(_) => continue,
                 Err(e) => {
                     tracing::warn!(key = %item.key, error = %e, "owner sweep skips a row whose key does not parse");
-                    report.undecodable += 1;
+                    window.report.undecodable += 1;
                     continue;
                 }
             };
@@ -260,16 +367,16 @@ impl AuthorityClient {
                 Ok(h) => h,
                 Err(e) => {
                     tracing::warn!(key = %item.key, error = %e, "owner sweep skips an undecodable authority row");
-                    report.undecodable += 1;
+                    window.report.undecodable += 1;
                     continue;
                 }
             };
             if handle.owner() != swept {
                 continue;
             }
-            report.matched += 1;
+            window.report.matched += 1;
             if relocating.contains(handle.id()) {
-                report.relocating += 1;
+                window.report.relocating += 1;
                 continue;
             }
             let spot_guard = match self.member_check(&handle, &mut spots).await? {
@@ -277,15 +384,15 @@ impl AuthorityClient {
                 MemberCheck::Moved(spot) if spot.owner() == own => {
                     // This run owns the Spot the member moved with: its record follows now.
                     if self.repair_member(&handle, &spot).await {
-                        report.members_followed += 1;
+                        window.report.members_followed += 1;
                     } else {
-                        report.moved_members += 1;
+                        window.report.moved_members += 1;
                     }
                     continue;
                 }
                 MemberCheck::Moved(_) | MemberCheck::Unreadable => {
                     tracing::info!(id = %handle.id(), "owner sweep keeps a SpotWide member whose Spot is not the swept run's");
-                    report.moved_members += 1;
+                    window.report.moved_members += 1;
                     continue;
                 }
                 MemberCheck::Guard(g) => Some(g),
@@ -299,25 +406,23 @@ impl AuthorityClient {
             released.insert(handle.node());
             op.plan.drop_empty.push(handle.node());
             if member {
-                members.push(Pending::Authority(self.spawn(op)));
+                window.push(self, Job::Authority, op).await;
             } else {
                 others.push(op);
             }
         }
-        let mut failure = None;
-        self.tally(members, &mut report, &mut failure).await;
-        pending.extend(
-            others
-                .into_iter()
-                .map(|op| Pending::Authority(self.spawn(op))),
-        );
+        // The members (and the reservations) are done before any other row goes.
+        window.drain().await;
+        for op in others {
+            window.push(self, Job::Authority, op).await;
+        }
         let (nodes, unreadable) = self.descriptor_nodes(swept).await?;
-        report.unreadable += unreadable;
+        window.report.unreadable += unreadable;
         for node in nodes {
             if released.contains(&node) {
                 continue;
             }
-            report.idle_nodes_checked += 1;
+            window.report.idle_nodes_checked += 1;
             let op = Op {
                 plan: Plan {
                     guards: guards.clone(),
@@ -329,12 +434,30 @@ impl AuthorityClient {
                 },
                 write: Write::Rows(Vec::new()),
             };
-            pending.push(Pending::IdleNode(self.spawn(op)));
+            window.push(self, Job::IdleNode, op).await;
         }
-        self.tally(pending, &mut report, &mut failure).await;
-        match failure {
+        window.drain().await;
+        match window.failure {
             Some(e) => Err(e),
-            None => Ok(report),
+            None => Ok(window.report),
+        }
+    }
+
+    /// Whether the target of a reservation whose source is the swept run may still finish the
+    /// move (recovery only): its lease is held by it. A lease row the Store cannot read keeps
+    /// the reservation (the move is not known to be over) and is counted as unreadable.
+    async fn target_may_finish(
+        &self,
+        target: &HostRun,
+        window: &mut Window,
+    ) -> Result<bool, LocationError> {
+        match self.lease_held(target).await {
+            Err(LocationError::Store(StoreError::Unreadable(u))) => {
+                tracing::warn!(key = %u.key, "owner sweep keeps a reservation whose target's lease row it cannot read");
+                window.report.unreadable += 1;
+                Ok(true)
+            }
+            held => held,
         }
     }
 
@@ -357,66 +480,6 @@ impl AuthorityClient {
                 false
             }
         }
-    }
-
-    /// Waits for every job of `pending` and counts its outcome in `report`; the first failure
-    /// is kept in `failure`.
-    async fn tally(
-        &self,
-        pending: Vec<Pending>,
-        report: &mut SweepReport,
-        failure: &mut Option<LocationError>,
-    ) {
-        for p in pending {
-            let (task, authority) = match p {
-                Pending::Authority(t) => (t, true),
-                Pending::Reservation(t) => (t, false),
-                Pending::IdleNode(t) => {
-                    match t.await {
-                        // Removed if it was empty, else left; a broken guard changed nothing.
-                        Ok(Ok(
-                            JobResult::Applied { .. }
-                            | JobResult::GuardBroken
-                            | JobResult::RecordConflict { .. },
-                        )) => {}
-                        Ok(Ok(JobResult::LeaseStale { .. })) => {
-                            failure.get_or_insert(LocationError::LeaseLost);
-                        }
-                        Ok(Err(e)) => {
-                            failure.get_or_insert(e);
-                        }
-                        Err(_) => {
-                            failure.get_or_insert(LocationError::Stopped);
-                        }
-                    }
-                    continue;
-                }
-            };
-            match task.await {
-                Ok(Ok(JobResult::Applied { .. })) if authority => report.removed += 1,
-                Ok(Ok(JobResult::Applied { .. })) => report.reservations_released += 1,
-                Ok(Ok(JobResult::RecordConflict { .. } | JobResult::GuardBroken)) if authority => {
-                    report.changed += 1
-                }
-                Ok(Ok(JobResult::RecordConflict { .. } | JobResult::GuardBroken)) => {
-                    report.reservations_changed += 1
-                }
-                Ok(Ok(JobResult::LeaseStale { .. })) => {
-                    failure.get_or_insert(LocationError::LeaseLost);
-                }
-                Ok(Err(e)) => {
-                    failure.get_or_insert(e);
-                }
-                Err(_) => {
-                    failure.get_or_insert(LocationError::Stopped);
-                }
-            }
-        }
-    }
-
-    fn spawn(&self, op: Op) -> tokio::task::JoinHandle<Result<JobResult, LocationError>> {
-        let engine = self.engine.clone();
-        tokio::spawn(async move { engine.submit(Box::new(op)).await })
     }
 
     /// The nodes whose MeshNode descriptor names `run` (read only; one snapshot), and how many

@@ -1,9 +1,9 @@
 //! Forming one conditional batch, with no I/O: which pending jobs go together
-//! ([`take_batch`]), applying each job to working copies of the shared rows ([`apply`]) and
+//! ([`take_batch`](super::pending::take_batch)), applying each job to working copies of the shared rows ([`apply`]) and
 //! assembling the Store request with an explicit index for every put ([`assemble`]), so the
 //! versions of an applied batch are handed back by index, never by position in a queue.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use tokio::sync::oneshot;
@@ -16,7 +16,7 @@ use super::super::generation::GenerationKind;
 use super::super::identity::NodeKey;
 use super::super::keys;
 use super::super::lease::LeaseBook;
-use super::plan::{Built, CapMoveKind, EngineOp, Expect, Issued, JobResult, Shared};
+use super::plan::{Built, CapMoveKind, EngineOp, Issued, JobResult, Shared};
 
 /// Tuning of the engine.
 #[derive(Debug, Clone, Copy)]
@@ -58,6 +58,13 @@ pub(super) struct Job {
     /// Whether the shared rows this job depends on were re-read after a failure derived from
     /// them: such a failure is final only once it holds on freshly read rows.
     pub refreshed: bool,
+    /// Its place in the waiting order, given when it first waits and kept when it is sent
+    /// back (`pending.rs`).
+    pub seq: Option<u64>,
+    /// Goes in a batch of its own: a batch it was part of failed as a whole for a reason no
+    /// job can be singled out for (a Store bound, an encoding), so each job is tried alone and
+    /// a failure costs only its own job.
+    pub solo: bool,
 }
 
 impl Job {
@@ -69,6 +76,8 @@ impl Job {
             reply,
             rounds: 0,
             refreshed: false,
+            seq: None,
+            solo: false,
         }
     }
 
@@ -115,88 +124,6 @@ impl Locks {
             self.keys.remove(k);
         }
     }
-}
-
-/// The condition keys of the jobs taken so far, to keep one batch free of contradictions.
-#[derive(Default)]
-struct Taken {
-    own: HashSet<StoreKey>,
-    guards: HashMap<StoreKey, Expect>,
-    leases: HashSet<StoreKey>,
-}
-
-impl Taken {
-    fn clashes(&self, job: &Job) -> bool {
-        let plan = job.op.plan();
-        plan.own.iter().any(|(k, _)| {
-            self.own.contains(k) || self.guards.contains_key(k) || self.leases.contains(k)
-        }) || plan.guards.iter().any(|(k, e)| {
-            self.own.contains(k)
-                || self.leases.contains(k)
-                || self.guards.get(k).is_some_and(|seen| seen != e)
-        }) || plan
-            .leases
-            .iter()
-            .any(|n| self.own.contains(&n.key) || self.guards.contains_key(&n.key))
-    }
-
-    fn add(&mut self, job: &Job) {
-        let plan = job.op.plan();
-        self.own.extend(plan.own.iter().map(|(k, _)| k.clone()));
-        self.guards.extend(plan.guards.iter().cloned());
-        self.leases
-            .extend(plan.leases.iter().map(|n| n.key.clone()));
-    }
-}
-
-/// Takes pending jobs, in order, whose rows are not locked by a batch in flight, whose keys do
-/// not clash with the jobs already taken, and whose size fits one batch; the rest stay
-/// pending, in order. A job left behind blocks later jobs on the same own keys, so jobs on one
-/// key keep their order. Fewer than `min` jobs: nothing is taken.
-pub(super) fn take_batch(
-    pending: &mut VecDeque<Job>,
-    locks: &Locks,
-    config: &EngineConfig,
-    min: usize,
-) -> Vec<Job> {
-    let mut batch = Vec::new();
-    let mut taken = Taken::default();
-    let mut blocked: HashSet<StoreKey> = HashSet::new();
-    let mut bytes = 0usize;
-    let mut rest = VecDeque::with_capacity(pending.len());
-    while let Some(job) = pending.pop_front() {
-        let plan = job.op.plan();
-        let own_busy = plan
-            .own
-            .iter()
-            .any(|(k, _)| blocked.contains(k) || locks.keys.contains(k));
-        let shared_busy = job.shared.iter().any(|s| locks.shared.contains(s));
-        let too_big = !batch.is_empty() && bytes + plan.size_hint > config.max_bytes;
-        if own_busy
-            || shared_busy
-            || too_big
-            || batch.len() >= config.max_jobs
-            || taken.clashes(&job)
-        {
-            blocked.extend(plan.own.iter().map(|(k, _)| k.clone()));
-            rest.push_back(job);
-            continue;
-        }
-        taken.add(&job);
-        bytes += plan.size_hint;
-        batch.push(job);
-    }
-    if batch.len() < min {
-        // Too small to be worth a batch of its own while another one is in flight: put it
-        // back in front. A job left in `rest` blocked every later job on its keys, so no job
-        // on one key overtakes another.
-        let mut merged: VecDeque<Job> = batch.into();
-        merged.extend(rest);
-        *pending = merged;
-        return Vec::new();
-    }
-    *pending = rest;
-    batch
 }
 
 /// Why a job could not be applied to the working rows.

@@ -1,6 +1,7 @@
 //! Unit tests of batch formation: no runtime, no Store.
 
-use super::super::plan::{CapMove, Plan};
+use super::super::pending::{Pending, take_batch};
+use super::super::plan::{CapMove, Expect, Plan};
 use super::*;
 use crate::capacity::{CapacityBundle, CapacityLimits};
 use crate::identity::{MeshName, RoutingId};
@@ -83,7 +84,7 @@ fn own_keys(batch: &[Job]) -> Vec<String> {
 
 #[test]
 fn jobs_on_one_key_keep_their_order_and_never_share_a_batch() {
-    let mut pending: VecDeque<Job> = [
+    let mut pending: Pending = [
         writes(&["a"]),
         writes(&["a", "b"]),
         writes(&["c"]),
@@ -111,7 +112,7 @@ fn rows_locked_by_a_batch_in_flight_hold_jobs_back() {
     let mut row_job = writes(&["r"]);
     row_job.shared = vec![Shared::Row(node(1))];
     locks.shared.insert(Shared::Row(node(1)));
-    let mut pending: VecDeque<Job> = [writes(&["a"]), row_job, writes(&["b"])].into();
+    let mut pending: Pending = [writes(&["a"]), row_job, writes(&["b"])].into();
     let batch = take_batch(&mut pending, &locks, &EngineConfig::default(), 1);
     assert_eq!(own_keys(&batch), ["b"]);
     assert_eq!(pending.len(), 2);
@@ -119,7 +120,7 @@ fn rows_locked_by_a_batch_in_flight_hold_jobs_back() {
 
 #[test]
 fn equal_guards_share_a_batch_and_contradicting_ones_wait() {
-    let mut pending: VecDeque<Job> = [
+    let mut pending: Pending = [
         guarded("a", "g", Expect::Missing),
         guarded("b", "g", Expect::Missing),
         guarded("c", "g", Expect::Version(version("7"))),
@@ -137,7 +138,7 @@ fn equal_guards_share_a_batch_and_contradicting_ones_wait() {
 
 #[test]
 fn a_batch_below_the_minimum_is_left_pending_in_order() {
-    let mut pending: VecDeque<Job> = [writes(&["a"]), writes(&["b"])].into();
+    let mut pending: Pending = [writes(&["a"]), writes(&["b"])].into();
     let batch = take_batch(
         &mut pending,
         &Locks::default(),
@@ -159,7 +160,7 @@ fn a_batch_never_passes_the_job_or_byte_limit() {
         max_bytes: 250,
         ..EngineConfig::default()
     };
-    let mut pending: VecDeque<Job> = [writes(&["a"]), writes(&["b"]), writes(&["c"])].into();
+    let mut pending: Pending = [writes(&["a"]), writes(&["b"]), writes(&["c"])].into();
     assert_eq!(
         take_batch(&mut pending, &Locks::default(), &config, 1).len(),
         2

@@ -39,7 +39,6 @@
 //! first-read version and the bytes it wrote; the batch is all-or-nothing, so one decisive
 //! witness settles every job.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -58,6 +57,7 @@ use super::lease::{LeaseBook, LeaseSeen};
 use super::placement::PlacementRng;
 
 mod batch;
+mod pending;
 mod plan;
 mod recover;
 
@@ -67,12 +67,26 @@ pub(crate) use plan::{
 };
 
 use batch::{Accepted, ApplyFail, Cache, Flight, Job, Locks, RowSeen, Working};
+use pending::Pending;
 use recover::{Recovered, Recovery, settle_suspect, store_error_like};
 
 /// The handle to a running engine (one worker task per host).
 #[derive(Debug, Clone)]
 pub(crate) struct Engine {
     tx: mpsc::UnboundedSender<Job>,
+    /// How many jobs a bulk submitter keeps in flight at most ([`Engine::window`]).
+    window: usize,
+}
+
+/// The answer to one enqueued operation ([`Engine::enqueue`]).
+#[derive(Debug)]
+pub(crate) struct Ticket(oneshot::Receiver<Result<JobResult, LocationError>>);
+
+impl Ticket {
+    /// Waits for the operation's result.
+    pub(crate) async fn result(self) -> Result<JobResult, LocationError> {
+        self.0.await.map_err(|_| LocationError::Stopped)?
+    }
 }
 
 impl Engine {
@@ -96,23 +110,38 @@ impl Engine {
             config,
             cache: Cache::default(),
             locks: Locks::default(),
-            pending: VecDeque::new(),
+            pending: Pending::default(),
             writing: 0,
             recovering: 0,
             events_tx,
             rng: PlacementRng::new(),
         };
         handle.spawn(worker.run(rx, events_rx));
-        Ok(Engine { tx })
+        Ok(Engine {
+            tx,
+            window: config.max_jobs.saturating_mul(config.max_in_flight).max(1),
+        })
     }
 
     /// Runs one operation.
     pub(crate) async fn submit(&self, op: Box<dyn EngineOp>) -> Result<JobResult, LocationError> {
+        self.enqueue(op)?.result().await
+    }
+
+    /// Queues one operation without waiting for it: its result comes through the ticket.
+    pub(crate) fn enqueue(&self, op: Box<dyn EngineOp>) -> Result<Ticket, LocationError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Job::new(op, reply))
             .map_err(|_| LocationError::Stopped)?;
-        rx.await.map_err(|_| LocationError::Stopped)?
+        Ok(Ticket(rx))
+    }
+
+    /// The most operations a bulk submitter (a sweep) keeps queued or in flight at once: as
+    /// many as the batches in flight can carry. More would only wait in the engine's queue,
+    /// which a bounded window keeps small.
+    pub(crate) fn window(&self) -> usize {
+        self.window
     }
 }
 
@@ -126,6 +155,39 @@ pub(crate) async fn read_counts(
         ReadResult::Found { bytes, version, .. } => {
             Ok((CapacityRow::decode(&bytes)?, Some(version)))
         }
+    }
+}
+
+/// The failure of a shared row's read earlier in this batch, if `key` failed.
+fn earlier_failure(
+    failed: &[(StoreKey, LocationError)],
+    key: &StoreKey,
+) -> Result<(), LocationError> {
+    match failed.iter().find(|(k, _)| k == key) {
+        Some((_, e)) => Err(error_like(e)),
+        None => Ok(()),
+    }
+}
+
+/// Records that `key` could not be read; returns the error for the job that needed it.
+fn remember(
+    failed: &mut Vec<(StoreKey, LocationError)>,
+    key: StoreKey,
+    e: LocationError,
+) -> LocationError {
+    let like = error_like(&e);
+    failed.push((key, e));
+    like
+}
+
+/// The same failure again, for another job (Store errors keep their kind and key, corrupt rows
+/// their record; anything else is `Contended`).
+fn error_like(e: &LocationError) -> LocationError {
+    match e {
+        LocationError::Store(s) => LocationError::Store(store_error_like(s)),
+        LocationError::CorruptRecord { record } => LocationError::corrupt(*record),
+        LocationError::Argument(a) => LocationError::Argument(a.clone()),
+        _ => LocationError::Contended,
     }
 }
 
@@ -156,7 +218,7 @@ struct Worker {
     config: EngineConfig,
     cache: Cache,
     locks: Locks,
-    pending: VecDeque<Job>,
+    pending: Pending,
     /// Batches whose write is in flight (at most `max_in_flight`).
     writing: usize,
     /// Batches being settled by a recovery task (each holds its locks until it is settled;
@@ -182,14 +244,14 @@ impl Worker {
                 biased;
                 Some(event) = events.recv(), if unsettled > 0 => self.on_event(event),
                 job = rx.recv(), if open && self.pending.is_empty() => match job {
-                    Some(job) => self.pending.push_back(job),
+                    Some(job) => self.pending.push(job),
                     None => open = false,
                 },
                 // Jobs are pending but blocked by rows in flight: wait for a batch to settle.
                 else => {}
             }
             while let Ok(job) = rx.try_recv() {
-                self.pending.push_back(job);
+                self.pending.push(job);
             }
             while self.writing < self.config.max_in_flight {
                 let min = if self.writing == 0 {
@@ -197,7 +259,7 @@ impl Worker {
                 } else {
                     self.config.min_extra_jobs
                 };
-                let batch = batch::take_batch(&mut self.pending, &self.locks, &self.config, min);
+                let batch = pending::take_batch(&mut self.pending, &self.locks, &self.config, min);
                 if batch.is_empty() {
                     break;
                 }
@@ -207,10 +269,18 @@ impl Worker {
         }
     }
 
+    /// Sends jobs back to wait, each at its first place.
     fn requeue(&mut self, retry: Vec<Job>) {
-        for job in retry.into_iter().rev() {
-            self.pending.push_front(job);
+        for job in retry {
+            self.pending.push(job);
         }
+    }
+
+    /// A batch settled: its rows and keys are free again, and the jobs parked on its keys go
+    /// back to their lanes.
+    fn release(&mut self, locks: &[plan::Shared], keys: &[StoreKey]) {
+        self.locks.release(locks, keys);
+        self.pending.unpark(keys, &self.locks);
     }
 
     fn on_event(&mut self, event: Event) {
@@ -219,7 +289,7 @@ impl Worker {
                 flight,
                 result: Ok(WriteResult::Applied { put_versions, .. }),
             } => {
-                self.locks.release(&flight.locks, &flight.lock_keys);
+                self.release(&flight.locks, &flight.lock_keys);
                 self.writing -= 1;
                 self.on_applied(flight, &put_versions);
             }
@@ -258,7 +328,7 @@ impl Worker {
                         None => self.cache.rows.remove(&node),
                     };
                 }
-                self.locks.release(&recovered.locks, &recovered.lock_keys);
+                self.release(&recovered.locks, &recovered.lock_keys);
                 self.recovering -= 1;
                 self.requeue(recovered.retry);
             }
@@ -305,30 +375,57 @@ impl Worker {
         }
     }
 
-    async fn load_shared(&mut self, batch: &[Job]) -> Result<(), LocationError> {
-        for job in batch {
-            let plan = job.op.plan();
-            for kind in plan.counters() {
-                if !self.cache.counters.contains_key(&kind) {
-                    let seen = self.epoch.highest(kind);
-                    let read = self.store.read(&kind.counter_key()).await?;
-                    let row = self
-                        .epoch
-                        .checked(CounterRow::from_read(kind, &read)?, seen);
+    /// Loads the shared rows `job` needs that are not cached yet. A row that cannot be read
+    /// fails only the jobs that need it: the failure is remembered in `failed` for the rest of
+    /// the batch (the read is not repeated), and the other jobs go on.
+    async fn load_shared(
+        &mut self,
+        job: &Job,
+        failed: &mut Vec<(StoreKey, LocationError)>,
+    ) -> Result<(), LocationError> {
+        let plan = job.op.plan();
+        for kind in plan.counters() {
+            if self.cache.counters.contains_key(&kind) {
+                continue;
+            }
+            let key = kind.counter_key();
+            earlier_failure(failed, &key)?;
+            let seen = self.epoch.highest(kind);
+            let row = match self.store.read(&key).await {
+                Ok(read) => CounterRow::from_read(kind, &read),
+                Err(e) => Err(e.into()),
+            };
+            match row {
+                Ok(row) => {
+                    let row = self.epoch.checked(row, seen);
                     self.cache.counters.insert(kind, row);
                 }
+                Err(e) => return Err(remember(failed, key, e)),
             }
-            for node in plan.rows() {
-                if !self.cache.rows.contains_key(node) {
-                    let seen = read_row(self.store.as_ref(), node).await?;
-                    self.cache.rows.insert(node.clone(), seen);
-                }
+        }
+        for node in plan.rows() {
+            if self.cache.rows.contains_key(node) {
+                continue;
             }
-            for need in &plan.leases {
-                if !self.book.knows(&need.key) {
-                    let read = self.store.read(&need.key).await?;
-                    self.book.set(need.key.clone(), LeaseSeen::from_read(&read));
+            let key = keys::node_capacity(node)?;
+            earlier_failure(failed, &key)?;
+            match read_counts(self.store.as_ref(), &key).await {
+                Ok((counts, version)) => {
+                    self.cache
+                        .rows
+                        .insert(node.clone(), RowSeen { counts, version });
                 }
+                Err(e) => return Err(remember(failed, key, e)),
+            }
+        }
+        for need in &plan.leases {
+            if self.book.knows(&need.key) {
+                continue;
+            }
+            earlier_failure(failed, &need.key)?;
+            match self.store.read(&need.key).await {
+                Ok(read) => self.book.set(need.key.clone(), LeaseSeen::from_read(&read)),
+                Err(e) => return Err(remember(failed, need.key.clone(), e.into())),
             }
         }
         Ok(())
@@ -353,22 +450,21 @@ impl Worker {
         if admitted.is_empty() {
             return Vec::new();
         }
-        // 2. The shared rows, from the cache or the Store.
-        if let Err(e) = self.load_shared(&admitted).await {
-            for job in admitted {
-                job.finish(Err(match &e {
-                    LocationError::Store(s) => LocationError::Store(store_error_like(s)),
-                    LocationError::CorruptRecord { record } => LocationError::corrupt(*record),
-                    _ => LocationError::Contended,
-                }));
+        // 2. The shared rows, from the cache or the Store (a row that cannot be read fails
+        //    only the jobs that need it).
+        let mut loaded = Vec::with_capacity(admitted.len());
+        let mut failed = Vec::new();
+        for job in admitted {
+            match self.load_shared(&job, &mut failed).await {
+                Ok(()) => loaded.push(job),
+                Err(e) => job.finish(Err(e)),
             }
-            return Vec::new();
         }
         // 3. Apply each job to working copies.
         let mut working = Working::default();
         let mut accepted: Vec<Accepted> = Vec::new();
         let mut retry = Vec::new();
-        for mut job in admitted {
+        for mut job in loaded {
             match batch::apply(&job, &self.cache, &self.book, &mut working) {
                 Ok(built) => accepted.push(Accepted { job, built }),
                 Err(ApplyFail::Final(e)) => job.finish(Err(e)),
@@ -392,6 +488,16 @@ impl Worker {
         // 4. One conditional batch.
         let (request, flight) = match batch::assemble(accepted, working, &self.book) {
             Ok(r) => r,
+            Err((_, accepted)) if accepted.len() > 1 => {
+                // The batch as a whole is past a bound or cannot be encoded: each job is tried
+                // alone, so a failure costs only its own job.
+                retry.extend(accepted.into_iter().map(|a| {
+                    let mut job = a.job;
+                    job.solo = true;
+                    job
+                }));
+                return retry;
+            }
             Err((e, accepted)) => {
                 for a in accepted {
                     a.job.finish(Err(e.to_error()));
@@ -431,3 +537,7 @@ impl Worker {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "worker_tests.rs"]
+mod worker_tests;

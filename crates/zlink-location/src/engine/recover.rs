@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zlink_store_spi::{
-    DynLocationStore, LocationStore, Mutation, ReadResult, StoreError, StoreKey,
+    DynLocationStore, LocationStore, Mutation, ReadResult, StoreError, StoreKey, UnreadableKey,
 };
 
 use super::super::counters::CounterRow;
@@ -17,9 +17,10 @@ use super::super::epoch::StoreEpoch;
 use super::super::error::LocationError;
 use super::super::generation::GenerationKind;
 use super::super::identity::NodeKey;
+use super::super::keys;
 use super::super::lease::{LeaseBook, LeaseSeen};
 use super::super::placement::PlacementRng;
-use super::batch::{Accepted, EngineConfig, Flight, Job, RowSeen};
+use super::batch::{Accepted, CounterMove, EngineConfig, Flight, Job, RowMove, RowSeen};
 use super::plan::{JobResult, Shared};
 use super::read_row;
 
@@ -112,6 +113,22 @@ impl Recovery {
             locks,
             lock_keys,
         } = flight;
+        if let Some(bad) = error.as_unreadable() {
+            return after_unreadable(bad, accepted, &counters, &rows, locks, lock_keys);
+        }
+        if error.as_argument().is_some() && accepted.len() > 1 {
+            // The Store refused the batch as a whole before any I/O: each job is tried alone,
+            // so a failure costs only its own job.
+            let retry = accepted
+                .into_iter()
+                .map(|a| {
+                    let mut job = a.job;
+                    job.solo = true;
+                    job
+                })
+                .collect();
+            return Fresh::default().finish(retry, locks, lock_keys);
+        }
         if !error.outcome_unknown() {
             for a in accepted {
                 a.job.finish(Err(store_error_like(&error).into()));
@@ -268,6 +285,61 @@ impl Recovery {
         }
         fresh
     }
+}
+
+/// The batch named one key the Store cannot read; it was found before anything changed
+/// (`StoreError::Unreadable`), so it costs only the jobs that touch that key — as an own key, a
+/// guard, a lease or a shared row they move — which fail with it. The others go out again
+/// without them (this round does not count against their rounds: every such round ends at
+/// least one job). If no job names the key, nobody can be told apart and every job fails.
+fn after_unreadable(
+    bad: &UnreadableKey,
+    accepted: Vec<Accepted>,
+    counters: &[CounterMove],
+    rows: &[RowMove],
+    locks: Vec<Shared>,
+    lock_keys: Vec<StoreKey>,
+) -> Recovered {
+    let (hit, rest): (Vec<Accepted>, Vec<Accepted>) = accepted
+        .into_iter()
+        .partition(|a| touches(&a.job, &bad.key));
+    let retry = if hit.is_empty() {
+        for a in rest {
+            a.job
+                .finish(Err(StoreError::Unreadable(bad.clone()).into()));
+        }
+        Vec::new()
+    } else {
+        for a in hit {
+            a.job
+                .finish(Err(StoreError::Unreadable(bad.clone()).into()));
+        }
+        rest.into_iter().map(|a| a.job).collect()
+    };
+    // Nothing changed: the cached shared rows stay, except one that is the bad key (it is read
+    // again, and fails the jobs that need it).
+    let fresh = Fresh::none(
+        counters
+            .iter()
+            .map(|c| c.kind)
+            .filter(|k| k.counter_key() == bad.key),
+        rows.iter()
+            .map(|r| r.node.clone())
+            .filter(|n| keys::node_capacity(n).is_ok_and(|k| k == bad.key)),
+    );
+    fresh.finish(retry, locks, lock_keys)
+}
+
+/// Whether `job`'s batch needs `key`: an own key, a guard, a lease, or a shared row it moves.
+fn touches(job: &Job, key: &StoreKey) -> bool {
+    let plan = job.op.plan();
+    plan.own.iter().any(|(k, _)| k == key)
+        || plan.guards.iter().any(|(k, _)| k == key)
+        || plan.leases.iter().any(|n| &n.key == key)
+        || plan.counters().any(|kind| &kind.counter_key() == key)
+        || plan
+            .rows()
+            .any(|node| keys::node_capacity(node).is_ok_and(|k| &k == key))
 }
 
 /// Shared rows read afresh by a recovery.

@@ -5,6 +5,7 @@
 //! fails when `CI` or `ZLINK_REQUIRE_REDIS` is set.
 
 mod authority;
+mod bad_row;
 mod capacity_model;
 mod corrupt;
 mod descriptors;
@@ -19,6 +20,7 @@ mod relocation;
 mod spot_wide;
 pub(crate) mod support;
 mod sweep;
+mod sweep_scale;
 
 use zlink_testkit::on_every_store;
 
@@ -28,6 +30,7 @@ on_every_store!(
     corrupt::a_wrong_typed_key_costs_only_that_key_in_a_sweep,
     corrupt::object_capacity_survives_a_foreign_key,
     corrupt::discovery_and_lists_leave_out_only_the_unreadable_rows,
+    bad_row::self_sweep_skips_and_counts_a_row_whose_newest_record_is_unreadable,
     // Spec 21 §12 "Generation And Owner Lease".
     lease::generations_never_swap,
     lease::generation_exhausted_changes_nothing_and_repeats,
