@@ -16,6 +16,7 @@ mod prelude;
 mod query;
 mod recover;
 mod relocation;
+mod rollback;
 mod spot_wide;
 pub(crate) mod support;
 mod sweep;
