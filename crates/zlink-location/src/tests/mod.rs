@@ -13,6 +13,7 @@ mod epoch;
 mod lease;
 mod per_actor;
 mod prelude;
+mod private_redis;
 mod query;
 mod recover;
 mod relocation;

@@ -1,14 +1,72 @@
 //! A Store that fails over to a replica missing the last acknowledged writes (issue 36 item 1;
 //! `docs/store-epoch.md`): the failover rolls the Store back to a *prefix* of its write order,
-//! simulated with the memory store's `checkpoint` / `roll_back_to`. The lease row back at an
-//! earlier version of this run, a write of this host gone, a counter read behind: each is data
-//! loss, admission closes at once and the lease is taken over under a higher generation; a
-//! later change by another host is never mistaken for one.
+//! simulated with the memory store's `checkpoint` / `roll_back_to`, and — for the scenarios
+//! marked so — on a private `redis-server` rolled back with `SAVE` / `DEBUG RELOAD NOSAVE`
+//! (`private_redis.rs`; run when the live Redis tests are, `ZLINK_TEST_REDIS_URL`). The lease
+//! row back at an earlier version of this run, a write of this host gone, a counter read
+//! behind: each is data loss, admission closes at once and the lease is taken over under a
+//! higher generation; a later change by another host is never mistaken for one.
 
+use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_store_spi::{MemoryCheckpoint, MemoryLocationStore};
 
 use super::prelude::*;
+use super::private_redis::PrivateRedis;
 use crate::written::Verdict;
+
+/// A Store the test can roll back, and a checkpoint of it.
+enum Rollback {
+    Memory(Arc<MemoryLocationStore>),
+    Redis(PrivateRedis),
+}
+
+enum Checkpoint {
+    Memory(MemoryCheckpoint),
+    Redis,
+}
+
+impl Rollback {
+    fn checkpoint(&self) -> Checkpoint {
+        match self {
+            Rollback::Memory(m) => Checkpoint::Memory(m.checkpoint()),
+            Rollback::Redis(r) => {
+                r.checkpoint();
+                Checkpoint::Redis
+            }
+        }
+    }
+
+    fn roll_back(&self, cp: &Checkpoint) {
+        match (self, cp) {
+            (Rollback::Memory(m), Checkpoint::Memory(cp)) => roll_back(m, cp),
+            (Rollback::Redis(r), Checkpoint::Redis) => r.roll_back(),
+            _ => panic!("a checkpoint of another store"),
+        }
+    }
+
+    /// A fresh store over this backend (a new key prefix on Redis).
+    async fn store(&self) -> Arc<dyn DynLocationStore> {
+        match self {
+            Rollback::Memory(m) => m.clone(),
+            Rollback::Redis(r) => {
+                let prefix = format!("rollback-{}", uuid::Uuid::new_v4().simple());
+                let options = RedisLocationOptions::from_url(&r.url())
+                    .expect("url")
+                    .with_key_prefix(prefix)
+                    .expect("prefix");
+                Arc::new(
+                    RedisLocationStore::connect(options)
+                        .await
+                        .expect("the private Redis answers"),
+                )
+            }
+        }
+    }
+}
+
+fn memory_rollback() -> Rollback {
+    Rollback::Memory(Arc::new(MemoryLocationStore::new()))
+}
 
 /// A memory store on the host clock, as the runtime sees it and as the test rolls it back.
 fn memory() -> (Arc<MemoryLocationStore>, Arc<dyn DynLocationStore>) {
@@ -67,14 +125,18 @@ fn roll_back(mem: &MemoryLocationStore, cp: &MemoryCheckpoint) {
 /// taken over under a higher generation.
 #[tokio::test]
 async fn a_lease_row_rolled_back_to_an_older_version_of_ours_is_data_loss() {
-    let (mem, store) = memory();
+    lease_row_rolled_back(&memory_rollback()).await;
+}
+
+async fn lease_row_rolled_back(rb: &Rollback) {
+    let store = rb.store().await;
     let a = manual_host(&store, 1).await;
     active_actor(&a, "x").await;
     let before = a.run();
-    let cp = mem.checkpoint();
+    let cp = rb.checkpoint();
     renewed(&a).await;
     renewed(&a).await;
-    roll_back(&mem, &cp);
+    rb.roll_back(&cp);
     assert!(a.rt.is_admitting(), "nothing noticed before the renew");
     lost_and_taken_over(&a, &before).await;
 }
@@ -200,14 +262,18 @@ async fn a_write_lost_after_the_last_renew_is_noticed_at_the_next_renew() {
 /// and closes admission at once; the renew after reports the lease lost.
 #[tokio::test]
 async fn a_lost_creation_is_noticed_by_the_verification_after_the_next_renew() {
-    let (mem, store) = memory();
+    lost_creation(&memory_rollback()).await;
+}
+
+async fn lost_creation(rb: &Rollback) {
+    let store = rb.store().await;
     let a = manual_host(&store, 1).await;
     let before = a.run();
     active_actor(&a, "kept").await;
     renewed(&a).await;
-    let cp = mem.checkpoint();
+    let cp = rb.checkpoint();
     active_actor(&a, "lost").await;
-    roll_back(&mem, &cp);
+    rb.roll_back(&cp);
     renewed(&a).await;
     assert!(a.rt.is_admitting());
     let verdict = a.rt.verify_written().await.expect("a verification is due");
@@ -221,7 +287,11 @@ async fn a_lost_creation_is_noticed_by_the_verification_after_the_next_renew() {
 /// Actor would stay in Creating): an earlier state of what this host put is back.
 #[tokio::test]
 async fn a_lost_commit_is_noticed() {
-    let (mem, store) = memory();
+    lost_commit(&memory_rollback()).await;
+}
+
+async fn lost_commit(rb: &Rollback) {
+    let store = rb.store().await;
     let a = manual_host(&store, 1).await;
     let before = a.run();
     let reserved = reserve(&a, ObjectKind::Actor, "x", "chat", &a).await;
@@ -230,14 +300,14 @@ async fn a_lost_commit_is_noticed() {
         a.rt.verify_written().await,
         Some(Verdict::Held { kept: 0, .. })
     ));
-    let cp = mem.checkpoint();
+    let cp = rb.checkpoint();
     a.rt.authority()
         .commit(&reserved, None)
         .await
         .expect("commit")
         .applied()
         .expect("committed");
-    roll_back(&mem, &cp);
+    rb.roll_back(&cp);
     renewed(&a).await;
     assert!(matches!(
         a.rt.verify_written().await,
@@ -251,18 +321,22 @@ async fn a_lost_commit_is_noticed() {
 /// this host deleted is back.
 #[tokio::test]
 async fn a_deleted_record_that_comes_back_is_noticed() {
-    let (mem, store) = memory();
+    deleted_record_back(&memory_rollback()).await;
+}
+
+async fn deleted_record_back(rb: &Rollback) {
+    let store = rb.store().await;
     let a = manual_host(&store, 1).await;
     let x = active_actor(&a, "x").await;
     renewed(&a).await;
-    let cp = mem.checkpoint();
+    let cp = rb.checkpoint();
     a.rt.authority()
         .delete(&x)
         .await
         .expect("delete")
         .applied()
         .expect("deleted");
-    roll_back(&mem, &cp);
+    rb.roll_back(&cp);
     renewed(&a).await;
     assert!(matches!(
         a.rt.verify_written().await,
@@ -500,4 +574,23 @@ async fn a_member_moved_with_its_spot_and_deleted_there_is_not_a_rollback() {
         "{verdict:?}"
     );
     assert!(a.rt.is_admitting());
+}
+
+/// The rollback scenarios on a private Redis rolled back from an RDB taken at the checkpoint
+/// (its version sequence goes back with the data, as a failover's does). Run when the live
+/// Redis tests are (`ZLINK_TEST_REDIS_URL`), one after the other on one server.
+#[tokio::test]
+async fn the_rollback_scenarios_hold_on_a_redis_rolled_back_from_an_earlier_rdb() {
+    let test = "the_rollback_scenarios_hold_on_a_redis_rolled_back_from_an_earlier_rdb";
+    if zlink_store_conformance::live::env_or_skip(zlink_testkit::REDIS_ENV, test).is_none() {
+        return;
+    }
+    let redis = PrivateRedis::start()
+        .await
+        .expect("a private redis-server (with DEBUG enabled) starts on a loopback port");
+    let rb = Rollback::Redis(redis);
+    lease_row_rolled_back(&rb).await;
+    lost_creation(&rb).await;
+    lost_commit(&rb).await;
+    deleted_record_back(&rb).await;
 }

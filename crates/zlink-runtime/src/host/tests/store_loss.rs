@@ -210,10 +210,7 @@ async fn after_a_failover_rollback_lost_actors_close_and_come_back_with_higher_g
     // The bound: every host renews each 100 ms (timeout 100 ms) and reads back what it wrote
     // after each renew; 3 s is 30 renew intervals, room for a loaded machine.
     let bound = Duration::from_secs(3);
-    while live_per_id(&hosts)
-        .keys()
-        .any(|id| lost_ids.contains(id))
-    {
+    while live_per_id(&hosts).keys().any(|id| lost_ids.contains(id)) {
         assert!(
             rolled_back.elapsed() < bound,
             "lost Actors still live {:?} after the rollback: {:?}",
