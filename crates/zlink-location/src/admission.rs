@@ -110,6 +110,9 @@ pub struct Admission {
 struct GateState {
     run: Option<HostRun>,
     deadline: Option<Duration>,
+    /// The run the gate was closed on: its observations no longer open the gate (a renew in
+    /// flight when a loss was noticed must not reopen it); a different run's do.
+    fenced: Option<HostRun>,
 }
 
 /// The host-wide admission gate (one per host; every location component shares it).
@@ -198,7 +201,8 @@ impl AdmissionGate {
     /// Records a successful lease observation. `t0` is the local monotonic time taken before the
     /// request; `store_now` and `expires_at` come from its result. A different host run replaces
     /// the state; the same run only ever moves the deadline forward (every observation is a safe
-    /// bound on its own).
+    /// bound on its own). An observation of the run the gate was [closed](Self::close) on is
+    /// ignored: the gate stays closed and `t0` (a deadline already reached) is returned.
     pub fn observe(
         &self,
         run: &HostRun,
@@ -209,6 +213,10 @@ impl AdmissionGate {
         let remaining = Duration::from_millis(store_now.millis_until(expires_at));
         let deadline = t0 + remaining.saturating_sub(self.fencing_margin);
         let mut s = self.state.lock();
+        if s.fenced.as_ref() == Some(run) {
+            return t0;
+        }
+        s.fenced = None;
         if s.run.as_ref() == Some(run) {
             let d = s.deadline.map_or(deadline, |cur| cur.max(deadline));
             s.deadline = Some(d);
@@ -228,12 +236,15 @@ impl AdmissionGate {
         self.open_until.store(nanos, Ordering::Release);
     }
 
-    /// Closes the gate (lease released or lost): every later admission is refused until a new
-    /// lease is observed.
+    /// Closes the gate (lease released or lost, or Store data loss noticed): every later
+    /// admission is refused until a lease of *another* run is observed — an observation of the
+    /// run it was closed on (a renew that was in flight) never reopens it.
     pub fn close(&self) {
         let mut s = self.state.lock();
         s.deadline = None;
-        s.run = None;
+        if let Some(run) = s.run.take() {
+            s.fenced = Some(run);
+        }
         self.mirror(None);
     }
 }
@@ -327,5 +338,32 @@ mod tests {
         gate.close();
         assert!(gate.admit(AdmissionOp::FactoryResult).is_err());
         assert!(!gate.is_open());
+    }
+
+    #[test]
+    fn a_closed_gate_reopens_only_for_another_run() {
+        let clock = ManualMonotonic::new();
+        let gate = AdmissionGate::new(Arc::new(clock.clone()), Duration::from_secs(5));
+        let now = StoreTime::from_millis(0);
+        let exp = StoreTime::from_millis(15_000);
+        gate.observe(&run(1), clock.now(), now, exp);
+        gate.close();
+        // A renew of the closed run that was in flight answers now: ignored.
+        assert_eq!(gate.observe(&run(1), clock.now(), now, exp), clock.now());
+        assert!(!gate.is_open());
+        assert!(matches!(
+            gate.admit(AdmissionOp::TimerStart),
+            Err(AdmissionRefused::NoLease { .. })
+        ));
+        // The takeover's new run opens it.
+        assert_eq!(
+            gate.observe(&run(2), clock.now(), now, exp),
+            Duration::from_secs(10)
+        );
+        assert!(gate.is_open());
+        gate.close();
+        assert!(!gate.is_open());
+        gate.observe(&run(3), clock.now(), now, exp);
+        assert!(gate.is_open());
     }
 }

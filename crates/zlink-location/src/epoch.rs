@@ -11,14 +11,18 @@
 //!   the value is raised to `highest + 1` before anything is issued from it, so the next
 //!   issuance is strictly above every generation this host has seen. The counter move rides
 //!   in the same conditional batch as before (under the version or the absence just read).
-//! - A noticed data loss is a lost lease: the next renew closes admission and reports the lease
-//!   lost (the renew loop then takes over under a strictly higher LeaseGeneration; see
+//! - A noticed data loss — here, by the owner lease (its row rolled back, `lease.rs`) or by the
+//!   acknowledged-write verification (`written.rs`) — is a lost lease: admission closes at
+//!   once and the renew loop is woken, so it reports the lease lost and takes over under a
+//!   strictly higher LeaseGeneration now, not at its next tick (see
 //!   [`OwnerLease`](super::lease)).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use zlink_codec::counter::EXHAUSTED;
 
+use super::admission::AdmissionGate;
 use super::counters::CounterRow;
 use super::generation::GenerationKind;
 
@@ -31,9 +35,21 @@ pub(crate) struct StoreEpoch {
     authority_owner: AtomicU64,
     /// A data loss noticed and not yet handled by a renew.
     lost: AtomicBool,
+    /// Closed the moment a loss is noticed (`None` in unit tests of the epoch alone).
+    gate: Option<Arc<AdmissionGate>>,
+    /// Wakes the renew loop when a loss is noticed.
+    wake: tokio::sync::Notify,
 }
 
 impl StoreEpoch {
+    /// An epoch that closes `gate` the moment it notices a loss.
+    pub(crate) fn with_gate(gate: Arc<AdmissionGate>) -> Self {
+        StoreEpoch {
+            gate: Some(gate),
+            ..StoreEpoch::default()
+        }
+    }
+
     fn slot(&self, kind: GenerationKind) -> &AtomicU64 {
         match kind {
             GenerationKind::OwnerLease => &self.owner_lease,
@@ -79,9 +95,20 @@ impl StoreEpoch {
         row
     }
 
-    /// Notes a data loss for the next renew to handle.
+    /// Notes a data loss: admission closes now (nothing new is admitted on what the Store may
+    /// no longer hold) and the renew loop is woken to handle it (lose the lease, take it over
+    /// under a higher generation).
     pub(crate) fn notice_loss(&self) {
         self.lost.store(true, Ordering::Release);
+        if let Some(gate) = &self.gate {
+            gate.close();
+        }
+        self.wake.notify_one();
+    }
+
+    /// Completes once a loss is noticed (at once if one was noticed since the last wait).
+    pub(crate) async fn loss_noticed(&self) {
+        self.wake.notified().await;
     }
 
     /// Whether a data loss was noticed since the last call (and clears it).

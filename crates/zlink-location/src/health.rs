@@ -24,6 +24,7 @@ use zlink_store_spi::{
 
 use super::admission::AdmissionGate;
 use super::clock::SharedClock;
+use super::written::{Watch, WrittenBook};
 
 /// No time recorded (times are stored as nanoseconds + 1 on the runtime clock).
 const NONE: u64 = 0;
@@ -270,6 +271,21 @@ impl HealthProbe {
     }
 }
 
+/// Ends a tracked write that was dropped before its answer as an unknown outcome.
+struct WatchGuard<'a> {
+    written: &'a WrittenBook,
+    request: &'a WriteRequest,
+    watch: Option<Watch>,
+}
+
+impl Drop for WatchGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            self.written.after_write(watch, self.request, None, true);
+        }
+    }
+}
+
 /// Notes a failure when a Store call is dropped before it finished.
 struct Pending<'a> {
     health: &'a StoreHealth,
@@ -284,19 +300,40 @@ impl Drop for Pending<'_> {
     }
 }
 
-/// The Location Store as the runtime calls it: every call's end is noted in [`StoreHealth`].
+/// The Location Store as the runtime calls it: every call's end is noted in [`StoreHealth`],
+/// and every acknowledged write of an authority row in the [`WrittenBook`] that verifies it
+/// is still there after the next renew (`written.rs`).
 #[derive(Debug)]
 pub(crate) struct RecordingStore {
     inner: Arc<dyn DynLocationStore>,
     health: Arc<StoreHealth>,
+    written: Option<Arc<WrittenBook>>,
 }
 
 impl RecordingStore {
+    #[cfg(test)]
     pub(crate) fn wrap(
         inner: Arc<dyn DynLocationStore>,
         health: Arc<StoreHealth>,
     ) -> Arc<dyn DynLocationStore> {
-        Arc::new(Self { inner, health })
+        Arc::new(Self {
+            inner,
+            health,
+            written: None,
+        })
+    }
+
+    /// [`wrap`](Self::wrap), recording acknowledged writes in `written`.
+    pub(crate) fn wrap_recording(
+        inner: Arc<dyn DynLocationStore>,
+        health: Arc<StoreHealth>,
+        written: Arc<WrittenBook>,
+    ) -> Arc<dyn DynLocationStore> {
+        Arc::new(Self {
+            inner,
+            health,
+            written: Some(written),
+        })
     }
 
     async fn noted<T>(
@@ -320,7 +357,32 @@ impl LocationStore for RecordingStore {
     }
 
     async fn write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
-        self.noted(self.inner.write_dyn(request)).await
+        let Some(written) = &self.written else {
+            return self.noted(self.inner.write_dyn(request)).await;
+        };
+        let Some(watch) = written.before_write(request) else {
+            return self.noted(self.inner.write_dyn(request)).await;
+        };
+        // A write dropped before its answer (a caller's time-out) may have applied: the
+        // guard forgets its keys, as for any unknown outcome.
+        let mut guard = WatchGuard {
+            written,
+            request,
+            watch: Some(watch),
+        };
+        let result = self.noted(self.inner.write_dyn(request)).await;
+        if let Some(watch) = guard.watch.take() {
+            match &result {
+                Ok(WriteResult::Applied { put_versions, .. }) => {
+                    written.after_write(watch, request, Some(put_versions), false)
+                }
+                Ok(WriteResult::Conflict { .. }) => {
+                    written.after_write(watch, request, None, false)
+                }
+                Err(e) => written.after_write(watch, request, None, e.outcome_unknown()),
+            }
+        }
+        result
     }
 
     async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {

@@ -5,12 +5,17 @@
 //!   conditional batch that creates the lease row (`Missing(lease)` + the counter's version).
 //! - **Renew** re-puts the same record under `Version(lease)` with the TTL as retention; the
 //!   generation is kept. A conflict is re-checked with an exact read: the row may hold our
-//!   record under a version we did not see (an earlier renew whose answer was lost), or be gone.
+//!   record under a version we did not see (an earlier renew whose answer was lost: adopted),
+//!   under a version this run wrote *earlier* in its term (a Store that failed over to a
+//!   replica missing the later renews: data loss, never adopted), or be gone. The versions of
+//!   the term are kept ([`History`]); a version never seen is adopted only if a renew since
+//!   the current version went unanswered — else only a rollback can explain it.
 //! - **Takeover**: once the row is gone (expired), acquiring again issues a *new* generation
 //!   for the same OwnerId.
 //! - **Release** deletes the row under `Version(lease)` and keeps the generation.
-//! - **Store data loss** ([`StoreEpoch`]): a row that vanished while held, or a counter that
-//!   answers at or below a generation this host holds, is a lost lease. Acquire issues strictly
+//! - **Store data loss** ([`StoreEpoch`]): a row that vanished while held, a row rolled back to
+//!   an earlier version of this run, a counter that answers at or below a generation this
+//!   host holds, or a write of this host no longer in the Store (`written.rs`) is a lost lease. Acquire issues strictly
 //!   above every LeaseGeneration this host has seen, and raises the ObjectGeneration and
 //!   AuthorityOwnerGeneration counters past the highest this host has seen in the same batch,
 //!   so no host recreating an object after the loss hands out a generation that goes back.
@@ -18,7 +23,7 @@
 //! Every successful register/read/renew refreshes the host-wide [`AdmissionGate`] with the
 //! local monotonic time taken *before* the request.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +42,7 @@ use super::error::{InvalidOperation, LocationError, put_version};
 use super::generation::{GenerationKind, OwnerLeaseGeneration};
 use super::identity::{HostRun, OwnerId};
 use super::keys;
+use super::written::WrittenBook;
 
 /// How many times acquire re-reads the owner counter after losing a race for it.
 const ACQUIRE_ATTEMPTS: usize = 256;
@@ -44,6 +50,50 @@ const ACQUIRE_ATTEMPTS: usize = 256;
 /// How many deletes a release tries while a renew whose reply was lost keeps moving the
 /// version.
 const RELEASE_ATTEMPTS: usize = 4;
+
+/// How many of the term's lease row versions are kept at least (more while the writes before
+/// them are not verified yet).
+const HISTORY_KEPT: usize = 64;
+
+/// The versions this run's lease row was written with in the current term, oldest first (the
+/// current one last), and whether a renew since the current one went unanswered.
+#[derive(Debug, Default)]
+struct History {
+    /// Each version with the stamp of the renew (or acquire) that wrote it.
+    versions: VecDeque<(StoreVersion, u64)>,
+    /// The stamp of the first renew since the current version whose answer was not received
+    /// (`None`: every renew since was answered, so the row can hold no version this run has
+    /// not seen).
+    unanswered_since: Option<u64>,
+    /// Every write acknowledged before this stamp was verified (`written.rs`).
+    verified_before: u64,
+}
+
+impl History {
+    fn push(&mut self, version: StoreVersion, stamp: u64) {
+        if self.versions.back().is_some_and(|(v, _)| *v == version) {
+            return;
+        }
+        self.versions.push_back((version, stamp));
+        while self.versions.len() > HISTORY_KEPT
+            && self
+                .versions
+                .front()
+                .is_some_and(|(_, s)| *s < self.verified_before)
+        {
+            self.versions.pop_front();
+        }
+    }
+
+    /// Whether `version` was written by this run earlier in the term (not the current one).
+    fn earlier(&self, version: &StoreVersion) -> bool {
+        let n = self.versions.len();
+        self.versions
+            .iter()
+            .take(n.saturating_sub(1))
+            .any(|(v, _)| v == version)
+    }
+}
 
 /// The lease row key of an owner.
 pub(crate) fn lease_key(owner: &OwnerId) -> Result<StoreKey, LocationError> {
@@ -186,6 +236,13 @@ pub(crate) struct OwnerLease {
     /// waits for a renew in flight (whose write would otherwise conflict with the delete and
     /// read as a lost lease, or move the version the delete is conditioned on).
     turn: tokio::sync::Mutex<()>,
+    /// The term's lease row versions.
+    history: Mutex<History>,
+    /// The writes of this host awaiting verification, and the stamps renews take.
+    written: Arc<WrittenBook>,
+    /// The stamp of the last successful renew whose writes before it are not verified yet
+    /// (taken by the renew loop).
+    to_verify: Mutex<Option<u64>>,
 }
 
 impl OwnerLease {
@@ -194,6 +251,7 @@ impl OwnerLease {
         gate: Arc<AdmissionGate>,
         book: Arc<LeaseBook>,
         epoch: Arc<StoreEpoch>,
+        written: Arc<WrittenBook>,
         owner_id: OwnerId,
         retention: Retention,
     ) -> Result<Self, LocationError> {
@@ -211,6 +269,9 @@ impl OwnerLease {
             runs: tokio::sync::watch::Sender::new(None),
             released: std::sync::atomic::AtomicBool::new(false),
             turn: tokio::sync::Mutex::new(()),
+            history: Mutex::new(History::default()),
+            written,
+            to_verify: Mutex::new(None),
         })
     }
 
@@ -240,11 +301,15 @@ impl OwnerLease {
         });
     }
 
-    /// Adopts `run` as a new term (an acquire).
+    /// Adopts `run` as a new term (an acquire): the earlier term's versions and unverified
+    /// writes are forgotten (the takeover reclaims that run's rows).
     fn adopt_new(&self, run: HostRun, version: StoreVersion, bytes: Vec<u8>) {
         self.epoch
             .observe(GenerationKind::OwnerLease, run.lease_generation.get());
         let term = self.terms.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+        self.written.new_term();
+        *self.history.lock() = History::default();
+        *self.to_verify.lock() = None;
         self.keep(run.clone(), version, bytes);
         self.announce(Some(LeaseTerm { run, term }));
     }
@@ -261,6 +326,9 @@ impl OwnerLease {
     }
 
     fn keep(&self, run: HostRun, version: StoreVersion, bytes: Vec<u8>) {
+        self.history
+            .lock()
+            .push(version.clone(), self.written.mark());
         self.book.set(
             self.key.clone(),
             LeaseSeen {
@@ -456,7 +524,8 @@ impl OwnerLease {
 
     /// Extends the lease (same generation). On a lost row the gate closes and `Lost` is
     /// returned; a Store error leaves the deadline where it was (it is never extended without
-    /// a successful observation).
+    /// a successful observation). After a successful renew the writes acknowledged before it
+    /// was sent are due for verification ([`take_verification`](Self::take_verification)).
     pub(crate) async fn renew(&self) -> Result<RenewOutcome, LocationError> {
         let _turn = self.turn.lock().await;
         if self.released.load(std::sync::atomic::Ordering::SeqCst) {
@@ -475,6 +544,15 @@ impl OwnerLease {
             (h.run.clone(), h.version.clone(), h.bytes.clone())
         };
         let t0 = self.gate.now();
+        let stamp = self.written.mark();
+        // Unanswered until an answer arrives: a renew dropped by the loop's time-out, or one
+        // whose answer is lost, may have applied under a version this run never sees.
+        let unanswered_before = {
+            let mut h = self.history.lock();
+            let before = h.unanswered_since;
+            h.unanswered_since = Some(before.unwrap_or(stamp));
+            before
+        };
         let request = WriteRequest::new(
             vec![Condition::Version(self.key.clone(), version)],
             vec![Mutation::put_expiring(
@@ -493,37 +571,108 @@ impl OwnerLease {
                 let deadline =
                     self.gate
                         .observe(&run, t0, store_now, store_now.plus(self.retention));
+                self.history.lock().unanswered_since = None;
                 self.adopt(run, version, bytes);
+                *self.to_verify.lock() = Some(stamp);
                 Ok(RenewOutcome::Renewed { deadline })
             }
-            Ok(WriteResult::Conflict { .. }) => self.after_conflict(&run, t0).await,
+            Ok(WriteResult::Conflict { .. }) => {
+                // Not applied: only the earlier unanswered renews can have moved the version.
+                self.history.lock().unanswered_since = unanswered_before;
+                self.after_conflict(&run, t0, unanswered_before).await
+            }
             Err(e) => Err(e.into()),
         }
     }
 
+    /// The stamp of the last successful renew whose earlier writes are due for verification
+    /// (`written.rs`), taken once.
+    pub(crate) fn take_verification(&self) -> Option<u64> {
+        self.to_verify.lock().take()
+    }
+
+    /// Every write acknowledged before `stamp` was verified: the versions written before it
+    /// no longer need keeping past [`HISTORY_KEPT`].
+    pub(crate) fn verified_before(&self, stamp: u64) {
+        let mut h = self.history.lock();
+        h.verified_before = h.verified_before.max(stamp);
+    }
+
+    /// A renew that conflicted: reads the row once.
+    ///
+    /// - Our record under a version this run wrote earlier in the term, or under a generation
+    ///   below ours: the Store rolled back (a failover to a replica that lacks the later
+    ///   renews). Lost, never adopted.
+    /// - Our record under a version never seen, with a renew since the current version
+    ///   unanswered (`unanswered_since`): that renew applied and its answer was lost. Adopted,
+    ///   the deadline refreshed from this read, and the writes acknowledged before that renew
+    ///   was sent are due for verification.
+    /// - Our record under a version never seen with every renew answered, or a generation of
+    ///   ours this run did not issue: only a Store that lost writes explains it. Lost.
+    /// - Missing, or another owner's: gone before this host's admission deadline (which ends
+    ///   before the row's expiry) is Store data loss, after it an expired lease. Lost.
     async fn after_conflict(
         &self,
         run: &HostRun,
         t0: Duration,
+        unanswered_since: Option<u64>,
     ) -> Result<RenewOutcome, LocationError> {
-        match self.recover_from_read(t0, 0).await? {
-            // The row holds our record under a version we had not seen (a renew whose answer
-            // was lost): adopted, and the deadline refreshed from that read.
-            Reread::Ours(_) => Ok(RenewOutcome::Renewed {
-                deadline: self.gate.deadline().unwrap_or(t0),
-            }),
-            _ => {
-                if self.gate.deadline().is_some_and(|d| d > t0) {
-                    // Gone before this host's own admission deadline, which ends before the
-                    // row's expiry: the Store lost it (spec 21 §5 keeps it until then).
-                    tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "Store data loss: the owner lease row vanished while held");
+        let read = self.store.read(&self.key).await?;
+        let seen = LeaseSeen::from_read(&read);
+        if let (
+            Some(holder),
+            ReadResult::Found {
+                bytes,
+                version,
+                expires_at,
+                store_now,
+            },
+        ) = (seen.holder, &read)
+        {
+            if holder.owner_id == self.owner_id {
+                let (earlier, current) = {
+                    let h = self.history.lock();
+                    (
+                        h.earlier(version),
+                        h.versions.back().is_some_and(|(v, _)| v == version),
+                    )
+                };
+                let rollback = if holder != *run {
+                    Some("the owner lease row holds another generation of this host")
+                } else if earlier {
+                    Some("the owner lease row is back at a version this run wrote earlier")
+                } else if current {
+                    None
+                } else if unanswered_since.is_none() {
+                    Some("the owner lease row holds a version this run never wrote")
                 } else {
-                    tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "owner lease lost");
+                    None
+                };
+                if let Some(why) = rollback {
+                    tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, found = %holder.lease_generation, %version, "Store data loss: {why}");
+                    self.lose();
+                    return Ok(RenewOutcome::Lost);
                 }
-                self.lose();
-                Ok(RenewOutcome::Lost)
+                // A renew whose answer was lost: adopted, the deadline refreshed from this read.
+                let expires = expires_at.unwrap_or(*store_now);
+                let deadline = self.gate.observe(run, t0, *store_now, expires);
+                self.history.lock().unanswered_since = None;
+                self.adopt(holder, version.clone(), bytes.to_vec());
+                if let Some(since) = unanswered_since {
+                    *self.to_verify.lock() = Some(since);
+                }
+                return Ok(RenewOutcome::Renewed { deadline });
             }
         }
+        if self.gate.deadline().is_some_and(|d| d > t0) {
+            // Gone before this host's own admission deadline, which ends before the row's
+            // expiry: the Store lost it (spec 21 §5 keeps it until then).
+            tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "Store data loss: the owner lease row vanished while held");
+        } else {
+            tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "owner lease lost");
+        }
+        self.lose();
+        Ok(RenewOutcome::Lost)
     }
 
     /// Releases the lease: closes the gate first (no new work) and stops the renew loop
@@ -590,74 +739,5 @@ impl OwnerLease {
             } => Ok(Some((store_now, e))),
             _ => Ok(None),
         }
-    }
-}
-
-/// The background renew loop: every renew interval, one renew bounded by the renew timeout;
-/// after `Lost`, a takeover under a new generation. Stops when dropped.
-#[derive(Debug)]
-pub(crate) struct RenewLoop {
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl RenewLoop {
-    pub(crate) fn spawn(
-        lease: Arc<OwnerLease>,
-        health: Arc<crate::health::RenewState>,
-        interval: Duration,
-        timeout: Duration,
-    ) -> Self {
-        let task = tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                match tokio::time::timeout(timeout, lease.renew()).await {
-                    Ok(Ok(RenewOutcome::Renewed { .. })) => health.renewed(),
-                    // The host released its lease (shutdown): the loop ends.
-                    Ok(Ok(RenewOutcome::Released)) => {
-                        health.released();
-                        break;
-                    }
-                    Ok(Ok(RenewOutcome::Lost)) => {
-                        match tokio::time::timeout(timeout, lease.take_over()).await {
-                            Ok(Ok(None)) => break,
-                            Ok(Ok(Some(run))) => {
-                                health.taken_over();
-                                tracing::warn!(
-                                    owner = %run.owner_id,
-                                    generation = %run.lease_generation,
-                                    "owner lease taken over under a new generation"
-                                );
-                            }
-                            Ok(Err(e)) => {
-                                health.takeover_failed();
-                                tracing::warn!(error = %e, "owner lease takeover failed")
-                            }
-                            Err(_) => {
-                                health.takeover_failed();
-                                tracing::warn!("owner lease takeover timed out")
-                            }
-                        }
-                    }
-                    Ok(Err(e)) => {
-                        health.failing();
-                        tracing::warn!(error = %e, "owner lease renew failed");
-                    }
-                    Err(_) => {
-                        health.failing();
-                        tracing::warn!("owner lease renew timed out");
-                    }
-                }
-            }
-        });
-        RenewLoop { task }
-    }
-}
-
-impl Drop for RenewLoop {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }

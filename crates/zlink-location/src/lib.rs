@@ -4,8 +4,9 @@
 //!
 //! Modules build upward: vocabulary (`identity`, `generation`, `clock`, `admission`,
 //! `options`), then `error`, then `keys`, `counters` and `epoch`, then `lease`, `capacity`,
-//! `placement`, `engine`, `authority`, `descriptor`, `discovery`, `query`, `health` (Store and
-//! owner-lease health for readiness queries) and `runtime`.
+//! `placement`, `engine`, `authority`, `descriptor`, `discovery`, `query`, `written` (the
+//! verification of acknowledged writes), `health` (Store and owner-lease health for readiness
+//! queries), `renew` (the renew loop) and `runtime`.
 //!
 //! # Verification map
 //!
@@ -30,7 +31,9 @@ mod options;
 mod placement;
 mod query;
 mod reader;
+mod renew;
 mod runtime;
+mod written;
 
 pub use admission::{Admission, AdmissionOp, AdmissionRefused};
 pub use authority::SweepReport;

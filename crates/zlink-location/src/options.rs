@@ -154,6 +154,15 @@ pub struct LocationOptions {
     /// the Store did not confirm), and after which any node that meets its still-`Reserved`
     /// record may cancel it (default 10 s; spec 21 §7, §10).
     pub creation_cleanup_window: Duration,
+    /// Whether this host reads back, after each owner-lease renew, every authority row it
+    /// wrote (put or deleted) before that renew was sent, so a Store that failed over to a
+    /// replica missing acknowledged writes is noticed as data loss within about one renew
+    /// interval (default on; `docs/store-epoch.md`). It costs one exact read per distinct
+    /// authority row written per renew interval (at most 32 in flight, off the renew path)
+    /// and keeps those rows' bytes until they are read back. Switch it off only for a Store
+    /// that never loses an acknowledged write (synchronous replication, or persistence with
+    /// failover only to replicas holding every acknowledged write).
+    pub verify_acknowledged_writes: bool,
 }
 
 /// The default [`LocationOptions::creation_cleanup_window`].
@@ -173,6 +182,7 @@ impl Default for LocationOptions {
             cold_activation_retention: DEFAULT_COLD_ACTIVATION_RETENTION,
             dead_run_sweep_interval: None,
             creation_cleanup_window: DEFAULT_CREATION_CLEANUP_WINDOW,
+            verify_acknowledged_writes: true,
         }
     }
 }
@@ -251,6 +261,13 @@ impl LocationOptions {
     /// Sets the creation cleanup window (positive).
     pub fn creation_cleanup_window(mut self, d: Duration) -> Self {
         self.creation_cleanup_window = d;
+        self
+    }
+
+    /// Sets whether acknowledged writes are read back after each renew (see
+    /// [`verify_acknowledged_writes`](Self::verify_acknowledged_writes); default on).
+    pub fn verify_acknowledged_writes(mut self, on: bool) -> Self {
+        self.verify_acknowledged_writes = on;
         self
     }
 

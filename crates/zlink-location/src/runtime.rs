@@ -19,9 +19,11 @@ use super::health::{
 };
 use super::identity::ObjectId;
 use super::identity::{HostRun, MeshName, OwnerId, new_owner_id};
-use super::lease::{LeaseBook, LeaseTerm, OwnerLease, RenewLoop};
+use super::lease::{LeaseBook, LeaseTerm, OwnerLease};
 use super::options::LocationOptions;
 use super::query::{ListFilter, LocationEntry, LookupKind, Page, PageToken, Query};
+use super::renew::{LoopParts, RenewLoop};
+use super::written::WrittenBook;
 
 /// Builds and starts a [`LocationRuntime`].
 #[derive(Debug)]
@@ -78,11 +80,19 @@ impl LocationRuntimeBuilder {
             self.options.owner_lease_fencing_margin,
         ));
         let book = Arc::new(LeaseBook::default());
-        let epoch = Arc::new(StoreEpoch::default());
+        let epoch = Arc::new(StoreEpoch::with_gate(gate.clone()));
         let store_health = Arc::new(StoreHealth::new(self.clock.clone()));
         let renew_state = Arc::new(RenewState::default());
-        // Every Store call below is noted for the health queries (`health.rs`).
-        let store = RecordingStore::wrap(self.store, store_health.clone());
+        let written = Arc::new(WrittenBook::new(
+            self.options.verify_acknowledged_writes,
+            epoch.clone(),
+            self.members.clone(),
+        ));
+        // Every Store call below is noted for the health queries (`health.rs`), and every
+        // acknowledged authority write for its verification after the next renew
+        // (`written.rs`).
+        let store =
+            RecordingStore::wrap_recording(self.store, store_health.clone(), written.clone());
         let engine = Engine::start(
             store.clone(),
             gate.clone(),
@@ -95,19 +105,24 @@ impl LocationRuntimeBuilder {
             gate.clone(),
             book.clone(),
             epoch.clone(),
+            written.clone(),
             new_owner_id(),
             retention,
         )?);
         lease.acquire().await?;
         let renew = self.renew_loop.then(|| {
-            RenewLoop::spawn(
-                lease.clone(),
-                renew_state.clone(),
-                self.options.owner_lease_renew_interval,
-                self.options.owner_lease_renew_timeout,
-            )
+            RenewLoop::spawn(LoopParts {
+                lease: lease.clone(),
+                health: renew_state.clone(),
+                epoch: epoch.clone(),
+                written: written.clone(),
+                store: store.clone(),
+                interval: self.options.owner_lease_renew_interval,
+                timeout: self.options.owner_lease_renew_timeout,
+            })
         });
-        let authority = AuthorityClient::new(store.clone(), gate.clone(), engine, epoch)
+        #[cfg_attr(not(test), allow(clippy::redundant_clone))]
+        let authority = AuthorityClient::new(store.clone(), gate.clone(), engine, epoch.clone())
             .with_members(self.members);
         let health = HealthProbe {
             store: store_health,
@@ -123,6 +138,10 @@ impl LocationRuntimeBuilder {
             book,
             lease,
             authority,
+            #[cfg(test)]
+            epoch,
+            #[cfg(test)]
+            written,
             _renew: renew,
         })
     }
@@ -158,6 +177,10 @@ pub struct LocationRuntime {
     lease: Arc<OwnerLease>,
     authority: AuthorityClient,
     health: HealthProbe,
+    #[cfg(test)]
+    epoch: Arc<StoreEpoch>,
+    #[cfg(test)]
+    written: Arc<WrittenBook>,
     _renew: Option<RenewLoop>,
 }
 
@@ -226,6 +249,30 @@ impl LocationRuntime {
     #[cfg(test)]
     pub(crate) fn lease(&self) -> &Arc<OwnerLease> {
         &self.lease
+    }
+
+    /// What the renew loop does after a successful renew, for tests that drive the lease by
+    /// hand: one verification round of the writes acknowledged before the last renew (`None`
+    /// if none is due).
+    #[cfg(test)]
+    pub(crate) async fn verify_written(&self) -> Option<super::written::Verdict> {
+        let before = self.lease.take_verification()?;
+        Some(
+            super::renew::verify_round(
+                &self.lease,
+                &self.written,
+                &self.epoch,
+                &self.store,
+                before,
+            )
+            .await,
+        )
+    }
+
+    /// How many written authority rows await verification.
+    #[cfg(test)]
+    pub(crate) fn unverified_writes(&self) -> usize {
+        self.written.pending()
     }
 
     /// This host's OwnerId.

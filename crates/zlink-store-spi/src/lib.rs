@@ -29,7 +29,8 @@ pub use types::{
 
 #[cfg(feature = "memory")]
 pub use memory::{
-    ManualClock, MemoryLocationStore, MemoryRelocationStore, StoreClock, SystemClock,
+    ForeignCheckpoint, ManualClock, MemoryCheckpoint, MemoryLocationStore, MemoryRelocationStore,
+    StoreClock, SystemClock,
 };
 
 /// A boxed, `Send` future: what the object-safe companion traits return.

@@ -32,6 +32,9 @@
 //! are wall-clock: on a loaded machine they include preemption, so compare figures of one run,
 //! or of runs made under the same load.
 //!
+//! Then the write verification (`verify`): pairs on a host reading back its writes after each
+//! renew beside one that does not, as a ratio.
+//!
 //! Then NewOwner: a second host takes over actors whose target capacity was secured beforehand
 //! (untimed), over `N` prepared objects (default 8,000; a quarter at concurrency 1), beside the
 //! provider's single-key conditional write (`Missing(k)` + `Put(k, 256 B)` on a fresh key).
@@ -42,6 +45,7 @@
 
 mod counted;
 mod replay;
+mod verify;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -564,6 +568,9 @@ async fn bench(args: &Args, prefix: &str, raw_prefix: &str) -> Result<(), String
             }
         );
     }
+
+    // What reading back acknowledged writes after each renew costs.
+    verify::run(store.clone(), &bench.counted, args.seconds, args.rounds).await?;
 
     // The provider's single-key conditional write, for reference.
     let mut single = Vec::new();

@@ -52,6 +52,13 @@ impl MemberResolver {
     }
 }
 
+impl MemberResolver {
+    /// The `SpotWide` User Spot `record` resolves its owner through, if any.
+    pub(crate) fn resolve(&self, record: &AuthorityHandle) -> Option<ObjectId> {
+        (self.0)(record)
+    }
+}
+
 impl fmt::Debug for MemberResolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("MemberResolver")

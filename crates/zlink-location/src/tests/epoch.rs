@@ -75,8 +75,9 @@ pub(super) async fn a_store_that_lost_its_data_is_a_lost_lease_and_generations_n
 }
 
 /// Counters that answer at or below a generation this host holds (the lease row survived, the
-/// counters did not) are Store data loss: the next issuance goes above what the host holds,
-/// and the next renew reports the lease lost.
+/// counters did not) are Store data loss, noticed by the authority batch that reads them:
+/// admission closes at once (that batch is refused), the next renew reports the lease lost, and
+/// after the takeover the next issuance goes above what the host holds.
 pub(super) async fn a_counter_below_a_held_generation_is_data_loss(h: &Harness) {
     let a = host(h, "main", 1).await;
     let mut held = Vec::new();
@@ -87,9 +88,13 @@ pub(super) async fn a_counter_below_a_held_generation_is_data_loss(h: &Harness) 
     for kind in [GenerationKind::Object, GenerationKind::AuthorityOwner] {
         force_delete(h.store.as_ref(), &kind.counter_key()).await;
     }
-    let next = active_actor(&a, "z").await;
-    assert!(next.object_generation().get() > object);
-    assert!(next.authority_owner_generation().get() > owner);
+    let e =
+        a.rt.authority()
+            .reserve(request(ObjectKind::Actor, "z", "chat", a.target()))
+            .await
+            .expect_err("refused once the loss is noticed");
+    assert!(matches!(e, LocationError::Admission(_)), "{e}");
+    assert!(!a.rt.is_admitting());
     assert_eq!(
         a.rt.lease().renew().await.expect("renew"),
         RenewOutcome::Lost
@@ -97,4 +102,7 @@ pub(super) async fn a_counter_below_a_held_generation_is_data_loss(h: &Harness) 
     assert!(!a.rt.is_admitting());
     let again = a.rt.lease().acquire().await.expect("re-acquire");
     assert!(again.lease_generation > held[0].owner().lease_generation);
+    let next = active_actor(&a, "z").await;
+    assert!(next.object_generation().get() > object);
+    assert!(next.authority_owner_generation().get() > owner);
 }

@@ -8,11 +8,17 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::clock::{StoreClock, SystemClock};
+
+mod rollback;
+#[cfg(test)]
+mod tests;
+
 use crate::{
     Condition, LocationStore, MAX_PAGE_ENCODED_LEN, Mutation, ReadResult, ScanCursor, ScanItem,
     ScanPage, ScanPrefix, ScanRequest, ScanResult, StoreKey, StoreResult, StoreTime, StoreVersion,
     WriteRequest, WriteResult,
 };
+pub use rollback::{ForeignCheckpoint, MemoryCheckpoint};
 
 /// Options of a [`MemoryLocationStore`].
 #[derive(Debug, Clone)]
@@ -85,8 +91,13 @@ struct State {
     entries: BTreeMap<StoreKey, Vec<Entry>>,
     /// Commits since the last sweep of expired values.
     writes_since_sweep: usize,
-    /// Keys whose history holds more than their latest state.
-    with_history: BTreeSet<StoreKey>,
+    /// Keys whose history holds more than their latest state, by the sequence of that latest
+    /// state: a snapshot at boundary `b` can only have pinned states of keys written after `b`,
+    /// so when it ends only those are trimmed again (never every key with history).
+    with_history: BTreeMap<u64, BTreeSet<StoreKey>>,
+    /// How many keys the re-trims after ended snapshots looked at (a test measure).
+    #[cfg(test)]
+    pub(super) retrim_visits: usize,
     /// Live snapshots by id (ids increase, so this is creation order).
     snapshots: BTreeMap<u64, Snapshot>,
     next_snapshot: u64,
@@ -108,10 +119,45 @@ impl State {
         b
     }
 
-    /// Drops the states of `key` that neither the present nor any live snapshot can see.
+    fn index_history(&mut self, latest: u64, key: &StoreKey) {
+        self.with_history
+            .entry(latest)
+            .or_default()
+            .insert(key.clone());
+    }
+
+    fn unindex_history(&mut self, latest: u64, key: &StoreKey) {
+        if self.with_history.is_empty() {
+            return;
+        }
+        if let Some(keys) = self.with_history.get_mut(&latest) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.with_history.remove(&latest);
+            }
+        }
+    }
+
+    /// Takes `key` out of `with_history` before a new state is pushed (its latest changes; the
+    /// trim after the push puts it back under the new one if it still keeps history).
+    fn unindex_before_push(&mut self, key: &StoreKey) {
+        let latest = match self.entries.get(key) {
+            Some(history) if history.len() > 1 => history.last().map(|e| e.seq),
+            _ => None,
+        };
+        if let Some(latest) = latest {
+            self.unindex_history(latest, key);
+        }
+    }
+
+    /// Drops the states of `key` that neither the present nor any live snapshot can see. The
+    /// latest state is always kept, so the key's place in `with_history` only depends on
+    /// whether more than it is left.
     fn trim(&mut self, key: &StoreKey, boundaries: &[u64]) {
         let Some(history) = self.entries.get_mut(key) else {
-            self.with_history.remove(key);
+            return;
+        };
+        let Some(latest) = history.last().map(|e| e.seq) else {
             return;
         };
         if history.len() > 1 && boundaries.is_empty() {
@@ -135,15 +181,15 @@ impl State {
                 k
             });
         }
-        if history.len() == 1 && history[0].value.is_none() {
+        let len = history.len();
+        let only_a_deletion = len == 1 && history[0].value.is_none();
+        if only_a_deletion {
             self.entries.remove(key);
-            self.with_history.remove(key);
-        } else if history.len() <= 1 {
-            if !self.with_history.is_empty() {
-                self.with_history.remove(key);
-            }
+        }
+        if len > 1 {
+            self.index_history(latest, key);
         } else {
-            self.with_history.insert(key.clone());
+            self.unindex_history(latest, key);
         }
     }
 
@@ -153,17 +199,25 @@ impl State {
     /// order: only the oldest few need looking at, never the whole set. (A clock set backwards
     /// can break that order; a cursor's own expiry is checked again when it is used.)
     fn expire_snapshots(&mut self, now: StoreTime) {
-        let mut expired = false;
+        let mut oldest: Option<u64> = None;
         while self
             .snapshots
             .first_key_value()
             .is_some_and(|(_, s)| s.expires_at <= now)
         {
-            self.snapshots.pop_first();
-            expired = true;
+            if let Some((_, s)) = self.snapshots.pop_first() {
+                oldest = Some(oldest.map_or(s.boundary, |o| o.min(s.boundary)));
+            }
         }
-        if expired {
-            self.retrim_all();
+        if let Some(b) = oldest {
+            self.retrim_after(b);
+        }
+    }
+
+    /// Drops the oldest snapshot (the cap on live snapshots) and what only it pinned.
+    fn evict_oldest_snapshot(&mut self) {
+        if let Some((_, s)) = self.snapshots.pop_first() {
+            self.retrim_after(s.boundary);
         }
     }
 
@@ -182,9 +236,21 @@ impl State {
         });
     }
 
-    fn retrim_all(&mut self) {
+    /// Trims again, after a snapshot at `boundary` ended, the only keys it can have pinned a
+    /// state of: those written after it (their latest state is past `boundary`). Keys written
+    /// only before it never kept history for it, so a scan that ends costs what it pinned, not
+    /// every key some other open snapshot still pins.
+    fn retrim_after(&mut self, boundary: u64) {
         let boundaries = self.boundaries();
-        let keys: Vec<StoreKey> = self.with_history.iter().cloned().collect();
+        let keys: Vec<StoreKey> = self
+            .with_history
+            .range(boundary.saturating_add(1)..)
+            .flat_map(|(_, keys)| keys.iter().cloned())
+            .collect();
+        #[cfg(test)]
+        {
+            self.retrim_visits += keys.len();
+        }
         for k in keys {
             self.trim(&k, &boundaries);
         }
@@ -241,7 +307,9 @@ impl MemoryLocationStore {
                 seq: 0,
                 entries: BTreeMap::new(),
                 writes_since_sweep: 0,
-                with_history: BTreeSet::new(),
+                with_history: BTreeMap::new(),
+                #[cfg(test)]
+                retrim_visits: 0,
                 snapshots: BTreeMap::new(),
                 next_snapshot: 1,
             })),
@@ -332,6 +400,7 @@ impl MemoryLocationStore {
                         seq,
                         value: Some(live),
                     };
+                    state.unindex_before_push(key);
                     match state.entries.get_mut(key) {
                         Some(history) => history.push(entry),
                         None => {
@@ -342,6 +411,7 @@ impl MemoryLocationStore {
                     state.trim(key, &boundaries);
                 }
                 Mutation::Delete(key) => {
+                    state.unindex_before_push(key);
                     if let Some(h) = state.entries.get_mut(key) {
                         h.push(Entry { seq, value: None });
                         state.trim(key, &boundaries);
@@ -362,8 +432,7 @@ impl MemoryLocationStore {
         let (snapshot_id, after) = match &request.cursor {
             None => {
                 while state.snapshots.len() >= self.options.max_snapshots {
-                    state.snapshots.pop_first();
-                    state.retrim_all();
+                    state.evict_oldest_snapshot();
                 }
                 let id = state.next_snapshot;
                 state.next_snapshot += 1;
@@ -429,8 +498,9 @@ impl MemoryLocationStore {
         let next_cursor = match (more, items.last()) {
             (true, Some(last)) => Some(encode_cursor(state.instance, snapshot_id, &last.key)),
             _ => {
-                state.snapshots.remove(&snapshot_id);
-                state.retrim_all();
+                if let Some(ended) = state.snapshots.remove(&snapshot_id) {
+                    state.retrim_after(ended.boundary);
+                }
                 None
             }
         };

@@ -6,7 +6,9 @@ mod location;
 mod relocation;
 
 pub use clock::{ManualClock, StoreClock, SystemClock};
-pub use location::{MemoryLocationOptions, MemoryLocationStore};
+pub use location::{
+    ForeignCheckpoint, MemoryCheckpoint, MemoryLocationOptions, MemoryLocationStore,
+};
 pub use relocation::MemoryRelocationStore;
 
 use std::sync::atomic::{AtomicU64, Ordering};
