@@ -85,6 +85,15 @@ async fn a_write_is_acknowledged_once_the_replica_has_it_and_fails_as_unknown_wh
         "{applied:?}"
     );
     assert!(holds(&pair.replica, &prefix, &first));
+    // After `SCRIPT FLUSH` the script is sent whole, with the `WAIT` behind it again.
+    assert_eq!(pair.master.cli(&["SCRIPT", "FLUSH"]).as_deref(), Some("OK"));
+    let flushed = key("durable-after-flush");
+    let applied = store.write(&create(&flushed, "again")).await.unwrap();
+    assert!(
+        matches!(applied, WriteResult::Applied { .. }),
+        "{applied:?}"
+    );
+    assert!(holds(&pair.replica, &prefix, &flushed));
 
     // The replica stalls: the write applies on the master, the WAIT runs out, and the write
     // fails as a Failure whose outcome is unknown, about the durability timeout later.

@@ -352,10 +352,18 @@ fn settled_offset(cluster: &Cluster, replica: usize) -> Result<u64, String> {
 /// Every id with a counter activation on more than one node, or more than one on a node
 /// (`LIVE-IDS` of each node), as `id×n`.
 fn live_twice(nodes: &mut [Node]) -> Result<Vec<String>, String> {
-    let mut count: BTreeMap<String, u32> = BTreeMap::new();
+    let mut lines = Vec::with_capacity(nodes.len());
     for n in nodes.iter_mut() {
         n.send("LIVE-IDS")?;
-        let line = n.wait_for(Duration::from_secs(10), |l| l.starts_with("LIVE-IDS"))?;
+        lines.push(n.wait_for(Duration::from_secs(10), |l| l.starts_with("LIVE-IDS"))?);
+    }
+    twice_of(&lines)
+}
+
+/// The ids live more than once over the nodes' `LIVE-IDS <id>:<n>…` lines, as `id×n`.
+fn twice_of(lines: &[String]) -> Result<Vec<String>, String> {
+    let mut count: BTreeMap<String, u32> = BTreeMap::new();
+    for line in lines {
         for entry in line.split_whitespace().skip(1) {
             let (id, k) = entry
                 .rsplit_once(':')
@@ -369,4 +377,54 @@ fn live_twice(nodes: &mut [Node]) -> Result<Vec<String>, String> {
         .filter(|(_, n)| *n > 1)
         .map(|(id, n)| format!("{id}×{n}"))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(l: &[&str]) -> Vec<String> {
+        l.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn an_id_live_on_two_nodes_or_twice_on_one_is_live_twice() {
+        let two_nodes = lines(&["LIVE-IDS f-1:1 g-2:1", "LIVE-IDS g-2:1", "LIVE-IDS"]);
+        assert_eq!(twice_of(&two_nodes).unwrap(), vec!["g-2×2".to_owned()]);
+        let one_node = lines(&["LIVE-IDS a:b:2", "LIVE-IDS f-1:1"]);
+        assert_eq!(twice_of(&one_node).unwrap(), vec!["a:b×2".to_owned()]);
+        let once = lines(&["LIVE-IDS f-1:1", "LIVE-IDS f-2:1"]);
+        assert!(twice_of(&once).unwrap().is_empty());
+        assert!(twice_of(&lines(&["LIVE-IDS f-1"])).is_err());
+    }
+
+    #[test]
+    fn the_gap_says_whether_the_creations_were_lost() {
+        let gap = |promoted| Gap {
+            master: 300,
+            creations_from: 200,
+            promoted,
+        };
+        assert_eq!(gap(100).show(), "200 B (all creations lost)");
+        assert_eq!(gap(250).show(), "50 B (some creations kept)");
+        assert_eq!(gap(300).show(), "0 B (nothing lost)");
+    }
+
+    #[test]
+    fn asked_again_tells_the_same_activation_from_another_and_failures() {
+        let created: BTreeMap<String, String> = [("g-0", "5 n1"), ("g-1", "6 n2"), ("g-2", "7 n1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let again = lines(&[
+            "ACTOR g-0 5 n1",
+            "ACTOR g-1 9 n3",
+            "ACTOR-ERR g-2 Unavailable",
+            "ACTORS-DONE 2 1",
+        ]);
+        assert_eq!(
+            recreated(&created, &again),
+            "1 the same activation, 1 another one, failed: Unavailable 1"
+        );
+    }
 }

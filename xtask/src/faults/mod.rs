@@ -1,13 +1,15 @@
 //! `cargo xtask faults`: the process-level fault suite (issue "one owner and nothing lost under
-//! faults"). Each scenario starts a private `redis-server` on a free loopback port and three
+//! faults"). Each scenario starts a private `redis-server` on a free loopback port (the
+//! [`failover`] scenarios a private Redis Cluster with replicas) and three
 //! `mesh_node` Object Server processes (`crates/zlink-runtime/examples/mesh_node`) over it with
-//! short leases (TTL 3 s, renew every 500 ms within 500 ms, fencing margin 1 s; one scenario
-//! runs the default leases of spec 21 §5 instead: TTL 15 s, renew every 5 s within 3 s,
+//! short leases (TTL 3 s, renew every 500 ms within 500 ms, fencing margin 1 s; two scenarios
+//! run the default leases of spec 21 §5 instead: TTL 15 s, renew every 5 s within 3 s,
 //! fencing margin 5 s), creates the
 //! counter Actors from the first node, and has it drive one sequential loop of `Probe`
 //! requests per Actor while the fault is injected from outside (`kill -9`, SIGSTOP / SIGCONT of
 //! a node or of the `redis-server`, foreign data written under the key prefix, a Redis restart
-//! in the middle of a host Relocate). Every reply names the answering process, the
+//! in the middle of a host Relocate, a cluster failover that loses acknowledged writes).
+//! Every reply names the answering process, the
 //! activation's ObjectGeneration and nonce, and its count; the checker in [`check`] fails the
 //! scenario unless no activation answers after another one of the same id took over, counts
 //! only rise within an activation, no acknowledged increment is lost without a higher
