@@ -1,4 +1,4 @@
-//! [`RedisLocationOptions`]: connection, key prefix and operation timeout.
+//! [`RedisLocationOptions`]: connection, key prefix, operation timeout and durability.
 
 use std::fmt;
 use std::time::Duration;
@@ -7,6 +7,8 @@ use fred::types::config::{Config, ServerConfig};
 use zlink_store_spi::{FailureKind, StoreError, StoreResult};
 
 use zlink_redis_tls::RedisTlsConfig;
+
+use crate::durability::{Durability, DurabilityBound};
 
 /// Why options were rejected (reachable through [`std::error::Error::source`] of the
 /// [`StoreError`] the option setters return).
@@ -39,6 +41,26 @@ pub(crate) enum OptionsError {
     /// The reconnect delays are zero, out of order, or beyond `u32` milliseconds.
     #[error("the reconnect delays must satisfy 0 < first <= longest <= u32::MAX ms")]
     ReconnectDelay,
+    /// `Durability::Replicas` with zero replicas.
+    #[error("durability needs at least one replica (Durability::Master waits for none)")]
+    DurabilityReplicas,
+    /// The durability timeout is below 1 ms or above half the operation timeout.
+    #[error(
+        "the durability timeout must be at least 1 ms and at most half the operation timeout ({max:?})"
+    )]
+    DurabilityTimeout {
+        /// Half the operation timeout.
+        max: Duration,
+    },
+}
+
+impl From<DurabilityBound> for OptionsError {
+    fn from(b: DurabilityBound) -> Self {
+        match b {
+            DurabilityBound::NoReplica => OptionsError::DurabilityReplicas,
+            DurabilityBound::Timeout { max } => OptionsError::DurabilityTimeout { max },
+        }
+    }
 }
 
 fn rejected(e: OptionsError) -> StoreError {
@@ -62,6 +84,9 @@ fn rejected(e: OptionsError) -> StoreError {
 /// - **Reconnect delay** (default 50 ms doubling up to 250 ms, plus up to 25 ms of jitter):
 ///   how soon a lost connection is dialled again, well inside the owner lease's fencing
 ///   margin so a short Redis restart costs no lease renewal.
+/// - **Durability** (default [`Durability::Master`]): whether a write is acknowledged once the
+///   master applied it, or only once `WAIT` confirmed it on `N` replicas
+///   ([`with_durability`](Self::with_durability)).
 ///
 /// `Debug` never shows the password.
 ///
@@ -88,6 +113,7 @@ pub struct RedisLocationOptions {
     pub(crate) reconnect_delay: (Duration, Duration),
     /// The TLS settings given to [`with_tls_config`](Self::with_tls_config), if any.
     pub(crate) tls: Option<RedisTlsConfig>,
+    pub(crate) durability: Durability,
 }
 
 impl RedisLocationOptions {
@@ -110,6 +136,7 @@ impl RedisLocationOptions {
                 Self::DEFAULT_RECONNECT_DELAY_LONGEST,
             ),
             tls: None,
+            durability: Durability::Master,
         }
     }
 
@@ -179,13 +206,34 @@ impl RedisLocationOptions {
         Ok(self)
     }
 
-    /// Sets the operation timeout (positive).
+    /// Sets the operation timeout (positive, and at least twice the durability timeout when
+    /// [`Durability::Replicas`] is set).
     pub fn with_operation_timeout(mut self, timeout: Duration) -> StoreResult<Self> {
         if timeout.is_zero() {
             return Err(rejected(OptionsError::ZeroTimeout));
         }
+        self.durability
+            .check(timeout)
+            .map_err(|b| rejected(b.into()))?;
         self.operation_timeout = timeout;
         Ok(self)
+    }
+
+    /// Sets when a write is acknowledged: [`Durability::Master`] (the default) once the master
+    /// applied it; [`Durability::Replicas`] once `WAIT` also confirmed it on `replicas`
+    /// replicas (at least 1) within `timeout` (at least 1 ms, at most half the operation
+    /// timeout, so the `WAIT` answers before the operation times out).
+    pub fn with_durability(mut self, durability: Durability) -> StoreResult<Self> {
+        durability
+            .check(self.operation_timeout)
+            .map_err(|b| rejected(b.into()))?;
+        self.durability = durability;
+        Ok(self)
+    }
+
+    /// When a write is acknowledged.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// Sets the reconnect delays: a lost connection is dialled again after `first`, each
@@ -291,6 +339,7 @@ impl fmt::Debug for RedisLocationOptions {
             .field("key_prefix", &self.key_prefix)
             .field("operation_timeout", &self.operation_timeout)
             .field("reconnect_delay", &self.reconnect_delay)
+            .field("durability", &self.durability)
             .finish()
     }
 }
@@ -400,6 +449,46 @@ mod tests {
             let e = o.clone().with_reconnect_delay(first, longest).unwrap_err();
             assert!(reason(e).contains("reconnect"), "{first:?} {longest:?}");
         }
+    }
+
+    #[test]
+    fn durability_defaults_to_the_master_and_its_bounds_are_checked_both_ways() {
+        let ms = Duration::from_millis;
+        let o = RedisLocationOptions::from_url("redis://127.0.0.1")
+            .unwrap()
+            .with_operation_timeout(ms(1_000))
+            .unwrap();
+        assert_eq!(o.durability(), Durability::Master);
+        let replicas = |replicas, timeout| Durability::Replicas { replicas, timeout };
+        // At the bounds: one replica, 1 ms, half the operation timeout.
+        for d in [
+            replicas(1, ms(1)),
+            replicas(1, ms(500)),
+            replicas(3, ms(200)),
+        ] {
+            assert_eq!(o.clone().with_durability(d).unwrap().durability(), d);
+        }
+        // Past them: nothing set, a typed reason.
+        for (d, why) in [
+            (replicas(0, ms(100)), "at least one replica"),
+            (replicas(1, Duration::ZERO), "durability timeout"),
+            (
+                replicas(1, Duration::from_micros(999)),
+                "durability timeout",
+            ),
+            (replicas(1, ms(501)), "durability timeout"),
+        ] {
+            let e = o.clone().with_durability(d).unwrap_err();
+            assert_eq!(e.kind(), zlink_store_spi::StoreErrorKind::Failure);
+            assert!(reason(e).contains(why), "{d:?}");
+        }
+        // The operation timeout cannot fall below twice a durability timeout already set.
+        let o = o.with_durability(replicas(1, ms(500))).unwrap();
+        assert!(o.clone().with_operation_timeout(ms(1_000)).is_ok());
+        let e = o.clone().with_operation_timeout(ms(999)).unwrap_err();
+        assert!(reason(e).contains("durability timeout"));
+        assert_eq!(o.operation_timeout(), ms(1_000));
+        assert!(format!("{o:?}").contains("Replicas"));
     }
 
     #[test]

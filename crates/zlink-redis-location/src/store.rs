@@ -11,8 +11,9 @@ use bytes::Bytes;
 use fred::clients::Client;
 use fred::error::{Error as RedisError, ErrorKind as RedisErrorKind};
 use fred::interfaces::{ClientLike, LuaInterface};
+use fred::types::config::Options;
 use fred::types::scripts::Script;
-use fred::types::{Builder, Key, Value};
+use fred::types::{Builder, ClusterHash, CustomCommand, Key, Value};
 use zlink_store_spi::{
     Condition, FailureKind, LocationStore, MAX_PAGE_ENCODED_LEN, Mutation, ReadResult, ScanItem,
     ScanPage, ScanRequest, ScanResult, StoreError, StoreKey, StoreResult, StoreTime, StoreVersion,
@@ -20,6 +21,7 @@ use zlink_store_spi::{
 };
 
 use crate::cursor::{decode_cursor, encode_cursor, nonce};
+use crate::durability::{Durability, not_replicated, wait_command};
 use crate::layout::{
     Layout, hex, index_member_of, index_resume_after, index_start, key_of_index_member, sha256_hex,
 };
@@ -127,6 +129,7 @@ struct Inner {
     timeout: Duration,
     servers: String,
     cluster: bool,
+    durability: Durability,
 }
 
 impl Drop for Inner {
@@ -239,6 +242,7 @@ impl RedisLocationStore {
                 timeout,
                 servers: options.servers(),
                 cluster: options.is_cluster(),
+                durability: options.durability,
             }),
         })
     }
@@ -289,6 +293,88 @@ impl RedisLocationStore {
             }
             other => other.map_err(map_redis),
         }
+    }
+
+    /// The write script with `WAIT replicas timeout` pipelined right behind it: both are
+    /// written to one connection in one turn of fred's router (`WAIT` counts only the writes
+    /// of its own connection; a reconnect between them would make it count nothing), to the
+    /// node of the store's slot, and the script follows no redirection (a `MOVED` or `ASK`
+    /// fails the write, as the `WAIT` went to the node the script was first sent to). On
+    /// `NOSCRIPT` the pair is sent again with `EVAL`. A batch that applied but that fewer than
+    /// `replicas` replicas confirmed fails with [`NotReplicated`](crate::NotReplicated) as
+    /// its source; a conflict or an unreadable key wrote nothing and is returned as is.
+    async fn eval_replicated(
+        &self,
+        request: &WriteRequest,
+        replicas: u32,
+        timeout: Duration,
+    ) -> StoreResult<Value> {
+        let s = &self.inner.write;
+        let slot = fred::util::redis_keyslot(crate::layout::HASHTAG.as_bytes());
+        let send = |name: &'static str, script: &str| {
+            let (keys, args) = self.write_command(request);
+            let mut all: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+            all.push(Value::from(script));
+            all.push(Value::Integer(keys.len() as i64));
+            all.extend(keys.into_iter().map(|k| Value::Bytes(k.into_bytes())));
+            all.extend(args);
+            let pipeline = self.inner.client.pipeline();
+            let no_redirect = Options {
+                max_redirections: Some(0),
+                ..Options::default()
+            };
+            async move {
+                let script = CustomCommand::new_static(name, ClusterHash::Custom(slot), false);
+                let queued = pipeline.with_options(&no_redirect);
+                queued
+                    .custom::<Value, Value>(script, all)
+                    .await
+                    .map_err(map_redis)?;
+                let (wait, wait_args) = wait_command(replicas, timeout);
+                pipeline
+                    .custom::<Value, Value>(wait, wait_args)
+                    .await
+                    .map_err(map_redis)?;
+                let mut replies = pipeline.try_all::<Value>().await.into_iter();
+                let reply = replies
+                    .next()
+                    .ok_or_else(|| reply_error("no script reply"))?;
+                Ok::<_, StoreError>((reply, replies.next()))
+            }
+        };
+        let (reply, wait) = match send("EVALSHA", s.script.sha1()).await? {
+            (Err(e), _) if e.details().starts_with("NOSCRIPT") => {
+                tracing::debug!(
+                    script = s.name,
+                    "script not cached on the server; sending it"
+                );
+                send("EVAL", s.lua).await?
+            }
+            other => other,
+        };
+        let reply = reply.map_err(map_redis)?;
+        let applied =
+            matches!(&reply, Value::Array(a) if matches!(a.first(), Some(Value::Integer(1))));
+        if !applied {
+            return Ok(reply);
+        }
+        let confirmed = match wait {
+            Some(Ok(Value::Integer(n))) => u32::try_from(n.max(0)).unwrap_or(u32::MAX),
+            Some(Ok(_)) | None => 0,
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "WAIT failed after an applied write");
+                0
+            }
+        };
+        if confirmed < replicas {
+            tracing::debug!(
+                confirmed,
+                replicas,
+                "an applied write was not confirmed by enough replicas"
+            );
+            return Err(not_replicated(confirmed, replicas, timeout));
+        }
+        Ok(reply)
     }
 
     /// The helper keys, with room for `more` keys after them.
@@ -395,9 +481,15 @@ impl RedisLocationStore {
     }
 
     async fn do_write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
-        let reply = self
-            .eval(&self.inner.write, || self.write_command(request))
-            .await?;
+        let reply = match self.inner.durability {
+            Durability::Replicas { replicas, timeout } => {
+                self.eval_replicated(request, replicas, timeout).await?
+            }
+            _ => {
+                self.eval(&self.inner.write, || self.write_command(request))
+                    .await?
+            }
+        };
         let mut parts = array(reply)?.into_iter();
         let applied = integer(parts.next())?;
         let now = millis(parts.next())?;

@@ -6,13 +6,29 @@ mod common;
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use common::private_servers::ReplicaPair;
 use common::{PausingWriter, Target, fresh_prefix};
+use zlink_redis_location::{Durability, RedisLocationOptions, RedisLocationStore};
+use zlink_store_conformance::live;
 use zlink_store_conformance::{LocationCapabilities, run_location_suite};
 use zlink_store_spi::DynLocationStore;
 
 async fn suite_passes(target: Target) {
+    suite_passes_with(target, |o| o).await;
+}
+
+/// The suite on a store whose options are `target`'s changed by `tune` (the lossy writer keeps
+/// `target`'s own options).
+async fn suite_passes_with(
+    target: Target,
+    tune: impl FnOnce(RedisLocationOptions) -> RedisLocationOptions,
+) {
     let prefix = fresh_prefix("conformance");
-    let store: Arc<dyn DynLocationStore> = Arc::new(target.store(&prefix).await);
+    let options = tune(target.options.clone().with_key_prefix(&prefix).unwrap());
+    let store: Arc<dyn DynLocationStore> =
+        Arc::new(RedisLocationStore::connect(options).await.unwrap());
     let lossy = PausingWriter::new(&target, &prefix).await;
     let caps = LocationCapabilities::new()
         .with_lossy_writer(Arc::new(lossy))
@@ -61,4 +77,23 @@ async fn conformance_suite_passes_over_tls_on_cluster() {
     if let Some(t) = common::tls::cluster().await {
         suite_passes(t).await;
     }
+}
+
+/// With `Durability::Replicas` (a private master and its replica) every result is the same:
+/// `WAIT` changes when a write is acknowledged, never what it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_passes_with_durability_on_a_replicated_master() {
+    if live::env_or_skip(common::SINGLE_ENV, &live::current_test()).is_none() {
+        return;
+    }
+    let pair = ReplicaPair::start();
+    let target = common::url_target("replicated", &pair.master.url()).await;
+    suite_passes_with(target, |o| {
+        o.with_durability(Durability::Replicas {
+            replicas: 1,
+            timeout: Duration::from_secs(1),
+        })
+        .unwrap()
+    })
+    .await;
 }

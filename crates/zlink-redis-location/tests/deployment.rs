@@ -195,8 +195,8 @@ async fn scripts_are_sent_again_after_a_script_flush() {
 }
 
 /// Spec 22 §10: "The Redis provider's public declaration has no authority/reservation/aggregate
-/// DTO, script, or key-layout type": the crate exports exactly the store, its options and the
-/// options' TLS settings with their error.
+/// DTO, script, or key-layout type": the crate exports exactly the store, its options, the
+/// options' durability setting with its error source, and their TLS settings with their error.
 #[test]
 fn public_api_is_the_store_and_its_options() {
     let lib = include_str!("../src/lib.rs");
@@ -208,6 +208,7 @@ fn public_api_is_the_store_and_its_options() {
     assert_eq!(
         public,
         vec![
+            "pub use durability::{Durability, NotReplicated};",
             "pub use options::RedisLocationOptions;",
             "pub use store::RedisLocationStore;",
             "pub use zlink_redis_tls::{RedisTlsConfig, TlsConfigError, TlsConfigErrorKind, TlsRefusal};"

@@ -1,13 +1,15 @@
 //! `cargo xtask faults`: the process-level fault suite (issue "one owner and nothing lost under
-//! faults"). Each scenario starts a private `redis-server` on a free loopback port and three
+//! faults"). Each scenario starts a private `redis-server` on a free loopback port (the
+//! [`failover`] scenarios a private Redis Cluster with replicas) and three
 //! `mesh_node` Object Server processes (`crates/zlink-runtime/examples/mesh_node`) over it with
-//! short leases (TTL 3 s, renew every 500 ms within 500 ms, fencing margin 1 s; one scenario
-//! runs the default leases of spec 21 §5 instead: TTL 15 s, renew every 5 s within 3 s,
+//! short leases (TTL 3 s, renew every 500 ms within 500 ms, fencing margin 1 s; two scenarios
+//! run the default leases of spec 21 §5 instead: TTL 15 s, renew every 5 s within 3 s,
 //! fencing margin 5 s), creates the
 //! counter Actors from the first node, and has it drive one sequential loop of `Probe`
 //! requests per Actor while the fault is injected from outside (`kill -9`, SIGSTOP / SIGCONT of
 //! a node or of the `redis-server`, foreign data written under the key prefix, a Redis restart
-//! in the middle of a host Relocate). Every reply names the answering process, the
+//! in the middle of a host Relocate, a cluster failover that loses acknowledged writes).
+//! Every reply names the answering process, the
 //! activation's ObjectGeneration and nonce, and its count; the checker in [`check`] fails the
 //! scenario unless no activation answers after another one of the same id took over, counts
 //! only rise within an activation, no acknowledged increment is lost without a higher
@@ -21,7 +23,10 @@
 //! Every loop is bounded in count and time and every address is loopback.
 
 mod check;
+mod cluster;
+mod failover;
 mod procs;
+mod row;
 mod store;
 
 use std::path::PathBuf;
@@ -29,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use check::Fenced;
 use procs::{Node, Redis, signal};
+use row::Row;
 
 /// The lease timings of a scenario's nodes (ms).
 #[derive(Debug, Clone, Copy)]
@@ -107,10 +113,16 @@ enum Scenario {
     /// A host Relocate of one node (every Actor `PreserveStateWith`) and, a short time into
     /// it, `kill -9` of the `redis-server` and a restart 2 s later, with AOF.
     RedisRestartMidRelocate,
+    /// On a Redis Cluster with replicas: the replica of the store's master held back while a
+    /// node creates fresh Actors, the master killed, the replica promoted without the
+    /// held-back writes ([`failover`]).
+    ClusterFailoverLostWrites,
+    /// The same with the default leases.
+    ClusterFailoverLostWritesDefaultLeases,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 8] = [
+    const ALL: [Scenario; 10] = [
         Scenario::OwnerKill,
         Scenario::OwnerStall,
         Scenario::RedisStall,
@@ -119,6 +131,8 @@ impl Scenario {
         Scenario::RedisRestartEmpty,
         Scenario::ForeignKeys,
         Scenario::RedisRestartMidRelocate,
+        Scenario::ClusterFailoverLostWrites,
+        Scenario::ClusterFailoverLostWritesDefaultLeases,
     ];
 
     fn name(self) -> &'static str {
@@ -131,6 +145,10 @@ impl Scenario {
             Scenario::RedisRestartEmpty => "redis-restart-empty",
             Scenario::ForeignKeys => "foreign-keys",
             Scenario::RedisRestartMidRelocate => "redis-restart-mid-relocate",
+            Scenario::ClusterFailoverLostWrites => "cluster-failover-lost-writes",
+            Scenario::ClusterFailoverLostWritesDefaultLeases => {
+                "cluster-failover-lost-writes-default-leases"
+            }
         }
     }
 
@@ -146,7 +164,8 @@ impl Scenario {
     /// The scenario's lease timings.
     fn leases(self) -> Leases {
         match self {
-            Scenario::RedisRestartAofDefaultLeases => DEFAULT_LEASES,
+            Scenario::RedisRestartAofDefaultLeases
+            | Scenario::ClusterFailoverLostWritesDefaultLeases => DEFAULT_LEASES,
             _ => SHORT_LEASES,
         }
     }
@@ -162,10 +181,22 @@ impl Scenario {
         )
     }
 
+    /// Whether the scenario runs on its own Redis Cluster ([`failover`]).
+    fn on_cluster(self) -> bool {
+        matches!(
+            self,
+            Scenario::ClusterFailoverLostWrites | Scenario::ClusterFailoverLostWritesDefaultLeases
+        )
+    }
+
     /// How long the load runs: the fault, its duration, the recovery window and a margin.
     fn window(self, lead: Duration) -> Duration {
         let ttl = self.leases().ttl;
         let fault = match self {
+            Scenario::ClusterFailoverLostWrites
+            | Scenario::ClusterFailoverLostWritesDefaultLeases => {
+                return failover::window(self.leases());
+            }
             Scenario::OwnerStall => Duration::from_millis(ttl + 2_000),
             Scenario::RedisStall => Duration::from_millis(2_500),
             Scenario::RedisRestartAof
@@ -219,15 +250,16 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut rows = Vec::new();
     for s in scenarios {
         eprintln!("xtask: faults: == {} ({actors} actors)", s.name());
-        let row =
-            run_scenario(&binary, s, actors, lead).unwrap_or_else(|e| Row::failed_to_run(s, e));
+        let row = if s.on_cluster() {
+            failover::run_scenario(&binary, s, actors)
+        } else {
+            run_scenario(&binary, s, actors, lead)
+        }
+        .unwrap_or_else(|e| Row::failed_to_run(s, e));
         eprintln!("xtask: faults: {}", row.line());
         rows.push(row);
     }
-    println!(
-        "| scenario | ok | errors by kind | lost | doubles | late | count breaks | unreachable | recovery p50 / max | reconnect | relocate | capacity breaks | keys left | shutdown | result |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("{}", row::HEADER);
     for r in &rows {
         println!("{}", r.line());
     }
@@ -244,74 +276,6 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
-/// One line of the result table.
-struct Row {
-    scenario: Scenario,
-    verdict: check::Verdict,
-    /// The host Relocate's result (`redis-restart-mid-relocate`), else `-`.
-    relocate: String,
-    /// How long after a `redis-server` restart every client was connected again (ms), else
-    /// `-`.
-    reconnect: String,
-    /// Capacity rows that do not add up to the live activations.
-    capacity: usize,
-    /// Keys left after the shutdown that are not documented as staying.
-    keys_left: usize,
-    shutdown: String,
-    passed: bool,
-    note: String,
-}
-
-impl Row {
-    fn failed_to_run(scenario: Scenario, why: String) -> Row {
-        Row {
-            scenario,
-            verdict: check::Verdict::default(),
-            relocate: "-".into(),
-            reconnect: "-".into(),
-            capacity: 0,
-            keys_left: 0,
-            shutdown: "-".into(),
-            passed: false,
-            note: why,
-        }
-    }
-
-    fn line(&self) -> String {
-        let v = &self.verdict;
-        let errors: Vec<String> = v.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        format!(
-            "| {} | {} | {} | {} | {} | {} (max {} ms) | {} | {} | {} / {} ms | {} | {} | {} | {} | {} | {}{} |",
-            self.scenario.name(),
-            v.ok,
-            if errors.is_empty() {
-                "-".to_owned()
-            } else {
-                errors.join(", ")
-            },
-            v.lost,
-            v.doubles,
-            v.late,
-            v.late_max_ms,
-            v.count_breaks,
-            v.unreachable,
-            v.recovery_p50(),
-            v.recovery_max(),
-            self.reconnect,
-            self.relocate,
-            self.capacity,
-            self.keys_left,
-            self.shutdown,
-            if self.passed { "pass" } else { "FAIL" },
-            if self.note.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", self.note)
-            }
-        )
-    }
-}
-
 /// Milliseconds since the Unix epoch (the driver's clock: every process is on this machine).
 fn wall_ms() -> u128 {
     std::time::SystemTime::now()
@@ -320,10 +284,10 @@ fn wall_ms() -> u128 {
         .unwrap_or_default()
 }
 
-fn node_args(redis: &Redis, prefix: &str, leases: Leases) -> Vec<String> {
+fn node_args(url: &str, prefix: &str, leases: Leases) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "--redis".into(),
-        redis.url(),
+        url.into(),
         "--prefix".into(),
         prefix.into(),
         "--objects".into(),
@@ -365,7 +329,7 @@ fn run_scenario(
     let mut redis = Redis::start(s.aof())?;
     let prefix = format!("faults-{}", s.name());
     let leases = s.leases();
-    let mut args = node_args(&redis, &prefix, leases);
+    let mut args = node_args(&redis.url(), &prefix, leases);
     if s == Scenario::RedisRestartMidRelocate {
         // A host Relocate needs every type to move: the counters keep their state.
         args.extend(["--relocation".into(), "preserve".into()]);
@@ -458,6 +422,9 @@ fn run_scenario(
             restarted = Some(Instant::now());
             (wall_ms(), fence_all(&nodes, fault_at + lease_room, back))
         }
+        Scenario::ClusterFailoverLostWrites | Scenario::ClusterFailoverLostWritesDefaultLeases => {
+            return Err("a cluster scenario runs in `failover`".into());
+        }
     };
     let reconnect = restarted.map_or_else(|| "-".to_owned(), |t| reconnected(&redis, clients, t));
     let left = (window + Duration::from_secs(60)).saturating_sub(load_start.elapsed());
@@ -493,7 +460,7 @@ fn run_scenario(
         let key = format!("mesh-node\0demo\0{}", nodes[k].rid);
         planted.push(zlink_cli::finding::show_bytes(key.as_bytes()));
     }
-    let capacity = capacity_breaks(&mut nodes, killed, &redis, &prefix, actors)
+    let capacity = capacity_breaks(&mut nodes, killed, &redis.url(), &prefix, actors)
         .unwrap_or_else(|e| vec![format!("reading the capacity rows: {e}")]);
     let mut shutdown = Vec::new();
     for (i, n) in nodes.iter_mut().enumerate() {
@@ -506,7 +473,8 @@ fn run_scenario(
         shutdown.push(line.trim_start_matches("STOPPED ").to_owned());
     }
     let clean = shutdown.iter().all(|o| o == "Stopped");
-    let keys = store::keys_left(&redis.url(), &prefix)
+    let target = zlink_cli::redis::Target::Single(redis.url());
+    let keys = store::keys_left(&target, &prefix)
         .map(|keys| check::unexpected_left(&keys, &planted, wall_ms()))
         .unwrap_or_else(|e| vec![format!("listing the keys left: {e}")]);
     if by_id.len() as u64 != actors {
@@ -525,6 +493,8 @@ fn run_scenario(
         reconnect,
         capacity: capacity.len(),
         keys_left: keys.len(),
+        twice_creating: "-".into(),
+        gap: "-".into(),
         shutdown: shutdown.join(" "),
         passed,
         note: notes.join("; "),
@@ -538,7 +508,7 @@ fn run_scenario(
 fn capacity_breaks(
     nodes: &mut [Node],
     killed: Option<usize>,
-    redis: &Redis,
+    url: &str,
     prefix: &str,
     actors: u64,
 ) -> Result<Vec<String>, String> {
@@ -563,7 +533,7 @@ fn capacity_breaks(
                 _ => return Err(format!("a node answered `{line}`")),
             }
         }
-        let rows = store::capacity_rows(&redis.url(), prefix, "demo", &rids)?;
+        let rows = store::capacity_rows(url, prefix, "demo", &rids)?;
         let counted: Vec<check::NodeCapacity> = rids
             .iter()
             .zip(live)

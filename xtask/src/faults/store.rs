@@ -83,12 +83,46 @@ pub(crate) fn capacity_rows(
     })
 }
 
+/// The Actor ids among `ids` whose authority record is in Creating (a reservation whose
+/// factory result never committed nor was cleaned up).
+pub(crate) fn creating(url: &str, prefix: &str, ids: &[String]) -> Result<Vec<String>, String> {
+    use zlink_location::{EntryState, LookupKind, ObjectId};
+    runtime()?.block_on(async {
+        let options = RedisLocationOptions::from_url(url)
+            .and_then(|o| o.with_key_prefix(prefix.to_owned()))
+            .map_err(|e| e.to_string())?;
+        let store: Arc<dyn DynLocationStore> = Arc::new(
+            RedisLocationStore::connect(options)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+        let reader =
+            LocationReader::new(store, &LocationOptions::default()).map_err(|e| e.to_string())?;
+        let mut stuck = Vec::new();
+        for id in ids {
+            let object = ObjectId::new(id.clone()).map_err(|e| e.to_string())?;
+            let entry =
+                tokio::time::timeout(READ_TIMEOUT, reader.lookup(LookupKind::Actor, &object))
+                    .await
+                    .map_err(|_| "a lookup timed out".to_owned())?
+                    .map_err(|e| e.to_string())?;
+            if entry.is_some_and(|e| e.state == EntryState::Creating) {
+                stuck.push(id.clone());
+            }
+        }
+        Ok(stuck)
+    })
+}
+
 /// Every key under `{prefix}:`, each with what it is (a helper key, a record's family and
 /// expiry, a Relocation Store key, or a key outside the layout).
-pub(crate) fn keys_left(url: &str, prefix: &str) -> Result<Vec<LeftKey>, String> {
-    use zlink_cli::redis::{Raw, Target};
+pub(crate) fn keys_left(
+    target: &zlink_cli::redis::Target,
+    prefix: &str,
+) -> Result<Vec<LeftKey>, String> {
+    use zlink_cli::redis::Raw;
     runtime()?.block_on(async {
-        let raw = Raw::connect(&Target::Single(url.to_owned()), READ_TIMEOUT)
+        let raw = Raw::connect(target, READ_TIMEOUT)
             .await
             .map_err(|e| e.to_string())?;
         let keys = raw.read_prefix(prefix).await.map_err(|e| e.to_string())?;

@@ -3,6 +3,7 @@
 //! formula computed independently, and cleanup.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod private_servers;
 pub mod tls;
 
 use std::time::Duration;
@@ -215,7 +216,8 @@ pub async fn second() -> Option<Target> {
     Some(url_target("second", &url).await)
 }
 
-async fn url_target(name: &'static str, url: &str) -> Target {
+/// A target for the server at `url`.
+pub async fn url_target(name: &'static str, url: &str) -> Target {
     let options = RedisLocationOptions::from_url(url).expect("test URL");
     let raw = Raw::connect(Config::from_url(url).expect("test URL")).await;
     Target { name, options, raw }

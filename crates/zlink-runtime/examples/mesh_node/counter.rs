@@ -60,8 +60,53 @@ pub(crate) struct Counter {
     /// A random number naming this activation (drawn by the factory or the first `Probe`).
     #[serde(skip)]
     nonce: u64,
+    /// Counts this activation in [`ALIVE`] while it exists (set by the factory or the first
+    /// `Probe`).
+    #[serde(skip)]
+    alive: Option<std::sync::Arc<Alive>>,
 }
 impl Actor for Counter {}
+
+/// How many counter activations of each id exist in this process now (`LIVE-IDS`, which
+/// `cargo xtask faults` reads to find an id live on two nodes).
+static ALIVE: std::sync::Mutex<std::collections::BTreeMap<String, u32>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// One counter activation of an id, counted in [`ALIVE`] until it is dropped.
+#[derive(Debug)]
+pub(crate) struct Alive(String);
+
+impl Alive {
+    fn new(id: &str) -> std::sync::Arc<Alive> {
+        if let Ok(mut alive) = ALIVE.lock() {
+            *alive.entry(id.to_owned()).or_default() += 1;
+        }
+        std::sync::Arc::new(Alive(id.to_owned()))
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        if let Ok(mut alive) = ALIVE.lock() {
+            if let Some(n) = alive.get_mut(&self.0) {
+                *n -= 1;
+                if *n == 0 {
+                    alive.remove(&self.0);
+                }
+            }
+        }
+    }
+}
+
+/// `LIVE-IDS <id>:<activations>…`: every id with a counter activation in this process.
+pub(crate) fn live_ids() -> String {
+    let alive = ALIVE.lock().map(|a| a.clone()).unwrap_or_default();
+    let mut line = String::from("LIVE-IDS");
+    for (id, n) in alive {
+        line.push_str(&format!(" {id}:{n}"));
+    }
+    line
+}
 
 impl Counter {
     /// Applies step `seq`, counting a duplicate or a gap.
@@ -181,13 +226,18 @@ pub(crate) fn counter_type(
                 Ok(Counter {
                     generation: ctx.generation,
                     nonce: fresh_nonce(),
+                    alive: Some(Alive::new(&ctx.id)),
                     ..Counter::default()
                 })
             })
-            .on_request::<Probe, _>(move |c, _probe, _ctx| {
+            .on_request::<Probe, _>(move |c, _probe, ctx| {
                 // The handler's first step: the gate admitted it just before (21 §5).
                 let late_ms = serving.late_ms();
                 let node = serving.rid.get().cloned().unwrap_or_default();
+                if c.alive.is_none() {
+                    // Restored by a relocation: counted from its first probe.
+                    c.alive = Some(Alive::new(&ctx.id));
+                }
                 Box::pin(async move {
                     if c.nonce == 0 {
                         c.nonce = fresh_nonce();

@@ -59,6 +59,9 @@
 //!   `RELOCATED <outcome> <reason> <moved> <remaining>` (then `QUIT` stops the host)
 //! - `LIVE` → `LIVE <actors> <spots>`: the activations live on this node now
 //!   (`HostStatus::live`), which `cargo xtask faults` compares with the node's capacity row
+//! - `LIVE-IDS` → `LIVE-IDS <id>:<n>…`: every id with a counter activation in this process
+//!   and how many (counted from the factory or a restored activation's first probe until
+//!   the activation is dropped), which `cargo xtask faults` reads to find an id live twice
 //! - `METRICS` → `METRICS <host:port>`: where `--metrics ADDR` serves Prometheus text
 //!   (`prometheus.rs`; every GET answers the runtime's instruments, `docs/metrics.md`)
 //!
@@ -426,6 +429,7 @@ async fn run(args: clap::ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
                 }
                 None => say(&format!("BAD {} (needs --objects)", words.join(" "))),
             },
+            Some("LIVE-IDS") => say(&counter::live_ids()),
             Some("LIVE") => {
                 let (actors, spots) = host
                     .status()
