@@ -4,6 +4,7 @@
 use fred::interfaces::ClientLike;
 
 mod authority;
+mod discovery;
 mod mesh;
 mod objects;
 mod objects_metrics;
@@ -25,7 +26,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh | objects | relocation | ractor"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | discovery | transport | mesh | objects | relocation | ractor"
                 .into(),
         );
     };
@@ -34,6 +35,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "redis-location" => redis_location::run(rest),
         "relocation-store" => relocation_store::run(rest),
         "authority" => authority::run(rest),
+        "discovery" => discovery::run(rest),
         "transport" => transport::run(rest),
         "mesh" => mesh::run(rest),
         "objects" => objects::run(rest),
