@@ -46,8 +46,9 @@ commands:
   conformance [--redis URL]   check the golden fixture (and, with --redis, the live provider bytes)
   services                    start (or reuse) the Redis services and print their env exports
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, rustdoc, tests
-  bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority |
-                              transport | mesh | objects (Actor create, request and route cache; --redis URL) |
+  bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority | sweep |
+                              discovery (Store calls per node per poll, before/after issue 38; --redis URL,
+                              --nodes 4,16,32, --interval-ms M, --idle-seconds S) | transport | mesh | objects (Actor create, request and route cache; --redis URL) |
                               relocation (64 MiB Actor move vs raw TCP, host Relocate of N Actors under load,
                               a SpotWide Spot of N members vs its inventory pages written raw;
                               --redis URL, --case big-state|host|spotwide, --actors N, --rounds N, --seconds S,

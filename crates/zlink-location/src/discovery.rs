@@ -6,8 +6,31 @@
 //! reads the snapshot fixed by the first page). The mesh's change number (a runtime-private
 //! row moved by every descriptor publish and withdrawal) is read before and after; the pages
 //! are used only when both reads match, otherwise the whole list is read again. Each
-//! descriptor's host is then checked by an exact read of its owner lease row: only hosts whose
-//! lease row holds exactly the descriptor's `(ownerId, leaseGeneration)` are listed.
+//! descriptor's host is then checked by reading its owner lease row (every host's row once,
+//! all in one batched read, `LocationStore::read_many`): only hosts whose lease row holds
+//! exactly the descriptor's `(ownerId, leaseGeneration)` are listed.
+//!
+//! **A poll when nothing changed** (issue 38). Every poll starts with the change-number read.
+//! If the number is the one the kept list was read under, no descriptor was published or
+//! withdrawn since, so the descriptor pages are not read again: the poll costs that one read,
+//! plus one batched lease read when a lease is due. Leases expire without moving the change
+//! number, so the kept list carries each listed lease's expiry as its last read showed it, on
+//! the Store clock (`ExpiresAt`). A renew only moves an expiry later, so a row still held by
+//! the same run cannot end before the expiry last read. The rule: when any listed lease's
+//! expiry last read is within the lease margin of the StoreNow the change-number read
+//! returned (`ExpiresAt − margin <= StoreNow`), every listed lease is read again in one batch,
+//! each node is kept only if its row still holds its run, and the expiries are updated. The
+//! margin is the owner lease fencing margin plus the polling interval, so a live peer's lease
+//! end handed on (`DiscoveredNode::lease_until`, which bounds its route cache) is refreshed at
+//! least one poll before its owner stops admitting. A peer whose lease row expired is
+//! therefore dropped by the first poll after the expiry, as before; with the default timings
+//! (TTL 15 s, renew 5 s, fencing margin 5 s, polling 1 s) the leases are read once every four
+//! to nine polls. A lease row deleted early (a release without the descriptor withdrawal that
+//! normally comes first) is seen at the latest when the expiry last read is near — within one
+//! lease TTL — where a full read saw it at the next poll. Descriptors left out because their
+//! lease did not hold their run stay out until the change number moves: a lease generation is
+//! never issued twice, and a new run republishes its descriptor. The first read, and the first
+//! after a Store failure (spec 21 §10), is always a full list read.
 //!
 //! During a Store outage the last fully read list is kept: its nodes stay connection targets
 //! and no node outside it becomes one. The kept list is replaced only by a new full read. The
@@ -21,8 +44,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use zlink_codec::records::{HostState, MeshNodeDescriptor, MeshNodeRecord, ObjectRole};
 use zlink_store_spi::{
-    DynLocationStore, LocationStore, PageLimit, ReadResult, ScanPrefix, ScanRequest, ScanResult,
-    StoreKey, StoreVersion,
+    DynLocationStore, LocationStore, PageLimit, ScanPrefix, ScanRequest, ScanResult, StoreKey,
+    StoreTime, StoreVersion,
 };
 
 use super::authority::AuthorityClient;
@@ -32,8 +55,12 @@ use super::error::LocationError;
 use super::generation::OwnerLeaseGeneration;
 use super::identity::{HostRun, MeshName, NodeKey};
 use super::keys;
-use super::lease::{LeaseSeen, lease_key};
+use super::options::LocationOptions;
 use super::placement::{Candidate, TargetNode};
+
+mod leases;
+
+use leases::Unchecked;
 
 /// How many times a list read starts over (a changed change number or an expired snapshot)
 /// before it fails.
@@ -53,6 +80,10 @@ pub struct DiscoveredNode {
     /// than the real end (`None` when the row carries no expiry). The owner accepts no new
     /// work past this minus its fencing margin (spec 21 §5, §7.3).
     pub lease_until: Option<Duration>,
+    /// The lease row's `ExpiresAt` on the Store clock, as that read showed it (`None` when the
+    /// row carries no expiry): a poll that finds the list unchanged reads the leases again
+    /// once this is near (see the module docs).
+    pub lease_expires_at: Option<StoreTime>,
 }
 
 impl DiscoveredNode {
@@ -136,13 +167,18 @@ pub struct DiscoveryView {
     pub nodes: Vec<DiscoveredNode>,
     /// How fresh the list is.
     pub status: DiscoveryStatus,
-    /// The pages of the read (empty when the kept list was returned).
+    /// The pages of the read (empty when the kept list was returned, or the list was
+    /// unchanged).
     pub pages: Vec<PageStats>,
-    /// How many full list reads it took (a changed change number starts over).
+    /// How many full list reads it took (a changed change number starts over; 0 when no list
+    /// was read).
     pub attempts: u32,
     /// Descriptors left out: unreadable by the Store (another data type, a corrupt stored
     /// record), undecodable (unknown `recordVersion` included) or whose lease is not valid.
     pub excluded: usize,
+    /// The change number was the one the kept list was read under: no page was read, the
+    /// kept list was confirmed (and its leases read again only if one was due).
+    pub unchanged: bool,
 }
 
 /// A hook run between pages (tests use it to change the Store mid-read).
@@ -153,6 +189,17 @@ pub(crate) type PageHook<'a> =
 struct Kept {
     nodes: Option<Vec<DiscoveredNode>>,
     failing_since: Option<Duration>,
+    /// What the last complete read settled, with `nodes`; `None` before the first read and
+    /// after a Store failure (the next read is a full one).
+    settled: Option<Settled>,
+}
+
+/// The change number a kept list was read under, and how many descriptors it left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Settled {
+    /// `None`: the change-number row did not exist.
+    change: Option<StoreVersion>,
+    excluded: usize,
 }
 
 /// The discovery reader of one mesh.
@@ -164,23 +211,30 @@ pub struct Discovery {
     prefix: ScanPrefix,
     change_key: StoreKey,
     page_limit: PageLimit,
+    /// How long before a listed lease's expiry last read a poll reads the leases again.
+    lease_margin: Duration,
     kept: Mutex<Kept>,
 }
 
 impl Discovery {
+    /// A reader of `mesh`: `storeFailureGrace` from `options`, and the lease margin (the
+    /// owner lease fencing margin plus the polling interval, see the module docs).
     pub(crate) fn new(
         store: Arc<dyn DynLocationStore>,
         clock: SharedClock,
-        grace: Duration,
+        options: &LocationOptions,
         mesh: &MeshName,
     ) -> Result<Self, LocationError> {
         Ok(Discovery {
             store,
             clock,
-            grace,
+            grace: options.store_failure_grace,
             prefix: keys::mesh_node_prefix(mesh)?,
             change_key: keys::PrivateKey::MeshChange(mesh).store_key()?,
             page_limit: PageLimit::LARGEST,
+            lease_margin: options
+                .owner_lease_fencing_margin
+                .saturating_add(options.polling_interval),
             kept: Mutex::new(Kept::default()),
         })
     }
@@ -191,8 +245,10 @@ impl Discovery {
         self
     }
 
-    /// Reads the list again. On a Store failure with a kept list, that list is returned with a
-    /// `Grace` or `Stale` status; with no list yet, the error.
+    /// Reads the list again: the change number, then the pages and leases only if the number
+    /// moved since the kept list was read, or the leases alone if one is due (see the module
+    /// docs). On a Store failure with a kept list, that list is returned with a `Grace` or
+    /// `Stale` status; with no list yet, the error. After a failure the next read is full.
     pub async fn refresh(&self) -> Result<DiscoveryView, LocationError> {
         self.refresh_with(None).await
     }
@@ -201,16 +257,19 @@ impl Discovery {
         &self,
         hook: Option<PageHook<'_>>,
     ) -> Result<DiscoveryView, LocationError> {
-        match self.read_full(hook).await {
-            Ok(view) => {
+        match self.read(hook).await {
+            Ok((view, settled)) => {
                 let mut kept = self.kept.lock();
                 kept.nodes = Some(view.nodes.clone());
+                kept.settled = Some(settled);
                 kept.failing_since = None;
                 Ok(view)
             }
             Err(LocationError::Store(e)) => {
                 let now = self.clock.now();
                 let mut kept = self.kept.lock();
+                // Once the Store answers again, the whole list is read again (spec 21 §10).
+                kept.settled = None;
                 let since = *kept.failing_since.get_or_insert(now);
                 let Some(nodes) = kept.nodes.clone() else {
                     return Err(LocationError::Store(e));
@@ -228,6 +287,7 @@ impl Discovery {
                     pages: Vec::new(),
                     attempts: 0,
                     excluded: 0,
+                    unchanged: false,
                 })
             }
             Err(e) => Err(e),
@@ -282,9 +342,70 @@ impl Discovery {
         Ok(self.store.read(&self.change_key).await?.version().cloned())
     }
 
-    async fn read_full(&self, hook: Option<PageHook<'_>>) -> Result<DiscoveryView, LocationError> {
+    /// One poll: the change number; the kept list confirmed (its leases read again if one is
+    /// due) when the number has not moved since that list was read, otherwise a full read.
+    async fn read(
+        &self,
+        hook: Option<PageHook<'_>>,
+    ) -> Result<(DiscoveryView, Settled), LocationError> {
+        let (nodes, settled) = {
+            let kept = self.kept.lock();
+            (kept.nodes.clone(), kept.settled.clone())
+        };
+        let first = self.store.read(&self.change_key).await?;
+        let change = first.version().cloned();
+        match (nodes, settled) {
+            (Some(nodes), Some(settled)) if settled.change == change => {
+                self.confirm(nodes, settled, first.store_now()).await
+            }
+            _ => self.read_full(hook, change).await,
+        }
+    }
+
+    /// The kept list under an unchanged change number read at `store_now`: as it is, unless a
+    /// listed lease's expiry last read is within the lease margin, then with every listed
+    /// lease read again in one batch.
+    async fn confirm(
+        &self,
+        nodes: Vec<DiscoveredNode>,
+        settled: Settled,
+        store_now: StoreTime,
+    ) -> Result<(DiscoveryView, Settled), LocationError> {
+        let margin = u64::try_from(self.lease_margin.as_millis()).unwrap_or(u64::MAX);
+        let horizon = store_now.as_millis().saturating_add(margin);
+        let due = nodes
+            .iter()
+            .any(|n| n.lease_expires_at.is_none_or(|e| e.as_millis() <= horizon));
+        let (nodes, dropped) = if due {
+            let unchecked = nodes.into_iter().map(Unchecked::from).collect();
+            self.leased(unchecked).await?
+        } else {
+            (nodes, 0)
+        };
+        let settled = Settled {
+            change: settled.change,
+            excluded: settled.excluded + dropped,
+        };
+        let view = DiscoveryView {
+            nodes,
+            status: DiscoveryStatus::Fresh,
+            pages: Vec::new(),
+            attempts: 0,
+            excluded: settled.excluded,
+            unchanged: true,
+        };
+        Ok((view, settled))
+    }
+
+    /// A full list read; `before` is the change number read just now.
+    async fn read_full(
+        &self,
+        hook: Option<PageHook<'_>>,
+        mut before: Option<StoreVersion>,
+    ) -> Result<(DiscoveryView, Settled), LocationError> {
         for attempt in 1..=READ_ATTEMPTS {
-            let before = self.change_number().await?;
+            // `before` was read before this scan's first page (on a later attempt it is the
+            // previous attempt's closing read): any change during the scan moves `after`.
             let Some((items, unreadable, pages)) = self.scan(hook).await? else {
                 continue;
             };
@@ -294,9 +415,10 @@ impl Discovery {
                     attempt,
                     "descriptor list changed while reading; reading again"
                 );
+                before = after;
                 continue;
             }
-            let mut nodes = Vec::with_capacity(items.len());
+            let mut unchecked = Vec::with_capacity(items.len());
             // A descriptor key the Store cannot read costs only itself.
             let mut excluded = unreadable;
             for item in items {
@@ -317,34 +439,26 @@ impl Discovery {
                     owner_id: record.owner_id.clone(),
                     lease_generation: generation,
                 };
-                let t0 = self.clock.now();
-                let lease: ReadResult = self.store.read(&lease_key(&run.owner_id)?).await?;
-                if !LeaseSeen::from_read(&lease).held_by(&run) {
-                    excluded += 1;
-                    continue;
-                }
-                let lease_until = match &lease {
-                    ReadResult::Found {
-                        expires_at: Some(expires_at),
-                        store_now,
-                        ..
-                    } => Some(t0 + Duration::from_millis(store_now.millis_until(*expires_at))),
-                    _ => None,
-                };
-                nodes.push(DiscoveredNode {
+                unchecked.push(Unchecked {
                     record,
                     version: item.version,
                     run,
-                    lease_until,
                 });
             }
-            return Ok(DiscoveryView {
+            let (nodes, dropped) = self.leased(unchecked).await?;
+            let settled = Settled {
+                change: after,
+                excluded: excluded + dropped,
+            };
+            let view = DiscoveryView {
                 nodes,
                 status: DiscoveryStatus::Fresh,
                 pages,
                 attempts: attempt,
-                excluded,
-            });
+                excluded: settled.excluded,
+                unchanged: false,
+            };
+            return Ok((view, settled));
         }
         Err(LocationError::Contended)
     }

@@ -96,6 +96,8 @@ impl std::fmt::Display for RecordName {
 pub enum ContractViolation {
     /// An applied write returned fewer versions than it had `Put` mutations.
     MissingPutVersion,
+    /// A batched read (`read_many`) answered another number of results than it had keys.
+    ReadManyCount,
 }
 
 impl std::fmt::Display for ContractViolation {
@@ -103,6 +105,9 @@ impl std::fmt::Display for ContractViolation {
         f.write_str(match self {
             ContractViolation::MissingPutVersion => {
                 "an applied write returned fewer versions than it had puts"
+            }
+            ContractViolation::ReadManyCount => {
+                "a batched read returned another number of results than it had keys"
             }
         })
     }

@@ -388,6 +388,10 @@ impl LocationStore for RecordingStore {
     async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
         self.noted(self.inner.scan_dyn(request)).await
     }
+
+    async fn read_many(&self, keys: &[StoreKey]) -> StoreResult<Vec<ReadResult>> {
+        self.noted(self.inner.read_many_dyn(keys)).await
+    }
 }
 
 #[cfg(test)]

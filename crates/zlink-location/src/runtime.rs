@@ -355,12 +355,7 @@ impl LocationRuntime {
 
     /// A discovery reader of one mesh.
     pub fn discovery(&self, mesh: &MeshName) -> Result<Discovery, LocationError> {
-        Discovery::new(
-            self.store.clone(),
-            self.clock.clone(),
-            self.options.store_failure_grace,
-            mesh,
-        )
+        Discovery::new(self.store.clone(), self.clock.clone(), &self.options, mesh)
     }
 
     /// Host shutdown: the self-sweep of this run's authority rows and relocation

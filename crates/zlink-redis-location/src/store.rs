@@ -29,6 +29,8 @@ use crate::options::RedisLocationOptions;
 use crate::record::{FormatError, decode_member, member_head};
 use zlink_redis_tls::Observer;
 
+mod read_many;
+
 /// How long a scan snapshot lives after its first page, by the Redis clock. Records keep the
 /// versions a live snapshot needs for this long at most, and an expiring record's key outlives
 /// its expiry by this much.
@@ -126,6 +128,7 @@ struct Inner {
     read: LuaScript,
     write: LuaScript,
     scan: LuaScript,
+    read_many: LuaScript,
     timeout: Duration,
     servers: String,
     cluster: bool,
@@ -151,7 +154,8 @@ impl Drop for Inner {
 /// or on [`close`](Self::close).
 ///
 /// Each operation is one Lua script call (`EVALSHA`, reloaded on `NOSCRIPT`): an exact read,
-/// a whole conditional batch, or one scan page; StoreNow is Redis `TIME` read inside it.
+/// a whole conditional batch, one scan page, or every exact read of one `read_many`; StoreNow
+/// is Redis `TIME` read inside it.
 /// Every operation, waiting for the connection included, is bounded by the operation timeout
 /// of [`RedisLocationOptions`]; a write that times out or loses its connection after being
 /// sent may or may not have committed (reconstruct with an exact read), and is never retried
@@ -210,9 +214,10 @@ impl RedisLocationStore {
             let read = LuaScript::load(&client, "read", READ_LUA).await?;
             let write = LuaScript::load(&client, "write", WRITE_LUA).await?;
             let scan = LuaScript::load(&client, "scan", SCAN_LUA).await?;
-            Ok::<_, StoreError>((read, write, scan))
+            let many = LuaScript::load(&client, "read_many", read_many::READ_MANY_LUA).await?;
+            Ok::<_, StoreError>((read, write, scan, many))
         };
-        let (read, write, scan) = match tokio::time::timeout(timeout, setup).await {
+        let (read, write, scan, read_many) = match tokio::time::timeout(timeout, setup).await {
             Ok(Ok(scripts)) => scripts,
             Ok(Err(e)) => {
                 connection.abort();
@@ -239,6 +244,7 @@ impl RedisLocationStore {
                 read,
                 write,
                 scan,
+                read_many,
                 timeout,
                 servers: options.servers(),
                 cluster: options.is_cluster(),
@@ -404,27 +410,7 @@ impl RedisLocationStore {
             }
             Some(v) => bulk(v)?,
         };
-        let record = match decode_member(&member) {
-            Ok(r) if r.key == *key => r,
-            Ok(_) => {
-                tracing::debug!(%key, "the record names another key");
-                return Err(unreadable(key, UnreadableKind::Corrupt));
-            }
-            Err(e) => {
-                tracing::debug!(%key, error = %e, "undecodable record");
-                return Err(unreadable(key, UnreadableKind::Corrupt));
-            }
-        };
-        Ok(if record.alive_at(now) {
-            ReadResult::Found {
-                bytes: record.bytes,
-                version: record.version,
-                expires_at: record.expires_at,
-                store_now: now,
-            }
-        } else {
-            ReadResult::Missing { store_now: now }
-        })
+        read_many::member_read(key, &member, now)
     }
 
     /// The keys and arguments of the write script for `request` (see `lua/write.lua`): each
@@ -647,6 +633,10 @@ impl LocationStore for RedisLocationStore {
 
     async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
         self.bounded(self.do_scan(request)).await
+    }
+
+    async fn read_many(&self, keys: &[StoreKey]) -> StoreResult<Vec<ReadResult>> {
+        self.bounded(self.do_read_many(keys)).await
     }
 }
 

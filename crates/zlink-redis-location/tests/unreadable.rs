@@ -1,7 +1,7 @@
 //! Corrupt or foreign data under the store's namespace: a record key holding another Redis
 //! type, or a record member that is not of the provider's format, costs that key only. A scan
 //! lists it in `ScanPage::unreadable` beside the page's other items; an exact read of it is
-//! the typed per-key `StoreError::Unreadable`; every other key reads, writes and scans as
+//! the typed per-key `StoreError::Unreadable` (and so is a `read_many` naming it); every other key reads, writes and scans as
 //! before.
 #![allow(clippy::unwrap_used)]
 
@@ -88,6 +88,14 @@ async fn assert_only_b_unreadable(store: &RedisLocationStore, kind: UnreadableKi
         store.read(&key("p/a")).await.unwrap().bytes().is_some(),
         "{what}"
     );
+    // A batched read naming it fails with that key, as its exact read does; without it the
+    // other keys read.
+    match store.read_many(&[key("p/a"), key("p/b"), key("p/c")]).await {
+        Err(StoreError::Unreadable(u)) => assert_eq!(vec![u], want, "{what}"),
+        other => panic!("{what}: read_many: expected an unreadable key, got {other:?}"),
+    }
+    let others = store.read_many(&[key("p/a"), key("p/c")]).await.unwrap();
+    assert!(others.iter().all(|r| r.bytes().is_some()), "{what}");
     // Other keys still write.
     put_all(store, &[key("p/a"), key("p/d")]).await;
 }

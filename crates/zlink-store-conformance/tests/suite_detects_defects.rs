@@ -72,6 +72,33 @@ impl LocationStore for LiveScans {
     }
 }
 
+/// A batched read that leaves out the keys it did not find (answers fall out of order), and
+/// reads past the key bound.
+#[derive(Debug, Clone)]
+struct ReadManyDropsMissing(MemoryLocationStore);
+
+impl LocationStore for ReadManyDropsMissing {
+    async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
+        self.0.read(key).await
+    }
+    async fn write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
+        self.0.write(request).await
+    }
+    async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
+        self.0.scan(request).await
+    }
+    async fn read_many(&self, keys: &[StoreKey]) -> StoreResult<Vec<ReadResult>> {
+        let mut found = Vec::new();
+        for k in keys {
+            let r = self.0.read(k).await?;
+            if !r.is_missing() {
+                found.push(r);
+            }
+        }
+        Ok(found)
+    }
+}
+
 /// Never lets a blob expire.
 #[derive(Debug, Clone)]
 struct NeverExpires(MemoryRelocationStore);
@@ -190,6 +217,18 @@ async fn suite_catches_puts_that_overwrite() {
     );
     assert!(
         failed.contains(&"lost_put_is_confirmed_by_retry_or_read"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn suite_catches_a_batched_read_that_drops_missing_keys() {
+    let clock = ManualClock::starting_now();
+    let store = ReadManyDropsMissing(MemoryLocationStore::with_clock(Arc::new(clock.clone())));
+    let report = run_location_suite(&store, &location_caps(&clock)).await;
+    assert_eq!(
+        failed(&report),
+        vec!["read_many_answers_as_exact_reads"],
         "{report}"
     );
 }

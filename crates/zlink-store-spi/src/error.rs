@@ -93,6 +93,8 @@ pub enum Argument {
     Retention,
     /// A conditional batch (unique keys and encoded size).
     Batch,
+    /// The keys of one `read_many` (at most [`crate::MAX_READ_MANY_KEYS`]).
+    ReadMany,
     /// A Relocation Store blob reference (UTF-8, 1..=4096 bytes).
     BlobReference,
     /// A Relocation Store blob payload (at most 64 MiB + 23 bytes).
@@ -110,6 +112,7 @@ impl fmt::Display for Argument {
             Argument::Cursor => "cursor",
             Argument::Retention => "retention",
             Argument::Batch => "batch",
+            Argument::ReadMany => "read-many key list",
             Argument::BlobReference => "blob reference",
             Argument::BlobPayload => "blob payload",
         };

@@ -23,8 +23,8 @@ pub use relocation::{
 };
 pub use types::{
     BLOB_ENVELOPE_LEN, BlobRef, MAX_BLOB_LEN, MAX_DATA_CHUNK_LEN, MAX_PAGE_ENCODED_LEN,
-    MAX_VALUE_LEN, PageLimit, Retention, ScanCursor, ScanPrefix, StoreKey, StoreTime, StoreVersion,
-    check_blob_len, check_value_len,
+    MAX_READ_MANY_KEYS, MAX_VALUE_LEN, PageLimit, Retention, ScanCursor, ScanPrefix, StoreKey,
+    StoreTime, StoreVersion, check_blob_len, check_read_many_len, check_value_len,
 };
 
 #[cfg(feature = "memory")]

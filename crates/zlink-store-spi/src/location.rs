@@ -1,4 +1,5 @@
-//! The Location Store SPI (spec 22 §2–§6): exact read, conditional atomic batch, snapshot scan.
+//! The Location Store SPI (spec 22 §2–§6): exact read, conditional atomic batch, snapshot scan,
+//! and an additive batched exact read (`read_many`).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -11,7 +12,7 @@ use crate::BoxFuture;
 use crate::error::{Argument, ArgumentError, StoreResult, UnreadableKey};
 use crate::types::{
     PageLimit, Retention, ScanCursor, ScanPrefix, StoreKey, StoreTime, StoreVersion,
-    check_value_len,
+    check_read_many_len, check_value_len,
 };
 
 /// The result of an exact read: one observation of one key.
@@ -416,6 +417,36 @@ pub trait LocationStore: Send + Sync + fmt::Debug + 'static {
     /// Cancellation: before the first poll, no I/O; after, the snapshot may or may not have been
     /// created: start again from the first page.
     fn scan(&self, request: &ScanRequest) -> impl Future<Output = StoreResult<ScanResult>> + Send;
+
+    /// Exact reads of many keys in one request (at most
+    /// [`MAX_READ_MANY_KEYS`](crate::MAX_READ_MANY_KEYS)): one [`ReadResult`] per key, in the
+    /// order given (a key named twice is read twice). Each result is an independent
+    /// observation, exactly what [`read`](Self::read) of that key would answer at some instant
+    /// during the call, with its own StoreNow; a provider may, but need not, take them all at
+    /// one instant. A key the provider cannot read fails the whole call with
+    /// [`StoreError::Unreadable`](crate::StoreError::Unreadable) carrying the first such key in
+    /// the order given. More keys than the bound is
+    /// [`StoreError::InvalidArgument`](crate::StoreError::InvalidArgument) before any I/O; no
+    /// keys answers an empty list without I/O.
+    ///
+    /// The default reads the keys one by one with [`read`](Self::read) (so a provider that
+    /// does not override it keeps working); a provider overrides it to answer in one round
+    /// trip.
+    ///
+    /// Cancellation: as [`read`](Self::read) (reads never mutate; simply read again).
+    fn read_many(
+        &self,
+        keys: &[StoreKey],
+    ) -> impl Future<Output = StoreResult<Vec<ReadResult>>> + Send {
+        async move {
+            check_read_many_len(keys.len())?;
+            let mut results = Vec::with_capacity(keys.len());
+            for key in keys {
+                results.push(self.read(key).await?);
+            }
+            Ok(results)
+        }
+    }
 }
 
 /// The object-safe companion of [`LocationStore`], implemented for every `LocationStore`.
@@ -432,6 +463,22 @@ pub trait DynLocationStore: Send + Sync + fmt::Debug + 'static {
     ) -> BoxFuture<'a, StoreResult<WriteResult>>;
     /// Boxed [`LocationStore::scan`].
     fn scan_dyn<'a>(&'a self, request: &'a ScanRequest) -> BoxFuture<'a, StoreResult<ScanResult>>;
+    /// Boxed [`LocationStore::read_many`]. The default (for a type that implements this trait
+    /// without [`LocationStore`]) reads the keys one by one with
+    /// [`read_dyn`](Self::read_dyn).
+    fn read_many_dyn<'a>(
+        &'a self,
+        keys: &'a [StoreKey],
+    ) -> BoxFuture<'a, StoreResult<Vec<ReadResult>>> {
+        Box::pin(async move {
+            check_read_many_len(keys.len())?;
+            let mut results = Vec::with_capacity(keys.len());
+            for key in keys {
+                results.push(self.read_dyn(key).await?);
+            }
+            Ok(results)
+        })
+    }
 }
 
 impl<T: LocationStore> DynLocationStore for T {
@@ -447,6 +494,12 @@ impl<T: LocationStore> DynLocationStore for T {
     fn scan_dyn<'a>(&'a self, request: &'a ScanRequest) -> BoxFuture<'a, StoreResult<ScanResult>> {
         Box::pin(LocationStore::scan(self, request))
     }
+    fn read_many_dyn<'a>(
+        &'a self,
+        keys: &'a [StoreKey],
+    ) -> BoxFuture<'a, StoreResult<Vec<ReadResult>>> {
+        Box::pin(LocationStore::read_many(self, keys))
+    }
 }
 
 impl LocationStore for dyn DynLocationStore {
@@ -458,6 +511,9 @@ impl LocationStore for dyn DynLocationStore {
     }
     async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
         self.scan_dyn(request).await
+    }
+    async fn read_many(&self, keys: &[StoreKey]) -> StoreResult<Vec<ReadResult>> {
+        self.read_many_dyn(keys).await
     }
 }
 
@@ -473,6 +529,12 @@ impl<S: LocationStore + ?Sized> LocationStore for Arc<S> {
     }
     fn scan(&self, request: &ScanRequest) -> impl Future<Output = StoreResult<ScanResult>> + Send {
         (**self).scan(request)
+    }
+    fn read_many(
+        &self,
+        keys: &[StoreKey],
+    ) -> impl Future<Output = StoreResult<Vec<ReadResult>>> + Send {
+        (**self).read_many(keys)
     }
 }
 

@@ -201,6 +201,15 @@ pub fn check_value_len(len: usize) -> Result<(), ArgumentError> {
     check_len(Argument::Value, len, 0, MAX_VALUE_LEN)
 }
 
+/// The most keys one [`LocationStore::read_many`](crate::LocationStore::read_many) may name
+/// (as many as one scan page holds).
+pub const MAX_READ_MANY_KEYS: usize = 1000;
+
+/// Checks the key count of one `read_many` against [`MAX_READ_MANY_KEYS`] (0 is allowed).
+pub fn check_read_many_len(keys: usize) -> Result<(), ArgumentError> {
+    check_len(Argument::ReadMany, keys, 0, MAX_READ_MANY_KEYS)
+}
+
 /// The size of the framework's immutable envelope around one relocation data chunk.
 pub const BLOB_ENVELOPE_LEN: usize = 23;
 

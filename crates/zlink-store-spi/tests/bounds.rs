@@ -240,6 +240,68 @@ async fn blob_is_at_most_64_mib_plus_23_bytes_and_past_it_stores_nothing() {
     assert!(store.is_empty());
 }
 
+/// Counts the exact reads that reach the store (so a refused `read_many` is seen doing none).
+#[derive(Debug)]
+struct CountingReads {
+    inner: MemoryLocationStore,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl LocationStore for CountingReads {
+    async fn read(&self, key: &StoreKey) -> StoreResult<ReadResult> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.read(key).await
+    }
+    async fn write(&self, request: &WriteRequest) -> StoreResult<WriteResult> {
+        self.inner.write(request).await
+    }
+    async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
+        self.inner.scan(request).await
+    }
+}
+
+#[tokio::test]
+async fn read_many_is_at_most_1000_keys_and_past_it_reads_nothing() {
+    assert!(check_read_many_len(0).is_ok());
+    assert!(check_read_many_len(MAX_READ_MANY_KEYS).is_ok());
+    length_error(
+        check_read_many_len(MAX_READ_MANY_KEYS + 1).unwrap_err(),
+        Argument::ReadMany,
+    );
+    let store = Arc::new(CountingReads {
+        inner: MemoryLocationStore::new(),
+        reads: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let reads = || store.reads.load(std::sync::atomic::Ordering::SeqCst);
+    let dyn_store: Arc<dyn DynLocationStore> = store.clone();
+    // At the bound: one answer per key, through the trait and through `dyn`.
+    let at: Vec<StoreKey> = (0..MAX_READ_MANY_KEYS).map(k).collect();
+    let answers = store.read_many(&at).await.unwrap();
+    assert_eq!(answers.len(), MAX_READ_MANY_KEYS);
+    assert!(answers.iter().all(ReadResult::is_missing));
+    assert_eq!(
+        dyn_store.read_many(&at).await.unwrap().len(),
+        MAX_READ_MANY_KEYS
+    );
+    let before = reads();
+    // Past it: a typed argument error and no read at all, whichever way it is called.
+    let past: Vec<StoreKey> = (0..=MAX_READ_MANY_KEYS).map(k).collect();
+    for err in [
+        store.read_many(&past).await.unwrap_err(),
+        dyn_store.read_many(&past).await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), StoreErrorKind::InvalidArgument);
+        let StoreError::InvalidArgument(a) = err else {
+            panic!("not an argument error: {err:?}");
+        };
+        length_error(a, Argument::ReadMany);
+    }
+    assert_eq!(reads(), before, "a refused read_many read something");
+    // No keys: an empty answer, no read.
+    assert!(store.read_many(&[]).await.unwrap().is_empty());
+    assert_eq!(reads(), before);
+}
+
 #[test]
 fn failure_display_never_shows_backend_text() {
     let e = StoreError::failure(

@@ -5,6 +5,7 @@ use fred::interfaces::ClientLike;
 
 mod authority;
 mod authority_sweep;
+mod discovery;
 mod mesh;
 mod objects;
 mod objects_metrics;
@@ -26,7 +27,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | sweep | transport | mesh | objects | relocation | ractor"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | sweep | discovery | transport | mesh | objects | relocation | ractor"
                 .into(),
         );
     };
@@ -36,6 +37,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "relocation-store" => relocation_store::run(rest),
         "authority" => authority::run(rest),
         "sweep" => authority_sweep::run(rest),
+        "discovery" => discovery::run(rest),
         "transport" => transport::run(rest),
         "mesh" => mesh::run(rest),
         "objects" => objects::run(rest),

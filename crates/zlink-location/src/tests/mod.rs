@@ -9,6 +9,7 @@ mod bad_row;
 mod capacity_model;
 mod corrupt;
 mod descriptors;
+mod discovery_polls;
 mod engine;
 mod epoch;
 mod lease;
@@ -60,6 +61,11 @@ on_every_store!(
     descriptors::discovery_lists_only_hosts_with_a_valid_lease,
     descriptors::discovery_uses_pages_only_when_change_number_matches,
     descriptors::store_failure_grace_keeps_the_list_and_never_extends_the_deadline,
+    // What a discovery poll costs (issue 38).
+    discovery_polls::an_idle_poll_reads_only_the_change_number,
+    discovery_polls::a_peer_whose_lease_expired_is_dropped_without_a_change_number_move,
+    discovery_polls::a_changed_mesh_reads_every_lease_in_one_batched_read,
+    discovery_polls::the_first_poll_after_a_store_failure_reads_the_whole_list,
     authority::reserved_record_refuses_preserve_new_owner_and_delete,
     authority::commit_abort_and_delete_move_capacity_with_the_record,
     authority::reserve_past_the_limit_is_capacity_exceeded_and_changes_nothing,

@@ -71,4 +71,9 @@ impl LocationStore for MeteredStore {
     async fn scan(&self, request: &ScanRequest) -> StoreResult<ScanResult> {
         self.timed(2, self.inner.scan_dyn(request)).await
     }
+
+    /// Timed as one read (the batch is one Store call).
+    async fn read_many(&self, keys: &[zlink_store_spi::StoreKey]) -> StoreResult<Vec<ReadResult>> {
+        self.timed(0, self.inner.read_many_dyn(keys)).await
+    }
 }

@@ -6,10 +6,12 @@ use zlink_store_spi::{BoxFuture, DynLocationStore, Retention};
 use crate::{CheckResult, LocationCapabilities};
 
 mod failure;
+mod read_many;
 mod read_write;
 mod scan;
 
 pub use failure::*;
+pub use read_many::*;
 pub use read_write::*;
 pub use scan::*;
 
@@ -27,6 +29,7 @@ macro_rules! checks {
 
 checks!(
     exact_read_returns_one_observation,
+    read_many_answers_as_exact_reads,
     expired_value_is_missing_and_durable_value_stays,
     conflict_applies_no_mutation,
     version_condition_requires_current_version,

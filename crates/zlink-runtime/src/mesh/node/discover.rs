@@ -9,6 +9,9 @@
 //! - A node whose lease expired drops out of the list: its intent is removed and its
 //!   connection closed. During a Store outage discovery keeps the last full list
 //!   (`storeFailureGrace`): kept nodes stay targets, no new one appears.
+//! - One poll every `pollingInterval`: while the mesh's change number has not moved it costs
+//!   one Store call (the leases are read again, in one batched read, only as a listed expiry
+//!   nears: `zlink_location::Discovery`); a publish or withdrawal is seen by the next poll.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
