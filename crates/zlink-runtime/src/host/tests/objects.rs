@@ -1,5 +1,7 @@
 //! An Object Server publishes its registered object types and its Entry Spot id.
 
+use std::sync::Arc;
+
 use zlink_codec::records::{MeshNodeRecord, ObjectKind, ObjectRole, RelocationPolicy};
 
 use super::support::*;
@@ -35,6 +37,7 @@ on_every_store!(
     object_server_descriptor_lists_its_types_and_entry_spot,
     the_descriptor_projects_the_nodes_usage,
     shutdown_completes_with_a_foreign_key_under_the_prefix,
+    shutdown_is_stopped_when_one_of_its_own_rows_has_an_unreadable_newest_record,
 );
 
 async fn object_server_descriptor_lists_its_types_and_entry_spot(h: &Harness) {
@@ -193,4 +196,49 @@ async fn shutdown_completes_with_a_foreign_key_under_the_prefix(h: &Harness) {
         .filter(|k| k != &foreign)
         .collect();
     assert_eq!(left, vec![garbage]);
+}
+
+/// Issue 36 item 3: a garbage record written under one of this node's OWN authority keys,
+/// newer than the valid one (on Redis a member above every commit sequence, so the sweep's
+/// snapshot still lists the valid record and only the conditioned delete meets the garbage;
+/// on the memory store, which holds only bytes, the key is marked unreadable by the faulty
+/// wrapper) costs that row only: the shutdown ends `Stopped/None`, its sweep removes every
+/// other row of the run and counts the bad one (before: the engine failed the whole batch
+/// and the shutdown ended `ForceStopped/TeardownFailed`).
+async fn shutdown_is_stopped_when_one_of_its_own_rows_has_an_unreadable_newest_record(h: &Harness) {
+    use super::support::authority_key;
+    use zlink_store_conformance::FaultyLocationStore;
+    use zlink_store_spi::{DynLocationStore, UnreadableKind};
+    let faulty = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let store: Arc<dyn DynLocationStore> = faulty.clone();
+    let (host, _node) = start_on(&store, counter_and_room).await;
+    let actors = host.actors().expect("actors");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for i in 0..5 {
+        loop {
+            match actors.get_or_create("counter", &format!("b-{i}")).await {
+                Ok(_) => break,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "not placeable yet");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("created: {e:?}"),
+            }
+        }
+    }
+    let bad = authority_key(
+        ObjectKind::Actor,
+        &zlink_codec::ObjectId::new("b-0").expect("id"),
+    );
+    if !h.plant_corrupt_newest(&bad).await {
+        faulty.set_unreadable(bad.clone(), UnreadableKind::Corrupt);
+    }
+    let report = host.shutdown().await;
+    assert_eq!(
+        (report.outcome, report.reason),
+        (ShutdownOutcome::Stopped, ShutdownReason::None),
+        "{report:?}"
+    );
+    let sweep = report.sweep.expect("the self-sweep ran");
+    assert_eq!((sweep.removed, sweep.unreadable), (4, 1), "{sweep:?}");
 }
