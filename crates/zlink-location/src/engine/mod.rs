@@ -28,6 +28,18 @@
 //! writes; a batch being settled by a recovery holds its rows but not a write slot). A Reserve moves the counters and the target's allocation row; a Commit or a
 //! Preserve moves no shared row at all, so they are never held up by a Reserve in flight.
 //!
+//! **Waiting jobs** ([`pending`]) are kept per own key and per lane (the set of shared rows a
+//! job writes), so forming a batch touches only the jobs it takes and one look per lane, never
+//! every waiting job: a lane whose row is locked is passed over whole, and a job whose own key
+//! is locked waits parked until that key is released.
+//!
+//! **One bad key costs only its jobs.** A write the Store refuses because one key cannot be
+//! read (`StoreError::Unreadable`, decided before anything changes) fails only the jobs whose
+//! own keys, guards, leases or shared rows name that key; the rest go out again without them.
+//! A shared row that cannot be loaded fails only the jobs that need it. A batch refused as a
+//! whole (a Store bound, an encoding) is retried one job per batch ([`Job::solo`]), so each
+//! failure is its own job's.
+//!
 //! **Conflicts.** On `Conflict` nothing was applied: a recovery task re-reads the shared rows
 //! and every job's own keys and guards; a job whose own expectation no longer holds ends as a
 //! record conflict (with what the keys hold now), one whose guard broke ends as such, the
