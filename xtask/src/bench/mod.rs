@@ -13,6 +13,7 @@ mod raw_json;
 mod redis_location;
 mod relocation;
 mod relocation_store;
+mod scale;
 mod store_memory;
 mod transport;
 
@@ -25,7 +26,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh | objects | relocation | ractor"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | transport | mesh | objects | relocation | ractor | scale"
                 .into(),
         );
     };
@@ -39,6 +40,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "objects" => objects::run(rest),
         "relocation" => relocation::run(rest),
         "ractor" => ractor::run(rest),
+        "scale" => scale::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),
     }
 }
