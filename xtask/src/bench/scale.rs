@@ -1,5 +1,6 @@
-//! `cargo xtask bench scale [--actors N] [--redis URL] [--million] [--heap]`: what one Actor
-//! costs the runtime at N Actors and at 8N in the same run, as a ratio (target ≤ 1.25 each).
+//! `cargo xtask bench scale [--actors N] [--redis URL] [--host-relocate] [--million]
+//! [--heap]`: what one Actor costs the runtime at N Actors and at 8N in the same run, as a
+//! ratio (target ≤ 1.25 each).
 //!
 //! For each size n (N, then 8N; default N = 50,000), on fresh stores (the embedded in-memory
 //! Location and Relocation Stores by default, or Redis at `URL` under a fresh key prefix,
@@ -13,12 +14,16 @@
 //!    minus before the creations, / n: the runtime's idle activations, records and caches,
 //!    plus — with the in-memory stores — the Store's own records (mimalloc, the allocator of
 //!    every bench binary, keeps some freed pages; see `--heap` for exact heap bytes).
-//! 4. **relocate**: root B (the same type) starts; A's host Relocate (planned maintenance)
-//!    moves all n Actors to B. Per Actor: the Relocate's wall time / moved.
-//! 5. **shutdown**: A (relocated, nothing left) stops, then B (n Actors): B's time to the end
-//!    of its shutdown / n, with its outcome, its self-sweep and its failures. With the
-//!    in-memory stores, a probe of the Store's key count splits it into: before the sweep
-//!    (drain, closing the activations), the sweep, and after it (descriptor, lease, tasks).
+//! 4. **relocate**: root B (the same type) starts; 2,000 of the n Actors (every n/2,000th)
+//!    move from A to B by `relocate_object`, c=16, so the figure at 8N is a move among 8N
+//!    Actors, not 8N moves (a host Relocate moves under 1,000 Actors a second on the in-memory
+//!    stores: 8N would take many minutes). `--host-relocate`: A's host Relocate (planned
+//!    maintenance) moves all n instead. Per Actor: the wall time / moved.
+//! 5. **shutdown**: the root with fewer Actors stops first, then the other: its time to the
+//!    end of its shutdown / its live Actors is the figure, printed with its outcome, its
+//!    self-sweep and its failures. With the in-memory stores, a probe of the Store's key count
+//!    splits it into: before the sweep (drain, closing the activations), the sweep, and after
+//!    it (descriptor, lease, tasks).
 //!
 //! Each root's owner lease health (`ZLinkHost::location_health`) is sampled every 20 ms for
 //! the whole run: any sample `Renewing` or `Expired` is a lease at risk or lost, counted.
@@ -34,7 +39,7 @@
 
 use super::options;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -50,6 +55,10 @@ use zlink_store_spi::{
 };
 
 mod heap;
+mod million;
+mod watch;
+
+use watch::{LeaseWatch, SweepProbe, describe_report, mib, rss};
 
 /// Worker threads of the runtime the roots run on.
 const WORKERS: usize = 2;
@@ -62,6 +71,11 @@ const POLLING: Duration = Duration::from_millis(100);
 const SETUP: Duration = Duration::from_secs(30);
 /// The Relocate's deadline (8N Actors may take minutes).
 const RELOCATE_DEADLINE: Duration = Duration::from_secs(1800);
+/// Actors moved by `relocate_object` at each size (every (n / SAMPLE)th one): a host Relocate
+/// of 8N Actors takes minutes at the in-memory stores' move rate (`--host-relocate` runs it).
+const SAMPLE: usize = 2_000;
+/// Concurrent `relocate_object` calls.
+const RELOCATE_C: usize = 16;
 /// The largest N (8N is then 1,000,000).
 const MAX_N: usize = 125_000;
 /// The target of every 8N / N ratio.
@@ -103,6 +117,9 @@ struct Args {
     redis: Option<String>,
     million: bool,
     heap: bool,
+    /// `--host-relocate`: move every Actor by a host Relocate (else a sample by
+    /// `relocate_object`).
+    host_relocate: bool,
     /// Set by the `--heap` parent for the run inside the dhat build.
     heap_child: bool,
 }
@@ -113,6 +130,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         redis: None,
         million: false,
         heap: false,
+        host_relocate: false,
         heap_child: false,
     };
     let mut it = args.iter();
@@ -128,11 +146,12 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--redis" => parsed.redis = Some(options::url("scale", it.next())?),
             "--million" => parsed.million = true,
             "--heap" => parsed.heap = true,
+            "--host-relocate" => parsed.host_relocate = true,
             "--heap-child" => parsed.heap_child = true,
             other => {
                 return Err(format!(
                     "bench scale: unknown option `{other}` (known: --actors N, --redis URL, \
-                     --million, --heap)"
+                     --host-relocate, --million, --heap)"
                 ));
             }
         }
@@ -175,7 +194,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         return rt.block_on(heap::profile(args.actors, args.redis.as_deref()));
     }
     if args.million {
-        return rt.block_on(million(&args));
+        return rt.block_on(million::million(&args));
     }
     rt.block_on(n_and_8n(&args))
 }
@@ -201,9 +220,9 @@ async fn n_and_8n(args: &Args) -> Result<(), String> {
         8 * n,
         backend_name(args.redis.as_deref())
     );
-    let small = one_size(n, args.redis.as_deref()).await?;
-    let large = one_size(8 * n, args.redis.as_deref()).await?;
-    print_table(&small, &large);
+    let small = one_size(n, args.host_relocate, args.redis.as_deref()).await?;
+    let large = one_size(8 * n, args.host_relocate, args.redis.as_deref()).await?;
+    print_table(&small, &large, args.host_relocate);
     Ok(())
 }
 
@@ -222,7 +241,7 @@ fn backend_name(redis: Option<&str>) -> String {
     }
 }
 
-fn print_table(small: &Row, large: &Row) {
+fn print_table(small: &Row, large: &Row, host_relocate: bool) {
     println!();
     println!(
         "per Actor                  {:>14} {:>14} {:>10}",
@@ -235,7 +254,11 @@ fn print_table(small: &Row, large: &Row) {
         ("create", us(small.create), us(large.create), "us"),
         ("request", us(small.request), us(large.request), "us"),
         (
-            "relocate (host Relocate)",
+            if host_relocate {
+                "relocate (host Relocate)"
+            } else {
+                "relocate (relocate_object)"
+            },
             us(small.relocate),
             us(large.relocate),
             "us",
@@ -359,90 +382,50 @@ async fn start_root(stores: &Stores, k: usize) -> Result<ZLinkHost, String> {
         .map_err(|e| format!("a root did not start: {e}"))
 }
 
-/// The owner lease health of some roots, sampled every 20 ms until dropped.
-pub(super) struct LeaseWatch {
-    /// Samples whose lease was `Renewing` (a renew failed) or `Expired` (lost).
-    renewing: Arc<AtomicU64>,
-    expired: Arc<AtomicU64>,
-    samples: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-}
-
-impl LeaseWatch {
-    pub(super) fn start(hosts: Vec<ZLinkHost>) -> Self {
-        let w = Self {
-            renewing: Arc::default(),
-            expired: Arc::default(),
-            samples: Arc::default(),
-            stop: Arc::default(),
-        };
-        let (renewing, expired, samples, stop) = (
-            Arc::clone(&w.renewing),
-            Arc::clone(&w.expired),
-            Arc::clone(&w.samples),
-            Arc::clone(&w.stop),
-        );
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                for h in &hosts {
-                    if let Some(health) = h.location_health() {
-                        samples.fetch_add(1, Ordering::Relaxed);
-                        match health.owner_lease.state {
-                            zlink_runtime::status::LeaseState::Renewing => {
-                                renewing.fetch_add(1, Ordering::Relaxed);
-                            }
-                            zlink_runtime::status::LeaseState::Expired => {
-                                expired.fetch_add(1, Ordering::Relaxed);
-                            }
-                            _ => {}
-                        }
-                    }
+/// Moves `sample` of the Actors (every (ids / sample)th one) from `host` to `target` by
+/// `relocate_object`, c=[`RELOCATE_C`]; the wall time. Each must move.
+async fn relocate_sample(
+    host: &ZLinkHost,
+    actors: &ActorManager,
+    ids: &Arc<Vec<String>>,
+    sample: usize,
+    target: &zlink_codec::RoutingId,
+) -> Result<Duration, String> {
+    let step = (ids.len() / sample.max(1)).max(1);
+    let mut refs = Vec::new();
+    for id in ids.iter().step_by(step).take(sample) {
+        let r = actors
+            .find(id)
+            .await
+            .map_err(|e| format!("find {id}: {e}"))?
+            .ok_or_else(|| format!("{id} is gone"))?;
+        refs.push(r);
+    }
+    let refs = Arc::new(parking_lot::Mutex::new(refs));
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..RELOCATE_C {
+        let (refs, host, target) = (Arc::clone(&refs), host.clone(), target.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let Some(r) = refs.lock().pop() else {
+                    return Ok::<(), String>(());
+                };
+                let id = r.id.clone();
+                let moved = host
+                    .relocate_object(r, zlink_runtime::ObjectTarget::Node(target.clone()))
+                    .await
+                    .map_err(|e| format!("relocate_object {id}: {e}"))?;
+                if moved.target != target {
+                    return Err(format!("{id} moved to {}, not B", moved.target));
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-        });
-        w
+        }));
     }
-
-    /// Samples taken, `Renewing` ones, `Expired` ones.
-    pub(super) fn counts(&self) -> (u64, u64, u64) {
-        (
-            self.samples.load(Ordering::Relaxed),
-            self.renewing.load(Ordering::Relaxed),
-            self.expired.load(Ordering::Relaxed),
-        )
+    for task in tasks {
+        task.await.map_err(to_string)??;
     }
-
-    pub(super) fn describe(&self) -> String {
-        let (samples, renewing, expired) = self.counts();
-        format!(
-            "owner lease sampled {samples} times every 20 ms: {renewing} Renewing (a renew \
-             failed), {expired} Expired (lost)"
-        )
-    }
-}
-
-impl Drop for LeaseWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// VmRSS and VmHWM of this process, in bytes (0 when `/proc` cannot be read).
-pub(super) fn rss() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-pub(super) fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
+    Ok(t.elapsed())
 }
 
 /// The first creation, retried until the root's placement lists itself (its own descriptor
@@ -544,12 +527,12 @@ fn per(d: Duration, n: usize) -> Duration {
 }
 
 /// One size: create, request, memory, relocate, shutdown.
-async fn one_size(n: usize, redis: Option<&str>) -> Result<Row, String> {
+async fn one_size(n: usize, host_relocate: bool, redis: Option<&str>) -> Result<Row, String> {
     println!();
     println!("== {n} Actors ==");
     let stores = Stores::new(redis, 2).await?;
     let mut hosts = Vec::new();
-    let measured = measure(n, &stores, &mut hosts).await;
+    let measured = measure(n, host_relocate, &stores, &mut hosts).await;
     // A failed run still stops what it started.
     for h in &hosts {
         if h.status().shutdown.is_none() {
@@ -561,14 +544,19 @@ async fn one_size(n: usize, redis: Option<&str>) -> Result<Row, String> {
     measured
 }
 
-async fn measure(n: usize, stores: &Stores, hosts: &mut Vec<ZLinkHost>) -> Result<Row, String> {
+async fn measure(
+    n: usize,
+    host_relocate: bool,
+    stores: &Stores,
+    hosts: &mut Vec<ZLinkHost>,
+) -> Result<Row, String> {
     let mut row = Row {
         n,
         ..Row::default()
     };
     hosts.push(start_root(stores, 0).await?);
     let a = hosts[0].actors().map_err(to_string)?;
-    let mut watch_a = Some(LeaseWatch::start(vec![hosts[0].clone()]));
+    let watch_a = LeaseWatch::start(vec![hosts[0].clone()]);
     first_creation(&a).await?;
     let ids = ids(n);
     let (rss0, _) = rss();
@@ -599,51 +587,78 @@ async fn measure(n: usize, stores: &Stores, hosts: &mut Vec<ZLinkHost>) -> Resul
     hosts.push(start_root(stores, 1).await?);
     wait_ready_peers(hosts).await?;
     let watch_b = LeaseWatch::start(vec![hosts[1].clone()]);
-    let t = Instant::now();
-    let r = hosts[0]
-        .relocate(RelocateOptions::planned_maintenance().deadline(RELOCATE_DEADLINE))
-        .await
-        .map_err(|e| format!("relocate: {e}"))?;
-    let took = t.elapsed();
-    row.relocate = per(took, r.moved);
-    println!(
-        "   relocate: host Relocate A -> B {:?}/{:?}, moved {}, remaining {} in {:.2} s \
-         ({:.0} moves/s)",
-        r.outcome,
-        r.reason,
-        r.moved,
-        r.remaining,
-        took.as_secs_f64(),
-        r.moved as f64 / took.as_secs_f64()
-    );
-    if r.moved != n {
-        return Err(format!("the Relocate moved {} of {n} Actors", r.moved));
-    }
+    let (took, moved) = if host_relocate {
+        let t = Instant::now();
+        let r = hosts[0]
+            .relocate(RelocateOptions::planned_maintenance().deadline(RELOCATE_DEADLINE))
+            .await
+            .map_err(|e| format!("relocate: {e}"))?;
+        let took = t.elapsed();
+        println!(
+            "   relocate: host Relocate A -> B {:?}/{:?}, moved {}, remaining {} in {:.2} s \
+             ({:.0} moves/s)",
+            r.outcome,
+            r.reason,
+            r.moved,
+            r.remaining,
+            took.as_secs_f64(),
+            r.moved as f64 / took.as_secs_f64()
+        );
+        if r.moved != n {
+            return Err(format!("the Relocate moved {} of {n} Actors", r.moved));
+        }
+        (took, r.moved)
+    } else {
+        let sample = n.min(SAMPLE);
+        let b = hosts[1]
+            .node(&mesh()?)
+            .ok_or("root B has no node")?
+            .routing_id()
+            .clone();
+        let took = relocate_sample(&hosts[0], &a, &ids, sample, &b).await?;
+        println!(
+            "   relocate: relocate_object A -> B of {sample} of the {n} Actors (every \
+             {}th), c={RELOCATE_C}, in {:.2} s ({:.0} moves/s)",
+            n / sample,
+            took.as_secs_f64(),
+            sample as f64 / took.as_secs_f64()
+        );
+        (took, sample)
+    };
+    row.relocate = per(took, moved);
 
-    let t = Instant::now();
-    let report_a = hosts[0].shutdown().await;
-    println!(
-        "   shutdown of A (relocated, nothing live): {:.2} s, {}",
-        t.elapsed().as_secs_f64(),
-        describe_report(&report_a)
-    );
-    if let Some(w) = watch_a.take() {
-        println!("   A: {}", w.describe());
+    // The root with fewer Actors stops first; the other one's shutdown is the figure.
+    let live = |h: &ZLinkHost| -> u64 { h.status().live.iter().map(|l| l.actors).sum() };
+    let order: Vec<usize> = if live(&hosts[0]) >= live(&hosts[1]) {
+        vec![1, 0]
+    } else {
+        vec![0, 1]
+    };
+    let mut watches = [Some(watch_a), Some(watch_b)];
+    for (step, k) in order.into_iter().enumerate() {
+        let name = ["A", "B"][k];
+        let count = live(&hosts[k]);
+        let probe = (step == 1)
+            .then(|| stores.memory.clone().map(SweepProbe::start))
+            .flatten();
+        let t = Instant::now();
+        let report = hosts[k].shutdown().await;
+        let took = t.elapsed();
+        println!(
+            "   shutdown of {name} ({count} live Actors): {:.2} s, {}",
+            took.as_secs_f64(),
+            describe_report(&report)
+        );
+        if let Some(p) = probe {
+            println!("   {}", p.finish(t).await);
+        }
+        if let Some(w) = watches[k].take() {
+            println!("   {name}: {}", w.describe());
+        }
+        if step == 1 {
+            row.shutdown = per(took, usize::try_from(count).unwrap_or(usize::MAX));
+        }
     }
-    let probe = stores.memory.clone().map(SweepProbe::start);
-    let t = Instant::now();
-    let report_b = hosts[1].shutdown().await;
-    let took = t.elapsed();
-    row.shutdown = per(took, n);
-    println!(
-        "   shutdown of B ({n} Actors): {:.2} s, {}",
-        took.as_secs_f64(),
-        describe_report(&report_b)
-    );
-    if let Some(p) = probe {
-        println!("   {}", p.finish(t).await);
-    }
-    println!("   B: {}", watch_b.describe());
     Ok(row)
 }
 
@@ -672,172 +687,6 @@ async fn wait_ready_peers(hosts: &[ZLinkHost]) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn describe_report(r: &zlink_runtime::status::ShutdownReport) -> String {
-    let sweep = r
-        .sweep
-        .as_ref()
-        .map(|s| format!("swept {} authority row(s)", s.removed))
-        .unwrap_or_else(|| "no sweep".to_owned());
-    let failures: Vec<String> = r.failures.iter().map(|f| f.to_string()).collect();
-    format!(
-        "{:?}/{:?}, {sweep}, {} abandoned, {} failure(s){}",
-        r.outcome,
-        r.reason,
-        r.abandoned,
-        failures.len(),
-        if failures.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", failures.join("; "))
-        }
-    )
-}
-
-/// The in-memory Location Store's key count, read every 5 ms during a shutdown: the sweep is
-/// the span over which it falls.
-pub(super) struct SweepProbe {
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<Vec<(Instant, usize)>>,
-}
-
-impl SweepProbe {
-    pub(super) fn start(store: MemoryLocationStore) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = Arc::clone(&stop);
-        let task = tokio::spawn(async move {
-            let mut seen = vec![(Instant::now(), store.key_count())];
-            while !s.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                let keys = store.key_count();
-                if seen.last().is_none_or(|(_, k)| *k != keys) {
-                    seen.push((Instant::now(), keys));
-                }
-            }
-            seen.push((Instant::now(), store.key_count()));
-            seen
-        });
-        Self { stop, task }
-    }
-
-    /// The phases of a shutdown that started at `started`: before the first fall of the key
-    /// count, while it falls, and after its last fall.
-    pub(super) async fn finish(self, started: Instant) -> String {
-        self.stop.store(true, Ordering::Relaxed);
-        let Ok(seen) = self.task.await else {
-            return "sweep probe failed".to_owned();
-        };
-        let Some((_, first_keys)) = seen.first().copied() else {
-            return "sweep probe saw nothing".to_owned();
-        };
-        let Some((end, last_keys)) = seen.last().copied() else {
-            return "sweep probe saw nothing".to_owned();
-        };
-        let falls: Vec<Instant> = seen
-            .windows(2)
-            .filter(|w| w[1].1 < w[0].1)
-            .map(|w| w[1].0)
-            .collect();
-        let (Some(first), Some(last)) = (falls.first(), falls.last()) else {
-            return format!("store keys {first_keys} -> {last_keys}: no sweep seen");
-        };
-        let s = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64();
-        format!(
-            "phases by the Store's key count ({first_keys} -> {last_keys}): before the sweep \
-             (drain, closing activations) {:.2} s, sweep {:.2} s, after it (descriptor, lease, \
-             tasks) {:.2} s",
-            s(started, *first),
-            s(*first, *last),
-            s(*last, end)
-        )
-    }
-}
-
-/// `--million`: N Actors (default 1,000,000) on one root.
-async fn million(args: &Args) -> Result<(), String> {
-    let n = args.actors;
-    println!(
-        "scale bench --million ({} build, in-process, {WORKERS} tokio workers): {n} Actors on \
-         one root, {}",
-        mode(),
-        backend_name(args.redis.as_deref())
-    );
-    let stores = Stores::new(args.redis.as_deref(), 1).await?;
-    let mut hosts = Vec::new();
-    let result = million_on(n, &stores, &mut hosts).await;
-    for h in &hosts {
-        if h.status().shutdown.is_none() {
-            let _ = h.shutdown().await;
-        }
-    }
-    drop(hosts);
-    stores.purge().await;
-    result
-}
-
-async fn million_on(n: usize, stores: &Stores, hosts: &mut Vec<ZLinkHost>) -> Result<(), String> {
-    let started = Instant::now();
-    hosts.push(start_root(stores, 0).await?);
-    let host = hosts[0].clone();
-    let watch = LeaseWatch::start(vec![host.clone()]);
-    let actors = host.actors().map_err(to_string)?;
-    first_creation(&actors).await?;
-    let ids = ids(n);
-    let (rss0, _) = rss();
-    let took = create_all(&actors, &ids).await?;
-    println!(
-        "create:   {n} Actors in {:.2} s ({:.0}/s, {:.2} us each)",
-        took.as_secs_f64(),
-        n as f64 / took.as_secs_f64(),
-        per(took, n).as_secs_f64() * 1e6
-    );
-    let took = touch_all(&actors, &ids).await?;
-    println!(
-        "request:  one to each in {:.2} s ({:.0}/s, {:.2} us each)",
-        took.as_secs_f64(),
-        n as f64 / took.as_secs_f64(),
-        per(took, n).as_secs_f64() * 1e6
-    );
-    let (rss1, peak) = rss();
-    println!(
-        "memory:   RSS {:.0} MiB before the creations, {:.0} MiB idle ({:.0} B per Actor), \
-         peak so far {:.0} MiB",
-        mib(rss0),
-        mib(rss1),
-        rss1.saturating_sub(rss0) as f64 / n as f64,
-        mib(peak)
-    );
-    let live: u64 = host.status().live.iter().map(|l| l.actors).sum();
-    let probe = stores.memory.clone().map(SweepProbe::start);
-    let t = Instant::now();
-    let report = host.shutdown().await;
-    let took = t.elapsed();
-    println!(
-        "shutdown: {live} live Actors, {:.2} s (default deadline 30 s), {}",
-        took.as_secs_f64(),
-        describe_report(&report)
-    );
-    if let Some(p) = probe {
-        println!("          {}", p.finish(t).await);
-    }
-    let (_, renewing, expired) = watch.counts();
-    println!("lease:    {}", watch.describe());
-    let (_, peak) = rss();
-    println!(
-        "peak RSS {:.0} MiB; total {:.1} s",
-        mib(peak),
-        started.elapsed().as_secs_f64()
-    );
-    let stopped = report.outcome == zlink_runtime::status::ShutdownOutcome::Stopped;
-    if stopped && renewing + expired == 0 && took <= Duration::from_secs(30) {
-        println!(
-            "million: passed (Stopped within the deadline, no lease sample Renewing or Expired)"
-        );
-    } else {
-        println!("million: NOT passed");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -857,11 +706,5 @@ mod tests {
         assert!(parse(&args(&["--actors", "0"])).is_err());
         assert!(parse(&args(&["--heap", "--million"])).is_err());
         assert!(parse(&args(&["--fast"])).is_err());
-    }
-
-    #[test]
-    fn the_status_file_gives_the_resident_set() {
-        let (rss, peak) = rss();
-        assert!(rss > 0 && peak >= rss);
     }
 }

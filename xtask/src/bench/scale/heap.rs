@@ -11,8 +11,6 @@
 //! (the runtime, with the bench's own few), then grouped by the first `zlink` frame of each
 //! stack: the allocation sites an idle Actor holds.
 
-use std::time::Duration;
-
 /// N of a heap run.
 pub(super) const DEFAULT_ACTORS: usize = 10_000;
 
@@ -179,7 +177,7 @@ async fn profiled(
 /// Lets the tasks of the last requests end before the heap is read.
 #[cfg(feature = "dhat")]
 async fn settle() {
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
 }
 
 /// The live blocks of a dhat profile at its end, by allocation site.
