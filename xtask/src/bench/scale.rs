@@ -358,10 +358,24 @@ pub(super) fn mesh() -> Result<MeshName, String> {
 
 /// Starts root `k` of `stores`: an Object Server registering the cell.
 async fn start_root(stores: &Stores, k: usize) -> Result<ZLinkHost, String> {
+    start_root_with(
+        stores,
+        k,
+        LocationOptions::default().polling_interval(POLLING),
+    )
+    .await
+}
+
+/// [`start_root`] with `options`.
+async fn start_root_with(
+    stores: &Stores,
+    k: usize,
+    options: LocationOptions,
+) -> Result<ZLinkHost, String> {
     ZLink::builder()
         .location_store(Arc::clone(&stores.location[k]))
         .relocation_store(Arc::clone(&stores.relocation[k]))
-        .location_options(LocationOptions::default().polling_interval(POLLING))
+        .location_options(options)
         .application_version(1)
         .route_mesh(mesh()?, |n| {
             n.object_role(ObjectRole::Server)

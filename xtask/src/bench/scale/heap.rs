@@ -9,7 +9,11 @@
 //! creations, / n. The profile ends there, and its live blocks are split by call stack
 //! between the in-memory Location Store (a frame of `zlink_store_spi::memory`) and the rest
 //! (the runtime, with the bench's own few), then grouped by the first `zlink` frame of each
-//! stack: the allocation sites an idle Actor holds.
+//! stack: the allocation sites an idle Actor holds. The root's owner lease is 10 minutes long
+//! (dhat's lock and stack walks slow everything down past the default lease's renews).
+
+#[cfg(feature = "dhat")]
+use std::time::Duration;
 
 /// N of a heap run.
 pub(super) const DEFAULT_ACTORS: usize = 10_000;
@@ -118,7 +122,13 @@ async fn profiled(
     profiler: dhat::Profiler,
     path: &std::path::Path,
 ) -> Result<(), String> {
-    hosts.push(super::start_root(stores, 0).await?);
+    // Every allocation waits for dhat's lock and walks its stack: the run is slow enough that
+    // the default 15 s owner lease can lapse between renews, so this root's lease is long.
+    let options = zlink_runtime::location::LocationOptions::default()
+        .polling_interval(super::POLLING)
+        .owner_lease_ttl(Duration::from_secs(600))
+        .owner_lease_renew_timeout(Duration::from_secs(60));
+    hosts.push(super::start_root_with(stores, 0, options).await?);
     let actors = hosts[0].actors().map_err(super::to_string)?;
     super::first_creation(&actors).await?;
     let ids = super::ids(n);
@@ -177,7 +187,7 @@ async fn profiled(
 /// Lets the tasks of the last requests end before the heap is read.
 #[cfg(feature = "dhat")]
 async fn settle() {
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
 }
 
 /// The live blocks of a dhat profile at its end, by allocation site.
