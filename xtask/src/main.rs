@@ -23,8 +23,14 @@ use std::process::ExitCode;
 
 /// mimalloc: the binaries set the allocator, never a library (docs/performance.md has the
 /// figure it bought).
+#[cfg(not(feature = "dhat"))]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// dhat's, in the build `cargo xtask bench scale --heap` runs its heap profiles from.
+#[cfg(feature = "dhat")]
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
 
 /// Passed/failed counts of a checking run.
 #[derive(Debug, Default, Clone, Copy)]
@@ -54,7 +60,10 @@ commands:
                               --redis URL, --case big-state|host|spotwide, --actors N, --rounds N, --seconds S,
                               --state-mib N) |
                               ractor (beside ractor_cluster from benches/ractor-peer: the mesh shapes
-                              and the same-node Actor request; --seconds S, --case mesh|same-node)
+                              and the same-node Actor request; --seconds S, --case mesh|same-node) |
+                              scale (per-Actor create, request, memory, host Relocate and shutdown at
+                              N and 8N, as ratios; --actors N (50000), --redis URL; --million: 1,000,000
+                              Actors on one root; --heap: dhat heap bytes per idle Actor by site)
   faults [--scenario NAME]... [--actors N] [--relocate-lead-ms N]
                               the process-level fault suite: a private redis-server, 3 mesh_node
                               processes, N counter Actors (1000) probed under kill -9 / SIGSTOP of a

@@ -15,6 +15,7 @@ mod raw_json;
 mod redis_location;
 mod relocation;
 mod relocation_store;
+mod scale;
 mod store_memory;
 mod transport;
 
@@ -27,7 +28,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | sweep | discovery | transport | mesh | objects | relocation | ractor"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | sweep | discovery | transport | mesh | objects | relocation | ractor | scale"
                 .into(),
         );
     };
@@ -43,6 +44,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "objects" => objects::run(rest),
         "relocation" => relocation::run(rest),
         "ractor" => ractor::run(rest),
+        "scale" => scale::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),
     }
 }

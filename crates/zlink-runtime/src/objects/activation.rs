@@ -6,27 +6,33 @@
 //!   has run to its end, not when it is taken off the queue, so the bound counts pending and
 //!   executing jobs together.
 //! - Jobs run one at a time in submission order, each with exclusive access to the state.
+//! - An idle activation has no task and no channel: its queue is a `VecDeque` (no allocation
+//!   while empty) under one lock with the state, and its run loop is a task spawned by the
+//!   submission that finds no loop running, which ends when it finds the queue empty (the
+//!   queue's memory goes with it). An idle activation costs its state, its mailbox's counts
+//!   and this one allocation.
 //! - One activation occupies its worker for at most [`SLICE_JOBS`] jobs or [`SLICE_TIME`] in a
 //!   row, then yields so other ready activations on the same worker run (checked at job
 //!   boundaries only: one long job is not interrupted). A slice ends when the activation waits
 //!   for work, so a job arriving after a pause starts a fresh one; its time counts from its
 //!   second job (a job that arrives alone reads no clock).
-//! - [`Activation::close`] stops new submissions, lets every accepted job finish, then drops
-//!   the state exactly once and returns it to the caller only through that drop.
+//! - [`ActivationTask::close`] stops new submissions, lets every accepted job finish, then
+//!   drops the state exactly once and returns it to the caller only through that drop.
 //! - A job offered to run in place ([`Bound::Here`]) is handed back to its
 //!   caller when no other job is pending or executing and the state is free: the caller runs
 //!   it on its own task (no hand-over, no wake-up), holding the state as the run loop would,
-//!   so a job submitted after it waits for it as for any earlier job. Otherwise it is queued
-//!   like any other. A job run in place that panics closes the activation (as a panic on the
-//!   run loop does): later submissions are refused, queued ones dropped.
+//!   so a job submitted after it waits for it as for any earlier job (the run loop is started
+//!   when the state comes back). Otherwise it is queued like any other. A job that panics, run
+//!   in place or on the run loop, closes the activation: later submissions are refused,
+//!   queued ones dropped.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
 use crate::mesh::node::{Mailbox, MailboxPermit};
 use crate::messaging::BoxFuture;
@@ -40,15 +46,6 @@ pub(crate) const SLICE_TIME: Duration = Duration::from_millis(10);
 /// One unit of work on the state.
 pub(crate) type Job<S> = Box<dyn for<'a> FnOnce(&'a mut S) -> BoxFuture<'a, ()> + Send>;
 
-enum Queued<S> {
-    Job {
-        job: Job<S>,
-        permit: MailboxPermit,
-    },
-    /// Sent by [`ActivationTask::close`]: nothing is accepted after it.
-    Close,
-}
-
 /// Why a job was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -61,10 +58,6 @@ pub(crate) enum SubmitError {
     Closed,
 }
 
-/// The state, held by the run loop for each queued job and by a job run in place; `None`
-/// once the run loop dropped it at its end.
-type StateCell<S> = Arc<tokio::sync::Mutex<Option<S>>>;
-
 /// How a job enters the mailbox ([`Activation::reserve`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Bound {
@@ -76,20 +69,63 @@ pub(crate) enum Bound {
     Here,
 }
 
+/// The queue, the state and the run loop's flags, under one lock.
+struct Inner<S> {
+    /// Accepted jobs not yet started, each with its reservation.
+    queue: VecDeque<(Job<S>, MailboxPermit)>,
+    /// The state while no job holds it; `None` once dropped (closed).
+    state: Option<Box<S>>,
+    /// A job (on the run loop or in place) holds the state.
+    held: bool,
+    /// A run loop task is running (or about to).
+    running: bool,
+    /// Closing or closed: nothing more is accepted.
+    closed: bool,
+    /// A job panicked: nothing more runs.
+    poisoned: bool,
+    /// Closers waiting for the activation to become idle.
+    idle_waiters: Vec<oneshot::Sender<()>>,
+}
+
+impl<S> Inner<S> {
+    fn refuses(&self) -> bool {
+        self.closed || self.poisoned
+    }
+
+    /// No job queued, none holding the state, no run loop.
+    fn idle(&self) -> bool {
+        self.queue.is_empty() && !self.held && !self.running
+    }
+
+    /// When idle: the closers to wake (sent outside the lock).
+    fn take_waiters_if_idle(&mut self) -> Vec<oneshot::Sender<()>> {
+        if self.idle() {
+            std::mem::take(&mut self.idle_waiters)
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+struct Core<S> {
+    mailbox: Arc<Mailbox>,
+    inner: Mutex<Inner<S>>,
+}
+
 /// Room reserved for one job; [`submit`](Self::submit) hands the job over. Dropped unused,
 /// the room returns.
-pub(crate) struct Reserved<'a, S> {
+pub(crate) struct Reserved<'a, S: Send + 'static> {
     activation: &'a Activation<S>,
     permit: MailboxPermit,
     /// The state, taken for a job accepted to run in place.
-    state: Option<tokio::sync::OwnedMutexGuard<Option<S>>>,
+    state: Option<Loan<S>>,
 }
 
 impl<S: Send + 'static> Reserved<'_, S> {
     /// Hands `job` over: queued, or — when the state was taken for it — returned as the future
     /// that runs it in place (holding the state and the reservation until it ends; the caller
-    /// polls or spawns it, and every later job waits for it). A queue the run loop left in
-    /// the meantime drops the job (what it owns drops with it) and is `Closed`.
+    /// polls or spawns it, and every later job waits for it). A closed queue drops the job
+    /// (what it owns drops with it) and is `Closed`.
     pub(crate) fn submit<F>(self, job: F) -> Result<Option<BoxFuture<'static, ()>>, SubmitError>
     where
         F: for<'b> FnOnce(&'b mut S) -> BoxFuture<'b, ()> + Send + 'static,
@@ -99,24 +135,15 @@ impl<S: Send + 'static> Reserved<'_, S> {
             permit,
             state,
         } = self;
-        let Some(state) = state else {
-            Self::send(activation, permit, Box::new(job))?;
+        let Some(loan) = state else {
+            activation.push(Box::new(job), permit)?;
             return Ok(None);
         };
-        let poisoned = Arc::clone(&activation.poisoned);
         Ok(Some(Box::pin(async move {
-            let ran = std::panic::AssertUnwindSafe(async move {
-                let mut state = state;
-                if let Some(s) = state.as_mut() {
-                    job(s).await;
-                }
-                drop(state);
-                drop(permit);
-            })
-            .catch_unwind()
-            .await;
+            let ran = std::panic::AssertUnwindSafe(loan.run(job, permit))
+                .catch_unwind()
+                .await;
             if ran.is_err() {
-                poisoned.store(true, Ordering::Release);
                 tracing::error!("an activation's job panicked; the activation is closed");
             }
         })))
@@ -132,71 +159,121 @@ impl<S: Send + 'static> Reserved<'_, S> {
         // A state taken for a job run in place (never, with the bounds that queue) is given
         // back when this returns.
         let Reserved {
-            activation, permit, ..
+            activation,
+            permit,
+            state,
         } = self;
-        Self::send(activation, permit, job)
+        drop(state);
+        activation.push(job, permit)
+    }
+}
+
+/// The state lent to one job; given back (and the run loop started when jobs wait) when
+/// dropped. Dropped while its job has not run to its end (the job panicked), it closes the
+/// activation.
+struct Loan<S: Send + 'static> {
+    core: Arc<Core<S>>,
+    state: Option<Box<S>>,
+    /// A job started on the state and has not ended.
+    in_job: bool,
+}
+
+impl<S: Send + 'static> Loan<S> {
+    fn new(core: &Arc<Core<S>>, state: Box<S>) -> Self {
+        Self {
+            core: Arc::clone(core),
+            state: Some(state),
+            in_job: false,
+        }
     }
 
-    fn send(
-        activation: &Activation<S>,
-        permit: MailboxPermit,
-        job: Job<S>,
-    ) -> Result<(), SubmitError> {
-        activation
-            .tx
-            .send(Queued::Job { job, permit })
-            .map_err(|_| SubmitError::Closed)
+    /// Runs `job` on the state, then gives the state back and, after it, the job's room (a
+    /// submitter that finds the mailbox empty finds the state free).
+    async fn run<F>(mut self, job: F, permit: MailboxPermit)
+    where
+        F: for<'b> FnOnce(&'b mut S) -> BoxFuture<'b, ()> + Send + 'static,
+    {
+        if let Some(s) = self.state.as_deref_mut() {
+            self.in_job = true;
+            job(s).await;
+            self.in_job = false;
+        }
+        drop(self);
+        drop(permit);
+    }
+}
+
+impl<S: Send + 'static> Drop for Loan<S> {
+    fn drop(&mut self) {
+        let state = self.state.take();
+        let panicked = self.in_job;
+        let (dropped, waiters, start) = {
+            let mut inner = self.core.inner.lock();
+            inner.state = state;
+            inner.held = false;
+            let dropped = if panicked {
+                inner.poisoned = true;
+                std::mem::take(&mut inner.queue)
+            } else {
+                VecDeque::new()
+            };
+            // Jobs queued behind the state's holder start now (the run loop left them).
+            let start = !inner.poisoned && !inner.running && !inner.queue.is_empty();
+            inner.running |= start;
+            (dropped, inner.take_waiters_if_idle(), start)
+        };
+        // Dropped outside the lock: a job's drop may complete a request.
+        drop(dropped);
+        wake(waiters);
+        if start {
+            tokio::spawn(run(Arc::clone(&self.core)));
+        }
+    }
+}
+
+fn wake(waiters: Vec<oneshot::Sender<()>>) {
+    for w in waiters {
+        let _ = w.send(());
     }
 }
 
 /// A running activation (cheap to clone).
 pub(crate) struct Activation<S> {
-    tx: mpsc::UnboundedSender<Queued<S>>,
-    mailbox: Arc<Mailbox>,
-    state: StateCell<S>,
-    /// Set when a job run in place panicked: the activation refuses everything after it.
-    poisoned: Arc<AtomicBool>,
+    core: Arc<Core<S>>,
 }
 
 impl<S> Clone for Activation<S> {
     fn clone(&self) -> Self {
         Self {
-            tx: self.tx.clone(),
-            mailbox: Arc::clone(&self.mailbox),
-            state: Arc::clone(&self.state),
-            poisoned: Arc::clone(&self.poisoned),
+            core: Arc::clone(&self.core),
         }
     }
 }
 
-/// Owns the run loop; [`close`](Self::close) ends the activation.
+/// Owns the activation's end; [`close`](Self::close) ends it.
 pub(crate) struct ActivationTask<S> {
     activation: Activation<S>,
-    task: JoinHandle<()>,
 }
 
 impl<S: Send + 'static> Activation<S> {
     /// Starts an activation over `state` with a mailbox of at most `jobs` jobs and `bytes`
-    /// bytes.
+    /// bytes (its run loop starts with the first queued job).
     pub(crate) fn spawn(state: S, jobs: usize, bytes: usize) -> ActivationTask<S> {
-        let (tx, rx) = mpsc::unbounded_channel();
         let activation = Activation {
-            tx,
-            mailbox: Mailbox::new(jobs, bytes),
-            state: Arc::new(tokio::sync::Mutex::new(Some(state))),
-            poisoned: Arc::default(),
+            core: Arc::new(Core {
+                mailbox: Mailbox::new(jobs, bytes),
+                inner: Mutex::new(Inner {
+                    queue: VecDeque::new(),
+                    state: Some(Box::new(state)),
+                    held: false,
+                    running: false,
+                    closed: false,
+                    poisoned: false,
+                    idle_waiters: Vec::new(),
+                }),
+            }),
         };
-        let task = tokio::spawn(run(
-            Arc::clone(&activation.state),
-            Arc::clone(&activation.poisoned),
-            rx,
-        ));
-        ActivationTask { activation, task }
-    }
-
-    /// Whether new jobs are refused (closing, closed, or a job run in place panicked).
-    fn refuses(&self) -> bool {
-        self.tx.is_closed() || self.poisoned.load(Ordering::Acquire)
+        ActivationTask { activation }
     }
 
     /// Submits a job costing `bytes` (payload + metadata + the fixed per-job cost).
@@ -214,21 +291,22 @@ impl<S: Send + 'static> Activation<S> {
         bytes: usize,
         bound: Bound,
     ) -> Result<Reserved<'_, S>, SubmitError> {
-        if self.refuses() {
+        if self.core.inner.lock().refuses() {
             return Err(SubmitError::Closed);
         }
         let (permit, alone) = match bound {
-            Bound::Past => (self.mailbox.reserve_past_bound(bytes), false),
+            Bound::Past => (self.core.mailbox.reserve_past_bound(bytes), false),
             Bound::Kept | Bound::Here => self
+                .core
                 .mailbox
                 .try_reserve_noting(bytes)
                 .ok_or(SubmitError::Full)?,
         };
         // Alone: nothing is queued ahead of this job (a queued job keeps its reservation until
-        // it has run), so running it now keeps the submission order. The state is taken
-        // without waiting; the run loop holds it only while it runs a job of its own.
+        // it has run), so running it now keeps the submission order. The state is taken only
+        // when no job holds it.
         let state = (alone && bound == Bound::Here)
-            .then(|| Arc::clone(&self.state).try_lock_owned().ok())
+            .then(|| self.lend())
             .flatten();
         Ok(Reserved {
             activation: self,
@@ -237,10 +315,75 @@ impl<S: Send + 'static> Activation<S> {
         })
     }
 
+    /// The state, when no job holds it and the activation runs.
+    fn lend(&self) -> Option<Loan<S>> {
+        let mut inner = self.core.inner.lock();
+        if inner.held || inner.refuses() || !inner.queue.is_empty() {
+            return None;
+        }
+        let state = inner.state.take()?;
+        inner.held = true;
+        Some(Loan::new(&self.core, state))
+    }
+
+    /// Queues `job`, starting the run loop when none runs and no job holds the state.
+    fn push(&self, job: Job<S>, permit: MailboxPermit) -> Result<(), SubmitError> {
+        let start = {
+            let mut inner = self.core.inner.lock();
+            if inner.refuses() {
+                drop(inner);
+                // The job (and what it owns) drops outside the lock.
+                drop(job);
+                return Err(SubmitError::Closed);
+            }
+            inner.queue.push_back((job, permit));
+            let start = !inner.running && !inner.held;
+            inner.running |= start;
+            start
+        };
+        if start {
+            tokio::spawn(run(Arc::clone(&self.core)));
+        }
+        Ok(())
+    }
+
+    /// Stops new submissions, waits until every accepted job has run, then drops the state
+    /// once (later calls wait the same way and find it dropped).
+    pub(crate) async fn close(&self) {
+        loop {
+            let idle = {
+                let mut inner = self.core.inner.lock();
+                inner.closed = true;
+                if inner.idle() {
+                    None
+                } else {
+                    let (tx, rx) = oneshot::channel();
+                    inner.idle_waiters.push(tx);
+                    Some(rx)
+                }
+            };
+            match idle {
+                Some(rx) => {
+                    let _ = rx.await;
+                }
+                None => break,
+            }
+        }
+        let state = self.core.inner.lock().state.take();
+        drop(state);
+    }
+
     /// (jobs, bytes) pending or executing.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn usage(&self) -> (usize, usize) {
-        self.mailbox.usage()
+        self.core.mailbox.usage()
+    }
+
+    /// Idle (no job queued or running, no run loop) and holding no queue memory.
+    #[cfg(test)]
+    pub(crate) fn idle_without_queue(&self) -> bool {
+        let inner = self.core.inner.lock();
+        inner.idle() && inner.queue.capacity() == 0
     }
 }
 
@@ -252,60 +395,69 @@ impl<S: Send + 'static> ActivationTask<S> {
 
     /// Stops new submissions (from every handle), waits for every accepted job, then drops
     /// the state once.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) async fn close(self) {
-        let ActivationTask { activation, task } = self;
-        // The run loop is alive until it has seen this, so the send cannot fail.
-        let _ = activation.tx.send(Queued::Close);
-        drop(activation);
-        if let Err(e) = task.await {
-            if e.is_panic() {
-                tracing::error!("an activation's run loop panicked");
-            }
-        }
+        self.activation.close().await;
     }
 }
 
-async fn run<S: Send + 'static>(
-    state: StateCell<S>,
-    poisoned: Arc<AtomicBool>,
-    mut rx: mpsc::UnboundedReceiver<Queued<S>>,
-) {
-    // The current slice: the jobs run in a row since the loop last waited for one or yielded,
-    // and when its second job started.
-    let mut in_slice = 0usize;
-    let mut slice_start: Option<tokio::time::Instant> = None;
-    loop {
-        let item = match rx.try_recv() {
-            Ok(item) => item,
-            Err(mpsc::error::TryRecvError::Disconnected) => break,
-            Err(mpsc::error::TryRecvError::Empty) => {
-                // Waiting for work ends the slice: the next job starts a fresh one.
-                in_slice = 0;
-                slice_start = None;
-                match rx.recv().await {
-                    Some(item) => item,
-                    None => break,
+/// What the run loop does next.
+enum Next<S: Send + 'static> {
+    Run(Job<S>, MailboxPermit, Loan<S>),
+    /// Nothing to run: the loop ends (a holder of the state starts it again).
+    End,
+}
+
+impl<S: Send + 'static> Core<S> {
+    /// The next job and the state for it; `End` (the loop marked stopped) when the queue is
+    /// empty, another job holds the state, or the activation was poisoned or its state dropped
+    /// (the queued jobs are dropped).
+    fn next(self: &Arc<Self>) -> Next<S> {
+        let (dropped, waiters) = {
+            let mut inner = self.inner.lock();
+            if inner.held {
+                inner.running = false;
+                return Next::End;
+            }
+            if !inner.poisoned && inner.state.is_some() {
+                if let Some((job, permit)) = inner.queue.pop_front() {
+                    if let Some(state) = inner.state.take() {
+                        inner.held = true;
+                        return Next::Run(job, permit, Loan::new(self, state));
+                    }
                 }
             }
+            inner.running = false;
+            // An idle activation keeps no queue memory.
+            let dropped = std::mem::take(&mut inner.queue);
+            (dropped, inner.take_waiters_if_idle())
         };
-        let Queued::Job { job, permit } = item else {
-            // Refuse what comes next; jobs already queued behind the close still run.
-            rx.close();
-            continue;
-        };
-        // A job run in place may still hold the state: this one waits for it.
-        let mut held = state.lock().await;
-        let Some(s) = held.as_mut().filter(|_| !poisoned.load(Ordering::Acquire)) else {
-            // A job run in place panicked: nothing more runs (what is queued is dropped).
-            rx.close();
-            continue;
-        };
+        drop(dropped);
+        wake(waiters);
+        Next::End
+    }
+}
+
+/// The run loop: jobs in order until the queue is empty.
+async fn run<S: Send + 'static>(core: Arc<Core<S>>) {
+    // The current slice: the jobs run in a row since the loop started or yielded, and when
+    // its second job started.
+    let mut in_slice = 0usize;
+    let mut slice_start: Option<tokio::time::Instant> = None;
+    while let Next::Run(job, permit, loan) = core.next() {
         // The first job of a slice reads no clock; the slice's time counts from the second.
         let started =
             (in_slice > 0).then(|| *slice_start.get_or_insert_with(tokio::time::Instant::now));
-        job(s).await;
-        drop(held);
-        drop(permit);
+        let ran = std::panic::AssertUnwindSafe(loan.run(job, permit))
+            .catch_unwind()
+            .await;
+        if ran.is_err() {
+            // The loan closed the activation; `next` drops what is queued and ends the loop.
+            tracing::error!(
+                "an activation's job panicked on its run loop; the activation is closed"
+            );
+            continue;
+        }
         in_slice += 1;
         if in_slice >= SLICE_JOBS || started.is_some_and(|at| at.elapsed() >= SLICE_TIME) {
             tokio::task::yield_now().await;
@@ -313,9 +465,6 @@ async fn run<S: Send + 'static>(
             slice_start = None;
         }
     }
-    // Dropped here, once, after a job run in place (if any) has ended.
-    let taken = state.lock().await.take();
-    drop(taken);
 }
 
 #[cfg(test)]

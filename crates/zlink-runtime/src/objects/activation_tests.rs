@@ -512,3 +512,67 @@ proptest! {
         });
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_job_that_panics_on_the_run_loop_closes_the_activation_and_drops_what_is_queued() {
+    let (state, drops) = counted();
+    let task = Activation::spawn(state, 10, 1 << 20);
+    let a = task.activation().clone();
+    a.submit(
+        1,
+        Box::new(|_s: &mut Counted| Box::pin(async { panic!("the handler failed") })),
+    )
+    .unwrap();
+    let (tx, rx) = oneshot::channel();
+    a.submit(1, add(1, Some(tx))).unwrap();
+    assert!(rx.await.is_err(), "the queued job was dropped, not run");
+    assert_eq!(a.usage(), (0, 0), "both reservations returned");
+    assert_eq!(a.submit(1, add(1, None)), Err(SubmitError::Closed));
+    task.close().await;
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "the state dropped once");
+}
+
+/// Idle activations hold no task and no queue: a node's many idle objects cost their state
+/// and a small record each, not a run loop's task and channel apiece.
+#[tokio::test(flavor = "current_thread")]
+async fn idle_activations_keep_no_run_loop_task_and_no_queue() {
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = tasks();
+    let mut all = Vec::new();
+    for _ in 0..100 {
+        let (state, _drops) = counted();
+        all.push(Activation::spawn(state, 10, 1 << 20));
+    }
+    assert_eq!(
+        tasks(),
+        before,
+        "no task for an activation that never ran a job"
+    );
+    let mut seen = Vec::new();
+    for t in &all {
+        for i in 0..3 {
+            let (tx, rx) = oneshot::channel();
+            t.activation().submit(1, add(i, Some(tx))).unwrap();
+            seen.push(rx);
+        }
+    }
+    assert_eq!(tasks(), before + 100, "one run loop each while work waits");
+    for rx in seen {
+        rx.await.unwrap();
+    }
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(tasks(), before, "every run loop ended with its queue empty");
+    assert!(
+        all.iter().all(|t| t.activation().idle_without_queue()),
+        "no queue memory kept"
+    );
+    for t in all {
+        t.close().await;
+    }
+}

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use zlink_codec::payload::Registry;
 
-use super::activation::{Activation, ActivationTask, Bound, Job, SubmitError};
+use super::activation::{Activation, Bound, Job, SubmitError};
 use super::door::{Door, Gate};
 use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
@@ -198,13 +198,13 @@ impl<T: Send + 'static> LiveInstance<T> {
         timers: Arc<TimerTable>,
     ) -> Arc<dyn LiveObject> {
         let task = Activation::spawn(state, mailbox.0, mailbox.1);
+        let activation = task.activation().clone();
         let readiness = lifecycle.signaled.then(|| Arc::new(Readiness::default()));
         Arc::new_cyclic(|me: &std::sync::Weak<LiveInstance<T>>| {
             let sink: std::sync::Weak<dyn TickSink> = me.clone();
             timers.attach(sink);
             LiveInstance {
-                activation: task.activation().clone(),
-                task: Mutex::new(Some(task)),
+                activation,
                 door,
                 handlers,
                 codecs,
@@ -221,7 +221,6 @@ impl<T: Send + 'static> LiveInstance<T> {
 
 struct LiveInstance<T> {
     activation: Activation<T>,
-    task: Mutex<Option<ActivationTask<T>>>,
     /// The host's admission door every message job passes (spec 21 §5).
     door: Door,
     handlers: Arc<HandlerTable<T>>,
@@ -408,12 +407,8 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
         if cancelled > 0 {
             tracing::debug!(object = %self.timers.object, cancelled, "timers cancelled at close");
         }
-        let task = self.task.lock().take();
-        Box::pin(async move {
-            if let Some(t) = task {
-                t.close().await;
-            }
-        })
+        let activation = self.activation.clone();
+        Box::pin(async move { activation.close().await })
     }
 
     fn turn(&self) -> Option<Turn> {
