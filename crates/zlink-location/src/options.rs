@@ -154,14 +154,16 @@ pub struct LocationOptions {
     /// the Store did not confirm), and after which any node that meets its still-`Reserved`
     /// record may cancel it (default 10 s; spec 21 §7, §10).
     pub creation_cleanup_window: Duration,
-    /// Whether this host reads back, after each owner-lease renew, every authority row it
-    /// wrote (put or deleted) before that renew was sent, so a Store that failed over to a
-    /// replica missing acknowledged writes is noticed as data loss within about one renew
-    /// interval (default on; `docs/store-epoch.md`). It costs one exact read per distinct
-    /// authority row written per renew interval (at most 32 in flight, off the renew path)
-    /// and keeps those rows' bytes until they are read back. Switch it off only for a Store
-    /// that never loses an acknowledged write (synchronous replication, or persistence with
-    /// failover only to replicas holding every acknowledged write).
+    /// Whether this host checks, after each owner-lease renew, that every authority row it
+    /// wrote (put or deleted) before that renew was sent is still in the Store, so a Store that
+    /// failed over to a replica missing acknowledged writes is noticed as data loss within
+    /// about one renew interval (default on; `docs/store-epoch.md`). Per renew interval it
+    /// costs one conditional batch without a mutation per 256 distinct rows written (off the
+    /// renew path), plus one exact read per row of a batch that conflicted because some row
+    /// changed since (another host moved, committed or re-created it); it keeps those rows'
+    /// bytes until they are checked. Switch it off only for a Store that never loses an
+    /// acknowledged write (synchronous replication, or persistence with failover only to
+    /// replicas holding every acknowledged write).
     pub verify_acknowledged_writes: bool,
 }
 

@@ -121,7 +121,6 @@ impl LocationRuntimeBuilder {
                 timeout: self.options.owner_lease_renew_timeout,
             })
         });
-        #[cfg_attr(not(test), allow(clippy::redundant_clone))]
         let authority = AuthorityClient::new(store.clone(), gate.clone(), engine, epoch.clone())
             .with_members(self.members);
         let health = HealthProbe {

@@ -1,38 +1,50 @@
 //! Acknowledged-write verification (`docs/store-epoch.md`, "What the runtime does"): after each
-//! renew, this host reads back what it wrote before the renew was sent, so a Store that failed
-//! over to a replica missing acknowledged writes is noticed within one renew interval.
+//! renew, this host checks that what it wrote before the renew was sent is still in the Store,
+//! so a Store that failed over to a replica missing acknowledged writes is noticed within one
+//! renew interval.
 //!
 //! A Store replicated asynchronously rolls back, on failover, to a *prefix* of the old
 //! master's write order. Every authority row this host puts or deletes is recorded here once
 //! the Store acknowledged it, with a [stamp](WrittenBook::mark) taken after the answer
 //! arrived; only the latest expectation per key is kept. The renew loop hands over the stamp
-//! taken before each successful renew was sent; [`WrittenBook::verify`] then exact-reads every
-//! key recorded before it (at most [`MAX_READS_IN_FLIGHT`] reads at once) and forgets those
-//! that hold. Why that is enough: a write acknowledged before renew *k* was sent was applied
-//! before it; renew *k* applied on the version renew *k−1* left, so the Store's prefix holds
-//! renew *k−1*. If a verified write is lost later, renew *k* is lost with it, and renew *k+1*
-//! conflicts onto a version this run wrote earlier in its term, which the owner lease reads
-//! as a rollback (`lease.rs`). Keys acknowledged after the stamp wait for the next renew.
+//! taken before each successful renew was sent; [`WrittenBook::verify`] then checks every key
+//! recorded before it and forgets those that hold. Why that is enough: a write acknowledged
+//! before renew *k* was sent was applied before it; renew *k* applied on the version renew
+//! *k−1* left, so the Store's prefix holds renew *k−1*. If a verified write is lost later,
+//! renew *k* is lost with it, and renew *k+1* conflicts onto a version this run wrote earlier
+//! in its term, which the owner lease reads as a rollback (`lease.rs`). Keys acknowledged after
+//! the stamp wait for the next renew.
 //!
-//! What a key may hold when read back, judged against what this host wrote (a
-//! [`Verdict::Lost`] closes admission at once and wakes the renew loop to take the lease over):
+//! **The check.** [`CHECK_KEYS`] keys at a time go into one conditional batch *without a
+//! mutation*: each put's version, each delete's absence. It applies only if every row still
+//! holds exactly what this host wrote — the usual case, one Store call for 256 rows. Only the
+//! rows of a chunk that conflicts are read back one by one (at most [`MAX_READS_IN_FLIGHT`] at
+//! once) and judged. (This relies on the Store never giving a row the same version twice; a
+//! Store whose version counter itself goes back with a rollback may, rarely, reissue a lost
+//! write's version to a later write of the same row: `docs/store-epoch.md`.)
+//!
+//! **`Reserved` puts are not checked**, only forgotten: a lost Reserve only makes its own
+//! Commit conflict (no activation rests on it), and a `Reserved` record is ended by others in
+//! the normal course (its owner commits it, any node may cancel an abandoned one) — checking it
+//! would only turn the check into reads.
+//!
+//! What a row read back may hold, judged against what this host wrote (a [`Verdict::Lost`]
+//! closes admission at once and wakes the renew loop to take the lease over):
 //!
 //! - **A put** holds if the row is the bytes put, or a *later* record: a strictly greater
 //!   (ObjectGeneration, AuthorityOwnerGeneration) pair (a NewOwner, a takeover, a re-creation),
-//!   or the `Active` record committed from the `Reserved` one put (Commit keeps the pair and
-//!   is made by the record's owner, who may be another host). A missing row holds for a
-//!   `Reserved` put (an Abort or the cancellation of an abandoned creation by any node; a lost
-//!   Reserve only fails its own Commit) and for a record this host handed off — it wrote a
-//!   relocation reservation for the object, or for the `SpotWide` User Spot it resolves
-//!   through, within the last [`HANDOFF_ROUNDS`] rounds: the new owner may have deleted it.
-//!   Anything else — missing, the same pair in an earlier state, a lower pair — is a lost
-//!   write.
+//!   or the `Active` record committed from a `Reserved` one. A missing row holds for a record
+//!   this host handed off — it wrote a relocation reservation for the object, or for the
+//!   `SpotWide` User Spot it resolves through, within the last [`HANDOFF_ROUNDS`] rounds: the
+//!   new owner may have deleted it. Anything else — missing, the same pair in an earlier state
+//!   (a lost Commit leaves `Reserved`), a lower pair — is a lost write.
 //! - **A delete** holds if the row is missing, or holds a record whose ObjectGeneration is
 //!   above every ObjectGeneration this host had seen when it sent the delete (a re-creation
 //!   issues from the counter after it). A record at or below is a deleted record come back.
 //! - A row that does not decode is not a rollback this can judge: forgotten and logged. A read
-//!   that fails keeps the key for the next renew; a key with a write of this host in flight
-//!   (or written again meanwhile) is judged at the next renew against the newer write.
+//!   that fails, or a check that fails, keeps the keys for the next renew; a key with a write of
+//!   this host in flight (or written again meanwhile) is judged at the next renew against the
+//!   newer write.
 //!
 //! A write whose outcome is unknown (a transport error, a time-out) is not recorded, and the
 //! keys it touched are forgotten: which of the two values the row should hold cannot be told.
@@ -52,8 +64,8 @@ use zlink_codec::records::{AllocationState, AuthorityRecord};
 use zlink_codec::{KeyParts, LogicalKey};
 use zlink_store_spi::Bytes;
 use zlink_store_spi::{
-    DynLocationStore, LocationStore, Mutation, ReadResult, ScanPrefix, StoreErrorKind, StoreKey,
-    StoreVersion, WriteRequest,
+    Condition, DynLocationStore, LocationStore, Mutation, ReadResult, ScanPrefix, StoreErrorKind,
+    StoreKey, StoreVersion, WriteRequest, WriteResult,
 };
 
 use super::authority::{AuthorityHandle, MemberResolver};
@@ -64,6 +76,9 @@ use super::keys::{self, PrivateFamily};
 
 /// The most verification reads in flight at once.
 pub(crate) const MAX_READS_IN_FLIGHT: usize = 32;
+
+/// How many keys one verification check (a conditional batch without a mutation) covers.
+pub(crate) const CHECK_KEYS: usize = 256;
 
 /// How many verification rounds a relocation reservation this host wrote keeps a missing
 /// record of its object from counting as lost (12 rounds: a minute at the default renew
@@ -409,9 +424,13 @@ impl WrittenBook {
         }
     }
 
-    /// One verification round: reads back every key recorded before `before` (a stamp taken
-    /// before a successful renew was sent), at most [`MAX_READS_IN_FLIGHT`] at once, and
-    /// forgets those that hold. Stops at the first lost write.
+    /// One verification round over every key recorded before `before` (a stamp taken before a
+    /// successful renew was sent): `Reserved` puts are forgotten unread (see the module docs);
+    /// the others are checked [`CHECK_KEYS`] at a time by one conditional batch without a
+    /// mutation (each put's version, each delete's absence) — it applies only if every one
+    /// still holds exactly what this host wrote — and only a chunk that conflicts is read back
+    /// key by key (at most [`MAX_READS_IN_FLIGHT`] reads at once) and judged. Stops at the
+    /// first lost write.
     pub(crate) async fn verify(
         self: &Arc<Self>,
         store: &Arc<dyn DynLocationStore>,
@@ -430,11 +449,56 @@ impl WrittenBook {
         };
         let mut verified = 0;
         let mut kept = 0;
-        let mut todo = todo.into_iter();
+        let mut checked = Vec::with_capacity(todo.len());
+        for (key, entry) in todo {
+            if let Expected::Put { bytes, .. } = &entry.expected {
+                if AuthorityRecord::decode(bytes)
+                    .is_ok_and(|r| r.allocation.state == AllocationState::Reserved)
+                {
+                    verified += 1;
+                    self.forget_if_same(term, &key, entry.stamp);
+                    continue;
+                }
+            }
+            checked.push((key, entry));
+        }
+        let mut to_read = Vec::new();
+        for chunk in checked.chunks(CHECK_KEYS) {
+            let conditions = chunk
+                .iter()
+                .map(|(key, entry)| match &entry.expected {
+                    Expected::Put { version, .. } => {
+                        Condition::Version(key.clone(), version.clone())
+                    }
+                    Expected::Deleted { .. } => Condition::Missing(key.clone()),
+                })
+                .collect();
+            let check = match WriteRequest::new(conditions, Vec::new()) {
+                Ok(check) => store.write(&check).await,
+                // Never over the bounds (256 keys of at most 1 KiB); read them instead.
+                Err(_) => Ok(WriteResult::Conflict {
+                    store_now: zlink_store_spi::StoreTime::from_millis(0),
+                }),
+            };
+            match check {
+                Ok(WriteResult::Applied { .. }) => {
+                    for (key, entry) in chunk {
+                        verified += 1;
+                        self.forget_if_same(term, key, entry.stamp);
+                    }
+                }
+                Ok(WriteResult::Conflict { .. }) => to_read.extend_from_slice(chunk),
+                Err(_) => kept += chunk.len(),
+            }
+            if self.book.lock().term != term {
+                return Verdict::Stale;
+            }
+        }
+        let mut to_read = to_read.into_iter();
         let mut reads = tokio::task::JoinSet::new();
         loop {
             while reads.len() < MAX_READS_IN_FLIGHT {
-                let Some((key, entry)) = todo.next() else {
+                let Some((key, entry)) = to_read.next() else {
                     break;
                 };
                 let store = Arc::clone(store);
