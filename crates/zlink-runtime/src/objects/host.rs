@@ -303,13 +303,29 @@ impl ObjectHost {
         record: &zlink_location::AuthorityHandle,
     ) {
         let entry = LiveEntry {
-            run: record.owner().clone(),
+            run: self.shared_run(record.owner()),
             kind: record.kind(),
-            stable_type: record.stable_type().clone(),
+            stable_type: self.shared_type(record.stable_type()),
             generation: record.object_generation().get(),
             object: live,
         };
         self.live.lock().insert(key, entry);
+    }
+
+    /// `run` as this host's own run when it is that (its owner id shared by every live entry,
+    /// not a copy decoded from each record).
+    fn shared_run(&self, run: &HostRun) -> HostRun {
+        match self.location.host_run() {
+            Some(own) if &own == run => own,
+            _ => run.clone(),
+        }
+    }
+
+    /// `stable_type` as the registered type's name (shared by every live entry).
+    fn shared_type(&self, stable_type: &StableType) -> StableType {
+        self.types
+            .get_key_value(stable_type)
+            .map_or_else(|| stable_type.clone(), |(k, _)| k.clone())
     }
 
     /// Makes `live` the activation of `key`, the incarnation `generation` of the member Actor
@@ -324,9 +340,9 @@ impl ObjectHost {
         generation: u64,
     ) {
         let entry = LiveEntry {
-            run: spot.owner().clone(),
+            run: self.shared_run(spot.owner()),
             kind: ObjectKind::Actor,
-            stable_type,
+            stable_type: self.shared_type(&stable_type),
             generation,
             object: live,
         };

@@ -13,7 +13,7 @@ use super::activation::{Activation, Bound, Job, SubmitError};
 use super::door::{Door, Gate};
 use super::lifecycle::{Boundary, Lifecycle, LifecycleCall, Readiness, RelocationReadyOutcome};
 use super::registration::{
-    AdapterCaptureFn, AdapterContext, CaptureFn, CreationContext, CreationDecision, FactoryContext,
+    AdapterCaptureFn, AdapterContext, CreationContext, CreationDecision, FactoryContext,
     HandlerTable, ObjectCall, ObjectOutput, TimerFn, TypedObject,
 };
 use super::timer::table::Tick;
@@ -184,7 +184,7 @@ pub(crate) trait LiveObject: Send + Sync {
 type Parts<T> = (
     Arc<HandlerTable<T>>,
     Registry,
-    Option<CaptureFn<T>>,
+    Option<BoundCapture<T>>,
     Lifecycle<T>,
     TimerFn<T>,
 );
@@ -219,6 +219,14 @@ impl<T: Send + 'static> LiveInstance<T> {
     }
 }
 
+/// The type's adapter capture with the shared parts of the context it is told (the id is the
+/// timer table's): the context itself is built only when a capture runs.
+pub(crate) struct BoundCapture<T> {
+    capture: AdapterCaptureFn<T>,
+    stable_type: Arc<str>,
+    node: (zlink_codec::MeshName, zlink_codec::RoutingId),
+}
+
 struct LiveInstance<T> {
     activation: Activation<T>,
     /// The host's admission door every message job passes (spec 21 §5).
@@ -226,7 +234,7 @@ struct LiveInstance<T> {
     handlers: Arc<HandlerTable<T>>,
     codecs: Registry,
     turn: Mutex<Option<Turn>>,
-    capture: Option<CaptureFn<T>>,
+    capture: Option<BoundCapture<T>>,
     lifecycle: Lifecycle<T>,
     /// The relocation boundary (an `ApplicationSignaled` `SpotWide` User Spot only).
     readiness: Option<Arc<Readiness>>,
@@ -420,16 +428,30 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
     }
 
     fn capture(&self) -> BoxFuture<'static, Result<Option<bytes::Bytes>, ZLinkError>> {
-        let capture = self.capture.clone();
+        // The adapter's context is built here, for this capture: an activation keeps only
+        // shared parts of it.
+        let capture = self.capture.as_ref().map(|c| {
+            let ctx = AdapterContext {
+                id: self.timers.object.to_string(),
+                stable_type: c.stable_type.to_string(),
+                mesh: c.node.0.clone(),
+                routing_id: c.node.1.clone(),
+            };
+            (Arc::clone(&c.capture), ctx)
+        });
         let (tx, rx) = oneshot::channel();
         let job = job(move |state: &mut T| {
             Box::pin(async move {
                 let out = match capture {
                     None => Ok(None),
-                    Some(c) => c(state).map(Some).map_err(|e| ZLinkError::AdapterFailed {
-                        step: "capture",
-                        source: Arc::from(e),
-                    }),
+                    Some((c, ctx)) => {
+                        c(&ctx, state)
+                            .map(Some)
+                            .map_err(|e| ZLinkError::AdapterFailed {
+                                step: "capture",
+                                source: Arc::from(e),
+                            })
+                    }
                 };
                 let _ = tx.send(out);
             })

@@ -665,4 +665,4 @@ impl<S: Spot> SpotType<S> {
 }
 
 mod erased;
-pub(crate) use erased::{AdapterCaptureFn, CaptureFn, Registration, TimerFn, TypedObject};
+pub(crate) use erased::{AdapterCaptureFn, Registration, TimerFn, TypedObject};

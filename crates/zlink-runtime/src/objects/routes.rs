@@ -129,7 +129,19 @@ impl RouteCache {
 
     /// The window of `run`, created closed when unknown.
     fn window(&self, run: &HostRun) -> Arc<Window> {
-        Arc::clone(self.owners.lock().entry(run.clone()).or_default())
+        self.owner(run).1
+    }
+
+    /// `run` as the owners' table keeps it (its owner id shared by every entry of the run, not
+    /// a copy decoded from each record) and its window, created closed when unknown.
+    fn owner(&self, run: &HostRun) -> (HostRun, Arc<Window>) {
+        let mut owners = self.owners.lock();
+        if let Some((kept, window)) = owners.get_key_value(run) {
+            return (kept.clone(), Arc::clone(window));
+        }
+        let window = Arc::<Window>::default();
+        owners.insert(run.clone(), Arc::clone(&window));
+        (run.clone(), window)
     }
 
     /// A read of `run`'s owner lease shows it accepts new work until `until` (later reads
@@ -189,7 +201,7 @@ impl RouteCache {
         if self.max_age.is_zero() {
             return;
         }
-        let owner = self.window(&seen.run);
+        let (run, owner) = self.owner(&seen.run);
         let mut map = self.by_id[slot(key.0)].lock();
         let one_ways = map
             .get(&key.1)
@@ -202,7 +214,7 @@ impl RouteCache {
                 at: Instant::now(),
                 owner,
                 fence: Box::new(Fence {
-                    run: seen.run,
+                    run,
                     object_generation: seen.object_generation,
                     owner_generation: seen.owner_generation,
                     version: seen.version,

@@ -259,7 +259,7 @@ impl Sites {
                 blocks,
             })
             .collect();
-        sites.top.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        sites.top.sort_by_key(|b| std::cmp::Reverse(b.bytes));
         Ok(sites)
     }
 }

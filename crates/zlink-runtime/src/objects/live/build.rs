@@ -16,6 +16,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let handlers = Arc::clone(&self.handlers);
         let callback = self.callback.clone();
         let capture = self.capture.clone();
+        let stable_type = Arc::clone(&self.stable_type);
         let lifecycle = self.lifecycle.clone();
         let on_timer = Arc::clone(&self.on_timer);
         Box::pin(async move {
@@ -24,7 +25,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     error: "the type has no factory".into(),
                 };
             };
-            let adapter_ctx = AdapterContext::of(&ctx);
+            let capture = bind_capture(capture, stable_type, &ctx);
             let timers = TimerTable::new(door.timers().clone(), &ctx.id);
             let mut ctx = ctx;
             ctx.timers = Timers::of(&timers);
@@ -54,7 +55,6 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 },
             };
-            let capture = bind_capture(capture, &adapter_ctx);
             let parts = (handlers, codecs, capture, lifecycle, on_timer);
             // Its timers tick once the activation is made live (the creation commit).
             let live = LiveInstance::start(state, (mailbox, door), parts, turn, timers);
@@ -73,6 +73,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
         let handlers = Arc::clone(&self.handlers);
         let capture = self.capture.clone();
         let restore = self.restore.clone();
+        let stable_type = Arc::clone(&self.stable_type);
         let lifecycle = self.lifecycle.clone();
         let on_timer = Arc::clone(&self.on_timer);
         let timer_config = mailbox.1.timers().clone();
@@ -137,7 +138,7 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
                     }
                 };
             }
-            let capture = bind_capture(capture, &adapter_ctx);
+            let capture = bind_capture(capture, stable_type, &ctx);
             let parts = (handlers, codecs, capture, lifecycle, on_timer);
             // Hidden until the move commits: its timers tick once dispatch opens.
             let live = LiveInstance::start(state, mailbox, parts, None, timers);
@@ -146,15 +147,16 @@ impl<T: Send + 'static> ErasedType for TypedObject<T> {
     }
 }
 
-/// The registered capture bound to the activation's context (the node it runs on now: a
-/// moved activation is built anew on its target, with the target's context).
+/// The registered capture with the shared parts of the activation's context (the node it
+/// runs on now: a moved activation is built anew on its target, with the target's context).
 fn bind_capture<T: 'static>(
     capture: Option<AdapterCaptureFn<T>>,
-    ctx: &AdapterContext,
-) -> Option<CaptureFn<T>> {
-    capture.map(|f| {
-        let ctx = ctx.clone();
-        let bound: CaptureFn<T> = Arc::new(move |s: &T| f(&ctx, s));
-        bound
+    stable_type: Arc<str>,
+    ctx: &FactoryContext,
+) -> Option<BoundCapture<T>> {
+    capture.map(|capture| BoundCapture {
+        capture,
+        stable_type,
+        node: (ctx.mesh.clone(), ctx.routing_id.clone()),
     })
 }

@@ -44,9 +44,6 @@ impl fmt::Debug for Registration {
     }
 }
 
-/// An adapter's capture with the state type known (live relocation, spec 06 §17), bound to
-/// the activation's [`AdapterContext`] when the activation is built.
-pub(crate) type CaptureFn<T> = Arc<dyn Fn(&T) -> Result<Bytes, BoxError> + Send + Sync>;
 /// An adapter's capture as registered: it is told which object and node it runs for.
 pub(crate) type AdapterCaptureFn<T> =
     Arc<dyn Fn(&AdapterContext, &T) -> Result<Bytes, BoxError> + Send + Sync>;
@@ -67,6 +64,8 @@ pub(crate) type TimerFn<T> = Arc<
 
 /// The typed side of one registered Actor or Spot type.
 pub(crate) struct TypedObject<T: Send + 'static> {
+    /// The type's stable type, shared by every activation's adapter context.
+    pub(crate) stable_type: Arc<str>,
     pub(crate) factory: Option<Factory<T>>,
     /// The PreserveStateWith adapter's capture (live relocation), if the type has one.
     pub(crate) capture: Option<AdapterCaptureFn<T>>,
@@ -94,6 +93,7 @@ impl Registration {
             None => (None, None),
         };
         let erased = Arc::new(TypedObject {
+            stable_type: Arc::from(stable_type.as_str()),
             factory: t.factory.clone(),
             capture,
             restore,
@@ -132,6 +132,7 @@ impl Registration {
             && t.execution.unwrap_or_default() == SpotExecution::SpotWide
             && t.readiness == Some(ReadinessMode::ApplicationSignaled);
         let erased = Arc::new(TypedObject {
+            stable_type: Arc::from(stable_type.as_str()),
             factory: t.factory.clone(),
             capture,
             restore,
