@@ -99,9 +99,10 @@ pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
 
 pub(super) fn not_serving(state: HostState) -> RelocationReason {
     match state {
-        // Spec 28 §2: a draining host answers `ShutdownRequested`; `Stopped` (like
-        // `Preparing` and `Error`) is `RuntimeNotReady`.
-        HostState::Draining => RelocationReason::ShutdownRequested,
+        // A shutdown that interrupts a running Relocate ends it `ShutdownRequested`, whether
+        // the host is still draining or already stopped when the operation looks; a *new*
+        // Relocate on a `Stopped` host is `RuntimeNotReady` (28 §2), decided at its call.
+        HostState::Draining | HostState::Stopped => RelocationReason::ShutdownRequested,
         _ => RelocationReason::RuntimeNotReady,
     }
 }
