@@ -1,5 +1,5 @@
-//! The host's owner lease (spec 21 §3.1, §5): acquire, renew, release and takeover, and the
-//! renew loop that keeps the admission deadline fresh.
+//! The host's owner lease (spec 21 §3.1, §5): acquire, renew, release and takeover (the renew
+//! loop that keeps the admission deadline fresh is `renew.rs`).
 //!
 //! - **Acquire** issues a new OwnerLeaseGeneration from `zlink:v11:owner-counter` in the *same*
 //!   conditional batch that creates the lease row (`Missing(lease)` + the counter's version).
