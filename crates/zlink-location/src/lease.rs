@@ -15,10 +15,11 @@
 //! - **Release** deletes the row under `Version(lease)` and keeps the generation.
 //! - **Store data loss** ([`StoreEpoch`]): a row that vanished while held, a row rolled back to
 //!   an earlier version of this run, a counter that answers at or below a generation this
-//!   host holds, or a write of this host no longer in the Store (`written.rs`) is a lost lease. Acquire issues strictly
-//!   above every LeaseGeneration this host has seen, and raises the ObjectGeneration and
-//!   AuthorityOwnerGeneration counters past the highest this host has seen in the same batch,
-//!   so no host recreating an object after the loss hands out a generation that goes back.
+//!   host holds, or a write of this host no longer in the Store (`written.rs`) is a lost
+//!   lease. Acquire issues strictly above every LeaseGeneration this host has seen, and raises
+//!   the ObjectGeneration and AuthorityOwnerGeneration counters past the highest this host has
+//!   seen in the same batch, so no host recreating an object after the loss hands out a
+//!   generation that goes back.
 //!
 //! Every successful register/read/renew refreshes the host-wide [`AdmissionGate`] with the
 //! local monotonic time taken *before* the request.
