@@ -1,5 +1,5 @@
-//! The host's owner lease (spec 21 §3.1, §5): acquire, renew, release and takeover, and the
-//! renew loop that keeps the admission deadline fresh.
+//! The host's owner lease (spec 21 §3.1, §5): acquire, renew, release and takeover (the renew
+//! loop that keeps the admission deadline fresh is `renew.rs`).
 //!
 //! - **Acquire** issues a new OwnerLeaseGeneration from `zlink:v11:owner-counter` in the *same*
 //!   conditional batch that creates the lease row (`Missing(lease)` + the counter's version).
@@ -15,15 +15,15 @@
 //! - **Release** deletes the row under `Version(lease)` and keeps the generation.
 //! - **Store data loss** ([`StoreEpoch`]): a row that vanished while held, a row rolled back to
 //!   an earlier version of this run, a counter that answers at or below a generation this
-//!   host holds, or a write of this host no longer in the Store (`written.rs`) is a lost lease. Acquire issues strictly
-//!   above every LeaseGeneration this host has seen, and raises the ObjectGeneration and
-//!   AuthorityOwnerGeneration counters past the highest this host has seen in the same batch,
-//!   so no host recreating an object after the loss hands out a generation that goes back.
+//!   host holds, or a write of this host no longer in the Store (`written.rs`) is a lost
+//!   lease. Acquire issues strictly above every LeaseGeneration this host has seen, and raises
+//!   the ObjectGeneration and AuthorityOwnerGeneration counters past the highest this host has
+//!   seen in the same batch, so no host recreating an object after the loss hands out a
+//!   generation that goes back.
 //!
 //! Every successful register/read/renew refreshes the host-wide [`AdmissionGate`] with the
 //! local monotonic time taken *before* the request.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +44,12 @@ use super::identity::{HostRun, OwnerId};
 use super::keys;
 use super::written::WrittenBook;
 
+mod book;
+mod history;
+
+pub(crate) use book::{LeaseBook, LeaseSeen};
+use history::History;
+
 /// How many times acquire re-reads the owner counter after losing a race for it.
 const ACQUIRE_ATTEMPTS: usize = 256;
 
@@ -51,123 +57,9 @@ const ACQUIRE_ATTEMPTS: usize = 256;
 /// version.
 const RELEASE_ATTEMPTS: usize = 4;
 
-/// How many of the term's lease row versions are kept at least (more while the writes before
-/// them are not verified yet).
-const HISTORY_KEPT: usize = 64;
-
-/// The versions this run's lease row was written with in the current term, oldest first (the
-/// current one last), and whether a renew since the current one went unanswered.
-#[derive(Debug, Default)]
-struct History {
-    /// Each version with the stamp of the renew (or acquire) that wrote it.
-    versions: VecDeque<(StoreVersion, u64)>,
-    /// The stamp of the first renew since the current version whose answer was not received
-    /// (`None`: every renew since was answered, so the row can hold no version this run has
-    /// not seen).
-    unanswered_since: Option<u64>,
-    /// Every write acknowledged before this stamp was verified (`written.rs`).
-    verified_before: u64,
-}
-
-impl History {
-    fn push(&mut self, version: StoreVersion, stamp: u64) {
-        if self.versions.back().is_some_and(|(v, _)| *v == version) {
-            return;
-        }
-        self.versions.push_back((version, stamp));
-        while self.versions.len() > HISTORY_KEPT
-            && self
-                .versions
-                .front()
-                .is_some_and(|(_, s)| *s < self.verified_before)
-        {
-            self.versions.pop_front();
-        }
-    }
-
-    /// Whether `version` was written by this run earlier in the term (not the current one).
-    fn earlier(&self, version: &StoreVersion) -> bool {
-        let n = self.versions.len();
-        self.versions
-            .iter()
-            .take(n.saturating_sub(1))
-            .any(|(v, _)| v == version)
-    }
-}
-
 /// The lease row key of an owner.
 pub(crate) fn lease_key(owner: &OwnerId) -> Result<StoreKey, LocationError> {
     Ok(keys::store_key(&LogicalKey::owner_lease(owner))?)
-}
-
-/// What the runtime last saw of one owner lease row: who holds it and under which version.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseSeen {
-    /// The holder, `None` if the row was missing (or expired).
-    pub holder: Option<HostRun>,
-    /// The row's version (with `holder`).
-    pub version: Option<StoreVersion>,
-}
-
-impl LeaseSeen {
-    /// From an exact read of a lease row; an undecodable row counts as held by nobody valid.
-    pub fn from_read(read: &ReadResult) -> Self {
-        match read {
-            ReadResult::Missing { .. } => LeaseSeen {
-                holder: None,
-                version: None,
-            },
-            ReadResult::Found { bytes, version, .. } => {
-                let holder = OwnerLeaseRecord::decode(bytes).ok().and_then(|r| {
-                    OwnerLeaseGeneration::new(r.lease_generation.get()).map(|g| HostRun {
-                        owner_id: r.owner_id,
-                        lease_generation: g,
-                    })
-                });
-                LeaseSeen {
-                    holder,
-                    version: Some(version.clone()),
-                }
-            }
-        }
-    }
-
-    /// Whether the row is held by exactly `run`.
-    pub fn held_by(&self, run: &HostRun) -> bool {
-        self.holder.as_ref() == Some(run) && self.version.is_some()
-    }
-}
-
-/// The lease rows the runtime has seen, shared by the lease manager (which updates its own row
-/// after every renew) and the authority batches (which condition on lease versions).
-#[derive(Debug, Default)]
-pub struct LeaseBook {
-    rows: Mutex<HashMap<StoreKey, LeaseSeen>>,
-}
-
-impl LeaseBook {
-    /// Whether the row was last seen held by exactly `run` (no copy made).
-    pub fn held_by(&self, key: &StoreKey, run: &HostRun) -> bool {
-        self.rows.lock().get(key).is_some_and(|s| s.held_by(run))
-    }
-
-    /// Whether anything is known of the row.
-    pub fn knows(&self, key: &StoreKey) -> bool {
-        self.rows.lock().contains_key(key)
-    }
-
-    /// The version the row was last seen with.
-    pub fn version(&self, key: &StoreKey) -> Option<StoreVersion> {
-        self.rows.lock().get(key).and_then(|s| s.version.clone())
-    }
-
-    pub fn set(&self, key: StoreKey, seen: LeaseSeen) {
-        self.rows.lock().insert(key, seen);
-    }
-
-    pub fn forget(&self, key: &StoreKey) {
-        self.rows.lock().remove(key);
-    }
 }
 
 /// One holding of the owner lease: the run and which acquisition of this host it is. Every
