@@ -38,6 +38,10 @@
 //!    removes the recovery root from the record, then the envelope is **deleted** from the
 //!    Relocation Store, then the first message's reply (or the send's acceptance) is
 //!    answered. A factory failure or decline cancels the reservation (capacity returned).
+//!    While in use — from its store until that deletion, and on a survivor that restores it —
+//!    the envelope is renewed whenever 12 h of its retention are left (half a shorter
+//!    retention; spec 23), so a first message that runs longer than the retention keeps it
+//!    (`renewal.rs`).
 //!
 //! **Restarts** (spec 21 §7.1 table, `recover.rs`):
 //! - stored, never reserved: no record points at the envelope; the Relocation Store removes it
@@ -59,6 +63,7 @@ mod call;
 mod ending;
 mod envelope;
 mod recover;
+mod renewal;
 mod target;
 
 use std::collections::HashMap;

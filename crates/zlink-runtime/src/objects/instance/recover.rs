@@ -3,12 +3,14 @@
 //! of `instance`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 use zlink_codec::records::ObjectKind;
 use zlink_store_spi::{BlobReadResult, RelocationStore};
 
 use super::envelope::{ActivationEnvelope, RecoveryRoot};
+use super::renewal::{Renewal, time_left};
 use super::target::{build, end_of_use, open_with_first};
 use crate::objects::host::ObjectHost;
 use zlink_location::{AuthorityHandle, Conflict, HostRun, Outcome};
@@ -100,8 +102,8 @@ async fn restore_one(
         return Restore::Blocked;
     };
     // The stored first message, verified before anything changes.
-    let envelope = match read_envelope(host, root).await {
-        Ok(Some(e)) => e,
+    let (envelope, left) = match read_envelope(host, root).await {
+        Ok(Some(found)) => found,
         Ok(None) => {
             tracing::error!(%id, "DataLost: the stored first message of a Ready Instance Spot is missing or does not verify; it cannot be restored");
             return Restore::Done;
@@ -153,9 +155,17 @@ async fn restore_one(
         }
     };
     tracing::info!(%id, generation = taken.object_generation().get(), "Instance Spot restored from its stored first message");
+    // The envelope stays in use until the restored first message's end of use.
+    let renewal = match (host.instances.store(), root.blob()) {
+        (Ok((store, retention)), Ok(blob)) => {
+            Some(Renewal::start(Arc::clone(store), blob, retention, left))
+        }
+        _ => None,
+    };
     let host = Arc::clone(host);
     let root = root.clone();
     tokio::spawn(async move {
+        let _renewal = renewal;
         match open_with_first(
             &host,
             live,
@@ -180,22 +190,27 @@ async fn restore_one(
     Restore::Done
 }
 
-/// The stored envelope `root` names, verified; `None` when it stays missing or does not
-/// verify (DataLost).
+/// The stored envelope `root` names, verified, with the time it has left by the provider
+/// clock; `None` when it stays missing or does not verify (DataLost).
 async fn read_envelope(
     host: &ObjectHost,
     root: &RecoveryRoot,
-) -> Result<Option<ActivationEnvelope>, crate::messaging::ZLinkError> {
+) -> Result<Option<(ActivationEnvelope, Duration)>, crate::messaging::ZLinkError> {
     let (store, _) = host.instances.store()?;
     let blob = root.blob()?;
     for attempt in 0..READS {
         match store.read(&blob).await {
-            Ok(BlobReadResult::Found { bytes, .. }) if root.verifies(&bytes) => {
-                return Ok(ActivationEnvelope::decode(&bytes).ok());
+            Ok(BlobReadResult::Found {
+                bytes,
+                expires_at,
+                store_now,
+            }) if root.verifies(&bytes) => {
+                let left = time_left(expires_at, store_now);
+                return Ok(ActivationEnvelope::decode(&bytes).ok().map(|e| (e, left)));
             }
             Ok(BlobReadResult::Found { .. }) => return Ok(None),
             Ok(BlobReadResult::Missing { .. }) if attempt + 1 < READS => {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Ok(BlobReadResult::Missing { .. }) => return Ok(None),
             Err(e) => {

@@ -13,6 +13,7 @@ use zlink_store_spi::{BlobReadResult, PutResult, RelocationStore};
 use zlink_transport::{Envelope, PeerHandle};
 
 use super::envelope::{ActivationEnvelope, MAX_HOPS, RecoveryRoot, decode_output, encode_output};
+use super::renewal::{Renewal, time_left};
 use super::{Activating, deadline_exceeded, settled, type_mismatch};
 use crate::mesh::JobPermit;
 use crate::mesh::node::{NodeInner, ReplyBody, job_cost};
@@ -333,11 +334,12 @@ async fn forward(
 
 /// Stores the envelope in the Relocation Store, reads it back and checks it (spec 21 §10:
 /// stored and verified before any record points at it). A put whose result was lost is
-/// settled by the read.
+/// settled by the read. The envelope is renewed from here until the returned [`Renewal`] is
+/// dropped (spec 23: renew when 12 h remain).
 async fn store_envelope(
     host: &ObjectHost,
     envelope: &ActivationEnvelope,
-) -> Result<RecoveryRoot, ZLinkError> {
+) -> Result<(RecoveryRoot, Renewal), ZLinkError> {
     let (store, retention) = host.instances.store()?;
     let bytes = envelope.encode()?;
     let reference = envelope.reference()?;
@@ -351,7 +353,15 @@ async fn store_envelope(
     }
     let root = RecoveryRoot::of(&reference, &bytes);
     match store.read(&reference).await {
-        Ok(BlobReadResult::Found { bytes: read, .. }) if root.verifies(&read) => Ok(root),
+        Ok(BlobReadResult::Found {
+            bytes: read,
+            expires_at,
+            store_now,
+        }) if root.verifies(&read) => {
+            let left = time_left(expires_at, store_now);
+            let renewal = Renewal::start(Arc::clone(store), reference, retention, left);
+            Ok((root, renewal))
+        }
         Ok(BlobReadResult::Found { .. }) => Err(failure(RelocationStoreError::Unverified)),
         Ok(BlobReadResult::Missing { .. }) => Err(failure(RelocationStoreError::NotStored)),
         Err(e) => Err(failure(RelocationStoreError::operation(e))),
@@ -381,7 +391,9 @@ async fn create(
             ))
         })?;
     let target = host.instances.own_target(host)?;
-    let root = store_envelope(host, envelope).await?;
+    // Renewed while in use: until the first message's end of use below, or until this
+    // activation ends otherwise (the envelope then keeps at least the renew margin).
+    let (root, _renewal) = store_envelope(host, envelope).await?;
     let reserved = host
         .location
         .authority()

@@ -153,6 +153,8 @@ pub(in crate::host::tests) struct Recorded {
     reads: Mutex<Vec<(BlobRef, bool)>>,
     deletes: Mutex<Vec<BlobRef>>,
     deleted_while_pointed: AtomicUsize,
+    /// Renewals that found their reference.
+    renewed: AtomicUsize,
     freeze: Mutex<Option<Gate>>,
     lost: Mutex<Option<Picks>>,
     /// The authority rows a deletion checks for a pointer to the deleted reference.
@@ -248,7 +250,11 @@ impl RelocationStore for Recorded {
     }
 
     async fn renew(&self, reference: &BlobRef, retention: Retention) -> StoreResult<RenewResult> {
-        self.inner.renew(reference, retention).await
+        let renew = self.inner.renew(reference, retention).await;
+        if matches!(renew, Ok(RenewResult::Renewed { .. })) {
+            self.renewed.fetch_add(1, Ordering::SeqCst);
+        }
+        renew
     }
 
     async fn delete(&self, reference: &BlobRef) -> StoreResult<Deleted> {
@@ -306,6 +312,7 @@ pub(in crate::host::tests) async fn relocation_store(h: &Harness) -> Arc<Recorde
         reads: Mutex::new(Vec::new()),
         deletes: Mutex::new(Vec::new()),
         deleted_while_pointed: AtomicUsize::new(0),
+        renewed: AtomicUsize::new(0),
         freeze: Mutex::new(None),
         lost: Mutex::new(None),
         pointers: Mutex::new("authority\0spot\0"),

@@ -8,6 +8,7 @@ on_every_store!(
     envelope_no_record_points_to_is_gone_after_its_retention,
     creation_whose_owner_died_before_ready_is_cancelled,
     ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message,
+    a_first_message_running_past_the_envelope_retention_keeps_its_envelope,
 );
 
 /// Spec 21 §7.1, row 1: the envelope stored and verified, and the process stopped before a
@@ -251,4 +252,78 @@ async fn ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message(h:
     relocation.purge().await;
     let _ = rt.shutdown().await;
     stop_all(&[&ha, &hd]).await;
+}
+
+/// Spec 23 (renew when 12 h of the retention remain; here half of a 1 s retention): a first
+/// message that runs for several retentions keeps its stored envelope — the owner renews it
+/// while it is in use — and the envelope is deleted at the end of use as usual.
+async fn a_first_message_running_past_the_envelope_retention_keeps_its_envelope(h: &Harness) {
+    let relocation = relocation_store(h).await;
+    let factories = Arc::new(AtomicUsize::new(0));
+    let log: Log = Arc::default();
+    let gate = Gate::new();
+    let mut kit = RoomKit::new("d", &factories, &log);
+    kit.handler_gate = Some(gate.clone());
+    let retention = Duration::from_secs(1);
+    let (hd, _d) = server(
+        Arc::clone(&h.store),
+        &relocation,
+        fast_options().cold_activation_retention(retention),
+        |n| n.instance_spot_type::<Room>("room", kit.room()),
+    )
+    .await;
+    wait_discovered(&[&hd]).await;
+    let on_d = hd.spots().expect("m");
+    let first = tokio::spawn(async move {
+        on_d.instance("r")
+            .stable_type("room")
+            .deadline(Duration::from_secs(60))
+            .request(&Say("slow".into()))
+            .await
+    });
+    let rt = location_runtime(h).await;
+    let reader = &rt;
+    eventually(
+        h,
+        "the record is Ready with its recovery root",
+        move || async move {
+            record(reader, "r")
+                .await
+                .filter(|r| r.state() == AllocationState::Active && !r.payload().is_empty())
+        },
+    )
+    .await;
+    let puts = relocation.puts();
+    assert_eq!(puts.len(), 1);
+    // Four rounds of 300 ms of Store time plus the wait for the next renewal (over two
+    // retentions in all): the envelope never expires under its running first message.
+    for round in 1..=4 {
+        h.advance_store_time(Duration::from_millis(300)).await;
+        let recorded = &relocation;
+        eventually(h, "the envelope is renewed", move || async move {
+            (recorded.renewed.load(Ordering::SeqCst) >= round).then_some(())
+        })
+        .await;
+        assert!(
+            relocation.is_stored(&puts[0]).await,
+            "kept in round {round}"
+        );
+    }
+    gate.open();
+    let said = first
+        .await
+        .expect("joined")
+        .expect("the first message is answered");
+    assert_eq!(said.count, 1);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while relocation.is_stored(&puts[0]).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the envelope is deleted at its end of use"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    relocation.purge().await;
+    let _ = rt.shutdown().await;
+    stop_all(&[&hd]).await;
 }
