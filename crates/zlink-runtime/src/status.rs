@@ -9,6 +9,7 @@ pub use crate::host::{
     ShutdownReason, ShutdownReport,
 };
 pub use crate::mesh::node::{
-    ConnectionState, ConnectionStatus, ManualPeerStatus, NodeStatus, PeerRole, PeerStatus,
+    ConnectionState, ConnectionStatus, ManualPeerStatus, NodeStatus, NotReady, PeerRole,
+    PeerStatus, Waiting,
 };
 pub use zlink_location::{LeaseHealthStatus, LeaseState, StoreHealthStatus};

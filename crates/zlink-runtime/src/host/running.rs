@@ -161,6 +161,22 @@ impl ZLinkHost {
         &self.inner.nodes
     }
 
+    /// Waits, at most `within` in all, until every MeshNode of this host is ready to call its
+    /// mesh ([`MeshNode::ready`]: its first discovery list read and a Ready connection to every
+    /// peer that list says it must connect to). Call it after [`start`](crate::ZLinkBuilder)
+    /// instead of polling the status for peers.
+    pub async fn ready(&self, within: Duration) -> Result<(), crate::status::NotReady> {
+        let deadline = tokio::time::Instant::now() + within;
+        for node in self.nodes() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            node.ready(left).await.map_err(|mut e| {
+                e.within = within;
+                e
+            })?;
+        }
+        Ok(())
+    }
+
     fn channel_node(&self, channel: &ChannelName) -> Result<&MeshNode, ZLinkError> {
         self.inner
             .channel_index

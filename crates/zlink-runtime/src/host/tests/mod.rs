@@ -20,6 +20,7 @@ mod lifecycle;
 mod membership;
 mod messaging;
 mod objects;
+mod readiness;
 mod recovery;
 mod relocate_object;
 mod relocation;

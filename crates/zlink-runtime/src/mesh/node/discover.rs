@@ -186,9 +186,10 @@ pub(crate) async fn run(node: Arc<NodeInner>, discovery: Arc<Discovery>, interva
     let mut current: HashMap<RoutingId, String> = HashMap::new();
     let mut runs: HashSet<HostRun> = HashSet::new();
     loop {
+        let read = node.peers.write().read_started();
         match discovery.refresh().await {
             Ok(view) => {
-                apply(&node, &view, &mut current);
+                apply(&node, &view, read, &mut current);
                 owners_gone(&node, &view, &mut runs);
                 project_usage(&node).await;
             }
@@ -238,7 +239,12 @@ fn owners_gone(node: &NodeInner, view: &DiscoveryView, runs: &mut HashSet<HostRu
     *runs = now;
 }
 
-fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId, String>) {
+fn apply(
+    node: &NodeInner,
+    view: &DiscoveryView,
+    read: u64,
+    current: &mut HashMap<RoutingId, String>,
+) {
     let own_servers = !node.weights.read().is_empty();
     let mut desired: HashMap<RoutingId, PeerIntent> = HashMap::new();
     let mut known: HashMap<RoutingId, BTreeMap<ChannelName, u16>> = HashMap::new();
@@ -297,6 +303,9 @@ fn apply(node: &NodeInner, view: &DiscoveryView, current: &mut HashMap<RoutingId
         let mut peers = node.peers.write();
         peers.set_discovered(known);
         peers.set_facts(facts);
+        if matches!(view.status, zlink_location::DiscoveryStatus::Fresh) {
+            peers.fresh_list_applied(read);
+        }
     }
     // A Ready peer that a fresh full list does not name (its lease expired, or it dialed us
     // after leaving) and that no manual intent names is closed: only listed nodes are peers.

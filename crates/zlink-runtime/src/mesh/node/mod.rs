@@ -33,6 +33,7 @@ pub(crate) mod lifecycle;
 pub(crate) mod mailbox;
 pub(crate) mod peers;
 pub(crate) mod pending;
+mod ready;
 mod status;
 pub(crate) mod takeover;
 
@@ -44,4 +45,5 @@ pub(crate) use inbound::{answer as answer_request, reply_for};
 pub(crate) use lifecycle::StateListener;
 pub use mailbox::{DEFAULT_MAILBOX_BYTES, DEFAULT_MAILBOX_JOBS, JOB_OVERHEAD_BYTES};
 pub(crate) use mailbox::{Mailbox, MailboxPermit, job_cost};
+pub use ready::{NotReady, Waiting};
 pub use status::{ManualPeerStatus, NodeStatus, PeerStatus};

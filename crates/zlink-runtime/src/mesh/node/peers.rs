@@ -4,8 +4,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use tokio::sync::watch;
 use zlink_codec::{ChannelName, RoutingId};
 use zlink_transport::{PeerHandle, PeerInfo};
+
+use super::ready::Waiting;
 
 /// A Ready peer connection and the channel weights the peer last announced.
 #[derive(Debug, Clone)]
@@ -29,7 +32,7 @@ pub(crate) enum Member {
 }
 
 /// The peer table.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PeerTable {
     ready: HashMap<RoutingId, ReadyPeer>,
     /// Peers known from discovery (RID → Server weights from the descriptor).
@@ -39,6 +42,26 @@ pub(crate) struct PeerTable {
     /// What the last discovery list said of each peer (its endpoint, role, state and whether
     /// the nodes must connect), for the connection status.
     facts: HashMap<RoutingId, super::connections::PeerFacts>,
+    /// The discovery reads started so far (each read's sequence number).
+    reads: u64,
+    /// The sequence number of the last freshly read discovery list applied.
+    lists: u64,
+    /// Counts every change of the table, for readiness waits.
+    changes: watch::Sender<u64>,
+}
+
+impl Default for PeerTable {
+    fn default() -> Self {
+        Self {
+            ready: HashMap::new(),
+            discovered: HashMap::new(),
+            manual: HashSet::new(),
+            facts: HashMap::new(),
+            reads: 0,
+            lists: 0,
+            changes: watch::Sender::new(0),
+        }
+    }
 }
 
 impl PeerTable {
@@ -58,6 +81,7 @@ impl PeerTable {
                 confirmed,
             },
         );
+        self.changed();
         confirmed
     }
 
@@ -66,6 +90,7 @@ impl PeerTable {
         match self.ready.get(&info.rid) {
             Some(p) if p.handle.info().connection == info.connection => {
                 self.ready.remove(&info.rid);
+                self.changed();
                 true
             }
             _ => false,
@@ -90,11 +115,26 @@ impl PeerTable {
             }
         }
         self.discovered = nodes;
+        self.changed();
+    }
+
+    /// A discovery read starts: its sequence number.
+    pub(crate) fn read_started(&mut self) -> u64 {
+        self.reads += 1;
+        self.reads
+    }
+
+    /// The list freshly read by read `seq` (not one kept through `storeFailureGrace`) was
+    /// applied.
+    pub(crate) fn fresh_list_applied(&mut self, seq: u64) {
+        self.lists = self.lists.max(seq);
+        self.changed();
     }
 
     /// Replaces what the discovery list says of each peer.
     pub(crate) fn set_facts(&mut self, facts: HashMap<RoutingId, super::connections::PeerFacts>) {
         self.facts = facts;
+        self.changed();
     }
 
     /// What the last discovery list said of each peer.
@@ -115,6 +155,39 @@ impl PeerTable {
             }
         }
         self.manual = rids;
+        self.changed();
+    }
+
+    /// Wakes every readiness wait.
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Follows every change of the table from now on.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The discovery reads started so far.
+    pub(crate) fn reads_started(&self) -> u64 {
+        self.reads
+    }
+
+    /// What this node still waits for before it is ready (`None`: ready): with discovery on, a
+    /// fresh list applied by a read that started after the `after`-th; then a Ready, admitted connection to every
+    /// peer the last list says this node must connect to (spec 06 §4).
+    pub(crate) fn waiting_for(&self, discovery: bool, after: u64) -> Option<Waiting> {
+        if discovery && self.lists <= after {
+            return Some(Waiting::DiscoveryList);
+        }
+        let mut missing: Vec<RoutingId> = self
+            .facts
+            .iter()
+            .filter(|(rid, f)| f.required && self.ready(rid).is_none())
+            .map(|(rid, _)| rid.clone())
+            .collect();
+        missing.sort();
+        (!missing.is_empty()).then_some(Waiting::Peers(missing))
     }
 
     /// The Ready connection to `rid`.
@@ -202,6 +275,57 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    fn facts(required: bool) -> super::super::connections::PeerFacts {
+        super::super::connections::PeerFacts {
+            endpoint: "127.0.0.1:1".into(),
+            role: zlink_codec::records::ObjectRole::Server,
+            state: zlink_codec::records::HostState::Serving,
+            required,
+        }
+    }
+
+    #[test]
+    fn readiness_waits_for_a_new_list_then_for_each_required_peer_without_a_connection() {
+        let (x, y) = (
+            RoutingId::new(b"x".to_vec()).expect("rid"),
+            RoutingId::new(b"y".to_vec()).expect("rid"),
+        );
+        let mut t = PeerTable::default();
+        let mut changes = t.subscribe();
+        assert_eq!(t.waiting_for(true, 0), Some(Waiting::DiscoveryList));
+        assert_eq!(
+            t.waiting_for(false, 0),
+            None,
+            "no discovery: nothing to wait for"
+        );
+        t.set_discovered(HashMap::from([
+            (x.clone(), BTreeMap::new()),
+            (y.clone(), BTreeMap::new()),
+        ]));
+        t.set_facts(HashMap::from([(x.clone(), facts(true)), (y, facts(false))]));
+        assert_eq!(
+            t.waiting_for(true, 0),
+            Some(Waiting::DiscoveryList),
+            "a list kept through the grace is no fresh read"
+        );
+        let read = t.read_started();
+        t.fresh_list_applied(read);
+        assert!(
+            changes.has_changed().expect("open"),
+            "a change wakes the waits"
+        );
+        changes.mark_unchanged();
+        assert_eq!(t.waiting_for(true, 0), Some(Waiting::Peers(vec![x])));
+        assert_eq!(
+            t.waiting_for(true, 1),
+            Some(Waiting::DiscoveryList),
+            "a list read before the wait began does not count"
+        );
+        t.set_facts(HashMap::new());
+        assert!(changes.has_changed().expect("open"));
+        assert_eq!(t.waiting_for(true, 0), None);
+    }
 
     #[test]
     fn weight_zero_is_never_picked_and_an_all_zero_set_picks_nothing() {
