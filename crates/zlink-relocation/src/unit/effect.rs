@@ -155,9 +155,9 @@ pub struct NewOwnerCas {
     pub condition: StoreVersion,
 }
 
-/// A conditional write the machine asked for.
+/// A conditional write the machine asked for. Not `#[non_exhaustive]`, like [`Effect`],
+/// which carries it: its performers match it exhaustively.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum StoreWrite {
     /// A stage record.
     Stage(StageRecord),
