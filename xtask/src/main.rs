@@ -15,6 +15,7 @@ mod services;
 mod services_tls;
 mod test_cmd;
 mod tidy;
+mod tidy_effects;
 mod tidy_layers;
 mod tidy_metrics;
 

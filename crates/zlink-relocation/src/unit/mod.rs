@@ -16,6 +16,7 @@ mod kind;
 mod machine;
 mod plan;
 mod stage;
+mod target;
 
 pub use effect::{
     Binding, CaptureMode, Effect, NewOwnerCas, RestoreMode, RestoreRequest, StageRecord,
@@ -31,3 +32,7 @@ pub use kind::{
 pub use machine::Unit;
 pub use plan::MovePlan;
 pub use stage::{Awaiting, FailureReason, RecordedStage, RestoreFailure, Side, Stage};
+pub use target::{
+    TargetAwaiting, TargetEffect, TargetError, TargetErrorKind, TargetEvent, TargetEventKind,
+    TargetPlan, TargetStage, TargetUnit,
+};

@@ -328,10 +328,30 @@ impl<'a> Move<'a> {
                 self.reopen().await;
                 Vec::new()
             }
-            // The held work is restored with the reopen, after the release fenced the target;
-            // the target performed these inside the cutover request; no Session is bound to a
-            // moving object; the assembly goes with the abort.
-            _ => Vec::new(),
+            // Never queued: the callers (`source.rs`, `aggregate/start.rs`) return the rejection
+            // before `run` when `Unit::start` asks for it.
+            Effect::Reject { .. } => Vec::new(),
+            // Performed by `ReopenSource` (`reopen`, `end.rs`): the held work runs here again
+            // in its order once the release fenced the target, never before.
+            Effect::RestoreHeldWorkInOrder => Vec::new(),
+            // No plan of this runtime binds a Session (`MovePlan::with_bound_session` is never
+            // called), so the machine asks for neither.
+            Effect::AbortSessionBinding | Effect::SendSessionRouteUpdate => Vec::new(),
+            // Performed by the target with `DiscardTargetQueue`: its abort command drops the
+            // Restore's assembly and hidden instance with the temporary queue
+            // (`target/mod.rs`, `abort`).
+            Effect::DiscardAssembly => Vec::new(),
+            // Performed by the target inside the cutover request, whose reply reports the
+            // outcome (`target/commit.rs`: NewOwner settled by reading until the Restore
+            // deadline, then `location_update_failed` when not confirmed; the queues merged and
+            // dispatch opened when it applied).
+            Effect::RunNewOwnerCas(_)
+            | Effect::RereadAndRetry(StoreWrite::NewOwner(_))
+            | Effect::MergeQueuesAndOpenDispatch
+            | Effect::RecordLocationUpdateFailed => Vec::new(),
+            // Performed by `per_actor.rs` (`PerActorMove::move_member`) once this shell's
+            // `run` returned.
+            Effect::StartMemberMoves => Vec::new(),
         }
     }
 
