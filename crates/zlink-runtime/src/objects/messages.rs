@@ -51,11 +51,14 @@ impl ObjectClient {
     /// The owner of `key` with the connection to reach it (`None`: this node). A cached owner
     /// this node has no Ready connection to is dropped and the record read once more before
     /// anything is sent (the owner may have moved and stopped): the message goes to the
-    /// owner the record names now, or the caller gets `Unavailable`.
+    /// owner the record names now, or the caller gets `Unavailable`. An owner read from the
+    /// record whose connection is about to exist (not listed yet, or listed and its first
+    /// connection being made) is waited for until `deadline` (`NodeInner::route_to_within`).
     async fn reachable_owner(
         &self,
         key: &ObjectKey,
         span: &tracing::Span,
+        deadline: tokio::time::Instant,
     ) -> Result<(Arc<RoutingId>, Option<zlink_transport::PeerHandle>), ZLinkError> {
         // Earlier messages of this node still wait in the forward queue of a move that left
         // here: this one joins them (spec 21 §1.3; delivered locally, the follow takes it).
@@ -77,7 +80,14 @@ impl ObjectClient {
         if *owner == self.objects.rid {
             return Ok((owner, None));
         }
-        match self.node.inner.route_to(&owner) {
+        // A cached owner without a connection is not waited for: the record may name
+        // another owner now.
+        let routed = if cached {
+            self.node.inner.route_to(&owner)
+        } else {
+            self.node.inner.route_to_within(&owner, deadline).await
+        };
+        match routed {
             Ok(peer) => Ok((owner, Some(peer))),
             Err(_) if cached => {
                 self.objects.routes.forget(key);
@@ -89,7 +99,8 @@ impl ObjectClient {
                 let peer = self
                     .node
                     .inner
-                    .route_to(&owner)
+                    .route_to_within(&owner, deadline)
+                    .await
                     .map_err(owner_unreachable)?;
                 Ok((owner, Some(peer)))
             }
@@ -181,7 +192,8 @@ impl ObjectClient {
     ) -> Result<ObjectReply, ZLinkError> {
         let span = route_source::call_span(RouteKind::Request, key.1.as_str());
         let result = async {
-            match self.reachable_owner(key, &span).await? {
+            let deadline = tokio::time::Instant::now() + timeout;
+            match self.reachable_owner(key, &span, deadline).await? {
                 (_, None) => {
                     // A call to an activation here: counted and timed like a remote one.
                     let metrics = &self.node.inner.metrics;
@@ -193,7 +205,9 @@ impl ObjectClient {
                 }
                 (owner, Some(peer)) => {
                     let mark = self.objects.routes.mark(key, &owner);
-                    self.remote_request(&peer, key, msg, timeout, mark, &span)
+                    // What is left of the caller's timeout after any wait for the connection.
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    self.remote_request(&peer, key, msg, left, mark, &span)
                         .await
                         .map(ObjectReply::Body)
                 }
@@ -336,7 +350,8 @@ impl ObjectClient {
         msg: &OutboundMessage,
         span: &tracing::Span,
     ) -> Result<(), ZLinkError> {
-        let (owner, peer) = self.reachable_owner(key, span).await?;
+        let deadline = tokio::time::Instant::now() + crate::mesh::node::DEFAULT_SEND_TIMEOUT;
+        let (owner, peer) = self.reachable_owner(key, span, deadline).await?;
         let Some(peer) = peer else {
             let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?, false);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());

@@ -3,8 +3,10 @@
 //! Ready connection.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
+use zlink_codec::records::ObjectRole;
 use zlink_store_conformance::{Fault, FaultyLocationStore, LocationOp};
 use zlink_store_spi::DynLocationStore;
 
@@ -16,6 +18,7 @@ use zlink_testkit::Harness;
 on_every_store!(
     ready_resolves_with_every_serving_node_connected,
     a_node_whose_store_does_not_answer_is_not_ready,
+    a_fresh_nodes_first_request_waits_for_the_connection_discovery_is_making,
 );
 
 /// Three nodes started back to back: once each host's `ready` resolved, every node calls every
@@ -60,5 +63,33 @@ async fn a_node_whose_store_does_not_answer_is_not_ready(h: &Harness) {
     ha.ready(WAIT)
         .await
         .expect("ready once the Store answers again");
+    stop_all(&[&ha]).await;
+}
+
+/// A node that just started sends to an Actor on a node it has not discovered or connected to
+/// yet, without waiting for readiness: the request waits for the fresh discovery read and the
+/// first connection (within its own timeout) and is answered — five fresh nodes in a row, each
+/// answered once, in order.
+async fn a_fresh_nodes_first_request_waits_for_the_connection_discovery_is_making(h: &Harness) {
+    let factories = Arc::new(AtomicUsize::new(0));
+    let (ha, _a) = counter_server(Arc::clone(&h.store), fast_options(), &factories).await;
+    // A places on itself once its list names it.
+    ha.ready(WAIT).await.expect("A ready");
+    ha.actors()
+        .expect("actors")
+        .get_or_create("counter", "c1")
+        .await
+        .expect("created on A");
+    for round in 1..=5u64 {
+        let (hc, _c) = start(h, |b| b.object_role(ObjectRole::Client)).await;
+        let count = hc
+            .actors()
+            .expect("actors")
+            .request("c1", &Incr)
+            .await
+            .expect("a fresh node's first request is answered");
+        assert_eq!(count, round);
+        stop_all(&[&hc]).await;
+    }
     stop_all(&[&ha]).await;
 }

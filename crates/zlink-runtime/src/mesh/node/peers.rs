@@ -42,6 +42,9 @@ pub(crate) struct PeerTable {
     /// What the last discovery list said of each peer (its endpoint, role, state and whether
     /// the nodes must connect), for the connection status.
     facts: HashMap<RoutingId, super::connections::PeerFacts>,
+    /// Peers with a Ready connection at some point since the discovery list named them
+    /// (a peer the list drops is forgotten: when it comes back its first connection is new).
+    ever_ready: HashSet<RoutingId>,
     /// The discovery reads started so far (each read's sequence number).
     reads: u64,
     /// The sequence number of the last freshly read discovery list applied.
@@ -57,6 +60,7 @@ impl Default for PeerTable {
             discovered: HashMap::new(),
             manual: HashSet::new(),
             facts: HashMap::new(),
+            ever_ready: HashSet::new(),
             reads: 0,
             lists: 0,
             changes: watch::Sender::new(0),
@@ -73,6 +77,7 @@ impl PeerTable {
         let weights = self.discovered.get(&rid).cloned();
         let confirmed =
             !discovery || self.discovered.contains_key(&rid) || self.manual.contains(&rid);
+        self.ever_ready.insert(rid.clone());
         self.ready.insert(
             rid,
             ReadyPeer {
@@ -114,8 +119,23 @@ impl PeerTable {
                 }
             }
         }
+        self.ever_ready
+            .retain(|rid| nodes.contains_key(rid) || self.ready.contains_key(rid));
         self.discovered = nodes;
         self.changed();
+    }
+
+    /// Whether `rid` is a peer the last list names, that this node must connect to and has
+    /// not been connected to since the list named it: its first connection is being made.
+    pub(crate) fn first_connection_pending(&self, rid: &RoutingId) -> bool {
+        self.facts.get(rid).is_some_and(|f| f.required)
+            && self.ready(rid).is_none()
+            && !self.ever_ready.contains(rid)
+    }
+
+    /// Whether a fresh list read by a read that started after the `after`-th was applied.
+    pub(crate) fn fresh_list_since(&self, after: u64) -> bool {
+        self.lists > after
     }
 
     /// A discovery read starts: its sequence number.

@@ -7,8 +7,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zlink_codec::{MeshName, RoutingId};
 
+use super::core::NodeInner;
 use super::handle::MeshNode;
-use crate::messaging::ErrorKind;
+use crate::messaging::{ErrorKind, ZLinkError};
+use zlink_transport::PeerHandle;
 
 /// What a node still waits for before it is ready.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +95,59 @@ impl MeshNode {
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) | Err(_) => return Err(not_ready()),
+            }
+        }
+    }
+}
+
+impl NodeInner {
+    /// The Ready connection to `target` for a message to an object `target` owns, waiting
+    /// until `deadline` while the connection is about to exist rather than failing at once
+    /// (issue 40: a fresh node's first request):
+    /// - `target` is not listed yet (a record may name a node that joined after this node's
+    ///   last discovery read): discovery is asked for a fresh read at once, and the answer is
+    ///   the [`route_to`](Self::route_to) error only if that read does not list it either;
+    /// - `target` is listed, this node must connect to it and has not been connected to it
+    ///   since the list named it: its first connection is awaited.
+    ///
+    /// A peer that was connected and went down fails at once, as before (`Unavailable`): its
+    /// caller re-reads the record.
+    pub(crate) async fn route_to_within(
+        &self,
+        target: &RoutingId,
+        deadline: Instant,
+    ) -> Result<PeerHandle, ZLinkError> {
+        let discovery = self.descriptor.is_some();
+        let mut changes = self.peers.read().subscribe();
+        let mut asked: Option<u64> = None;
+        loop {
+            let error = match self.route_to(target) {
+                Ok(peer) => return Ok(peer),
+                Err(e) => e,
+            };
+            let wait = {
+                let peers = self.peers.read();
+                if peers.first_connection_pending(target) {
+                    true
+                } else if discovery && !peers.is_known(target) {
+                    match asked {
+                        None => {
+                            asked = Some(peers.reads_started());
+                            self.discovery_wake.notify_one();
+                            true
+                        }
+                        Some(after) => !peers.fresh_list_since(after),
+                    }
+                } else {
+                    false
+                }
+            };
+            if !wait {
+                return Err(error);
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return self.route_to(target),
             }
         }
     }
