@@ -3,7 +3,7 @@
 //! on this node lives in `create.rs`; this file holds the live set, delivery, and the end of an
 //! incarnation (Destroy / Close, spec 21 §7.2).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -13,6 +13,7 @@ use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 
 use super::live::{ErasedType, LiveObject};
+use super::live_set::{Classified, LiveCounts, LiveSet};
 use super::registration::{EntryCallback, EntryClosing, ObjectCall};
 use crate::messaging::{InvalidCall, RouteKind, UnavailableReason, ZLinkError};
 use zlink_location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
@@ -54,8 +55,9 @@ pub(crate) struct ObjectHost {
     pub(crate) mesh: MeshName,
     pub(crate) rid: RoutingId,
     pub(crate) types: HashMap<StableType, HostedType>,
-    /// The live activations, each with the host run its record names as owner.
-    live: Mutex<HashMap<ObjectKey, LiveEntry>>,
+    /// The live activations, each with the host run its record names as owner, and their
+    /// counts.
+    live: Mutex<LiveSet<LiveEntry>>,
     pub(crate) codecs: Registry,
     pub(crate) location: Arc<LocationRuntime>,
     /// The root's relocation settings.
@@ -135,6 +137,15 @@ struct LiveEntry {
     object: Arc<dyn LiveObject>,
 }
 
+impl Classified for LiveEntry {
+    fn kind(&self) -> ObjectKind {
+        self.kind
+    }
+    fn stable_type(&self) -> &StableType {
+        &self.stable_type
+    }
+}
+
 /// What a message names: an Actor or a Spot by global id.
 pub(crate) fn what(kind: AuthorityKind, id: &ObjectId) -> String {
     format!("{} {:?}", kind.as_str(), id.as_str())
@@ -155,7 +166,7 @@ impl ObjectHost {
             mesh,
             rid,
             types,
-            live: Mutex::new(HashMap::new()),
+            live: Mutex::new(LiveSet::default()),
             codecs,
             door,
             location,
@@ -233,7 +244,8 @@ impl ObjectHost {
         }
     }
 
-    /// Every live activation: its key, kind and stable type.
+    /// Every live activation: its key, kind and stable type (a walk over all of them: for a
+    /// host Relocate's preflight and tests, not a per-object path).
     pub(crate) fn live_list(&self) -> Vec<(ObjectKey, ObjectKind, StableType)> {
         self.live
             .lock()
@@ -256,30 +268,38 @@ impl ObjectHost {
         self
     }
 
-    /// Live activations here: Actors, Spots, and Spots per (kind, stable type).
-    pub(crate) fn live_counts(&self) -> (u64, u64, BTreeMap<(ObjectKind, StableType), u64>) {
-        let (mut actors, mut spots) = (0, 0);
-        let mut types = BTreeMap::new();
-        for e in self.live.lock().values() {
-            if e.kind.is_spot() {
-                spots += 1;
-                *types.entry((e.kind, e.stable_type.clone())).or_insert(0) += 1;
-            } else {
-                actors += 1;
-            }
-        }
-        (actors, spots, types)
+    /// Live activations here: Actors, Spots, and Spots per (kind, stable type) (kept by the
+    /// live set: the cost is the number of live Spot types).
+    pub(crate) fn live_counts(&self) -> LiveCounts {
+        self.live.lock().counts().clone()
     }
 
-    /// Jobs queued or running in the mailboxes of this node's live activations.
-    pub(crate) fn mailbox_jobs(&self) -> u64 {
-        let live: Vec<_> = self
-            .live
+    /// Live Actors and Spots here (kept by the live set).
+    pub(crate) fn live_totals(&self) -> (u64, u64) {
+        let live = self.live.lock();
+        (live.counts().actors, live.counts().spots)
+    }
+
+    /// How many activations are live here.
+    pub(crate) fn live_len(&self) -> usize {
+        self.live.lock().len()
+    }
+
+    /// The kind and stable type of the live activation of `key`, with the activation.
+    pub(crate) fn live_class(
+        &self,
+        key: &ObjectKey,
+    ) -> Option<(ObjectKind, StableType, Arc<dyn LiveObject>)> {
+        self.live
             .lock()
-            .values()
-            .map(|e| Arc::clone(&e.object))
-            .collect();
-        live.iter().map(|o| o.jobs() as u64).sum()
+            .get(key)
+            .map(|e| (e.kind, e.stable_type.clone(), Arc::clone(&e.object)))
+    }
+
+    /// Jobs queued or running in the mailboxes of this node's activations (a count every
+    /// activation built through the node's door keeps: no walk).
+    pub(crate) fn mailbox_jobs(&self) -> u64 {
+        self.door.jobs().get()
     }
 
     /// The live activation of `key` on this node, if any.
@@ -358,17 +378,13 @@ impl ObjectHost {
     /// lease was lost: its records are about to be reclaimed, so no message may run on them).
     /// Returns how many closed.
     pub(crate) async fn close_run(&self, run: &HostRun) -> usize {
-        let closing: Vec<Arc<dyn LiveObject>> = {
-            let mut live = self.live.lock();
-            let keys: Vec<ObjectKey> = live
-                .iter()
-                .filter(|(_, e)| &e.run == run)
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.iter()
-                .filter_map(|k| live.remove(k).map(|e| e.object))
-                .collect()
-        };
+        let closing: Vec<Arc<dyn LiveObject>> = self
+            .live
+            .lock()
+            .remove_where(|e| &e.run == run)
+            .into_iter()
+            .map(|e| e.object)
+            .collect();
         let n = closing.len();
         for l in closing {
             l.close().await;
