@@ -299,6 +299,7 @@ pub(crate) struct ActivationTask<S> {
 impl<S: Send + 'static> Activation<S> {
     /// Starts an activation over `state` with a mailbox of at most `jobs` jobs and `bytes`
     /// bytes (its run loop starts with the first queued job).
+    #[cfg(test)]
     pub(crate) fn spawn(state: S, jobs: usize, bytes: usize) -> ActivationTask<S> {
         Self::spawn_counted(state, (jobs, bytes), None)
     }
