@@ -394,36 +394,20 @@ impl ZLinkHost {
             nodes: self.inner.nodes.iter().map(MeshNode::status).collect(),
             health: self.location_health(),
             completions: self
-                .inner
-                .objects
-                .iter()
-                .flatten()
-                .map(|o| o.host.relocations().completions.counts())
+                .per_object_host(|o| o.relocations().completions.counts())
                 .fold(super::CompletionCounts::default(), |a, b| a + b),
             dropped_one_way: self
-                .inner
-                .objects
-                .iter()
-                .flatten()
-                .map(|o| o.host.relocations().dropped_one_way())
+                .per_object_host(|o| o.relocations().dropped_one_way())
                 .sum(),
             location_update_failed: self
-                .inner
-                .objects
-                .iter()
-                .flatten()
-                .map(|o| o.host.relocations().location_updates_failed())
+                .per_object_host(|o| o.relocations().location_updates_failed())
                 .sum(),
             live: self
-                .inner
-                .objects
-                .iter()
-                .flatten()
-                .map(|o| {
-                    let (actors, spots, _) = o.host.live_counts();
+                .per_object_host(|o| {
+                    let (actors, spots) = o.live_totals();
                     super::LiveObjects {
-                        mesh: o.host.mesh.clone(),
-                        routing_id: o.host.rid.clone(),
+                        mesh: o.mesh.clone(),
+                        routing_id: o.rid.clone(),
                         actors,
                         spots,
                     }
@@ -431,6 +415,14 @@ impl ZLinkHost {
                 .collect(),
             application_jobs: self.application_jobs(),
         }
+    }
+
+    /// `f` of each object host of this root (the per-node parts of [`status`](Self::status)).
+    fn per_object_host<'a, T: 'a>(
+        &'a self,
+        f: impl Fn(&crate::objects::host::ObjectHost) -> T + 'a,
+    ) -> impl Iterator<Item = T> + 'a {
+        self.inner.objects.iter().flatten().map(move |o| f(&o.host))
     }
 
     /// The host-wide Application Job Queue's depth, effective maximum and receive-flow state

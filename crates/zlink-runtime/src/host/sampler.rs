@@ -59,7 +59,7 @@ impl Sampled {
             sample.mailbox_bytes += bytes as u64;
         }
         for o in self.objects.iter().filter_map(Weak::upgrade) {
-            let (actors, spots, _) = o.live_counts();
+            let (actors, spots) = o.live_totals();
             sample.actors += actors;
             sample.spots += spots;
             sample.object_mailbox_jobs += o.mailbox_jobs();

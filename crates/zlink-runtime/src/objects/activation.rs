@@ -28,6 +28,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -58,6 +59,44 @@ pub(crate) enum SubmitError {
     Closed,
 }
 
+/// The jobs pending or executing in every activation that shares it (one per object host):
+/// the metrics sampler reads a host's count without a walk over its activations.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JobGauge(Arc<AtomicU64>);
+
+impl JobGauge {
+    /// The jobs reserved now.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// One job's mailbox reservation, counted in the activation's gauge (if any) until dropped.
+struct Permit {
+    _mailbox: MailboxPermit,
+    gauge: Option<JobGauge>,
+}
+
+impl Permit {
+    fn new(mailbox: MailboxPermit, gauge: Option<&JobGauge>) -> Self {
+        if let Some(g) = gauge {
+            g.0.fetch_add(1, Ordering::Relaxed);
+        }
+        Self {
+            _mailbox: mailbox,
+            gauge: gauge.cloned(),
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Some(g) = &self.gauge {
+            g.0.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// How a job enters the mailbox ([`Activation::reserve`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Bound {
@@ -72,7 +111,7 @@ pub(crate) enum Bound {
 /// The queue, the state and the run loop's flags, under one lock.
 struct Inner<S> {
     /// Accepted jobs not yet started, each with its reservation.
-    queue: VecDeque<(Job<S>, MailboxPermit)>,
+    queue: VecDeque<(Job<S>, Permit)>,
     /// The state while no job holds it; `None` once dropped (closed).
     state: Option<Box<S>>,
     /// A job (on the run loop or in place) holds the state.
@@ -109,6 +148,8 @@ impl<S> Inner<S> {
 
 struct Core<S> {
     mailbox: Arc<Mailbox>,
+    /// The host's count of reserved jobs (`None`: not counted).
+    gauge: Option<JobGauge>,
     inner: Mutex<Inner<S>>,
 }
 
@@ -116,7 +157,7 @@ struct Core<S> {
 /// the room returns.
 pub(crate) struct Reserved<'a, S: Send + 'static> {
     activation: &'a Activation<S>,
-    permit: MailboxPermit,
+    permit: Permit,
     /// The state, taken for a job accepted to run in place.
     state: Option<Loan<S>>,
 }
@@ -189,7 +230,7 @@ impl<S: Send + 'static> Loan<S> {
 
     /// Runs `job` on the state, then gives the state back and, after it, the job's room (a
     /// submitter that finds the mailbox empty finds the state free).
-    async fn run<F>(mut self, job: F, permit: MailboxPermit)
+    async fn run<F>(mut self, job: F, permit: Permit)
     where
         F: for<'b> FnOnce(&'b mut S) -> BoxFuture<'b, ()> + Send + 'static,
     {
@@ -258,10 +299,21 @@ pub(crate) struct ActivationTask<S> {
 impl<S: Send + 'static> Activation<S> {
     /// Starts an activation over `state` with a mailbox of at most `jobs` jobs and `bytes`
     /// bytes (its run loop starts with the first queued job).
+    #[cfg(test)]
     pub(crate) fn spawn(state: S, jobs: usize, bytes: usize) -> ActivationTask<S> {
+        Self::spawn_counted(state, (jobs, bytes), None)
+    }
+
+    /// [`spawn`](Self::spawn) with its reserved jobs also counted in `gauge`.
+    pub(crate) fn spawn_counted(
+        state: S,
+        (jobs, bytes): (usize, usize),
+        gauge: Option<JobGauge>,
+    ) -> ActivationTask<S> {
         let activation = Activation {
             core: Arc::new(Core {
                 mailbox: Mailbox::new(jobs, bytes),
+                gauge,
                 inner: Mutex::new(Inner {
                     queue: VecDeque::new(),
                     state: Some(Box::new(state)),
@@ -302,6 +354,7 @@ impl<S: Send + 'static> Activation<S> {
                 .try_reserve_noting(bytes)
                 .ok_or(SubmitError::Full)?,
         };
+        let permit = Permit::new(permit, self.core.gauge.as_ref());
         // Alone: nothing is queued ahead of this job (a queued job keeps its reservation until
         // it has run), so running it now keeps the submission order. The state is taken only
         // when no job holds it.
@@ -327,7 +380,7 @@ impl<S: Send + 'static> Activation<S> {
     }
 
     /// Queues `job`, starting the run loop when none runs and no job holds the state.
-    fn push(&self, job: Job<S>, permit: MailboxPermit) -> Result<(), SubmitError> {
+    fn push(&self, job: Job<S>, permit: Permit) -> Result<(), SubmitError> {
         let start = {
             let mut inner = self.core.inner.lock();
             if inner.refuses() {
@@ -403,7 +456,7 @@ impl<S: Send + 'static> ActivationTask<S> {
 
 /// What the run loop does next.
 enum Next<S: Send + 'static> {
-    Run(Job<S>, MailboxPermit, Loan<S>),
+    Run(Job<S>, Permit, Loan<S>),
     /// Nothing to run: the loop ends (a holder of the state starts it again).
     End,
 }

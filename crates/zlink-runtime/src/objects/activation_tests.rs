@@ -576,3 +576,36 @@ async fn idle_activations_keep_no_run_loop_task_and_no_queue() {
         t.close().await;
     }
 }
+
+#[tokio::test]
+async fn the_host_gauge_counts_reserved_jobs_of_every_activation_until_they_end() {
+    let gauge = JobGauge::default();
+    let counted = |jobs| {
+        Activation::spawn_counted(
+            Counted {
+                value: 0,
+                drops: Arc::default(),
+            },
+            (jobs, 1 << 20),
+            Some(gauge.clone()),
+        )
+    };
+    let (one, two) = (counted(100), counted(2));
+    let (a, b) = (one.activation().clone(), two.activation().clone());
+    // One job running and two queued behind it on `a`; one running and one queued on `b`.
+    let release_a = hold(&a, 1).await;
+    a.submit(1, add(1, None)).unwrap();
+    a.submit(1, add(1, None)).unwrap();
+    let release_b = hold(&b, 1).await;
+    b.submit(1, add(1, None)).unwrap();
+    assert_eq!(gauge.get(), 5);
+    assert_eq!(gauge.get() as usize, a.usage().0 + b.usage().0);
+    // A refused job (full mailbox) is not counted.
+    assert_eq!(b.submit(1, add(1, None)), Err(SubmitError::Full));
+    assert_eq!(gauge.get(), 5);
+    drop(release_a);
+    drop(release_b);
+    one.close().await;
+    two.close().await;
+    assert_eq!(gauge.get(), 0, "every job ran and returned its count");
+}

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use super::activation::JobGauge;
 use super::timer::{TimerConfig, TimerLimits};
 use zlink_codec::{MeshName, RoutingId};
 
@@ -24,6 +25,8 @@ pub(crate) struct Door(
     TimerConfig,
     /// The host's Application Job Queue, which timer ticks take their permits from (06 §3).
     Option<Arc<crate::mesh::JobQueue>>,
+    /// The jobs reserved in the mailboxes of every activation built through this door.
+    JobGauge,
 );
 
 /// The MeshName and routing id of the node an object handler runs on (`MessageContext`).
@@ -45,6 +48,7 @@ impl Door {
             RunsOn(Some(Arc::new((mesh, rid)))),
             TimerConfig::default(),
             None,
+            JobGauge::default(),
         )
     }
 
@@ -52,7 +56,13 @@ impl Door {
     /// runtime).
     #[cfg(test)]
     pub(crate) fn unguarded() -> Self {
-        Self(None, RunsOn::default(), TimerConfig::default(), None)
+        Self(
+            None,
+            RunsOn::default(),
+            TimerConfig::default(),
+            None,
+            JobGauge::default(),
+        )
     }
 
     /// The node this is the door of.
@@ -62,12 +72,12 @@ impl Door {
 
     /// The same door with the node's validated timer limits (fresh counters).
     pub(crate) fn with_timers(self, limits: TimerLimits) -> Self {
-        Self(self.0, self.1, TimerConfig::new(limits), self.3)
+        Self(self.0, self.1, TimerConfig::new(limits), self.3, self.4)
     }
 
     /// The same door drawing timer ticks' permits from the host's Application Job Queue.
     pub(crate) fn with_jobs(self, jobs: Arc<crate::mesh::JobQueue>) -> Self {
-        Self(self.0, self.1, self.2, Some(jobs))
+        Self(self.0, self.1, self.2, Some(jobs), self.4)
     }
 
     /// A permit for one timer tick from the host's Application Job Queue (06 §3), never
@@ -78,6 +88,12 @@ impl Door {
             None => Some(crate::mesh::JobPermit::none()),
             Some(q) => q.try_acquire(),
         }
+    }
+
+    /// The jobs reserved in the mailboxes of every activation built through this door (and
+    /// its clones).
+    pub(crate) fn jobs(&self) -> &JobGauge {
+        &self.4
     }
 
     /// The node's timer limits and counters.

@@ -3,7 +3,7 @@
 //! on this node lives in `create.rs`; this file holds the live set, delivery, and the end of an
 //! incarnation (Destroy / Close, spec 21 §7.2).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -13,9 +13,13 @@ use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 
 use super::live::{ErasedType, LiveObject};
+use super::live_set::{Classified, LiveCounts, LiveSet};
 use super::registration::{EntryCallback, EntryClosing, ObjectCall};
 use crate::messaging::{InvalidCall, RouteKind, UnavailableReason, ZLinkError};
 use zlink_location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
+
+mod closing;
+pub(crate) use closing::ClosingFailure;
 
 /// The default per-object mailbox: jobs.
 pub const DEFAULT_ACTOR_MAILBOX_JOBS: usize = 1024;
@@ -54,8 +58,9 @@ pub(crate) struct ObjectHost {
     pub(crate) mesh: MeshName,
     pub(crate) rid: RoutingId,
     pub(crate) types: HashMap<StableType, HostedType>,
-    /// The live activations, each with the host run its record names as owner.
-    live: Mutex<HashMap<ObjectKey, LiveEntry>>,
+    /// The live activations, each with the host run its record names as owner, and their
+    /// counts.
+    live: Mutex<LiveSet<LiveEntry>>,
     pub(crate) codecs: Registry,
     pub(crate) location: Arc<LocationRuntime>,
     /// The root's relocation settings.
@@ -100,29 +105,6 @@ impl std::fmt::Debug for ObjectHost {
     }
 }
 
-/// How the `HostShutdown` closing callbacks of one node ended (spec 28 §9).
-#[derive(Debug, Default)]
-pub(crate) struct ClosingEnd {
-    /// Each failed callback (→ `ForceStopped/TeardownFailed`).
-    pub(crate) failures: Vec<ClosingFailure>,
-    /// A callback still ran at the deadline (→ `ForceStopped/DeadlineExceeded`).
-    pub(crate) late: bool,
-}
-
-/// One `HostShutdown` closing callback that failed.
-#[derive(Debug)]
-pub(crate) enum ClosingFailure {
-    /// The callback returned an error.
-    Callback {
-        /// The object, as `<kind> <id>`.
-        object: String,
-        /// The callback's error.
-        error: crate::messaging::BoxError,
-    },
-    /// The callback's task panicked or was cancelled.
-    Task(tokio::task::JoinError),
-}
-
 /// A live activation with what its record says of it.
 struct LiveEntry {
     /// The host run the record names as owner.
@@ -133,6 +115,15 @@ struct LiveEntry {
     /// The ObjectGeneration of the incarnation.
     generation: u64,
     object: Arc<dyn LiveObject>,
+}
+
+impl Classified for LiveEntry {
+    fn kind(&self) -> ObjectKind {
+        self.kind
+    }
+    fn stable_type(&self) -> &StableType {
+        &self.stable_type
+    }
 }
 
 /// What a message names: an Actor or a Spot by global id.
@@ -155,7 +146,7 @@ impl ObjectHost {
             mesh,
             rid,
             types,
-            live: Mutex::new(HashMap::new()),
+            live: Mutex::new(LiveSet::default()),
             codecs,
             door,
             location,
@@ -233,7 +224,8 @@ impl ObjectHost {
         }
     }
 
-    /// Every live activation: its key, kind and stable type.
+    /// Every live activation: its key, kind and stable type (a walk over all of them: for a
+    /// host Relocate's preflight and tests, not a per-object path).
     pub(crate) fn live_list(&self) -> Vec<(ObjectKey, ObjectKind, StableType)> {
         self.live
             .lock()
@@ -256,30 +248,38 @@ impl ObjectHost {
         self
     }
 
-    /// Live activations here: Actors, Spots, and Spots per (kind, stable type).
-    pub(crate) fn live_counts(&self) -> (u64, u64, BTreeMap<(ObjectKind, StableType), u64>) {
-        let (mut actors, mut spots) = (0, 0);
-        let mut types = BTreeMap::new();
-        for e in self.live.lock().values() {
-            if e.kind.is_spot() {
-                spots += 1;
-                *types.entry((e.kind, e.stable_type.clone())).or_insert(0) += 1;
-            } else {
-                actors += 1;
-            }
-        }
-        (actors, spots, types)
+    /// Live activations here: Actors, Spots, and Spots per (kind, stable type) (kept by the
+    /// live set: the cost is the number of live Spot types).
+    pub(crate) fn live_counts(&self) -> LiveCounts {
+        self.live.lock().counts().clone()
     }
 
-    /// Jobs queued or running in the mailboxes of this node's live activations.
-    pub(crate) fn mailbox_jobs(&self) -> u64 {
-        let live: Vec<_> = self
-            .live
+    /// Live Actors and Spots here (kept by the live set).
+    pub(crate) fn live_totals(&self) -> (u64, u64) {
+        let live = self.live.lock();
+        (live.counts().actors, live.counts().spots)
+    }
+
+    /// How many activations are live here.
+    pub(crate) fn live_len(&self) -> usize {
+        self.live.lock().len()
+    }
+
+    /// The kind and stable type of the live activation of `key`, with the activation.
+    pub(crate) fn live_class(
+        &self,
+        key: &ObjectKey,
+    ) -> Option<(ObjectKind, StableType, Arc<dyn LiveObject>)> {
+        self.live
             .lock()
-            .values()
-            .map(|e| Arc::clone(&e.object))
-            .collect();
-        live.iter().map(|o| o.jobs() as u64).sum()
+            .get(key)
+            .map(|e| (e.kind, e.stable_type.clone(), Arc::clone(&e.object)))
+    }
+
+    /// Jobs queued or running in the mailboxes of this node's activations (a count every
+    /// activation built through the node's door keeps: no walk).
+    pub(crate) fn mailbox_jobs(&self) -> u64 {
+        self.door.jobs().get()
     }
 
     /// The live activation of `key` on this node, if any.
@@ -352,28 +352,6 @@ impl ObjectHost {
     /// Takes the activation of `key` out of the live set (its incarnation moved away).
     pub(crate) fn remove_live(&self, key: &ObjectKey) -> Option<Arc<dyn LiveObject>> {
         self.live.lock().remove(key).map(|e| e.object)
-    }
-
-    /// Closes every activation whose record names `run` (an earlier run of this host whose
-    /// lease was lost: its records are about to be reclaimed, so no message may run on them).
-    /// Returns how many closed.
-    pub(crate) async fn close_run(&self, run: &HostRun) -> usize {
-        let closing: Vec<Arc<dyn LiveObject>> = {
-            let mut live = self.live.lock();
-            let keys: Vec<ObjectKey> = live
-                .iter()
-                .filter(|(_, e)| &e.run == run)
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.iter()
-                .filter_map(|k| live.remove(k).map(|e| e.object))
-                .collect()
-        };
-        let n = closing.len();
-        for l in closing {
-            l.close().await;
-        }
-        n
     }
 
     /// Delivers one message to a live activation of this node.
@@ -591,66 +569,6 @@ impl ObjectHost {
                 reason: UnavailableReason::NotConnected,
             },
             Err(e) => route_failure(&key, store_failure(e)),
-        }
-    }
-
-    /// Shutdown step 4 (spec 28 §9): every Spot here — the Entry Spot (its node's closing
-    /// callback) and every live User and Instance Spot (its type's) — gets a `HostShutdown`
-    /// closing context with `deadline`, all at once, while membership and instances are still
-    /// valid; no member Actor gets one. Returns the failed callbacks and whether one was still
-    /// running at the deadline.
-    pub(crate) async fn shutdown_closing(&self, deadline: tokio::time::Instant) -> ClosingEnd {
-        use super::lifecycle::LifecycleCall;
-        use super::{ClosingContext, ClosingReason};
-        let ctx = |id: &ObjectId| {
-            ClosingContext::new(
-                ClosingReason::HostShutdown,
-                id.as_str().to_owned(),
-                Some(deadline),
-            )
-        };
-        let mut running = tokio::task::JoinSet::new();
-        if let (Some(cb), Some(id)) = (&self.entry_closing, &self.entry_spot) {
-            let fut = (cb.0)(ctx(id));
-            let what = what(AuthorityKind::Spot, id);
-            running.spawn(async move { (what, fut.await) });
-        }
-        let spots: Vec<(ObjectId, Arc<dyn LiveObject>)> = self
-            .live
-            .lock()
-            .iter()
-            .filter(|(_, e)| e.kind.is_spot())
-            .map(|(k, e)| (k.1.clone(), Arc::clone(&e.object)))
-            .collect();
-        for (id, live) in spots {
-            let fut = live.lifecycle(LifecycleCall::Closing(ctx(&id)));
-            let what = what(AuthorityKind::Spot, &id);
-            running.spawn(async move { (what, fut.await) });
-        }
-        let mut end = ClosingEnd::default();
-        let all = async {
-            while let Some(done) = running.join_next().await {
-                match done {
-                    Ok((_, Ok(()))) => {}
-                    Ok((object, Err(error))) => end
-                        .failures
-                        .push(ClosingFailure::Callback { object, error }),
-                    Err(e) => end.failures.push(ClosingFailure::Task(e)),
-                }
-            }
-        };
-        if tokio::time::timeout_at(deadline, all).await.is_err() {
-            end.late = true;
-        }
-        end
-    }
-
-    /// Closes every activation (shutdown): accepted messages finish first.
-    pub(crate) async fn close_all(&self) {
-        let all: Vec<Arc<dyn LiveObject>> =
-            self.live.lock().drain().map(|(_, e)| e.object).collect();
-        for l in all {
-            l.close().await;
         }
     }
 }

@@ -146,7 +146,9 @@ pub(crate) trait LiveObject: Send + Sync {
     /// Stops new messages, finishes accepted ones, drops the state once.
     fn close(&self) -> BoxFuture<'static, ()>;
 
-    /// How many jobs are queued or running in the mailbox (the metrics sampler's reading).
+    /// How many jobs are queued or running in the mailbox (the host's count is the door's
+    /// gauge; tests read one activation's).
+    #[cfg_attr(not(test), allow(dead_code))]
     fn jobs(&self) -> usize;
 
     /// The turn this activation's handlers run under, if shared.
@@ -197,7 +199,7 @@ impl<T: Send + 'static> LiveInstance<T> {
         turn: Option<Turn>,
         timers: Arc<TimerTable>,
     ) -> Arc<dyn LiveObject> {
-        let task = Activation::spawn(state, mailbox.0, mailbox.1);
+        let task = Activation::spawn_counted(state, mailbox, Some(door.jobs().clone()));
         let activation = task.activation().clone();
         let readiness = lifecycle.signaled.then(|| Arc::new(Readiness::default()));
         Arc::new_cyclic(|me: &std::sync::Weak<LiveInstance<T>>| {

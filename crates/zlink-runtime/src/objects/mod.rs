@@ -140,6 +140,7 @@ pub(crate) mod instance;
 pub(crate) mod interception;
 pub(crate) mod lifecycle;
 pub(crate) mod live;
+pub(crate) mod live_set;
 mod manager;
 pub(crate) mod membership;
 pub(crate) mod messages;

@@ -40,7 +40,11 @@ impl ObjectHost {
             routing_id: self.rid.clone(),
         };
         let row = self.location.authority().node_capacity(&node).await?;
-        let (actors, spots, live_types) = self.live_counts();
+        let super::live_set::LiveCounts {
+            actors,
+            spots,
+            spot_types: live_types,
+        } = self.live_counts();
         let mut types: BTreeMap<(ObjectKind, StableType), (u64, u64, u32)> = BTreeMap::new();
         for (key, limit) in &self.limits.spot_types {
             types.entry(key.clone()).or_default().2 = *limit;

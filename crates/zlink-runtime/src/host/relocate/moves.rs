@@ -271,6 +271,6 @@ pub(super) fn stateful_left(host: &HostInner) -> usize {
     host.objects
         .iter()
         .flatten()
-        .map(|o| o.host.live_list().len())
+        .map(|o| o.host.live_len())
         .sum()
 }

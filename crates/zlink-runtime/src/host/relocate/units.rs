@@ -238,17 +238,15 @@ pub(super) async fn unit_of(
         ObjectToMove::Actor(a) => (AuthorityKind::Actor, a.id.clone()),
         ObjectToMove::Spot(s) => (AuthorityKind::Spot, s.id.clone()),
     };
-    let (kind, stable_type) = o
+    // The one object, looked up by its key (never a walk over every live activation).
+    let (kind, stable_type, live) = o
         .host
-        .live_list()
-        .into_iter()
-        .find(|(k, _, _)| *k == key)
-        .map(|(_, kind, ty)| (kind, ty))
+        .live_class(&key)
         .ok_or(refused(ObjectRelocationRefusal::NotLiveHere))?;
     if !relocatable(o, &stable_type) {
         return Err(refused(ObjectRelocationRefusal::RelocationDisabled));
     }
-    let turn = o.host.live_object(&key).and_then(|l| l.turn());
+    let turn = live.turn();
     match (object, kind) {
         (ObjectToMove::Actor(actor), ObjectKind::Actor) => {
             if turn.is_some() {
@@ -263,6 +261,8 @@ pub(super) async fn unit_of(
         )),
         (ObjectToMove::Spot(spot), ObjectKind::UserSpot) => match turn {
             Some(t) => {
+                // A SpotWide Spot's members: the live Actors under its turn (a walk, once per
+                // Spot moved alone).
                 let live = o.host.live_list();
                 let mut members = 0u32;
                 for (k, kind, ty) in &live {

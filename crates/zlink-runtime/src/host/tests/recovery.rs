@@ -181,7 +181,7 @@ async fn a_periodic_sweep_reclaims_dead_runs_nobody_observed(h: &Harness) {
     }
     let live: u64 = [&ha, &hb]
         .iter()
-        .map(|h| h.object_host(0).live_counts().0)
+        .map(|h| h.object_host(0).live_totals().0)
         .sum();
     assert_eq!(live, 3);
     assert_eq!(
