@@ -14,10 +14,13 @@ use tokio::sync::mpsc;
 use super::support::{WAIT, config, expect_up, one_way};
 use crate::{NetFuture, NetListener, NetStream, Network, PeerIntent, Transport};
 
+/// Where a bound listener takes its connections: its address and its queue.
+type Bound = (SocketAddr, mpsc::UnboundedSender<(Pipe, SocketAddr)>);
+
 /// Endpoints by name; a connect hands one end of a fresh pipe to the bound listener.
 #[derive(Debug, Default)]
 struct Pipes {
-    bound: Mutex<HashMap<String, (SocketAddr, mpsc::UnboundedSender<(Pipe, SocketAddr)>)>>,
+    bound: Mutex<HashMap<String, Bound>>,
     next_port: Mutex<u16>,
 }
 
