@@ -7,7 +7,8 @@
 //! - **Counts only rise**: within one activation, a caller sees the count grow from one reply
 //!   to its next; the activation itself counts 1, 2, 3, ... with no repeat or gap.
 //! - **Every request ends exactly once**: a request issued by a host run that is still alive
-//!   at the end has ended, once.
+//!   at the end has ended, once, and no step of it (`get_or_create`, the request) took 30 s
+//!   past its own deadlines.
 //! - **Reachable after the faults heal**: every id that answered once answers the final probe.
 
 use std::collections::BTreeMap;
@@ -22,6 +23,9 @@ pub(crate) enum Ending {
     Answered { serial: u64, count: u64 },
     /// Failed with this error kind.
     Failed(String),
+    /// This step of the call had not ended long past every deadline it has (the simulation
+    /// stopped waiting): a violation.
+    Hung(&'static str),
 }
 
 #[derive(Debug)]
@@ -147,6 +151,13 @@ impl Checker {
                     }
                 }
             }
+            Ending::Hung(step) => {
+                let at = self.requests.get(&req).map_or(0, |r| r.at_ms);
+                self.violation(
+                    at_ms,
+                    format!("req{req} {id} issued at {at}ms: {step} never ended (hung)"),
+                );
+            }
             Ending::Failed(kind) => {
                 self.note(at_ms, format!("req{req} {id} failed {kind}"));
                 *self.failed.entry(kind).or_default() += 1;
@@ -165,12 +176,15 @@ impl Checker {
         self.windows.keys().cloned().collect()
     }
 
-    /// The final checks, at `end_ms`: open requests and overlapping activations.
-    pub(crate) fn finish(&mut self, end_ms: u64) {
+    /// The final checks, at `end_ms`: requests issued before `settled_ms` that never ended
+    /// (later ones may still be within their deadlines) and overlapping activations.
+    pub(crate) fn finish(&mut self, end_ms: u64, settled_ms: u64) {
         let open: Vec<(u64, String, u64)> = self
             .requests
             .iter()
-            .filter(|(_, r)| r.ended == 0 && !self.dead_runs.contains(&r.run))
+            .filter(|(_, r)| {
+                r.ended == 0 && r.at_ms < settled_ms && !self.dead_runs.contains(&r.run)
+            })
             .map(|(req, r)| (*req, r.id.clone(), r.at_ms))
             .collect();
         for (req, id, at) in open {
@@ -246,7 +260,7 @@ mod tests {
         c.handled("c1", 1, 0, 1, 10);
         c.handled("c1", 2, 1, 1, 20);
         c.handled("c1", 1, 0, 2, 30);
-        c.finish(40);
+        c.finish(40, 40);
         assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
     }
 
@@ -256,7 +270,7 @@ mod tests {
         c.handled("c1", 1, 0, 1, 10);
         c.handled("c1", 1, 0, 2, 15);
         c.handled("c1", 2, 1, 1, 20);
-        c.finish(40);
+        c.finish(40, 40);
         assert!(c.violations().is_empty(), "{:?}", c.violations());
     }
 
@@ -283,7 +297,7 @@ mod tests {
             },
             4,
         );
-        c.finish(5);
+        c.finish(5, 5);
         assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
     }
 
@@ -293,7 +307,7 @@ mod tests {
         c.issued(1, (0, 0), 0, "c1", 1);
         c.issued(2, (1, 0), 0, "c2", 1);
         c.run_ended((1, 0), 2);
-        c.finish(5);
+        c.finish(5, 5);
         assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
         assert!(c.violations()[0].contains("req1"));
     }

@@ -20,7 +20,11 @@ use crate::world::World;
 const PORT: u16 = 7000;
 
 /// How long a request waits for its reply.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+const REPLY_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// How long a `get_or_create` may take (the runtime's default is 30 s; shorter keeps every call
+/// well inside a run).
+const CREATE_DEADLINE: Duration = Duration::from_secs(8);
 
 /// The turmoil host name of host `h`.
 pub(crate) fn host_name(h: usize) -> String {
@@ -74,7 +78,10 @@ pub(crate) async fn host_main(world: Arc<World>, h: usize) -> turmoil::Result {
         }
     };
     world.note(format!("h{h}#{run} serving"));
-    let actors = host.actors().map_err(|e| e.to_string())?;
+    let actors = host
+        .actors()
+        .map_err(|e| e.to_string())?
+        .with_deadline(CREATE_DEADLINE);
     let mut workers = Vec::new();
     for w in 0..world.config.workers {
         let world = Arc::clone(&world);
@@ -97,18 +104,24 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// How long one step of a call may take (its own deadline and 4 s more) before the checker
+/// calls it hung (the simulation then stops waiting for it, so the trace says which step).
+pub(crate) const HUNG_AFTER: Duration = Duration::from_secs(12);
+
 async fn probe(actors: &ActorManager, id: &str) -> Ending {
     let options = CallOptions::default().reply_timeout(REPLY_TIMEOUT);
-    let answer = async {
-        actors.get_or_create(COUNTER, id).await?;
-        actors.request_with(id, &Probe, &options).await
-    };
-    match answer.await {
-        Ok(r) => Ending::Answered {
+    match tokio::time::timeout(HUNG_AFTER, actors.get_or_create(COUNTER, id)).await {
+        Err(_) => return Ending::Hung("get_or_create"),
+        Ok(Err(e)) => return Ending::Failed(format!("{:?}", e.kind())),
+        Ok(Ok(_)) => {}
+    }
+    match tokio::time::timeout(HUNG_AFTER, actors.request_with(id, &Probe, &options)).await {
+        Err(_) => Ending::Hung("request"),
+        Ok(Ok(r)) => Ending::Answered {
             serial: r.serial,
             count: r.count,
         },
-        Err(e) => Ending::Failed(format!("{:?}", e.kind())),
+        Ok(Err(e)) => Ending::Failed(format!("{:?}", e.kind())),
     }
 }
 
@@ -148,6 +161,11 @@ async fn final_probe(world: Arc<World>, actors: ActorManager) {
             match probe(&actors, &id).await {
                 Ending::Answered { serial, count } => {
                     world.note(format!("final {id} = activation {serial} count {count}"));
+                    break;
+                }
+                Ending::Hung(step) => {
+                    let why = format!("{step} hung past {HUNG_AFTER:?}");
+                    world.checker.lock().unreachable(&id, &why, World::now_ms());
                     break;
                 }
                 Ending::Failed(kind) if World::now_ms() >= bound => {

@@ -36,31 +36,14 @@ pub use net::TurmoilNetwork;
 /// Seeds that found a runtime bug not fixed yet: `(seed, hosts, fault draws, what)`. The CI
 /// seed set leaves them out; each is replayed with
 /// `cargo xtask sim --seed S --hosts H --faults K` and comes back to the CI set with its fix.
-pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
-    (
-        4,
-        3,
-        4,
-        "after h1 crashed and restarted, every request for an id first created then (c9, c10 \
-         or c13) never ends, from every host, past its reply timeout and creation deadline; \
-         not yet triaged",
-    ),
-    (
-        10,
-        3,
-        4,
-        "c7's creation was in flight when h2 crashed: every later request for c7, from every \
-         host, never ends (past every deadline); not yet triaged",
-    ),
-    (
-        106,
-        4,
-        6,
-        "right after a Store rollback, a get_or_create on h2 loops without yielding in \
+pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[(
+    106,
+    4,
+    6,
+    "right after a Store rollback, a get_or_create on h2 loops without yielding in \
      objects/client.rs (record Missing, reservation Conflict, read again): virtual time \
      stops (a hot retry loop against the Store until the call deadline in production)",
-    ),
-];
+)];
 
 /// The CI seed set under [`SimConfig::default`]: the first `n` seeds from 1, known failing
 /// ones left out.

@@ -187,7 +187,9 @@ fn run_world(world: Arc<World>) -> SeedReport {
     // The hosts (and every runtime in them) go before the verdict is read.
     drop(sim);
     let mut checker = world.checker.lock();
-    checker.finish(end_ms);
+    // A request whose steps could still be inside their deadlines is not counted open.
+    let in_flight = u64::try_from(2 * crate::host::HUNG_AFTER.as_millis()).unwrap_or(u64::MAX);
+    checker.finish(end_ms, end_ms.saturating_sub(in_flight));
     let (answered, failed) = checker.tally();
     let trace = checker.trace();
     let keep = if config.full_trace { trace.len() } else { 40 };
