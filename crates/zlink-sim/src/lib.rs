@@ -36,14 +36,38 @@ pub use net::TurmoilNetwork;
 /// Seeds that found a runtime bug not fixed yet: `(seed, hosts, fault draws, what)`. The CI
 /// seed set leaves them out; each is replayed with
 /// `cargo xtask sim --seed S --hosts H --faults K` and comes back to the CI set with its fix.
-pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[(
-    106,
-    4,
-    6,
-    "right after a Store rollback, a get_or_create on h2 loops without yielding in \
+pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
+    (
+        106,
+        4,
+        6,
+        "right after a Store rollback, a get_or_create on h2 loops without yielding in \
      objects/client.rs (record Missing, reservation Conflict, read again): virtual time \
      stops (a hot retry loop against the Store until the call deadline in production)",
-)];
+    ),
+    (
+        201,
+        5,
+        6,
+        "the rollback double: c4 created on h1 after the checkpoint, the Store rolled back \
+         (its record gone), h3 creates c4 again 7 ms later while h1's activation answers \
+         for another 550 ms: two activations in overlapping windows",
+    ),
+    (
+        210,
+        5,
+        6,
+        "the rollback double (c14 on h3 and h2) or, on another run, the spin of seed 106 \
+         right after the rollback",
+    ),
+    (
+        212,
+        5,
+        6,
+        "the rollback double (c14 on h3 and h4 after the rollback at 12.6 s); not on every \
+         run (a run is not yet byte-for-byte deterministic)",
+    ),
+];
 
 /// The CI seed set under [`SimConfig::default`]: the first `n` seeds from 1, known failing
 /// ones left out.
