@@ -3,7 +3,7 @@
 //! time, the in-memory Location Store shared by all hosts (they are in one process) behind a
 //! fault wrapper per host, a workload of counter Actors created and probed from every host,
 //! faults drawn from the seed, and an invariant checker over every reply
-//! ([`checker`](crate::checker) lists the invariants).
+//! (`src/checker.rs` lists the invariants).
 //!
 //! `cargo xtask sim --seeds N [--seed S]` runs it; [`run_seed`] is the entry point.
 //!
