@@ -1,4 +1,4 @@
-//! Repository automation for zlink-rs: `cargo xtask <conformance|test|services|bench|demo>`.
+//! Repository automation for zlink-rs: `cargo xtask <conformance|test|services|bench|demo|faults|sim>`.
 //!
 //! Each subcommand lives in its own module; this file only dispatches.
 
@@ -13,6 +13,7 @@ mod examples;
 mod faults;
 mod services;
 mod services_tls;
+mod sim;
 mod test_cmd;
 mod tidy;
 mod tidy_effects;
@@ -70,6 +71,11 @@ commands:
                               processes, N counter Actors (1000) probed under kill -9 / SIGSTOP of a
                               node or of Redis, a Redis restart with and without AOF, foreign keys;
                               an invariant checker on every reply, one table row per scenario
+  sim [--seeds N] [--first F] [--seed S] [--hosts H] [--faults K] [--workload-secs T] [--trace] [--debug]
+                              the deterministic mesh simulation (crates/zlink-sim): 3-7 hosts with the real
+                              runtime on turmoil's network and the in-memory Location Store, virtual time,
+                              faults drawn from each seed, an invariant checker over every reply;
+                              --seed S replays one seed with its whole trace
   demo [options]              3 roots create Counter Actors and message them by id; checks the counts;
                               relocates root 1 under load (none lost, duplicated or out of order);
                               then create Instance Spots by their first message (cold activation)
@@ -106,6 +112,7 @@ fn main() -> ExitCode {
         "bench" => bench::run(rest),
         "demo" => demo::run(rest),
         "faults" => faults::run(rest),
+        "sim" => sim::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

@@ -1,9 +1,16 @@
 //! The host's local monotonic clock, injectable so lease stalls can be tested without sleeping.
+//!
+//! [`SystemMonotonic`] reads tokio's clock: outside a runtime with a paused clock that is
+//! `std::time::Instant` itself (the same call, no cost added); inside one (the deterministic
+//! simulation's hosts, a `start_paused` test) it is that runtime's virtual time, so an
+//! admission deadline passes when the simulated lease does.
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// A local monotonic clock: time elapsed since an arbitrary, fixed origin. It never goes back.
 ///
@@ -13,7 +20,7 @@ pub trait MonotonicClock: Send + Sync + fmt::Debug + 'static {
     fn now(&self) -> Duration;
 }
 
-/// The host's monotonic clock ([`Instant`]).
+/// The host's monotonic clock (tokio's [`Instant`]: the system's, or a paused runtime's).
 #[derive(Debug, Clone, Copy)]
 pub struct SystemMonotonic {
     origin: Instant,

@@ -2,12 +2,14 @@
 //! intents.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use zlink_codec::{ChannelName, Generation, MeshName, RoutingId};
 
 use crate::error::TransportError;
 use crate::lane::QueueLimits;
+use crate::network::Network;
 use crate::tls::{MeshTls, SecurityIdentity};
 use crate::wire::Window;
 
@@ -49,6 +51,12 @@ pub struct TransportConfig {
     /// TLS for every peer connection (`None`: plain TCP). Both ends must agree: a TLS
     /// transport neither dials nor admits a plaintext peer.
     pub tls: Option<MeshTls>,
+    /// Where the listener binds and peers are dialed (`None`: tokio's TCP). A replaced network
+    /// (the simulation's) speaks plain frames only: with `tls` set, start fails.
+    pub network: Option<Arc<dyn Network>>,
+    /// The seed of the reconnect jitter and of the OperationId salt (`None`: drawn at random).
+    /// A simulation fixes it so a run replays.
+    pub seed: Option<u64>,
 }
 
 impl TransportConfig {
@@ -77,7 +85,21 @@ impl TransportConfig {
                 bytes: 32 << 20,
             },
             tls: None,
+            network: None,
+            seed: None,
         }
+    }
+
+    /// Binds and dials on `network` instead of tokio's TCP (`network.rs`).
+    pub fn network(mut self, network: Arc<dyn Network>) -> Self {
+        self.network = Some(network);
+        self
+    }
+
+    /// Fixes the seed of the reconnect jitter and of the OperationId salt.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
     }
 
     /// Speaks TLS on every peer connection, with these settings.
@@ -140,6 +162,11 @@ impl TransportConfig {
                     "receive windows must be at least 1 frame and 1 byte".into(),
                 ));
             }
+        }
+        if self.network.is_some() && self.tls.is_some() {
+            return Err(TransportError::InvalidArgument(
+                "TLS over a replaced network is not supported".into(),
+            ));
         }
         if self.channels.len() > usize::from(u16::MAX) {
             return Err(TransportError::InvalidArgument(

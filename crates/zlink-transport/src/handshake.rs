@@ -20,11 +20,13 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+#[cfg(test)]
 use tokio::net::TcpStream;
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 
 use crate::connection::{Connection, spawn_io};
 use crate::error::{HandshakeRejection, TransportError};
+use crate::network::Connected;
 use crate::peer::{DownReason, PeerIntent};
 use crate::stream::{PeerRead, PeerStream, PeerWrite};
 use crate::tls::SecurityIdentity;
@@ -42,16 +44,26 @@ pub(crate) struct HandshakeIo {
 
 impl HandshakeIo {
     /// A plain socket (the TLS session, if any, is set up by [`Self::secure`]).
-    pub(crate) fn new(stream: TcpStream) -> Result<Self, TransportError> {
-        let _ = stream.set_nodelay(true);
-        let local_addr = stream
-            .local_addr()
-            .map_err(|e| TransportError::io("local address", e))?;
-        let remote_addr = stream
-            .peer_addr()
-            .map_err(|e| TransportError::io("peer address", e))?;
+    pub(crate) fn new(connected: Connected) -> Result<Self, TransportError> {
+        let (local_addr, remote_addr, stream) = match connected {
+            Connected::Tcp(stream) => {
+                let _ = stream.set_nodelay(true);
+                (
+                    stream.local_addr(),
+                    stream.peer_addr(),
+                    PeerStream::Plain(stream),
+                )
+            }
+            Connected::Net(stream) => (
+                stream.local_addr(),
+                stream.peer_addr(),
+                PeerStream::Net(stream),
+            ),
+        };
+        let local_addr = local_addr.map_err(|e| TransportError::io("local address", e))?;
+        let remote_addr = remote_addr.map_err(|e| TransportError::io("peer address", e))?;
         Ok(Self {
-            stream: PeerStream::Plain(stream),
+            stream,
             buf: BytesMut::with_capacity(4096),
             codec: wire::codec(),
             local_addr,
@@ -126,6 +138,7 @@ impl HandshakeIo {
     pub(crate) fn into_stream(self) -> TcpStream {
         match self.stream {
             PeerStream::Plain(s) => s,
+            PeerStream::Net(_) => panic!("a test of a replaced network has no tokio socket"),
             PeerStream::Tls(s) => match *s {
                 tokio_rustls::TlsStream::Client(c) => c.into_inner().0,
                 tokio_rustls::TlsStream::Server(c) => c.into_inner().0,
@@ -246,7 +259,7 @@ pub(crate) async fn dial(
     intent: &PeerIntent,
 ) -> Result<Arc<Connection>, TransportError> {
     compatible(shared, intent)?;
-    let stream = TcpStream::connect(intent.endpoint.as_str())
+    let stream = Connected::connect(shared.network(), intent.endpoint.as_str())
         .await
         .map_err(|e| TransportError::io("connect", e))?;
     let io = HandshakeIo::new(stream)?;
@@ -298,7 +311,7 @@ async fn dial_handshake(
 /// Runs the acceptor side of the handshake on an accepted socket.
 pub(crate) async fn accept(
     shared: &Arc<Shared>,
-    stream: TcpStream,
+    stream: Connected,
 ) -> Result<Arc<Connection>, TransportError> {
     let io = HandshakeIo::new(stream)?;
     let handshake = async {

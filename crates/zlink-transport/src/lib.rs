@@ -9,6 +9,7 @@ mod handshake;
 mod ids;
 mod inbound;
 mod lane;
+mod network;
 mod peer;
 mod stream;
 mod tls;
@@ -26,6 +27,7 @@ pub use error::{HandshakeRejection, Lane, TransportError, TransportErrorKind};
 pub use ids::{IdIssuer, OperationId, ReplyRouteId};
 pub use inbound::{FrameReceiver, Inbound, InboundFrame, InboundReply, ReplyReceiver};
 pub use lane::QueueLimits;
+pub use network::{NetFuture, NetListener, NetStream, Network};
 pub use peer::{
     ConnectionId, DownReason, IntentStatus, PeerEvent, PeerHandle, PeerInfo, PeerIntent,
 };

@@ -1,6 +1,7 @@
-//! A peer connection's byte stream: plain TCP, or TLS over TCP (`tls.rs`). The plain case
-//! keeps tokio's owned halves (no lock between reader and writer); the TLS case splits the
-//! session with `tokio::io::split`.
+//! A peer connection's byte stream: plain TCP, TLS over TCP (`tls.rs`), or a stream of a
+//! replaced network (`network.rs`, the simulation's). The plain case keeps tokio's owned halves
+//! (no lock between reader and writer); the TLS and replaced cases split the stream with
+//! `tokio::io::split`.
 
 use std::io;
 use std::pin::Pin;
@@ -11,10 +12,13 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_rustls::TlsStream;
 
+use crate::network::NetStream;
+
 /// A connected socket before it is split into a reader and a writer.
 pub(crate) enum PeerStream {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
+    Net(Box<dyn NetStream>),
 }
 
 impl PeerStream {
@@ -29,6 +33,10 @@ impl PeerStream {
                 let (r, w) = tokio::io::split(*s);
                 (PeerRead::Tls(r), PeerWrite::Tls(w))
             }
+            Self::Net(s) => {
+                let (r, w) = tokio::io::split(s);
+                (PeerRead::Net(r), PeerWrite::Net(w))
+            }
         }
     }
 
@@ -36,7 +44,7 @@ impl PeerStream {
     pub(crate) fn peer_certificates(&self) -> &[rustls::pki_types::CertificateDer<'static>] {
         match self {
             Self::Tls(s) => s.get_ref().1.peer_certificates().unwrap_or(&[]),
-            Self::Plain(_) => &[],
+            Self::Plain(_) | Self::Net(_) => &[],
         }
     }
 }
@@ -45,12 +53,14 @@ impl PeerStream {
 pub(crate) enum PeerRead {
     Plain(OwnedReadHalf),
     Tls(tokio::io::ReadHalf<TlsStream<TcpStream>>),
+    Net(tokio::io::ReadHalf<Box<dyn NetStream>>),
 }
 
 /// The writing half of a [`PeerStream`].
 pub(crate) enum PeerWrite {
     Plain(OwnedWriteHalf),
     Tls(tokio::io::WriteHalf<TlsStream<TcpStream>>),
+    Net(tokio::io::WriteHalf<Box<dyn NetStream>>),
 }
 
 impl AsyncRead for PeerStream {
@@ -62,6 +72,7 @@ impl AsyncRead for PeerStream {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Self::Net(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -75,6 +86,7 @@ impl AsyncWrite for PeerStream {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Self::Net(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -82,6 +94,7 @@ impl AsyncWrite for PeerStream {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_flush(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Self::Net(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
@@ -89,6 +102,7 @@ impl AsyncWrite for PeerStream {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Self::Net(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
@@ -102,6 +116,7 @@ impl AsyncRead for PeerRead {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Self::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Net(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -115,6 +130,7 @@ impl AsyncWrite for PeerWrite {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Self::Tls(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Net(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -126,6 +142,7 @@ impl AsyncWrite for PeerWrite {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Self::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Net(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -133,6 +150,7 @@ impl AsyncWrite for PeerWrite {
         match self {
             Self::Plain(s) => s.is_write_vectored(),
             Self::Tls(s) => s.is_write_vectored(),
+            Self::Net(s) => s.is_write_vectored(),
         }
     }
 
@@ -140,6 +158,7 @@ impl AsyncWrite for PeerWrite {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_flush(cx),
             Self::Tls(s) => Pin::new(s).poll_flush(cx),
+            Self::Net(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -147,6 +166,7 @@ impl AsyncWrite for PeerWrite {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Self::Tls(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Net(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
@@ -21,6 +20,7 @@ use crate::error::{HandshakeRejection, TransportError};
 use crate::handshake::{self, Decline, HandshakeIo};
 use crate::ids::IdIssuer;
 use crate::inbound::{FrameReceiver, Inbound, ReplyReceiver};
+use crate::network::Listener;
 use crate::peer::{
     ConnectionId, DownReason, IntentStatus, PeerEvent, PeerHandle, PeerInfo, PeerIntent,
 };
@@ -62,6 +62,11 @@ impl Shared {
     /// This transport's TLS settings, if it speaks TLS.
     pub(crate) fn tls(&self) -> Option<&crate::tls::MeshTls> {
         self.config.tls.as_ref()
+    }
+
+    /// The replaced network this transport binds and dials on, if any (`network.rs`).
+    pub(crate) fn network(&self) -> Option<&dyn crate::network::Network> {
+        self.config.network.as_deref()
     }
 
     /// This transport's security identity.
@@ -358,7 +363,7 @@ impl Transport {
     /// everything it will deliver.
     pub async fn start(config: TransportConfig) -> Result<(Transport, Inbound), TransportError> {
         config.validate()?;
-        let listener = TcpListener::bind(config.listen.as_str())
+        let listener = Listener::bind(config.network.as_deref(), config.listen.as_str())
             .await
             .map_err(|e| TransportError::io("bind", e))?;
         let local_addr = listener
@@ -369,11 +374,17 @@ impl Transport {
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (reply_tx, reply_rx) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        let seed = (uuid::Uuid::new_v4().as_u128() as u64) | 1;
+        let seed = config
+            .seed
+            .unwrap_or_else(|| uuid::Uuid::new_v4().as_u128() as u64);
+        let ids = match config.seed {
+            Some(s) => IdIssuer::with_salt(s.rotate_left(32) | 1),
+            None => IdIssuer::new(),
+        };
         let shared = Arc::new(Shared {
             config,
             local_addr,
-            ids: IdIssuer::new(),
+            ids,
             table: Mutex::new(PeerTable {
                 peers: HashMap::new(),
                 shutting_down: false,
@@ -388,7 +399,7 @@ impl Transport {
             cancel: cancel.clone(),
             tracker: TaskTracker::new(),
             next_conn: AtomicU64::new(0),
-            rng: Mutex::new(seed),
+            rng: Mutex::new(seed | 1),
         });
         let s = shared.clone();
         shared.tracker.spawn(accept_loop(s, listener));
@@ -559,7 +570,7 @@ impl Transport {
     }
 }
 
-async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+async fn accept_loop(shared: Arc<Shared>, listener: Listener) {
     loop {
         let accepted = tokio::select! {
             () = shared.cancel.cancelled() => return,

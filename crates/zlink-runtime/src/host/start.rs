@@ -325,6 +325,12 @@ async fn start_node(
     if let Some(tls) = &n.tls {
         config = config.tls(tls.clone());
     }
+    if let Some(network) = &n.transport.network {
+        config = config.network(network.clone());
+    }
+    if let Some(seed) = n.transport.seed {
+        config = config.seed(seed);
+    }
     let (transport, inbound) =
         Transport::start(config)
             .await

@@ -108,7 +108,7 @@ async fn handshake_rejects_the_nodes_own_routing_id() {
 async fn handshake_rejects_another_protocol_version() {
     let (b, mut bi) = node(2, 1).await;
     let stream = TcpStream::connect(b.local_addr()).await.unwrap();
-    let mut io = HandshakeIo::new(stream).unwrap();
+    let mut io = HandshakeIo::new(crate::network::Connected::Tcp(stream)).unwrap();
     let mut hello = Hello {
         version: PROTOCOL_VERSION + 1,
         mesh: MeshName::new("test-mesh").unwrap(),

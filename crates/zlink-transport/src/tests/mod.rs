@@ -2,6 +2,7 @@
 
 mod handshake;
 mod liveness;
+mod network;
 mod planes;
 mod support;
 mod tls;

@@ -200,7 +200,7 @@ async fn a_received_frame_past_max_frame_len_is_a_protocol_error() {
     let (b, mut bi) = node(2, 1).await;
     // A raw peer with RID 1 (the deciding side) completes the handshake by hand.
     let stream = TcpStream::connect(b.local_addr()).await.unwrap();
-    let mut io = HandshakeIo::new(stream).unwrap();
+    let mut io = HandshakeIo::new(crate::network::Connected::Tcp(stream)).unwrap();
     let hello = Hello {
         version: PROTOCOL_VERSION,
         mesh: zlink_codec::MeshName::new("test-mesh").unwrap(),

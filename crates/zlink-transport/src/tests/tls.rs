@@ -12,12 +12,12 @@ use crate::{
 };
 
 /// A CA and the PEM of certificates it issues.
-struct Ca {
+pub(super) struct Ca {
     issuer: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
 }
 
 impl Ca {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -40,7 +40,7 @@ impl Ca {
         (cert.pem(), key.serialize_pem())
     }
 
-    fn tls(&self, name: &str) -> MeshTls {
+    pub(super) fn tls(&self, name: &str) -> MeshTls {
         let (cert, key) = self.node(name);
         MeshTls::from_pem(self.pem().as_bytes(), cert.as_bytes(), key.as_bytes(), name).unwrap()
     }

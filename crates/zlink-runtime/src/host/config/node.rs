@@ -98,6 +98,7 @@ pub struct MeshNodeBuilder<H> {
     pub(crate) entry_callbacks: Vec<crate::objects::EntryCallback>,
     pub(crate) entry_closing: Option<crate::objects::EntryClosing>,
     pub(crate) tls: Option<zlink_transport::MeshTls>,
+    pub(crate) transport: super::plan::TransportSeam,
 }
 
 impl<H> MeshNodeBuilder<H> {
@@ -128,6 +129,7 @@ impl<H> MeshNodeBuilder<H> {
             entry_callbacks: Vec::new(),
             entry_closing: None,
             tls: None,
+            transport: super::plan::TransportSeam::default(),
         }
     }
 
@@ -248,6 +250,21 @@ impl<H> MeshNodeBuilder<H> {
     /// of the RouteMesh needs TLS settings from the same CA.
     pub fn tls(mut self, tls: zlink_transport::MeshTls) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Binds this node's listener and dials its peers on `network` instead of tokio's TCP (the
+    /// deterministic simulation's seam, `crates/zlink-sim`). A replaced network speaks plain
+    /// frames only: with [`Self::tls`] too, start fails.
+    pub fn network(mut self, network: std::sync::Arc<dyn zlink_transport::Network>) -> Self {
+        self.transport.network = Some(network);
+        self
+    }
+
+    /// Fixes the seed of this node's reconnect jitter and OperationId salt (drawn at random
+    /// otherwise), so a simulated run replays.
+    pub fn transport_seed(mut self, seed: u64) -> Self {
+        self.transport.seed = Some(seed);
         self
     }
 

@@ -92,6 +92,8 @@ pub struct MeshNodePlan<H> {
     pub(crate) entry_callback: Option<crate::objects::EntryCallback>,
     pub(crate) entry_closing: Option<crate::objects::EntryClosing>,
     pub(crate) tls: Option<zlink_transport::MeshTls>,
+    /// The replaced network and fixed transport seed (`MeshNodeBuilder::network`).
+    pub(crate) transport: TransportSeam,
 }
 
 impl<H> MeshNodePlan<H> {
@@ -126,12 +128,17 @@ impl<H> MeshNodePlan<H> {
     }
 
     /// Issues the routing id of a new lifecycle: `<prefix>-<lowercase uuid v4>` (a fresh one
-    /// per call) or the fixed routing id.
+    /// per call; drawn from the transport seed when one is fixed) or the fixed routing id.
     pub fn new_routing_id(&self) -> RoutingId {
         match &self.routing_id {
             RoutingIdPlan::Fixed(rid) => rid.clone(),
             RoutingIdPlan::Automatic { prefix } => {
-                let text = format!("{prefix}-{}", uuid::Uuid::new_v4());
+                let uuid = match self.transport.seed {
+                    // A simulated node: the id follows from its seed, so a run replays.
+                    Some(seed) => seeded_uuid(seed),
+                    None => uuid::Uuid::new_v4(),
+                };
+                let text = format!("{prefix}-{uuid}");
                 match RoutingId::new(text.into_bytes()) {
                     Ok(rid) => rid,
                     // A prefix of at most 64 bytes plus 37 bytes is always 1..=255 bytes.
@@ -319,4 +326,27 @@ impl<H> ZLinkPlan<H> {
     pub fn channel_index(&self) -> &BTreeMap<ChannelName, MeshName> {
         &self.channel_index
     }
+}
+
+/// What a simulation replaces in a node's transport: where it binds and dials, and the seed of
+/// its reconnect jitter and OperationId salt. The default is tokio's TCP and a random seed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TransportSeam {
+    pub(crate) network: Option<std::sync::Arc<dyn zlink_transport::Network>>,
+    pub(crate) seed: Option<u64>,
+}
+
+/// A version-4 UUID drawn from `seed` (splitmix64), for a node whose transport seed is fixed.
+fn seeded_uuid(seed: u64) -> uuid::Uuid {
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let hi = mix(seed.wrapping_add(0x9e37_79b9_7f4a_7c15));
+    let lo = mix(hi ^ seed);
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&hi.to_be_bytes());
+    bytes[8..].copy_from_slice(&lo.to_be_bytes());
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
 }

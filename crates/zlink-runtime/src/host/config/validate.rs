@@ -399,6 +399,7 @@ fn validate_node<H>(
         entry_callback,
         entry_closing: node.entry_closing,
         tls: node.tls,
+        transport: node.transport,
     })
 }
 

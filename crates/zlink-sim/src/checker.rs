@@ -1,0 +1,322 @@
+//! The invariant checker: every reply and every handled message of a run is recorded here,
+//! with the virtual time it happened at, and checked.
+//!
+//! - **One activation at a time**: for an id, the windows between the first and the last
+//!   message each activation handled never overlap (two activations answering at once is a
+//!   double).
+//! - **Counts only rise**: within one activation, a caller sees the count grow from one reply
+//!   to its next; the activation itself counts 1, 2, 3, ... with no repeat or gap.
+//! - **Every request ends exactly once**: a request issued by a host run that is still alive
+//!   at the end has ended, once, and no step of it (`get_or_create`, the request) took 30 s
+//!   past its own deadlines.
+//! - **Reachable after the faults heal**: every id that answered once answers the final probe.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use sha2::{Digest, Sha256};
+
+/// What one request ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Answered by activation `serial` with `count`.
+    Answered { serial: u64, count: u64 },
+    /// Failed with this error kind.
+    Failed(String),
+    /// This step of the call had not ended long past every deadline it has (the simulation
+    /// stopped waiting): a violation.
+    Hung(&'static str),
+}
+
+#[derive(Debug)]
+struct Issued {
+    run: (usize, u64),
+    id: String,
+    at_ms: u64,
+    ended: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    host: usize,
+    first_ms: u64,
+    last_ms: u64,
+    last_count: u64,
+}
+
+/// The record of one run and the invariants over it.
+#[derive(Debug, Default)]
+pub(crate) struct Checker {
+    trace: Vec<String>,
+    violations: Vec<String>,
+    windows: BTreeMap<String, BTreeMap<u64, Window>>,
+    requests: BTreeMap<u64, Issued>,
+    /// The last count a caller (host, run, worker) saw of an activation of an id.
+    seen: BTreeMap<(usize, u64, usize, String, u64), u64>,
+    /// Host runs that ended (crashed): their open requests ended with them.
+    dead_runs: Vec<(usize, u64)>,
+    answered: u64,
+    failed: BTreeMap<String, u64>,
+}
+
+impl Checker {
+    /// Adds a line to the trace.
+    pub(crate) fn note(&mut self, at_ms: u64, line: impl AsRef<str>) {
+        self.trace.push(format!("{at_ms:>7} {}", line.as_ref()));
+    }
+
+    fn violation(&mut self, at_ms: u64, what: String) {
+        self.note(at_ms, format!("VIOLATION {what}"));
+        self.violations.push(format!("t={at_ms}ms {what}"));
+    }
+
+    /// Activation `serial` of `id` on `host` handled a message, its count now `count`.
+    pub(crate) fn handled(&mut self, id: &str, serial: u64, host: usize, count: u64, at_ms: u64) {
+        let w = self
+            .windows
+            .entry(id.to_owned())
+            .or_default()
+            .entry(serial)
+            .or_insert(Window {
+                host,
+                first_ms: at_ms,
+                last_ms: at_ms,
+                last_count: 0,
+            });
+        w.last_ms = at_ms;
+        let expected = w.last_count + 1;
+        w.last_count = count;
+        if count != expected {
+            self.violation(
+                at_ms,
+                format!(
+                    "{id} activation {serial} counted {count} after {}",
+                    expected - 1
+                ),
+            );
+        }
+    }
+
+    /// Request `req` of worker `worker` of host run `run` for `id` was issued.
+    pub(crate) fn issued(
+        &mut self,
+        req: u64,
+        run: (usize, u64),
+        worker: usize,
+        id: &str,
+        at_ms: u64,
+    ) {
+        self.note(
+            at_ms,
+            format!("h{}#{} w{worker} req{req} {id}", run.0, run.1),
+        );
+        self.requests.insert(
+            req,
+            Issued {
+                run,
+                id: id.to_owned(),
+                at_ms,
+                ended: 0,
+            },
+        );
+    }
+
+    /// Request `req` ended.
+    pub(crate) fn ended(&mut self, req: u64, worker: usize, ending: Ending, at_ms: u64) {
+        let Some(issued) = self.requests.get_mut(&req) else {
+            self.violation(at_ms, format!("req{req} ended but was never issued"));
+            return;
+        };
+        issued.ended += 1;
+        let (run, id, ended) = (issued.run, issued.id.clone(), issued.ended);
+        if ended > 1 {
+            self.violation(at_ms, format!("req{req} ended {ended} times"));
+        }
+        match ending {
+            Ending::Answered { serial, count } => {
+                self.answered += 1;
+                self.note(
+                    at_ms,
+                    format!("req{req} {id} = activation {serial} count {count}"),
+                );
+                let key = (run.0, run.1, worker, id.clone(), serial);
+                if let Some(prev) = self.seen.insert(key, count) {
+                    if count <= prev {
+                        self.violation(
+                            at_ms,
+                            format!(
+                                "req{req} {id} activation {serial}: count {count} after {prev}"
+                            ),
+                        );
+                    }
+                }
+            }
+            Ending::Hung(step) => {
+                let at = self.requests.get(&req).map_or(0, |r| r.at_ms);
+                self.violation(
+                    at_ms,
+                    format!("req{req} {id} issued at {at}ms: {step} never ended (hung)"),
+                );
+            }
+            Ending::Failed(kind) => {
+                self.note(at_ms, format!("req{req} {id} failed {kind}"));
+                *self.failed.entry(kind).or_default() += 1;
+            }
+        }
+    }
+
+    /// Host run `run` ended (crashed): its open requests end with it.
+    pub(crate) fn run_ended(&mut self, run: (usize, u64), at_ms: u64) {
+        self.note(at_ms, format!("h{}#{} crashed", run.0, run.1));
+        self.dead_runs.push(run);
+    }
+
+    /// The ids that answered at least once.
+    pub(crate) fn answered_ids(&self) -> Vec<String> {
+        self.windows.keys().cloned().collect()
+    }
+
+    /// The final checks, at `end_ms`: requests issued before `settled_ms` that never ended
+    /// (later ones may still be within their deadlines) and overlapping activations.
+    pub(crate) fn finish(&mut self, end_ms: u64, settled_ms: u64) {
+        let open: Vec<(u64, String, u64)> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| {
+                r.ended == 0 && r.at_ms < settled_ms && !self.dead_runs.contains(&r.run)
+            })
+            .map(|(req, r)| (*req, r.id.clone(), r.at_ms))
+            .collect();
+        for (req, id, at) in open {
+            self.violation(
+                end_ms,
+                format!("req{req} {id} issued at {at}ms never ended"),
+            );
+        }
+        let mut doubles = Vec::new();
+        for (id, windows) in &self.windows {
+            let all: Vec<(&u64, &Window)> = windows.iter().collect();
+            for (i, (sa, a)) in all.iter().enumerate() {
+                for (sb, b) in &all[i + 1..] {
+                    if a.first_ms < b.last_ms && b.first_ms < a.last_ms {
+                        doubles.push(format!(
+                            "{id}: activation {sa} on h{} ({}..{}ms) and activation {sb} on h{} ({}..{}ms) answered in overlapping windows",
+                            a.host, a.first_ms, a.last_ms, b.host, b.first_ms, b.last_ms
+                        ));
+                    }
+                }
+            }
+        }
+        for d in doubles {
+            self.violation(end_ms, d);
+        }
+    }
+
+    /// Records that `id` did not answer the final probe.
+    pub(crate) fn unreachable(&mut self, id: &str, why: &str, at_ms: u64) {
+        self.violation(
+            at_ms,
+            format!("{id} unreachable after the faults healed: {why}"),
+        );
+    }
+
+    /// The violations found.
+    pub(crate) fn violations(&self) -> &[String] {
+        &self.violations
+    }
+
+    /// The whole trace.
+    pub(crate) fn trace(&self) -> &[String] {
+        &self.trace
+    }
+
+    /// A hash of the whole trace (equal for equal runs).
+    pub(crate) fn trace_hash(&self) -> String {
+        let mut h = Sha256::new();
+        for line in &self.trace {
+            h.update(line.as_bytes());
+            h.update(b"\n");
+        }
+        let mut out = String::new();
+        for b in &h.finalize()[..8] {
+            let _ = write!(out, "{b:02x}");
+        }
+        out
+    }
+
+    /// Replies answered and failures by kind.
+    pub(crate) fn tally(&self) -> (u64, BTreeMap<String, u64>) {
+        (self.answered, self.failed.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Checker, Ending};
+
+    #[test]
+    fn two_activations_answering_in_overlapping_windows_are_a_violation() {
+        let mut c = Checker::default();
+        c.handled("c1", 1, 0, 1, 10);
+        c.handled("c1", 2, 1, 1, 20);
+        c.handled("c1", 1, 0, 2, 30);
+        c.finish(40, 40);
+        assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
+    }
+
+    #[test]
+    fn activations_one_after_another_are_clean() {
+        let mut c = Checker::default();
+        c.handled("c1", 1, 0, 1, 10);
+        c.handled("c1", 1, 0, 2, 15);
+        c.handled("c1", 2, 1, 1, 20);
+        c.finish(40, 40);
+        assert!(c.violations().is_empty(), "{:?}", c.violations());
+    }
+
+    #[test]
+    fn a_count_that_does_not_rise_for_a_caller_is_a_violation() {
+        let mut c = Checker::default();
+        c.issued(1, (0, 0), 0, "c1", 1);
+        c.ended(
+            1,
+            0,
+            Ending::Answered {
+                serial: 1,
+                count: 2,
+            },
+            2,
+        );
+        c.issued(2, (0, 0), 0, "c1", 3);
+        c.ended(
+            2,
+            0,
+            Ending::Answered {
+                serial: 1,
+                count: 2,
+            },
+            4,
+        );
+        c.finish(5, 5);
+        assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
+    }
+
+    #[test]
+    fn a_request_that_never_ends_is_a_violation_unless_its_host_crashed() {
+        let mut c = Checker::default();
+        c.issued(1, (0, 0), 0, "c1", 1);
+        c.issued(2, (1, 0), 0, "c2", 1);
+        c.run_ended((1, 0), 2);
+        c.finish(5, 5);
+        assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
+        assert!(c.violations()[0].contains("req1"));
+    }
+
+    #[test]
+    fn an_activation_that_skips_a_count_is_a_violation() {
+        let mut c = Checker::default();
+        c.handled("c1", 1, 0, 1, 10);
+        c.handled("c1", 1, 0, 3, 11);
+        assert_eq!(c.violations().len(), 1);
+    }
+}

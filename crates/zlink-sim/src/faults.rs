@@ -1,0 +1,128 @@
+//! The faults of a seed: drawn from the seed alone before the run, applied by the driver at
+//! their virtual times, and all healed by the end of the workload.
+//!
+//! - a network partition between two hosts (both ways or one way), healed later;
+//! - a host crash (its root dropped without a shutdown, as `kill -9`) and its restart;
+//! - a Store stall (every operation of one host waits), healed later;
+//! - Store errors (every operation of one host fails `Unavailable`), healed later;
+//! - a lost Store reply (the next write of one host applies and answers `TimedOut`);
+//! - a Store rollback: the Store goes back to a checkpoint taken a little earlier, losing
+//!   every acknowledged write since (an asynchronous-replica failover).
+
+use std::time::Duration;
+
+use zlink_store_conformance::{Fault, LocationOp};
+
+use crate::rng::Rng;
+
+/// One fault action at a virtual time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    Partition { a: usize, b: usize, one_way: bool },
+    Repair { a: usize, b: usize },
+    Crash(usize),
+    Restart(usize),
+    StallStore { host: usize, ms: u64 },
+    FailStore(usize),
+    HealStore(usize),
+    LoseNextWriteReply(usize),
+    Checkpoint,
+    RollBack,
+}
+
+/// A fault schedule: actions by virtual time (milliseconds), in order.
+pub(crate) type Schedule = Vec<(u64, Action)>;
+
+/// Draws the fault schedule of `seed` for `hosts` hosts within `window` (all healed by its
+/// end). Host 0 never crashes (it runs the final probe).
+pub(crate) fn draw(seed: u64, hosts: usize, window: Duration, count: usize) -> Schedule {
+    let mut rng = Rng::new(seed, 0xfa17);
+    let end = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+    let start = 2_000.min(end);
+    let mut out = Vec::new();
+    let mut rollback_used = false;
+    for _ in 0..count {
+        let at = rng.between(start, end.saturating_sub(1_000).max(start));
+        let heal = (at + rng.between(200, 6_000)).min(end);
+        let host = rng.below(hosts as u64) as usize;
+        match rng.below(6) {
+            0 => {
+                let a = host;
+                let b = (a + 1 + rng.below(hosts as u64 - 1) as usize) % hosts;
+                let one_way = rng.chance(30);
+                out.push((at, Action::Partition { a, b, one_way }));
+                out.push((heal, Action::Repair { a, b }));
+            }
+            1 if hosts > 1 => {
+                let h = 1 + rng.below(hosts as u64 - 1) as usize;
+                out.push((at, Action::Crash(h)));
+                out.push((heal, Action::Restart(h)));
+            }
+            2 => {
+                out.push((
+                    at,
+                    Action::StallStore {
+                        host,
+                        ms: rng.between(100, 3_000),
+                    },
+                ));
+                out.push((heal, Action::HealStore(host)));
+            }
+            3 => {
+                out.push((at, Action::FailStore(host)));
+                out.push((heal, Action::HealStore(host)));
+            }
+            4 => out.push((at, Action::LoseNextWriteReply(host))),
+            _ if !rollback_used => {
+                rollback_used = true;
+                out.push((at, Action::Checkpoint));
+                out.push((at + rng.between(50, 1_500).min(end - at), Action::RollBack));
+            }
+            _ => out.push((at, Action::LoseNextWriteReply(host))),
+        }
+    }
+    out.sort_by_key(|(at, _)| *at);
+    out
+}
+
+/// What a host's store wrapper does for a fault action (the network and host actions are the
+/// driver's).
+pub(crate) fn store_fault(
+    store: &zlink_store_conformance::FaultyLocationStore<zlink_store_spi::MemoryLocationStore>,
+    action: &Action,
+) {
+    match action {
+        Action::StallStore { ms, .. } => {
+            store.set_delay(LocationOp::ALL, Some(Duration::from_millis(*ms)));
+        }
+        Action::FailStore(_) => store.set_fault(LocationOp::ALL, Fault::UNAVAILABLE),
+        Action::HealStore(_) => store.heal(),
+        Action::LoseNextWriteReply(_) => store.fail_next([LocationOp::Write], 1, Fault::LOSE_REPLY),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Action, draw};
+
+    #[test]
+    fn a_schedule_is_fixed_by_its_seed_and_heals_what_it_breaks() {
+        let a = draw(42, 3, Duration::from_secs(20), 6);
+        assert_eq!(a, draw(42, 3, Duration::from_secs(20), 6));
+        assert_ne!(a, draw(43, 3, Duration::from_secs(20), 6));
+        let crashes = a
+            .iter()
+            .filter(|(_, x)| matches!(x, Action::Crash(_)))
+            .count();
+        let restarts = a
+            .iter()
+            .filter(|(_, x)| matches!(x, Action::Restart(_)))
+            .count();
+        assert_eq!(crashes, restarts);
+        assert!(a.iter().all(|(_, x)| !matches!(x, Action::Crash(0))));
+        assert!(a.iter().all(|(at, _)| *at <= 20_000));
+    }
+}

@@ -1,0 +1,207 @@
+//! The driver of one seed: builds the turmoil simulation (one host per simulated node, one
+//! thread, virtual time), steps it, applies the seed's faults at their times, keeps the Store
+//! clock on virtual time, and hands the checker's verdict back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::SimConfig;
+use crate::faults::{self, Action};
+use crate::host::{host_main, host_name};
+use crate::world::World;
+
+/// What one seed's run found.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SeedReport {
+    /// The seed.
+    pub seed: u64,
+    /// The invariant violations (empty: clean).
+    pub violations: Vec<String>,
+    /// A hash of the whole trace.
+    pub trace_hash: String,
+    /// The trace's last lines (all of it with [`SimConfig::full_trace`]).
+    pub trace_tail: Vec<String>,
+    /// Requests answered.
+    pub answered: u64,
+    /// Requests failed, by error kind.
+    pub failed: std::collections::BTreeMap<String, u64>,
+    /// Fault actions applied.
+    pub faults: usize,
+    /// Virtual time simulated.
+    pub simulated: Duration,
+    /// Whether the simulation itself failed (a host's software returned an error or panicked).
+    pub sim_error: Option<String>,
+}
+
+impl SeedReport {
+    /// Whether the seed ran clean.
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty() && self.sim_error.is_none()
+    }
+}
+
+/// Runs seed `seed` under `config`.
+///
+/// The run goes on a thread of its own: a task that never yields (a retry loop that awaits
+/// only ready futures) stops virtual time inside one turmoil step, so a run that takes longer
+/// than [`SimConfig::wall_limit`] of real time is reported as stuck, with its virtual time
+/// and trace, and left behind (the thread ends with the process).
+pub fn run_seed(seed: u64, config: &SimConfig) -> SeedReport {
+    let world = Arc::new(World::new(seed, config.clone()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let for_run = Arc::clone(&world);
+    let spawned = std::thread::Builder::new()
+        .name(format!("sim-seed-{seed}"))
+        .spawn(move || {
+            let _ = tx.send(run_world(for_run));
+        });
+    if let Err(e) = spawned {
+        return stuck_report(&world, format!("cannot start the run's thread: {e}"));
+    }
+    match rx.recv_timeout(config.wall_limit) {
+        Ok(report) => report,
+        Err(_) => {
+            let at = world.time_ms();
+            stuck_report(
+                &world,
+                format!(
+                    "stuck: virtual time stopped at {at} ms for {:?} of real time (a task that never yields?)",
+                    config.wall_limit
+                ),
+            )
+        }
+    }
+}
+
+/// The report of a run that did not end: what the checker has so far.
+fn stuck_report(world: &World, why: String) -> SeedReport {
+    let (violations, trace_hash, trace_tail, answered, failed) = match world.checker.try_lock() {
+        Some(c) => {
+            let (answered, failed) = c.tally();
+            let t = c.trace();
+            (
+                c.violations().to_vec(),
+                c.trace_hash(),
+                t[t.len().saturating_sub(40)..].to_vec(),
+                answered,
+                failed,
+            )
+        }
+        None => (Vec::new(), String::new(), Vec::new(), 0, Default::default()),
+    };
+    SeedReport {
+        seed: world.seed,
+        violations,
+        trace_hash,
+        trace_tail,
+        answered,
+        failed,
+        faults: 0,
+        simulated: Duration::from_millis(world.time_ms()),
+        sim_error: Some(why),
+    }
+}
+
+fn run_world(world: Arc<World>) -> SeedReport {
+    let seed = world.seed;
+    let config = &world.config.clone();
+    let end = config.end();
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(end + Duration::from_secs(1))
+        .tick_duration(config.tick)
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(config.max_latency)
+        .rng_seed(seed)
+        .build();
+    for h in 0..config.hosts {
+        let world = Arc::clone(&world);
+        sim.host(host_name(h), move || host_main(Arc::clone(&world), h));
+    }
+    let schedule = if config.faults > 0 {
+        faults::draw(seed, config.hosts, config.workload, config.faults)
+    } else {
+        Vec::new()
+    };
+    let mut next = 0;
+    let mut checkpoint = None;
+    let mut sim_error = None;
+    loop {
+        let elapsed = sim.elapsed();
+        world.set_time(elapsed);
+        let now_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        while let Some((at, action)) = schedule.get(next).filter(|(at, _)| *at <= now_ms) {
+            let _ = at;
+            next += 1;
+            world
+                .checker
+                .lock()
+                .note(now_ms, format!("fault {action:?}"));
+            match action {
+                Action::Partition { a, b, one_way } => {
+                    if *one_way {
+                        sim.partition_oneway(host_name(*a), host_name(*b));
+                    } else {
+                        sim.partition(host_name(*a), host_name(*b));
+                    }
+                }
+                Action::Repair { a, b } => sim.repair(host_name(*a), host_name(*b)),
+                Action::Crash(h) => {
+                    let run = world.current_run(*h);
+                    sim.crash(host_name(*h));
+                    world.checker.lock().run_ended((*h, run), now_ms);
+                }
+                Action::Restart(h) => sim.bounce(host_name(*h)),
+                Action::Checkpoint => checkpoint = Some(world.memory.checkpoint()),
+                Action::RollBack => {
+                    if let Some(c) = checkpoint.take() {
+                        if world.memory.roll_back_to(&c).is_err() {
+                            sim_error = Some("a checkpoint of another store".to_owned());
+                        }
+                    }
+                }
+                Action::StallStore { host, .. }
+                | Action::FailStore(host)
+                | Action::HealStore(host)
+                | Action::LoseNextWriteReply(host) => {
+                    faults::store_fault(&world.stores[*host], action);
+                }
+            }
+        }
+        if elapsed >= end || world.is_final_done() && elapsed >= config.final_probe_at() {
+            break;
+        }
+        if let Err(e) = sim.step() {
+            sim_error = Some(e.to_string());
+            break;
+        }
+    }
+    let simulated = sim.elapsed();
+    let end_ms = u64::try_from(simulated.as_millis()).unwrap_or(u64::MAX);
+    if !world.is_final_done() && sim_error.is_none() {
+        world
+            .checker
+            .lock()
+            .note(end_ms, "the final probe did not finish within the run");
+    }
+    // The hosts (and every runtime in them) go before the verdict is read.
+    drop(sim);
+    let mut checker = world.checker.lock();
+    // A request whose steps could still be inside their deadlines is not counted open.
+    let in_flight = u64::try_from(2 * crate::host::HUNG_AFTER.as_millis()).unwrap_or(u64::MAX);
+    checker.finish(end_ms, end_ms.saturating_sub(in_flight));
+    let (answered, failed) = checker.tally();
+    let trace = checker.trace();
+    let keep = if config.full_trace { trace.len() } else { 40 };
+    SeedReport {
+        seed,
+        violations: checker.violations().to_vec(),
+        trace_hash: checker.trace_hash(),
+        trace_tail: trace[trace.len().saturating_sub(keep)..].to_vec(),
+        answered,
+        failed,
+        faults: next,
+        simulated,
+        sim_error,
+    }
+}

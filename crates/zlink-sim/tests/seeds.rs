@@ -1,0 +1,38 @@
+//! The CI seed set (`cargo xtask test` runs it with every workspace test): each seed runs 3
+//! hosts with the default workload and fault draws and must come out clean.
+
+#![allow(missing_docs, clippy::print_stdout)]
+
+use zlink_sim::{SimConfig, ci_seeds, run_seed};
+
+/// Seeds in the CI set (about 1.5 s of wall time each in a debug build).
+const CI_SEEDS: u64 = 8;
+
+fn report(r: &zlink_sim::SeedReport) -> String {
+    let mut out = format!(
+        "seed {} found: {:?} {:?}\n",
+        r.seed, r.violations, r.sim_error
+    );
+    for line in &r.trace_tail {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn the_ci_seeds_keep_every_invariant_under_faults() {
+    for seed in ci_seeds(CI_SEEDS) {
+        let r = run_seed(seed, &SimConfig::default());
+        assert!(r.is_clean(), "{}", report(&r));
+        assert!(r.answered > 0, "seed {seed} answered nothing");
+        assert!(r.faults > 0, "seed {seed} applied no fault");
+    }
+}
+
+#[test]
+fn a_fault_free_run_answers_every_id_from_one_activation() {
+    let r = run_seed(7, &SimConfig::default().faults(0).hosts(5));
+    assert!(r.is_clean(), "{}", report(&r));
+    assert!(r.answered > 100, "only {} answered", r.answered);
+}
