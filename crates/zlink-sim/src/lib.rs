@@ -38,14 +38,6 @@ pub use net::TurmoilNetwork;
 /// `cargo xtask sim --seed S --hosts H --faults K` and comes back to the CI set with its fix.
 pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
     (
-        106,
-        4,
-        6,
-        "right after a Store rollback, a get_or_create on h2 loops without yielding in \
-     objects/client.rs (record Missing, reservation Conflict, read again): virtual time \
-     stops (a hot retry loop against the Store until the call deadline in production)",
-    ),
-    (
         201,
         5,
         6,

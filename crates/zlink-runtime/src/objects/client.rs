@@ -314,8 +314,13 @@ impl ObjectClient {
                         }
                         // Someone else's creation won the row: follow it.
                         Ok(Outcome::Conflict(Conflict::Record { .. })) => {}
+                        // A fence of the reservation itself (a lease or capacity row that
+                        // changed under it): read again after a pause, never in a hot loop
+                        // (after a Store rollback the same conflict can come back on every
+                        // attempt until the owner lease is taken over).
                         Ok(Outcome::Conflict(c)) => {
                             tracing::debug!(?c, "reservation conflicted; reading again");
+                            tokio::time::sleep(CREATING_POLL).await;
                         }
                         Err(LocationError::CapacityExceeded) => {
                             return Err(ZLinkError::Creation(CreationError::NoRoom {
