@@ -3,7 +3,11 @@
 //! operational query types. The location core itself is the `zlink-location` crate; this module
 //! re-exports the part of it applications use — not the location engine (its runtime, builder
 //! or authority operations): an application creates, finds and moves objects only through the
-//! framework (spec 21 §2.1, guide-10 §1):
+//! framework (spec 21 §2.1, guide-10 §1). A [`LocationError`]'s common kind is
+//! [`crate::ErrorKind::from`] of it (the one `ErrorKind` of this crate; `zlink-location`'s own
+//! kind stays that crate's).
+//!
+//! Neither path reaches the location engine:
 //!
 //! ```compile_fail
 //! use zlink_runtime::location::LocationRuntime;
@@ -11,9 +15,7 @@
 //!
 //! ```compile_fail
 //! use zlink_runtime::LocationRuntime;
-//! ``` A [`LocationError`]'s common kind is
-//! [`crate::ErrorKind::from`] of it (the one `ErrorKind` of this crate; `zlink-location`'s own
-//! kind stays that crate's).
+//! ```
 
 pub use zlink_location::{
     Admission, AdmissionOp, AdmissionRefused, AuthorityOwnerGeneration, CapacityLimits,
