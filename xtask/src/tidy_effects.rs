@@ -7,6 +7,7 @@
 mod tests {
     use std::path::{Path, PathBuf};
 
+    use crate::tidy_layers::tests::non_test_code;
     use crate::workspace_root;
 
     /// `#[cfg(test)]` fields inside the runtime's structs today (`crates/zlink-runtime/src`,
@@ -36,29 +37,6 @@ mod tests {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n == "tests.rs" || n.ends_with("_tests.rs"))
-    }
-
-    /// The code of a source text: comment lines dropped, and nothing from an inline
-    /// `#[cfg(test)] mod .. {` on (test modules close their files).
-    fn non_test_code(text: &str) -> String {
-        let mut out = String::new();
-        let mut lines = text.lines().peekable();
-        while let Some(line) = lines.next() {
-            let trimmed = line.trim();
-            if trimmed == "#[cfg(test)]"
-                && lines.peek().is_some_and(|next| {
-                    let next = next.trim_start();
-                    next.starts_with("mod ") && next.trim_end().ends_with('{')
-                })
-            {
-                break;
-            }
-            if !trimmed.starts_with("//") {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
     }
 
     /// The text inside the braces that open at byte `open` (which holds `{`), and the byte

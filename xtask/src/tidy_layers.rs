@@ -4,7 +4,7 @@
 //! names exists.
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
 
@@ -150,7 +150,7 @@ mod tests {
 
     /// The non-test code of a source text: comment lines dropped, and nothing from an inline
     /// `#[cfg(test)] mod .. {` on (test modules close their files).
-    fn non_test_code(text: &str) -> String {
+    pub(crate) fn non_test_code(text: &str) -> String {
         let mut out = String::new();
         let mut lines = text.lines().peekable();
         while let Some(line) = lines.next() {
