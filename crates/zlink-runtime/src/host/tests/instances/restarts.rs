@@ -156,34 +156,22 @@ async fn ready_spot_of_a_dead_owner_is_restored_from_its_stored_first_message(h:
     let factories = Arc::new(AtomicUsize::new(0));
     let log: Log = Arc::default();
     let faulty = Arc::new(FaultyLocationStore::new(Arc::clone(&h.store)));
-    let gate = Gate::new();
-    let mut kit = RoomKit::new("d", &factories, &log);
-    kit.handler_gate = Some(gate.clone());
-    let (hd, _d) = server(faulty.clone(), &relocation, dying_options(), |n| {
-        n.instance_spot_type::<Room>("room", kit.room())
-    })
-    .await;
-    wait_discovered(&[&hd]).await;
-    let on_d = hd.spots().expect("m");
-    let original = tokio::spawn(async move {
-        on_d.instance("r")
-            .stable_type("room")
-            .deadline(Duration::from_secs(60))
-            .request(&Say("first".into()))
-            .await
-    });
-    let rt = location_runtime(h).await;
-    let reader = &rt;
-    let ready = eventually(
+    let held = first_message_held(
         h,
-        "the record is Ready with its recovery root",
-        move || async move {
-            record(reader, "r")
-                .await
-                .filter(|r| r.state() == AllocationState::Active && !r.payload().is_empty())
-        },
+        faulty.clone(),
+        &relocation,
+        dying_options(),
+        ("first", &factories, &log),
     )
     .await;
+    let FirstMessageHeld {
+        host: hd,
+        call: original,
+        gate,
+        rt,
+        ready,
+    } = held;
+    let reader = &rt;
     let puts = relocation.puts();
     assert_eq!(puts.len(), 1);
 
@@ -261,36 +249,19 @@ async fn a_first_message_running_past_the_envelope_retention_keeps_its_envelope(
     let relocation = relocation_store(h).await;
     let factories = Arc::new(AtomicUsize::new(0));
     let log: Log = Arc::default();
-    let gate = Gate::new();
-    let mut kit = RoomKit::new("d", &factories, &log);
-    kit.handler_gate = Some(gate.clone());
     let retention = Duration::from_secs(1);
-    let (hd, _d) = server(
+    let FirstMessageHeld {
+        host: hd,
+        call: first,
+        gate,
+        rt,
+        ..
+    } = first_message_held(
+        h,
         Arc::clone(&h.store),
         &relocation,
         fast_options().cold_activation_retention(retention),
-        |n| n.instance_spot_type::<Room>("room", kit.room()),
-    )
-    .await;
-    wait_discovered(&[&hd]).await;
-    let on_d = hd.spots().expect("m");
-    let first = tokio::spawn(async move {
-        on_d.instance("r")
-            .stable_type("room")
-            .deadline(Duration::from_secs(60))
-            .request(&Say("slow".into()))
-            .await
-    });
-    let rt = location_runtime(h).await;
-    let reader = &rt;
-    eventually(
-        h,
-        "the record is Ready with its recovery root",
-        move || async move {
-            record(reader, "r")
-                .await
-                .filter(|r| r.state() == AllocationState::Active && !r.payload().is_empty())
-        },
+        ("slow", &factories, &log),
     )
     .await;
     let puts = relocation.puts();
@@ -326,4 +297,62 @@ async fn a_first_message_running_past_the_envelope_retention_keeps_its_envelope(
     relocation.purge().await;
     let _ = rt.shutdown().await;
     stop_all(&[&hd]).await;
+}
+
+/// A Room server labelled `d` whose handlers wait at a gate, with a first message to Spot `r`
+/// in flight on it, once its record is Ready with its recovery root.
+struct FirstMessageHeld {
+    host: ZLinkHost,
+    call: tokio::task::JoinHandle<Result<Said, ZLinkError>>,
+    gate: Gate,
+    rt: LocationRuntime,
+    ready: AuthorityHandle,
+}
+
+/// Starts the server of [`FirstMessageHeld`] over `store` with `options` and sends the first
+/// message `text` (60 s deadline); the factories and handlers count into `factories` and `log`.
+async fn first_message_held(
+    h: &Harness,
+    store: Arc<dyn DynLocationStore>,
+    relocation: &Arc<Recorded>,
+    options: LocationOptions,
+    (text, factories, log): (&str, &Arc<AtomicUsize>, &Log),
+) -> FirstMessageHeld {
+    let gate = Gate::new();
+    let mut kit = RoomKit::new("d", factories, log);
+    kit.handler_gate = Some(gate.clone());
+    let (host, _d) = server(store, relocation, options, |n| {
+        n.instance_spot_type::<Room>("room", kit.room())
+    })
+    .await;
+    wait_discovered(&[&host]).await;
+    let spots = host.spots().expect("m");
+    let text = text.to_owned();
+    let call = tokio::spawn(async move {
+        spots
+            .instance("r")
+            .stable_type("room")
+            .deadline(Duration::from_secs(60))
+            .request(&Say(text))
+            .await
+    });
+    let rt = location_runtime(h).await;
+    let reader = &rt;
+    let ready = eventually(
+        h,
+        "the record is Ready with its recovery root",
+        move || async move {
+            record(reader, "r")
+                .await
+                .filter(|r| r.state() == AllocationState::Active && !r.payload().is_empty())
+        },
+    )
+    .await;
+    FirstMessageHeld {
+        host,
+        call,
+        gate,
+        rt,
+        ready,
+    }
 }
