@@ -638,6 +638,10 @@ impl LocationStore for RedisLocationStore {
     async fn read_many(&self, keys: &[StoreKey]) -> StoreResult<Vec<ReadResult>> {
         self.bounded(self.do_read_many(keys)).await
     }
+
+    async fn close(&self) {
+        RedisLocationStore::close(self).await;
+    }
 }
 
 /// The KEYS slot (1-based, as Lua sees it) of logical key `k`, adding its record key (and its

@@ -516,6 +516,10 @@ impl RelocationStore for RedisRelocationStore {
             _ => Err(format_error(UnexpectedReply)),
         }
     }
+
+    async fn close(&self) {
+        RedisRelocationStore::close(self).await;
+    }
 }
 
 #[cfg(test)]

@@ -447,6 +447,15 @@ pub trait LocationStore: Send + Sync + fmt::Debug + 'static {
             Ok(results)
         }
     }
+
+    /// Ends the provider's use of its backend (a connection closed once the commands already
+    /// sent are answered). The framework root calls it once, after every use of the Store
+    /// ended, on a store no one else holds (spec 21 §2). Operations issued afterwards may
+    /// fail. Calling it again does nothing more. The default does nothing (a provider with
+    /// nothing to release).
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// The object-safe companion of [`LocationStore`], implemented for every `LocationStore`.
@@ -479,6 +488,10 @@ pub trait DynLocationStore: Send + Sync + fmt::Debug + 'static {
             Ok(results)
         })
     }
+    /// Boxed [`LocationStore::close`]. The default does nothing.
+    fn close_dyn(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 impl<T: LocationStore> DynLocationStore for T {
@@ -500,6 +513,9 @@ impl<T: LocationStore> DynLocationStore for T {
     ) -> BoxFuture<'a, StoreResult<Vec<ReadResult>>> {
         Box::pin(LocationStore::read_many(self, keys))
     }
+    fn close_dyn(&self) -> BoxFuture<'_, ()> {
+        Box::pin(LocationStore::close(self))
+    }
 }
 
 impl LocationStore for dyn DynLocationStore {
@@ -514,6 +530,9 @@ impl LocationStore for dyn DynLocationStore {
     }
     async fn read_many(&self, keys: &[StoreKey]) -> StoreResult<Vec<ReadResult>> {
         self.read_many_dyn(keys).await
+    }
+    async fn close(&self) {
+        self.close_dyn().await;
     }
 }
 
@@ -535,6 +554,9 @@ impl<S: LocationStore + ?Sized> LocationStore for Arc<S> {
         keys: &[StoreKey],
     ) -> impl Future<Output = StoreResult<Vec<ReadResult>>> + Send {
         (**self).read_many(keys)
+    }
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        (**self).close()
     }
 }
 

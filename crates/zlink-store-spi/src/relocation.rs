@@ -109,6 +109,14 @@ pub trait RelocationStore: Send + Sync + fmt::Debug + 'static {
 
     /// Deletes a blob; idempotent (deleting an absent blob succeeds).
     fn delete(&self, reference: &BlobRef) -> impl Future<Output = StoreResult<Deleted>> + Send;
+
+    /// Ends the provider's use of its backend (a connection closed once the commands already
+    /// sent are answered). The framework root calls it once, after every use of the Store
+    /// ended, on a store no one else holds (spec 21 §2). Operations issued afterwards may
+    /// fail. Calling it again does nothing more. The default does nothing.
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// The object-safe companion of [`RelocationStore`], implemented for every `RelocationStore`;
@@ -132,6 +140,10 @@ pub trait DynRelocationStore: Send + Sync + fmt::Debug + 'static {
     ) -> BoxFuture<'a, StoreResult<RenewResult>>;
     /// Boxed [`RelocationStore::delete`].
     fn delete_dyn<'a>(&'a self, reference: &'a BlobRef) -> BoxFuture<'a, StoreResult<Deleted>>;
+    /// Boxed [`RelocationStore::close`]. The default does nothing.
+    fn close_dyn(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 impl<T: RelocationStore> DynRelocationStore for T {
@@ -159,6 +171,9 @@ impl<T: RelocationStore> DynRelocationStore for T {
     fn delete_dyn<'a>(&'a self, reference: &'a BlobRef) -> BoxFuture<'a, StoreResult<Deleted>> {
         Box::pin(RelocationStore::delete(self, reference))
     }
+    fn close_dyn(&self) -> BoxFuture<'_, ()> {
+        Box::pin(RelocationStore::close(self))
+    }
 }
 
 impl RelocationStore for dyn DynRelocationStore {
@@ -178,6 +193,9 @@ impl RelocationStore for dyn DynRelocationStore {
     }
     async fn delete(&self, reference: &BlobRef) -> StoreResult<Deleted> {
         self.delete_dyn(reference).await
+    }
+    async fn close(&self) {
+        self.close_dyn().await;
     }
 }
 
@@ -205,5 +223,8 @@ impl<S: RelocationStore + ?Sized> RelocationStore for Arc<S> {
     }
     fn delete(&self, reference: &BlobRef) -> impl Future<Output = StoreResult<Deleted>> + Send {
         (**self).delete(reference)
+    }
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        (**self).close()
     }
 }

@@ -8,6 +8,7 @@
 //! `docs/verification.md`, section "zlink-runtime running hosts: mesh, objects, relocation, shutdown".
 
 pub(crate) mod config;
+mod disposal;
 mod health;
 pub(crate) mod observe;
 pub(crate) mod relocate;

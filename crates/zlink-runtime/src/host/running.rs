@@ -52,6 +52,8 @@ pub(crate) struct HostInner {
     pub(crate) health: Option<zlink_location::HealthProbe>,
     /// The host-wide Application Job Queue (spec 06 §3), shared by every MeshNode.
     pub(crate) jobs: Arc<crate::mesh::JobQueue>,
+    /// The stores the root was given; closed at the end of shutdown by their last owner.
+    pub(crate) stores: super::disposal::RootStores,
 }
 
 impl HostInner {
@@ -665,6 +667,8 @@ async fn run_shutdown_with(
         t.abort();
         let _ = t.await;
     }
+    // Every use of the stores has ended: they are disposed of (spec 21 §2).
+    host.stores.dispose().await;
     host.life
         .transition(&[HostState::Draining], HostState::Stopped);
 

@@ -71,6 +71,11 @@ struct Started {
 }
 
 async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupError> {
+    // Every part of the root holds the stores through the root's one hold (its disposal).
+    let stores =
+        super::disposal::RootStores::take(plan.location_store.take(), plan.relocation_store.take());
+    plan.location_store = stores.location();
+    plan.relocation_store = stores.relocation();
     let mut builder = Dispatcher::builder(plan.codecs.clone())
         .filters(std::mem::take(&mut plan.filters))
         .factories(std::mem::take(&mut plan.factories));
@@ -274,6 +279,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
         application_version: plan.application_version,
         maintenance_wave: plan.maintenance_wave.clone(),
         jobs,
+        stores,
     }))
 }
 

@@ -76,4 +76,8 @@ impl LocationStore for MeteredStore {
     async fn read_many(&self, keys: &[zlink_store_spi::StoreKey]) -> StoreResult<Vec<ReadResult>> {
         self.timed(0, self.inner.read_many_dyn(keys)).await
     }
+
+    async fn close(&self) {
+        self.inner.close_dyn().await;
+    }
 }

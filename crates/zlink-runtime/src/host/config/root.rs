@@ -119,12 +119,17 @@ impl<H> ZLinkBuilder<H> {
     }
 
     /// Registers the Location Store (exactly once; a second registration fails startup).
+    ///
+    /// Once the root has started it owns its hold on the store: at the end of its shutdown it
+    /// calls the store's `close` if no one else holds it (spec 21 §2) — a store shared with
+    /// another root still running, or one the application kept a clone of, stays open.
     pub fn location_store(mut self, store: Arc<dyn DynLocationStore>) -> Self {
         self.location_stores.push(store);
         self
     }
 
     /// Registers the Relocation Store (at most once; a second registration fails startup).
+    /// Disposed of as the Location Store is (see [`location_store`](Self::location_store)).
     pub fn relocation_store(mut self, store: Arc<dyn DynRelocationStore>) -> Self {
         self.relocation_stores.push(store);
         self

@@ -12,6 +12,7 @@ mod basics;
 mod channels;
 mod creation;
 mod creation_ends;
+mod disposal;
 mod forwarding;
 mod health;
 mod instances;
