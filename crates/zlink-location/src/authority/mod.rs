@@ -152,6 +152,41 @@ impl AuthorityClient {
         }
     }
 
+    /// Reads the authority rows of many objects, in the order given, through the Store's
+    /// batched read ([`MAX_READ_MANY_KEYS`](zlink_store_spi::MAX_READ_MANY_KEYS) keys per
+    /// Store call). Each answer is what [`read`](Self::read) of that object would answer at
+    /// some instant during the call. A row the Store cannot read fails the call (the Store's
+    /// `read_many` rule), as does a record that does not decode.
+    pub async fn read_many(
+        &self,
+        objects: &[(ObjectKind, ObjectId)],
+    ) -> Result<Vec<AuthorityRead>, LocationError> {
+        let mut out = Vec::with_capacity(objects.len());
+        for chunk in objects.chunks(zlink_store_spi::MAX_READ_MANY_KEYS) {
+            let keys = chunk
+                .iter()
+                .map(|(kind, id)| keys::authority(*kind, id))
+                .collect::<Result<Vec<_>, _>>()?;
+            let reads = self.store.read_many(&keys).await?;
+            for ((_, id), read) in chunk.iter().zip(reads) {
+                out.push(match read {
+                    ReadResult::Missing { store_now } => AuthorityRead::Missing { store_now },
+                    ReadResult::Found {
+                        bytes,
+                        version,
+                        store_now,
+                        ..
+                    } => {
+                        let handle = AuthorityHandle::decode(id.clone(), &bytes, version)?;
+                        self.seen(&handle);
+                        AuthorityRead::Found { handle, store_now }
+                    }
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// Records the generations of a record this host read or takes ownership of, so no
     /// counter that lost them (Store data loss) hands out one at or below them.
     fn seen(&self, handle: &AuthorityHandle) {

@@ -205,6 +205,14 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
                     if let Some(o) = started.objects[i].as_mut() {
                         o.host.instances.set_discovery(Arc::clone(&discovery));
                         o.discovery = Some(Arc::clone(&discovery));
+                        // Held activations checked against their records, one tick per
+                        // renew interval (objects/host/audit.rs).
+                        started
+                            .tasks
+                            .push(tokio::spawn(crate::objects::host::audit::run(
+                                Arc::downgrade(&o.host),
+                                rt.options().owner_lease_renew_interval,
+                            )));
                         // Dead runs nobody saw leave the list (objects/recovery.rs).
                         if let Some(period) = rt.options().dead_run_sweep_period() {
                             started

@@ -18,6 +18,7 @@ use super::registration::{EntryCallback, EntryClosing, ObjectCall};
 use crate::messaging::{InvalidCall, RouteKind, UnavailableReason, ZLinkError};
 use zlink_location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 
+pub(crate) mod audit;
 mod closing;
 pub(crate) use closing::ClosingFailure;
 

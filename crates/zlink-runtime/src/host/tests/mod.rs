@@ -8,6 +8,7 @@ mod support;
 mod actors;
 mod adapter_context;
 mod admission;
+mod audit;
 mod basics;
 mod channels;
 mod creation;

@@ -1,0 +1,197 @@
+//! Held activations checked against the Store (issue 36: "held activations are verified"): a
+//! bounded, paged pass that closes an activation whose record the Store no longer holds.
+//!
+//! The host's own write verification (`zlink-location`, `written.rs`) catches a lost write of
+//! this host; this pass catches the rest — a record deleted or replaced by something else (an
+//! operator, another host's lost or stray write, a bug) while the activation here keeps
+//! answering. Every tick (the owner lease renew interval) it first reads again the
+//! activations the previous tick found wrong, then the next page of the pass:
+//!
+//! - an activation is **wrong** when its record is missing, or holds another incarnation (an
+//!   ObjectGeneration other than the one this activation runs). A record naming another owner
+//!   for the *same* incarnation is a move in progress (a `SpotWide` member following its
+//!   Spot's owner, a NewOwner whose source has not closed yet) and is left to the move;
+//! - an activation a relocation covers is never judged (the move decides);
+//! - it is **closed** only when two reads at least one tick apart both find the same
+//!   activation wrong: it leaves the live set and its route-cache entry, and closes without a
+//!   location change (its timers stop with it). Later messages are answered by the record;
+//! - a read the Store does not answer judges nothing.
+//!
+//! Cost: one batched Store read per [`PAGE`] activations, at most [`PAGES_PER_TICK`] pages
+//! per renew interval, plus the re-reads of the few found wrong. A pass over `N` activations
+//! takes `ceil(N / (PAGE × PAGES_PER_TICK))` ticks, so an activation whose record went away is
+//! closed within that many renew intervals plus one (the confirming read). The pass snapshots
+//! the keys of the live set once per pass (key, kind, generation), not per tick.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use zlink_codec::ObjectId;
+use zlink_location::{AuthorityRead, ObjectKind};
+
+use super::{LiveObject, ObjectHost, ObjectKey};
+
+/// Activations read per batched Store read.
+pub(crate) const PAGE: usize = 1_000;
+/// Pages read per tick.
+pub(crate) const PAGES_PER_TICK: usize = 4;
+
+/// One activation as a pass sees it: its key, its kind, the incarnation it runs and which
+/// activation it is (the address of its `Arc`, so a closed and rebuilt one is not confused
+/// with it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Held {
+    key: ObjectKey,
+    kind: ObjectKind,
+    generation: u64,
+    activation: usize,
+}
+
+/// The pass's state between ticks.
+#[derive(Debug, Default)]
+pub(crate) struct Audit {
+    /// What is left of the current pass.
+    pass: Vec<Held>,
+    /// Found wrong by the previous tick, to be read again.
+    suspects: HashMap<ObjectKey, Held>,
+}
+
+/// What a read says of one held activation.
+fn wrong(held: &Held, read: &AuthorityRead) -> bool {
+    match read {
+        AuthorityRead::Missing { .. } => true,
+        AuthorityRead::Found { handle, .. } => handle.object_generation().get() != held.generation,
+    }
+}
+
+fn address(live: &Arc<dyn LiveObject>) -> usize {
+    Arc::as_ptr(live).cast::<()>() as usize
+}
+
+impl ObjectHost {
+    /// Every live activation as a pass sees it.
+    fn held_now(&self) -> Vec<Held> {
+        self.live
+            .lock()
+            .iter()
+            .map(|(key, e)| Held {
+                key: key.clone(),
+                kind: e.kind,
+                generation: e.generation,
+                activation: address(&e.object),
+            })
+            .collect()
+    }
+
+    /// Whether `held` is still exactly the live activation of its key.
+    fn still_held(&self, held: &Held) -> bool {
+        self.live.lock().get(&held.key).is_some_and(|e| {
+            e.generation == held.generation && address(&e.object) == held.activation
+        })
+    }
+
+    /// Reads the records of `batch`; `None` when the Store did not answer (nothing judged).
+    async fn judge(&self, batch: &[Held]) -> Option<Vec<bool>> {
+        let objects: Vec<(ObjectKind, ObjectId)> =
+            batch.iter().map(|h| (h.kind, h.key.1.clone())).collect();
+        match self.location.authority().read_many(&objects).await {
+            Ok(reads) => Some(batch.iter().zip(&reads).map(|(h, r)| wrong(h, r)).collect()),
+            Err(e) => {
+                tracing::debug!(error = %e, "held-activation audit: the Store did not answer; nothing judged");
+                None
+            }
+        }
+    }
+
+    /// Closes `held` if it is still the live activation of its key and no relocation covers
+    /// it; `true` if it closed.
+    async fn close_orphan(&self, held: &Held) -> bool {
+        if self.interception.covers(&held.key) {
+            return false;
+        }
+        let live = {
+            let mut set = self.live.lock();
+            let same = set.get(&held.key).is_some_and(|e| {
+                e.generation == held.generation && address(&e.object) == held.activation
+            });
+            if !same {
+                return false;
+            }
+            set.remove(&held.key).map(|e| e.object)
+        };
+        let Some(live) = live else {
+            return false;
+        };
+        self.routes.forget(&held.key);
+        tracing::warn!(
+            object = %super::what(held.key.0, &held.key.1),
+            generation = held.generation,
+            "a held activation whose record the Store no longer holds (missing, or another incarnation) is closed"
+        );
+        live.close().await;
+        true
+    }
+
+    /// One tick of the audit: the suspects of the previous tick read again (closed when still
+    /// wrong), then the next page(s) of the pass (wrong ones become suspects). Returns how
+    /// many it closed.
+    pub(crate) async fn audit_tick(&self, audit: &mut Audit) -> usize {
+        let mut closed = 0;
+        let suspects: Vec<Held> = std::mem::take(&mut audit.suspects)
+            .into_values()
+            .filter(|h| self.still_held(h) && !self.interception.covers(&h.key))
+            .collect();
+        for batch in suspects.chunks(PAGE) {
+            match self.judge(batch).await {
+                Some(verdicts) => {
+                    for (h, wrong) in batch.iter().zip(verdicts) {
+                        if wrong && self.close_orphan(h).await {
+                            closed += 1;
+                        }
+                    }
+                }
+                // Not answered: judged again next tick.
+                None => audit
+                    .suspects
+                    .extend(batch.iter().map(|h| (h.key.clone(), h.clone()))),
+            }
+        }
+        if audit.pass.is_empty() {
+            audit.pass = self.held_now();
+        }
+        for _ in 0..PAGES_PER_TICK {
+            if audit.pass.is_empty() {
+                break;
+            }
+            let at = audit.pass.len().saturating_sub(PAGE);
+            let page: Vec<Held> = audit
+                .pass
+                .split_off(at)
+                .into_iter()
+                .filter(|h| self.still_held(h) && !self.interception.covers(&h.key))
+                .collect();
+            if let Some(verdicts) = self.judge(&page).await {
+                for (h, wrong) in page.into_iter().zip(verdicts) {
+                    if wrong {
+                        audit.suspects.insert(h.key.clone(), h);
+                    }
+                }
+            }
+        }
+        closed
+    }
+}
+
+/// The audit of one node's activations, one tick every `period` (the owner lease renew
+/// interval), while the host lives.
+pub(crate) async fn run(host: Weak<ObjectHost>, period: Duration) {
+    let mut audit = Audit::default();
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(host) = host.upgrade() else {
+            return;
+        };
+        host.audit_tick(&mut audit).await;
+    }
+}
