@@ -154,33 +154,42 @@ impl AuthorityClient {
 
     /// Reads the authority rows of many objects, in the order given, through the Store's
     /// batched read ([`MAX_READ_MANY_KEYS`](zlink_store_spi::MAX_READ_MANY_KEYS) keys per
-    /// Store call). Each answer is what [`read`](Self::read) of that object would answer at
-    /// some instant during the call. A row the Store cannot read fails the call (the Store's
-    /// `read_many` rule), as does a record that does not decode.
+    /// Store call): one answer per object, each what [`read`](Self::read) of that object
+    /// would answer at some instant during the call. A row the Store cannot read, or whose
+    /// record does not decode, costs only its own answer (the batch the Store refused for it
+    /// is read again key by key). `Err` when the Store did not answer.
     pub async fn read_many(
         &self,
         objects: &[(ObjectKind, ObjectId)],
-    ) -> Result<Vec<AuthorityRead>, LocationError> {
+    ) -> Result<Vec<Result<AuthorityRead, LocationError>>, LocationError> {
         let mut out = Vec::with_capacity(objects.len());
         for chunk in objects.chunks(zlink_store_spi::MAX_READ_MANY_KEYS) {
             let keys = chunk
                 .iter()
                 .map(|(kind, id)| keys::authority(*kind, id))
                 .collect::<Result<Vec<_>, _>>()?;
-            let reads = self.store.read_many(&keys).await?;
+            let reads = match self.store.read_many(&keys).await {
+                Ok(reads) => reads,
+                Err(zlink_store_spi::StoreError::Unreadable(_)) => {
+                    for (kind, id) in chunk {
+                        out.push(self.read(*kind, id).await);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             for ((_, id), read) in chunk.iter().zip(reads) {
                 out.push(match read {
-                    ReadResult::Missing { store_now } => AuthorityRead::Missing { store_now },
+                    ReadResult::Missing { store_now } => Ok(AuthorityRead::Missing { store_now }),
                     ReadResult::Found {
                         bytes,
                         version,
                         store_now,
                         ..
-                    } => {
-                        let handle = AuthorityHandle::decode(id.clone(), &bytes, version)?;
+                    } => AuthorityHandle::decode(id.clone(), &bytes, version).map(|handle| {
                         self.seen(&handle);
                         AuthorityRead::Found { handle, store_now }
-                    }
+                    }),
                 });
             }
         }

@@ -111,3 +111,47 @@ pub(super) async fn self_sweep_skips_and_counts_a_row_whose_newest_record_is_unr
         other => panic!("the bad row is left as it was: {other:?}"),
     }
 }
+
+/// The batched authority read answers each object on its own: found rows with their records,
+/// a missing one as missing, and a row the Store cannot read costs only its own answer (the
+/// others are still answered).
+pub(super) async fn read_many_answers_each_object_and_an_unreadable_row_costs_only_itself(
+    h: &Harness,
+) {
+    let wrapper = Arc::new(NewestUnreadable {
+        inner: h.store.clone(),
+        marked: Mutex::new(Vec::new()),
+    });
+    let a = h
+        .host_with(wrapper.clone(), LocationOptions::default(), None, 1)
+        .await;
+    let handles = [
+        active_actor(&a, "r0").await,
+        active_actor(&a, "r1").await,
+        active_actor(&a, "r2").await,
+    ];
+    let bad = crate::keys::authority(ObjectKind::Actor, handles[1].id()).expect("key");
+    corrupt_newest(h, &wrapper, &bad).await;
+    let objects: Vec<_> = ["r0", "r1", "nobody", "r2"]
+        .iter()
+        .map(|id| (ObjectKind::Actor, ObjectId::new(*id).expect("id")))
+        .collect();
+    let reads =
+        a.rt.authority()
+            .read_many(&objects)
+            .await
+            .expect("the Store answered");
+    assert_eq!(reads.len(), 4);
+    let found = |i: usize| match &reads[i] {
+        Ok(AuthorityRead::Found { handle, .. }) => Some(handle.object_generation()),
+        _ => None,
+    };
+    assert_eq!(found(0), Some(handles[0].object_generation()));
+    assert!(reads[1].is_err(), "{:?}", reads[1]);
+    assert!(
+        matches!(reads[2], Ok(AuthorityRead::Missing { .. })),
+        "{:?}",
+        reads[2]
+    );
+    assert_eq!(found(3), Some(handles[2].object_generation()));
+}

@@ -34,6 +34,7 @@ on_every_store!(
     corrupt::object_capacity_survives_a_foreign_key,
     corrupt::discovery_and_lists_leave_out_only_the_unreadable_rows,
     bad_row::self_sweep_skips_and_counts_a_row_whose_newest_record_is_unreadable,
+    bad_row::read_many_answers_each_object_and_an_unreadable_row_costs_only_itself,
     // Spec 21 §12 "Generation And Owner Lease".
     lease::generations_never_swap,
     lease::generation_exhausted_changes_nothing_and_repeats,

@@ -4,26 +4,29 @@
 //! The host's own write verification (`zlink-location`, `written.rs`) catches a lost write of
 //! this host; this pass catches the rest — a record deleted or replaced by something else (an
 //! operator, another host's lost or stray write, a bug) while the activation here keeps
-//! answering. Every tick (the owner lease renew interval) it first reads again the
-//! activations the previous tick found wrong, then the next page of the pass:
+//! answering. Every tick (the owner lease renew interval) it reads the records of the next
+//! page of the pass:
 //!
 //! - an activation is **wrong** when its record is missing, or holds another incarnation (an
-//!   ObjectGeneration other than the one this activation runs). A record naming another owner
-//!   for the *same* incarnation is a move in progress (a `SpotWide` member following its
-//!   Spot's owner, a NewOwner whose source has not closed yet) and is left to the move;
+//!   ObjectGeneration other than the one this activation runs). Neither ever turns back into
+//!   this activation's record (a record is inserted in the live set only after its creation
+//!   or owner change committed, and generations only grow), so one read decides. A record
+//!   naming another owner for the *same* incarnation is a move in progress (a `SpotWide`
+//!   member following its Spot's owner, a NewOwner whose source has not closed yet) and is
+//!   left to the move;
 //! - an activation a relocation covers is never judged (the move decides);
-//! - it is **closed** only when two reads at least one tick apart both find the same
-//!   activation wrong: it leaves the live set and its route-cache entry, and closes without a
-//!   location change (its timers stop with it). Later messages are answered by the record;
-//! - a read the Store does not answer judges nothing.
+//! - a wrong activation that is still exactly the one read (the same `Arc`, the same
+//!   generation) is **closed**: it leaves the live set and its route-cache entry, and closes
+//!   without a location change (its timers stop with it). Later messages are answered by the
+//!   record;
+//! - a read the Store does not answer judges nothing (the pass goes on next tick).
 //!
 //! Cost: one batched Store read per [`PAGE`] activations, at most [`PAGES_PER_TICK`] pages
-//! per renew interval, plus the re-reads of the few found wrong. A pass over `N` activations
-//! takes `ceil(N / (PAGE × PAGES_PER_TICK))` ticks, so an activation whose record went away is
-//! closed within that many renew intervals plus one (the confirming read). The pass snapshots
-//! the keys of the live set once per pass (key, kind, generation), not per tick.
+//! per renew interval. A pass over `N` activations takes `ceil(N / (PAGE × PAGES_PER_TICK))`
+//! ticks, so an activation whose record went away is closed within that many renew intervals
+//! plus one. The pass snapshots the keys of the live set once per pass (key, kind,
+//! generation), not per tick.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -53,8 +56,6 @@ pub(crate) struct Held {
 pub(crate) struct Audit {
     /// What is left of the current pass.
     pass: Vec<Held>,
-    /// Found wrong by the previous tick, to be read again.
-    suspects: HashMap<ObjectKey, Held>,
 }
 
 /// What a read says of one held activation.
@@ -96,7 +97,14 @@ impl ObjectHost {
         let objects: Vec<(ObjectKind, ObjectId)> =
             batch.iter().map(|h| (h.kind, h.key.1.clone())).collect();
         match self.location.authority().read_many(&objects).await {
-            Ok(reads) => Some(batch.iter().zip(&reads).map(|(h, r)| wrong(h, r)).collect()),
+            // A row that cannot be read or decoded judges only itself: not wrong.
+            Ok(reads) => Some(
+                batch
+                    .iter()
+                    .zip(&reads)
+                    .map(|(h, r)| r.as_ref().is_ok_and(|r| wrong(h, r)))
+                    .collect(),
+            ),
             Err(e) => {
                 tracing::debug!(error = %e, "held-activation audit: the Store did not answer; nothing judged");
                 None
@@ -133,30 +141,10 @@ impl ObjectHost {
         true
     }
 
-    /// One tick of the audit: the suspects of the previous tick read again (closed when still
-    /// wrong), then the next page(s) of the pass (wrong ones become suspects). Returns how
-    /// many it closed.
+    /// One tick of the audit: the next page(s) of the pass; every activation found wrong is
+    /// closed. Returns how many it closed.
     pub(crate) async fn audit_tick(&self, audit: &mut Audit) -> usize {
         let mut closed = 0;
-        let suspects: Vec<Held> = std::mem::take(&mut audit.suspects)
-            .into_values()
-            .filter(|h| self.still_held(h) && !self.interception.covers(&h.key))
-            .collect();
-        for batch in suspects.chunks(PAGE) {
-            match self.judge(batch).await {
-                Some(verdicts) => {
-                    for (h, wrong) in batch.iter().zip(verdicts) {
-                        if wrong && self.close_orphan(h).await {
-                            closed += 1;
-                        }
-                    }
-                }
-                // Not answered: judged again next tick.
-                None => audit
-                    .suspects
-                    .extend(batch.iter().map(|h| (h.key.clone(), h.clone()))),
-            }
-        }
         if audit.pass.is_empty() {
             audit.pass = self.held_now();
         }
@@ -171,11 +159,12 @@ impl ObjectHost {
                 .into_iter()
                 .filter(|h| self.still_held(h) && !self.interception.covers(&h.key))
                 .collect();
-            if let Some(verdicts) = self.judge(&page).await {
-                for (h, wrong) in page.into_iter().zip(verdicts) {
-                    if wrong {
-                        audit.suspects.insert(h.key.clone(), h);
-                    }
+            let Some(verdicts) = self.judge(&page).await else {
+                break;
+            };
+            for (h, wrong) in page.iter().zip(verdicts) {
+                if wrong && self.close_orphan(h).await {
+                    closed += 1;
                 }
             }
         }
