@@ -20,6 +20,11 @@
 //! cancels it in one guarded batch and competes for a new reservation
 //! (`AuthorityClient::cancel_abandoned`); a cancel the Store does not confirm is retried until
 //! the deadline plus the cleanup window.
+//!
+//! The call answers by its deadline: the creation runs as a task of its own, and what follows
+//! a deadline passed with the outcome unknown (the cancel above, retried until the deadline
+//! plus the cleanup window) goes on in the background after the caller heard
+//! `DeadlineExceeded`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +53,11 @@ pub const DEFAULT_CREATE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// How often a caller re-reads a record another creation holds in `Creating`.
 const CREATING_POLL: Duration = Duration::from_millis(10);
+
+/// How long past its deadline a creation call waits for an answer already on its way (a
+/// terminal read, a `DeadlineExceeded` the creation itself decided) before it answers
+/// `DeadlineExceeded` on its own.
+const RETURN_SLACK: Duration = Duration::from_millis(50);
 
 /// How often a caller waiting on another creation's `Reserved` record checks whether that
 /// creation is abandoned.
@@ -162,7 +172,7 @@ impl ObjectClient {
             ObjectKind::Actor => ObjectLabel::Actor,
             _ => ObjectLabel::Spot,
         };
-        let out = self.obtain_once(call).await;
+        let out = self.obtain_by_deadline(call).await;
         let ended = match &out {
             Ok(o) if o.created => Ended::Created,
             Ok(_) => Ended::Existing,
@@ -171,6 +181,25 @@ impl ObjectClient {
         };
         self.objects.metrics.creation(kind, ended);
         out
+    }
+
+    /// [`obtain_once`](Self::obtain_once) answered by the call's deadline (and
+    /// [`RETURN_SLACK`]): the creation runs as a task of its own, so the cleanup that follows
+    /// a creation whose outcome stayed unknown at the deadline — cancelling the reservation,
+    /// recording a terminal, bounded by the deadline plus `creationCleanupWindow` — goes on
+    /// in the background and never holds the caller past its deadline (found by zlink-sim
+    /// seed 435: a call held 10 s past its deadline while its Store was slow).
+    async fn obtain_by_deadline(&self, call: Obtain) -> Result<Obtained, ZLinkError> {
+        let deadline = Instant::now() + call.deadline;
+        let client = self.clone();
+        let task = tokio::spawn(async move { client.obtain_once(call).await });
+        match tokio::time::timeout_at(deadline + RETURN_SLACK, task).await {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down.
+            Ok(Err(_)) => Err(ZLinkError::ShuttingDown),
+            Err(_) => Err(deadline_exceeded()),
+        }
     }
 
     async fn obtain_once(&self, call: Obtain) -> Result<Obtained, ZLinkError> {
