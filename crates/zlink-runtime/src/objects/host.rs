@@ -115,6 +115,9 @@ struct LiveEntry {
     stable_type: StableType,
     /// The ObjectGeneration of the incarnation.
     generation: u64,
+    /// A `SpotWide` member: `run` is its Spot's owner, which its own record follows only
+    /// after the move (the audit judges such a record by its incarnation alone).
+    member: bool,
     object: Arc<dyn LiveObject>,
 }
 
@@ -308,6 +311,7 @@ impl ObjectHost {
             kind: record.kind(),
             stable_type: self.shared_type(record.stable_type()),
             generation: record.object_generation().get(),
+            member: false,
             object: live,
         };
         self.live.lock().insert(key, entry);
@@ -345,6 +349,7 @@ impl ObjectHost {
             kind: ObjectKind::Actor,
             stable_type: self.shared_type(&stable_type),
             generation,
+            member: true,
             object: live,
         };
         self.live.lock().insert(key, entry);

@@ -7,14 +7,17 @@
 //! answering. Every tick (the owner lease renew interval) it reads the records of the next
 //! page of the pass:
 //!
-//! - an activation is **wrong** when its record is missing, or holds another incarnation (an
-//!   ObjectGeneration other than the one this activation runs). Neither ever turns back into
-//!   this activation's record (a record is inserted in the live set only after its creation
-//!   or owner change committed, and generations only grow), so one read decides. A record
-//!   naming another owner for the *same* incarnation is a move in progress (a `SpotWide`
-//!   member following its Spot's owner, a NewOwner whose source has not closed yet) and is
-//!   left to the move;
-//! - an activation a relocation covers is never judged (the move decides);
+//! - an activation is **wrong** when its record is missing, holds another incarnation (an
+//!   ObjectGeneration other than the one this activation runs), or names another owner run
+//!   than the one it named when the activation went live. None of these ever turns back into
+//!   this activation's record (an activation enters the live set only after its creation or
+//!   owner change committed; generations only grow; a record that moved away from this run
+//!   does not come back to it), so one read decides. After a Store rollback a re-creation
+//!   elsewhere can carry the *same* ObjectGeneration: the owner comparison catches it. The
+//!   owner is not compared for a `SpotWide` member Actor: its own record follows its Spot's
+//!   owner only after the move, in the background;
+//! - an activation a relocation covers is never judged (the move decides: a source keeps its
+//!   sealed activation while the record already names the target);
 //! - a wrong activation that is still exactly the one read (the same `Arc`, the same
 //!   generation) is **closed**: it leaves the live set and its route-cache entry, and closes
 //!   without a location change (its timers stop with it). Later messages are answered by the
@@ -31,7 +34,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use zlink_codec::ObjectId;
-use zlink_location::{AuthorityRead, ObjectKind};
+use zlink_location::{AuthorityRead, HostRun, ObjectKind};
 
 use super::{LiveObject, ObjectHost, ObjectKey};
 
@@ -48,6 +51,9 @@ pub(crate) struct Held {
     key: ObjectKey,
     kind: ObjectKind,
     generation: u64,
+    /// The run the record named when the activation went live (`None` for a `SpotWide`
+    /// member, whose own record follows its Spot's owner only later).
+    run: Option<HostRun>,
     activation: usize,
 }
 
@@ -62,7 +68,10 @@ pub(crate) struct Audit {
 fn wrong(held: &Held, read: &AuthorityRead) -> bool {
     match read {
         AuthorityRead::Missing { .. } => true,
-        AuthorityRead::Found { handle, .. } => handle.object_generation().get() != held.generation,
+        AuthorityRead::Found { handle, .. } => {
+            handle.object_generation().get() != held.generation
+                || held.run.as_ref().is_some_and(|run| handle.owner() != run)
+        }
     }
 }
 
@@ -80,6 +89,7 @@ impl ObjectHost {
                 key: key.clone(),
                 kind: e.kind,
                 generation: e.generation,
+                run: (!e.member).then(|| e.run.clone()),
                 activation: address(&e.object),
             })
             .collect()
