@@ -11,7 +11,7 @@ pub use crate::messaging::{
     RelocationStoreError, RouteKind, TimerError, UnavailableReason, Unconfigured, decode_reply,
 };
 pub use crate::objects::{
-    ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,
-    FactoryContext, InstanceCall, RelocationReady, RelocationReadyOutcome, TimerContext,
-    TimerHandle, TimerKind, Timers,
+    ActorHandle, ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,
+    FactoryContext, Handles, InstanceCall, Receives, RelocationReady, RelocationReadyOutcome,
+    TimerContext, TimerHandle, TimerKind, Timers,
 };

@@ -156,6 +156,7 @@ mod spots;
 #[cfg(feature = "testing")]
 pub(crate) mod testing;
 pub(crate) mod timer;
+mod typed;
 
 pub use call::{CreateCall, Created, CreatedRef};
 pub use client::DEFAULT_CREATE_DEADLINE;
@@ -178,3 +179,4 @@ pub use timer::{
     MAX_MIN_TIMER_PERIOD, MIN_MIN_TIMER_PERIOD, TimerContext, TimerHandle, TimerKind, TimerLimits,
     Timers,
 };
+pub use typed::{ActorHandle, Handles, Receives};

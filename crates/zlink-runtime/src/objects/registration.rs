@@ -30,27 +30,29 @@ use crate::messaging::{
 /// An Actor's state, built by its type's factory once per activation.
 pub trait Actor: Send + 'static {
     /// Runs one tick of the timer `name` (a job of the activation, like a message; see
-    /// [`Timers`](super::Timers)). The default does nothing; an error is logged.
-    fn on_timer<'a>(
-        &'a mut self,
+    /// [`Timers`](super::Timers)). Write it as an `async fn`. The default does nothing; an
+    /// error is logged.
+    fn on_timer(
+        &mut self,
         ctx: super::TimerContext,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        name: &str,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send {
         let _ = (ctx, name);
-        Box::pin(async { Ok(()) })
+        async { Ok(()) }
     }
 }
 
 /// A Spot's state, built by its type's factory once per activation.
 pub trait Spot: Send + 'static {
-    /// Runs one tick of the timer `name` (as [`Actor::on_timer`]). The default does nothing.
-    fn on_timer<'a>(
-        &'a mut self,
+    /// Runs one tick of the timer `name` (as [`Actor::on_timer`]). Write it as an `async fn`.
+    /// The default does nothing.
+    fn on_timer(
+        &mut self,
         ctx: super::TimerContext,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        name: &str,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send {
         let _ = (ctx, name);
-        Box::pin(async { Ok(()) })
+        async { Ok(()) }
     }
 }
 
@@ -449,6 +451,30 @@ macro_rules! message_handlers {
                     self.duplicate
                         .get_or_insert_with(|| format!("{route} {packet:?}"));
                 }
+            }
+
+            /// Registers `T`'s [`Handles<R>`](super::Handles) implementation (an `async fn`)
+            /// as the request handler of `R`, as [`on_request`](Self::on_request) does.
+            pub fn handles<R>(self) -> Self
+            where
+                R: Request,
+                T: super::Handles<R>,
+            {
+                self.on_request::<R, _>(|state, request, ctx| {
+                    Box::pin(super::Handles::handle(state, request, ctx))
+                })
+            }
+
+            /// Registers `T`'s [`Receives<M>`](super::Receives) implementation (an `async fn`)
+            /// as the one-way handler of `M`, as [`on_send`](Self::on_send) does.
+            pub fn receives<M>(self) -> Self
+            where
+                M: Message,
+                T: super::Receives<M>,
+            {
+                self.on_send::<M, _>(|state, message, ctx| {
+                    Box::pin(super::Receives::receive(state, message, ctx))
+                })
             }
 
             #[doc = concat!("Registers the request handler of `R`: it runs on the ", $what, "'s state, one")]

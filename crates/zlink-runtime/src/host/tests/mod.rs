@@ -33,3 +33,4 @@ mod store_loss;
 mod timers;
 mod tls;
 mod topology;
+mod typed;

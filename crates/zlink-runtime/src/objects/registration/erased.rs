@@ -100,7 +100,7 @@ impl Registration {
             handlers: Arc::new(t.handlers),
             callback: None,
             lifecycle: Lifecycle::default(),
-            on_timer: Arc::new(|a: &mut A, ctx, name| a.on_timer(ctx, name)),
+            on_timer: Arc::new(|a: &mut A, ctx, name| Box::pin(a.on_timer(ctx, name))),
         });
         Self {
             kind: ObjectKind::Actor,
@@ -139,7 +139,7 @@ impl Registration {
             handlers: Arc::new(t.handlers),
             callback: t.callback,
             lifecycle,
-            on_timer: Arc::new(|s: &mut S, ctx, name| s.on_timer(ctx, name)),
+            on_timer: Arc::new(|s: &mut S, ctx, name| Box::pin(s.on_timer(ctx, name))),
         });
         Self {
             kind,

@@ -22,7 +22,7 @@ use zlink_store_spi::DynLocationStore;
 use super::support::*;
 use crate::host::ZLinkHost;
 use crate::host::config::ZLink;
-use crate::messaging::{BoxError, BoxFuture, ErrorKind, Message, Request};
+use crate::messaging::{BoxError, ErrorKind, Message, Request};
 use crate::objects::{Actor, ActorStateAdapter, ActorType, TimerContext, TimerLimits};
 use zlink_testkit::Harness;
 
@@ -55,11 +55,7 @@ pub(super) struct Ticker {
 }
 
 impl Actor for Ticker {
-    fn on_timer<'a>(
-        &'a mut self,
-        ctx: TimerContext,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    async fn on_timer(&mut self, ctx: TimerContext, name: &str) -> Result<(), BoxError> {
         self.ticks += 1;
         self.log.lock().entry(ctx.id).or_default().push(Seen {
             node: self.node,
@@ -67,7 +63,7 @@ impl Actor for Ticker {
             n: self.ticks,
             at: Instant::now(),
         });
-        Box::pin(async { Ok(()) })
+        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@ use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
 
 use crate::host::config::ZLink;
 use crate::host::tests::support::*;
-use crate::messaging::{BoxError, BoxFuture, Message, Request};
+use crate::messaging::{BoxError, Message, Request};
 use crate::objects::{Spot, SpotType, TimerContext};
 use zlink_testkit::Harness;
 
@@ -25,15 +25,11 @@ on_every_store!(
 /// A Spot counting its `beat` ticks in a shared counter.
 struct Beacon(Arc<AtomicUsize>);
 impl Spot for Beacon {
-    fn on_timer<'a>(
-        &'a mut self,
-        _ctx: TimerContext,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    async fn on_timer(&mut self, _ctx: TimerContext, name: &str) -> Result<(), BoxError> {
         if name == "beat" {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
-        Box::pin(async { Ok(()) })
+        Ok(())
     }
 }
 

@@ -1,0 +1,68 @@
+//! Handlers written as `async fn`s in trait impls and Actor handles typed by the Actor's state
+//! type (issue 40).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::support::*;
+use crate::handler::{Handles, Receives};
+use crate::objects::Actor;
+use crate::{Message, MessageContext, ZLink, ZLinkError};
+
+struct Tally {
+    n: u64,
+}
+impl Actor for Tally {}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Reset;
+impl Message for Reset {
+    const PACKET: &'static str = "Reset";
+}
+
+impl Handles<Incr> for Tally {
+    async fn handle(&mut self, _: Incr, _: MessageContext) -> Result<u64, ZLinkError> {
+        self.n += 1;
+        Ok(self.n)
+    }
+}
+
+impl Receives<Reset> for Tally {
+    async fn receive(&mut self, _: Reset, _: MessageContext) -> Result<(), ZLinkError> {
+        self.n = 0;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn trait_handlers_answer_through_a_handle_typed_by_the_actor() {
+    let store: Arc<dyn zlink_store_spi::DynLocationStore> =
+        Arc::new(zlink_store_spi::MemoryLocationStore::new());
+    let host = ZLink::builder()
+        .location_store(store)
+        .route_mesh(mesh(), |b| {
+            b.object_role(zlink_codec::records::ObjectRole::Server)
+                .actor_type::<Tally>("tally", |t| {
+                    t.factory(|_ctx| async { Ok(Tally { n: 0 }) })
+                        .disable_relocation()
+                        .handles::<Incr>()
+                        .receives::<Reset>()
+                })
+        })
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    host.ready(WAIT).await.expect("ready");
+    let actors = host.actors().expect("manager");
+    actors.get_or_create("tally", "t-1").await.expect("created");
+    let t = actors.actor::<Tally>("t-1");
+    assert_eq!(t.id(), "t-1");
+    assert_eq!(t.request(&Incr).await.expect("incr"), 1);
+    assert_eq!(t.request(&Incr).await.expect("incr"), 2);
+    t.send(&Reset).await.expect("sent");
+    // A one-way send and a later request from the same caller run in order.
+    assert_eq!(t.request(&Incr).await.expect("incr"), 1);
+    host.shutdown().await;
+}
