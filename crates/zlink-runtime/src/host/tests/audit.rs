@@ -2,33 +2,12 @@
 //! activation whose record went away behind its back is closed within a few renew
 //! intervals, and nothing else is.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use zlink_location::ObjectKind;
-use zlink_store_spi::DynLocationStore;
 use zlink_testkit::Harness;
 
 use super::support::*;
-use crate::host::ZLinkHost;
-use crate::mesh::node::MeshNode;
-
-async fn server(store: Arc<dyn DynLocationStore>) -> (ZLinkHost, MeshNode) {
-    let options = short_lease().polling_interval(Duration::from_millis(100));
-    counter_server(store, options, &Arc::default()).await
-}
-
-/// How many live activations each actor id has across `hosts`.
-fn live_per_id(hosts: &[&ZLinkHost]) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for h in hosts {
-        for ((_, id), _, _) in h.object_host(0).live_list() {
-            *out.entry(id.as_str().to_owned()).or_insert(0) += 1;
-        }
-    }
-    out
-}
 
 on_every_store!(an_activation_whose_record_was_deleted_behind_its_back_is_closed_and_nothing_else);
 
@@ -40,9 +19,9 @@ on_every_store!(an_activation_whose_record_was_deleted_behind_its_back_is_closed
 async fn an_activation_whose_record_was_deleted_behind_its_back_is_closed_and_nothing_else(
     h: &Harness,
 ) {
-    let (ha, a) = server(h.store.clone()).await;
-    let (hb, b) = server(h.store.clone()).await;
-    let (hc, c) = server(h.store.clone()).await;
+    let (ha, a) = short_lease_counter_server(h.store.clone()).await;
+    let (hb, b) = short_lease_counter_server(h.store.clone()).await;
+    let (hc, c) = short_lease_counter_server(h.store.clone()).await;
     for n in [&a, &b, &c] {
         wait_peers(n, 2).await;
     }

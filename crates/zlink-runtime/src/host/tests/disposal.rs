@@ -94,35 +94,16 @@ impl RelocationStore for SeenRelocation {
     }
 }
 
-/// A counter server on `location` (and a Relocation Store, when given).
+/// A counter server on `location` (and a Relocation Store, when given), ready.
 async fn root(
     location: Arc<dyn DynLocationStore>,
     relocation: Option<Arc<dyn zlink_store_spi::DynRelocationStore>>,
 ) -> ZLinkHost {
-    let mut b = ZLink::builder()
-        .location_store(location)
-        .location_options(short_lease());
+    let mut b = ZLink::builder().location_store(location);
     if let Some(r) = relocation {
         b = b.relocation_store(r);
     }
-    let host = b
-        .route_mesh(mesh(), |b| {
-            b.object_role(zlink_codec::records::ObjectRole::Server)
-                .actor_type::<Counter>("counter", |t| {
-                    t.factory(|_ctx| async { Ok(Counter { n: 0 }) })
-                        .disable_relocation()
-                        .on_request::<Incr, _>(|c, _req, _ctx| {
-                            Box::pin(async move {
-                                c.n += 1;
-                                Ok(c.n)
-                            })
-                        })
-                })
-        })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
+    let host = counter_root(b, short_lease(), &Arc::default()).await;
     host.ready(WAIT).await.expect("ready");
     host
 }

@@ -1,7 +1,6 @@
 //! A Location Store that lost its data while the roots ran (spec 21 §3, §5, §10; the
 //! store-epoch decision in `docs/store-epoch.md`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,15 +10,7 @@ use zlink_store_spi::{
 use zlink_testkit::{Harness, snapshot_of};
 
 use super::support::*;
-use crate::host::ZLinkHost;
-use crate::mesh::node::MeshNode;
 use crate::objects::ActorRef;
-
-/// An Object Server of the counter type with short leases, over `store`.
-async fn server(store: Arc<dyn DynLocationStore>) -> (ZLinkHost, MeshNode) {
-    let options = short_lease().polling_interval(Duration::from_millis(100));
-    counter_server(store, options, &Arc::default()).await
-}
 
 /// Deletes every key of the store (the Redis prefix of the test): a Store restarted without
 /// persistence. Each key of one snapshot is deleted once, under the version it holds then (the
@@ -42,17 +33,6 @@ async fn wipe(store: &dyn DynLocationStore) {
     }
 }
 
-/// How many live activations each actor id has across `hosts`.
-fn live_per_id(hosts: &[&ZLinkHost]) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for h in hosts {
-        for ((_, id), _, _) in h.object_host(0).live_list() {
-            *out.entry(id.as_str().to_owned()).or_insert(0) += 1;
-        }
-    }
-    out
-}
-
 on_every_store!(
     after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher_generations
 );
@@ -65,9 +45,9 @@ on_every_store!(
 async fn after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher_generations(
     h: &Harness,
 ) {
-    let (ha, a) = server(h.store.clone()).await;
-    let (hb, b) = server(h.store.clone()).await;
-    let (hc, c) = server(h.store.clone()).await;
+    let (ha, a) = short_lease_counter_server(h.store.clone()).await;
+    let (hb, b) = short_lease_counter_server(h.store.clone()).await;
+    let (hc, c) = short_lease_counter_server(h.store.clone()).await;
     for n in [&a, &b, &c] {
         wait_peers(n, 2).await;
     }
@@ -180,9 +160,9 @@ async fn after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher
 async fn after_a_failover_rollback_lost_actors_close_and_come_back_with_higher_generations() {
     let mem = Arc::new(zlink_store_spi::MemoryLocationStore::new());
     let store: Arc<dyn DynLocationStore> = mem.clone();
-    let (ha, a) = server(store.clone()).await;
-    let (hb, b) = server(store.clone()).await;
-    let (hc, c) = server(store.clone()).await;
+    let (ha, a) = short_lease_counter_server(store.clone()).await;
+    let (hb, b) = short_lease_counter_server(store.clone()).await;
+    let (hc, c) = short_lease_counter_server(store.clone()).await;
     for n in [&a, &b, &c] {
         wait_peers(n, 2).await;
     }

@@ -264,9 +264,19 @@ pub(crate) async fn counter_server(
     options: LocationOptions,
     factories: &Arc<std::sync::atomic::AtomicUsize>,
 ) -> (ZLinkHost, MeshNode) {
+    let host = counter_root(ZLink::builder().location_store(store), options, factories).await;
+    let node = host.node(&mesh()).expect("node");
+    (host, node)
+}
+
+/// [`counter_server`] on a builder that already holds its stores.
+pub(crate) async fn counter_root(
+    builder: ZLinkBuilder<NodeHandler>,
+    options: LocationOptions,
+    factories: &Arc<std::sync::atomic::AtomicUsize>,
+) -> ZLinkHost {
     let f = Arc::clone(factories);
-    let host = ZLink::builder()
-        .location_store(store)
+    builder
         .location_options(options)
         .route_mesh(mesh(), move |b| {
             b.object_role(zlink_codec::records::ObjectRole::Server)
@@ -290,9 +300,27 @@ pub(crate) async fn counter_server(
         .build()
         .start()
         .await
-        .expect("the host starts");
-    let node = host.node(&mesh()).expect("node");
-    (host, node)
+        .expect("the host starts")
+}
+
+/// [`counter_server`] with short leases (renewed every 100 ms) and discovery polling every
+/// 100 ms: tests that wait for leases, takeovers or audits.
+pub(crate) async fn short_lease_counter_server(
+    store: Arc<dyn DynLocationStore>,
+) -> (ZLinkHost, MeshNode) {
+    let options = short_lease().polling_interval(Duration::from_millis(100));
+    counter_server(store, options, &Arc::default()).await
+}
+
+/// How many live activations each actor id has across `hosts`.
+pub(crate) fn live_per_id(hosts: &[&ZLinkHost]) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for h in hosts {
+        for ((_, id), _, _) in h.object_host(0).live_list() {
+            *out.entry(id.as_str().to_owned()).or_insert(0) += 1;
+        }
+    }
+    out
 }
 
 /// Actors counted by every allocation row of the store.
