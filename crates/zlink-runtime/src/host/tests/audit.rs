@@ -19,24 +19,10 @@ on_every_store!(an_activation_whose_record_was_deleted_behind_its_back_is_closed
 async fn an_activation_whose_record_was_deleted_behind_its_back_is_closed_and_nothing_else(
     h: &Harness,
 ) {
-    let (ha, a) = short_lease_counter_server(h.store.clone()).await;
-    let (hb, b) = short_lease_counter_server(h.store.clone()).await;
-    let (hc, c) = short_lease_counter_server(h.store.clone()).await;
-    for n in [&a, &b, &c] {
-        wait_peers(n, 2).await;
-    }
-    wait_discovered(&[&ha, &hb, &hc]).await;
+    let ([ha, hb, hc], _) = three_counter_servers(&h.store).await;
     let hosts = [&ha, &hb, &hc];
     let m = ha.actors().expect("manager");
-    let mut refs = Vec::new();
-    for i in 0..8 {
-        let r = m
-            .get_or_create("counter", &format!("c-{i}"))
-            .await
-            .expect("created");
-        assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
-        refs.push(r);
-    }
+    let refs = counters_asked_once(&m, "c", 8).await;
     assert_eq!(live_per_id(&hosts).len(), 8);
     // Past the hosts' own verification of the rows they wrote (after the next renews): the
     // deletion below is no lost write of theirs, and no host takes its lease over for it.

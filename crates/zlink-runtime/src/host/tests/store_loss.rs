@@ -10,7 +10,6 @@ use zlink_store_spi::{
 use zlink_testkit::{Harness, snapshot_of};
 
 use super::support::*;
-use crate::objects::ActorRef;
 
 /// Deletes every key of the store (the Redis prefix of the test): a Store restarted without
 /// persistence. Each key of one snapshot is deleted once, under the version it holds then (the
@@ -45,24 +44,10 @@ on_every_store!(
 async fn after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher_generations(
     h: &Harness,
 ) {
-    let (ha, a) = short_lease_counter_server(h.store.clone()).await;
-    let (hb, b) = short_lease_counter_server(h.store.clone()).await;
-    let (hc, c) = short_lease_counter_server(h.store.clone()).await;
-    for n in [&a, &b, &c] {
-        wait_peers(n, 2).await;
-    }
-    wait_discovered(&[&ha, &hb, &hc]).await;
+    let ([ha, hb, hc], [a, b, c]) = three_counter_servers(&h.store).await;
     let hosts = [&ha, &hb, &hc];
     let m = ha.actors().expect("manager");
-    let mut old: Vec<ActorRef> = Vec::new();
-    for i in 0..12 {
-        let r = m
-            .get_or_create("counter", &format!("c-{i}"))
-            .await
-            .expect("created");
-        assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
-        old.push(r);
-    }
+    let old = counters_asked_once(&m, "c", 12).await;
     let runs: Vec<_> = hosts
         .iter()
         .map(|x| x.object_host(0).location.host_run().expect("run"))
@@ -160,34 +145,12 @@ async fn after_store_data_loss_nodes_rejoin_and_actors_are_recreated_with_higher
 async fn after_a_failover_rollback_lost_actors_close_and_come_back_with_higher_generations() {
     let mem = Arc::new(zlink_store_spi::MemoryLocationStore::new());
     let store: Arc<dyn DynLocationStore> = mem.clone();
-    let (ha, a) = short_lease_counter_server(store.clone()).await;
-    let (hb, b) = short_lease_counter_server(store.clone()).await;
-    let (hc, c) = short_lease_counter_server(store.clone()).await;
-    for n in [&a, &b, &c] {
-        wait_peers(n, 2).await;
-    }
-    wait_discovered(&[&ha, &hb, &hc]).await;
+    let ([ha, hb, hc], _) = three_counter_servers(&store).await;
     let hosts = [&ha, &hb, &hc];
     let m = ha.actors().expect("manager");
-    let mut kept: Vec<ActorRef> = Vec::new();
-    for i in 0..6 {
-        let r = m
-            .get_or_create("counter", &format!("k-{i}"))
-            .await
-            .expect("created");
-        assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
-        kept.push(r);
-    }
+    let kept = counters_asked_once(&m, "k", 6).await;
     let checkpoint = mem.checkpoint();
-    let mut lost: Vec<ActorRef> = Vec::new();
-    for i in 0..6 {
-        let r = m
-            .get_or_create("counter", &format!("l-{i}"))
-            .await
-            .expect("created");
-        assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
-        lost.push(r);
-    }
+    let lost = counters_asked_once(&m, "l", 6).await;
     let runs: Vec<_> = hosts
         .iter()
         .map(|x| x.object_host(0).location.host_run().expect("run"))

@@ -312,6 +312,39 @@ pub(crate) async fn short_lease_counter_server(
     counter_server(store, options, &Arc::default()).await
 }
 
+/// Three [`short_lease_counter_server`]s over `store`, each seeing the two others, and their
+/// nodes.
+pub(crate) async fn three_counter_servers(
+    store: &Arc<dyn DynLocationStore>,
+) -> ([ZLinkHost; 3], [MeshNode; 3]) {
+    let (ha, a) = short_lease_counter_server(store.clone()).await;
+    let (hb, b) = short_lease_counter_server(store.clone()).await;
+    let (hc, c) = short_lease_counter_server(store.clone()).await;
+    for n in [&a, &b, &c] {
+        wait_peers(n, 2).await;
+    }
+    wait_discovered(&[&ha, &hb, &hc]).await;
+    ([ha, hb, hc], [a, b, c])
+}
+
+/// Creates the `counter` Actors `{prefix}-0` .. `{prefix}-{n-1}` through `m`, each asked once.
+pub(crate) async fn counters_asked_once(
+    m: &crate::objects::ActorManager,
+    prefix: &str,
+    n: usize,
+) -> Vec<crate::objects::ActorRef> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let r = m
+            .get_or_create("counter", &format!("{prefix}-{i}"))
+            .await
+            .expect("created");
+        assert_eq!(m.request(r.id.as_str(), &Incr).await.expect("incr"), 1);
+        out.push(r);
+    }
+    out
+}
+
 /// How many live activations each actor id has across `hosts`.
 pub(crate) fn live_per_id(hosts: &[&ZLinkHost]) -> std::collections::BTreeMap<String, usize> {
     let mut out = std::collections::BTreeMap::new();
