@@ -152,18 +152,37 @@ pub(crate) async fn reclaim_dead_run(
             return;
         }
     }
-    match location.authority().recovery_sweep(&run).await {
-        Ok(Outcome::Applied(report)) => {
-            tracing::info!(owner = %run.owner_id, ?report, "recovery-sweep of a dead run");
+    // A Store that does not answer (a failover under way: the first calls after it fail) is
+    // tried again with a growing pause for up to `RECLAIM_RETRY`, rather than leaving the
+    // run's records — every request to them answered `Unavailable` — to the periodic sweep,
+    // three lease TTLs later. The sweep is conditioned on the run's lease row: trying again is
+    // safe.
+    let until = tokio::time::Instant::now() + RECLAIM_RETRY;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match location.authority().recovery_sweep(&run).await {
+            Ok(Outcome::Applied(report)) => {
+                tracing::info!(owner = %run.owner_id, ?report, "recovery-sweep of a dead run");
+            }
+            Ok(Outcome::Conflict(c)) => {
+                tracing::info!(owner = %run.owner_id, ?c, "recovery-sweep found the run alive");
+            }
+            Err(e) if tokio::time::Instant::now() + pause < until => {
+                tracing::info!(owner = %run.owner_id, error = %e, "recovery-sweep failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(owner = %run.owner_id, error = %e, "recovery-sweep failed; the periodic sweep takes it over")
+            }
         }
-        Ok(Outcome::Conflict(c)) => {
-            tracing::info!(owner = %run.owner_id, ?c, "recovery-sweep found the run alive");
-        }
-        Err(e) => {
-            tracing::warn!(owner = %run.owner_id, error = %e, "recovery-sweep failed")
-        }
+        return;
     }
 }
+
+/// How long [`reclaim_dead_run`] tries a recovery-sweep again while the Store fails.
+const RECLAIM_RETRY: Duration = Duration::from_secs(15);
 
 /// The periodic sweep of dead runs nobody saw leave (see the module docs), until the node's
 /// object host is gone; `period` is the validated `deadRunSweepInterval`.
