@@ -79,7 +79,44 @@ on_every_store!(
     a_periodic_sweep_reclaims_dead_runs_nobody_observed,
     a_stalled_owner_whose_lease_is_held_is_never_recovered,
     a_message_whose_owner_recovery_fails_is_unavailable_not_an_internal_failure,
+    a_reclaim_whose_sweep_the_store_fails_is_tried_again_not_left_to_the_periodic_sweep,
 );
+
+/// A root dies unobserved with Actors; another node reclaims its run (as when discovery saw
+/// it leave) while its Store fails the sweep's first two scans — as the first calls after a
+/// failover do. The reclaim tries again and removes every row of the dead run (before: one
+/// failed sweep was left to the periodic sweep, three lease TTLs later; the fault suite's
+/// Cluster failover saw half its Actors `Unavailable` for 12 s).
+async fn a_reclaim_whose_sweep_the_store_fails_is_tried_again_not_left_to_the_periodic_sweep(
+    h: &Harness,
+) {
+    let factories = Arc::new(AtomicUsize::new(0));
+    let fa = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let (ha, _) = counter_server(fa.clone(), options(Duration::ZERO), &factories).await;
+    wait_discovered(&[&ha]).await;
+    let m = ha.actors().expect("manager");
+    for i in 0..4 {
+        m.get_or_create("counter", &format!("c-{i}"))
+            .await
+            .expect("created");
+    }
+    let dead = runs(&[&ha]);
+    assert_eq!(rows_of(h, &dead).await, 4);
+    kill_unobserved(h, &[&fa], &dead).await;
+
+    let fb = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let b = zlink_location::LocationRuntime::builder(fb.clone())
+        .renew_loop(false)
+        .start()
+        .await
+        .expect("runtime starts");
+    fb.fail_next([LocationOp::Scan], 2, Fault::UNAVAILABLE);
+    crate::objects::recovery::reclaim_dead_run(Arc::new(b), None, dead[0].clone()).await;
+    assert_eq!(fb.fail_next_remaining(), 0, "both failures were met");
+    assert_eq!(rows_of(h, &dead).await, 0, "the dead run's rows are gone");
+    fa.heal();
+    drop(ha);
+}
 
 /// A root creates Actors, then dies without any live peer observing it (its lease runs out).
 /// A fresh root (its periodic sweep off) gets live Actors from `get_or_create` — new
