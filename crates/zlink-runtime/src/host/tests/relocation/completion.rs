@@ -247,12 +247,27 @@ async fn a_lost_completion_payload_is_data_lost_and_the_owner_stays_the_target(h
     recorded.purge().await;
 }
 
+/// Bounded (it hung, rarely, with every thread parked: 1 in about 15 full runs, cause not found
+/// yet): a hang fails here naming the step it stopped at, instead of holding the test run.
 async fn a_requester_whose_lease_ended_is_confirmed_source_lease_expired(h: &Harness) {
+    let step = Arc::new(parking_lot::Mutex::new("start"));
+    let bounded = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        requester_lease_ended(h, Arc::clone(&step)),
+    )
+    .await;
+    assert!(bounded.is_ok(), "hung at the step: {}", step.lock());
+}
+
+async fn requester_lease_ended(h: &Harness, step: Arc<parking_lot::Mutex<&'static str>>) {
+    let at = |s: &'static str| *step.lock() = s;
+    at("mesh");
     let recorded = relocation_store(h).await;
     let m = mesh_on(h, &recorded).await;
     let (_, r) = m.counter_at_one("q4").await;
     let (source, target) = m.owner_and_other(&r);
     let answer = request_at_capture(&m, source, "q4", || Gated);
+    at("relocate");
     relocate(source, &r).await.expect("moved");
     let target_rid = rid_of(target);
     // The relayed request runs on the target; its requester stops (its lease released) before
@@ -262,7 +277,9 @@ async fn a_requester_whose_lease_ended_is_confirmed_source_lease_expired(h: &Har
         client,
         seen,
     } = m;
+    at("the requester's shutdown");
     client.0.shutdown().await;
+    at("the requester's request ends");
     let ended = answer.await.expect("ended");
     assert!(
         ended.is_err(),
@@ -270,6 +287,7 @@ async fn a_requester_whose_lease_ended_is_confirmed_source_lease_expired(h: &Har
     );
     seen.release.store(true, Ordering::SeqCst);
     let target = if rid_of(&ha) == target_rid { &ha } else { &hb };
+    at("the completed mark");
     let done = wait_for_mark(target, "q4", "completed").await;
     assert_eq!(done["completed"], 1, "{done}");
     let objects = &target.actors().expect("manager").client.objects;
@@ -277,8 +295,10 @@ async fn a_requester_whose_lease_ended_is_confirmed_source_lease_expired(h: &Har
         objects.relocations().completions.confirmations()[2] == 1
     })
     .await;
+    at("the servers' shutdown");
     ha.shutdown().await;
     hb.shutdown().await;
+    at("the purge");
     recorded.purge().await;
 }
 
