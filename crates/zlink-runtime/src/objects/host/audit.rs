@@ -57,6 +57,13 @@ pub(crate) struct Held {
     activation: usize,
 }
 
+impl Held {
+    /// Whether `entry` is exactly this activation (the same `Arc`, the same generation).
+    fn is(&self, entry: &super::LiveEntry) -> bool {
+        entry.generation == self.generation && address(&entry.object) == self.activation
+    }
+}
+
 /// The pass's state between ticks.
 #[derive(Debug, Default)]
 pub(crate) struct Audit {
@@ -97,9 +104,7 @@ impl ObjectHost {
 
     /// Whether `held` is still exactly the live activation of its key.
     fn still_held(&self, held: &Held) -> bool {
-        self.live.lock().get(&held.key).is_some_and(|e| {
-            e.generation == held.generation && address(&e.object) == held.activation
-        })
+        self.live.lock().get(&held.key).is_some_and(|e| held.is(e))
     }
 
     /// Reads the records of `batch`; `None` when the Store did not answer (nothing judged).
@@ -130,10 +135,7 @@ impl ObjectHost {
         }
         let live = {
             let mut set = self.live.lock();
-            let same = set.get(&held.key).is_some_and(|e| {
-                e.generation == held.generation && address(&e.object) == held.activation
-            });
-            if !same {
+            if !set.get(&held.key).is_some_and(|e| held.is(e)) {
                 return false;
             }
             set.remove(&held.key).map(|e| e.object)
