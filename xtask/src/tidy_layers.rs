@@ -232,6 +232,41 @@ pub(crate) mod tests {
         );
     }
 
+    /// The runtime names the Redis providers only in `src/redis.rs`, the `redis` feature's
+    /// re-export module (`docs/architecture.md`), and in its tests: runtime code holds stores
+    /// as `dyn` SPI objects and never depends on one provider.
+    #[test]
+    fn runtime_code_never_names_a_provider_type() {
+        let src = workspace_root().join("crates/zlink-runtime/src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let mut found = Vec::new();
+        for file in files {
+            let shown = file.strip_prefix(&src).unwrap_or(&file);
+            let shown = shown.to_string_lossy().replace('\\', "/");
+            let is_test_file =
+                shown.split('/').any(|c| c == "tests") || shown.ends_with("tests.rs");
+            if shown == "redis.rs" || is_test_file {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("readable source");
+            for name in [
+                "zlink_redis_location",
+                "zlink_redis_relocation",
+                "zlink_redis_tls",
+            ] {
+                if text.contains(name) {
+                    found.push(format!("{shown} names {name}"));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "provider names in the runtime:\n{}",
+            found.join("\n")
+        );
+    }
+
     /// Every `fn` name under `crates/` and `xtask/`.
     fn function_names() -> std::collections::BTreeSet<String> {
         let root = workspace_root();

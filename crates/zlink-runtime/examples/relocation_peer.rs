@@ -45,15 +45,15 @@ use zlink_redis_location::{RedisLocationOptions, RedisLocationStore};
 use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_runtime::Actor;
 use zlink_runtime::ActorManager;
-use zlink_runtime::ActorStateAdapter;
-use zlink_runtime::ActorType;
 use zlink_runtime::BoxError;
 use zlink_runtime::Message;
-use zlink_runtime::RelocateOptions;
 use zlink_runtime::Request;
 use zlink_runtime::ZLink;
 use zlink_runtime::ZLinkHost;
+use zlink_runtime::config::ActorType;
 use zlink_runtime::location::LocationOptions;
+use zlink_runtime::relocate::ActorStateAdapter;
+use zlink_runtime::relocate::RelocateOptions;
 
 /// The Actor type whose adapter copies the state (capture and restore).
 const BLOB: &str = "blob";

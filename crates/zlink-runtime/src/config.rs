@@ -10,8 +10,8 @@ pub use crate::host::config::{
     DEFAULT_ACTIVATION_CONCURRENCY, DEFAULT_BIND_HOST, DEFAULT_ROUTING_ID_PREFIX, EndpointError,
     HostField, HostProblem, HostedError, HostedFailure, HostedFuture, HostedService, HostedStage,
     HostedStartError, MAX_MAINTENANCE_WAVE_LEN, MAX_ROUTING_ID_PREFIX_LEN, ManualPeer,
-    MeshNodePlan, ObjectTypePlan, PeerEndpoint, RoutingIdPlan, StartupError, StartupErrorKind,
-    StoreKind, StoreRequirement, Topology, ZLinkPlan,
+    MeshNodePlan, ObjectTypePlan, PeerEndpoint, RoutingIdPlan, StartupErrorKind, StoreKind,
+    StoreRequirement, Topology, ZLinkPlan,
 };
 pub use crate::host::{DEFAULT_RELOCATE_DEADLINE, DEFAULT_SHUTDOWN_DEADLINE, RelocationMode};
 pub use crate::mesh::JobQueueLimits;
@@ -19,11 +19,12 @@ pub use crate::mesh::node::{
     DEFAULT_MAILBOX_BYTES, DEFAULT_MAILBOX_JOBS, DEFAULT_REPLY_TIMEOUT, DEFAULT_SEND_TIMEOUT,
     JOB_OVERHEAD_BYTES,
 };
+pub use crate::objects::{ActorType, SpotType};
 pub use crate::objects::{
     CreationDecision, DEFAULT_ACTOR_MAILBOX_BYTES, DEFAULT_ACTOR_MAILBOX_JOBS,
     DEFAULT_CREATE_DEADLINE, DEFAULT_MAX_TIMERS_PER_OBJECT, DEFAULT_MIN_TIMER_PERIOD,
     MAX_MAX_TIMERS_PER_OBJECT, MAX_MIN_TIMER_PERIOD, MIN_MIN_TIMER_PERIOD, ReadinessMode,
-    RelocationChoice, RelocationConfigError, SpotExecution, TimerLimits,
+    RelocationChoice, SpotExecution, TimerLimits,
 };
 pub use zlink_codec::records::ObjectRole;
 pub use zlink_transport::{MeshTls, MeshTlsError, MeshTlsErrorKind, SecurityIdentity};

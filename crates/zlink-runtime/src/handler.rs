@@ -5,10 +5,11 @@
 
 pub use crate::messaging::{
     BoxFuture, Cancellation, ChannelContext, CreationError, DispatchKind, DispatchScope,
-    ERROR_REPLY_TAG, ErrorMessage, ErrorReply, FilterContext, FramePart, HandlerKey, InboundReply,
-    InboundTarget, InternalError, InvalidCall, InvalidText, MetadataBuilder, NodeContext,
-    NodeHandler, ObjectRelocationRefusal, OutboundMessage, PacketName, PayloadError,
-    RelocationStoreError, RouteKind, TimerError, UnavailableReason, Unconfigured, decode_reply,
+    ERROR_REPLY_TAG, ErrorMessage, ErrorReply, Filter, FilterContext, FramePart, HandlerContext,
+    HandlerKey, InboundReply, InboundTarget, InternalError, InvalidCall, InvalidText, Metadata,
+    MetadataBuilder, Next, NodeContext, NodeHandler, ObjectRelocationRefusal, OutboundMessage,
+    PacketName, PayloadError, RelocationStoreError, RouteKind, TimerError, UnavailableReason,
+    Unconfigured, decode_reply,
 };
 pub use crate::objects::{
     ActorHandle, ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,

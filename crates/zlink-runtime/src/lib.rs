@@ -12,22 +12,18 @@ pub(crate) mod telemetry;
 pub mod config;
 pub mod handler;
 pub mod location;
+#[cfg(feature = "redis")]
+pub mod redis;
+pub mod relocate;
 pub mod status;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use host::config::{MeshNodeBuilder, StartupError, StartupErrorKind, ZLink, ZLinkBuilder};
-pub use host::{
-    ObjectRelocation, ObjectTarget, ObjectToMove, RelocateOptions, RelocationResult, ZLinkHost,
-};
+pub use host::ZLinkHost;
+pub use host::config::{MeshNodeBuilder, StartupError, ZLink, ZLinkBuilder};
 pub use mesh::node::{CallOptions, MeshNode};
-pub use messaging::{
-    BoxError, ErrorKind, Filter, HandlerContext, Message, Metadata, Next, Request, ZLinkError,
-};
-pub use objects::{
-    Actor, ActorManager, ActorRef, ActorStateAdapter, ActorType, AdapterContext, MessageContext,
-    RelocationOptions, Spot, SpotManager, SpotRef, SpotStateAdapter, SpotType,
-};
+pub use messaging::{BoxError, ErrorKind, Message, Request, ZLinkError};
+pub use objects::{Actor, ActorManager, ActorRef, MessageContext, Spot, SpotManager, SpotRef};
 pub use zlink_codec::{ChannelName, MeshName};
 pub use zlink_store_spi::{
     DynLocationStore, DynRelocationStore, MemoryLocationStore, MemoryRelocationStore,

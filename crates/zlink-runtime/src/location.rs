@@ -22,9 +22,7 @@ pub use zlink_location::{
     ConfigError, ContractViolation, DEFAULT_COLD_ACTIVATION_RETENTION, DEFAULT_WEIGHT, EntryState,
     GenerationKind, HostRun, InvalidOperation, ListFilter, LocationEntry, LocationError,
     LocationOptions, LookupKind, MAX_ENTRY_LEN, MAX_PAGE_SIZE, MAX_SLOTS, MAX_WEIGHT,
-    ManualMonotonic, MeshName, MonotonicClock, NodeKey, NodeUsage, ObjectGeneration, ObjectId,
-    ObjectKind, OwnerId, OwnerLeaseGeneration, Page, PageToken, ROUTE_CACHE_FOLLOW_GAP, RecordName,
-    RoutingId, SlotKind, StableType, SweepReport, SystemMonotonic, Usage,
+    ManualMonotonic, MonotonicClock, NodeKey, NodeUsage, ObjectGeneration, ObjectId, ObjectKind,
+    OwnerId, OwnerLeaseGeneration, Page, PageToken, ROUTE_CACHE_FOLLOW_GAP, RecordName, RoutingId,
+    SlotKind, StableType, SweepReport, SystemMonotonic, Usage,
 };
-
-pub use crate::host::config::{RelocationConfigError, RelocationOptions};

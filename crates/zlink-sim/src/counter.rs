@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use zlink_runtime::{Actor, ActorType, Message, Request};
+use zlink_runtime::{Actor, Message, Request, config::ActorType};
 
 use crate::world::World;
 

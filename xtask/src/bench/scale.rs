@@ -47,8 +47,8 @@ use zlink_codec::MeshName;
 use zlink_codec::records::ObjectRole;
 use zlink_runtime::location::LocationOptions;
 use zlink_runtime::{
-    Actor, ActorManager, ActorStateAdapter, BoxError, Message, RelocateOptions, Request, ZLink,
-    ZLinkHost,
+    Actor, ActorManager, BoxError, Message, Request, ZLink, ZLinkHost,
+    relocate::{ActorStateAdapter, RelocateOptions},
 };
 use zlink_store_spi::{
     DynLocationStore, DynRelocationStore, MemoryLocationStore, MemoryRelocationStore,
@@ -427,7 +427,10 @@ async fn relocate_sample(
                 };
                 let id = r.id.clone();
                 let moved = host
-                    .relocate_object(r, zlink_runtime::ObjectTarget::Node(target.clone()))
+                    .relocate_object(
+                        r,
+                        zlink_runtime::relocate::ObjectTarget::Node(target.clone()),
+                    )
                     .await
                     .map_err(|e| format!("relocate_object {id}: {e}"))?;
                 if moved.target != target {

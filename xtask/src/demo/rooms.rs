@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use zlink_codec::RoutingId;
-use zlink_runtime::{Message, Request, Spot, SpotManager, SpotType, ZLinkHost};
+use zlink_runtime::{Message, Request, Spot, SpotManager, ZLinkHost, config::SpotType};
 
 use super::{Config, bar, parallel};
 

@@ -3,11 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 use zlink_runtime::Actor;
-use zlink_runtime::ActorStateAdapter;
-use zlink_runtime::ActorType;
 use zlink_runtime::BoxError;
 use zlink_runtime::Message;
 use zlink_runtime::Request;
+use zlink_runtime::config::ActorType;
+use zlink_runtime::relocate::ActorStateAdapter;
 
 /// The registered Actor type of `--objects`.
 pub(crate) const COUNTER: &str = "counter";

@@ -93,12 +93,12 @@ use zlink_redis_relocation::{RedisRelocationOptions, RedisRelocationStore};
 use zlink_runtime::CallOptions;
 use zlink_runtime::MeshNode;
 use zlink_runtime::Message;
-use zlink_runtime::RelocateOptions;
 use zlink_runtime::Request;
 use zlink_runtime::ZLink;
 use zlink_runtime::ZLinkHost;
 use zlink_runtime::config::Topology;
 use zlink_runtime::location::LocationOptions;
+use zlink_runtime::relocate::RelocateOptions;
 
 mod actors;
 mod counter;

@@ -19,7 +19,7 @@ use super::error_parts::{FramePart, InvalidText};
 /// An immutable, validated metadata snapshot.
 ///
 /// ```
-/// use zlink_runtime::Metadata;
+/// use zlink_runtime::handler::Metadata;
 /// let m = Metadata::builder().set("trace", "a").set("trace", "b").build()?;
 /// assert_eq!(m.get("trace"), Some("b"));
 /// assert!(Metadata::builder().set("k", "v".repeat(1_024)).build().is_err());

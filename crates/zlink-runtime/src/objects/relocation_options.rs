@@ -35,7 +35,7 @@ pub enum RelocationConfigError {
 /// The relocation settings (spec 06 §3 transfer settings, 28 §5 unit and callback caps).
 ///
 /// ```
-/// use zlink_runtime::RelocationOptions;
+/// use zlink_runtime::relocate::RelocationOptions;
 /// let options = RelocationOptions::default().payload_chunk_limit(64 * 1024);
 /// assert!(options.validate().is_ok());
 /// // Above the transport frame limit (less the envelope allowance): a startup error.

@@ -28,13 +28,13 @@ use zlink_codec::RoutingId;
 use zlink_codec::records::ObjectRole;
 use zlink_runtime::Actor;
 use zlink_runtime::ActorManager;
-use zlink_runtime::ActorStateAdapter;
 use zlink_runtime::BoxError;
 use zlink_runtime::MeshNode;
 use zlink_runtime::Message;
-use zlink_runtime::RelocateOptions;
 use zlink_runtime::Request;
 use zlink_runtime::ZLinkHost;
+use zlink_runtime::relocate::ActorStateAdapter;
+use zlink_runtime::relocate::RelocateOptions;
 
 use super::{Args, mesh, ms, to_string};
 

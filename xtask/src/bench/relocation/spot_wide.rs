@@ -21,12 +21,12 @@ use zlink_relocation::inventory::{
     InventoryBuilder, InventoryEntry, MemberKind, ObjectGeneration, ObjectId, StableType,
 };
 use zlink_runtime::Actor;
-use zlink_runtime::ActorStateAdapter;
 use zlink_runtime::BoxError;
-use zlink_runtime::RelocateOptions;
 use zlink_runtime::Spot;
 use zlink_runtime::SpotRef;
 use zlink_runtime::ZLinkHost;
+use zlink_runtime::relocate::ActorStateAdapter;
+use zlink_runtime::relocate::RelocateOptions;
 
 use super::{Args, ms, to_string};
 
