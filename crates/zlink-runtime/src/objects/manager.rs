@@ -31,7 +31,7 @@ impl std::fmt::Debug for ActorManager {
     }
 }
 
-fn key(id: &str) -> Result<ObjectKey, ZLinkError> {
+pub(super) fn key(id: &str) -> Result<ObjectKey, ZLinkError> {
     let id = ObjectId::new(id).map_err(|e| invalid(&format!("actor id: {e}")))?;
     Ok((AuthorityKind::Actor, id))
 }

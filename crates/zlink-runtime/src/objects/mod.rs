@@ -152,6 +152,7 @@ mod relocation_options;
 pub(crate) mod reply;
 pub(crate) mod route_source;
 mod routes;
+mod spot_of;
 mod spots;
 #[cfg(feature = "testing")]
 pub(crate) mod testing;

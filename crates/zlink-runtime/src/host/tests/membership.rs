@@ -116,6 +116,7 @@ on_every_store!(
     an_actor_joins_the_entry_spot_of_the_node_that_placed_it,
     an_actor_created_into_a_spot_wide_spot_lands_on_its_node_and_shares_its_turn,
     a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused,
+    the_spot_an_actor_belongs_to_is_its_current_user_spot_never_the_entry_spot,
 );
 
 async fn an_actor_joins_the_entry_spot_of_the_node_that_placed_it(h: &Harness) {
@@ -261,6 +262,60 @@ async fn a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused(
         .expect_err("another incarnation");
     assert_eq!(err.kind(), ErrorKind::InvalidOperation);
     stop_all(&[&ha, &hb]).await;
+}
+
+/// `ActorManager::spot_of` (spec 06 §17): the current SpotRef of the User Spot an Actor
+/// belongs to, from the Store; `None` for a member of an Entry Spot, for an unknown Actor and
+/// once the Spot has no Ready incarnation.
+async fn the_spot_an_actor_belongs_to_is_its_current_user_spot_never_the_entry_spot(h: &Harness) {
+    let (busy, gate) = (Arc::new(AtomicBool::new(false)), Gate::new());
+    gate.open();
+    let (ha, _a) = start(
+        h,
+        server(&busy, &gate, SpotExecution::PerActor, (true, true)),
+    )
+    .await;
+    wait_discovered(&[&ha]).await;
+    let actors = ha.actors().expect("actors");
+    let spots = ha.spots().expect("spots");
+    let guest = actors.get_or_create("guest", "g-of").await.expect("guest");
+    // A member of the Entry Spot belongs to no User Spot.
+    assert!(membership_of(&ha, "g-of").await.entry);
+    assert_eq!(actors.spot_of("g-of").await.expect("read"), None);
+    assert_eq!(actors.spot_of("nobody").await.expect("read"), None);
+    // Joined: the Spot's current ref, read from the Store (generation included).
+    let hall = spots.create("hall").await.expect("hall");
+    actors.join(&guest, &hall).await.expect("same-node join");
+    let of = actors.spot_of("g-of").await.expect("read").expect("a Spot");
+    assert_eq!((&of.id, of.generation), (&hall.id, hall.generation));
+    assert_eq!(
+        of,
+        spots
+            .find(hall.id.as_str())
+            .await
+            .expect("find")
+            .expect("Ready")
+    );
+    // Created into a Spot: that Spot from the first read on.
+    let member = actors
+        .get_or_create("guest", "g-in")
+        .in_spot(&hall)
+        .await
+        .expect("member");
+    assert_eq!(member.node, hall.node);
+    assert_eq!(
+        actors.spot_of("g-in").await.expect("read"),
+        Some(of.clone())
+    );
+    // The Spot closed: no current Spot to name.
+    assert!(spots.close(&hall).await.expect("closed"));
+    assert_eq!(actors.spot_of("g-of").await.expect("read"), None);
+    // An invalid id is the caller's error, as for `find`.
+    assert_eq!(
+        actors.spot_of("").await.expect_err("invalid").kind(),
+        ErrorKind::InvalidOperation
+    );
+    ha.shutdown().await;
 }
 
 #[tokio::test(flavor = "current_thread")]
