@@ -12,9 +12,11 @@ mod tests {
 
     /// `#[cfg(test)]` fields inside the runtime's structs today (`crates/zlink-runtime/src`,
     /// test files and inline test modules excluded). The test fails when the count grows and
-    /// when it falls, so this number only ever goes down, to 0 (issue #39). All 12 are in
-    /// `relocation/` today: `mod.rs` 7, `gate.rs` 3, `completion/mod.rs` 2.
-    const KNOWN_CFG_TEST_FIELDS: usize = 12;
+    /// when it falls, so this number only ever goes down (issue #39). It reached 0: the
+    /// relocation layer's test hooks are fail points and observation points installed on a
+    /// running node (`relocation/probe.rs`, `completion::CompletionProbe`) and the gate's
+    /// counters are always kept.
+    const KNOWN_CFG_TEST_FIELDS: usize = 0;
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {

@@ -66,6 +66,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -205,14 +206,12 @@ struct Shared {
     chunk_limit: ChunkLimit,
     /// The outbound, inbound, `Capture` and `Restore` caps (the semaphores never gain permits).
     caps: [usize; 4],
-    /// Tests: the most charge seen in flight on one connection and on the node.
-    #[cfg(test)]
-    peak: Mutex<(u64, u64)>,
-    /// Tests: source units waiting at the gate now.
-    #[cfg(test)]
+    /// Observation: the most charge seen in flight on one connection and on the node (two
+    /// relaxed `fetch_max` per chunk permit).
+    peak: (AtomicU64, AtomicU64),
+    /// Observation: source units waiting at the gate now.
     waiting: std::sync::atomic::AtomicUsize,
-    /// Tests: acknowledgement requests the chunk senders of this node sent.
-    #[cfg(test)]
+    /// Observation: acknowledgement requests the chunk senders of this node sent.
     acknowledgements: std::sync::atomic::AtomicUsize,
 }
 
@@ -277,11 +276,8 @@ impl UnitGate {
                     cap(options.max_concurrent_captures),
                     cap(options.max_concurrent_restores),
                 ],
-                #[cfg(test)]
-                peak: Mutex::new((0, 0)),
-                #[cfg(test)]
+                peak: (AtomicU64::new(0), AtomicU64::new(0)),
                 waiting: std::sync::atomic::AtomicUsize::new(0),
-                #[cfg(test)]
                 acknowledgements: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
@@ -363,7 +359,6 @@ impl UnitGate {
                 Err(Short::Never(e)) => return Err(e),
                 Err(Short::Wait(what)) => {
                     tracing::debug!(what, source, "relocation unit waits for the gate");
-                    #[cfg(test)]
                     let _waiting = source.then(|| Waiting::new(&self.shared.waiting));
                     changed.await;
                 }
@@ -529,18 +524,12 @@ impl UnitGate {
             } else {
                 peer.try_reserve(charge)?
             };
-            #[cfg(test)]
-            {
-                let mut peak = s.peak.lock();
-                peak.0 = peak.0.max(peer.in_flight());
-            }
+            s.peak.0.fetch_max(peer.in_flight(), Ordering::Relaxed);
             permit
         };
-        #[cfg(test)]
-        {
-            let mut peak = s.peak.lock();
-            peak.1 = peak.1.max(s.node_budget.in_flight());
-        }
+        s.peak
+            .1
+            .fetch_max(s.node_budget.in_flight(), Ordering::Relaxed);
         Ok(Some(ChunkPermit {
             permit: Some(permit),
             shared: Arc::clone(s),
@@ -550,7 +539,11 @@ impl UnitGate {
     /// Tests: the most charge seen in flight on one connection and on the node.
     #[cfg(test)]
     pub(crate) fn peak(&self) -> (u64, u64) {
-        *self.shared.peak.lock()
+        let (connection, node) = &self.shared.peak;
+        (
+            connection.load(Ordering::Relaxed),
+            node.load(Ordering::Relaxed),
+        )
     }
 
     /// Tests: source units waiting at the gate now.
@@ -561,9 +554,8 @@ impl UnitGate {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// A chunk sender asks the target to acknowledge its chunks (counted in tests).
+    /// A chunk sender asks the target to acknowledge its chunks (counted).
     pub(crate) fn note_acknowledgement(&self) {
-        #[cfg(test)]
         self.shared
             .acknowledgements
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -610,11 +602,9 @@ impl UnitGate {
     }
 }
 
-/// Tests: counts one waiting source unit while it lives.
-#[cfg(test)]
+/// Counts one waiting source unit while it lives.
 struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
 
-#[cfg(test)]
 impl<'a> Waiting<'a> {
     fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
         n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -622,7 +612,6 @@ impl<'a> Waiting<'a> {
     }
 }
 
-#[cfg(test)]
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);

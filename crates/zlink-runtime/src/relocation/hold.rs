@@ -153,13 +153,7 @@ impl Relocations {
         origin: Option<&zlink_transport::Envelope>,
         admitted: bool,
     ) -> Result<(), ZLinkError> {
-        #[cfg(test)]
-        {
-            let hook = self.arrival_hook.lock().clone();
-            if let Some(hook) = hook {
-                hook(self, key);
-            }
-        }
+        self.probe.arrival(self, key);
         let mut gates = self.gates.lock();
         let m = if gates.contains_key(key) {
             if m.origin.is_none() {

@@ -203,6 +203,9 @@ mod interruption;
 mod owner_change;
 mod participants;
 pub(crate) mod per_actor;
+pub(crate) mod probe;
+#[cfg(test)]
+pub(crate) use probe::{ArrivalHook, StageHook, TargetHook};
 mod send;
 mod source;
 mod stage;
@@ -306,49 +309,10 @@ pub(crate) struct Relocations {
     /// Target side: the member records of committed `SpotWide` moves still following their
     /// Spot's owner (shutdown waits for them before its sweep).
     pub(crate) following: target::Following,
-    /// Tests: runs after each stage record this node's moves wrote.
-    #[cfg(test)]
-    pub(crate) stage_hook: Mutex<Option<StageHook>>,
-    /// Tests: the next cutover answer this node's moves get is lost on its way back (the
-    /// target's NewOwner ran; the source sees no reply).
-    #[cfg(test)]
-    pub(crate) lose_cutover_reply: std::sync::atomic::AtomicBool,
-    /// Tests: how long this node, as a target, waits for a unit's ready (`None`: the default).
-    #[cfg(test)]
-    pub(crate) restore_wait: Mutex<Option<std::time::Duration>>,
-    /// Tests: how many owner changes (NewOwner runs) this node, as a target, has started.
-    #[cfg(test)]
-    pub(crate) owner_changes_started: AtomicU64,
-    /// Tests: runs when a message for a live object reaches the gate, before the gate lock is
-    /// taken (a seal can fall right there).
-    #[cfg(test)]
-    pub(crate) arrival_hook: Mutex<Option<ArrivalHook>>,
-    /// Tests: runs on this node, as a target, once a unit's owner change applied and before
-    /// its participants go live (the commit waits for it).
-    #[cfg(test)]
-    pub(crate) owner_changed_hook: Mutex<Option<TargetHook>>,
-    /// Tests: runs on this node, as a target, as a relayed message arrives, before it is taken
-    /// (the command loop waits for it).
-    #[cfg(test)]
-    pub(crate) relay_hook: Mutex<Option<TargetHook>>,
+    /// The fail points and observation points tests and the simulation install (disarmed:
+    /// one relaxed load per point).
+    pub(crate) probe: probe::Probe,
 }
-
-/// Tests: a callback a target runs at a step of a move (the step waits for it).
-#[cfg(test)]
-pub(crate) type TargetHook =
-    std::sync::Arc<dyn Fn() -> crate::messaging::BoxFuture<'static, ()> + Send + Sync>;
-
-/// Tests: a callback run as a message for the live object `key` reaches the gate.
-#[cfg(test)]
-pub(crate) type ArrivalHook = std::sync::Arc<dyn Fn(&Relocations, &ObjectKey) + Send + Sync>;
-
-/// Tests: a callback run after a stage record applied (the move waits for it).
-#[cfg(test)]
-pub(crate) type StageHook = std::sync::Arc<
-    dyn Fn(zlink_relocation::unit::RecordedStage) -> crate::messaging::BoxFuture<'static, ()>
-        + Send
-        + Sync,
->;
 
 impl std::fmt::Debug for Relocations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -410,32 +374,5 @@ impl Relocations {
         }
         let made = gate::UnitGate::new(options)?;
         Ok(self.gate.get_or_init(|| made))
-    }
-
-    /// Tests: `answer`, or no answer in time when a lost cutover reply was asked for.
-    #[cfg(test)]
-    pub(crate) fn cutover_answer<T>(
-        &self,
-        answer: Result<T, crate::messaging::ZLinkError>,
-    ) -> Result<T, crate::messaging::ZLinkError> {
-        if self.lose_cutover_reply.swap(false, Ordering::SeqCst) {
-            tracing::info!(
-                applied = answer.is_ok(),
-                "tests: the cutover answer is lost"
-            );
-            return Err(crate::messaging::ZLinkError::ReplyTimeout {
-                timeout: std::time::Duration::ZERO,
-            });
-        }
-        answer
-    }
-
-    /// Tests: runs the stage hook, if one is set.
-    #[cfg(test)]
-    pub(crate) async fn after_stage(&self, stage: zlink_relocation::unit::RecordedStage) {
-        let hook = self.stage_hook.lock().clone();
-        if let Some(hook) = hook {
-            hook(stage).await;
-        }
     }
 }

@@ -13,14 +13,7 @@ pub(crate) async fn redeliver(
     node: &Arc<NodeInner>,
     relocation: u128,
 ) -> Vec<Confirmation> {
-    let entries = host
-        .relocations()
-        .completions
-        .ended
-        .lock()
-        .get(&relocation)
-        .cloned()
-        .unwrap_or_default();
+    let entries = host.relocations().completions.probe.ended(relocation);
     let mut out = Vec::new();
     for (e, _) in entries {
         out.push(deliver_one(host, node, relocation, &e).await);

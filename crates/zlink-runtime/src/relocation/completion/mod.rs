@@ -58,7 +58,7 @@ mod writer;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -148,18 +148,94 @@ pub(crate) struct Completions {
     logs: Mutex<HashMap<(u128, ObjectKey), Arc<Log>>>,
     confirmed: [AtomicU64; 4],
     recorded: AtomicU64,
-    /// Tests: the last progress each ended log recorded.
-    #[cfg(test)]
-    pub(crate) ended: Mutex<HashMap<u128, Vec<(Entry, Confirmation)>>>,
-    /// Tests: runs with the RelocationId once a relayed request was accepted into its log and
-    /// the log map is free again (a `committed` can land right there).
-    #[cfg(test)]
-    pub(crate) accept_hook: Mutex<Option<AcceptHook>>,
+    /// The observation and fail points tests and the simulation install (disarmed: one
+    /// relaxed load per point).
+    pub(crate) probe: CompletionProbe,
 }
 
-/// Tests: a callback run with the RelocationId after a relayed request was accepted.
-#[cfg(test)]
+/// A callback run with the RelocationId after a relayed request was accepted.
 pub(crate) type AcceptHook = Arc<dyn Fn(u128) + Send + Sync>;
+
+/// What the completion logs let a test or the simulation see and pause. Disarmed (the
+/// default), nothing is kept and nothing runs.
+#[derive(Default)]
+pub(crate) struct CompletionProbe {
+    /// Whether anything was installed (the disarmed fast path).
+    armed: AtomicBool,
+    /// The last progress each ended log recorded, kept once [`Self::keep_ended`] was asked.
+    ended: Mutex<HashMap<u128, Vec<(Entry, Confirmation)>>>,
+    /// Runs with the RelocationId once a relayed request was accepted into its log and the
+    /// log map is free again (a `committed` can land right there).
+    accept: Mutex<Option<AcceptHook>>,
+}
+
+/// What installs and reads (tests today).
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "installed and read by the completion tests only so far"
+    )
+)]
+impl CompletionProbe {
+    /// Keeps, from now on, the last progress of every log that ends.
+    pub(crate) fn keep_ended(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// Installs (or removes) the hook run after a relayed request was accepted.
+    pub(crate) fn on_accept(&self, hook: Option<AcceptHook>) {
+        *self.accept.lock() = hook;
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// The progress the ended log `relocation` recorded (empty when none was kept).
+    pub(crate) fn ended(&self, relocation: u128) -> Vec<(Entry, Confirmation)> {
+        self.ended
+            .lock()
+            .get(&relocation)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether any log ended since [`Self::keep_ended`].
+    pub(crate) fn any_ended(&self) -> bool {
+        !self.ended.lock().is_empty()
+    }
+}
+
+/// The points the completion logs run through.
+impl CompletionProbe {
+    /// Point: the log `relocation` ended with `entries`, each confirmed as `confirmations`
+    /// says (`None`: not confirmed).
+    pub(crate) fn log_ended(
+        &self,
+        relocation: u128,
+        entries: Vec<Entry>,
+        confirmations: Vec<Option<Confirmation>>,
+    ) {
+        if !self.armed.load(Ordering::Relaxed) {
+            return;
+        }
+        self.ended.lock().entry(relocation).or_default().extend(
+            entries
+                .into_iter()
+                .zip(confirmations)
+                .filter_map(|(e, c)| c.map(|c| (e, c))),
+        );
+    }
+
+    /// Point: a relayed request was accepted into the log `relocation`.
+    pub(crate) fn accepted(&self, relocation: u128) {
+        if !self.armed.load(Ordering::Relaxed) {
+            return;
+        }
+        let hook = self.accept.lock().clone();
+        if let Some(hook) = hook {
+            hook(relocation);
+        }
+    }
+}
 
 /// One completion result.
 #[derive(Debug, Clone)]
@@ -234,13 +310,7 @@ impl Completions {
             log.state.lock().accepted += 1;
             log
         };
-        #[cfg(test)]
-        {
-            let hook = self.accept_hook.lock().clone();
-            if let Some(hook) = hook {
-                hook(relocation);
-            }
-        }
+        self.probe.accepted(relocation);
         let requester_run = host.instances.run_of(request.source_rid());
         let (host, node) = (Arc::clone(host), Arc::clone(node));
         Completion::new(move |out| {

@@ -42,21 +42,10 @@ pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner
     if !lost {
         w.finish(entries.len()).await;
     }
-    #[cfg(test)]
     host.relocations()
         .completions
-        .ended
-        .lock()
-        .entry(log.relocation)
-        .or_default()
-        .extend(
-            entries
-                .into_iter()
-                .zip(confirmations)
-                .filter_map(|(e, c)| c.map(|c| (e, c))),
-        );
-    #[cfg(not(test))]
-    drop((entries, confirmations));
+        .probe
+        .log_ended(log.relocation, entries, confirmations);
 }
 
 pub(super) struct Writer<'a> {

@@ -481,8 +481,12 @@ impl<'a> Move<'a> {
                 let version: StoreVersion = handle.version().clone();
                 self.handle = handle;
                 self.reservation = Some(reservation);
-                #[cfg(test)]
-                self.client.objects.relocations().after_stage(stage).await;
+                self.client
+                    .objects
+                    .relocations()
+                    .probe
+                    .after_stage(stage)
+                    .await;
                 StageOutcome::Applied(version)
             }
             Ok(Outcome::Conflict(c)) => {

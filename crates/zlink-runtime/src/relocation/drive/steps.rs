@@ -265,8 +265,12 @@ impl Move<'_> {
             Ok((to, _)) => self.cutover_relaying(&to, cutover).await,
             Err(e) => Err(e),
         };
-        #[cfg(test)]
-        let applied = self.client.objects.relocations().cutover_answer(applied);
+        let applied = self
+            .client
+            .objects
+            .relocations()
+            .probe
+            .cutover_answer(applied);
         match applied {
             Ok((version, owner)) => {
                 self.owner_generation = Some(owner);

@@ -57,10 +57,7 @@ pub(super) async fn commit(
     let until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + grace);
     let authority = host.location.authority();
     let reservation = prepared.reservation;
-    #[cfg(test)]
-    host.relocations()
-        .owner_changes_started
-        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    host.relocations().probe.owner_change_started();
     let outcome = new_owner_settled(
         authority,
         target.kind,
@@ -96,12 +93,8 @@ pub(super) async fn commit(
             None
         }
     };
-    #[cfg(test)]
     if owned.is_some() {
-        let hook = host.relocations().owner_changed_hook.lock().clone();
-        if let Some(hook) = hook {
-            hook().await;
-        }
+        host.relocations().probe.owner_changed().await;
     }
     let aggregate = target.root.is_some();
     let ok = conclude(host, relocation, &mut stage, group, owned, aggregate).await;

@@ -30,13 +30,7 @@ pub(super) async fn relay(
     node: Arc<NodeInner>,
     env: Envelope,
 ) -> Result<Option<Bytes>, ZLinkError> {
-    #[cfg(test)]
-    {
-        let hook = host.relocations().relay_hook.lock().clone();
-        if let Some(hook) = hook {
-            hook().await;
-        }
-    }
+    host.relocations().probe.relay().await;
     let (relocation, message) = wire::decode_relay(env.payload())?;
     let from = env.source_rid().clone();
     let (id, mut call, cost) = inbound::prepare(&message)?;

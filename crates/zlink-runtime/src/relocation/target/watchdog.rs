@@ -60,12 +60,10 @@ pub(super) enum Released {
 
 /// How long a Restore, or a prepared unit, waits here for its ready at most.
 fn longest_wait(host: &ObjectHost) -> Duration {
-    #[cfg(test)]
-    if let Some(d) = *host.relocations().restore_wait.lock() {
-        return d;
-    }
-    let _ = host;
-    super::ABANDONED_RESTORE
+    host.relocations()
+        .probe
+        .restore_wait()
+        .unwrap_or(super::ABANDONED_RESTORE)
 }
 
 /// Until when a Restore that arrived (or was prepared) at `now` waits here for its ready: the

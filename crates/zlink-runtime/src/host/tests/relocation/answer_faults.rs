@@ -62,7 +62,7 @@ async fn moving_with_failing_reads(
     let hook =
         fail_record_reads_after_prepared(&lossy, authority_key(ObjectKind::Actor, &oid), reads);
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
+    objects.relocations().probe.on_stage(Some(hook));
     (m, caller, r, lossy)
 }
 
@@ -89,14 +89,14 @@ async fn a_record_read_that_fails_after_the_follow_is_read_again_and_the_move_an
         "the target serves it"
     );
     assert_eq!(caller.request("v1", &Incr).await.expect("served"), 2);
-    *source
+    source
         .actors()
         .expect("manager")
         .client
         .objects
         .relocations()
-        .stage_hook
-        .lock() = None;
+        .probe
+        .on_stage(None);
     m.shutdown().await;
 }
 
@@ -127,6 +127,6 @@ async fn a_record_that_stays_unreadable_after_the_follow_is_reported_as_moved_un
         "the source does not"
     );
     assert_eq!(caller.request("v2", &Incr).await.expect("served"), 2);
-    *source_objects.relocations().stage_hook.lock() = None;
+    source_objects.relocations().probe.on_stage(None);
     m.shutdown().await;
 }

@@ -33,6 +33,18 @@ async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
         roots.push(host::start_root_with(Arc::clone(&h.store), spec, &seen, &options, store).await);
     }
     wait_connected(&roots).await;
+    for (root, _) in &roots {
+        // The tests read how each log ended.
+        if let Ok(actors) = root.actors() {
+            actors
+                .client
+                .objects
+                .relocations()
+                .completions
+                .probe
+                .keep_ended();
+        }
+    }
     let mut roots = roots.into_iter();
     let (a, b, c) = (
         roots.next().expect("a"),
@@ -90,7 +102,7 @@ where
         })
     });
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
+    objects.relocations().probe.on_stage(Some(hook));
     rx
 }
 
@@ -159,7 +171,7 @@ async fn a_request_finishing_after_the_owner_changed_is_stored_recorded_delivere
     assert_eq!(done["completed"], 1, "{done}");
     let objects = &target.actors().expect("manager").client.objects;
     wait_until("the log ended", || {
-        !objects.relocations().completions.ended.lock().is_empty()
+        objects.relocations().completions.probe.any_ended()
     })
     .await;
     let c = target.status().completions;
@@ -202,13 +214,13 @@ async fn a_completion_delivered_again_is_already_terminal_and_answers_once(h: &H
         .and_then(|s| s.parse().ok())
         .expect("relocation id");
     wait_until("the log ended", || {
-        client
+        !client
             .objects
             .relocations()
             .completions
-            .ended
-            .lock()
-            .contains_key(&relocation)
+            .probe
+            .ended(relocation)
+            .is_empty()
     })
     .await;
     let again = crate::relocation::redeliver(&client.objects, &client.node.inner, relocation).await;
@@ -330,7 +342,11 @@ async fn a_request_relayed_as_the_owner_change_commits_stays_in_its_moves_log(h:
     let hook: crate::relocation::AcceptHook = Arc::new(move |r| {
         committing.relocations().completions.committed(r);
     });
-    *objects.relocations().completions.accept_hook.lock() = Some(hook);
+    objects
+        .relocations()
+        .completions
+        .probe
+        .on_accept(Some(hook));
     let requester = rid_of(&m.client.0);
     let request = zlink_transport::Envelope::request(
         zlink_transport::OperationId::new(1).expect("op"),
@@ -347,7 +363,7 @@ async fn a_request_relayed_as_the_owner_change_commits_stays_in_its_moves_log(h:
         from,
         request,
     );
-    *objects.relocations().completions.accept_hook.lock() = None;
+    objects.relocations().completions.probe.on_accept(None);
     assert_eq!(
         objects.relocations().completions.accepted(relocation, &key),
         Some(1),

@@ -79,7 +79,11 @@ fn send_at_prepared(
             assert!(matches!(done, zlink_location::Outcome::Applied(_)));
         })
     });
-    *source.object_host(0).relocations().stage_hook.lock() = Some(hook);
+    source
+        .object_host(0)
+        .relocations()
+        .probe
+        .on_stage(Some(hook));
 }
 
 /// One-ways held at the source and relayed after relay-ready to a target whose NewOwner

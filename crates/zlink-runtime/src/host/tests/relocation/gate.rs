@@ -340,7 +340,7 @@ pub(super) fn block_first_at(
         })
     });
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
+    objects.relocations().probe.on_stage(Some(hook));
     (entered, release)
 }
 

@@ -619,7 +619,7 @@ async fn a_one_way_arriving_as_its_instance_spot_is_sealed_is_held_for_the_move(
             relocations.seal_for_tests(k);
         }
     });
-    *objects.relocations().arrival_hook.lock() = Some(hook);
+    objects.relocations().probe.on_arrival(Some(hook));
     let sender = m.client.0.spots().expect("manager");
     let sending = tokio::spawn(async move {
         let step = StepSend { stream: 0, seq: 1 };
@@ -633,7 +633,7 @@ async fn a_one_way_arriving_as_its_instance_spot_is_sealed_is_held_for_the_move(
         objects.relocations().held_len(&key) >= 1
     })
     .await;
-    *objects.relocations().arrival_hook.lock() = None;
+    objects.relocations().probe.on_arrival(None);
     assert!(!sending.is_finished(), "its caller waits for the relay");
     let relayable = objects.relocations().take_relayable_for_tests(&key);
     assert_eq!(relayable.len(), 1, "relayed with the envelope it got here");

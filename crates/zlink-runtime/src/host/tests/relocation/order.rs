@@ -65,7 +65,11 @@ fn hold_two_requests_at_capture(
             .await;
         })
     });
-    *source.object_host(0).relocations().stage_hook.lock() = Some(hook);
+    source
+        .object_host(0)
+        .relocations()
+        .probe
+        .on_stage(Some(hook));
     [parked, gated]
 }
 
@@ -162,7 +166,7 @@ async fn a_message_arriving_as_its_object_is_sealed_keeps_its_envelope_and_is_re
             relocations.seal_for_tests(k);
         }
     });
-    *objects.relocations().arrival_hook.lock() = Some(hook);
+    objects.relocations().probe.on_arrival(Some(hook));
     for seq in 1..=2 {
         caller
             .send(
@@ -179,7 +183,7 @@ async fn a_message_arriving_as_its_object_is_sealed_keeps_its_envelope_and_is_re
         objects.relocations().held_len(&key) >= 2
     })
     .await;
-    *objects.relocations().arrival_hook.lock() = None;
+    objects.relocations().probe.on_arrival(None);
     let relayable = objects.relocations().take_relayable_for_tests(&key);
     let client = rid_of(&m.client.0);
     let sources: Vec<_> = relayable

@@ -70,17 +70,10 @@ async fn a_new_owner_refused_while_the_store_was_down_is_tried_again_and_the_mov
     })
     .await;
     let target_objects = objects_of(target);
-    let started = target_objects
-        .relocations()
-        .owner_changes_started
-        .load(Ordering::SeqCst);
+    let started = target_objects.relocations().probe.owner_changes_started();
     gate.open();
     wait_until("the target starts its owner change", || {
-        target_objects
-            .relocations()
-            .owner_changes_started
-            .load(Ordering::SeqCst)
-            > started
+        target_objects.relocations().probe.owner_changes_started() > started
     })
     .await;
     // The Store answers again: the lease renews and the gate reopens.
@@ -103,7 +96,7 @@ async fn a_new_owner_refused_while_the_store_was_down_is_tried_again_and_the_mov
         2,
         "state moved with it"
     );
-    *objects_of(source).relocations().stage_hook.lock() = None;
+    objects_of(source).relocations().probe.on_stage(None);
     stop_all(&[&m.client.0, &m.servers[0].0, &m.servers[1].0]).await;
 }
 
@@ -153,20 +146,13 @@ async fn move_into_a_failing_target(
     .await;
     target_store.set_fault([LocationOp::Write], Fault::UNAVAILABLE);
     let target_objects = objects_of(target);
-    let started = target_objects
-        .relocations()
-        .owner_changes_started
-        .load(Ordering::SeqCst);
+    let started = target_objects.relocations().probe.owner_changes_started();
     gate.open();
     wait_until("the target starts its owner change", || {
-        target_objects
-            .relocations()
-            .owner_changes_started
-            .load(Ordering::SeqCst)
-            > started
+        target_objects.relocations().probe.owner_changes_started() > started
     })
     .await;
-    *objects_of(source).relocations().stage_hook.lock() = None;
+    objects_of(source).relocations().probe.on_stage(None);
     (m, target_store, target_at, moving)
 }
 

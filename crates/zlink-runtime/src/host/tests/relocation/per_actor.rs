@@ -348,12 +348,12 @@ async fn a_resent_spot_restore_never_runs_twice(h: &Harness) {
             }
         })
     });
-    *rig.source()
+    rig.source()
         .host
         .object_host(0)
         .relocations()
-        .stage_hook
-        .lock() = Some(hook);
+        .probe
+        .on_stage(Some(hook));
     let client = rig.source_client();
     let moving =
         crate::relocation::per_actor::transition_per_actor_spot(&client, &rig.room.id, None)
@@ -417,23 +417,23 @@ async fn spot_messages_during_the_transition_are_served_once_by_the_target(h: &H
             }
         })
     });
-    *rig.source()
+    rig.source()
         .host
         .object_host(0)
         .relocations()
-        .stage_hook
-        .lock() = Some(hook);
+        .probe
+        .on_stage(Some(hook));
     let client = rig.source_client();
     let moving =
         crate::relocation::per_actor::transition_per_actor_spot(&client, &rig.room.id, None)
             .await
             .expect("the Spot authority moved");
-    *rig.source()
+    rig.source()
         .host
         .object_host(0)
         .relocations()
-        .stage_hook
-        .lock() = None;
+        .probe
+        .on_stage(None);
     let waiting: Vec<_> = std::mem::take(&mut *sent.lock());
     assert_eq!(waiting.len(), 5);
     let mut counts = Vec::new();

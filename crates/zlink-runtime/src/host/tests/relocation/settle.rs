@@ -67,14 +67,11 @@ async fn a_failed_record_read_at_settle_never_reopens_the_source(h: &Harness) {
     let id = zlink_codec::ObjectId::new("u1").expect("id");
     let objects = &source.actors().expect("manager").client.objects;
     let hook = fail_record_reads_after_prepared(&lossy, authority_key(ObjectKind::Actor, &id));
-    *objects.relocations().stage_hook.lock() = Some(hook);
-    objects
-        .relocations()
-        .lose_cutover_reply
-        .store(true, Ordering::SeqCst);
+    objects.relocations().probe.on_stage(Some(hook));
+    objects.relocations().probe.lose_next_cutover_reply();
     let err = relocate(source, &r).await.expect_err("not settled");
     lossy.heal();
-    *objects.relocations().stage_hook.lock() = None;
+    objects.relocations().probe.on_stage(None);
     let key: ObjectKey = (AuthorityKind::Actor, id);
     let target_objects = &target.actors().expect("manager").client.objects;
     assert_eq!(
@@ -117,13 +114,10 @@ async fn a_record_read_that_fails_for_a_while_at_settle_is_read_again_and_the_mo
         Box::pin(async {})
     });
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
-    objects
-        .relocations()
-        .lose_cutover_reply
-        .store(true, Ordering::SeqCst);
+    objects.relocations().probe.on_stage(Some(hook));
+    objects.relocations().probe.lose_next_cutover_reply();
     let moved = relocate(source, &r).await.expect("settled by a later read");
-    *objects.relocations().stage_hook.lock() = None;
+    objects.relocations().probe.on_stage(None);
     assert_eq!(moved.node, rid_of(target));
     let key: ObjectKey = (AuthorityKind::Actor, id);
     assert!(!objects.is_live(&key), "the source followed");
@@ -146,16 +140,13 @@ async fn a_failed_record_read_never_reopens_a_spot_wide_group(h: &Harness) {
     let relocations = r[0].0.object_host(0);
     let key = authority_key(ObjectKind::UserSpot, &hall.id);
     let hook = fail_record_reads_after_prepared(&lossy, key);
-    *relocations.relocations().stage_hook.lock() = Some(hook);
-    relocations
-        .relocations()
-        .lose_cutover_reply
-        .store(true, Ordering::SeqCst);
+    relocations.relocations().probe.on_stage(Some(hook));
+    relocations.relocations().probe.lose_next_cutover_reply();
     let err = super::spot_wide::relocate(&r[0].0, &hall)
         .await
         .expect_err("not settled");
     lossy.heal();
-    *relocations.relocations().stage_hook.lock() = None;
+    relocations.relocations().probe.on_stage(None);
     let (node, _) = spot_record(&r[2].0, &hall).await;
     assert_eq!(&node, r[1].1.routing_id(), "the Spot's owner changed");
     assert!(live_here(&r[1].0, AuthorityKind::Spot, hall.id.as_str()));

@@ -60,7 +60,7 @@ fn hold_own_request_and_step_at_capture(
             assert_eq!(objects.relocations().held_len(&key), 2, "step 1 is held");
         })
     });
-    *hooked.relocations().stage_hook.lock() = Some(hook);
+    hooked.relocations().probe.on_stage(Some(hook));
     parked
 }
 
@@ -111,6 +111,6 @@ async fn a_caller_on_the_source_node_is_not_overtaken_by_its_own_later_messages(
     assert_eq!(moved.node, rid_of(target));
     let totals = totals_once_applied(&caller, "s1", 2).await;
     assert_eq!(totals, (5, 2, 0), "both steps applied once, in order");
-    *source_objects.relocations().stage_hook.lock() = None;
+    source_objects.relocations().probe.on_stage(None);
     m.shutdown().await;
 }

@@ -48,7 +48,7 @@ fn hook_stages(source: &ZLinkHost, id: &str, preserve_at: Option<RecordedStage>)
         })
     });
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
+    objects.relocations().probe.on_stage(Some(hook));
     seen
 }
 
@@ -121,7 +121,7 @@ async fn preserve_during_a_move_cancels_it(h: &Harness, id: &str, at: RecordedSt
     );
     assert_eq!(caller.request(id, &Incr).await.expect("served here"), 2);
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = None;
+    objects.relocations().probe.on_stage(None);
     let moved = relocate(source, &r).await.expect("moved");
     assert_eq!(moved.node, rid_of(target));
     assert_eq!(caller.request(id, &Incr).await.expect("moved state"), 3);
@@ -185,7 +185,7 @@ async fn a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_r
         Box::pin(async {})
     });
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
+    objects.relocations().probe.on_stage(Some(hook));
     let moved = relocate(source, &r).await.expect("moved");
     assert_eq!(moved.node, rid_of(target));
     assert_eq!(
@@ -278,10 +278,10 @@ async fn a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_r
         Box::pin(async {})
     });
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
+    objects.relocations().probe.on_stage(Some(hook));
     let err = relocate(source, &r).await.expect_err("cancelled");
     lossy.heal();
-    *objects.relocations().stage_hook.lock() = None;
+    objects.relocations().probe.on_stage(None);
     // The store failure that was never settled is reported.
     assert_eq!(err.kind(), ErrorKind::InternalFailure, "{err}");
     no_reservation_leaked(h, 1).await;
@@ -343,7 +343,7 @@ async fn a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_m
     );
     let hook = lose_the_next_owner_change_reply(&lossy, &key);
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
+    objects.relocations().probe.on_stage(Some(hook));
     let moved = relocate(source, &r).await.expect("moved");
     lossy.set_write_hook(None);
     assert_eq!(moved.node, rid_of(target));
@@ -379,7 +379,7 @@ async fn an_owner_change_that_fails_past_the_grace_removes_the_prepared_target(h
         })
     };
     let objects = &source.actors().expect("manager").client.objects;
-    *objects.relocations().stage_hook.lock() = Some(hook);
+    objects.relocations().probe.on_stage(Some(hook));
     let outcome = relocate(source, &r).await;
     failing.heal();
     assert!(outcome.is_err(), "the owner never changed: {outcome:?}");

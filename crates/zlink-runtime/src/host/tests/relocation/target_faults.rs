@@ -64,7 +64,7 @@ pub(super) fn stall_after_prepared(source: &ZLinkHost, gate: &Gate, reached: &Ar
             }
         })
     });
-    *objects_of(source).relocations().stage_hook.lock() = Some(hook);
+    objects_of(source).relocations().probe.on_stage(Some(hook));
 }
 
 /// Waits (bounded by [`WAIT`]) until the target holds no Restore and the store no
@@ -176,7 +176,10 @@ async fn a_move_past_its_deadline_releases_the_target_reservation(h: &Harness) {
     let (caller, r) = m.counter_at_one("x2").await;
     let (source, target) = m.owner_and_other(&r);
     let target_objects = objects_of(target);
-    *target_objects.relocations().restore_wait.lock() = Some(Duration::from_millis(800));
+    target_objects
+        .relocations()
+        .probe
+        .wait_for_ready(Some(Duration::from_millis(800)));
     let (gate, reached) = (Gate::new(), Arc::new(AtomicBool::new(false)));
     stall_after_prepared(source, &gate, &reached);
     let moving = spawn_move(source, &r);
@@ -243,7 +246,7 @@ async fn a_new_owner_applied_with_its_reply_lost_keeps_the_target_instance(h: &H
             Box::pin(async {})
         })
     };
-    *objects_of(source).relocations().stage_hook.lock() = Some(hook);
+    objects_of(source).relocations().probe.on_stage(Some(hook));
     let moved = relocate(source, &r).await.expect("moved");
     lossy.set_write_hook(None);
     assert_eq!(moved.node, rid_of(target));

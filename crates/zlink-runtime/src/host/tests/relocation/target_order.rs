@@ -46,13 +46,10 @@ async fn a_caller_on_the_target_node_is_not_overtaken_by_its_messages_held_durin
         })
     };
     let source_objects = Arc::clone(&source.actors().expect("manager").client.objects);
-    *source_objects.relocations().stage_hook.lock() = Some(hook);
+    source_objects.relocations().probe.on_stage(Some(hook));
     // The source loses the cutover's answer and settles the move by reading (slowly): it
     // follows only some 300 ms after the target committed.
-    source_objects
-        .relocations()
-        .lose_cutover_reply
-        .store(true, Ordering::SeqCst);
+    source_objects.relocations().probe.lose_next_cutover_reply();
     let target_objects = Arc::clone(&target.actors().expect("manager").client.objects);
     let key = (
         AuthorityKind::Actor,
@@ -63,11 +60,7 @@ async fn a_caller_on_the_target_node_is_not_overtaken_by_its_messages_held_durin
         tokio::spawn(async move { relocate(&source, &r).await })
     };
     wait_until("the target's NewOwner runs", || {
-        target_objects
-            .relocations()
-            .owner_changes_started
-            .load(Ordering::SeqCst)
-            >= 1
+        target_objects.relocations().probe.owner_changes_started() >= 1
     })
     .await;
     settling.set_delay([LocationOp::Read], Some(Duration::from_millis(300)));
@@ -110,6 +103,6 @@ async fn a_caller_on_the_target_node_is_not_overtaken_by_its_messages_held_durin
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     assert_eq!(totals, (4, 2, 0), "both steps applied once, in order");
-    *source_objects.relocations().stage_hook.lock() = None;
+    source_objects.relocations().probe.on_stage(None);
     m.shutdown().await;
 }

@@ -565,7 +565,12 @@ async fn ready_completed_is_the_first_turn_on_the_target(h: &Harness) {
             }
         })
     });
-    *r.r[0].0.object_host(0).relocations().stage_hook.lock() = Some(hook);
+    r.r[0]
+        .0
+        .object_host(0)
+        .relocations()
+        .probe
+        .on_stage(Some(hook));
     assert!(r.signal().await);
     for seq in 1..=5 {
         let (spots, actors, room) = (spots.clone(), actors.clone(), room.clone());

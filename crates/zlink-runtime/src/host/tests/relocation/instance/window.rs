@@ -36,7 +36,7 @@ async fn a_message_reaching_the_target_before_its_activation_opened_waits_in_its
             })
         })
     };
-    *objects.relocations().owner_changed_hook.lock() = Some(hook);
+    objects.relocations().probe.on_owner_changed(Some(hook));
     let moving = {
         let source = source.clone();
         tokio::spawn(async move { relocate(&source, "room-w").await })
@@ -81,7 +81,7 @@ async fn a_message_reaching_the_target_before_its_activation_opened_waits_in_its
         objects.relocations().queued_len(&key) >= 2
     })
     .await;
-    *objects.relocations().owner_changed_hook.lock() = None;
+    objects.relocations().probe.on_owner_changed(None);
     gate.open();
     let moved = moving.await.expect("task").expect("moved");
     assert_eq!(moved.node, rid_of(target));
@@ -154,7 +154,7 @@ async fn a_relayed_one_way_answers_its_caller_only_once_the_target_took_it(h: &H
             })
         })
     };
-    *source_objects.relocations().stage_hook.lock() = Some(stage);
+    source_objects.relocations().probe.on_stage(Some(stage));
     let target_objects = Arc::clone(&target.spots().expect("manager").client.objects);
     let relay: crate::relocation::TargetHook = {
         let (order, answered) = (Arc::clone(&order), Arc::clone(&answered));
@@ -169,11 +169,11 @@ async fn a_relayed_one_way_answers_its_caller_only_once_the_target_took_it(h: &H
             })
         })
     };
-    *target_objects.relocations().relay_hook.lock() = Some(relay);
+    target_objects.relocations().probe.on_relay(Some(relay));
     let moved = relocate(source, "room-o").await.expect("moved");
     assert_eq!(moved.node, rid_of(target));
-    *source_objects.relocations().stage_hook.lock() = None;
-    *target_objects.relocations().relay_hook.lock() = None;
+    source_objects.relocations().probe.on_stage(None);
+    target_objects.relocations().probe.on_relay(None);
     let task = sending.lock().take().expect("the one-way was sent");
     task.await.expect("task").expect("admitted");
     let order = order.lock().clone();

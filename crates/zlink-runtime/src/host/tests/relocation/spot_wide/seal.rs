@@ -28,7 +28,11 @@ async fn a_member_created_into_a_spot_wide_spot_during_its_relocation_is_refused
             }
         })
     });
-    *r[0].0.object_host(0).relocations().stage_hook.lock() = Some(hook);
+    r[0].0
+        .object_host(0)
+        .relocations()
+        .probe
+        .on_stage(Some(hook));
     relocate(&r[0].0, &hall).await.expect("moved");
     assert_eq!(
         *refused.lock(),
@@ -68,7 +72,11 @@ async fn a_lost_spot_wide_owner_change_reply_is_settled_by_reading_and_the_spot_
     let actors = r[2].0.actors().expect("actors");
     let key = authority_key(ObjectKind::UserSpot, &hall.id);
     let hook = super::super::stages::lose_the_next_owner_change_reply(&lossy, &key);
-    *r[0].0.object_host(0).relocations().stage_hook.lock() = Some(hook);
+    r[0].0
+        .object_host(0)
+        .relocations()
+        .probe
+        .on_stage(Some(hook));
     relocate(&r[0].0, &hall).await.expect("moved");
     lossy.set_write_hook(None);
     let (node, _) = spot_record(&r[2].0, &hall).await;
@@ -140,7 +148,7 @@ async fn a_member_request_held_at_the_seal_is_relayed_and_completed_on_the_targe
             })
         })
     };
-    *source.relocations().stage_hook.lock() = Some(hook);
+    source.relocations().probe.on_stage(Some(hook));
     relocate(&r[0].0, &hall).await.expect("moved");
     let answered = rx.await.expect("answered");
     assert_eq!(answered.expect("the relayed step"), 2);
