@@ -5,10 +5,11 @@
 
 pub use crate::messaging::{
     BoxFuture, Cancellation, ChannelContext, CreationError, DispatchKind, DispatchScope,
-    ERROR_REPLY_TAG, ErrorMessage, ErrorReply, FilterContext, FramePart, HandlerKey, InboundReply,
-    InboundTarget, InternalError, InvalidCall, InvalidText, MetadataBuilder, NodeContext,
-    NodeHandler, ObjectRelocationRefusal, OutboundMessage, PacketName, PayloadError,
-    RelocationStoreError, RouteKind, TimerError, UnavailableReason, Unconfigured, decode_reply,
+    ERROR_REPLY_TAG, ErrorMessage, ErrorReply, FilterContext, FramePart, HandlerKey, IdRole,
+    InboundReply, InboundTarget, InternalError, InvalidCall, InvalidText, MetadataBuilder,
+    MoveRefusal, NodeContext, NodeHandler, ObjectRelocationRefusal, OutboundMessage, PacketName,
+    PayloadError, RelocationStoreError, RouteKind, StaleReason, TimerError, UnavailableReason,
+    Unconfigured, decode_reply,
 };
 pub use crate::objects::{
     ActorHandle, ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,

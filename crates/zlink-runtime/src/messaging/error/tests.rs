@@ -173,7 +173,10 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
     check(&moving, ErrorKind::Unavailable);
     for (err, kind) in [
         (ZLinkError::NoReply, ErrorKind::InternalFailure),
-        (ZLinkError::stale_fence("moved"), ErrorKind::Unavailable),
+        (
+            ZLinkError::from(StaleReason::ChangedDuringMove),
+            ErrorKind::Unavailable,
+        ),
         (ZLinkError::MailboxFull, ErrorKind::CapacityExceeded),
         (ZLinkError::ActivationClosing, ErrorKind::Unavailable),
         (
@@ -187,7 +190,7 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
             ErrorKind::NotConfigured,
         ),
         (
-            ZLinkError::refused_call("twice"),
+            ZLinkError::from(InvalidCall::ZeroDeadline),
             ErrorKind::InvalidOperation,
         ),
     ] {
