@@ -6,10 +6,10 @@
 pub use crate::messaging::{
     BoxFuture, Cancellation, ChannelContext, CreationError, DispatchKind, DispatchScope,
     ERROR_REPLY_TAG, ErrorMessage, ErrorReply, Filter, FilterContext, FramePart, HandlerContext,
-    HandlerKey, InboundReply, InboundTarget, InternalError, InvalidCall, InvalidText, Metadata,
-    MetadataBuilder, Next, NodeContext, NodeHandler, ObjectRelocationRefusal, OutboundMessage,
-    PacketName, PayloadError, RelocationStoreError, RouteKind, TimerError, UnavailableReason,
-    Unconfigured, decode_reply,
+    HandlerKey, IdRole, InboundReply, InboundTarget, InternalError, InvalidCall, InvalidText,
+    Metadata, MetadataBuilder, MoveRefusal, Next, NodeContext, NodeHandler,
+    ObjectRelocationRefusal, OutboundMessage, PacketName, PayloadError, RelocationStoreError,
+    RouteKind, StaleReason, TimerError, UnavailableReason, Unconfigured, decode_reply,
 };
 pub use crate::objects::{
     ActorHandle, ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,

@@ -12,8 +12,8 @@ use zlink_codec::{CodecError, StableType};
 use zlink_transport::TransportErrorKind;
 
 use super::error_parts::{
-    CreationError, FramePart, InternalError, InvalidCall, InvalidText, PayloadError,
-    RelocationStoreError, UnavailableReason, Unconfigured,
+    CreationError, FramePart, InternalError, InvalidCall, InvalidText, MoveRefusal, PayloadError,
+    RelocationStoreError, StaleReason, UnavailableReason, Unconfigured,
 };
 
 /// The 13 common error kinds every language's public error carries (spec 06 §19).
@@ -339,8 +339,8 @@ pub enum ZLinkError {
     /// another run (spec 21 §7). `Unavailable`: a later call reads the record again.
     #[error("stale authority fence: {reason}")]
     StaleFence {
-        /// Which fence and why (bounded, sanitised).
-        reason: ErrorMessage,
+        /// Which fence and why.
+        reason: StaleReason,
     },
     /// The object's mailbox has no room for the message: `CapacityExceeded`.
     #[error("the object's mailbox is full")]
@@ -466,7 +466,7 @@ pub enum ZLinkError {
     /// A local call with an invalid argument or in a state that does not allow it:
     /// `InvalidOperation`.
     #[error(transparent)]
-    InvalidCall(InvalidCall),
+    InvalidCall(#[from] InvalidCall),
     /// An object timer was not started: the kind is [`TimerError::kind`](super::TimerError::kind).
     #[error(transparent)]
     Timer(#[from] super::TimerError),
@@ -538,23 +538,9 @@ impl ZLinkError {
         }
     }
 
-    /// A stale authority fence, with why (sanitised).
-    pub(crate) fn stale_fence(why: &str) -> Self {
-        Self::StaleFence {
-            reason: ErrorMessage::sanitise(why),
-        }
-    }
-
     /// A malformed runtime-internal payload `what`.
     pub(crate) fn malformed_payload(what: &'static str) -> impl Fn(PayloadError) -> Self + Copy {
         move |source| Self::MalformedPayload { what, source }
-    }
-
-    /// A local call refused by a rule named in words (sanitised).
-    pub(crate) fn refused_call(why: &str) -> Self {
-        Self::InvalidCall(InvalidCall::Refused {
-            reason: ErrorMessage::sanitise(why),
-        })
     }
 
     /// A handler or filter failure whose cause must not cross the wire (`InternalFailure`).
@@ -589,6 +575,20 @@ impl ZLinkError {
             Self::Application { message, .. } | Self::Remote { message, .. } => message.clone(),
             other => ErrorMessage::sanitise(&other.to_string()),
         }
+    }
+}
+
+/// A stale authority fence (`Unavailable`).
+impl From<StaleReason> for ZLinkError {
+    fn from(reason: StaleReason) -> Self {
+        Self::StaleFence { reason }
+    }
+}
+
+/// A move the relocation machinery refused (`InvalidOperation`).
+impl From<MoveRefusal> for ZLinkError {
+    fn from(reason: MoveRefusal) -> Self {
+        Self::InvalidCall(InvalidCall::Move(reason))
     }
 }
 

@@ -1,14 +1,17 @@
 //! The typed parts of [`ZLinkError`] variants: which frame part is malformed, why a text is
-//! invalid or a target unavailable, and why a creation, a local call, a configuration, a
-//! runtime-internal payload, the Relocation Store or an internal step failed. Each failure says
+//! invalid, a target unavailable or an authority fence stale, and why a creation, a local
+//! call, a configuration, a runtime-internal payload, the Relocation Store or an internal step
+//! failed. Each failure says
 //! its [`ErrorKind`]; causes stay reachable through [`std::error::Error::source`] and never
 //! cross the wire.
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use zlink_codec::records::ObjectKind;
-use zlink_codec::{ChannelName, CodecError, StableType};
+use zlink_codec::{AuthorityKind, ChannelName, CodecError, ObjectId, StableType};
+use zlink_relocation::unit::{AggregateRejection, RecordedStage};
 use zlink_store_spi::{ArgumentError, StoreError};
 
 #[cfg(doc)]
@@ -250,13 +253,284 @@ pub enum InvalidCall {
         /// Why.
         reason: ObjectRelocationRefusal,
     },
-    /// A rule of the call, named in words (an argument out of its range, an option set twice,
-    /// a move already running, ...).
-    #[error("{reason}")]
-    Refused {
-        /// The rule broken (bounded, sanitised).
-        reason: ErrorMessage,
+    /// An identifier the call names or uses is invalid; the codec's reason is the source.
+    #[error("invalid {what}: it must be {}", .what.rule())]
+    InvalidId {
+        /// Which identifier.
+        what: IdRole,
+        /// The codec's reason.
+        #[source]
+        source: Arc<CodecError>,
     },
+    /// A call option was set twice.
+    #[error("the {option} option was set twice")]
+    OptionSetTwice {
+        /// The option's name.
+        option: &'static str,
+    },
+    /// The call's deadline is zero.
+    #[error("the deadline must be positive")]
+    ZeroDeadline,
+    /// The call's deadline is too far away to be a point in time on this host.
+    #[error("the deadline {deadline:?} is too far away")]
+    DeadlineTooFar {
+        /// The deadline asked for.
+        deadline: Duration,
+    },
+    /// A user-named Spot id has the reserved Entry Spot form `<prefix>-entry-<uuid v4>`.
+    #[error("{:?} has the reserved Entry Spot form <prefix>-entry-<uuid v4>", .id.as_str())]
+    ReservedSpotId {
+        /// The id asked for.
+        id: ObjectId,
+    },
+    /// The ref names a User Spot incarnation the stored record is not (another incarnation, or
+    /// not a User Spot).
+    #[error("spot {:?} is not the User Spot incarnation {named}", .spot.as_str())]
+    NotSpotIncarnation {
+        /// The Spot's id.
+        spot: ObjectId,
+        /// The incarnation the ref names.
+        named: u64,
+    },
+    /// A runtime command of the call could not be encoded as JSON (its fields are text, so
+    /// this is not expected to happen).
+    #[error("the {what} could not be encoded")]
+    Unencodable {
+        /// Which command.
+        what: &'static str,
+        /// The encoder's error.
+        #[source]
+        source: Arc<serde_json::Error>,
+    },
+    /// The relocation machinery refused a move before the object moved.
+    #[error(transparent)]
+    Move(#[from] MoveRefusal),
+}
+
+impl InvalidCall {
+    /// An invalid identifier `what`, keeping the codec's reason as the source.
+    pub(crate) fn invalid_id(what: IdRole) -> impl FnOnce(CodecError) -> Self {
+        move |e| Self::InvalidId {
+            what,
+            source: Arc::new(e),
+        }
+    }
+
+    /// A runtime command `what` that could not be encoded, keeping the encoder's error.
+    pub(crate) fn unencodable(what: &'static str) -> impl FnOnce(serde_json::Error) -> Self {
+        move |e| Self::Unencodable {
+            what,
+            source: Arc::new(e),
+        }
+    }
+}
+
+/// Which identifier is invalid (an [`InvalidCall::InvalidId`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdRole {
+    /// The Actor id an `ActorManager` call names.
+    ActorId,
+    /// The Spot id a `SpotManager` call names (a User or an Instance Spot).
+    SpotId,
+    /// The stable type a call names.
+    StableType,
+    /// The Spot id a `SpotWide` membership record names (read from the Location Store).
+    MembershipSpotId,
+    /// A creation or activation OperationId this node drew.
+    OperationId,
+}
+
+impl IdRole {
+    /// The rule the identifier breaks, in words.
+    fn rule(self) -> &'static str {
+        match self {
+            Self::ActorId | Self::SpotId | Self::StableType | Self::MembershipSpotId => {
+                "1..=255 bytes of UTF-8 without a NUL byte"
+            }
+            Self::OperationId => "a non-zero 128-bit number",
+        }
+    }
+}
+
+// The bound `IdRole::rule` states.
+const _: () = assert!(ObjectId::MAX_LEN == 255 && StableType::MAX_LEN == 255);
+
+impl fmt::Display for IdRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ActorId => "actor id",
+            Self::SpotId => "spot id",
+            Self::StableType => "stable type",
+            Self::MembershipSpotId => "spot id of a membership record",
+            Self::OperationId => "operation id",
+        })
+    }
+}
+
+/// Why the relocation machinery refused a move of an object before it moved (an
+/// [`InvalidCall::Move`]): the object keeps serving where it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MoveRefusal {
+    /// Only a `SpotWide` User Spot moves as one unit with its members.
+    #[error("only a SpotWide User Spot moves as one unit")]
+    NotSpotWide,
+    /// Only a `PerActor` User Spot moves by authority transition.
+    #[error("only a PerActor User Spot moves by authority transition")]
+    NotPerActor,
+    /// The Spot is not an Instance Spot (a User Spot moves as a unit of its own).
+    #[error("the Spot is not an Instance Spot (User Spots move as a unit of their own)")]
+    NotInstanceSpot,
+    /// The `SpotWide` Spot and its members do not make a unit that moves.
+    #[error("the SpotWide Spot {:?} does not move ({:?})", .spot.as_str(), .source.kind())]
+    SpotWideRejected {
+        /// The Spot's id.
+        spot: ObjectId,
+        /// The unit machine's reason.
+        #[source]
+        source: AggregateRejection,
+    },
+    /// The object's type has `DisableRelocation`.
+    #[error("{} {:?} has DisableRelocation: it does not move", .kind.as_str(), .id.as_str())]
+    RelocationDisabled {
+        /// The object's authority kind.
+        kind: AuthorityKind,
+        /// The object's id.
+        id: ObjectId,
+    },
+    /// A member of the `PerActor` Spot has `DisableRelocation`: nothing moves.
+    #[error(
+        "the member {:?} of the PerActor Spot has DisableRelocation: nothing moves",
+        .member.as_str()
+    )]
+    MemberRelocationDisabled {
+        /// The member Actor's id.
+        member: ObjectId,
+    },
+    /// A move of the object (or of a participant moving with it) is already running.
+    #[error("a move of {} {:?} is already running", .kind.as_str(), .id.as_str())]
+    AlreadyMoving {
+        /// The moving object's authority kind.
+        kind: AuthorityKind,
+        /// The moving object's id.
+        id: ObjectId,
+    },
+    /// The object's record names another owner than this node's run.
+    #[error("{} {:?} is not owned by this node", .kind.as_str(), .id.as_str())]
+    NotOwnedHere {
+        /// The object's authority kind.
+        kind: AuthorityKind,
+        /// The object's id.
+        id: ObjectId,
+    },
+    /// The Actor is a member of a User Spot: it moves with its Spot; only Entry Spot members
+    /// move alone.
+    #[error("a User Spot member moves with its Spot; only Entry Spot members move alone")]
+    MovesWithSpot,
+    /// The Actor is no member of the `PerActor` User Spot whose move names it.
+    #[error("the Actor is no member of the PerActor User Spot")]
+    NotPerActorMember,
+    /// The named target does not offer every type of the `SpotWide` Spot and its members.
+    #[error("the target does not offer every type of the SpotWide Spot")]
+    TargetLacksTypes,
+    /// The object's type preserves its state, but its capture found no state adapter.
+    #[error(
+        "{} {:?} preserves its state (PreserveStateWith) without an adapter",
+        .kind.as_str(),
+        .id.as_str()
+    )]
+    NoStateAdapter {
+        /// The object's authority kind.
+        kind: AuthorityKind,
+        /// The object's id.
+        id: ObjectId,
+    },
+    /// The `PerActor` Spot has more members than a move counts (`u32`).
+    #[error("the PerActor Spot has {count} members, too many to move")]
+    TooManyMembers {
+        /// The member count.
+        count: usize,
+    },
+}
+
+/// Why an authority fence is stale (a [`ZLinkError::StaleFence`], kind `Unavailable`): the
+/// record changed, moved, or names another node or run. A later call reads the record again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum StaleReason {
+    /// The reserved record, its version or its target run differ from the reservation a create
+    /// command names, and no result is stored for its operation.
+    #[error("the record, its version or the target run differ from the reservation")]
+    ReservationChanged,
+    /// The reservation does not name this node's run (another node, MeshName or run, or no
+    /// longer `Reserved`).
+    #[error("the reservation does not name this node's run")]
+    ReservationElsewhere,
+    /// The record changed before the creation (or the cold activation) committed it.
+    #[error("the record changed before the commit")]
+    ChangedBeforeCommit,
+    /// The record changed before the creation's abort, and no result is stored for it.
+    #[error("the record changed before the abort")]
+    ChangedBeforeAbort,
+    /// No result is stored for the creation's operation.
+    #[error("no result is stored for the creation")]
+    NoCreationResult,
+    /// The record or the target run differ from the fence an end (Destroy / Close) request
+    /// carries.
+    #[error("the record or the target run differ from the request")]
+    EndFenceChanged,
+    /// The record is not an Active record of this node (its delete conflicted).
+    #[error("the record is not an Active record of this node")]
+    NotActiveHere,
+    /// The Actor or the Spot of a join is moving.
+    #[error("the Actor or the Spot is moving")]
+    JoinPartyMoving,
+    /// The Actor or the Spot of a join is not live on this node.
+    #[error("the Actor or the Spot is not live on this node")]
+    JoinPartyNotLive,
+    /// The Actor's record changed before the join rewrote it.
+    #[error("the Actor's record changed")]
+    ChangedBeforeJoin,
+    /// An Instance Spot activation envelope names another node, MeshName or lifecycle.
+    #[error("the activation names another node or lifecycle")]
+    ActivationElsewhere,
+    /// This node serves no Instance Spot type of the envelope's name.
+    #[error("this node serves no Instance Spot type {:?}", .stable_type.as_str())]
+    TypeNotServed {
+        /// The envelope's type.
+        stable_type: StableType,
+    },
+    /// This node's published descriptor does not offer the envelope's type.
+    #[error("this node's descriptor does not offer the type {:?}", .stable_type.as_str())]
+    TypeNotOffered {
+        /// The envelope's type.
+        stable_type: StableType,
+    },
+    /// The object is not live on this node.
+    #[error("{} {:?} is not live on this node", .kind.as_str(), .id.as_str())]
+    NotLiveHere {
+        /// The object's authority kind.
+        kind: AuthorityKind,
+        /// The object's id.
+        id: ObjectId,
+    },
+    /// The move's target was not secured: the record changed, the target lease is gone or the
+    /// target has no room.
+    #[error("the record changed, the target lease is gone or the target has no room")]
+    TargetNotSecured,
+    /// The object's record changed during the move.
+    #[error("the record changed during the move")]
+    ChangedDuringMove,
+    /// A stage record of the move conflicted: the object's record changed during the move.
+    #[error("the object's record changed during the move ({stage:?} not recorded)")]
+    StageConflict {
+        /// The stage whose record was not written.
+        stage: RecordedStage,
+    },
+    /// The move did not commit on the target.
+    #[error("the move did not commit on the target")]
+    MoveNotCommitted,
 }
 
 /// Why a single-object relocation was refused before anything moved (an

@@ -41,8 +41,9 @@ use dispatcher::DispatcherBuilder;
 pub(crate) use dispatcher::{Dispatcher, Started};
 pub use error::{BoxError, ErrorKind, ErrorMessage, ZLinkError};
 pub use error_parts::{
-    CreationError, FramePart, InternalError, InvalidCall, InvalidText, ObjectRelocationRefusal,
-    PayloadError, RelocationStoreError, UnavailableReason, Unconfigured,
+    CreationError, FramePart, IdRole, InternalError, InvalidCall, InvalidText, MoveRefusal,
+    ObjectRelocationRefusal, PayloadError, RelocationStoreError, StaleReason, UnavailableReason,
+    Unconfigured,
 };
 pub use error_reply::{ERROR_REPLY_TAG, ErrorReply};
 pub(crate) use filter::FnFilter;

@@ -15,9 +15,9 @@ use zlink_codec::records::ObjectKind;
 use zlink_codec::terminal::ObjectRef;
 use zlink_codec::{ObjectId, StableType};
 
-use super::client::{ObjectClient, Obtain, invalid};
+use super::client::{ObjectClient, Obtain};
 use super::refs::{ActorRef, SpotRef};
-use crate::messaging::ZLinkError;
+use crate::messaging::{IdRole, InvalidCall, ZLinkError};
 
 /// A ref type a creation call yields (sealed: [`ActorRef`] and [`SpotRef`]).
 pub trait CreatedRef: sealed::Sealed + Send + 'static {}
@@ -125,10 +125,10 @@ impl<R: CreatedRef> CreateCall<R> {
     /// Submits the call: the Ready ref, whether this call created it, and the callback's reply.
     pub async fn submit(self) -> Result<Created<R>, ZLinkError> {
         if let Some(option) = self.twice {
-            return Err(invalid(&format!("the {option} option was set twice")));
+            return Err(InvalidCall::OptionSetTwice { option }.into());
         }
         if self.deadline.is_zero() {
-            return Err(invalid("the deadline must be positive"));
+            return Err(InvalidCall::ZeroDeadline.into());
         }
         let (stable_type, id) = self.target?;
         let done = self
@@ -175,9 +175,14 @@ impl<R: CreatedRef> IntoFuture for CreateCall<R> {
     }
 }
 
-/// Parses a stable type and an id for a call (errors surface when the call is submitted).
-pub(crate) fn parse(stable_type: &str, id: &str) -> Result<(StableType, ObjectId), ZLinkError> {
-    let st = StableType::new(stable_type).map_err(|e| invalid(&format!("stable type: {e}")))?;
-    let id = ObjectId::new(id).map_err(|e| invalid(&format!("id: {e}")))?;
+/// Parses a stable type and an id (`role`: an Actor or a Spot id) for a call (errors surface
+/// when the call is submitted).
+pub(crate) fn parse(
+    role: IdRole,
+    stable_type: &str,
+    id: &str,
+) -> Result<(StableType, ObjectId), ZLinkError> {
+    let st = StableType::new(stable_type).map_err(InvalidCall::invalid_id(IdRole::StableType))?;
+    let id = ObjectId::new(id).map_err(InvalidCall::invalid_id(role))?;
     Ok((st, id))
 }

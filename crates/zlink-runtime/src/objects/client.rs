@@ -40,7 +40,9 @@ use super::create::{CREATE_OBJECT, CreateCommand, CreationOrder};
 use super::host::{ObjectHost, ObjectKey, store_failure, what};
 use super::membership::Membership;
 use crate::mesh::node::{MeshNode, ReplyBody};
-use crate::messaging::{CreationError, ErrorMessage, ErrorReply, UnavailableReason, ZLinkError};
+use crate::messaging::{
+    CreationError, ErrorMessage, ErrorReply, IdRole, InvalidCall, UnavailableReason, ZLinkError,
+};
 use zlink_location::{
     AuthorityHandle, AuthorityRead, Conflict, CreationMark, Discovery, ErrorKind as StoreErrorKind,
     InvalidOperation, LocationError, OperationKey, Outcome,
@@ -62,11 +64,6 @@ const RETURN_SLACK: Duration = Duration::from_millis(50);
 /// How often a caller waiting on another creation's `Reserved` record checks whether that
 /// creation is abandoned.
 const ABANDON_CHECK: Duration = Duration::from_millis(100);
-
-/// A local call refused by a rule named in words (`InvalidOperation`).
-pub(crate) fn invalid(what: &str) -> ZLinkError {
-    ZLinkError::refused_call(what)
-}
 
 /// The shared core of the managers of one object node (cheap to clone).
 #[derive(Clone)]
@@ -211,7 +208,7 @@ impl ObjectClient {
             source: self.objects.rid.clone(),
             source_run: run.lease_generation.to_codec(),
             operation: OperationId::new(uuid::Uuid::new_v4().as_u128() | 1)
-                .map_err(|e| invalid(&e.to_string()))?,
+                .map_err(InvalidCall::invalid_id(IdRole::OperationId))?,
         };
         let pending = match &call.request {
             None => None,
@@ -392,7 +389,7 @@ impl ObjectClient {
             return self.objects.create_reserved(handle, order).await;
         }
         let body = serde_json::to_vec(&CreateCommand::of(handle, order))
-            .map_err(|e| invalid(&e.to_string()))?;
+            .map_err(InvalidCall::unencodable("create command"))?;
         let peer = match self.node.inner.route_to(&target) {
             Ok(p) => p,
             Err(e) => {
@@ -467,11 +464,11 @@ impl ObjectClient {
                 if handle.kind() != ObjectKind::UserSpot
                     || handle.object_generation().get() != spot.generation
                 {
-                    return Err(invalid(&format!(
-                        "{} is not the User Spot incarnation {}",
-                        what(AuthorityKind::Spot, &spot.id),
-                        spot.generation
-                    )));
+                    return Err(InvalidCall::NotSpotIncarnation {
+                        spot: spot.id.clone(),
+                        named: spot.generation,
+                    }
+                    .into());
                 }
                 if handle.state() != AllocationState::Active {
                     return Err(ZLinkError::Unavailable {
@@ -511,7 +508,7 @@ impl ObjectClient {
             spot: spot.id.as_str().to_owned(),
             spot_generation: spot.generation.to_string(),
         })
-        .map_err(|e| invalid(&e.to_string()))?;
+        .map_err(InvalidCall::unencodable("join command"))?;
         self.command(&owner, super::inbound::JOIN_SPOT, body, deadline)
             .await
             .map(|_| ())
@@ -553,11 +550,12 @@ impl ObjectClient {
             AuthorityRead::Found { handle, .. } => handle,
         };
         if handle.object_generation().get() != generation {
-            return Err(invalid(&format!(
-                "{} is incarnation {}, not {generation}",
-                what(key.0, &key.1),
-                handle.object_generation().get()
-            )));
+            return Err(InvalidCall::OtherIncarnation {
+                target: what(key.0, &key.1),
+                named: generation,
+                current: handle.object_generation().get(),
+            }
+            .into());
         }
         self.objects.routes.forget(key);
         let owner = handle.node().routing_id;
@@ -585,7 +583,7 @@ impl ObjectClient {
             target_run: fence.target_run.to_string(),
             operation: format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
         })
-        .map_err(|e| invalid(&e.to_string()))?;
+        .map_err(InvalidCall::unencodable("end command"))?;
         let reply = self
             .command(&owner, super::inbound::END_OBJECT, body, deadline)
             .await?;

@@ -31,13 +31,13 @@ use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::terminal::{CreationOutcome, CreationTerminal};
 use zlink_codec::{Generation, ObjectId, OperationId, RoutingId};
 
-use super::host::{ObjectHost, stale, store_failure, what};
+use super::host::{ObjectHost, store_failure, what};
 use super::live::{Built, LiveObject, Turn};
 use super::membership::Membership;
 use super::refs::terminal_ref;
 use super::registration::SpotExecution;
 use super::registration::{CreationContext, CreationDecision, FactoryContext};
-use crate::messaging::{CreationError, PayloadError, ZLinkError};
+use crate::messaging::{CreationError, PayloadError, StaleReason, ZLinkError};
 use zlink_codec::keys::AuthorityKind;
 use zlink_location::{
     AuthorityHandle, AuthorityRead, Conflict, LocationError, OperationKey, Outcome, TerminalWrite,
@@ -180,9 +180,7 @@ impl ObjectHost {
                 .map_err(store_failure)?
             {
                 Some(t) => Ok(t),
-                None => Err(stale(
-                    "the record, its version or the target run differ from the reservation",
-                )),
+                None => Err(StaleReason::ReservationChanged.into()),
             };
         };
         let order = CreationOrder {
@@ -206,7 +204,7 @@ impl ObjectHost {
             || node.mesh != self.mesh
             || Some(handle.owner()) != run.as_ref()
         {
-            return Err(stale("the reservation does not name this node's run"));
+            return Err(StaleReason::ReservationElsewhere.into());
         }
         if !self.accepts_new_objects() {
             // Relocating, Relocated or Draining: no new object here (spec 28 §10).
@@ -394,7 +392,7 @@ impl ObjectHost {
                 Ok(Outcome::Conflict(c)) => {
                     live.close().await;
                     tracing::info!(?c, "creation commit conflicted");
-                    Err(stale("the record changed before the commit"))
+                    Err(StaleReason::ChangedBeforeCommit.into())
                 }
                 Err(e) => {
                     // Whether the Store changed is unknown: read again (spec 21 §10).
@@ -434,7 +432,7 @@ impl ObjectHost {
                 Ok(t) => Ok(t),
                 Err(_) => {
                     tracing::info!(?c, "creation abort conflicted");
-                    Err(stale("the record changed before the abort"))
+                    Err(StaleReason::ChangedBeforeAbort.into())
                 }
             },
             Err(e) => Err(store_failure(e)),
@@ -447,7 +445,7 @@ impl ObjectHost {
         loop {
             match self.location.authority().read_terminal(op).await {
                 Ok(Some(t)) => return Ok(t),
-                Ok(None) => return Err(stale("no result is stored for the creation")),
+                Ok(None) => return Err(StaleReason::NoCreationResult.into()),
                 Err(e) if Instant::now() >= until => return Err(store_failure(e)),
                 Err(e) => {
                     tracing::debug!(error = %e, "reading a creation terminal failed; retrying")
@@ -549,7 +547,7 @@ impl ObjectHost {
                 Ok(_) => {
                     // Another terminal, or the record gone or changed: not this creation's.
                     live.close().await;
-                    return Err(stale("the record changed before the commit"));
+                    return Err(StaleReason::ChangedBeforeCommit.into());
                 }
                 Err(e) if Instant::now() >= until => {
                     live.close().await;

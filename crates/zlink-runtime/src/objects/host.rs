@@ -15,7 +15,7 @@ use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
 use super::live::{ErasedType, LiveObject};
 use super::live_set::{Classified, LiveCounts, LiveSet};
 use super::registration::{EntryCallback, EntryClosing, ObjectCall};
-use crate::messaging::{InvalidCall, RouteKind, UnavailableReason, ZLinkError};
+use crate::messaging::{InvalidCall, RouteKind, StaleReason, UnavailableReason, ZLinkError};
 use zlink_location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 
 pub(crate) mod audit;
@@ -465,16 +465,14 @@ impl ObjectHost {
                 || handle.owner().lease_generation.get() != f.target_run
                 || self.location.host_run().as_ref() != Some(handle.owner())
             {
-                return Err(stale(
-                    "the record or the target run differ from the request",
-                ));
+                return Err(StaleReason::EndFenceChanged.into());
             }
         }
         match self.location.authority().delete(&handle).await {
             Ok(Outcome::Applied(())) => {}
             Ok(Outcome::Conflict(c)) => {
                 tracing::info!(?c, "destroy conflicted");
-                return Err(stale("the record is not an Active record of this node"));
+                return Err(StaleReason::NotActiveHere.into());
             }
             Err(e) => return Err(store_failure(e)),
         }
@@ -526,12 +524,12 @@ impl ObjectHost {
         let actor_key = (AuthorityKind::Actor, actor.clone());
         let spot_key = (AuthorityKind::Spot, spot.clone());
         if self.interception.covers(&spot_key) || self.interception.covers(&actor_key) {
-            return Err(stale("the Actor or the Spot is moving"));
+            return Err(StaleReason::JoinPartyMoving.into());
         }
         let (Some(live_actor), Some(live_spot)) =
             (self.live_object(&actor_key), self.live_object(&spot_key))
         else {
-            return Err(stale("the Actor or the Spot is not live on this node"));
+            return Err(StaleReason::JoinPartyNotLive.into());
         };
         let turn = live_spot.turn();
         let membership = super::membership::Membership {
@@ -547,7 +545,7 @@ impl ObjectHost {
             }
             Ok(Outcome::Conflict(c)) => {
                 tracing::info!(?c, "join conflicted");
-                Err(stale("the Actor's record changed"))
+                Err(StaleReason::ChangedBeforeJoin.into())
             }
             Err(e) => Err(store_failure(e)),
         }
@@ -577,11 +575,6 @@ impl ObjectHost {
             Err(e) => route_failure(&key, store_failure(e)),
         }
     }
-}
-
-/// A stale authority fence (`Unavailable`): the record changed, moved or names another run.
-pub(crate) fn stale(why: &str) -> ZLinkError {
-    ZLinkError::stale_fence(why)
 }
 
 /// A Location Store operation that did not succeed, as a call result: past the admission

@@ -9,12 +9,14 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::ObjectKind;
 
 use super::call::{CreateCall, parse};
-use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient, invalid};
+use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient};
 use super::host::ObjectKey;
 use super::messages::ObjectReply;
 use super::refs::ActorRef;
 use crate::mesh::node::CallOptions;
-use crate::messaging::{Message, Metadata, OutboundMessage, Request, ZLinkError, decode_reply};
+use crate::messaging::{
+    IdRole, InvalidCall, Message, Metadata, OutboundMessage, Request, ZLinkError, decode_reply,
+};
 
 /// Creates, finds and messages the Actors of one object mesh (cheap to clone).
 #[derive(Clone)]
@@ -32,7 +34,7 @@ impl std::fmt::Debug for ActorManager {
 }
 
 pub(super) fn key(id: &str) -> Result<ObjectKey, ZLinkError> {
-    let id = ObjectId::new(id).map_err(|e| invalid(&format!("actor id: {e}")))?;
+    let id = ObjectId::new(id).map_err(InvalidCall::invalid_id(IdRole::ActorId))?;
     Ok((AuthorityKind::Actor, id))
 }
 
@@ -96,7 +98,7 @@ impl ActorManager {
         CreateCall::new(
             self.client.clone(),
             ObjectKind::Actor,
-            parse(stable_type, id),
+            parse(IdRole::ActorId, stable_type, id),
             false,
             self.deadline,
         )
@@ -108,7 +110,7 @@ impl ActorManager {
         CreateCall::new(
             self.client.clone(),
             ObjectKind::Actor,
-            parse(stable_type, id),
+            parse(IdRole::ActorId, stable_type, id),
             true,
             self.deadline,
         )

@@ -11,7 +11,7 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{ObjectId, RoutingId};
 
-use super::client::{ObjectClient, invalid};
+use super::client::ObjectClient;
 use super::host::{ObjectHost, ObjectKey, what};
 use super::membership::Membership;
 use super::registration::{MessageContext, ObjectCall, Reply};
@@ -19,8 +19,8 @@ use super::route_source::{self, RouteSource};
 use super::routes::RouteMark;
 use crate::mesh::node::{Address, ReplyBody};
 use crate::messaging::{
-    ErrorKind, ErrorReply, Metadata, OutboundMessage, PayloadError, RouteKind, UnavailableReason,
-    ZLinkError,
+    ErrorKind, ErrorReply, IdRole, InvalidCall, Metadata, OutboundMessage, PayloadError, RouteKind,
+    UnavailableReason, ZLinkError,
 };
 use crate::telemetry::labels::{MessageKind, SendPath};
 use tracing::Instrument;
@@ -155,7 +155,8 @@ impl ObjectClient {
             AuthorityRead::Found { handle, .. } if handle.state() == AllocationState::Active => {
                 // A member of a SpotWide Spot resolves through the Spot's aggregate authority.
                 if let Some(m) = Membership::decode(handle.payload()).filter(|m| m.spot_wide) {
-                    let spot = ObjectId::new(m.spot).map_err(|e| invalid(&e.to_string()))?;
+                    let spot = ObjectId::new(m.spot)
+                        .map_err(InvalidCall::invalid_id(IdRole::MembershipSpotId))?;
                     if let AuthorityRead::Found { handle: s, .. } =
                         self.read(ObjectKind::UserSpot, &spot).await?
                     {

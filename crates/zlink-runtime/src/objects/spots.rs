@@ -12,13 +12,13 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::ObjectKind;
 
 use super::call::{CreateCall, parse};
-use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient, invalid};
+use super::client::{DEFAULT_CREATE_DEADLINE, ObjectClient};
 use super::host::ObjectKey;
 use super::instance::InstanceCall;
 use super::manager::{request_object, send_object};
 use super::refs::SpotRef;
 use crate::mesh::node::CallOptions;
-use crate::messaging::{Message, Request, ZLinkError};
+use crate::messaging::{IdRole, InvalidCall, Message, Request, ZLinkError};
 
 /// Creates, finds, closes and messages the User Spots of one object mesh (cheap to clone).
 #[derive(Clone)]
@@ -37,7 +37,7 @@ impl std::fmt::Debug for SpotManager {
 
 /// Whether `id` has the reserved Entry Spot form `<prefix>-entry-<lowercase uuid v4>`
 /// (spec 06 §15): such an id is never a User or Instance Spot id.
-pub(crate) fn is_entry_spot_id(id: &str) -> bool {
+fn is_entry_spot_id(id: &str) -> bool {
     let Some(at) = id.rfind("-entry-") else {
         return false;
     };
@@ -49,16 +49,14 @@ pub(crate) fn is_entry_spot_id(id: &str) -> bool {
 }
 
 fn key(id: &str) -> Result<ObjectKey, ZLinkError> {
-    let id = ObjectId::new(id).map_err(|e| invalid(&format!("spot id: {e}")))?;
+    let id = ObjectId::new(id).map_err(InvalidCall::invalid_id(IdRole::SpotId))?;
     Ok((AuthorityKind::Spot, id))
 }
 
-/// A user-named Spot id: valid, and not of the reserved Entry Spot form.
-fn user_spot_id(id: &str) -> Result<(), ZLinkError> {
-    if is_entry_spot_id(id) {
-        return Err(invalid(&format!(
-            "{id:?} has the reserved Entry Spot form <prefix>-entry-<uuid v4>"
-        )));
+/// A user-named Spot id: not of the reserved Entry Spot form.
+pub(crate) fn user_spot_id(id: &ObjectId) -> Result<(), InvalidCall> {
+    if is_entry_spot_id(id.as_str()) {
+        return Err(InvalidCall::ReservedSpotId { id: id.clone() });
     }
     Ok(())
 }
@@ -99,7 +97,7 @@ impl SpotManager {
         CreateCall::new(
             self.client.clone(),
             ObjectKind::UserSpot,
-            parse(stable_type, &id),
+            parse(IdRole::SpotId, stable_type, &id),
             true,
             self.deadline,
         )
@@ -110,7 +108,8 @@ impl SpotManager {
     /// another type under the id is `TypeMismatch`; the reserved Entry Spot form is
     /// `InvalidOperation`).
     pub fn get_or_create(&self, stable_type: &str, id: &str) -> CreateCall<SpotRef> {
-        let target = user_spot_id(id).and_then(|()| parse(stable_type, id));
+        let target = parse(IdRole::SpotId, stable_type, id)
+            .and_then(|t| user_spot_id(&t.1).map(|()| t).map_err(ZLinkError::from));
         CreateCall::new(
             self.client.clone(),
             ObjectKind::UserSpot,

@@ -30,9 +30,9 @@ use zlink_relocation::unit::UnitKind;
 
 use super::drive::Move;
 use super::source::{Ready, start_single};
-use crate::messaging::{UnavailableReason, ZLinkError};
+use crate::messaging::{MoveRefusal, UnavailableReason, ZLinkError};
 use crate::objects::SpotRef;
-use crate::objects::client::{ObjectClient, invalid};
+use crate::objects::client::ObjectClient;
 use crate::objects::host::{ObjectKey, store_failure, what};
 use crate::objects::instance::Ending;
 use zlink_location::AuthorityRead;
@@ -80,9 +80,7 @@ pub(crate) async fn relocate_instance_spot_within(
         }
     };
     if handle.kind() != ObjectKind::InstanceSpot {
-        return Err(invalid(
-            "the Spot is not an Instance Spot (User Spots move as a unit of their own)",
-        ));
+        return Err(MoveRefusal::NotInstanceSpot.into());
     }
     if handle.state() != AllocationState::Active {
         return Err(ZLinkError::Unavailable {
@@ -93,7 +91,11 @@ pub(crate) async fn relocate_instance_spot_within(
     if host.location.host_run().as_ref() != Some(handle.owner())
         || handle.node().routing_id != host.rid
     {
-        return Err(invalid("the Instance Spot is not owned by this node"));
+        return Err(MoveRefusal::NotOwnedHere {
+            kind: key.0,
+            id: key.1.clone(),
+        }
+        .into());
     }
     let payload = handle.payload();
     if !payload.is_empty() && !payload.starts_with(STAGED_TAG) {
@@ -113,13 +115,7 @@ pub(crate) async fn relocate_instance_spot_within(
         effects,
         rebuild,
         live,
-    } = start_single(
-        host,
-        &key,
-        &handle,
-        (UnitKind::InstanceSpot, choice),
-        "Instance Spot",
-    )?;
+    } = start_single(host, &key, &handle, (UnitKind::InstanceSpot, choice))?;
     // Before the first authority write: a Close that claimed the Spot first wins (28 §7).
     let _moving = match host.instances.endings.claim(id, Ending::Moving) {
         Ok(claim) => claim,
@@ -130,7 +126,11 @@ pub(crate) async fn relocate_instance_spot_within(
             });
         }
         Err(Ending::Moving) => {
-            return Err(invalid("a move of this Instance Spot is already running"));
+            return Err(MoveRefusal::AlreadyMoving {
+                kind: key.0,
+                id: key.1.clone(),
+            }
+            .into());
         }
     };
     Move::new(client, key, handle, live, rebuild, target.cloned(), unit)

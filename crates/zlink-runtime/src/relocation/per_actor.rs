@@ -57,9 +57,9 @@ use super::source::{Ready, relocate_actor_unit, start_single};
 #[cfg(test)]
 pub(crate) use super::target::resend_restores;
 use super::wire::{PerActorPart, Rebuild};
-use crate::messaging::ZLinkError;
+use crate::messaging::{MoveRefusal, ZLinkError};
 use crate::objects::ActorRef;
-use crate::objects::client::{ObjectClient, invalid};
+use crate::objects::client::ObjectClient;
 use crate::objects::host::{ObjectHost, ObjectKey, store_failure};
 use crate::objects::live::LiveObject;
 use crate::objects::membership::Membership;
@@ -168,9 +168,7 @@ pub(crate) async fn transition_per_actor_spot_within(
         .get(handle.stable_type())
         .filter(|t| t.kind == ObjectKind::UserSpot);
     if hosted.and_then(|t| t.execution) != Some(SpotExecution::PerActor) {
-        return Err(invalid(
-            "only a PerActor User Spot moves by authority transition",
-        ));
+        return Err(MoveRefusal::NotPerActor.into());
     }
     let choice = hosted.and_then(|t| t.relocation);
     let members = live_members(host, spot).await?;
@@ -180,14 +178,16 @@ pub(crate) async fn transition_per_actor_spot_within(
             relocates,
             Some(RelocationChoice::Recreate | RelocationChoice::Preserve)
         ) {
-            return Err(invalid(&format!(
-                "the member {} of the PerActor Spot has DisableRelocation: nothing moves",
-                m.id.as_str()
-            )));
+            return Err(MoveRefusal::MemberRelocationDisabled {
+                member: m.id.clone(),
+            }
+            .into());
         }
     }
     let members: Vec<ActorRef> = members.into_iter().map(|(m, _)| m).collect();
-    let count = u32::try_from(members.len()).map_err(|_| invalid("too many members"))?;
+    let count = u32::try_from(members.len()).map_err(|_| MoveRefusal::TooManyMembers {
+        count: members.len(),
+    })?;
     let part = PerActorPart {
         spot: spot.as_str().to_owned(),
         operation: uuid::Uuid::new_v4().as_u128().max(1).to_string(),
@@ -198,13 +198,7 @@ pub(crate) async fn transition_per_actor_spot_within(
         effects,
         live,
         ..
-    } = start_single(
-        host,
-        &key,
-        &handle,
-        (UnitKind::PerActorSpotShell, choice),
-        "Spot",
-    )?;
+    } = start_single(host, &key, &handle, (UnitKind::PerActorSpotShell, choice))?;
     // No Spot state moves: the target builds the empty shell with the type's factory.
     let moved = Move::new(
         client,

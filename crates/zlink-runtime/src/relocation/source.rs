@@ -19,10 +19,12 @@ use super::follow::{FollowRecord, FollowRx, next_hop, send_followed};
 use super::stage;
 use super::wire::{self, Rebuild};
 use crate::mesh::node::ReplyBody;
-use crate::messaging::{ErrorReply, UnavailableReason, ZLinkError};
+use crate::messaging::{
+    ErrorReply, InvalidCall, MoveRefusal, StaleReason, UnavailableReason, ZLinkError,
+};
 use crate::objects::ActorRef;
-use crate::objects::client::{ObjectClient, invalid};
-use crate::objects::host::{ObjectKey, stale, store_failure, what};
+use crate::objects::client::ObjectClient;
+use crate::objects::host::{ObjectKey, store_failure, what};
 use crate::objects::live::{Completion, LiveObject};
 use crate::objects::membership::Membership;
 use crate::objects::registration::RelocationChoice;
@@ -86,9 +88,12 @@ pub(super) async fn relocate_actor_unit(
         }
     };
     if handle.object_generation().get() != actor.generation {
-        return Err(invalid(
-            "the Actor is another incarnation than the ref names",
-        ));
+        return Err(InvalidCall::OtherIncarnation {
+            target: what(key.0, &key.1),
+            named: actor.generation,
+            current: handle.object_generation().get(),
+        }
+        .into());
     }
     if handle.state() != AllocationState::Active {
         return Err(ZLinkError::Unavailable {
@@ -99,26 +104,28 @@ pub(super) async fn relocate_actor_unit(
     if host.location.host_run().as_ref() != Some(handle.owner())
         || handle.node().routing_id != host.rid
     {
-        return Err(invalid("the Actor is not owned by this node"));
+        return Err(MoveRefusal::NotOwnedHere {
+            kind: key.0,
+            id: key.1.clone(),
+        }
+        .into());
     }
     let membership = Membership::decode(handle.payload());
     let kind = match &part {
         None if membership.as_ref().is_some_and(|m| !m.entry) => {
-            return Err(invalid(
-                "a User Spot member moves with its Spot; only Entry Spot members move alone",
-            ));
+            return Err(MoveRefusal::MovesWithSpot.into());
         }
         None => UnitKind::EntryMemberActor,
         Some(p) if membership.is_some_and(|m| !m.entry && !m.spot_wide && m.spot == p.spot) => {
             UnitKind::PerActorSpotActor
         }
-        Some(_) => return Err(invalid("the Actor is no member of the PerActor User Spot")),
+        Some(_) => return Err(MoveRefusal::NotPerActorMember.into()),
     };
     let choice = host
         .types
         .get(handle.stable_type())
         .and_then(|t| t.relocation);
-    let ready = start_single(host, &key, &handle, (kind, choice), "Actor")?;
+    let ready = start_single(host, &key, &handle, (kind, choice))?;
     let Ready {
         unit,
         effects,
@@ -142,8 +149,7 @@ pub(super) struct Ready {
     pub(super) live: Arc<dyn LiveObject>,
 }
 
-/// Starts the unit machine of a single-object move of `key` (`noun`: what it is, for the
-/// errors), recorded as `handle`, under the relocation policy its type chose (`choice`):
+/// Starts the unit machine of a single-object move of `key`, recorded as `handle`, under the relocation policy its type chose (`choice`):
 /// `DisableRelocation` is refused (`InvalidOperation`) before anything is captured; an object
 /// not live here, or already moving, is refused too.
 pub(super) fn start_single(
@@ -151,7 +157,6 @@ pub(super) fn start_single(
     key: &ObjectKey,
     handle: &AuthorityHandle,
     (kind, choice): (UnitKind, Option<RelocationChoice>),
-    noun: &str,
 ) -> Result<Ready, ZLinkError> {
     let (policy, rebuild) = match choice {
         Some(RelocationChoice::Recreate) => (Policy::Recreate, Rebuild::Recreate),
@@ -172,18 +177,24 @@ pub(super) fn start_single(
     );
     let (unit, effects) = Unit::start(plan);
     if effects.iter().any(|e| matches!(e, Effect::Reject { .. })) {
-        return Err(invalid(&format!(
-            "{} has DisableRelocation: it does not move",
-            what(key.0, &key.1)
-        )));
+        return Err(MoveRefusal::RelocationDisabled {
+            kind: key.0,
+            id: key.1.clone(),
+        }
+        .into());
     }
     let live = host
         .live_object(key)
-        .ok_or_else(|| stale(&format!("the {noun} is not live on this node")))?;
+        .ok_or_else(|| StaleReason::NotLiveHere {
+            kind: key.0,
+            id: key.1.clone(),
+        })?;
     if host.relocations().covers(key) {
-        return Err(invalid(&format!(
-            "a move of this {noun} is already running"
-        )));
+        return Err(MoveRefusal::AlreadyMoving {
+            kind: key.0,
+            id: key.1.clone(),
+        }
+        .into());
     }
     Ok(Ready {
         unit,
@@ -492,9 +503,11 @@ pub(super) async fn read_owned_spot(
     if host.location.host_run().as_ref() != Some(handle.owner())
         || handle.node().routing_id != host.rid
     {
-        return Err(crate::objects::client::invalid(
-            "the Spot is not owned by this node",
-        ));
+        return Err(MoveRefusal::NotOwnedHere {
+            kind: key.0,
+            id: key.1.clone(),
+        }
+        .into());
     }
     Ok(handle)
 }

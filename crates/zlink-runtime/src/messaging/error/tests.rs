@@ -173,7 +173,10 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
     check(&moving, ErrorKind::Unavailable);
     for (err, kind) in [
         (ZLinkError::NoReply, ErrorKind::InternalFailure),
-        (ZLinkError::stale_fence("moved"), ErrorKind::Unavailable),
+        (
+            ZLinkError::from(StaleReason::ChangedDuringMove),
+            ErrorKind::Unavailable,
+        ),
         (ZLinkError::MailboxFull, ErrorKind::CapacityExceeded),
         (ZLinkError::ActivationClosing, ErrorKind::Unavailable),
         (
@@ -187,11 +190,225 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
             ErrorKind::NotConfigured,
         ),
         (
-            ZLinkError::refused_call("twice"),
+            ZLinkError::from(InvalidCall::ZeroDeadline),
             ErrorKind::InvalidOperation,
         ),
     ] {
         check(&err, kind);
+    }
+}
+
+#[test]
+fn a_typed_call_refusal_or_stale_fence_keeps_its_kind_and_names_its_reason() {
+    use crate::messaging::IdRole;
+    use zlink_codec::keys::AuthorityKind;
+    use zlink_codec::{CodecError, ObjectId};
+    use zlink_relocation::unit::{AggregateRejection, RecordedStage};
+    let id = |s: &str| ObjectId::new(s).expect("id");
+    let bad_id = || Arc::new(ObjectId::new("").expect_err("empty"));
+    let json = || Arc::new(serde_json::from_slice::<u8>(b"{").expect_err("not a number"));
+    let st = || StableType::new("room").expect("type");
+    let (actor, spot) = (AuthorityKind::Actor, AuthorityKind::Spot);
+    let invalid_id = |what| InvalidCall::InvalidId {
+        what,
+        source: bad_id(),
+    };
+    // Each call refusal: `InvalidOperation`, its message naming the reason.
+    let calls: Vec<(InvalidCall, &str)> = vec![
+        (
+            invalid_id(IdRole::ActorId),
+            "invalid actor id: it must be 1..=255",
+        ),
+        (invalid_id(IdRole::SpotId), "invalid spot id"),
+        (invalid_id(IdRole::StableType), "invalid stable type"),
+        (
+            invalid_id(IdRole::MembershipSpotId),
+            "invalid spot id of a membership record",
+        ),
+        (
+            InvalidCall::InvalidId {
+                what: IdRole::OperationId,
+                source: Arc::new(zlink_codec::OperationId::new(0).expect_err("zero")),
+            },
+            "invalid operation id: it must be a non-zero",
+        ),
+        (
+            InvalidCall::OptionSetTwice { option: "deadline" },
+            "the deadline option was set twice",
+        ),
+        (InvalidCall::ZeroDeadline, "the deadline must be positive"),
+        (
+            InvalidCall::DeadlineTooFar {
+                deadline: std::time::Duration::MAX,
+            },
+            "is too far away",
+        ),
+        (
+            InvalidCall::ReservedSpotId {
+                id: id("a-entry-x"),
+            },
+            "\"a-entry-x\" has the reserved Entry Spot form",
+        ),
+        (
+            InvalidCall::NotSpotIncarnation {
+                spot: id("s"),
+                named: 3,
+            },
+            "spot \"s\" is not the User Spot incarnation 3",
+        ),
+        (
+            InvalidCall::Unencodable {
+                what: "join command",
+                source: json(),
+            },
+            "the join command could not be encoded",
+        ),
+    ];
+    let moves: Vec<(MoveRefusal, &str)> = vec![
+        (MoveRefusal::NotSpotWide, "only a SpotWide User Spot"),
+        (MoveRefusal::NotPerActor, "only a PerActor User Spot"),
+        (MoveRefusal::NotInstanceSpot, "is not an Instance Spot"),
+        (
+            MoveRefusal::SpotWideRejected {
+                spot: id("s"),
+                source: AggregateRejection::RelocationDisabled { index: 1 },
+            },
+            "the SpotWide Spot \"s\" does not move (RelocationDisabled)",
+        ),
+        (
+            MoveRefusal::RelocationDisabled {
+                kind: actor,
+                id: id("a"),
+            },
+            "actor \"a\" has DisableRelocation",
+        ),
+        (
+            MoveRefusal::MemberRelocationDisabled { member: id("m") },
+            "the member \"m\" of the PerActor Spot has DisableRelocation",
+        ),
+        (
+            MoveRefusal::AlreadyMoving {
+                kind: spot,
+                id: id("s"),
+            },
+            "a move of spot \"s\" is already running",
+        ),
+        (
+            MoveRefusal::NotOwnedHere {
+                kind: actor,
+                id: id("a"),
+            },
+            "actor \"a\" is not owned by this node",
+        ),
+        (MoveRefusal::MovesWithSpot, "moves with its Spot"),
+        (MoveRefusal::NotPerActorMember, "no member of the PerActor"),
+        (MoveRefusal::TargetLacksTypes, "does not offer every type"),
+        (
+            MoveRefusal::NoStateAdapter {
+                kind: actor,
+                id: id("a"),
+            },
+            "actor \"a\" preserves its state (PreserveStateWith) without an adapter",
+        ),
+        (
+            MoveRefusal::TooManyMembers { count: 5 },
+            "has 5 members, too many",
+        ),
+    ];
+    let calls = calls.into_iter().chain(
+        moves
+            .into_iter()
+            .map(|(m, text)| (InvalidCall::Move(m), text)),
+    );
+    for (call, text) in calls {
+        let err = ZLinkError::from(call);
+        check(&err, ErrorKind::InvalidOperation);
+        assert!(err.reply_message().as_str().contains(text), "{err}");
+        if let ZLinkError::InvalidCall(
+            InvalidCall::InvalidId { .. }
+            | InvalidCall::Unencodable { .. }
+            | InvalidCall::Move(MoveRefusal::SpotWideRejected { .. }),
+        ) = &err
+        {
+            assert!(
+                source_is::<CodecError>(&err)
+                    || source_is::<serde_json::Error>(&err)
+                    || source_is::<AggregateRejection>(&err),
+                "{err}: the source is the typed cause"
+            );
+        }
+    }
+    // Each stale fence: `Unavailable`, its message naming the reason.
+    let stale = [
+        (
+            StaleReason::ReservationChanged,
+            "differ from the reservation",
+        ),
+        (
+            StaleReason::ReservationElsewhere,
+            "does not name this node's run",
+        ),
+        (
+            StaleReason::ChangedBeforeCommit,
+            "changed before the commit",
+        ),
+        (StaleReason::ChangedBeforeAbort, "changed before the abort"),
+        (StaleReason::NoCreationResult, "no result is stored"),
+        (StaleReason::EndFenceChanged, "differ from the request"),
+        (
+            StaleReason::NotActiveHere,
+            "not an Active record of this node",
+        ),
+        (
+            StaleReason::JoinPartyMoving,
+            "the Actor or the Spot is moving",
+        ),
+        (
+            StaleReason::JoinPartyNotLive,
+            "the Actor or the Spot is not live",
+        ),
+        (StaleReason::ChangedBeforeJoin, "the Actor's record changed"),
+        (
+            StaleReason::ActivationElsewhere,
+            "names another node or lifecycle",
+        ),
+        (
+            StaleReason::TypeNotServed { stable_type: st() },
+            "serves no Instance Spot type \"room\"",
+        ),
+        (
+            StaleReason::TypeNotOffered { stable_type: st() },
+            "does not offer the type \"room\"",
+        ),
+        (
+            StaleReason::NotLiveHere {
+                kind: spot,
+                id: id("s"),
+            },
+            "spot \"s\" is not live on this node",
+        ),
+        (StaleReason::TargetNotSecured, "the target lease is gone"),
+        (StaleReason::ChangedDuringMove, "changed during the move"),
+        (
+            StaleReason::StageConflict {
+                stage: RecordedStage::Captured,
+            },
+            "(Captured not recorded)",
+        ),
+        (
+            StaleReason::MoveNotCommitted,
+            "did not commit on the target",
+        ),
+    ];
+    for (reason, text) in stale {
+        let err = ZLinkError::from(reason);
+        check(&err, ErrorKind::Unavailable);
+        let reply = err.reply_message();
+        assert!(
+            reply.as_str().starts_with("stale authority fence: "),
+            "{reply}"
+        );
+        assert!(reply.as_str().contains(text), "{reply}");
     }
 }
 

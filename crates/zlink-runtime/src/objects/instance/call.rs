@@ -11,11 +11,12 @@ use super::envelope::ActivationEnvelope;
 use super::{deadline_exceeded, type_mismatch};
 use crate::mesh::node::ReplyBody;
 use crate::messaging::{
-    Message, Metadata, OutboundMessage, Request, RouteKind, ZLinkError, decode_reply,
+    IdRole, InvalidCall, Message, Metadata, OutboundMessage, Request, RouteKind, ZLinkError,
+    decode_reply,
 };
-use crate::objects::client::{ObjectClient, invalid};
+use crate::objects::client::ObjectClient;
 use crate::objects::messages::owner_unreachable;
-use crate::objects::spots::is_entry_spot_id;
+use crate::objects::spots::user_spot_id;
 use zlink_location::AuthorityRead;
 
 /// One Spot direct call with Instance intent (from
@@ -125,27 +126,26 @@ impl InstanceCall {
     /// Resolves the target (the record's node, or placement) and hands it the envelope.
     async fn run(self, route: RouteKind, msg: OutboundMessage) -> Result<ReplyBody, ZLinkError> {
         if let Some(option) = self.twice {
-            return Err(invalid(&format!("the {option} option was set twice")));
+            return Err(InvalidCall::OptionSetTwice { option }.into());
         }
         if self.deadline.is_zero() {
-            return Err(invalid("the deadline must be positive"));
+            return Err(InvalidCall::ZeroDeadline.into());
         }
-        let id = ObjectId::new(self.id.as_str()).map_err(|e| invalid(&format!("spot id: {e}")))?;
-        if is_entry_spot_id(id.as_str()) {
-            return Err(invalid(&format!(
-                "{:?} has the reserved Entry Spot form <prefix>-entry-<uuid v4>",
-                id.as_str()
-            )));
-        }
+        let id =
+            ObjectId::new(self.id.as_str()).map_err(InvalidCall::invalid_id(IdRole::SpotId))?;
+        user_spot_id(&id)?;
         let asked = match &self.stable_type {
             None => None,
             Some(t) => Some(
-                StableType::new(t.as_str()).map_err(|e| invalid(&format!("stable type: {e}")))?,
+                StableType::new(t.as_str()).map_err(InvalidCall::invalid_id(IdRole::StableType))?,
             ),
         };
-        let deadline = Instant::now()
-            .checked_add(self.deadline)
-            .ok_or_else(|| invalid("the deadline is too far away"))?;
+        let deadline =
+            Instant::now()
+                .checked_add(self.deadline)
+                .ok_or(InvalidCall::DeadlineTooFar {
+                    deadline: self.deadline,
+                })?;
         let objects = &self.client.objects;
         let run = objects
             .location
@@ -191,7 +191,7 @@ impl InstanceCall {
             source: objects.rid.clone(),
             source_run: run.lease_generation.get(),
             operation: OperationId::new(uuid::Uuid::new_v4().as_u128() | 1)
-                .map_err(|e| invalid(&e.to_string()))?,
+                .map_err(InvalidCall::invalid_id(IdRole::OperationId))?,
             route,
             packet: msg.packet,
             content_type: msg.content_type,

@@ -19,9 +19,9 @@ use crate::mesh::JobPermit;
 use crate::mesh::node::{NodeInner, ReplyBody, job_cost};
 use crate::messaging::{
     CreationError, ErrorMessage, ErrorReply, InternalError, Metadata, PayloadError,
-    RelocationStoreError, RouteKind, UnavailableReason, ZLinkError,
+    RelocationStoreError, RouteKind, StaleReason, UnavailableReason, ZLinkError,
 };
-use crate::objects::host::{ObjectHost, ObjectKey, stale, store_failure};
+use crate::objects::host::{ObjectHost, ObjectKey, store_failure};
 use crate::objects::live::{Built, LiveObject};
 use crate::objects::messages::{ObjectHead, owner_unreachable};
 use crate::objects::registration::{
@@ -89,7 +89,7 @@ pub(super) async fn activate(
         || envelope.target_lifecycle != node.generation.get()
         || envelope.mesh != host.mesh
     {
-        return Err(stale("the activation names another node or lifecycle"));
+        return Err(StaleReason::ActivationElsewhere.into());
     }
     let _work = node.life.admit()?;
     let deadline = Instant::now() + envelope.remaining.min(MAX_REMAINING);
@@ -384,11 +384,8 @@ async fn create(
         .get(&envelope.stable_type)
         .filter(|t| t.kind == ObjectKind::InstanceSpot)
         .cloned()
-        .ok_or_else(|| {
-            stale(&format!(
-                "this node serves no Instance Spot type {:?}",
-                envelope.stable_type.as_str()
-            ))
+        .ok_or_else(|| StaleReason::TypeNotServed {
+            stable_type: envelope.stable_type.clone(),
         })?;
     let target = host.instances.own_target(host)?;
     // Renewed while in use: until the first message's end of use below, or until this
@@ -425,7 +422,10 @@ async fn create(
             return Err(super::capacity_exceeded(&envelope.stable_type));
         }
         Err(LocationError::InvalidOperation(InvalidOperation::TargetDoesNotOffer { .. })) => {
-            return Err(stale("this node's descriptor does not offer the type"));
+            return Err(StaleReason::TypeNotOffered {
+                stable_type: envelope.stable_type.clone(),
+            }
+            .into());
         }
         Err(e) => return Err(store_failure(e)),
     };
@@ -446,7 +446,7 @@ async fn create(
         Ok(Outcome::Conflict(c)) => {
             live.close().await;
             tracing::info!(?c, "cold activation commit conflicted");
-            return Err(stale("the record changed before the commit"));
+            return Err(StaleReason::ChangedBeforeCommit.into());
         }
         Err(e) => {
             live.close().await;

@@ -16,9 +16,9 @@ use zlink_relocation::unit::{
     TargetAttemptGeneration, Unit, UnitKind, check_spot_wide,
 };
 
-use crate::messaging::{UnavailableReason, ZLinkError};
-use crate::objects::client::{ObjectClient, invalid};
-use crate::objects::host::{ObjectKey, stale, store_failure};
+use crate::messaging::{MoveRefusal, StaleReason, UnavailableReason, ZLinkError};
+use crate::objects::client::ObjectClient;
+use crate::objects::host::{ObjectKey, store_failure};
 use crate::objects::live::LiveObject;
 use crate::objects::registration::RelocationChoice;
 use crate::relocation::MovesOf;
@@ -49,11 +49,14 @@ pub(crate) async fn relocate_spot_wide(
     let host = &client.objects;
     let skey: ObjectKey = (AuthorityKind::Spot, spot.clone());
     let handle = super::super::source::read_owned_spot(client, &skey).await?;
-    let (spot_live, spot_generation) = host
-        .live_incarnation(&skey)
-        .ok_or_else(|| stale("the Spot is not live on this node"))?;
+    let (spot_live, spot_generation) =
+        host.live_incarnation(&skey)
+            .ok_or_else(|| StaleReason::NotLiveHere {
+                kind: skey.0,
+                id: spot.clone(),
+            })?;
     let Some(turn) = spot_live.turn() else {
-        return Err(invalid("only a SpotWide User Spot moves as one unit"));
+        return Err(MoveRefusal::NotSpotWide.into());
     };
     // The participants at the preflight: the Spot, then every member live under its turn.
     let mut parts = vec![part(
@@ -97,12 +100,11 @@ pub(crate) async fn relocate_spot_wide(
             target_has_adapter: true,
         })
         .collect();
-    let policy = check_spot_wide(&participants).map_err(|e| {
-        invalid(&format!(
-            "the SpotWide Spot {} does not move: {e}",
-            spot.as_str()
-        ))
-    })?;
+    let policy =
+        check_spot_wide(&participants).map_err(|source| MoveRefusal::SpotWideRejected {
+            spot: spot.clone(),
+            source,
+        })?;
     let chosen = choose_target(client, &parts, target).await?;
     // The relocation target inventory (21 §9.1): the Spot and every member, paged.
     let mut builder = InventoryBuilder::new();
@@ -127,14 +129,18 @@ pub(crate) async fn relocate_spot_wide(
     );
     let (unit, effects) = Unit::start(plan);
     if effects.iter().any(|e| matches!(e, Effect::Reject { .. })) {
-        return Err(invalid(
-            "the SpotWide Spot has DisableRelocation: it does not move",
-        ));
+        return Err(MoveRefusal::RelocationDisabled {
+            kind: skey.0,
+            id: spot.clone(),
+        }
+        .into());
     }
-    if parts.iter().any(|p| host.relocations().covers(&p.key)) {
-        return Err(invalid(
-            "a move of this Spot or a member is already running",
-        ));
+    if let Some(p) = parts.iter().find(|p| host.relocations().covers(&p.key)) {
+        return Err(MoveRefusal::AlreadyMoving {
+            kind: p.key.0,
+            id: p.key.1.clone(),
+        }
+        .into());
     }
     let spot_wide = SpotWide {
         chosen,
@@ -222,9 +228,7 @@ async fn choose_target(
         })
         .collect();
     if wanted.is_some() && !usable.is_empty() && !usable.iter().any(|c| offers(&c.target)) {
-        return Err(invalid(
-            "the target does not offer every type of the SpotWide Spot",
-        ));
+        return Err(MoveRefusal::TargetLacksTypes.into());
     }
     usable
         .into_iter()

@@ -16,8 +16,8 @@ use zlink_codec::RoutingId;
 use zlink_relocation::unit::{FailureReason, Stage};
 
 use super::{Move, SETTLE_PAUSE};
-use crate::messaging::{ErrorMessage, ZLinkError};
-use crate::objects::host::{stale, store_failure, what};
+use crate::messaging::{ErrorMessage, StaleReason, ZLinkError};
+use crate::objects::host::{store_failure, what};
 use crate::relocation::MovesOf;
 use crate::relocation::follow::FollowRecord;
 use crate::relocation::participants::Shape;
@@ -343,9 +343,9 @@ fn why(stage: Stage) -> ZLinkError {
                 )),
             }
         }
-        Stage::Failed(FailureReason::StageConflict { stage }) => stale(&format!(
-            "the object's record changed during the move ({stage:?} not recorded)"
-        )),
+        Stage::Failed(FailureReason::StageConflict { stage }) => {
+            StaleReason::StageConflict { stage }.into()
+        }
         other => {
             tracing::warn!(stage = ?other, "the relocation ended in a stage with no error");
             crate::relocation::invariant("a relocation that did not move ended with no error")

@@ -30,9 +30,9 @@ use super::participants::{Part, Shape, SpotWide};
 use super::source::{choose_target, relay_each};
 use super::stage::{self, Settled, StageWriteError};
 use super::wire::{self, Rebuild};
-use crate::messaging::ZLinkError;
+use crate::messaging::{StaleReason, ZLinkError};
 use crate::objects::client::ObjectClient;
-use crate::objects::host::{ObjectKey, stale, store_failure};
+use crate::objects::host::{ObjectKey, store_failure};
 use crate::objects::live::LiveObject;
 use crate::relocation::MovesOf;
 use crate::relocation::{failed, invariant};
@@ -413,9 +413,7 @@ impl<'a> Move<'a> {
             }
             Ok(Outcome::Conflict(c)) => {
                 tracing::info!(?c, "relocation target not secured");
-                self.fail(stale(
-                    "the record changed, the target lease is gone or the target has no room",
-                ));
+                self.fail(StaleReason::TargetNotSecured.into());
                 vec![Event::TargetUnavailable]
             }
             Err(e) if matches!(&e, LocationError::Store(se) if se.outcome_unknown()) => {
@@ -491,7 +489,7 @@ impl<'a> Move<'a> {
             }
             Ok(Outcome::Conflict(c)) => {
                 tracing::info!(?c, ?stage, "relocation stage record conflicted: cancelling");
-                self.fail(stale("the record changed during the move"));
+                self.fail(StaleReason::ChangedDuringMove.into());
                 StageOutcome::Conflict
             }
             Err(StageWriteError::Store(e)) => {

@@ -7,9 +7,8 @@ use zlink_codec::RoutingId;
 use zlink_relocation::unit::Event;
 
 use super::{ADMIT_ANSWER, Move};
-use crate::messaging::{ErrorKind, ErrorMessage, ZLinkError};
+use crate::messaging::{ErrorKind, ErrorMessage, MoveRefusal, ZLinkError};
 use crate::objects::RelocationReadyOutcome;
-use crate::objects::client::invalid;
 use crate::objects::host::{ObjectKey, store_failure};
 use crate::objects::lifecycle::LifecycleCall;
 use crate::objects::live::LiveObject;
@@ -44,7 +43,11 @@ impl Move<'_> {
                 for q in &self.parts[..i] {
                     relocations.reopen(&q.key, q.live.as_ref());
                 }
-                return Err(invalid("a move of this object is already running"));
+                return Err(MoveRefusal::AlreadyMoving {
+                    kind: p.key.0,
+                    id: p.key.1.clone(),
+                }
+                .into());
             }
         }
         // No tick starts on a sealed participant: its timers keep their due times until the
@@ -185,7 +188,13 @@ impl Move<'_> {
             match (capture_retried(p.live.as_ref(), &p.key).await?, p.preserve) {
                 (_, false) => states.push(None),
                 (Some(bytes), true) => states.push(Some(bytes)),
-                (None, true) => return Err(invalid("PreserveStateWith without an adapter")),
+                (None, true) => {
+                    return Err(MoveRefusal::NoStateAdapter {
+                        kind: p.key.0,
+                        id: p.key.1.clone(),
+                    }
+                    .into());
+                }
             }
         }
         Ok(states)

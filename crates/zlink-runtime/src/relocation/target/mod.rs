@@ -35,8 +35,8 @@ use super::aggregate;
 use super::gate::{self, AdmitCommand, TargetPermits};
 use super::wire::{self, CutoverReply, MoveRef, ReadyCommand, RestoreCommand};
 use crate::mesh::node::NodeInner;
-use crate::messaging::{BoxFuture, ErrorKind, PayloadError, ZLinkError};
-use crate::objects::host::{ObjectHost, ObjectKey, stale};
+use crate::messaging::{BoxFuture, ErrorKind, PayloadError, StaleReason, ZLinkError};
+use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::LiveObject;
 use crate::relocation::MovesOf;
 use refusal::Refusal;
@@ -415,7 +415,7 @@ async fn cutover(host: Arc<ObjectHost>, env: Envelope) -> Result<Option<Bytes>, 
     let relocation = wire::decode::<MoveRef>(env.payload())?.id()?;
     match commit::commit(&host, relocation).await {
         Some(Some(reply)) => Ok(Some(wire::encode(&reply)?)),
-        Some(None) => Err(stale("the move did not commit on the target")),
+        Some(None) => Err(StaleReason::MoveNotCommitted.into()),
         None => Err(failed("nothing ready is prepared for this relocation")),
     }
 }
