@@ -1,5 +1,6 @@
 //! Repository rules as tests (`cargo test -p xtask`): the crate dependency rule drawn in
-//! `docs/architecture.md` and no machine paths in tracked files.
+//! `docs/architecture.md` (for `crates/*` and the example applications `examples/*`) and no
+//! machine paths in tracked files.
 
 #[cfg(test)]
 mod tests {
@@ -8,13 +9,18 @@ mod tests {
 
     use crate::workspace_root;
 
-    /// The crate names listed under `[dependencies]` of a crate's manifest.
+    /// The crate names listed under `[dependencies]` of the crate `crates/<krate>`.
     fn normal_dependencies(krate: &str) -> Vec<String> {
         let manifest = workspace_root()
             .join("crates")
             .join(krate)
             .join("Cargo.toml");
-        let text = std::fs::read_to_string(&manifest)
+        dependencies_in(&manifest)
+    }
+
+    /// The crate names listed under `[dependencies]` of a manifest.
+    fn dependencies_in(manifest: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(manifest)
             .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
         let mut in_deps = false;
         let mut deps = Vec::new();
@@ -61,24 +67,57 @@ mod tests {
         table
     }
 
+    /// The package name in a manifest's `[package]` table.
+    fn package_name(manifest: &Path) -> String {
+        let text = std::fs::read_to_string(manifest)
+            .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        text.lines()
+            .map(str::trim)
+            .skip_while(|l| *l != "[package]")
+            .find_map(|l| l.strip_prefix("name").map(|v| v.trim_start()))
+            .and_then(|v| v.strip_prefix('='))
+            .map(|v| v.trim().trim_matches('"').to_owned())
+            .unwrap_or_else(|| panic!("{}: no [package] name", manifest.display()))
+    }
+
+    /// Every crate under `crates/` (named by its directory) and `examples/` (named by its
+    /// package), with its manifest, sorted by name.
+    fn workspace_crates() -> Vec<(String, std::path::PathBuf)> {
+        let mut crates = Vec::new();
+        for dir in ["crates", "examples"] {
+            let dir = workspace_root().join(dir);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                let manifest = entry.path().join("Cargo.toml");
+                if !manifest.is_file() {
+                    continue;
+                }
+                let name = if dir.ends_with("examples") {
+                    package_name(&manifest)
+                } else {
+                    entry.file_name().to_string_lossy().into_owned()
+                };
+                crates.push((name, manifest));
+            }
+        }
+        crates.sort();
+        crates
+    }
+
     #[test]
     fn every_crate_depends_only_on_the_zlink_crates_docs_architecture_draws() {
         let table = drawn_dependencies();
-        let crates_dir = workspace_root().join("crates");
-        let mut crates: Vec<String> = std::fs::read_dir(&crates_dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", crates_dir.display()))
-            .filter_map(Result::ok)
-            .filter(|e| e.path().join("Cargo.toml").is_file())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        crates.sort();
+        let found = workspace_crates();
+        let crates: Vec<&String> = found.iter().map(|(name, _)| name).collect();
         let mut problems = Vec::new();
-        for krate in &crates {
+        for (krate, manifest) in &found {
             let Some(allowed) = table.get(krate) else {
                 problems.push(format!("{krate} is not drawn in docs/architecture.md"));
                 continue;
             };
-            for dep in normal_dependencies(krate) {
+            for dep in dependencies_in(manifest) {
                 if dep.starts_with("zlink-") && !allowed.contains(&dep) {
                     problems.push(format!(
                         "{krate} depends on {dep}, which docs/architecture.md does not draw"
@@ -87,7 +126,7 @@ mod tests {
             }
         }
         for drawn in table.keys() {
-            if !crates.contains(drawn) {
+            if !crates.contains(&drawn) {
                 problems.push(format!(
                     "docs/architecture.md draws {drawn}, which does not exist"
                 ));
