@@ -53,10 +53,16 @@ struct Inner {
     delete: LoadedScript,
     meta: LoadedScript,
     options: RedisRelocationOptions,
+    /// Whether `close` quit the connections already (quitting again only makes fred warn
+    /// once per pool connection).
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         // Close the connections of the last handle (best effort, needs a runtime).
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let pool = self.pool.clone();
@@ -224,6 +230,7 @@ impl RedisRelocationStore {
                     delete,
                     meta,
                     options,
+                    closed: std::sync::atomic::AtomicBool::new(false),
                 }),
             }),
             Err(e) => {
@@ -235,6 +242,13 @@ impl RedisRelocationStore {
 
     /// Closes the connections (other clones stop working too). Idempotent.
     pub async fn close(&self) {
+        if self
+            .inner
+            .closed
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
         let _ = tokio::time::timeout(self.inner.timeout, self.inner.pool.quit()).await;
     }
 
