@@ -10,4 +10,4 @@ pub use crate::host::config::{RelocationConfigError, RelocationOptions};
 pub use crate::host::{
     ObjectRelocation, ObjectTarget, ObjectToMove, RelocateOptions, RelocationResult,
 };
-pub use crate::objects::{ActorStateAdapter, AdapterContext, SpotStateAdapter};
+pub use crate::objects::{ActorStateAdapter, AdapterContext, JsonState, SpotStateAdapter};

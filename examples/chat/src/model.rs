@@ -8,14 +8,13 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::OnceLock;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use zlink_runtime::config::{ActorType, SpotType};
 use zlink_runtime::handler::Handles;
 use zlink_runtime::location::RoutingId;
-use zlink_runtime::relocate::{ActorStateAdapter, SpotStateAdapter};
+use zlink_runtime::relocate::JsonState;
 use zlink_runtime::{
-    Actor, BoxError, ErrorKind, Message, MessageContext, Request, Spot, SpotManager, ZLinkError,
+    Actor, ErrorKind, Message, MessageContext, Request, Spot, SpotManager, ZLinkError,
 };
 
 /// The MeshName every process of the chat joins.
@@ -260,31 +259,10 @@ impl Handles<Where> for Room {
 
 // ---- registration ---------------------------------------------------------------------------
 
-/// Moves a `User` or a `Room` with its whole state, as JSON (`PreserveStateWith`).
-pub(crate) struct SerdeState;
-
-impl<A: Actor + Serialize + DeserializeOwned> ActorStateAdapter<A> for SerdeState {
-    fn capture(&self, actor: &A) -> Result<Vec<u8>, BoxError> {
-        Ok(serde_json::to_vec(actor)?)
-    }
-    fn restore(&self, bytes: &[u8]) -> Result<A, BoxError> {
-        Ok(serde_json::from_slice(bytes)?)
-    }
-}
-
-impl<S: Spot + Serialize + DeserializeOwned> SpotStateAdapter<S> for SerdeState {
-    fn capture(&self, spot: &S) -> Result<Vec<u8>, BoxError> {
-        Ok(serde_json::to_vec(spot)?)
-    }
-    fn restore(&self, bytes: &[u8]) -> Result<S, BoxError> {
-        Ok(serde_json::from_slice(bytes)?)
-    }
-}
-
 /// The `user` Actor type: created empty, moved with its state.
 pub(crate) fn user_type(t: ActorType<User>) -> ActorType<User> {
     t.factory(|_ctx| async { Ok(User::default()) })
-        .preserve_state_with(SerdeState)
+        .preserve_state_with(JsonState)
         .handles::<Enter>()
         .handles::<Say>()
         .handles::<Profile>()
@@ -294,7 +272,7 @@ pub(crate) fn user_type(t: ActorType<User>) -> ActorType<User> {
 /// The `room` Instance Spot type: created empty by its first message, moved with its state.
 pub(crate) fn room_type(t: SpotType<Room>) -> SpotType<Room> {
     t.factory(|_ctx| async { Ok(Room::default()) })
-        .preserve_state_with(SerdeState)
+        .preserve_state_with(JsonState)
         .handles::<Join>()
         .handles::<Post>()
         .handles::<History>()
