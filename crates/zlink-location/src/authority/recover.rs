@@ -88,20 +88,29 @@ impl AuthorityClient {
     /// Recovers the object `handle` names when its owner run is dead: see the module docs.
     /// `Conflict::RunStillLive` while that run's lease is held by it, `Conflict::Relocating`
     /// while a live target may complete its move, `Conflict::Record` when the record changed
-    /// since it was read. A record of this host's own OwnerId (the current run, or an earlier
-    /// one whose activations may still be here) is refused
-    /// (`InvalidOperation::RecoveryOfOwnRun`): the lease takeover path reclaims those.
+    /// since it was read. A record of this host's current run is refused
+    /// (`InvalidOperation::RecoveryOfOwnRun`). A record of an *earlier* run of this host (its
+    /// lease was lost and taken over under a higher generation) is recovered like any dead
+    /// run's, conditioned on this run's lease — the one row both runs share, so while it is
+    /// held the earlier run is dead (as [`recovery_sweep`](Self::recovery_sweep) does); the
+    /// caller makes sure none of that run's activations is still open here.
     pub async fn recover_object(
         &self,
         handle: &AuthorityHandle,
     ) -> Result<Outcome<()>, LocationError> {
         let admission = self.gate.admit(AdmissionOp::AuthorityChange)?;
         let dead = handle.owner();
-        if dead.owner_id == admission.run.owner_id {
-            return Err(InvalidOperation::RecoveryOfOwnRun.into());
-        }
-        let Some(guard) = self.dead_lease_guard(dead).await? else {
-            return Ok(Outcome::Conflict(Conflict::RunStillLive));
+        let guard = if dead.owner_id == admission.run.owner_id {
+            if dead.lease_generation >= admission.run.lease_generation {
+                return Err(InvalidOperation::RecoveryOfOwnRun.into());
+            }
+            // This run's lease is in every batch's plan: no guard of its own.
+            None
+        } else {
+            let Some(guard) = self.dead_lease_guard(dead).await? else {
+                return Ok(Outcome::Conflict(Conflict::RunStillLive));
+            };
+            Some(guard)
         };
         // A move of this incarnation a live target may still complete keeps the record.
         let reservations = self
@@ -120,7 +129,7 @@ impl AuthorityClient {
             }
         }
         // A member that moved with its Spot is not the dead run's (`members.rs`).
-        let mut guards = vec![guard];
+        let mut guards: Vec<_> = guard.into_iter().collect();
         match self
             .member_check(handle, &mut super::members::SpotReads::new())
             .await?

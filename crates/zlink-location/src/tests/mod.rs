@@ -84,6 +84,7 @@ on_every_store!(
     sweep::recovery_sweep_keeps_a_row_that_still_counts_a_slot,
     sweep::self_sweep_removes_this_runs_empty_allocation_rows,
     recover::recover_object_removes_a_dead_runs_record_only_once_its_lease_is_gone,
+    recover::recover_object_of_this_hosts_earlier_run_applies_and_of_the_current_run_is_refused,
     recover::concurrent_recoveries_make_exactly_one_new_incarnation,
     recover::recover_object_keeps_a_record_a_live_target_may_still_move,
     recover::owner_runs_lists_each_run_once_in_bounded_pages,

@@ -73,6 +73,51 @@ pub(super) async fn recover_object_removes_a_dead_runs_record_only_once_its_leas
     ));
 }
 
+/// A record of this host's *earlier* run (its lease taken over under a higher generation) is
+/// recovered at access like a dead run's — its capacity returned, conditioned on this run's
+/// lease — while a record of the current run is still refused and left as it is.
+pub(super) async fn recover_object_of_this_hosts_earlier_run_applies_and_of_the_current_run_is_refused(
+    h: &Harness,
+) {
+    let a = host(h, "main", 1).await;
+    let old = active_actor(&a, "old").await;
+    a.rt.lease().release().await.expect("release");
+    a.rt.lease().acquire().await.expect("takeover");
+    let new = active_actor(&a, "new").await;
+    assert_eq!(capacity(&a, &a).await.actors.active, 2);
+    let before = h.snapshot().await;
+    assert!(matches!(
+        a.rt.authority().recover_object(&new).await,
+        Err(LocationError::InvalidOperation(
+            crate::InvalidOperation::RecoveryOfOwnRun
+        ))
+    ));
+    assert_eq!(
+        h.snapshot().await,
+        before,
+        "a refused recovery changes nothing"
+    );
+    assert_eq!(
+        a.rt.authority()
+            .recover_object(&old)
+            .await
+            .expect("recover"),
+        Outcome::Applied(())
+    );
+    assert!(matches!(
+        a.rt.authority()
+            .read(ObjectKind::Actor, &id("old"))
+            .await
+            .expect("read"),
+        AuthorityRead::Missing { .. }
+    ));
+    assert_eq!(capacity(&a, &a).await.actors.active, 1);
+    assert!(matches!(
+        a.rt.authority().read(ObjectKind::Actor, &id("new")).await.expect("read"),
+        AuthorityRead::Found { handle, .. } if handle == new
+    ));
+}
+
 /// Two survivors recovering the same record at once: exactly one batch applies; the
 /// creations that follow are decided by Reserve, so exactly one new incarnation exists, with a
 /// higher ObjectGeneration.

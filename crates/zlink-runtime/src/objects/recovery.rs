@@ -17,7 +17,11 @@
 //!   other conflicts on the record's version, and Reserve decides the one new incarnation. A
 //!   run whose lease turned out held is not read again for one `pollingInterval` (by the
 //!   periodic sweep: for one `deadRunSweepInterval`). Records of
-//!   this host's own OwnerId are left to the lease takeover path (`takeover.rs`).
+//!   this host's current run are never recovered; those of an earlier run of this host (its
+//!   lease taken over under a higher generation) are recovered at access once that run's
+//!   activations here are closed (the first step of its reclaim) — not only by its sweep,
+//!   which under load can take seconds (a Cluster failover left a third of the Actors
+//!   `Unavailable` for 12 s behind one node's own sweep).
 //! - **Periodic** ([`run`]): every `deadRunSweepInterval` (default three `ownerLeaseTtl`, plus
 //!   up to a quarter more of jitter; 0 disables it) each Object Server reads at most
 //!   [`PAGES_PER_ROUND`] pages of one snapshot of the authority rows (a longer listing goes on
@@ -27,7 +31,7 @@
 //!   crash nobody observed, the dead runs' rows and capacity are returned within a bounded
 //!   number of rounds.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -52,6 +56,12 @@ pub(crate) const SWEEPS_PER_ROUND: usize = 4;
 pub(crate) struct Recovery {
     /// Runs whose lease a direct read showed held, and when: not read again for a while.
     held: Mutex<HashMap<HostRun, Instant>>,
+    /// Earlier runs of this host whose activations here are all closed: their records may be
+    /// recovered at access (one entry per lease takeover).
+    closed_earlier: Mutex<HashSet<HostRun>>,
+    /// Runs being reclaimed now: a second reclaim of one (seen leaving, taken over, found by
+    /// the periodic sweep at once) leaves it to the first instead of sweeping it twice.
+    reclaiming: Mutex<HashSet<HostRun>>,
     /// Periodic rounds completed (tests wait on it).
     rounds: AtomicU64,
 }
@@ -96,9 +106,20 @@ impl ObjectHost {
         let owner = handle.owner();
         let own = self.location.host_run();
         let fresh = self.location.options().polling_interval;
-        if own.as_ref().is_some_and(|r| r.owner_id == owner.owner_id)
-            || self.known_live(owner, fresh)
-        {
+        if own.as_ref().is_some_and(|r| r.owner_id == owner.owner_id) {
+            // This host's own records: the current run's stand; an earlier run's are recovered
+            // only once its activations here are closed (`reclaim_dead_run`), never while one
+            // may still answer.
+            if !self.recovery.closed_earlier.lock().contains(owner) {
+                return Ok(false);
+            }
+        } else if self.known_live(owner, fresh) {
+            return Ok(false);
+        }
+        if self.recovery.reclaiming.lock().contains(owner) {
+            // This node's sweep of that run is under way: it removes the run's rows in a few
+            // batches, where a thousand callers recovering one record each would contend on
+            // the same capacity rows and slow it down. The message is answered as read.
             return Ok(false);
         }
         match self.location.authority().recover_object(handle).await {
@@ -135,14 +156,26 @@ pub(crate) async fn reclaim_dead_run(
     host: Option<Arc<ObjectHost>>,
     run: HostRun,
 ) {
+    let _reclaiming = match &host {
+        Some(h) => match Reclaiming::start(h, &run) {
+            Some(r) => Some(r),
+            None => {
+                tracing::debug!(owner = %run.owner_id, generation = %run.lease_generation, "dead run already being reclaimed");
+                return;
+            }
+        },
+        None => None,
+    };
     let own_earlier = location
         .host_run()
         .is_some_and(|now| now.owner_id == run.owner_id);
     if let (true, Some(host)) = (own_earlier, &host) {
         // An earlier run of this host (its lease was lost, then taken over under a new
         // generation): its activations close before its rows are reclaimed, so no message
-        // runs on an incarnation whose record is gone.
+        // runs on an incarnation whose record is gone. From then on a message to one of its
+        // records recovers that record at once rather than waiting for the sweep below.
         let closed = host.close_run(&run).await;
+        host.recovery.closed_earlier.lock().insert(run.clone());
         tracing::warn!(owner = %run.owner_id, generation = %run.lease_generation, closed, "activations of this host's earlier run closed");
     }
     // The run's Ready Instance Spots whose first message had not completed are restored
@@ -178,6 +211,32 @@ pub(crate) async fn reclaim_dead_run(
             }
         }
         return;
+    }
+}
+
+/// One reclaim of a run in progress on an object host (see [`Recovery::reclaiming`]).
+struct Reclaiming {
+    host: Arc<ObjectHost>,
+    run: HostRun,
+}
+
+impl Reclaiming {
+    /// Marks `run` as being reclaimed by `host`; `None` when a reclaim of it already runs.
+    fn start(host: &Arc<ObjectHost>, run: &HostRun) -> Option<Self> {
+        host.recovery
+            .reclaiming
+            .lock()
+            .insert(run.clone())
+            .then(|| Reclaiming {
+                host: Arc::clone(host),
+                run: run.clone(),
+            })
+    }
+}
+
+impl Drop for Reclaiming {
+    fn drop(&mut self) {
+        self.host.recovery.reclaiming.lock().remove(&self.run);
     }
 }
 

@@ -80,7 +80,65 @@ on_every_store!(
     a_stalled_owner_whose_lease_is_held_is_never_recovered,
     a_message_whose_owner_recovery_fails_is_unavailable_not_an_internal_failure,
     a_reclaim_whose_sweep_the_store_fails_is_tried_again_not_left_to_the_periodic_sweep,
+    a_run_already_being_reclaimed_here_is_not_swept_a_second_time_at_once,
 );
+
+/// A root that dies unobserved after creating `n` Actors (it is the only Object Server then,
+/// so all of them are its): its run.
+async fn dead_run_of(h: &Harness, n: usize, tag: &str) -> HostRun {
+    let factories = Arc::new(AtomicUsize::new(0));
+    let f = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    let (host, _) = counter_server(f.clone(), options(Duration::ZERO), &factories).await;
+    wait_discovered(&[&host]).await;
+    let m = host.actors().expect("manager");
+    for i in 0..n {
+        m.get_or_create("counter", &format!("{tag}-{i}"))
+            .await
+            .expect("created");
+    }
+    let dead = runs(&[&host]);
+    kill_unobserved(h, &[&f], &dead).await;
+    f.heal();
+    drop(host);
+    dead[0].clone()
+}
+
+/// One dead run reclaimed here by several paths at once (discovery saw it leave, a lease
+/// takeover, the periodic sweep) is swept once: the second reclaim leaves it to the first.
+/// Before, each swept the same rows (three concurrent sweeps were seen in the fault suite's
+/// Cluster failover), contending on the same capacity rows.
+async fn a_run_already_being_reclaimed_here_is_not_swept_a_second_time_at_once(h: &Harness) {
+    let first = dead_run_of(h, 4, "one").await;
+    let second = dead_run_of(h, 4, "two").await;
+    let factories = Arc::new(AtomicUsize::new(0));
+    let fb = Arc::new(FaultyLocationStore::new(h.store.clone()));
+    // Discovery reads once at start and not again during the test: every scan counted below
+    // is a sweep's.
+    let quiet = options(Duration::ZERO).polling_interval(Duration::from_secs(30));
+    let (hb, _) = counter_server(fb.clone(), quiet, &factories).await;
+    wait_discovered(&[&hb]).await;
+    let host = hb.object_host(0);
+    let reclaim = |run: &HostRun| {
+        crate::objects::recovery::reclaim_dead_run(
+            Arc::clone(&host.location),
+            Some(Arc::clone(&host)),
+            run.clone(),
+        )
+    };
+    let before = fb.scans();
+    reclaim(&first).await;
+    let alone = fb.scans() - before;
+    assert!(alone > 0, "a sweep scans");
+    assert_eq!(rows_of(h, std::slice::from_ref(&first)).await, 0);
+    // Slow scans: the second reclaim starts while the first is sweeping.
+    fb.set_delay([LocationOp::Scan], Some(Duration::from_millis(40)));
+    let before = fb.scans();
+    tokio::join!(reclaim(&second), reclaim(&second));
+    assert_eq!(fb.scans() - before, alone, "swept once");
+    assert_eq!(rows_of(h, std::slice::from_ref(&second)).await, 0);
+    fb.set_delay([LocationOp::Scan], None);
+    hb.shutdown().await;
+}
 
 /// A root dies unobserved with Actors; another node reclaims its run (as when discovery saw
 /// it leave) while its Store fails the sweep's first two scans — as the first calls after a
