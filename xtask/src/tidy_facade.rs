@@ -1,5 +1,5 @@
 //! The runtime's public facade as a repository rule (issue 40): the crate root names at most
-//! [`ROOT_LIMIT`] items, and no item is exported under two public paths (the root and a
+//! `ROOT_LIMIT` items, and no item is exported under two public paths (the root and a
 //! module, or two modules). The limit can only ratchet down.
 
 #[cfg(test)]
