@@ -19,9 +19,11 @@
 //!   periodic sweep: for one `deadRunSweepInterval`). Records of
 //!   this host's current run are never recovered; those of an earlier run of this host (its
 //!   lease taken over under a higher generation) are recovered at access once that run's
-//!   activations here are closed (the first step of its reclaim) — not only by its sweep,
-//!   which under load can take seconds (a Cluster failover left a third of the Actors
-//!   `Unavailable` for 12 s behind one node's own sweep).
+//!   activations here are closed (the first step of its reclaim) and its sweep no longer runs
+//!   here — a sweep that gave up after its retries no longer leaves them to the periodic
+//!   sweep. While this node sweeps a run, a message to one of its records is answered as
+//!   read: the sweep removes the run's rows in a few batches, where a thousand callers
+//!   recovering one record each would contend with it on the same rows.
 //! - **Periodic** ([`run`]): every `deadRunSweepInterval` (default three `ownerLeaseTtl`, plus
 //!   up to a quarter more of jitter; 0 disables it) each Object Server reads at most
 //!   [`PAGES_PER_ROUND`] pages of one snapshot of the authority rows (a longer listing goes on
@@ -172,8 +174,8 @@ pub(crate) async fn reclaim_dead_run(
     if let (true, Some(host)) = (own_earlier, &host) {
         // An earlier run of this host (its lease was lost, then taken over under a new
         // generation): its activations close before its rows are reclaimed, so no message
-        // runs on an incarnation whose record is gone. From then on a message to one of its
-        // records recovers that record at once rather than waiting for the sweep below.
+        // runs on an incarnation whose record is gone. Once this reclaim has ended (its sweep
+        // done, or given up), a message to one of its records recovers that record at access.
         let closed = host.close_run(&run).await;
         host.recovery.closed_earlier.lock().insert(run.clone());
         tracing::warn!(owner = %run.owner_id, generation = %run.lease_generation, closed, "activations of this host's earlier run closed");
