@@ -148,19 +148,8 @@ async fn a_run_already_being_reclaimed_here_is_not_swept_a_second_time_at_once(h
 async fn a_reclaim_whose_sweep_the_store_fails_is_tried_again_not_left_to_the_periodic_sweep(
     h: &Harness,
 ) {
-    let factories = Arc::new(AtomicUsize::new(0));
-    let fa = Arc::new(FaultyLocationStore::new(h.store.clone()));
-    let (ha, _) = counter_server(fa.clone(), options(Duration::ZERO), &factories).await;
-    wait_discovered(&[&ha]).await;
-    let m = ha.actors().expect("manager");
-    for i in 0..4 {
-        m.get_or_create("counter", &format!("c-{i}"))
-            .await
-            .expect("created");
-    }
-    let dead = runs(&[&ha]);
+    let dead = [dead_run_of(h, 4, "c").await];
     assert_eq!(rows_of(h, &dead).await, 4);
-    kill_unobserved(h, &[&fa], &dead).await;
 
     let fb = Arc::new(FaultyLocationStore::new(h.store.clone()));
     let b = zlink_location::LocationRuntime::builder(fb.clone())
@@ -172,8 +161,6 @@ async fn a_reclaim_whose_sweep_the_store_fails_is_tried_again_not_left_to_the_pe
     crate::objects::recovery::reclaim_dead_run(Arc::new(b), None, dead[0].clone()).await;
     assert_eq!(fb.fail_next_remaining(), 0, "both failures were met");
     assert_eq!(rows_of(h, &dead).await, 0, "the dead run's rows are gone");
-    fa.heal();
-    drop(ha);
 }
 
 /// A root creates Actors, then dies without any live peer observing it (its lease runs out).
