@@ -200,6 +200,7 @@ pub(crate) mod gate;
 mod hold;
 mod instance;
 mod interruption;
+mod join;
 mod owner_change;
 mod participants;
 pub(crate) mod per_actor;
@@ -232,12 +233,14 @@ pub(crate) use drive::CAPTURE_ATTEMPTS;
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use instance::relocate_instance_spot;
 pub(crate) use instance::relocate_instance_spot_within;
+pub(crate) use join::relocate_actor_joining;
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::{relocate_actor, relocate_actor_within};
 #[cfg(test)]
 pub(crate) use stage::mark_of as relocation_mark;
 #[cfg(test)]
 pub(crate) use stage::recorded as recorded_stage;
+pub(crate) use wire::JoinPart;
 /// The relocation commands every Object Server node registers.
 pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
     let mut all = target::commands();
