@@ -3,7 +3,9 @@
 //! One Instance Spot moves the same way (28 §5, §6; `instance.rs`,
 //! `relocate_instance_spot`): the steps below, keyed by the Spot (`AuthorityKind::Spot`),
 //! with the Spot's record, type and capacity bundle, no membership, and no Actor location or
-//! Session change.
+//! Session change. A cross-node Actor JoinSpot / JoinEntrySpot moves the Actor the same way
+//! (21 §1.3, §8.2; `join.rs`), its Restore naming the joined Spot and the target's NewOwner
+//! writing the new membership in the same CAS.
 //!
 //! The move follows the normal order of spec 21 §1.3. The source owner drives it through the
 //! `zlink-relocation` unit state machine (`zlink_relocation::unit::Unit`, architecture
