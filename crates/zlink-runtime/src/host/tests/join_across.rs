@@ -30,6 +30,7 @@ on_every_store!(
     a_disabled_actor_cross_node_join_is_refused_before_capture_with_the_store_unchanged,
     join_entry_spot_puts_a_member_back_in_its_nodes_entry_spot_and_keeps_the_activation,
     join_entry_spot_on_another_node_moves_the_actor_into_that_nodes_entry_spot,
+    a_spot_wide_member_does_not_join_across_nodes_alone_and_nothing_changes,
 );
 
 /// Each server's Message Follow window.
@@ -500,5 +501,51 @@ async fn join_entry_spot_on_another_node_moves_the_actor_into_that_nodes_entry_s
     assert_eq!(actors.spot_of("k4").await.expect("spot_of"), None);
     let (_, n, node) = actors.request("k4", &Peek).await.expect("served there");
     assert_eq!((n, node), (2, back.to_hex()), "its state moved with it");
+    p.shutdown().await;
+}
+
+async fn a_spot_wide_member_does_not_join_across_nodes_alone_and_nothing_changes(h: &Harness) {
+    let p = Pair::start(h).await;
+    let (actor, hall) = p.actor_and_spot_elsewhere("kept", "k5", "hall").await;
+    p.hosts[0]
+        .actors()
+        .expect("actors")
+        .join(&actor, &hall)
+        .await
+        .expect("cross-node join");
+    let member = p.hosts[0]
+        .actors()
+        .expect("actors")
+        .find("k5")
+        .await
+        .expect("find")
+        .expect("ready");
+    // A Spot on the node it left.
+    let spots = p.hosts[0].spots().expect("spots");
+    let mut lobby = None;
+    for _ in 0..40 {
+        let s = spots.create("lobby").await.expect("lobby");
+        if s.node != member.node {
+            lobby = Some(s);
+            break;
+        }
+    }
+    let lobby = lobby.expect("a lobby on the other node");
+    let before = record(&p.hosts[0], "k5").await;
+    let actors = p.on(&member.node).actors().expect("actors");
+    let err = actors.join(&member, &lobby).await.expect_err("refused");
+    assert!(
+        matches!(
+            &err,
+            ZLinkError::InvalidCall(InvalidCall::Move(MoveRefusal::MovesWithSpot))
+        ),
+        "{err:?}"
+    );
+    let after = record(&p.hosts[0], "k5").await;
+    assert_eq!(
+        (after.version(), after.payload()),
+        (before.version(), before.payload())
+    );
+    assert_eq!(actors.spot_of("k5").await.expect("spot_of"), Some(hall));
     p.shutdown().await;
 }

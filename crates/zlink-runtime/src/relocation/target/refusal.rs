@@ -185,5 +185,11 @@ mod tests {
             ErrorKind::InternalFailure,
             "an aggregate's is a refusal"
         );
+        let gone = Refusal::JoinSpotNotHere { spot: None }.into_error(Some(&key));
+        assert_eq!(
+            gone.kind(),
+            ErrorKind::Unavailable,
+            "a joined Spot that left the target: re-read and try again"
+        );
     }
 }
