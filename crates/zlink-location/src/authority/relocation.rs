@@ -32,6 +32,7 @@ use super::outcome::{Conflict, Outcome};
 use super::rows::ReservationRow;
 
 mod aggregate;
+mod join;
 mod per_actor;
 
 pub use per_actor::PerActorMoveRecord;

@@ -71,6 +71,7 @@ on_every_store!(
     authority::commit_abort_and_delete_move_capacity_with_the_record,
     authority::reserve_past_the_limit_is_capacity_exceeded_and_changes_nothing,
     relocation::new_owner_keeps_object_generation_and_moves_capacity,
+    relocation::new_owner_joining_moves_owner_capacity_and_membership_in_one_change,
     relocation::secure_target_is_idempotent_and_checks_the_target_lease,
     authority::preserve_and_delete_need_a_valid_owner_lease,
     authority::placement_chooses_only_eligible_nodes,

@@ -356,3 +356,57 @@ pub(super) async fn a_lost_secure_reply_is_found_by_its_reservation_id_and_relea
     assert_eq!(capacity(&a, &b).await, NodeUsage::default());
     assert_eq!(by_id(&x, b.target(), 11).await, None, "released");
 }
+
+/// A cross-node join's NewOwner (spec 21 §8.2 "Cross-node JoinSpot/JoinEntrySpot") changes the
+/// owner, the capacity on both nodes, the AuthorityOwnerGeneration and the record's membership
+/// payload in one change; a stale reservation, or a Spot's record, changes nothing.
+pub(super) async fn new_owner_joining_moves_owner_capacity_and_membership_in_one_change(
+    h: &Harness,
+) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    let x = active_actor(&a, "x").await;
+    let spot = active_spot(&a, "room").await;
+    let res = secure(&a, &x, &b).await;
+    let spot_res = secure(&a, &spot, &b).await;
+    let before = h.snapshot().await;
+    // Only an Actor joins.
+    assert!(matches!(
+        b.rt.authority()
+            .new_owner_joining(&spot, &spot_res, b"m1{}".to_vec())
+            .await,
+        Err(LocationError::InvalidOperation(_))
+    ));
+    assert_eq!(h.snapshot().await, before, "a refused join changes nothing");
+    let payload = br#"m1{"spot":"room","entry":false,"spotWide":false}"#.to_vec();
+    let moved =
+        b.rt.authority()
+            .new_owner_joining(&x, &res, payload.clone())
+            .await
+            .expect("new owner")
+            .applied()
+            .expect("moved");
+    assert_eq!(moved.payload(), payload.as_slice());
+    assert_eq!(moved.object_generation(), x.object_generation());
+    assert!(moved.authority_owner_generation() > x.authority_owner_generation());
+    assert_eq!(moved.node(), b.node());
+    let (ra, rb) = (capacity(&a, &a).await, capacity(&a, &b).await);
+    // On A: the Spot; on B: the Actor in use and the Spot's reservation.
+    assert_eq!((ra.actors.active, ra.actors.reserved), (0, 0));
+    assert_eq!((rb.actors.active, rb.actors.reserved), (1, 0));
+    let read = b.rt.authority().read(ObjectKind::Actor, x.id()).await;
+    let Ok(AuthorityRead::Found { handle, .. }) = read else {
+        panic!("the joined record: {read:?}");
+    };
+    assert_eq!(handle.payload(), payload.as_slice());
+    assert_eq!(handle.version(), moved.version());
+    // Replaying the join through the consumed reservation changes nothing.
+    let before = h.snapshot().await;
+    let replay =
+        b.rt.authority()
+            .new_owner_joining(&moved, &res, b"m1{}".to_vec())
+            .await
+            .expect("replay");
+    assert!(replay.conflict().is_some(), "{replay:?}");
+    assert_eq!(h.snapshot().await, before);
+}

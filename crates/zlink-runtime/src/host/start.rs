@@ -271,7 +271,7 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
                 .map(|i| (c.clone(), i))
         })
         .collect::<BTreeMap<_, _>>();
-    Ok(ZLinkHost::new(HostInner {
+    let host = ZLinkHost::new(HostInner {
         life,
         events,
         nodes: started.nodes,
@@ -288,7 +288,10 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
         maintenance_wave: plan.maintenance_wave.clone(),
         jobs,
         stores,
-    }))
+    });
+    // Cross-node joins move through the host's single move entry.
+    super::relocate::install_join_moves(host.inner());
+    Ok(host)
 }
 
 type NodeStart = (

@@ -223,8 +223,10 @@ pub enum InvalidCall {
     /// A join's Actor or User Spot is another incarnation than its refs name.
     #[error("the Actor or the User Spot is another incarnation than the refs name")]
     JoinOtherIncarnation,
-    /// A join of an Actor to a User Spot on another node (that join moves the Actor).
-    #[error("the User Spot lives on another node: that join moves the Actor (live relocation)")]
+    /// A join of an Actor to a Spot on another node on an object host without the move entry
+    /// such a join runs through (one the host layer did not build: a running host always
+    /// installs it, so its cross-node joins move the Actor).
+    #[error("a join to a Spot on another node needs live relocation, which this object host lacks")]
     JoinAcrossNodes,
     /// Several Instance Spot types are served and the call named none.
     #[error(

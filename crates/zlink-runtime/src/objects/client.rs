@@ -489,27 +489,68 @@ impl ObjectClient {
         spot: &super::refs::SpotRef,
         deadline: Duration,
     ) -> Result<(), ZLinkError> {
-        let AuthorityRead::Found { handle, .. } = self.read(ObjectKind::Actor, &actor.id).await?
-        else {
-            return Err(ZLinkError::NoRoute {
-                target: what(AuthorityKind::Actor, &actor.id),
-            });
-        };
-        let owner = handle.node().routing_id;
+        let owner = self.joining_owner(actor).await?;
         if owner == self.objects.rid {
             return self
                 .objects
                 .join(&actor.id, actor.generation, &spot.id, spot.generation)
                 .await;
         }
-        let body = serde_json::to_vec(&super::inbound::JoinCommand {
+        let cmd = super::inbound::JoinCommand {
             actor: actor.id.as_str().to_owned(),
             generation: actor.generation.to_string(),
             spot: spot.id.as_str().to_owned(),
             spot_generation: spot.generation.to_string(),
-        })
-        .map_err(InvalidCall::unencodable("join command"))?;
-        self.command(&owner, super::inbound::JOIN_SPOT, body, deadline)
+            ..Default::default()
+        };
+        self.join_command(&owner, &cmd, deadline).await
+    }
+
+    /// Joins the Actor incarnation `actor` to the Entry Spot of `node` (its owner's when
+    /// `None`) on the Actor's owner node (see `ObjectHost::join_entry`).
+    pub(crate) async fn join_entry(
+        &self,
+        actor: &super::refs::ActorRef,
+        node: Option<&RoutingId>,
+        deadline: Duration,
+    ) -> Result<(), ZLinkError> {
+        let owner = self.joining_owner(actor).await?;
+        if owner == self.objects.rid {
+            return self
+                .objects
+                .join_entry(&actor.id, actor.generation, node)
+                .await;
+        }
+        let cmd = super::inbound::JoinCommand {
+            actor: actor.id.as_str().to_owned(),
+            generation: actor.generation.to_string(),
+            entry: true,
+            entry_node: node.map(RoutingId::to_hex),
+            ..Default::default()
+        };
+        self.join_command(&owner, &cmd, deadline).await
+    }
+
+    /// The node owning the Actor `actor` now (a missing record is `NotFound`).
+    async fn joining_owner(&self, actor: &super::refs::ActorRef) -> Result<RoutingId, ZLinkError> {
+        let AuthorityRead::Found { handle, .. } = self.read(ObjectKind::Actor, &actor.id).await?
+        else {
+            return Err(ZLinkError::NoRoute {
+                target: what(AuthorityKind::Actor, &actor.id),
+            });
+        };
+        Ok(handle.node().routing_id)
+    }
+
+    /// Runs the join `cmd` on the Actor's owner `owner`.
+    async fn join_command(
+        &self,
+        owner: &RoutingId,
+        cmd: &super::inbound::JoinCommand,
+        deadline: Duration,
+    ) -> Result<(), ZLinkError> {
+        let body = serde_json::to_vec(cmd).map_err(InvalidCall::unencodable("join command"))?;
+        self.command(owner, super::inbound::JOIN_SPOT, body, deadline)
             .await
             .map(|_| ())
     }

@@ -89,6 +89,9 @@ pub(crate) struct ObjectHost {
     pub(crate) interception: Arc<dyn super::interception::Interception>,
     /// Recovering dead runs' objects nobody saw leave (`recovery.rs`).
     pub(crate) recovery: super::recovery::Recovery,
+    /// The single move entry a cross-node join runs through (`join.rs`): the host layer
+    /// installs the relocation layer's once the host is built; unset, such a join is refused.
+    pub(crate) join_mover: std::sync::OnceLock<Arc<dyn super::join::JoinMover>>,
     /// The host state (`None` in tests built without a root): new objects are placed here
     /// only while `Serving` (spec 28 §10).
     host_state: Option<tokio::sync::watch::Receiver<zlink_codec::records::HostState>>,
@@ -166,6 +169,7 @@ impl ObjectHost {
             instances: super::instance::Instances::new(),
             interception: Arc::new(super::interception::NoMoves),
             recovery: super::recovery::Recovery::default(),
+            join_mover: std::sync::OnceLock::new(),
             host_state: None,
             metrics: crate::telemetry::ObjectMetrics::new(),
         }
@@ -267,6 +271,14 @@ impl ObjectHost {
     /// How many activations are live here.
     pub(crate) fn live_len(&self) -> usize {
         self.live.lock().len()
+    }
+
+    /// The live activation of `key` and the ObjectGeneration it runs, if it is live here.
+    pub(crate) fn live_generation(&self, key: &ObjectKey) -> Option<(Arc<dyn LiveObject>, u64)> {
+        self.live
+            .lock()
+            .get(key)
+            .map(|e| (Arc::clone(&e.object), e.generation))
     }
 
     /// The kind and stable type of the live activation of `key`, with the activation.
@@ -481,74 +493,6 @@ impl ObjectHost {
             l.close().await;
         }
         Ok(true)
-    }
-
-    /// A same-node join (spec 06 §11): the Actor incarnation `generation` of `actor`, owned
-    /// here, becomes a member of the User Spot incarnation `spot_generation` of `spot`, live
-    /// here. The Actor's record is rewritten with a Preserve CAS (owner, generations and
-    /// capacity kept) and its activation stays: later turns run under the Spot's turn when it
-    /// is `SpotWide`. A Spot on another node is `InvalidOperation` (that join moves the Actor:
-    /// live relocation); missing → `NotFound`; another incarnation → `InvalidOperation`.
-    pub(crate) async fn join(
-        &self,
-        actor: &ObjectId,
-        generation: u64,
-        spot: &ObjectId,
-        spot_generation: u64,
-    ) -> Result<(), ZLinkError> {
-        if !self.accepts_new_objects() {
-            // Joins are rejected while Relocating, Relocated or Draining (spec 28 §10).
-            return Err(self.not_accepting());
-        }
-        let authority = self.location.authority();
-        let read = |kind, id| async move { authority.read(kind, id).await.map_err(store_failure) };
-        let AuthorityRead::Found { handle: a, .. } = read(ObjectKind::Actor, actor).await? else {
-            return Err(ZLinkError::NoRoute {
-                target: what(AuthorityKind::Actor, actor),
-            });
-        };
-        let AuthorityRead::Found { handle: s, .. } = read(ObjectKind::UserSpot, spot).await? else {
-            return Err(ZLinkError::NoRoute {
-                target: what(AuthorityKind::Spot, spot),
-            });
-        };
-        if a.object_generation().get() != generation
-            || s.object_generation().get() != spot_generation
-            || s.kind() != ObjectKind::UserSpot
-        {
-            return Err(ZLinkError::InvalidCall(InvalidCall::JoinOtherIncarnation));
-        }
-        if s.node() != a.node() {
-            return Err(ZLinkError::InvalidCall(InvalidCall::JoinAcrossNodes));
-        }
-        let actor_key = (AuthorityKind::Actor, actor.clone());
-        let spot_key = (AuthorityKind::Spot, spot.clone());
-        if self.interception.covers(&spot_key) || self.interception.covers(&actor_key) {
-            return Err(StaleReason::JoinPartyMoving.into());
-        }
-        let (Some(live_actor), Some(live_spot)) =
-            (self.live_object(&actor_key), self.live_object(&spot_key))
-        else {
-            return Err(StaleReason::JoinPartyNotLive.into());
-        };
-        let turn = live_spot.turn();
-        let membership = super::membership::Membership {
-            spot: spot.as_str().to_owned(),
-            entry: false,
-            spot_wide: turn.is_some(),
-        };
-        match authority.preserve(&a, membership.encode()).await {
-            Ok(Outcome::Applied(_)) => {
-                live_actor.set_turn(turn);
-                self.routes.forget(&actor_key);
-                Ok(())
-            }
-            Ok(Outcome::Conflict(c)) => {
-                tracing::info!(?c, "join conflicted");
-                Err(StaleReason::ChangedBeforeJoin.into())
-            }
-            Err(e) => Err(store_failure(e)),
-        }
     }
 
     /// Whether `key` has a live activation here.

@@ -258,20 +258,30 @@ pub(crate) async fn end_command(
     })))
 }
 
-/// The command-plane name of a same-node join on the Actor's owner.
+/// The command-plane name of a join run on the Actor's owner (same-node, or a cross-node
+/// join that moves the Actor from there).
 pub(crate) const JOIN_SPOT: &str = "zlink.object.join";
 
-/// The `zlink.object.join` command body.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+/// The `zlink.object.join` command body: the Actor incarnation and either the User Spot
+/// incarnation it joins, or (`entry`) the Entry Spot of the node `entryNode` names (hex
+/// RoutingId; absent: the owner's own).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct JoinCommand {
     pub(crate) actor: String,
     pub(crate) generation: String,
+    #[serde(default)]
     pub(crate) spot: String,
+    #[serde(default)]
     pub(crate) spot_generation: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) entry: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) entry_node: Option<String>,
 }
 
-/// The `zlink.object.join` command handler: joins on this node and answers empty.
+/// The `zlink.object.join` command handler: joins on this node (or moves the Actor from
+/// here) and answers empty.
 pub(crate) async fn join_command(
     host: Arc<ObjectHost>,
     env: Envelope,
@@ -287,13 +297,19 @@ pub(crate) async fn join_command(
         })
     };
     let actor = zlink_codec::ObjectId::new(cmd.actor).map_err(|e| bad(e.into()))?;
+    let generation = number(&cmd.generation)?;
+    if cmd.entry {
+        let node = cmd
+            .entry_node
+            .as_deref()
+            .map(zlink_codec::RoutingId::from_hex)
+            .transpose()
+            .map_err(|e| bad(e.into()))?;
+        host.join_entry(&actor, generation, node.as_ref()).await?;
+        return Ok(Some(Bytes::new()));
+    }
     let spot = zlink_codec::ObjectId::new(cmd.spot).map_err(|e| bad(e.into()))?;
-    host.join(
-        &actor,
-        number(&cmd.generation)?,
-        &spot,
-        number(&cmd.spot_generation)?,
-    )
-    .await?;
+    host.join(&actor, generation, &spot, number(&cmd.spot_generation)?)
+        .await?;
     Ok(Some(Bytes::new()))
 }

@@ -74,18 +74,60 @@ impl ActorManager {
             .await
     }
 
-    /// Joins the Actor incarnation `actor` to the User Spot incarnation `spot` when both live
-    /// on the same node (spec 06 §11): the activation stays, the membership in the Location
-    /// Store is rewritten, and for a `SpotWide` Spot later turns run under the Spot's turn. A
-    /// Spot on another node is `InvalidOperation` (that join moves the Actor: live
-    /// relocation); a missing Actor or Spot is `NotFound`; another incarnation
-    /// `InvalidOperation`.
+    /// Joins the Actor incarnation `actor` to the User Spot incarnation `spot` (spec 06 §11;
+    /// 21 §1.3, §8.2); the Actor then belongs to that Spot ([`spot_of`](Self::spot_of) names
+    /// it) and, for a `SpotWide` Spot, its turns run under the Spot's turn.
+    ///
+    /// - **Same node**: the activation stays (no relocation payload, no adapter call) and only
+    ///   the Actor's membership in the Location Store is rewritten.
+    /// - **Another node**: the Actor moves to the Spot's node by live relocation under its own
+    ///   policy — `PreserveStateWith` restores its state through the adapter,
+    ///   `RecreateOnRelocation` builds a new instance (its queued messages and timers move) —
+    ///   and the target's one owner-change CAS writes its new owner, the capacity on both nodes
+    ///   and its membership of the Spot together. Messages sent meanwhile follow it (Message
+    ///   Follow). The source handler and scope are cleaned up; the target re-creates them.
+    ///
+    /// Refused with nothing changed: a missing Actor or Spot → `NotFound`; another
+    /// incarnation → `InvalidOperation`; the Actor's type `DisableRelocation` across nodes →
+    /// `InvalidOperation` ([`MoveRefusal::RelocationDisabled`](crate::handler::MoveRefusal),
+    /// before anything is captured); a member of a `SpotWide` Spot across nodes →
+    /// `InvalidOperation` (`MovesWithSpot`: it moves with its Spot; join its Entry Spot
+    /// first); the Spot's node not an eligible target for the Actor's type → `Unavailable`;
+    /// either party moving, or the record changed meanwhile → `Stale`; the host not `Serving`
+    /// → `Unavailable`. A cross-node move that fails before its owner change is cancelled and
+    /// the Actor keeps serving where it was, its membership unchanged.
     pub async fn join(
         &self,
         actor: &ActorRef,
         spot: &crate::objects::SpotRef,
     ) -> Result<(), ZLinkError> {
         self.client.join(actor, spot, self.deadline).await
+    }
+
+    /// JoinEntrySpot on the Actor's own node: the Actor incarnation `actor` leaves its User
+    /// Spot and becomes a member of the Entry Spot of the node that owns it now (spec 06 §11,
+    /// §17): the activation stays, its membership in the Location Store is rewritten with one
+    /// Preserve CAS, and its turns are its own again (no longer under a `SpotWide` Spot's
+    /// turn). Already a member of that Entry Spot: `Ok`, nothing changes. Refused as
+    /// [`join`](Self::join) is.
+    pub async fn join_entry_spot(&self, actor: &ActorRef) -> Result<(), ZLinkError> {
+        self.client.join_entry(actor, None, self.deadline).await
+    }
+
+    /// JoinEntrySpot on the node `node` (spec 21 §1.3, §8.2): the Actor incarnation `actor`
+    /// becomes a member of that node's Entry Spot (the one its MeshNode descriptor maps to its
+    /// lifecycle). The Actor's own node → [`join_entry_spot`](Self::join_entry_spot); another
+    /// node → the Actor moves there as a cross-node [`join`](Self::join) does, the target's
+    /// owner-change CAS naming the target's Entry Spot. Refused as [`join`](Self::join) is; a
+    /// node that is no eligible target for the Actor's type → `Unavailable`.
+    pub async fn join_entry_spot_on(
+        &self,
+        actor: &ActorRef,
+        node: &zlink_codec::RoutingId,
+    ) -> Result<(), ZLinkError> {
+        self.client
+            .join_entry(actor, Some(node), self.deadline)
+            .await
     }
 
     /// The Actor `id` of `stable_type`: the existing Ready one, the result of a creation in

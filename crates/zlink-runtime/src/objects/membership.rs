@@ -38,6 +38,34 @@ impl Membership {
         out
     }
 
+    /// The Entry Spot `spot` as a membership.
+    pub(crate) fn entry(spot: &zlink_codec::ObjectId) -> Self {
+        Self {
+            spot: spot.as_str().to_owned(),
+            entry: true,
+            spot_wide: false,
+        }
+    }
+
+    /// The record payload `payload` naming this membership instead of the one it names: any
+    /// other field it carries (a relocation's stage mark) is kept; a payload of another form
+    /// (or none) becomes this membership alone.
+    pub(crate) fn rewrite(&self, payload: &[u8]) -> Vec<u8> {
+        let kept = payload
+            .strip_prefix(TAG)
+            .and_then(|json| serde_json::from_slice::<serde_json::Value>(json).ok());
+        let (Some(serde_json::Value::Object(mut fields)), Ok(serde_json::Value::Object(ours))) =
+            (kept, serde_json::to_value(self))
+        else {
+            return self.encode();
+        };
+        fields.extend(ours);
+        let mut out = TAG.to_vec();
+        // A map of JSON values always serialises.
+        out.extend(serde_json::to_vec(&fields).unwrap_or_default());
+        out
+    }
+
     /// The membership a record payload names, if any.
     pub(crate) fn decode(payload: &[u8]) -> Option<Self> {
         payload
@@ -74,5 +102,23 @@ mod tests {
         assert_eq!(Membership::decode(&m.encode()), Some(m));
         assert_eq!(Membership::decode(b""), None);
         assert_eq!(Membership::decode(b"other"), None);
+    }
+
+    #[test]
+    fn a_rewritten_payload_names_the_new_membership_and_keeps_the_stage_mark() {
+        let old =
+            br#"m1{"spot":"e-1","entry":true,"spotWide":false,"relocation":{"stage":"prepared"}}"#;
+        let new = Membership {
+            spot: "room".into(),
+            entry: false,
+            spot_wide: true,
+        };
+        let out = new.rewrite(old);
+        assert_eq!(Membership::decode(&out), Some(new.clone()));
+        let json: serde_json::Value =
+            serde_json::from_slice(out.strip_prefix(TAG).expect("tag")).expect("json");
+        assert_eq!(json["relocation"]["stage"], "prepared");
+        assert_eq!(new.rewrite(b""), new.encode());
+        assert_eq!(new.rewrite(b"other"), new.encode());
     }
 }

@@ -138,6 +138,7 @@ pub(crate) mod host;
 pub(crate) mod inbound;
 pub(crate) mod instance;
 pub(crate) mod interception;
+pub(crate) mod join;
 mod json_state;
 pub(crate) mod lifecycle;
 pub(crate) mod live;

@@ -3,7 +3,9 @@
 //! One Instance Spot moves the same way (28 §5, §6; `instance.rs`,
 //! `relocate_instance_spot`): the steps below, keyed by the Spot (`AuthorityKind::Spot`),
 //! with the Spot's record, type and capacity bundle, no membership, and no Actor location or
-//! Session change.
+//! Session change. A cross-node Actor JoinSpot / JoinEntrySpot moves the Actor the same way
+//! (21 §1.3, §8.2; `join.rs`), its Restore naming the joined Spot and the target's NewOwner
+//! writing the new membership in the same CAS.
 //!
 //! The move follows the normal order of spec 21 §1.3. The source owner drives it through the
 //! `zlink-relocation` unit state machine (`zlink_relocation::unit::Unit`, architecture
@@ -200,6 +202,7 @@ pub(crate) mod gate;
 mod hold;
 mod instance;
 mod interruption;
+mod join;
 mod owner_change;
 mod participants;
 pub(crate) mod per_actor;
@@ -232,12 +235,14 @@ pub(crate) use drive::CAPTURE_ATTEMPTS;
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use instance::relocate_instance_spot;
 pub(crate) use instance::relocate_instance_spot_within;
+pub(crate) use join::relocate_actor_joining;
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use source::{relocate_actor, relocate_actor_within};
 #[cfg(test)]
 pub(crate) use stage::mark_of as relocation_mark;
 #[cfg(test)]
 pub(crate) use stage::recorded as recorded_stage;
+pub(crate) use wire::JoinPart;
 /// The relocation commands every Object Server node registers.
 pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {
     let mut all = target::commands();

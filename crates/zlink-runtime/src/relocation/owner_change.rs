@@ -26,6 +26,8 @@ pub(super) enum Change<'a> {
     PerActor(&'a PerActorPart),
     /// A `SpotWide` User Spot aggregate's, writing the inventory root `root` (21 §8).
     SpotWide { root: &'a [u8] },
+    /// A cross-node Actor join's, writing the Actor's new membership (21 §8.2).
+    Join(&'a crate::objects::membership::Membership),
 }
 
 /// Runs NewOwner for `id` (of `kind`) through `reservation`. A refusal of the admission gate
@@ -49,7 +51,7 @@ pub(super) async fn new_owner_settled(
     change: Change<'_>,
 ) -> Result<Outcome<AuthorityHandle>, LocationError> {
     let per_actor = match change {
-        Change::Single | Change::SpotWide { .. } => None,
+        Change::Single | Change::SpotWide { .. } | Change::Join(_) => None,
         Change::PerActor(p) => {
             let spot = zlink_codec::ObjectId::new(p.spot.as_str())
                 .map_err(|_| LocationError::corrupt(RecordName::PerActorMove))?;
@@ -73,6 +75,12 @@ pub(super) async fn new_owner_settled(
                             Change::SpotWide { root } => {
                                 authority
                                     .new_owner_spot_wide(&handle, reservation, root.to_vec())
+                                    .await
+                            }
+                            Change::Join(m) => {
+                                let payload = m.rewrite(handle.payload());
+                                authority
+                                    .new_owner_joining(&handle, reservation, payload)
                                     .await
                             }
                             _ => authority.new_owner(&handle, reservation).await,

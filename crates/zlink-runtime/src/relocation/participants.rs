@@ -43,6 +43,8 @@ pub(super) enum Shape {
         /// The `PerActor` User Spot move this unit belongs to (its NewOwner writes the move
         /// record).
         per_actor: Option<PerActorPart>,
+        /// The cross-node join this move is (its NewOwner writes the new membership).
+        join: Option<wire::JoinPart>,
         /// A `PerActor` Spot authority transition: no state is captured (no adapter call),
         /// and after the cutover the source activation leaves the live set without being
         /// closed (the whole move closes it after its last member).
@@ -160,7 +162,10 @@ impl Shape {
     ) -> Result<Bytes, ZLinkError> {
         match self {
             Self::Single {
-                rebuild, per_actor, ..
+                rebuild,
+                per_actor,
+                join,
+                ..
             } => wire::encode(&wire::RestoreCommand {
                 header: header.to_vec(),
                 id: handle.id().as_str().to_owned(),
@@ -172,6 +177,7 @@ impl Shape {
                     crate::relocation::invariant("a unit of a kind that does not move")
                 })?,
                 per_actor: per_actor.clone(),
+                join: join.clone(),
                 timers: timers.first().cloned().unwrap_or_default(),
                 deadline_ms,
             }),

@@ -74,6 +74,46 @@ pub(super) async fn relocate_actor_unit(
 ) -> Result<ActorRef, ZLinkError> {
     let host = &client.objects;
     let key: ObjectKey = (AuthorityKind::Actor, actor.id.clone());
+    let handle = owned_actor(client, actor).await?;
+    let membership = Membership::decode(handle.payload());
+    let kind = match &part {
+        None if membership.as_ref().is_some_and(|m| !m.entry) => {
+            return Err(MoveRefusal::MovesWithSpot.into());
+        }
+        None => UnitKind::EntryMemberActor,
+        Some(p) if membership.is_some_and(|m| !m.entry && !m.spot_wide && m.spot == p.spot) => {
+            UnitKind::PerActorSpotActor
+        }
+        Some(_) => return Err(MoveRefusal::NotPerActorMember.into()),
+    };
+    let choice = host
+        .types
+        .get(handle.stable_type())
+        .and_then(|t| t.relocation);
+    let ready = start_single(host, &key, &handle, (kind, choice))?;
+    let Ready {
+        unit,
+        effects,
+        rebuild,
+        live,
+    } = ready;
+    let mut unit =
+        Move::new(client, key, handle, live, rebuild, target.cloned(), unit).until(until);
+    if let Some(p) = part {
+        unit = unit.per_actor(p, false);
+    }
+    unit.run(effects).await.map(|moved| ActorRef::of(&moved))
+}
+
+/// The record of the Ready Actor incarnation `actor`, owned by this node's run: a missing
+/// record is `NotFound`, another incarnation `InvalidOperation`, one not Active `Unavailable`,
+/// another owner `NotOwnedHere`.
+pub(super) async fn owned_actor(
+    client: &ObjectClient,
+    actor: &ActorRef,
+) -> Result<AuthorityHandle, ZLinkError> {
+    let host = &client.objects;
+    let key: ObjectKey = (AuthorityKind::Actor, actor.id.clone());
     let authority = host.location.authority();
     let handle = match authority
         .read(ObjectKind::Actor, &actor.id)
@@ -110,34 +150,7 @@ pub(super) async fn relocate_actor_unit(
         }
         .into());
     }
-    let membership = Membership::decode(handle.payload());
-    let kind = match &part {
-        None if membership.as_ref().is_some_and(|m| !m.entry) => {
-            return Err(MoveRefusal::MovesWithSpot.into());
-        }
-        None => UnitKind::EntryMemberActor,
-        Some(p) if membership.is_some_and(|m| !m.entry && !m.spot_wide && m.spot == p.spot) => {
-            UnitKind::PerActorSpotActor
-        }
-        Some(_) => return Err(MoveRefusal::NotPerActorMember.into()),
-    };
-    let choice = host
-        .types
-        .get(handle.stable_type())
-        .and_then(|t| t.relocation);
-    let ready = start_single(host, &key, &handle, (kind, choice))?;
-    let Ready {
-        unit,
-        effects,
-        rebuild,
-        live,
-    } = ready;
-    let mut unit =
-        Move::new(client, key, handle, live, rebuild, target.cloned(), unit).until(until);
-    if let Some(p) = part {
-        unit = unit.per_actor(p, false);
-    }
-    unit.run(effects).await.map(|moved| ActorRef::of(&moved))
+    Ok(handle)
 }
 
 /// A single-object move ready to run: the started unit, its first effects, how the target

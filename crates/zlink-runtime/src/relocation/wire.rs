@@ -81,6 +81,10 @@ pub(crate) struct RestoreCommand {
     /// The `PerActor` User Spot move this unit belongs to (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) per_actor: Option<PerActorPart>,
+    /// The cross-node join this move is (absent: none): the target's NewOwner writes the
+    /// membership it names (docs/formats.md §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) join: Option<JoinPart>,
     /// The object's timers as the source's capture left them (docs/formats.md, *Timers in
     /// the Restore*; absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -114,6 +118,49 @@ impl PerActorPart {
         self.operation
             .parse()
             .map_err(number("per-actor move part", "operation"))
+    }
+}
+
+/// The Spot a cross-node Actor join makes the moving Actor a member of (spec 21 §1.3, §8.2):
+/// a User Spot live on the target (`spot` and its ObjectGeneration), or, both absent, the
+/// target's Entry Spot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JoinPart {
+    /// The User Spot's id (absent: the target's Entry Spot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) spot: Option<String>,
+    /// The User Spot's ObjectGeneration, decimal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) spot_generation: Option<String>,
+}
+
+impl JoinPart {
+    /// The part of a join of `target`.
+    pub(crate) fn of(target: &crate::objects::join::JoinTarget) -> Self {
+        match target {
+            crate::objects::join::JoinTarget::Spot { id, generation } => Self {
+                spot: Some(id.as_str().to_owned()),
+                spot_generation: Some(generation.to_string()),
+            },
+            crate::objects::join::JoinTarget::Entry => Self {
+                spot: None,
+                spot_generation: None,
+            },
+        }
+    }
+
+    /// The User Spot joined and its ObjectGeneration (`None`: the target's Entry Spot).
+    pub(crate) fn spot(&self) -> Result<Option<(zlink_codec::ObjectId, u64)>, ZLinkError> {
+        let (Some(spot), Some(generation)) = (&self.spot, &self.spot_generation) else {
+            return Ok(None);
+        };
+        let id = zlink_codec::ObjectId::new(spot.as_str())
+            .map_err(|e| malformed("join part")(e.into()))?;
+        let generation = generation
+            .parse()
+            .map_err(number("join part", "spotGeneration"))?;
+        Ok(Some((id, generation)))
     }
 }
 

@@ -89,6 +89,7 @@
 //! target finishes for a moved object are kept in the Relocation Store for their retention
 //! (24 h) while they are delivered (`relocation::completion`), whatever the host result.
 
+mod join;
 mod moves;
 mod object;
 mod run;
@@ -97,6 +98,7 @@ mod targets;
 mod types;
 mod units;
 
+pub(crate) use join::install as install_join_moves;
 pub(crate) use object::relocate_object;
 pub use object::{ObjectRelocation, ObjectTarget, ObjectToMove};
 pub(crate) use slot::{SlotCell, relocate};

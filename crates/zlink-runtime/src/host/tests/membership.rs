@@ -99,6 +99,12 @@ fn server(
 
 /// The membership an Actor's record holds.
 async fn membership_of(host: &ZLinkHost, id: &str) -> crate::objects::membership::Membership {
+    crate::objects::membership::Membership::decode(record_of(host, id).await.payload())
+        .expect("a membership")
+}
+
+/// An Actor's record.
+async fn record_of(host: &ZLinkHost, id: &str) -> zlink_location::AuthorityHandle {
     let read = host
         .object_host(0)
         .location
@@ -109,13 +115,13 @@ async fn membership_of(host: &ZLinkHost, id: &str) -> crate::objects::membership
     let AuthorityRead::Found { handle, .. } = read else {
         panic!("no record for {id}");
     };
-    crate::objects::membership::Membership::decode(handle.payload()).expect("a membership")
+    handle
 }
 
 on_every_store!(
     an_actor_joins_the_entry_spot_of_the_node_that_placed_it,
     an_actor_created_into_a_spot_wide_spot_lands_on_its_node_and_shares_its_turn,
-    a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused,
+    a_same_node_join_keeps_the_activation_and_a_disabled_actor_does_not_join_across_nodes,
     the_spot_an_actor_belongs_to_is_its_current_user_spot_never_the_entry_spot,
 );
 
@@ -210,7 +216,9 @@ async fn an_actor_created_into_a_spot_wide_spot_lands_on_its_node_and_shares_its
     stop_all(&[&ha, &hb]).await;
 }
 
-async fn a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused(h: &Harness) {
+async fn a_same_node_join_keeps_the_activation_and_a_disabled_actor_does_not_join_across_nodes(
+    h: &Harness,
+) {
     let (busy, gate) = (Arc::new(AtomicBool::new(false)), Gate::new());
     gate.open();
     // a: Actors and Spots; b: Spots only (a Spot created from b's manager may land on either).
@@ -252,8 +260,27 @@ async fn a_same_node_join_keeps_the_activation_and_a_cross_node_join_is_refused(
     assert_eq!((m.spot.as_str(), m.entry), (here.id.as_str(), false));
     // The activation stayed: its state continues.
     assert_eq!(actors.request("joiner", &Peek).await.expect("peek").1, 2);
+    // Across nodes the join moves the Actor: its type has DisableRelocation, so it is
+    // refused before capture and nothing changes.
+    let before = record_of(&ha, "joiner").await;
     let err = actors.join(&guest, &there).await.expect_err("cross-node");
     assert_eq!(err.kind(), ErrorKind::InvalidOperation);
+    assert!(
+        matches!(
+            &err,
+            crate::messaging::ZLinkError::InvalidCall(crate::messaging::InvalidCall::Move(
+                crate::messaging::MoveRefusal::RelocationDisabled { .. }
+            ))
+        ),
+        "{err:?}"
+    );
+    let after = record_of(&ha, "joiner").await;
+    assert_eq!(
+        (after.version(), after.payload()),
+        (before.version(), before.payload()),
+        "the record is unchanged"
+    );
+    assert_eq!(actors.request("joiner", &Peek).await.expect("peek").1, 3);
     let mut stale = guest.clone();
     stale.generation += 1000;
     let err = actors

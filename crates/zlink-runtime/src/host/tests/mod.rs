@@ -18,6 +18,7 @@ mod forwarding;
 mod health;
 mod instances;
 mod job_queue;
+mod join_across;
 mod lifecycle;
 mod membership;
 mod messaging;

@@ -120,6 +120,7 @@ impl<'a> Move<'a> {
             rebuild,
             wanted,
             per_actor: None,
+            join: None,
             shell: false,
         };
         Self::with(client, handle, vec![part], shape, unit)
@@ -200,6 +201,14 @@ impl<'a> Move<'a> {
         {
             *per_actor = Some(part);
             *s = shell;
+        }
+        self
+    }
+
+    /// This unit as the cross-node join `part`: the target's NewOwner writes its membership.
+    pub(super) fn join(mut self, part: wire::JoinPart) -> Self {
+        if let Shape::Single { join, .. } = &mut self.shape {
+            *join = Some(part);
         }
         self
     }

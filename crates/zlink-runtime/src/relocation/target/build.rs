@@ -30,6 +30,9 @@ pub(super) async fn single(
     payload: Result<Bytes, Refusal>,
 ) -> Result<Prepared, Refusal> {
     let payload = payload?;
+    if let Some(join) = &cmd.join {
+        super::commit::joined(host, join)?;
+    }
     let hosted = host
         .types
         .get(cmd.stable_type.as_str())

@@ -7,13 +7,16 @@ use zlink_codec::ObjectId;
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::ObjectKind;
 
+use super::refusal::Refusal;
 use super::{Hidden, Spec, Stage};
 use crate::objects::RelocationReadyOutcome;
 use crate::objects::host::{ObjectHost, store_failure};
 use crate::objects::lifecycle::LifecycleCall;
+use crate::objects::live::Turn;
+use crate::objects::membership::Membership;
 use crate::relocation::MovesOf;
 use crate::relocation::owner_change::{Change, new_owner_settled};
-use crate::relocation::wire::{CutoverReply, PerActorPart};
+use crate::relocation::wire::{CutoverReply, JoinPart, PerActorPart};
 use zlink_location::{AuthorityHandle, Outcome};
 
 /// Runs NewOwner for the prepared unit `relocation` once (the cutover, or the cutover wait
@@ -45,10 +48,25 @@ pub(super) async fn commit(
             return None;
         }
     };
-    let change = match (&target.root, &target.per_actor) {
-        (Some(root), _) => Change::SpotWide { root },
-        (None, Some(part)) => Change::PerActor(part),
-        (None, None) => Change::Single,
+    // A cross-node join: the membership its NewOwner writes, decided now (the joined Spot
+    // live and not moving here), and the turn the Actor then runs under.
+    let joining = target.join.as_ref().map(|j| joined(host, j));
+    if let Some(Err(refusal)) = &joining {
+        tracing::info!(relocation, %refusal, "cross-node join: the joined Spot left: prepared object dropped");
+        let ok = conclude(host, relocation, &mut stage, prepared.group, None, false).await;
+        drop(stage);
+        release_later(host, relocation, prepared.reservation);
+        return Some(ok);
+    }
+    let (membership, turn) = match joining {
+        Some(Ok((m, t))) => (Some(m), t),
+        _ => (None, None),
+    };
+    let change = match (&target.root, &target.per_actor, &membership) {
+        (Some(root), _, _) => Change::SpotWide { root },
+        (None, Some(part), _) => Change::PerActor(part),
+        (None, None, Some(m)) => Change::Join(m),
+        (None, None, None) => Change::Single,
     };
     // Tried again on a lost reply until the Restore operation's absolute deadline (spec 21
     // §10: the Store failure grace is no separate criterion); a Restore without one (a
@@ -95,6 +113,10 @@ pub(super) async fn commit(
     };
     if owned.is_some() {
         host.relocations().probe.owner_changed().await;
+        // A joined `SpotWide` Spot: the Actor's turns run under the Spot's from the first.
+        if let (Some(turn), Some(b)) = (turn, group.first()) {
+            b.live.set_turn(Some(turn));
+        }
     }
     let aggregate = target.root.is_some();
     let ok = conclude(host, relocation, &mut stage, group, owned, aggregate).await;
@@ -103,24 +125,63 @@ pub(super) async fn commit(
         Some(_) => {
             tracing::info!(relocation, object = %target.id.as_str(), participants, "relocation committed: this node owns the unit");
         }
-        None => {
-            // This node can no longer complete the move: its reservation goes (conditioned on
-            // the row as read; the source's own release, if it runs, then finds it gone), so a
-            // source that is gone strands no capacity here.
-            let host = Arc::clone(host);
-            tokio::spawn(async move {
-                let until = tokio::time::Instant::now() + grace;
-                let authority = host.location.authority();
-                let released = super::watchdog::release(authority, &reservation, until).await;
-                tracing::debug!(
-                    relocation,
-                    ?released,
-                    "relocation target reservation after a NewOwner that did not apply"
-                );
-            });
-        }
+        None => release_later(host, relocation, reservation),
     }
     Some(ok)
+}
+
+/// This node can no longer complete the move `relocation`: its reservation goes
+/// (conditioned on the row as read; the source's own release, if it runs, then finds it
+/// gone), so a source that is gone strands no capacity here.
+fn release_later(
+    host: &Arc<ObjectHost>,
+    relocation: u128,
+    reservation: zlink_location::TargetReservation,
+) {
+    let grace = host.location.options().store_failure_grace;
+    let host = Arc::clone(host);
+    tokio::spawn(async move {
+        let until = tokio::time::Instant::now() + grace;
+        let authority = host.location.authority();
+        let released = super::watchdog::release(authority, &reservation, until).await;
+        tracing::debug!(
+            relocation,
+            ?released,
+            "relocation target reservation after a NewOwner that did not apply"
+        );
+    });
+}
+
+/// The membership a cross-node join `join` writes here, and the turn the Actor then runs
+/// under: the User Spot it names must be live (that incarnation) and not moving here; the
+/// Entry Spot is this node lifecycle's.
+pub(super) fn joined(
+    host: &ObjectHost,
+    join: &JoinPart,
+) -> Result<(Membership, Option<Turn>), Refusal> {
+    let spot = join.spot().map_err(Refusal::Payload)?;
+    let Some((id, generation)) = spot else {
+        return host
+            .entry_spot
+            .as_ref()
+            .map(|e| (Membership::entry(e), None))
+            .ok_or(Refusal::JoinSpotNotHere { spot: None });
+    };
+    let key = (AuthorityKind::Spot, id.clone());
+    let live = host
+        .live_generation(&key)
+        .filter(|(_, g)| *g == generation)
+        .filter(|_| !host.relocations().covers(&key));
+    let Some((live, _)) = live else {
+        return Err(Refusal::JoinSpotNotHere { spot: Some(id) });
+    };
+    let turn = live.turn();
+    let membership = Membership {
+        spot: id.as_str().to_owned(),
+        entry: false,
+        spot_wide: turn.is_some(),
+    };
+    Ok((membership, turn))
 }
 
 /// Ends the unit `relocation` on this node with the record `owned`, when it names this node:
@@ -164,6 +225,7 @@ pub(super) struct Target {
     pub(super) kind: ObjectKind,
     pub(super) id: ObjectId,
     pub(super) per_actor: Option<PerActorPart>,
+    pub(super) join: Option<JoinPart>,
     pub(super) root: Option<Vec<u8>>,
 }
 
@@ -175,12 +237,14 @@ impl Target {
                 kind: cmd.kind.object_kind(),
                 id: key.1.clone(),
                 per_actor: cmd.per_actor.clone(),
+                join: cmd.join.clone(),
                 root: None,
             },
             Spec::SpotWide(cmd) => Target {
                 kind: ObjectKind::UserSpot,
                 id: ObjectId::new(cmd.spot.as_str()).ok()?,
                 per_actor: None,
+                join: None,
                 root: Some(cmd.root.clone()),
             },
         })

@@ -77,6 +77,13 @@ pub(super) enum Refusal {
         /// The participant.
         id: ObjectId,
     },
+    /// The Spot a cross-node join names is not live and Ready on this node (it moved, ended,
+    /// or is another incarnation; `None`: this node has no Entry Spot).
+    #[error("the joined Spot {:?} is not live here", .spot.as_ref().map(ObjectId::as_str))]
+    JoinSpotNotHere {
+        /// The User Spot the join names (`None`: the Entry Spot).
+        spot: Option<ObjectId>,
+    },
     /// The creation callback declined the rebuild (the application's reason).
     #[error("the rebuild was rejected: {0}")]
     Rejected(ErrorMessage),
@@ -102,18 +109,25 @@ impl Refusal {
                 "the Restore's inventory"
             }
             Self::PolicyDiffers { .. } => "the target's relocation policy",
+            Self::JoinSpotNotHere { .. } => "the joined Spot is not live on the target",
             Self::Rejected(_) | Self::Failed(_) | Self::Incompatible(_) => "the target's rebuild",
         }
     }
 
     /// The error the prepare request is answered with (its kind crosses the wire): a single
-    /// object's state that cannot be restored is `StateIncompatible` (`TypeMismatch`); every
+    /// object's state that cannot be restored is `StateIncompatible` (`TypeMismatch`); a
+    /// joined Spot that is not live there is `Unavailable` (re-read and try again); every
     /// other refusal is `InternalFailure`.
     pub(super) fn into_error(self, single: Option<&ObjectKey>) -> ZLinkError {
         match (self, single) {
             (Self::Incompatible(reason), Some(key)) => ZLinkError::StateIncompatible {
                 target: crate::objects::host::what(key.0, &key.1),
                 reason,
+            },
+            (refusal @ Self::JoinSpotNotHere { .. }, _) => ZLinkError::RelocationRefused {
+                kind: ErrorKind::Unavailable,
+                what: refusal.what(),
+                source: Some(Arc::new(refusal)),
             },
             (refusal, _) => ZLinkError::RelocationRefused {
                 kind: ErrorKind::InternalFailure,
@@ -170,6 +184,12 @@ mod tests {
             state().into_error(None).kind(),
             ErrorKind::InternalFailure,
             "an aggregate's is a refusal"
+        );
+        let gone = Refusal::JoinSpotNotHere { spot: None }.into_error(Some(&key));
+        assert_eq!(
+            gone.kind(),
+            ErrorKind::Unavailable,
+            "a joined Spot that left the target: re-read and try again"
         );
     }
 }
