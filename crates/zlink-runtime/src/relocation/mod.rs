@@ -122,12 +122,22 @@
 //! the unit's `CutoverSent` is fed after that answer). The machine names the target as the
 //! writer of `Prepared`; `preserve_carrying` is the owner's write and the source is the owner
 //! until NewOwner (spec 21 §8.2), so the source writes it and *ready* hands the target the
-//! result. Past relay-ready the unit never reopens the source (21 §9.4); the runtime still
-//! serves again once `release_target` fenced the target (the prepared instance never
-//! dispatched) or a read of the record confirmed the target does not own it, and completes
-//! the move if the release conflicts and the record names the target. A relay that fails after relay-ready is fed to the unit as a deadline. The held
-//! work is restored together with the reopen, after the release (the unit lists
-//! `RestoreHeldWorkInOrder` before `ReleaseTarget`). A stage record whose store reply is lost
+//! result. Past relay-ready the unit never reopens the source (21 §9.4 last paragraph; 28
+//! §14 item 3: 21 wins), and neither does the runtime: once the relay-ready reply was
+//! accepted, a move that fails is *abandoned* after `release_target` fenced the target or a
+//! read of the record showed the target does not own it — every participant closes unserved
+//! (held requests hear `Unavailable` once each, held one-ways are dropped and counted) and a
+//! single Actor's record, still naming this run and incarnation, is deleted by its owner so
+//! the next GetOrCreate makes a new incarnation (higher ObjectGeneration). **Consequence**
+//! (the spec keeps the captured payload for the handoff only): the Actor's state at the seal
+//! is lost, and so is the held work; a `SpotWide` group, a `PerActor` part or a Spot alone
+//! keeps its record as read and stays unreachable here until this run ends (no spec-given
+//! way to end that incarnation; not built). The move completes if the release conflicts and
+//! the record names the target. Before the relay-ready reply was accepted (a *ready* refused
+//! or its reply lost included) the source serves again on the same confirmations, its held
+//! work restored together with the reopen, after the release (the unit lists
+//! `RestoreHeldWorkInOrder` before `ReleaseTarget`). A relay that fails after relay-ready is
+//! fed to the unit as a deadline. A stage record whose store reply is lost
 //! is settled first by the location engine (an exact re-read of its witness key); when that
 //! read fails too, the move settles it itself (spec 21 §10, never guessing): it re-reads the
 //! record — applied if it holds exactly the record this move wrote (its stage mark: stage and
@@ -153,9 +163,10 @@
 //! `ZLinkError::StateIncompatible` (a target reports it as its refusal's kind), which the host
 //! Relocate reports as `StateIncompatible` (28 §8). Not built: Sessions.
 //!
-//! **Unsettled moves** (21 §9.4, §10: never guess). A sealed unit serves here again only on
-//! a confirmed answer — the target never got *ready* (only then can it run the NewOwner), the
-//! release applied, or a read of the record does not name the target. A release or record
+//! **Unsettled moves** (21 §9.4, §10: never guess). A sealed unit serves here again only
+//! before the relay-ready reply was accepted and only on a confirmed answer — the target
+//! never got *ready* (only then can it run the NewOwner), the release applied, or a read of
+//! the record does not name the target (past relay-ready those answers abandon it instead). A release or record
 //! read that keeps failing (each tried again after a 20 ms pause) past a target that got
 //! *ready* fails closed at `storeFailureGrace`: every participant leaves the live
 //! set and its route-cache entry goes, its activation closes without a location change and

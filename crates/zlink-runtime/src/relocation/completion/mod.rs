@@ -16,14 +16,17 @@
 //!    reference of the move and a sequence number — each result keyed inside by the
 //!    RelocationId, its source request information (the requester's node RID and lifecycle
 //!    generation, and its host run when the discovery list knows it) and its OperationId,
-//!    never inserted twice;
-//! 3. only then — once the object's record names this node: at the owner change, or for a
+//!    never inserted twice — and **re-verifies** it: the whole payload (index and chunks) is
+//!    read back and checked, and the results delivered are the ones read back;
+//! 3. only then (21 §10: "stored first and re-verified. Only afterward does the Location
+//!    Store CAS to point at that reference") — once the object's record names this node: at
+//!    the owner change, or for a
 //!    `SpotWide` member once its record followed the Spot's owner — runs **one Location Store
 //!    CAS** (a Preserve of the object's record by its new owner) that sets the record's
 //!    relocation progress: `completing` with the payload
 //!    reference, its CRC-32C and SHA-256, the accepted, completed and delivery-pending counts;
 //!    the payload that record pointed at before is deleted only after this CAS ended its use;
-//! 4. **delivers** the new results *from the stored payload* (read back and verified) to each
+//! 4. **delivers** the new results *from the stored payload* (as read back in step 2) to each
 //!    requester as the command `zlink.relocation.completion`, on the current route, until the
 //!    requester confirms: `TerminalReceived` (its waiter took this first result) or
 //!    `AlreadyTerminal` (the request had already ended: answered, timed out or cancelled) — or
@@ -40,15 +43,32 @@
 //! is answered `DataLost` (its request ends once), the log ends without `completed`, and the
 //! owner never reverts to the source.
 //!
+//! **No result is delivered without its record.** While the Relocation Store cannot take the
+//! payload or give it back (a failure or an indeterminate answer: the same reference is
+//! written or read again, 21 §10), or the Location Store cannot take the CAS, the results
+//! wait: nothing is delivered. This is tried again until the move's bound: the Restore
+//! operation's absolute deadline, which 21 §10 makes the retry deadline of relocation CASes
+//! ("A stored payload's retention period isn't used as a separate criterion"; the Store
+//! failure grace "doesn't extend the ... relocation deadline"); for a Restore that carried
+//! no deadline, `storeFailureGrace` from the batch's first attempt (as the owner change
+//! itself, `target/commit.rs`). Once the bound passed, each waiting requester is answered
+//! **`DeadlineExceeded`** once ([`ZLinkError::DeadlinePassed`]): 21 §9.3 ends a move whose
+//! Relocate deadline passed as `ForceStopped`, whose reason is `DeadlineExceeded` (28 §2), and
+//! the result is not `DataLost` (nothing stored was lost; it was never stored) nor
+//! `Unavailable` (which says "try again", while the request has already run). The log then
+//! ends without `completed` (21 §9.3: the counts do not add up, a recovery error), its
+//! requests counted in [`CompletionCounts::deadline_exceeded`]; results that finish later are
+//! answered `DeadlineExceeded` too, never delivered unrecorded.
+//!
 //! Kept explicit: a relayed request whose requester is the target itself completes there at
 //! once (`answering_here`: its waiter is local, nothing to deliver); one-way sends have no
 //! result to deliver and are not counted; requests the source node itself sent follow after
 //! the cutover as its own requests and are answered normally. A log whose move did not commit
 //! (the prepared target removed) answers its requests directly. A record CAS that conflicts
 //! is tried again on the record as read now while this node owns the object and its progress
-//! names this move; once another move rewrote it the log stops recording but still delivers.
-//! A payload the store cannot take within `storeFailureGrace` is delivered from memory with a
-//! warning (no record points at it). Payloads of a host that stops mid-delivery stay in the
+//! names this move; once another move rewrote it (or it is gone) the log stops recording —
+//! this move is stale (21 §10) — and delivers the stored, verified results without a CAS.
+//! Payloads of a host that stops mid-delivery stay in the
 //! Relocation Store for their retention (24 h by default) and are not resumed by another
 //! process (21 §9.1).
 
@@ -76,6 +96,7 @@ use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
 use crate::messaging::{ErrorReply, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::Completion;
+use crate::relocation::MovesOf;
 use payload::{decode_entries, encode_entries, hex};
 use zlink_location::{AuthorityRead, HostRun, Outcome};
 
@@ -91,6 +112,9 @@ const ALREADY: &[u8] = b"already";
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest pause between delivery attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// The operation a result not stored and recorded by its move's bound names
+/// ([`ZLinkError::DeadlinePassed`]).
+const NOT_RECORDED: &str = "recording of the relocated request's result";
 /// How long results are delivered before the log gives up (the payload's retention: 21 §9.3
 /// keeps payload and reply bytes 24 h).
 const DELIVERY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
@@ -106,6 +130,9 @@ pub(crate) enum Confirmation {
     SourceLeaseExpired,
     /// The stored result was lost (the requester was answered `DataLost`).
     DataLost,
+    /// The result could not be stored, verified and recorded before the move's bound (the
+    /// requester was answered `DeadlineExceeded`; module doc).
+    DeadlineExceeded,
 }
 
 /// What this host did with completion results of requests relayed to objects that moved to
@@ -124,6 +151,9 @@ pub struct CompletionCounts {
     pub source_lease_expired: u64,
     /// Results whose stored payload was lost (the requester was answered `DataLost`).
     pub data_lost: u64,
+    /// Results not stored, verified and recorded before their move's bound (the requester
+    /// was answered `DeadlineExceeded`; never delivered without the record).
+    pub deadline_exceeded: u64,
 }
 
 impl std::ops::Add for CompletionCounts {
@@ -137,6 +167,7 @@ impl std::ops::Add for CompletionCounts {
             already_terminal: self.already_terminal + other.already_terminal,
             source_lease_expired: self.source_lease_expired + other.source_lease_expired,
             data_lost: self.data_lost + other.data_lost,
+            deadline_exceeded: self.deadline_exceeded + other.deadline_exceeded,
         }
     }
 }
@@ -146,7 +177,7 @@ impl std::ops::Add for CompletionCounts {
 #[derive(Default)]
 pub(crate) struct Completions {
     logs: Mutex<HashMap<(u128, ObjectKey), Arc<Log>>>,
-    confirmed: [AtomicU64; 4],
+    confirmed: [AtomicU64; 5],
     recorded: AtomicU64,
     /// The observation and fail points tests and the simulation install (disarmed: one
     /// relaxed load per point).
@@ -251,6 +282,9 @@ struct Log {
     relocation: u128,
     key: ObjectKey,
     kind: ObjectKind,
+    /// The Restore operation's absolute deadline, when the Restore carried one: the bound of
+    /// storing and recording results (module doc).
+    deadline: Option<tokio::time::Instant>,
     state: Mutex<LogState>,
     wake: Notify,
     /// Notified once the records of the move's objects name this node (see
@@ -274,6 +308,9 @@ struct LogState {
     writing: bool,
     /// A stored payload was lost (DataLost recorded): later results are answered directly.
     lost: bool,
+    /// Results could not be stored and recorded before the move's bound: later results are
+    /// answered `DeadlineExceeded` (module doc).
+    expired: bool,
     /// The records of the move's objects name this node (a `SpotWide` member's record is
     /// rewritten after the aggregate CAS): the progress may be recorded.
     settled: bool,
@@ -282,12 +319,14 @@ struct LogState {
 impl Completions {
     /// Counts one relayed request `request` (from node `from`, the source) for `relocation`
     /// of the object `key` as accepted, and returns its completion: recorded and delivered
-    /// once the move committed, answered directly otherwise.
+    /// once the move committed, answered directly otherwise. `deadline`: the Restore
+    /// operation's absolute deadline, if it carried one.
     pub(crate) fn accept(
         &self,
         host: &Arc<ObjectHost>,
         node: &Arc<NodeInner>,
         (relocation, key, kind): (u128, &ObjectKey, ObjectKind),
+        deadline: Option<tokio::time::Instant>,
         from: RoutingId,
         request: Envelope,
     ) -> Completion {
@@ -302,6 +341,7 @@ impl Completions {
                     relocation,
                     key: key.clone(),
                     kind,
+                    deadline,
                     state: Mutex::default(),
                     wake: Notify::new(),
                     settle: Notify::new(),
@@ -319,7 +359,7 @@ impl Completions {
                 .and_then(|r| r.into_encoded(node.codecs()));
             let direct = {
                 let mut s = log.state.lock();
-                let direct = s.abandoned || s.lost || !s.committed;
+                let direct = !s.expired && (s.abandoned || s.lost || !s.committed);
                 if direct && !s.lost {
                     // Not a result of the move: no longer counted as accepted by it.
                     s.accepted = s.accepted.saturating_sub(1);
@@ -341,9 +381,24 @@ impl Completions {
             };
             let spawn = {
                 let mut s = log.state.lock();
-                s.entries.push(entry);
-                s.confirmations.push(None);
-                !std::mem::replace(&mut s.writing, true)
+                if s.expired {
+                    None
+                } else {
+                    s.entries.push(entry);
+                    s.confirmations.push(None);
+                    Some(!std::mem::replace(&mut s.writing, true))
+                }
+            };
+            let Some(spawn) = spawn else {
+                // The log ended at its bound (module doc): this result cannot be recorded
+                // either, and is never delivered unrecorded.
+                let out = Err(ZLinkError::DeadlinePassed {
+                    operation: NOT_RECORDED,
+                });
+                crate::mesh::node::answer_request(&node, &from, &request, out);
+                let completions = &host.relocations().completions;
+                completions.count(Confirmation::DeadlineExceeded);
+                return;
             };
             if spawn {
                 tokio::spawn(write_and_deliver(host, node, log));
@@ -397,10 +452,10 @@ impl Completions {
     }
 
     /// How many deliveries ended each way: (TerminalReceived, AlreadyTerminal,
-    /// SourceLeaseExpired, DataLost).
-    pub(crate) fn confirmations(&self) -> [u64; 4] {
+    /// SourceLeaseExpired, DataLost, DeadlineExceeded).
+    pub(crate) fn confirmations(&self) -> [u64; 5] {
         let c = &self.confirmed;
-        [0, 1, 2, 3].map(|i| c[i].load(Ordering::Relaxed))
+        [0, 1, 2, 3, 4].map(|i| c[i].load(Ordering::Relaxed))
     }
 
     /// This node's counts so far.
@@ -410,6 +465,7 @@ impl Completions {
             already_terminal,
             source_lease_expired,
             data_lost,
+            deadline_exceeded,
         ] = self.confirmations();
         CompletionCounts {
             recorded: self.recorded.load(Ordering::Relaxed),
@@ -417,6 +473,7 @@ impl Completions {
             already_terminal,
             source_lease_expired,
             data_lost,
+            deadline_exceeded,
         }
     }
 
@@ -426,6 +483,7 @@ impl Completions {
             Confirmation::AlreadyTerminal => 1,
             Confirmation::SourceLeaseExpired => 2,
             Confirmation::DataLost => 3,
+            Confirmation::DeadlineExceeded => 4,
         };
         self.confirmed[i].fetch_add(1, Ordering::Relaxed);
     }

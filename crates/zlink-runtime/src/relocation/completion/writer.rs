@@ -31,7 +31,8 @@ pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner
     let (entries, confirmations) = {
         let mut s = log.state.lock();
         s.writing = false;
-        s.lost = lost;
+        // A log that ended at its bound answers later results `DeadlineExceeded`, not directly.
+        s.lost = lost && !s.expired;
         (s.entries.clone(), s.confirmations.clone())
     };
     host.relocations()
@@ -46,6 +47,14 @@ pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner
         .completions
         .probe
         .log_ended(log.relocation, entries, confirmations);
+}
+
+/// Why a batch's payload was not stored and verified.
+enum Unstored {
+    /// It was stored but is missing or does not verify when read back (`DataLost`).
+    Lost(&'static str),
+    /// The Relocation Store did not take it or give it back before the move's bound.
+    Bound,
 }
 
 pub(super) struct Writer<'a> {
@@ -63,8 +72,9 @@ pub(super) struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// Batches until every accepted request has its result delivered; true when a stored
-    /// payload was lost (DataLost recorded).
+    /// Batches until every accepted request has its result delivered; true when the log
+    /// ended early: a stored payload was lost (DataLost recorded) or the results could not
+    /// be stored and recorded before the move's bound (answered `DeadlineExceeded`).
     async fn run(&mut self) -> bool {
         loop {
             let (all, accepted) = {
@@ -80,6 +90,7 @@ impl Writer<'_> {
                 continue;
             }
             let n = all.len();
+            let until = self.bound();
             let payload = encode_entries(self.log.relocation, &all);
             self.sequence += 1;
             let reference = match BlobRef::new(format!(
@@ -93,53 +104,54 @@ impl Writer<'_> {
                 }
             };
             let fresh: Vec<usize> = (self.stored..n).collect();
-            match self.store(&reference, &payload).await {
-                Some(unit) => {
-                    let pending = self.pending_after(n);
-                    let mark = json!({
-                        "stage": "completing",
-                        "id": self.log.relocation.to_string(),
-                        "accepted": accepted,
-                        "completed": n,
-                        "pending": pending,
-                        "payload": reference.as_str(),
-                        "crc32c": format!("{:08x}", unit.crc32c),
-                        "sha256": hex(&unit.sha256),
-                    });
-                    self.record(mark).await;
-                    let completions = &self.host.relocations().completions;
-                    completions
-                        .recorded
-                        .fetch_add(fresh.len() as u64, Ordering::Relaxed);
-                    if let Some(old) = self.previous.replace(reference.clone()) {
-                        // The record no longer points at it: its use ended.
-                        self.delete(&old).await;
-                    }
-                    match self.layer.restore(&reference).await {
-                        Ok(restored) => match decode_entries(&restored.to_bytes()) {
-                            Some((_, stored)) if stored.len() == n => {
-                                self.deliver(&fresh, &stored).await;
-                            }
-                            _ => {
-                                self.data_lost(&fresh, &all, "the payload does not decode")
-                                    .await;
-                                return true;
-                            }
-                        },
-                        Err(e) if e.is_data_lost() => {
-                            self.data_lost(&fresh, &all, &e.to_string()).await;
-                            return true;
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "completion payload not read back: delivered from memory");
-                            self.deliver(&fresh, &all).await;
-                        }
-                    }
+            // 21 §10: stored first and re-verified; only then the CAS; only then delivered.
+            let (unit, stored) = match self.store_verified(&reference, &payload, n, until).await {
+                Ok(verified) => verified,
+                Err(Unstored::Lost(why)) => {
+                    self.data_lost(&fresh, &all, why).await;
+                    return true;
                 }
-                None => self.deliver(&fresh, &all).await,
+                Err(Unstored::Bound) => {
+                    self.expired(&fresh, &all).await;
+                    return true;
+                }
+            };
+            let pending = self.pending_after(n);
+            let mark = json!({
+                "stage": "completing",
+                "id": self.log.relocation.to_string(),
+                "accepted": accepted,
+                "completed": n,
+                "pending": pending,
+                "payload": reference.as_str(),
+                "crc32c": format!("{:08x}", unit.crc32c),
+                "sha256": hex(&unit.sha256),
+            });
+            if !self.record(mark, until).await {
+                // Whether the last CAS applied is unknown: the payload is left to its retention
+                // (21 §10), never delivered.
+                self.expired(&fresh, &all).await;
+                return true;
             }
+            let completions = &self.host.relocations().completions;
+            completions
+                .recorded
+                .fetch_add(fresh.len() as u64, Ordering::Relaxed);
+            if let Some(old) = self.previous.replace(reference.clone()) {
+                // The record no longer points at it: its use ended.
+                self.delete(&old).await;
+            }
+            self.deliver(&fresh, &stored).await;
             self.stored = n;
         }
+    }
+
+    /// The bound of storing and recording the next batch (module doc): the Restore
+    /// operation's absolute deadline, or `storeFailureGrace` from now when it carried none.
+    fn bound(&self) -> tokio::time::Instant {
+        self.log.deadline.unwrap_or_else(|| {
+            tokio::time::Instant::now() + self.host.location.options().store_failure_grace
+        })
     }
 
     /// Deliveries still pending once the first `n` entries are stored (none of the fresh ones
@@ -149,28 +161,53 @@ impl Writer<'_> {
         n - s.confirmations[..n].iter().filter(|c| c.is_some()).count()
     }
 
-    /// Stores and verifies `payload` (the blob layer reads every chunk back before it writes
-    /// the index), trying again on a store failure until `storeFailureGrace` has passed.
-    async fn store(
+    /// Stores `payload` (the blob layer reads every chunk back before it writes the index)
+    /// and reads the whole of it back, verified, trying again on a store failure or an
+    /// indeterminate answer (the same reference, 21 §10) until `until`: its stored unit and
+    /// the `n` results as read back.
+    async fn store_verified(
         &self,
         reference: &BlobRef,
         payload: &Bytes,
-    ) -> Option<zlink_relocation::blob::StoredUnit> {
-        let until = tokio::time::Instant::now() + self.host.location.options().store_failure_grace;
+        n: usize,
+        until: tokio::time::Instant,
+    ) -> Result<(zlink_relocation::blob::StoredUnit, Vec<Entry>), Unstored> {
         let mut pause = Duration::from_millis(20);
+        let mut unit = None;
         loop {
-            match self.layer.store(reference, payload).await {
-                Ok(unit) => return Some(unit),
-                Err(e) if tokio::time::Instant::now() >= until => {
-                    tracing::warn!(error = %e, relocation = self.log.relocation, "completion results not stored: delivered from memory");
-                    return None;
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "completion payload store failed: trying again");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_BACKOFF);
-                }
+            let failed = match &unit {
+                None => match self.layer.store(reference, payload).await {
+                    Ok(u) => {
+                        unit = Some(u);
+                        continue;
+                    }
+                    Err(e) => e,
+                },
+                Some(u) => match self.layer.restore(reference).await {
+                    Ok(restored) => {
+                        return match decode_entries(&restored.to_bytes()) {
+                            Some((_, stored)) if stored.len() == n => Ok((u.clone(), stored)),
+                            _ => Err(Unstored::Lost("the payload does not decode")),
+                        };
+                    }
+                    Err(e) if e.is_data_lost() => {
+                        tracing::error!(error = %e, "completion payload lost once stored");
+                        return Err(Unstored::Lost("the payload is missing or corrupt"));
+                    }
+                    Err(e) => e,
+                },
+            };
+            if tokio::time::Instant::now() + pause >= until {
+                tracing::error!(
+                    error = %failed,
+                    relocation = self.log.relocation,
+                    "completion results not stored and verified by the move's bound: not delivered"
+                );
+                return Err(Unstored::Bound);
             }
+            tracing::debug!(error = %failed, stored = unit.is_some(), "completion payload not stored or read back: trying again");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -181,21 +218,23 @@ impl Writer<'_> {
     }
 
     /// One Preserve of the object's record setting its relocation progress to `mark`, on
-    /// the record as read now, while this node owns it and its progress names this move.
-    async fn record(&mut self, mark: serde_json::Value) {
+    /// the record as read now, while this node owns it and its progress names this move,
+    /// tried again on a store failure until `until`. True once it applied, or when the record
+    /// moved on (this move is stale: nothing more is recorded, 21 §10); false when the Store
+    /// did not take it by `until`.
+    async fn record(&mut self, mark: serde_json::Value, until: tokio::time::Instant) -> bool {
         if !self.recording {
-            return;
+            return true;
         }
         self.wait_settled().await;
         let authority = self.host.location.authority();
-        let until = tokio::time::Instant::now() + self.host.location.options().store_failure_grace;
         let id = self.log.relocation.to_string();
         loop {
             let handle = match authority.read(self.log.kind, &self.log.key.1).await {
                 Ok(AuthorityRead::Found { handle, .. }) => handle,
                 Ok(AuthorityRead::Missing { .. }) => {
                     self.recording = false;
-                    return;
+                    return true;
                 }
                 Err(e) if tokio::time::Instant::now() < until => {
                     tracing::debug!(error = %e, "completion record read failed: trying again");
@@ -203,8 +242,8 @@ impl Writer<'_> {
                     continue;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "completion progress not recorded");
-                    return;
+                    tracing::error!(error = %e, relocation = self.log.relocation, "completion progress not recorded by the move's bound");
+                    return false;
                 }
             };
             let ours = handle.node().routing_id == self.host.rid && free_for(handle.payload(), &id);
@@ -217,18 +256,19 @@ impl Writer<'_> {
                     "the record moved on: completion progress no longer recorded"
                 );
                 self.recording = false;
-                return;
+                return true;
             };
             match authority.preserve(&handle, payload).await {
-                Ok(Outcome::Applied(_)) => return,
+                Ok(Outcome::Applied(_)) => return true,
                 Ok(Outcome::Conflict(_)) => continue,
                 Err(e) if tokio::time::Instant::now() < until => {
+                    // Indeterminate: the record is read again (21 §10), the same mark written.
                     tracing::debug!(error = %e, "completion record write failed: trying again");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "completion progress not recorded");
-                    return;
+                    tracing::error!(error = %e, relocation = self.log.relocation, "completion progress not recorded by the move's bound");
+                    return false;
                 }
             }
         }
@@ -295,15 +335,57 @@ impl Writer<'_> {
             let s = self.log.state.lock();
             (s.accepted, s.entries.len())
         };
-        self.record(json!({
-            "stage": "dataLost",
-            "id": self.log.relocation.to_string(),
-            "accepted": accepted,
-            "completed": n,
-        }))
+        let until = self.bound();
+        self.record(
+            json!({
+                "stage": "dataLost",
+                "id": self.log.relocation.to_string(),
+                "accepted": accepted,
+                "completed": n,
+            }),
+            until,
+        )
         .await;
-        let lost = ZLinkError::CompletionLost;
-        let error = Bytes::from(ErrorReply::from_error(&lost).encode());
+        self.answer_error(
+            fresh,
+            all,
+            &ZLinkError::CompletionLost,
+            Confirmation::DataLost,
+        )
+        .await;
+    }
+
+    /// The fresh results could not be stored, verified and recorded before the move's bound:
+    /// each requester is answered `DeadlineExceeded` once, never the unrecorded result, and
+    /// results finishing later are answered so too (module doc).
+    async fn expired(&mut self, fresh: &[usize], all: &[Entry]) {
+        // Results that entered the log after this batch was taken end so too (no writer is
+        // left to take them); later ones see `expired` and are answered as they finish.
+        let (all, fresh) = {
+            let mut s = self.log.state.lock();
+            s.expired = true;
+            let later = all.len()..s.entries.len();
+            let fresh: Vec<usize> = fresh.iter().copied().chain(later).collect();
+            (s.entries.clone(), fresh)
+        };
+        let (fresh, all) = (&fresh[..], &all[..]);
+        let error = ZLinkError::DeadlinePassed {
+            operation: NOT_RECORDED,
+        };
+        self.answer_error(fresh, all, &error, Confirmation::DeadlineExceeded)
+            .await;
+    }
+
+    /// Answers each requester of the results `fresh` (indices into `all`) with `error`
+    /// instead of its result, and counts each as `confirmation`.
+    async fn answer_error(
+        &self,
+        fresh: &[usize],
+        all: &[Entry],
+        error: &ZLinkError,
+        confirmation: Confirmation,
+    ) {
+        let error = Bytes::from(ErrorReply::from_error(error).encode());
         let answers: Vec<Entry> = fresh
             .iter()
             .filter_map(|&i| all.get(i))
@@ -331,7 +413,7 @@ impl Writer<'_> {
         }
         while let Some(done) = sends.join_next().await {
             if let Ok(i) = done {
-                self.confirm(i, Confirmation::DataLost);
+                self.confirm(i, confirmation);
             }
         }
     }
@@ -356,13 +438,22 @@ impl Writer<'_> {
             );
             return;
         }
-        self.record(json!({
-            "stage": "completed",
-            "id": self.log.relocation.to_string(),
-            "accepted": accepted,
-            "completed": n,
-        }))
-        .await;
+        let until = self.bound();
+        let recorded = self
+            .record(
+                json!({
+                    "stage": "completed",
+                    "id": self.log.relocation.to_string(),
+                    "accepted": accepted,
+                    "completed": n,
+                }),
+                until,
+            )
+            .await;
+        if !recorded {
+            // The record still points at the payload: it stays for its retention.
+            return;
+        }
         if let Some(old) = self.previous.take() {
             self.delete(&old).await;
         }

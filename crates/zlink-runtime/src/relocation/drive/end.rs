@@ -1,10 +1,22 @@
 //! How one unit ends on its source: every participant follows the new owner, or the target
-//! capacity is released and every held queue runs here again. A refused release (the target
-//! may own the unit) is decided by reading the record: it names the target (the move
-//! completed there: follow) or was read and does not (serve again). Only a confirmed answer
-//! counts (spec 21 §10): a release or read that fails is tried again until
-//! `storeFailureGrace`, and then the unit fails closed — its participants close unserved and
-//! the record decides (see the *Unsettled moves* part of the `relocation` module doc).
+//! capacity is released and — only before the relay-ready reply was accepted — every held
+//! queue runs here again. A refused release (the target may own the unit) is decided by
+//! reading the record: it names the target (the move completed there: follow) or was read and
+//! does not. Only a confirmed answer counts (spec 21 §10): a release or read that fails is
+//! tried again until `storeFailureGrace`, and then the unit fails closed — its participants
+//! close unserved and the record decides (see the *Unsettled moves* part of the `relocation`
+//! module doc).
+//!
+//! **Past relay-ready the source is never restored** (21 §9.4 last paragraph: "After the
+//! relay-ready reply is accepted, this procedure doesn't restore the source regardless of the
+//! cutover-submit result"; 28 §14 item 3: 21 wins). A move that fails there with the target
+//! fenced (the release applied) or the record read not naming it is *abandoned*: every
+//! participant closes unserved like a unit that failed closed (its held requests hear
+//! `Unavailable` once each, its held one-ways are dropped and counted), and a single Actor's
+//! record — still naming this run, the same incarnation — is deleted by its owner (the
+//! Destroy write, conditioned on the version read), so the next GetOrCreate makes a new
+//! incarnation under a higher ObjectGeneration. What the Actor held at the seal is lost: 21
+//! keeps the captured payload for the handoff only and never restores it past relay-ready.
 
 use std::sync::Arc;
 
@@ -13,10 +25,11 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zlink_codec::RoutingId;
+use zlink_codec::records::ObjectKind;
 use zlink_relocation::unit::{FailureReason, Stage};
 
 use super::{Move, SETTLE_PAUSE};
-use crate::messaging::{ErrorMessage, StaleReason, ZLinkError};
+use crate::messaging::{ErrorKind, ErrorMessage, StaleReason, ZLinkError};
 use crate::objects::host::{store_failure, what};
 use crate::relocation::MovesOf;
 use crate::relocation::follow::FollowRecord;
@@ -43,6 +56,9 @@ enum Ending {
     Follow(u64),
     /// Neither is known by the deadline: close unserved, with this error.
     FailClosed(ZLinkError),
+    /// Past relay-ready with the target fenced or not named: close unserved and remove the
+    /// record (module doc).
+    Abandon,
 }
 
 impl Move<'_> {
@@ -172,8 +188,14 @@ impl Move<'_> {
             }
             return Ending::Reopen;
         }
+        // 21 §9.4: once the relay-ready reply was accepted the source is not restored.
+        let fenced = if self.ready_accepted {
+            Ending::Abandon
+        } else {
+            Ending::Reopen
+        };
         match &self.released {
-            None | Some(Released::Fenced) => return Ending::Reopen,
+            None | Some(Released::Fenced) => return fenced,
             Some(Released::Unknown(e)) => return Ending::FailClosed(e.clone()),
             Some(Released::Refused) => {}
         }
@@ -181,7 +203,7 @@ impl Move<'_> {
         loop {
             match self.target_owns().await {
                 OwnerRead::Target(owner) => return Ending::Follow(owner),
-                OwnerRead::NotTarget => return Ending::Reopen,
+                OwnerRead::NotTarget => return fenced,
                 OwnerRead::Unknown(e) if Instant::now() < deadline => {
                     tracing::info!(error = %e, "relocation: the record cannot be read, re-reading");
                     tokio::time::sleep(SETTLE_PAUSE).await;
@@ -245,6 +267,76 @@ impl Move<'_> {
                 self.close_unsettled().await;
                 Err(e)
             }
+            Ending::Abandon => {
+                let e = self.error.clone().unwrap_or(ZLinkError::RelocationRefused {
+                    kind: ErrorKind::Unavailable,
+                    what: "the owner change after relay-ready",
+                    source: None,
+                });
+                tracing::warn!(
+                    relocation = self.relocation(),
+                    error = %e,
+                    "relocation failed past relay-ready: the source is not restored (21 §9.4)"
+                );
+                self.close_unsettled().await;
+                self.remove_record().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// After an abandoned move (module doc): deletes a single Actor's record when it still
+    /// names this run and the same incarnation, conditioned on the version read, so the next
+    /// access makes a new incarnation. Any other record is left as read (it decides); a
+    /// record the Store does not let go of by the deadline is left too (the Actor is then
+    /// unreachable here until this run ends, as after a unit that failed closed).
+    async fn remove_record(&self) {
+        let (
+            Shape::Single {
+                per_actor: None,
+                shell: false,
+                ..
+            },
+            Some(p),
+        ) = (&self.shape, self.parts.first())
+        else {
+            return;
+        };
+        if self.handle.kind() != ObjectKind::Actor {
+            return;
+        }
+        let host = &self.client.objects;
+        let authority = host.location.authority();
+        let deadline = self.deadline();
+        loop {
+            let failed = match authority.read(self.handle.kind(), &p.key.1).await {
+                Ok(AuthorityRead::Missing { .. }) => return,
+                Ok(AuthorityRead::Found { handle, .. }) => {
+                    let ours = host.location.host_run().as_ref() == Some(handle.owner())
+                        && handle.object_generation() == self.handle.object_generation();
+                    if !ours {
+                        tracing::info!(
+                            relocation = self.relocation(),
+                            "abandoned move: the record moved on, left as read"
+                        );
+                        return;
+                    }
+                    match authority.delete(&handle).await {
+                        Ok(Outcome::Applied(())) => {
+                            tracing::info!(relocation = self.relocation(), object = %p.key.1.as_str(), "abandoned move: the record is removed (the next access makes a new incarnation)");
+                            return;
+                        }
+                        Ok(Outcome::Conflict(c)) => format!("{c:?}"),
+                        Err(e) => e.to_string(),
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                tracing::warn!(relocation = self.relocation(), why = %failed, "abandoned move: the record could not be removed; the Actor stays unreachable here");
+                return;
+            }
+            tokio::time::sleep(SETTLE_PAUSE).await;
         }
     }
 
@@ -274,11 +366,12 @@ impl Move<'_> {
         }
         let error = self.error.take();
         if self.sealed {
-            // Past relay-ready the machine never reopens the source (21 §9.4). Deviation: the
-            // source serves again once the released reservation fenced every NewOwner (the
-            // prepared objects never dispatched), or a read confirmed the target does not own
-            // the unit; it completes if the target owns it, and fails closed if neither is
-            // known by the deadline.
+            // Past relay-ready the machine never reopens the source (21 §9.4), and neither
+            // does this: the release fences every NewOwner, then the unit follows a target
+            // the record names, is abandoned (closed unserved, a single Actor's record
+            // removed) once fenced or not named, and fails closed if neither is known by the
+            // deadline. A *ready* sent but not accepted (refused, or its reply lost) is still
+            // before relay-ready: the source serves again on the same confirmations.
             self.release().await;
             self.end_sealed().await?;
             if self.followed {

@@ -74,6 +74,9 @@ pub(super) struct Move<'a> {
     released: Option<end::Released>,
     /// Whether *ready* was sent: only a target that took it can run the NewOwner.
     ready_sent: bool,
+    /// Whether the relay-ready reply was accepted: from then on the source is never restored
+    /// (21 §9.4 last paragraph; `end.rs`).
+    ready_accepted: bool,
     followed: bool,
     /// The AuthorityOwnerGeneration the target's NewOwner issued (its cutover reply).
     owner_generation: Option<u64>,
@@ -168,6 +171,7 @@ impl<'a> Move<'a> {
             sealed: false,
             released: None,
             ready_sent: false,
+            ready_accepted: false,
             followed: false,
             owner_generation: None,
             relay_failed: None,
@@ -294,7 +298,10 @@ impl<'a> Move<'a> {
             Effect::SendRelayReady { .. } => {
                 self.ready_sent = true;
                 match self.ready().await {
-                    Ok(()) => vec![Event::RelayReady { attempt }],
+                    Ok(()) => {
+                        self.ready_accepted = true;
+                        vec![Event::RelayReady { attempt }]
+                    }
                     Err(e) => self.target_failed(e),
                 }
             }

@@ -42,10 +42,17 @@ pub(super) async fn relay(
         .incoming
         .lock()
         .get(&relocation)
-        .map(|i| match &i.spec {
-            Spec::Single { key, cmd, .. } => Some((key.clone(), cmd.kind.object_kind())),
-            Spec::SpotWide(_) => None,
+        .map(|i| {
+            let single = match &i.spec {
+                Spec::Single { key, cmd, .. } => Some((key.clone(), cmd.kind.object_kind())),
+                Spec::SpotWide(_) => None,
+            };
+            (single, i.deadline)
         });
+    let (spec, deadline) = match spec {
+        Some((single, deadline)) => (Some(single), deadline),
+        None => (None, None),
+    };
     let incoming = match spec {
         Some(Some(single)) => Some(single),
         // A participant of a `SpotWide` aggregate prepared here (its queue takes it, if it is
@@ -67,6 +74,7 @@ pub(super) async fn relay(
             &host,
             &node,
             (relocation, key, *kind),
+            deadline,
             from.clone(),
             message.clone(),
         ),

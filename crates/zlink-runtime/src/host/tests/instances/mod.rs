@@ -144,7 +144,9 @@ impl RoomKit {
 /// authority record still pointed at when the deletion started (spec 21 §10: end of use is
 /// recorded in the Location Store before the payload is deleted). While `freeze` holds a gate,
 /// a read returns only once the gate opens (the reader's process stops right after it).
-/// Reads of a reference `lost` picks answer `Missing` (a payload permanently lost).
+/// Reads of a reference `lost` picks answer `Missing` (a payload permanently lost). Puts of a
+/// reference `stalled.0` picks and reads of one `stalled.1` picks time out without reaching
+/// the store (the Store cannot take or give it back for now).
 #[derive(Debug)]
 pub(in crate::host::tests) struct Recorded {
     inner: Arc<dyn DynRelocationStore>,
@@ -157,6 +159,7 @@ pub(in crate::host::tests) struct Recorded {
     renewed: AtomicUsize,
     freeze: Mutex<Option<Gate>>,
     lost: Mutex<Option<Picks>>,
+    stalled: Mutex<(Option<Picks>, Option<Picks>)>,
     /// The authority rows a deletion checks for a pointer to the deleted reference.
     pointers: Mutex<&'static str>,
 }
@@ -174,6 +177,19 @@ impl Recorded {
     /// From now on, reads of the references `which` picks answer `Missing`.
     pub(in crate::host::tests) fn lose(&self, which: Picks) {
         *self.lost.lock() = Some(which);
+    }
+
+    /// From now on, puts of the references `puts` picks and reads of those `reads` picks time
+    /// out (`None`: none).
+    pub(in crate::host::tests) fn stall(&self, puts: Option<Picks>, reads: Option<Picks>) {
+        *self.stalled.lock() = (puts, reads);
+    }
+
+    /// Whether a put (`put`) or a read of `reference` is one `stall` picks now.
+    fn stalled(&self, reference: &BlobRef, put: bool) -> bool {
+        let (puts, reads) = *self.stalled.lock();
+        let which = if put { puts } else { reads };
+        which.is_some_and(|which| which(reference.as_str()))
     }
 
     /// Deletions that started while an authority record still pointed at the reference.
@@ -222,6 +238,9 @@ impl RelocationStore for Recorded {
         payload: &Bytes,
         retention: Retention,
     ) -> StoreResult<PutResult> {
+        if self.stalled(reference, true) {
+            return Err(zlink_store_spi::StoreError::TimedOut);
+        }
         let put = self.inner.put(reference, payload, retention).await;
         let stored = matches!(put, Ok(PutResult::Stored { .. }));
         self.puts.lock().push((reference.clone(), stored));
@@ -229,6 +248,9 @@ impl RelocationStore for Recorded {
     }
 
     async fn read(&self, reference: &BlobRef) -> StoreResult<BlobReadResult> {
+        if self.stalled(reference, false) {
+            return Err(zlink_store_spi::StoreError::TimedOut);
+        }
         let lost = self
             .lost
             .lock()
@@ -315,6 +337,7 @@ pub(in crate::host::tests) async fn relocation_store(h: &Harness) -> Arc<Recorde
         renewed: AtomicUsize::new(0),
         freeze: Mutex::new(None),
         lost: Mutex::new(None),
+        stalled: Mutex::new((None, None)),
         pointers: Mutex::new("authority\0spot\0"),
     })
 }

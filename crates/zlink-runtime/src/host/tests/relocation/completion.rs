@@ -18,9 +18,17 @@ use crate::relocation::MovesOf;
 
 /// Two counter servers and a client over the harness's store, every root on `relocation`.
 async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
+    mesh_with(h, relocation, fast_options()).await
+}
+
+/// [`mesh_on`] with the Location options `options`.
+async fn mesh_with(
+    h: &Harness,
+    relocation: &Arc<Recorded>,
+    options: zlink_location::LocationOptions,
+) -> Mesh {
     relocation.pointers_under("authority\0actor\0");
     let seen = Arc::new(Seen::default());
-    let options = fast_options();
     let mut roots = Vec::new();
     for role in [ObjectRole::Server, ObjectRole::Server, ObjectRole::Client] {
         let spec = host::Spec {
@@ -181,9 +189,10 @@ async fn a_request_finishing_after_the_owner_changed_is_stored_recorded_delivere
             c.terminal_received,
             c.already_terminal,
             c.source_lease_expired,
-            c.data_lost
+            c.data_lost,
+            c.deadline_exceeded
         ),
-        (1, 1, 0, 0, 0),
+        (1, 1, 0, 0, 0, 0),
         "{c:?}"
     );
     // Stored and read back before the record pointed at it; deleted only after the record
@@ -320,7 +329,117 @@ on_every_store!(
     a_lost_completion_payload_is_data_lost_and_the_owner_stays_the_target,
     a_requester_whose_lease_ended_is_confirmed_source_lease_expired,
     a_request_relayed_as_the_owner_change_commits_stays_in_its_moves_log,
+    a_completion_result_is_delivered_only_once_stored_verified_and_recorded,
+    a_completion_result_not_stored_by_the_bound_ends_deadline_exceeded_once,
 );
+
+/// Issue 37 (21 §9.3, §10: completion payloads are "stored first and re-verified. Only
+/// afterward does the Location Store CAS to point at that reference"): while the Relocation
+/// Store cannot take the payload, and then while it cannot give it back, the result waits —
+/// no delivery, no record pointing at it; once the Store answers (within the bound) it is
+/// delivered once, from the stored and recorded payload. Before, a payload that could not be
+/// read back was delivered from memory at once.
+async fn a_completion_result_is_delivered_only_once_stored_verified_and_recorded(h: &Harness) {
+    let recorded = relocation_store(h).await;
+    let m = mesh_on(h, &recorded).await;
+    let (caller, r) = m.counter_at_one("q5").await;
+    let (source, target) = m.owner_and_other(&r);
+    recorded.stall(Some(is_completion_payload), Some(is_completion_payload));
+    let mut answer = request_at_capture(&m, source, "q5", || Incr);
+    relocate(source, &r).await.expect("moved");
+    let objects = &target.actors().expect("manager").client.objects;
+    let quiet = std::time::Duration::from_millis(1500);
+    // The Store takes nothing: nothing delivered, nothing recorded.
+    tokio::time::sleep(quiet).await;
+    assert!(answer.try_recv().is_err(), "delivered before it was stored");
+    assert!(completion_payloads(&recorded).is_empty());
+    // The Store takes it but cannot give it back: still nothing delivered, nothing recorded.
+    recorded.stall(None, Some(is_completion_payload));
+    wait_until("the payload is stored", || {
+        !completion_payloads(&recorded).is_empty()
+    })
+    .await;
+    tokio::time::sleep(quiet).await;
+    assert!(
+        answer.try_recv().is_err(),
+        "delivered before it was verified"
+    );
+    let m5 = mark(target, "q5").await;
+    assert!(
+        m5.get("payload").is_none(),
+        "recorded before it was verified: {m5}"
+    );
+    assert_eq!(target.status().completions.recorded, 0);
+    // The Store answers again: delivered once, with its record.
+    recorded.stall(None, None);
+    let got = answer.await.expect("answered");
+    assert_eq!(got.expect("the relayed request's result"), 2, "run once");
+    let done = wait_for_mark(target, "q5", "completed").await;
+    assert_eq!(done["completed"], 1, "{done}");
+    wait_until("the log ended", || {
+        objects.relocations().completions.probe.any_ended()
+    })
+    .await;
+    let c = target.status().completions;
+    assert_eq!(
+        (c.recorded, c.terminal_received, c.deadline_exceeded),
+        (1, 1, 0),
+        "{c:?}"
+    );
+    assert_eq!(recorded.deleted_while_pointed(), 0);
+    assert_eq!(caller.request("q5", &Incr).await.expect("served"), 3);
+    m.shutdown().await;
+    recorded.purge().await;
+}
+
+/// Issue 37: a completion result the Relocation Store does not take before the move's bound
+/// (here `storeFailureGrace`: the Restore carried no deadline) is never delivered without its
+/// record: the requester's request ends `DeadlineExceeded`, once; nothing points at a
+/// payload, `completed` is not recorded. Before, it was delivered from memory at the bound.
+async fn a_completion_result_not_stored_by_the_bound_ends_deadline_exceeded_once(h: &Harness) {
+    let recorded = relocation_store(h).await;
+    let grace = std::time::Duration::from_secs(2);
+    let m = mesh_with(h, &recorded, fast_options().store_failure_grace(grace)).await;
+    let (caller, r) = m.counter_at_one("q6").await;
+    let (source, target) = m.owner_and_other(&r);
+    recorded.stall(Some(is_completion_payload), Some(is_completion_payload));
+    let answer = request_at_capture(&m, source, "q6", || Incr);
+    relocate(source, &r).await.expect("moved");
+    let err = answer
+        .await
+        .expect("answered")
+        .expect_err("not stored by the bound: never delivered");
+    assert_eq!(err.kind(), ErrorKind::DeadlineExceeded, "{err}");
+    let objects = &target.actors().expect("manager").client.objects;
+    wait_until("the log ended", || {
+        objects.relocations().completions.probe.any_ended()
+    })
+    .await;
+    // The Store answers again: nothing more is delivered or recorded.
+    recorded.stall(None, None);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let c = target.status().completions;
+    assert_eq!(
+        (
+            c.recorded,
+            c.terminal_received,
+            c.already_terminal,
+            c.data_lost,
+            c.deadline_exceeded
+        ),
+        (0, 0, 0, 0, 1),
+        "{c:?}"
+    );
+    assert!(completion_payloads(&recorded).is_empty());
+    let m6 = mark(target, "q6").await;
+    assert!(m6.get("payload").is_none(), "{m6}");
+    assert_ne!(m6.get("stage").and_then(|s| s.as_str()), Some("completed"));
+    // The owner is the target, and the request ran once.
+    assert_eq!(record(target, "q6").await.0, rid_of(target));
+    assert_eq!(caller.request("q6", &Incr).await.expect("served"), 3);
+    m.shutdown().await;
+    recorded.purge().await;
+}
 
 /// Issue 20: a relayed request accepted on the target just as its move's owner change is
 /// concluded there (`committed` lands right after the request entered its log) stays in the
@@ -360,6 +479,7 @@ async fn a_request_relayed_as_the_owner_change_commits_stays_in_its_moves_log(h:
         &objects,
         &node,
         (relocation, &key, ObjectKind::Actor),
+        None,
         from,
         request,
     );

@@ -35,6 +35,7 @@ mod instance;
 mod member;
 mod order;
 mod owner_change_faults;
+mod past_ready;
 mod per_actor;
 mod ready_deadline;
 mod rollback;

@@ -8,7 +8,7 @@ use zlink_store_conformance::{Fault, FaultyLocationStore};
 on_every_store!(
     stage_records_are_written_in_order_and_the_owner_change_follows_the_last,
     a_preserve_after_captured_fails_the_prepared_record_and_the_source_serves_again,
-    a_preserve_after_prepared_fails_the_owner_change_and_the_source_serves_again,
+    a_preserve_after_prepared_fails_the_owner_change_and_the_source_is_not_restored,
     a_stage_record_whose_reply_is_lost_is_settled_by_reading_and_leaks_no_reservation,
     a_move_cancelled_after_a_lost_stage_reply_releases_the_reservation_it_reads,
     a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_move_completes,
@@ -93,38 +93,60 @@ async fn a_preserve_after_captured_fails_the_prepared_record_and_the_source_serv
     preserve_during_a_move_cancels_it(h, "s2", RecordedStage::Captured).await;
 }
 
-async fn a_preserve_after_prepared_fails_the_owner_change_and_the_source_serves_again(h: &Harness) {
+/// Past relay-ready (21 §9.4 last paragraph): the NewOwner conflicts, the source is not
+/// restored, the record is removed and the next access makes a new incarnation.
+async fn a_preserve_after_prepared_fails_the_owner_change_and_the_source_is_not_restored(
+    h: &Harness,
+) {
     preserve_during_a_move_cancels_it(h, "s3", RecordedStage::Prepared).await;
 }
 
 /// An ordinary Preserve of the Actor's record after the stage record `at`: the next
 /// reservation-conditioned write (the `Prepared` record, or NewOwner conditioned on it)
-/// conflicts, the move is cancelled, the record is not moved and the source serves again, its
-/// state intact; a later move succeeds.
+/// conflicts and the move is cancelled. Before relay-ready (`Captured`) the record is not
+/// moved and the source serves again, its state intact; past it (`Prepared`: the NewOwner is
+/// the target's, after the relay-ready reply) the source is not restored — the record is
+/// removed and the next GetOrCreate makes a new incarnation. A later move succeeds.
 async fn preserve_during_a_move_cancels_it(h: &Harness, id: &str, at: RecordedStage) {
     let m = mesh_of(h, Policy::Preserve).await;
     let caller = m.client.0.actors().expect("manager");
     let r = caller.get_or_create("counter", id).await.expect("created");
     assert_eq!(caller.request(id, &Incr).await.expect("incr"), 1);
-    let (source, target) = m.owner_and_other(&r);
+    let (source, _) = m.owner_and_other(&r);
     let before = record(source, id).await;
     let stages = hook_stages(source, id, Some(at));
     let err = relocate(source, &r).await.expect_err("cancelled");
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
     let last = stages.lock().last().map(|(s, _)| *s);
     assert_eq!(last, Some(at), "no stage record after the conflict");
-    let after = record(source, id).await;
-    assert_eq!(
-        (&after.0, after.1),
-        (&before.0, before.1),
-        "the record is not moved"
-    );
-    assert_eq!(caller.request(id, &Incr).await.expect("served here"), 2);
     let objects = &source.actors().expect("manager").client.objects;
     objects.relocations().probe.on_stage(None);
+    let (r, count) = if at == RecordedStage::Prepared {
+        let key = (
+            AuthorityKind::Actor,
+            zlink_codec::ObjectId::new(id).expect("id"),
+        );
+        assert!(!objects.is_live(&key), "the source is not restored");
+        let again = caller.get_or_create("counter", id).await.expect("created");
+        assert!(again.generation > r.generation, "a new incarnation");
+        (again, 0)
+    } else {
+        let after = record(source, id).await;
+        assert_eq!(
+            (&after.0, after.1),
+            (&before.0, before.1),
+            "the record is not moved"
+        );
+        (r, 1)
+    };
+    assert_eq!(caller.request(id, &Incr).await.expect("served"), count + 1);
+    let (source, target) = m.owner_and_other(&r);
     let moved = relocate(source, &r).await.expect("moved");
     assert_eq!(moved.node, rid_of(target));
-    assert_eq!(caller.request(id, &Incr).await.expect("moved state"), 3);
+    assert_eq!(
+        caller.request(id, &Incr).await.expect("moved state"),
+        count + 2
+    );
     m.shutdown().await;
 }
 
@@ -354,8 +376,9 @@ async fn a_lost_owner_change_reply_on_the_target_is_settled_by_reading_and_the_m
 
 /// Spec 21 §10 / §12 "Store Failure": the target's NewOwner keeps failing (its Store writes
 /// fail before they reach the Store) until `storeFailureGrace` has passed: the target removes
-/// its prepared object and queue, the owner never changes, the reservation is released and the
-/// Actor serves on the source with its state.
+/// its prepared object and queue, the owner never changes and the reservation is released.
+/// That is past relay-ready, so the source is not restored either (21 §9.4 last paragraph):
+/// the record is removed and the next GetOrCreate makes a new incarnation (its state lost).
 async fn an_owner_change_that_fails_past_the_grace_removes_the_prepared_target(h: &Harness) {
     let options = fast_options().store_failure_grace(std::time::Duration::from_millis(500));
     let (m, faulty) = faulty_mesh(h, options).await;
@@ -383,8 +406,15 @@ async fn an_owner_change_that_fails_past_the_grace_removes_the_prepared_target(h
     let outcome = relocate(source, &r).await;
     failing.heal();
     assert!(outcome.is_err(), "the owner never changed: {outcome:?}");
-    let (node, _, _) = record(source, "l4").await;
-    assert_eq!(node, r.node, "the record still names the source");
+    let client = source.actors().expect("manager").client;
+    let id = zlink_codec::ObjectId::new("l4").expect("id");
+    assert!(
+        matches!(
+            client.read(ObjectKind::Actor, &id).await.expect("read"),
+            AuthorityRead::Missing { .. }
+        ),
+        "the source removed the abandoned incarnation's record"
+    );
     let key = (
         zlink_codec::keys::AuthorityKind::Actor,
         zlink_codec::ObjectId::new("l4").expect("id"),
@@ -398,7 +428,13 @@ async fn an_owner_change_that_fails_past_the_grace_removes_the_prepared_target(h
             .is_live(&key),
         "the target removed its prepared object"
     );
-    assert_eq!(caller.request("l4", &Incr).await.expect("served here"), 2);
+    assert!(!objects.is_live(&key), "the source is not restored");
+    let again = caller
+        .get_or_create("counter", "l4")
+        .await
+        .expect("created");
+    assert!(again.generation > r.generation, "a new incarnation");
+    assert_eq!(caller.request("l4", &Incr).await.expect("served"), 1);
     no_reservation_leaked(h, 1).await;
     m.shutdown().await;
 }
