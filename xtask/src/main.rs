@@ -57,7 +57,10 @@ commands:
   test                        start what the tests need (Redis, a 3-node Redis Cluster), then fmt, clippy, rustdoc, tests
   bench <name> [options]      benchmarks: store --memory | redis-location | relocation-store | authority | sweep |
                               discovery (Store calls per node per poll, before/after issue 38; --redis URL,
-                              --nodes 4,16,32, --interval-ms M, --idle-seconds S) | transport | mesh | objects (Actor create, request and route cache; --redis URL) |
+                              --nodes 4,16,32, --interval-ms M, --idle-seconds S) |
+                              processes (an idle mesh of real mesh_node processes on a private Redis:
+                              Redis commands per node per poll, Redis CPU, time to full mesh;
+                              --nodes 4,32, --idle-seconds S, --polling-ms M) | transport | mesh | objects (Actor create, request and route cache; --redis URL) |
                               relocation (64 MiB Actor move vs raw TCP, host Relocate of N Actors under load,
                               a SpotWide Spot of N members vs its inventory pages written raw;
                               --redis URL, --case big-state|host|spotwide, --actors N, --rounds N, --seconds S,

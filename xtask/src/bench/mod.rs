@@ -10,6 +10,7 @@ mod mesh;
 mod objects;
 mod objects_metrics;
 mod options;
+mod processes;
 mod ractor;
 mod raw_json;
 mod redis_location;
@@ -28,7 +29,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let Some((name, rest)) = args.split_first() else {
         return Err(
-            "bench: name one of: store --memory | redis-location | relocation-store | authority | sweep | discovery | transport | mesh | objects | relocation | ractor | scale"
+            "bench: name one of: store --memory | redis-location | relocation-store | authority | sweep | discovery | transport | mesh | objects | relocation | processes | ractor | scale"
                 .into(),
         );
     };
@@ -43,6 +44,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "mesh" => mesh::run(rest),
         "objects" => objects::run(rest),
         "relocation" => relocation::run(rest),
+        "processes" => processes::run(rest),
         "ractor" => ractor::run(rest),
         "scale" => scale::run(rest),
         other => Err(format!("bench: unknown benchmark `{other}`")),

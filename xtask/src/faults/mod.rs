@@ -25,7 +25,7 @@
 mod check;
 mod cluster;
 mod failover;
-mod procs;
+pub(crate) mod procs;
 mod row;
 mod store;
 
