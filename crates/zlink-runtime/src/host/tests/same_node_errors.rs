@@ -242,3 +242,32 @@ async fn a_request_to_its_own_node_refused_by_a_filter_or_without_a_handler_gets
     assert_remote(&remote, ErrorKind::NotFound);
     stop_all(&[&hb, &ha]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_request_served_by_its_own_node_gets_the_handlers_error_itself() {
+    let h = Harness::memory();
+    let ledger = channel("ledger");
+    let (ha, _a) = start(&h, |b| {
+        b.channel_server(channel("ledger"))
+            .on_channel_request::<Fails, _, _>(channel("ledger"), |req, _ctx| async move {
+                Err(failure(req.0))
+            })
+    })
+    .await;
+    let (hb, b) = start(&h, |b| b.channel_client(channel("ledger"))).await;
+    wait_peers(&b, 1).await;
+
+    // The only member is A: A's request is served on A, B's over the mesh.
+    let how = Failure::App;
+    let local = ha
+        .channel_request(&ledger, &Fails(how))
+        .await
+        .expect_err("fails");
+    assert_ledger_closed(&local);
+    let remote = hb
+        .channel_request(&ledger, &Fails(how))
+        .await
+        .expect_err("fails");
+    assert_remote(&remote, local.kind());
+    stop_all(&[&hb, &ha]).await;
+}
