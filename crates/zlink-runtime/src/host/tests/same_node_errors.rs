@@ -89,11 +89,18 @@ fn assert_ledger_closed(err: &ZLinkError) {
     assert_eq!(io.to_string(), "the disk is gone");
 }
 
-/// `remote` is the error reply a caller on another node decodes, of `kind`.
+/// `remote` is the error reply a caller on another node decodes, of `kind`: its sanitised
+/// text only, never a cause (the application's `LedgerClosed` and its `io::Error` stay on the
+/// node that failed).
 fn assert_remote(remote: &ZLinkError, kind: ErrorKind) {
     assert!(
         matches!(remote, ZLinkError::Remote { kind: k, .. } if *k == kind),
         "a caller on another node gets the error reply of kind {kind}: {remote:?}"
+    );
+    let text = remote.to_string();
+    assert!(
+        !text.contains("ledger is closed") && !text.contains("disk"),
+        "no cause crosses the node boundary: {text}"
     );
 }
 
