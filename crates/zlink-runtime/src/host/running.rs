@@ -215,7 +215,8 @@ impl ZLinkHost {
     }
 
     /// A request on `channel` (member selection and submit in one call; a started request is
-    /// never resubmitted to another member).
+    /// never resubmitted to another member). When this node is the selected member, the
+    /// error is the handler's own, as for a [`MeshNode::request`] to itself.
     pub async fn channel_request<R: Request>(
         &self,
         channel: &ChannelName,

@@ -10,7 +10,8 @@
 //! 3. metadata (`metadata-v1`) and the payload (verbatim content-type lookup, then the codec)
 //!    are decoded (`ProtocolError`);
 //! 4. a new [`DispatchScope`] is created and the filter chain runs, then the handler;
-//! 5. a request gets the encoded reply or an [`ErrorReply`]; a send gets nothing back.
+//! 5. a request gets the encoded reply or the error it failed with (sent to another node as an
+//!    [`ErrorReply`](super::ErrorReply)); a send gets nothing back.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,9 +21,8 @@ use std::task::{Context, Poll};
 use zlink_codec::payload::Registry;
 
 use super::context::{Cancellation, DispatchInfo, HandlerContext, RouteKind, ScopedFactories};
-use super::error::{ErrorKind, ZLinkError};
+use super::error::ZLinkError;
 use super::error_parts::FramePart;
-use super::error_reply::ErrorReply;
 use super::filter::{Chain, Filter};
 use super::frame::{DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd};
 use super::handler::{BoxFuture, HandlerKey, HandlerResult, HandlerTable, NodeHandler};
@@ -413,18 +413,18 @@ fn outcome(expect: ReplyExpectation, result: Result<Ran, ZLinkError>) -> Dispatc
             // A request key only ever holds a request handler, which always replies.
             DispatchOutcome::ErrorReply {
                 correlation,
-                error: reply_for(&ZLinkError::NoReply),
+                error: ZLinkError::NoReply,
             }
         }
         (ReplyExpectation::Reply(correlation), Ok(Ran::EndedByFilter)) => {
             DispatchOutcome::ErrorReply {
                 correlation,
-                error: reply_for(&ZLinkError::RejectedByFilter),
+                error: ZLinkError::RejectedByFilter,
             }
         }
         (ReplyExpectation::Reply(correlation), Err(e)) => DispatchOutcome::ErrorReply {
             correlation,
-            error: reply_for(&e),
+            error: e,
         },
         (ReplyExpectation::None, Ok(Ran::Handled(_))) => DispatchOutcome::NoReply(SendEnd::Handled),
         (ReplyExpectation::None, Ok(Ran::EndedByFilter)) => {
@@ -440,18 +440,4 @@ enum Ran {
     Handled(Option<(String, Vec<u8>)>),
     /// A filter returned without calling `next`.
     EndedByFilter,
-}
-
-/// The error reply for a failed request dispatch. Local call errors (invalid argument/state,
-/// missing configuration) are not remote results (spec 06 §20): a handler or filter that fails
-/// with one answers `InternalFailure`, keeping only the sanitised text.
-fn reply_for(error: &ZLinkError) -> ErrorReply {
-    let reply = ErrorReply::from_error(error);
-    match reply.kind() {
-        ErrorKind::InvalidOperation | ErrorKind::NotConfigured => {
-            tracing::warn!(%error, "request dispatch failed with a local error");
-            ErrorReply::new(ErrorKind::InternalFailure, reply.message().clone())
-        }
-        _ => reply,
-    }
 }

@@ -323,7 +323,11 @@ pub enum ZLinkError {
         /// Why (bounded, sanitised).
         reason: ErrorMessage,
     },
-    /// The peer answered with an error reply.
+    /// The peer answered with an error reply: only from another node. A request answered on
+    /// the caller's own node (an Actor or Spot there, a MeshNode request to itself, a Channel
+    /// request this node serves) ends with the error the handler, a filter or the runtime
+    /// failed with instead — its own variant and typed source, of this same kind; the error
+    /// reply keeps only the kind and the sanitised text ([`Self::reply_message`]).
     #[error("remote {kind}: {message}")]
     Remote {
         /// The kind the peer reported.

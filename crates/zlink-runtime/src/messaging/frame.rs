@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use super::context::{InboundTarget, RouteKind};
-use super::error::ZLinkError;
+use super::error::{ErrorKind, ZLinkError};
 use super::error_reply::ErrorReply;
 
 /// The transport's correlation of a request with its reply (for example OperationId and
@@ -105,9 +105,49 @@ pub(crate) enum DispatchOutcome {
             expect(dead_code, reason = "checked by the messaging tests")
         )]
         correlation: Correlation,
-        /// The error reply (encode with [`ErrorReply::encode`]).
-        error: ErrorReply,
+        /// What the dispatch failed with, as it failed (a filter's refusal is
+        /// [`ZLinkError::RejectedByFilter`], a request handler without a reply
+        /// [`ZLinkError::NoReply`]). To another node it goes as [`request_error_reply`]; a
+        /// caller on this node gets [`same_node_error`].
+        error: ZLinkError,
     },
     /// A one-way send ended; nothing goes back.
     NoReply(SendEnd),
+}
+
+/// The error reply a request's dispatch that failed with `error` sends to another node: its
+/// kind and sanitised text, never its cause. Local call errors (invalid argument/state,
+/// missing configuration) are not remote results (spec 06 §20): a handler or filter that fails
+/// with one answers `InternalFailure`, keeping only the sanitised text.
+pub(crate) fn request_error_reply(error: &ZLinkError) -> ErrorReply {
+    let reply = ErrorReply::from_error(error);
+    if is_local_call_error(error) {
+        tracing::warn!(%error, "request dispatch failed with a local error");
+        return ErrorReply::new(ErrorKind::InternalFailure, reply.message().clone());
+    }
+    reply
+}
+
+/// What a caller on this node gets when its request to this node (`packet`) failed with
+/// `error` in the dispatch: the error itself, of the kind [`request_error_reply`] gives a
+/// caller on another node. A local call error of the handler or a filter is no result of the
+/// caller's own call: it becomes [`ZLinkError::HandlerFailed`] (`InternalFailure`) with the
+/// error as its source.
+pub(crate) fn same_node_error(error: ZLinkError, packet: &str) -> ZLinkError {
+    if is_local_call_error(&error) {
+        tracing::warn!(%error, "request dispatch failed with a local error");
+        return ZLinkError::HandlerFailed {
+            packet: packet.to_owned(),
+            source: std::sync::Arc::new(error),
+        };
+    }
+    error
+}
+
+/// An error of kind `InvalidOperation` or `NotConfigured`: a local call's.
+fn is_local_call_error(error: &ZLinkError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::InvalidOperation | ErrorKind::NotConfigured
+    )
 }

@@ -160,6 +160,11 @@ impl ActorManager {
 
     /// Sends `request` to the Ready Actor `id` and waits for its typed reply (spec 06 §7,
     /// §20): Missing → NotFound, owner route not ready → Unavailable, exactly one terminal.
+    ///
+    /// The error of a request answered on this node is the handler's (or a filter's, or the
+    /// runtime's) own [`ZLinkError`], with its typed source; from another node it is
+    /// [`ZLinkError::Remote`] with the same kind and only the sanitised message (the cause stays
+    /// on the node that failed).
     pub async fn request<R: Request>(&self, id: &str, request: &R) -> Result<R::Reply, ZLinkError> {
         self.request_with(id, request, &CallOptions::default())
             .await

@@ -39,9 +39,10 @@ pub(crate) fn owner_unreachable(e: ZLinkError) -> ZLinkError {
 }
 
 /// The reply to an object request: as the owner's node sent it, or — from an activation on
-/// this node — the handler's own reply.
+/// this node — the handler's own reply (its error is the request's own `Err`, never an
+/// error reply).
 pub(crate) enum ObjectReply {
-    /// Received over the mesh (or an error reply built here).
+    /// Received over the mesh.
     Body(ReplyBody),
     /// An activation here answered.
     Local(Reply),
@@ -256,8 +257,10 @@ impl ObjectClient {
     }
 
     /// A request to an activation here, answered within `timeout` from `started`. The reply
-    /// is the handler's value itself (not encoded): the caller is on this node. A refusal or
-    /// a failure comes as the error reply a remote caller would get.
+    /// is the handler's value itself (not encoded): the caller is on this node. So is a
+    /// refusal or a failure: the handler's (or the runtime's) error itself, of the kind the
+    /// error reply a caller on another node decodes has (`ErrorReply::from_error`); nothing
+    /// of it crosses a node boundary, so nothing is stripped.
     async fn local_request(
         &self,
         key: &ObjectKey,
@@ -301,9 +304,7 @@ impl ObjectClient {
         match out {
             Ok(Some(reply)) => Ok(ObjectReply::Local(reply)),
             Ok(None) => Err(ZLinkError::NoReply),
-            Err(e) => Ok(ObjectReply::Body(ReplyBody::Error(Bytes::from(
-                ErrorReply::from_error(&e).encode(),
-            )))),
+            Err(e) => Err(e),
         }
     }
 

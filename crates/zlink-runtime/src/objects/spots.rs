@@ -131,6 +131,11 @@ impl SpotManager {
 
     /// Sends `request` to the Ready Spot `id` and waits for its typed reply: Missing →
     /// NotFound (nothing is created), owner route not ready → Unavailable.
+    ///
+    /// The error of a request answered on this node is the handler's (or a filter's, or the
+    /// runtime's) own [`ZLinkError`], with its typed source; from another node it is
+    /// [`ZLinkError::Remote`] with the same kind and only the sanitised message (the cause stays
+    /// on the node that failed).
     pub async fn request<R: Request>(&self, id: &str, request: &R) -> Result<R::Reply, ZLinkError> {
         self.request_with(id, request, &CallOptions::default())
             .await

@@ -28,6 +28,7 @@ mod recovery;
 mod relocate_object;
 mod relocation;
 mod route_source;
+mod same_node_errors;
 mod spots;
 mod store_failure;
 mod store_loss;

@@ -407,7 +407,10 @@ impl NodeInner {
         }
     }
 
-    /// A request to this node itself: through the same mailbox, dispatcher and filters.
+    /// A request to this node itself: through the same mailbox, dispatcher and filters. Its
+    /// reply is never [`ReplyBody::Error`]: a dispatch that failed ends it with the error
+    /// itself ([`crate::messaging::same_node_error`]: the kind a caller on another node sees),
+    /// not an error reply to decode.
     pub(crate) async fn local_request(
         self: &Arc<Self>,
         address: &Address,
@@ -418,7 +421,10 @@ impl NodeInner {
         let cost = job_cost(frame.payload.len(), frame.metadata.len());
         self.metrics.sent(MessageKind::Request, SendPath::Local);
         let started = std::time::Instant::now();
-        let out = self.local_request_run(frame, cost, timeout).await;
+        let out = self
+            .local_request_run(frame, cost, timeout)
+            .await
+            .map_err(|e| crate::messaging::same_node_error(e, msg.packet.as_str()));
         self.metrics
             .request_ended(started, matches!(out, Ok(ReplyBody::Ok { .. })));
         out
@@ -453,9 +459,7 @@ impl NodeInner {
                 content_type: Bytes::from(content_type.into_bytes()),
                 payload: Bytes::from(payload),
             }),
-            DispatchOutcome::ErrorReply { error, .. } => {
-                Ok(ReplyBody::Error(Bytes::from(error.encode())))
-            }
+            DispatchOutcome::ErrorReply { error, .. } => Err(error),
             DispatchOutcome::NoReply(_) => Err(ZLinkError::NoReply),
         }
     }

@@ -89,6 +89,12 @@ impl MeshNode {
     /// Sends `request` to the node `target` on this MeshName and waits for its typed reply:
     /// exactly one of the reply, an error reply, the reply timeout, the connection going down
     /// (`Unavailable`; never resent elsewhere) or shutdown ends it.
+    ///
+    /// A request to this node's own RID runs through the same mailbox, filters and handler and
+    /// ends with their error itself, with its typed source ([`ZLinkError::Remote`] only comes
+    /// from another node), of the kind a caller on another node gets. A local call error of
+    /// the handler or a filter (`InvalidOperation`, `NotConfigured`) is not the caller's:
+    /// both get `InternalFailure`, here [`ZLinkError::HandlerFailed`] with it as the source.
     pub async fn request<R: Request>(
         &self,
         target: &RoutingId,

@@ -341,7 +341,11 @@ fn finish(
             node,
             peer_rid,
             env.source_rid(),
-            Reply::to(env, ReplyStatus::Error, Bytes::from(error.encode())),
+            Reply::to(
+                env,
+                ReplyStatus::Error,
+                Bytes::from(crate::messaging::request_error_reply(&error).encode()),
+            ),
         ),
         DispatchOutcome::NoReply(_) => log_send_end(&node.metrics, &outcome),
     }

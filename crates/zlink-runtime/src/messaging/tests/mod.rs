@@ -109,7 +109,8 @@ pub(super) fn error_reply(outcome: DispatchOutcome) -> ErrorReply {
             error,
         } => {
             assert_eq!(c, correlation());
-            error
+            // What another node receives.
+            crate::messaging::request_error_reply(&error)
         }
         other => panic!("expected an error reply, got {other:?}"),
     }
