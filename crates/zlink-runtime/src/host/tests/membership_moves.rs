@@ -1,16 +1,23 @@
 //! Membership across moves (spec 21 §8.2): an ordinary move of an Entry Spot member makes it
 //! a member of the target node's Entry Spot in the same owner change ("If it's an Entry Spot
-//! member, source and target Entry membership also change").
+//! member, source and target Entry membership also change"), and a same-node join never takes
+//! an Actor out of a Spot while that Spot moves (the move's member counts stay right).
 
-use super::join_across::{Pair, Peek, record};
+use std::sync::atomic::Ordering;
+
+use zlink_codec::keys::AuthorityKind;
+
+use super::join_across::{Hold, Pair, Peek, record};
 use super::support::*;
 use crate::host::{ObjectTarget, RelocateOptions, RelocationOutcome};
+use crate::messaging::{StaleReason, ZLinkError};
 use crate::objects::membership::Membership;
 use zlink_testkit::Harness;
 
 on_every_store!(
     an_entry_member_moved_by_relocate_object_becomes_a_member_of_the_targets_entry_spot,
     an_entry_member_moved_by_a_host_relocate_becomes_a_member_of_the_targets_entry_spot,
+    a_same_node_join_while_the_actors_spot_moves_is_refused_join_party_moving,
 );
 
 /// The Entry Spot of the node `i` of `p`.
@@ -70,5 +77,68 @@ async fn an_entry_member_moved_by_a_host_relocate_becomes_a_member_of_the_target
     let after = record(&p.hosts[to], "em2").await;
     assert_eq!(after.node().routing_id, p.rid(to));
     assert_eq!(Membership::decode(after.payload()), Some(entry_of(&p, to)));
+    p.shutdown().await;
+}
+
+/// A member of a `PerActor` Spot is counted by that Spot's move while it runs: a same-node
+/// join to another Spot meanwhile is refused (`JoinPartyMoving`), its record unchanged, and
+/// the move takes it along. Before, the join's Preserve CAS applied mid-move.
+async fn a_same_node_join_while_the_actors_spot_moves_is_refused_join_party_moving(h: &Harness) {
+    let p = Pair::start(h).await;
+    let spots = p.hosts[0].spots().expect("spots");
+    let parlor = spots.create("parlor").await.expect("parlor");
+    let on = usize::from(parlor.node == p.rid(1));
+    let actors = p.hosts[on].actors().expect("actors");
+    let member = actors
+        .create("kept", "pm1")
+        .in_spot(&parlor)
+        .await
+        .expect("member");
+    assert_eq!(
+        member.node, parlor.node,
+        "a PerActor member starts on its Spot's node"
+    );
+    let mut lobby = None;
+    for _ in 0..40 {
+        let s = spots.create("lobby").await.expect("lobby");
+        if s.node == parlor.node {
+            lobby = Some(s);
+            break;
+        }
+    }
+    let lobby = lobby.expect("a lobby on the parlor's node");
+    // The parlor is inside its turn: its move waits for it, sealed.
+    spots.send(parlor.id.as_str(), &Hold).await.expect("hold");
+    wait_until("the parlor is inside its turn", || {
+        p.shared.busy.load(Ordering::SeqCst)
+    })
+    .await;
+    let mover = p.hosts[on].clone();
+    let (moved, to) = (parlor.clone(), p.rid(1 - on));
+    let moving =
+        tokio::spawn(async move { mover.relocate_object(moved, ObjectTarget::Node(to)).await });
+    let objects = p.hosts[on].object_host(0);
+    let key = (AuthorityKind::Spot, parlor.id.clone());
+    wait_until("the parlor's move covers it", || {
+        objects.interception.covers(&key)
+    })
+    .await;
+    let before = record(&p.hosts[0], "pm1").await;
+    let err = actors.join(&member, &lobby).await.expect_err("refused");
+    assert!(
+        matches!(
+            &err,
+            ZLinkError::StaleFence {
+                reason: StaleReason::JoinPartyMoving
+            }
+        ),
+        "{err:?}"
+    );
+    let after = record(&p.hosts[0], "pm1").await;
+    assert_eq!(after.version(), before.version(), "the record is unchanged");
+    p.shared.gate.open();
+    moving.await.expect("task").expect("the parlor moved");
+    let m = Membership::decode(record(&p.hosts[0], "pm1").await.payload()).expect("membership");
+    assert_eq!(m.spot, parlor.id.as_str(), "still the parlor's member");
     p.shutdown().await;
 }
