@@ -240,7 +240,7 @@ pub(crate) use wire::{FOLLOW, encode_follow};
 
 pub(crate) use aggregate::relocate_spot_wide;
 #[cfg(test)]
-pub(crate) use completion::{AcceptHook, Confirmation, redeliver};
+pub(crate) use completion::{AcceptHook, Confirmation, LostHook, redeliver};
 #[cfg(test)]
 pub(crate) use drive::CAPTURE_ATTEMPTS;
 #[cfg_attr(not(test), allow(unused_imports))]

@@ -41,7 +41,10 @@
 //! A stored payload that is permanently missing or does not verify when it is read back for
 //! delivery is **`DataLost`**: the record says `dataLost`, each requester of the lost results
 //! is answered `DataLost` (its request ends once), the log ends without `completed`, and the
-//! owner never reverts to the source.
+//! owner never reverts to the source. Results that finish after the log ended so (or while
+//! its lost batch is being answered) have no stored record either: their requests end
+//! `DataLost` too, once, never delivered unrecorded (21 §10: the stored payload is the
+//! official one; nothing is guessed from memory).
 //!
 //! **No result is delivered without its record.** While the Relocation Store cannot take the
 //! payload or give it back (a failure or an indeterminate answer: the same reference is
@@ -187,6 +190,10 @@ pub(crate) struct Completions {
 /// A callback run with the RelocationId after a relayed request was accepted.
 pub(crate) type AcceptHook = Arc<dyn Fn(u128) + Send + Sync>;
 
+/// A callback run (and waited for) with the RelocationId once a lost log recorded `dataLost`.
+pub(crate) type LostHook =
+    Arc<dyn Fn(u128) -> crate::messaging::BoxFuture<'static, ()> + Send + Sync>;
+
 /// What the completion logs let a test or the simulation see and pause. Disarmed (the
 /// default), nothing is kept and nothing runs.
 #[derive(Default)]
@@ -195,6 +202,9 @@ pub(crate) struct CompletionProbe {
     armed: AtomicBool,
     /// The last progress each ended log recorded, kept once [`Self::keep_ended`] was asked.
     ended: Mutex<HashMap<u128, Vec<(Entry, Confirmation)>>>,
+    /// Runs with the RelocationId once a lost log recorded `dataLost`, before it answers its
+    /// requests (a result can finish right there).
+    lost: Mutex<Option<LostHook>>,
     /// Runs with the RelocationId once a relayed request was accepted into its log and the
     /// log map is free again (a `committed` can land right there).
     accept: Mutex<Option<AcceptHook>>,
@@ -217,6 +227,12 @@ impl CompletionProbe {
     /// Installs (or removes) the hook run after a relayed request was accepted.
     pub(crate) fn on_accept(&self, hook: Option<AcceptHook>) {
         *self.accept.lock() = hook;
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// Installs (or removes) the hook run once a lost log recorded `dataLost`.
+    pub(crate) fn on_data_lost(&self, hook: Option<LostHook>) {
+        *self.lost.lock() = hook;
         self.armed.store(true, Ordering::SeqCst);
     }
 
@@ -254,6 +270,17 @@ impl CompletionProbe {
                 .zip(confirmations)
                 .filter_map(|(e, c)| c.map(|c| (e, c))),
         );
+    }
+
+    /// Point: the log `relocation` recorded `dataLost` and answers its requests next.
+    pub(crate) async fn data_lost(&self, relocation: u128) {
+        if !self.armed.load(Ordering::Relaxed) {
+            return;
+        }
+        let hook = self.lost.lock().clone();
+        if let Some(hook) = hook {
+            hook(relocation).await;
+        }
     }
 
     /// Point: a relayed request was accepted into the log `relocation`.
@@ -306,7 +333,8 @@ struct LogState {
     confirmations: Vec<Option<Confirmation>>,
     /// A writer task runs.
     writing: bool,
-    /// A stored payload was lost (DataLost recorded): later results are answered directly.
+    /// A stored payload was lost (DataLost recorded): later results are answered `DataLost`,
+    /// never delivered without a stored record (module doc).
     lost: bool,
     /// Results could not be stored and recorded before the move's bound: later results are
     /// answered `DeadlineExceeded` (module doc).
@@ -359,8 +387,8 @@ impl Completions {
                 .and_then(|r| r.into_encoded(node.codecs()));
             let direct = {
                 let mut s = log.state.lock();
-                let direct = !s.expired && (s.abandoned || s.lost || !s.committed);
-                if direct && !s.lost {
+                let direct = !s.expired && !s.lost && (s.abandoned || !s.committed);
+                if direct {
                     // Not a result of the move: no longer counted as accepted by it.
                     s.accepted = s.accepted.saturating_sub(1);
                 }
@@ -381,24 +409,32 @@ impl Completions {
             };
             let spawn = {
                 let mut s = log.state.lock();
-                if s.expired {
-                    None
+                if s.lost {
+                    Err(Confirmation::DataLost)
+                } else if s.expired {
+                    Err(Confirmation::DeadlineExceeded)
                 } else {
                     s.entries.push(entry);
                     s.confirmations.push(None);
-                    Some(!std::mem::replace(&mut s.writing, true))
+                    Ok(!std::mem::replace(&mut s.writing, true))
                 }
             };
-            let Some(spawn) = spawn else {
-                // The log ended at its bound (module doc): this result cannot be recorded
-                // either, and is never delivered unrecorded.
-                let out = Err(ZLinkError::DeadlinePassed {
-                    operation: NOT_RECORDED,
-                });
-                crate::mesh::node::answer_request(&node, &from, &request, out);
-                let completions = &host.relocations().completions;
-                completions.count(Confirmation::DeadlineExceeded);
-                return;
+            let spawn = match spawn {
+                Ok(spawn) => spawn,
+                Err(ended) => {
+                    // The log ended early (module doc): this result cannot be recorded either,
+                    // and is never delivered unrecorded: its request ends once, with the
+                    // log's error.
+                    let out = Err(match ended {
+                        Confirmation::DataLost => ZLinkError::CompletionLost,
+                        _ => ZLinkError::DeadlinePassed {
+                            operation: NOT_RECORDED,
+                        },
+                    });
+                    crate::mesh::node::answer_request(&node, &from, &request, out);
+                    host.relocations().completions.count(ended);
+                    return;
+                }
             };
             if spawn {
                 tokio::spawn(write_and_deliver(host, node, log));

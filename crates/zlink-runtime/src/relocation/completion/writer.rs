@@ -31,8 +31,8 @@ pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner
     let (entries, confirmations) = {
         let mut s = log.state.lock();
         s.writing = false;
-        // A log that ended at its bound answers later results `DeadlineExceeded`, not directly.
-        s.lost = lost && !s.expired;
+        // A log that ended early (`lost` or `expired`, set when it ended) answers every later
+        // result with its typed error, never directly (module doc).
         (s.entries.clone(), s.confirmations.clone())
     };
     host.relocations()
@@ -324,17 +324,24 @@ impl Writer<'_> {
 
     /// The stored payload is lost: records `dataLost`, answers each requester of the fresh
     /// results `DataLost` (their results are not delivered from memory: the stored payload
-    /// is the official one).
+    /// is the official one), and so every result the log takes from now on (module doc).
     async fn data_lost(&mut self, fresh: &[usize], all: &[Entry], why: &str) {
         tracing::error!(
             relocation = self.log.relocation,
             why,
             "DataLost: stored completion results are missing or corrupt"
         );
-        let (accepted, n) = {
-            let s = self.log.state.lock();
-            (s.accepted, s.entries.len())
+        // The log ends here: results that entered it after this batch was taken end `DataLost`
+        // too (no writer is left to take them), and later ones see `lost` and are answered so
+        // as they finish — never delivered without a stored record.
+        let (accepted, n, all, fresh) = {
+            let mut s = self.log.state.lock();
+            s.lost = true;
+            let later = all.len()..s.entries.len();
+            let fresh: Vec<usize> = fresh.iter().copied().chain(later).collect();
+            (s.accepted, s.entries.len(), s.entries.clone(), fresh)
         };
+        let (fresh, all) = (&fresh[..], &all[..]);
         let until = self.bound();
         self.record(
             json!({
@@ -346,6 +353,8 @@ impl Writer<'_> {
             until,
         )
         .await;
+        let completions = &self.host.relocations().completions;
+        completions.probe.data_lost(self.log.relocation).await;
         self.answer_error(
             fresh,
             all,

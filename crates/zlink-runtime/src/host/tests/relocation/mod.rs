@@ -25,6 +25,7 @@ mod answer_faults;
 mod attempts;
 mod callbacks;
 mod completion;
+mod completion_lost;
 mod drops;
 mod follow;
 mod follow_reply;
