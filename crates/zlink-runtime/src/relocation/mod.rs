@@ -253,6 +253,8 @@ pub(crate) use source::{relocate_actor, relocate_actor_within};
 pub(crate) use stage::mark_of as relocation_mark;
 #[cfg(test)]
 pub(crate) use stage::recorded as recorded_stage;
+#[cfg(test)]
+pub(crate) use stage::with_mark as with_relocation_mark;
 pub(crate) use wire::JoinPart;
 /// The relocation commands every Object Server node registers.
 pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {

@@ -69,8 +69,12 @@
 //! the cutover as its own requests and are answered normally. A log whose move did not commit
 //! (the prepared target removed) answers its requests directly. A record CAS that conflicts
 //! is tried again on the record as read now while this node owns the object and its progress
-//! names this move; once another move rewrote it (or it is gone) the log stops recording —
-//! this move is stale (21 §10) — and delivers the stored, verified results without a CAS.
+//! names this move; once the record names another owner or another move's progress (or it is
+//! gone), the relocation is stale and ends at once (21 §10 "A different valid owner or
+//! generation ends the stale relocation immediately"): the results it could not record are
+//! not delivered — each of their requests, and of the results that finish later, ends once
+//! with `StaleFence` (`ChangedDuringMove`), counted in [`CompletionCounts::stale`] — and the
+//! log ends without `completed`; the other move's progress is never overwritten.
 //! Payloads of a host that stops mid-delivery stay in the
 //! Relocation Store for their retention (24 h by default) and are not resumed by another
 //! process (21 §9.1).
@@ -96,7 +100,7 @@ use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::stage;
 use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
-use crate::messaging::{ErrorReply, ZLinkError};
+use crate::messaging::{ErrorReply, StaleReason, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::Completion;
 use crate::relocation::MovesOf;
@@ -136,6 +140,21 @@ pub(crate) enum Confirmation {
     /// The result could not be stored, verified and recorded before the move's bound (the
     /// requester was answered `DeadlineExceeded`; module doc).
     DeadlineExceeded,
+    /// The object's record moved on (another owner, generation or move) before the result was
+    /// recorded: the relocation is stale (the requester was answered `StaleFence` /
+    /// `ChangedDuringMove`; module doc).
+    Stale,
+}
+
+/// The error a request of a log that ended early as `ended` is answered with (module doc).
+fn ended_error(ended: Confirmation) -> ZLinkError {
+    match ended {
+        Confirmation::DataLost => ZLinkError::CompletionLost,
+        Confirmation::Stale => StaleReason::ChangedDuringMove.into(),
+        _ => ZLinkError::DeadlinePassed {
+            operation: NOT_RECORDED,
+        },
+    }
 }
 
 /// What this host did with completion results of requests relayed to objects that moved to
@@ -157,6 +176,10 @@ pub struct CompletionCounts {
     /// Results not stored, verified and recorded before their move's bound (the requester
     /// was answered `DeadlineExceeded`; never delivered without the record).
     pub deadline_exceeded: u64,
+    /// Results whose record moved on (another owner, generation or move) before they were
+    /// recorded: the relocation was stale (the requester was answered `StaleFence`; never
+    /// delivered without the record).
+    pub stale: u64,
 }
 
 impl std::ops::Add for CompletionCounts {
@@ -171,6 +194,7 @@ impl std::ops::Add for CompletionCounts {
             source_lease_expired: self.source_lease_expired + other.source_lease_expired,
             data_lost: self.data_lost + other.data_lost,
             deadline_exceeded: self.deadline_exceeded + other.deadline_exceeded,
+            stale: self.stale + other.stale,
         }
     }
 }
@@ -180,7 +204,7 @@ impl std::ops::Add for CompletionCounts {
 #[derive(Default)]
 pub(crate) struct Completions {
     logs: Mutex<HashMap<(u128, ObjectKey), Arc<Log>>>,
-    confirmed: [AtomicU64; 5],
+    confirmed: [AtomicU64; 6],
     recorded: AtomicU64,
     /// The observation and fail points tests and the simulation install (disarmed: one
     /// relaxed load per point).
@@ -333,12 +357,11 @@ struct LogState {
     confirmations: Vec<Option<Confirmation>>,
     /// A writer task runs.
     writing: bool,
-    /// A stored payload was lost (DataLost recorded): later results are answered `DataLost`,
-    /// never delivered without a stored record (module doc).
-    lost: bool,
-    /// Results could not be stored and recorded before the move's bound: later results are
-    /// answered `DeadlineExceeded` (module doc).
-    expired: bool,
+    /// How the log ended early, if it did — a stored payload was lost (`DataLost`, recorded),
+    /// results could not be stored and recorded before the move's bound (`DeadlineExceeded`),
+    /// or the record moved on (`Stale`): every later result's request ends so, never
+    /// delivered without a stored record (module doc).
+    ended: Option<Confirmation>,
     /// The records of the move's objects name this node (a `SpotWide` member's record is
     /// rewritten after the aggregate CAS): the progress may be recorded.
     settled: bool,
@@ -387,7 +410,7 @@ impl Completions {
                 .and_then(|r| r.into_encoded(node.codecs()));
             let direct = {
                 let mut s = log.state.lock();
-                let direct = !s.expired && !s.lost && (s.abandoned || !s.committed);
+                let direct = s.ended.is_none() && (s.abandoned || !s.committed);
                 if direct {
                     // Not a result of the move: no longer counted as accepted by it.
                     s.accepted = s.accepted.saturating_sub(1);
@@ -409,10 +432,8 @@ impl Completions {
             };
             let spawn = {
                 let mut s = log.state.lock();
-                if s.lost {
-                    Err(Confirmation::DataLost)
-                } else if s.expired {
-                    Err(Confirmation::DeadlineExceeded)
+                if let Some(ended) = s.ended {
+                    Err(ended)
                 } else {
                     s.entries.push(entry);
                     s.confirmations.push(None);
@@ -425,12 +446,7 @@ impl Completions {
                     // The log ended early (module doc): this result cannot be recorded either,
                     // and is never delivered unrecorded: its request ends once, with the
                     // log's error.
-                    let out = Err(match ended {
-                        Confirmation::DataLost => ZLinkError::CompletionLost,
-                        _ => ZLinkError::DeadlinePassed {
-                            operation: NOT_RECORDED,
-                        },
-                    });
+                    let out = Err(ended_error(ended));
                     crate::mesh::node::answer_request(&node, &from, &request, out);
                     host.relocations().completions.count(ended);
                     return;
@@ -488,10 +504,10 @@ impl Completions {
     }
 
     /// How many deliveries ended each way: (TerminalReceived, AlreadyTerminal,
-    /// SourceLeaseExpired, DataLost, DeadlineExceeded).
-    pub(crate) fn confirmations(&self) -> [u64; 5] {
+    /// SourceLeaseExpired, DataLost, DeadlineExceeded, Stale).
+    pub(crate) fn confirmations(&self) -> [u64; 6] {
         let c = &self.confirmed;
-        [0, 1, 2, 3, 4].map(|i| c[i].load(Ordering::Relaxed))
+        [0, 1, 2, 3, 4, 5].map(|i| c[i].load(Ordering::Relaxed))
     }
 
     /// This node's counts so far.
@@ -502,6 +518,7 @@ impl Completions {
             source_lease_expired,
             data_lost,
             deadline_exceeded,
+            stale,
         ] = self.confirmations();
         CompletionCounts {
             recorded: self.recorded.load(Ordering::Relaxed),
@@ -510,6 +527,7 @@ impl Completions {
             source_lease_expired,
             data_lost,
             deadline_exceeded,
+            stale,
         }
     }
 
@@ -520,6 +538,7 @@ impl Completions {
             Confirmation::SourceLeaseExpired => 2,
             Confirmation::DataLost => 3,
             Confirmation::DeadlineExceeded => 4,
+            Confirmation::Stale => 5,
         };
         self.confirmed[i].fetch_add(1, Ordering::Relaxed);
     }

@@ -69,7 +69,7 @@ async fn mesh_with(
 /// At the `Captured` record of `source`'s move, the client sends `send` to `id` and the hook
 /// waits until the source holds it (so it is relayed to the target); the request's answer
 /// arrives on the returned receiver.
-fn request_at_capture<M>(
+pub(super) fn request_at_capture<M>(
     m: &Mesh,
     source: &ZLinkHost,
     id: &str,

@@ -26,6 +26,7 @@ mod attempts;
 mod callbacks;
 mod completion;
 mod completion_lost;
+mod completion_stale;
 mod drops;
 mod follow;
 mod follow_reply;
