@@ -158,7 +158,8 @@ impl ObjectHost {
     }
 
     /// A same-node join of the Actor recorded as `a`: the Preserve CAS naming `membership`,
-    /// then its activation runs under `turn` (its own turn when `None`).
+    /// then its activation runs under `turn` (its own turn when `None`). Refused
+    /// (`JoinPartyMoving`) while the Actor or the Spot it belongs to now is moving.
     async fn join_here(
         &self,
         a: &AuthorityHandle,
@@ -169,6 +170,9 @@ impl ObjectHost {
         if self.interception.covers(&actor_key) {
             return Err(StaleReason::JoinPartyMoving.into());
         }
+        // Leaving a Spot that is moving would leave its move counting a member it no longer
+        // has (or missing one it moves): refused as the cross-node join is.
+        self.current_spot_settled(a).await?;
         let Some(live_actor) = self.live_object(&actor_key) else {
             return Err(StaleReason::JoinPartyNotLive.into());
         };
@@ -193,20 +197,30 @@ impl ObjectHost {
 
     /// Whether the Actor recorded as `a` may leave its User Spot by moving: not when that Spot
     /// is the one it joins (its Spot moved away without it: the Spot's own move moves it,
-    /// `MovesWithSpot`), nor while its Spot is moving here or owned elsewhere (a `PerActor`
-    /// move whose member units still count it, `JoinPartyMoving`). An Entry Spot member, or a
-    /// member of a Spot that no longer exists, may.
+    /// `MovesWithSpot`), nor while its Spot moves ([`current_spot_settled`](Self::current_spot_settled)).
+    /// An Entry Spot member, or a member of a Spot that no longer exists, may.
     async fn member_may_leave(
         &self,
         a: &AuthorityHandle,
         target: &JoinTarget,
     ) -> Result<(), ZLinkError> {
+        if let Some(current) = Membership::decode(a.payload()).filter(|m| !m.entry) {
+            if matches!(target, JoinTarget::Spot { id, .. } if id.as_str() == current.spot) {
+                return Err(MoveRefusal::MovesWithSpot.into());
+            }
+        }
+        self.current_spot_settled(a).await
+    }
+
+    /// Whether the User Spot the Actor recorded as `a` belongs to now is settled: not while it
+    /// is moving here or owned on another node than the Actor (a `PerActor` move whose member
+    /// units still count the Actor, or a `SpotWide` move whose aggregate does: leaving it then
+    /// would make the move's member counts wrong, 21 §8.2) — `JoinPartyMoving`. An Entry Spot
+    /// member, or a member of a Spot that no longer exists, is free to leave.
+    async fn current_spot_settled(&self, a: &AuthorityHandle) -> Result<(), ZLinkError> {
         let Some(current) = Membership::decode(a.payload()).filter(|m| !m.entry) else {
             return Ok(());
         };
-        if matches!(target, JoinTarget::Spot { id, .. } if id.as_str() == current.spot) {
-            return Err(MoveRefusal::MovesWithSpot.into());
-        }
         let Ok(spot) = ObjectId::new(current.spot) else {
             return Ok(());
         };

@@ -1,8 +1,10 @@
 //! Actor membership (spec 21 §1.2, §7, §8.2; 06 §11): every Actor belongs to exactly one Spot —
-//! the Entry Spot of the node that placed it, or a User Spot it was created into or joined.
-//! The membership is kept in the Location Store, in the framework-internal payload of the
-//! Actor's authority record (written with the Ready commit, rewritten by a same-node join with
-//! a Preserve CAS), so live relocation can build a Spot's relocation target list from the Store.
+//! the Entry Spot of the node that owns it (the one that placed it, until it moves), or a User
+//! Spot it was created into or joined. The membership is kept in the Location Store, in the
+//! framework-internal payload of the Actor's authority record (written with the Ready commit,
+//! rewritten by a same-node join with a Preserve CAS, and by the target's NewOwner CAS of a
+//! cross-node join or of an Entry Spot member's move, which names the target's Entry Spot),
+//! so live relocation can build a Spot's relocation target list from the Store.
 //!
 //! A member of a `SpotWide` User Spot runs under the Spot's turn — the Spot and all its members
 //! take one turn at a time — and resolves its owner through the Spot's authority record, the
@@ -22,7 +24,7 @@ const TAG: &[u8] = b"m1";
 pub(crate) struct Membership {
     /// The Spot's global id.
     pub(crate) spot: String,
-    /// Whether the Spot is the placing node's Entry Spot.
+    /// Whether the Spot is the owning node's Entry Spot.
     pub(crate) entry: bool,
     /// Whether the Spot is a `SpotWide` User Spot (its members resolve through it).
     #[serde(default)]

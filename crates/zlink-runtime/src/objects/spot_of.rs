@@ -15,7 +15,7 @@ use crate::messaging::ZLinkError;
 
 impl ActorManager {
     /// The current User Spot the Actor `id` belongs to: `None` when the Actor has no Ready
-    /// record, when it belongs to the Entry Spot of the node that placed it (no User Spot), or
+    /// record, when it belongs to the Entry Spot of the node that owns it (no User Spot), or
     /// when the Spot it names has no Ready incarnation now. Two Store reads; nothing is created
     /// or changed. A Store failure is the call's error.
     pub async fn spot_of(&self, id: &str) -> Result<Option<SpotRef>, ZLinkError> {

@@ -240,7 +240,7 @@ pub(crate) use wire::{FOLLOW, encode_follow};
 
 pub(crate) use aggregate::relocate_spot_wide;
 #[cfg(test)]
-pub(crate) use completion::{AcceptHook, Confirmation, redeliver};
+pub(crate) use completion::{AcceptHook, Confirmation, LostHook, redeliver};
 #[cfg(test)]
 pub(crate) use drive::CAPTURE_ATTEMPTS;
 #[cfg_attr(not(test), allow(unused_imports))]
@@ -253,6 +253,8 @@ pub(crate) use source::{relocate_actor, relocate_actor_within};
 pub(crate) use stage::mark_of as relocation_mark;
 #[cfg(test)]
 pub(crate) use stage::recorded as recorded_stage;
+#[cfg(test)]
+pub(crate) use stage::with_mark as with_relocation_mark;
 pub(crate) use wire::JoinPart;
 /// The relocation commands every Object Server node registers.
 pub(crate) fn commands() -> Vec<(&'static str, target::Command)> {

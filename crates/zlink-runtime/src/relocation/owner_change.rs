@@ -19,8 +19,13 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// Which NewOwner a move runs.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Change<'a> {
-    /// One object's (an Entry Spot member Actor, an Instance Spot).
-    Single,
+    /// One object's (an Entry Spot member Actor, an Instance Spot). `entry`: the membership
+    /// of the target node's Entry Spot, which an Entry Spot member's record takes in the same
+    /// CAS (21 §8.2 "One Actor's host relocation": "If it's an Entry Spot member, source and
+    /// target Entry membership also change"); `None` on a node without one.
+    Single {
+        entry: Option<&'a crate::objects::membership::Membership>,
+    },
     /// A unit of a `PerActor` User Spot move: the Spot authority transition or one member,
     /// each also writing its move record (spec 21 §8.2).
     PerActor(&'a PerActorPart),
@@ -51,7 +56,7 @@ pub(super) async fn new_owner_settled(
     change: Change<'_>,
 ) -> Result<Outcome<AuthorityHandle>, LocationError> {
     let per_actor = match change {
-        Change::Single | Change::SpotWide { .. } | Change::Join(_) => None,
+        Change::Single { .. } | Change::SpotWide { .. } | Change::Join(_) => None,
         Change::PerActor(p) => {
             let spot = zlink_codec::ObjectId::new(p.spot.as_str())
                 .map_err(|_| LocationError::corrupt(RecordName::PerActorMove))?;
@@ -78,6 +83,12 @@ pub(super) async fn new_owner_settled(
                                     .await
                             }
                             Change::Join(m) => {
+                                let payload = m.rewrite(handle.payload());
+                                authority
+                                    .new_owner_joining(&handle, reservation, payload)
+                                    .await
+                            }
+                            Change::Single { entry: Some(m) } if is_entry_member(&handle) => {
                                 let payload = m.rewrite(handle.payload());
                                 authority
                                     .new_owner_joining(&handle, reservation, payload)
@@ -144,6 +155,13 @@ pub(super) async fn new_owner_settled(
             other => return other,
         }
     }
+}
+
+/// Whether `handle` is the record of an Actor that is a member of an Entry Spot (its
+/// membership moves to the target's Entry Spot with its owner).
+fn is_entry_member(handle: &AuthorityHandle) -> bool {
+    handle.kind() == ObjectKind::Actor
+        && crate::objects::membership::Membership::decode(handle.payload()).is_some_and(|m| m.entry)
 }
 
 /// How many reads of the record the give-up point makes before the outcome stays unknown.

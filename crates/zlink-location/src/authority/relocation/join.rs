@@ -19,7 +19,9 @@ impl AuthorityClient {
     /// AuthorityOwnerGeneration issued, the secured target capacity turned into capacity in
     /// use and the source's returned, the reservation consumed) that, in the same batch,
     /// replaces the record's framework-internal payload with `payload` — the membership of a
-    /// cross-node join. Run by the target. Only an Actor joins (another kind is an invalid
+    /// cross-node join, or the target's Entry Spot membership of an Entry Spot member's
+    /// ordinary move (21 §8.2 "source and target Entry membership also change"). Run by the
+    /// target. Only an Actor joins (another kind is an invalid
     /// operation); a record changed since the reservation was secured or last carried is a
     /// `Conflict` and nothing changes.
     pub async fn new_owner_joining(

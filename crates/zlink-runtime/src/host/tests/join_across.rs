@@ -51,13 +51,13 @@ struct Walker {
 impl Actor for Walker {}
 
 #[derive(Debug, Serialize, Deserialize)]
-struct Hold;
+pub(super) struct Hold;
 impl Message for Hold {
     const PACKET: &'static str = "Hold";
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-struct Peek;
+pub(super) struct Peek;
 impl Message for Peek {
     const PACKET: &'static str = "Peek";
 }
@@ -82,13 +82,14 @@ impl ActorStateAdapter<Walker> for WalkerAdapter {
 
 /// What every server of a test shares.
 #[derive(Clone)]
-struct Shared {
-    busy: Arc<AtomicBool>,
-    gate: Gate,
+pub(super) struct Shared {
+    pub(super) busy: Arc<AtomicBool>,
+    pub(super) gate: Gate,
     factories: Arc<AtomicUsize>,
 }
 
-/// An Object Server of `hall` (SpotWide) and `lobby` (PerActor) User Spots, and `kept`
+/// An Object Server of `hall` (SpotWide), `lobby` (PerActor) and `parlor` (PerActor,
+/// RecreateOnRelocation) User Spots, and `kept`
 /// (PreserveStateWith), `fresh` (RecreateOnRelocation) and `pinned` (DisableRelocation) Actors.
 async fn server(h: &Harness, s: &Shared) -> ZLinkHost {
     let relocation: Arc<dyn DynRelocationStore> = Arc::new(MemoryRelocationStore::new());
@@ -104,19 +105,25 @@ async fn server(h: &Harness, s: &Shared) -> ZLinkHost {
         )
         .route_mesh(mesh(), move |mut n| {
             n = n.object_role(ObjectRole::Server);
-            for (ty, mode) in [
-                ("hall", SpotExecution::SpotWide),
-                ("lobby", SpotExecution::PerActor),
+            for (ty, mode, movable) in [
+                ("hall", SpotExecution::SpotWide, false),
+                ("lobby", SpotExecution::PerActor, false),
+                ("parlor", SpotExecution::PerActor, true),
             ] {
                 let (busy, gate) = (Arc::clone(&s.busy), s.gate.clone());
                 n = n.user_spot_type::<Room>(ty, move |t| {
-                    t.factory(move |_ctx| {
-                        let (busy, gate) = (Arc::clone(&busy), gate.clone());
-                        async move { Ok(Room { busy, gate }) }
-                    })
-                    .execution(mode)
-                    .disable_relocation()
-                    .on_send::<Hold, _>(|r, _hold, _ctx| {
+                    let t = t
+                        .factory(move |_ctx| {
+                            let (busy, gate) = (Arc::clone(&busy), gate.clone());
+                            async move { Ok(Room { busy, gate }) }
+                        })
+                        .execution(mode);
+                    let t = if movable {
+                        t.recreate_on_relocation()
+                    } else {
+                        t.disable_relocation()
+                    };
+                    t.on_send::<Hold, _>(|r, _hold, _ctx| {
                         Box::pin(async move {
                             r.busy.store(true, Ordering::SeqCst);
                             r.gate.pass().await;
@@ -157,13 +164,13 @@ async fn server(h: &Harness, s: &Shared) -> ZLinkHost {
 }
 
 /// Two such servers that see each other as Ready peers and listed relocation targets.
-struct Pair {
-    hosts: [ZLinkHost; 2],
-    shared: Shared,
+pub(super) struct Pair {
+    pub(super) hosts: [ZLinkHost; 2],
+    pub(super) shared: Shared,
 }
 
 impl Pair {
-    async fn start(h: &Harness) -> Self {
+    pub(super) async fn start(h: &Harness) -> Self {
         let shared = Shared {
             busy: Arc::new(AtomicBool::new(false)),
             gate: Gate::new(),
@@ -192,17 +199,17 @@ impl Pair {
         }
     }
 
-    fn rid(&self, i: usize) -> RoutingId {
+    pub(super) fn rid(&self, i: usize) -> RoutingId {
         self.hosts[i].nodes()[0].routing_id().clone()
     }
 
     /// The host whose node is `rid`.
-    fn on(&self, rid: &RoutingId) -> &ZLinkHost {
+    pub(super) fn on(&self, rid: &RoutingId) -> &ZLinkHost {
         &self.hosts[usize::from(self.rid(1) == *rid)]
     }
 
     /// A new Actor of `ty` and a new Spot of `spot_type` on the other node.
-    async fn actor_and_spot_elsewhere(
+    pub(super) async fn actor_and_spot_elsewhere(
         &self,
         ty: &str,
         id: &str,
@@ -225,13 +232,13 @@ impl Pair {
     }
 
     /// The (active, reserved) Actor slots of node `rid`.
-    async fn actor_slots(&self, rid: &RoutingId) -> (u64, u64) {
+    pub(super) async fn actor_slots(&self, rid: &RoutingId) -> (u64, u64) {
         let rows = self.on(rid).object_capacity().await.expect("capacity");
         let (_, _, usage) = rows.into_iter().next().expect("one object node");
         (usage.actors.active, usage.actors.reserved)
     }
 
-    async fn shutdown(self) {
+    pub(super) async fn shutdown(self) {
         let [a, b] = &self.hosts;
         self.shared.gate.open();
         stop_all(&[a, b]).await;
@@ -239,7 +246,7 @@ impl Pair {
 }
 
 /// The Actor `id`'s record.
-async fn record(host: &ZLinkHost, id: &str) -> AuthorityHandle {
+pub(super) async fn record(host: &ZLinkHost, id: &str) -> AuthorityHandle {
     let read = host
         .object_host(0)
         .location

@@ -21,6 +21,7 @@ mod job_queue;
 mod join_across;
 mod lifecycle;
 mod membership;
+mod membership_moves;
 mod messaging;
 mod objects;
 mod readiness;

@@ -41,7 +41,10 @@
 //! A stored payload that is permanently missing or does not verify when it is read back for
 //! delivery is **`DataLost`**: the record says `dataLost`, each requester of the lost results
 //! is answered `DataLost` (its request ends once), the log ends without `completed`, and the
-//! owner never reverts to the source.
+//! owner never reverts to the source. Results that finish after the log ended so (or while
+//! its lost batch is being answered) have no stored record either: their requests end
+//! `DataLost` too, once, never delivered unrecorded (21 §10: the stored payload is the
+//! official one; nothing is guessed from memory).
 //!
 //! **No result is delivered without its record.** While the Relocation Store cannot take the
 //! payload or give it back (a failure or an indeterminate answer: the same reference is
@@ -66,8 +69,12 @@
 //! the cutover as its own requests and are answered normally. A log whose move did not commit
 //! (the prepared target removed) answers its requests directly. A record CAS that conflicts
 //! is tried again on the record as read now while this node owns the object and its progress
-//! names this move; once another move rewrote it (or it is gone) the log stops recording —
-//! this move is stale (21 §10) — and delivers the stored, verified results without a CAS.
+//! names this move; once the record names another owner or another move's progress (or it is
+//! gone), the relocation is stale and ends at once (21 §10 "A different valid owner or
+//! generation ends the stale relocation immediately"): the results it could not record are
+//! not delivered — each of their requests, and of the results that finish later, ends once
+//! with `StaleFence` (`ChangedDuringMove`), counted in [`CompletionCounts::stale`] — and the
+//! log ends without `completed`; the other move's progress is never overwritten.
 //! Payloads of a host that stops mid-delivery stay in the
 //! Relocation Store for their retention (24 h by default) and are not resumed by another
 //! process (21 §9.1).
@@ -93,7 +100,7 @@ use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::stage;
 use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
-use crate::messaging::{ErrorReply, ZLinkError};
+use crate::messaging::{ErrorReply, StaleReason, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::Completion;
 use crate::relocation::MovesOf;
@@ -133,6 +140,21 @@ pub(crate) enum Confirmation {
     /// The result could not be stored, verified and recorded before the move's bound (the
     /// requester was answered `DeadlineExceeded`; module doc).
     DeadlineExceeded,
+    /// The object's record moved on (another owner, generation or move) before the result was
+    /// recorded: the relocation is stale (the requester was answered `StaleFence` /
+    /// `ChangedDuringMove`; module doc).
+    Stale,
+}
+
+/// The error a request of a log that ended early as `ended` is answered with (module doc).
+fn ended_error(ended: Confirmation) -> ZLinkError {
+    match ended {
+        Confirmation::DataLost => ZLinkError::CompletionLost,
+        Confirmation::Stale => StaleReason::ChangedDuringMove.into(),
+        _ => ZLinkError::DeadlinePassed {
+            operation: NOT_RECORDED,
+        },
+    }
 }
 
 /// What this host did with completion results of requests relayed to objects that moved to
@@ -154,6 +176,10 @@ pub struct CompletionCounts {
     /// Results not stored, verified and recorded before their move's bound (the requester
     /// was answered `DeadlineExceeded`; never delivered without the record).
     pub deadline_exceeded: u64,
+    /// Results whose record moved on (another owner, generation or move) before they were
+    /// recorded: the relocation was stale (the requester was answered `StaleFence`; never
+    /// delivered without the record).
+    pub stale: u64,
 }
 
 impl std::ops::Add for CompletionCounts {
@@ -168,6 +194,7 @@ impl std::ops::Add for CompletionCounts {
             source_lease_expired: self.source_lease_expired + other.source_lease_expired,
             data_lost: self.data_lost + other.data_lost,
             deadline_exceeded: self.deadline_exceeded + other.deadline_exceeded,
+            stale: self.stale + other.stale,
         }
     }
 }
@@ -177,7 +204,7 @@ impl std::ops::Add for CompletionCounts {
 #[derive(Default)]
 pub(crate) struct Completions {
     logs: Mutex<HashMap<(u128, ObjectKey), Arc<Log>>>,
-    confirmed: [AtomicU64; 5],
+    confirmed: [AtomicU64; 6],
     recorded: AtomicU64,
     /// The observation and fail points tests and the simulation install (disarmed: one
     /// relaxed load per point).
@@ -187,6 +214,10 @@ pub(crate) struct Completions {
 /// A callback run with the RelocationId after a relayed request was accepted.
 pub(crate) type AcceptHook = Arc<dyn Fn(u128) + Send + Sync>;
 
+/// A callback run (and waited for) with the RelocationId once a lost log recorded `dataLost`.
+pub(crate) type LostHook =
+    Arc<dyn Fn(u128) -> crate::messaging::BoxFuture<'static, ()> + Send + Sync>;
+
 /// What the completion logs let a test or the simulation see and pause. Disarmed (the
 /// default), nothing is kept and nothing runs.
 #[derive(Default)]
@@ -195,6 +226,9 @@ pub(crate) struct CompletionProbe {
     armed: AtomicBool,
     /// The last progress each ended log recorded, kept once [`Self::keep_ended`] was asked.
     ended: Mutex<HashMap<u128, Vec<(Entry, Confirmation)>>>,
+    /// Runs with the RelocationId once a lost log recorded `dataLost`, before it answers its
+    /// requests (a result can finish right there).
+    lost: Mutex<Option<LostHook>>,
     /// Runs with the RelocationId once a relayed request was accepted into its log and the
     /// log map is free again (a `committed` can land right there).
     accept: Mutex<Option<AcceptHook>>,
@@ -217,6 +251,12 @@ impl CompletionProbe {
     /// Installs (or removes) the hook run after a relayed request was accepted.
     pub(crate) fn on_accept(&self, hook: Option<AcceptHook>) {
         *self.accept.lock() = hook;
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// Installs (or removes) the hook run once a lost log recorded `dataLost`.
+    pub(crate) fn on_data_lost(&self, hook: Option<LostHook>) {
+        *self.lost.lock() = hook;
         self.armed.store(true, Ordering::SeqCst);
     }
 
@@ -254,6 +294,17 @@ impl CompletionProbe {
                 .zip(confirmations)
                 .filter_map(|(e, c)| c.map(|c| (e, c))),
         );
+    }
+
+    /// Point: the log `relocation` recorded `dataLost` and answers its requests next.
+    pub(crate) async fn data_lost(&self, relocation: u128) {
+        if !self.armed.load(Ordering::Relaxed) {
+            return;
+        }
+        let hook = self.lost.lock().clone();
+        if let Some(hook) = hook {
+            hook(relocation).await;
+        }
     }
 
     /// Point: a relayed request was accepted into the log `relocation`.
@@ -306,11 +357,11 @@ struct LogState {
     confirmations: Vec<Option<Confirmation>>,
     /// A writer task runs.
     writing: bool,
-    /// A stored payload was lost (DataLost recorded): later results are answered directly.
-    lost: bool,
-    /// Results could not be stored and recorded before the move's bound: later results are
-    /// answered `DeadlineExceeded` (module doc).
-    expired: bool,
+    /// How the log ended early, if it did — a stored payload was lost (`DataLost`, recorded),
+    /// results could not be stored and recorded before the move's bound (`DeadlineExceeded`),
+    /// or the record moved on (`Stale`): every later result's request ends so, never
+    /// delivered without a stored record (module doc).
+    ended: Option<Confirmation>,
     /// The records of the move's objects name this node (a `SpotWide` member's record is
     /// rewritten after the aggregate CAS): the progress may be recorded.
     settled: bool,
@@ -359,8 +410,8 @@ impl Completions {
                 .and_then(|r| r.into_encoded(node.codecs()));
             let direct = {
                 let mut s = log.state.lock();
-                let direct = !s.expired && (s.abandoned || s.lost || !s.committed);
-                if direct && !s.lost {
+                let direct = s.ended.is_none() && (s.abandoned || !s.committed);
+                if direct {
                     // Not a result of the move: no longer counted as accepted by it.
                     s.accepted = s.accepted.saturating_sub(1);
                 }
@@ -381,24 +432,25 @@ impl Completions {
             };
             let spawn = {
                 let mut s = log.state.lock();
-                if s.expired {
-                    None
+                if let Some(ended) = s.ended {
+                    Err(ended)
                 } else {
                     s.entries.push(entry);
                     s.confirmations.push(None);
-                    Some(!std::mem::replace(&mut s.writing, true))
+                    Ok(!std::mem::replace(&mut s.writing, true))
                 }
             };
-            let Some(spawn) = spawn else {
-                // The log ended at its bound (module doc): this result cannot be recorded
-                // either, and is never delivered unrecorded.
-                let out = Err(ZLinkError::DeadlinePassed {
-                    operation: NOT_RECORDED,
-                });
-                crate::mesh::node::answer_request(&node, &from, &request, out);
-                let completions = &host.relocations().completions;
-                completions.count(Confirmation::DeadlineExceeded);
-                return;
+            let spawn = match spawn {
+                Ok(spawn) => spawn,
+                Err(ended) => {
+                    // The log ended early (module doc): this result cannot be recorded either,
+                    // and is never delivered unrecorded: its request ends once, with the
+                    // log's error.
+                    let out = Err(ended_error(ended));
+                    crate::mesh::node::answer_request(&node, &from, &request, out);
+                    host.relocations().completions.count(ended);
+                    return;
+                }
             };
             if spawn {
                 tokio::spawn(write_and_deliver(host, node, log));
@@ -452,10 +504,10 @@ impl Completions {
     }
 
     /// How many deliveries ended each way: (TerminalReceived, AlreadyTerminal,
-    /// SourceLeaseExpired, DataLost, DeadlineExceeded).
-    pub(crate) fn confirmations(&self) -> [u64; 5] {
+    /// SourceLeaseExpired, DataLost, DeadlineExceeded, Stale).
+    pub(crate) fn confirmations(&self) -> [u64; 6] {
         let c = &self.confirmed;
-        [0, 1, 2, 3, 4].map(|i| c[i].load(Ordering::Relaxed))
+        [0, 1, 2, 3, 4, 5].map(|i| c[i].load(Ordering::Relaxed))
     }
 
     /// This node's counts so far.
@@ -466,6 +518,7 @@ impl Completions {
             source_lease_expired,
             data_lost,
             deadline_exceeded,
+            stale,
         ] = self.confirmations();
         CompletionCounts {
             recorded: self.recorded.load(Ordering::Relaxed),
@@ -474,6 +527,7 @@ impl Completions {
             source_lease_expired,
             data_lost,
             deadline_exceeded,
+            stale,
         }
     }
 
@@ -484,6 +538,7 @@ impl Completions {
             Confirmation::SourceLeaseExpired => 2,
             Confirmation::DataLost => 3,
             Confirmation::DeadlineExceeded => 4,
+            Confirmation::Stale => 5,
         };
         self.confirmed[i].fetch_add(1, Ordering::Relaxed);
     }

@@ -31,8 +31,8 @@ pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner
     let (entries, confirmations) = {
         let mut s = log.state.lock();
         s.writing = false;
-        // A log that ended at its bound answers later results `DeadlineExceeded`, not directly.
-        s.lost = lost && !s.expired;
+        // A log that ended early (`ended`, set when it ended) answers every later result with
+        // its typed error, never directly (module doc).
         (s.entries.clone(), s.confirmations.clone())
     };
     host.relocations()
@@ -47,6 +47,18 @@ pub(super) async fn write_and_deliver(host: Arc<ObjectHost>, node: Arc<NodeInner
         .completions
         .probe
         .log_ended(log.relocation, entries, confirmations);
+}
+
+/// How a record write of the progress ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recorded {
+    /// It applied.
+    Applied,
+    /// The record moved on (another owner or move's progress, or gone): this move is stale
+    /// (21 §10); nothing more is recorded.
+    MovedOn,
+    /// The Store did not take it by the bound (whether the last CAS applied is unknown).
+    Unconfirmed,
 }
 
 /// Why a batch's payload was not stored and verified.
@@ -73,8 +85,9 @@ pub(super) struct Writer<'a> {
 
 impl Writer<'_> {
     /// Batches until every accepted request has its result delivered; true when the log
-    /// ended early: a stored payload was lost (DataLost recorded) or the results could not
-    /// be stored and recorded before the move's bound (answered `DeadlineExceeded`).
+    /// ended early: a stored payload was lost (DataLost recorded), the results could not be
+    /// stored and recorded before the move's bound (answered `DeadlineExceeded`), or the record
+    /// moved on (answered `StaleFence`).
     async fn run(&mut self) -> bool {
         loop {
             let (all, accepted) = {
@@ -112,7 +125,8 @@ impl Writer<'_> {
                     return true;
                 }
                 Err(Unstored::Bound) => {
-                    self.expired(&fresh, &all).await;
+                    self.end_early(&fresh, &all, Confirmation::DeadlineExceeded)
+                        .await;
                     return true;
                 }
             };
@@ -127,11 +141,26 @@ impl Writer<'_> {
                 "crc32c": format!("{:08x}", unit.crc32c),
                 "sha256": hex(&unit.sha256),
             });
-            if !self.record(mark, until).await {
-                // Whether the last CAS applied is unknown: the payload is left to its retention
-                // (21 §10), never delivered.
-                self.expired(&fresh, &all).await;
-                return true;
+            match self.record(mark, until).await {
+                Recorded::Applied => {}
+                Recorded::MovedOn => {
+                    // 21 §10: "A different valid owner or generation ends the stale relocation
+                    // immediately": the results are not delivered without their record.
+                    tracing::warn!(
+                        relocation = self.log.relocation,
+                        results = fresh.len(),
+                        "the record moved on: the stale relocation's unrecorded results end StaleFence"
+                    );
+                    self.end_early(&fresh, &all, Confirmation::Stale).await;
+                    return true;
+                }
+                Recorded::Unconfirmed => {
+                    // Whether the last CAS applied is unknown: the payload is left to its
+                    // retention (21 §10), never delivered.
+                    self.end_early(&fresh, &all, Confirmation::DeadlineExceeded)
+                        .await;
+                    return true;
+                }
             }
             let completions = &self.host.relocations().completions;
             completions
@@ -219,12 +248,11 @@ impl Writer<'_> {
 
     /// One Preserve of the object's record setting its relocation progress to `mark`, on
     /// the record as read now, while this node owns it and its progress names this move,
-    /// tried again on a store failure until `until`. True once it applied, or when the record
-    /// moved on (this move is stale: nothing more is recorded, 21 §10); false when the Store
-    /// did not take it by `until`.
-    async fn record(&mut self, mark: serde_json::Value, until: tokio::time::Instant) -> bool {
+    /// tried again on a store failure until `until` (see [`Recorded`]): once the record moved
+    /// on, this move is stale and nothing more is recorded (21 §10).
+    async fn record(&mut self, mark: serde_json::Value, until: tokio::time::Instant) -> Recorded {
         if !self.recording {
-            return true;
+            return Recorded::MovedOn;
         }
         self.wait_settled().await;
         let authority = self.host.location.authority();
@@ -234,7 +262,7 @@ impl Writer<'_> {
                 Ok(AuthorityRead::Found { handle, .. }) => handle,
                 Ok(AuthorityRead::Missing { .. }) => {
                     self.recording = false;
-                    return true;
+                    return Recorded::MovedOn;
                 }
                 Err(e) if tokio::time::Instant::now() < until => {
                     tracing::debug!(error = %e, "completion record read failed: trying again");
@@ -243,7 +271,7 @@ impl Writer<'_> {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, relocation = self.log.relocation, "completion progress not recorded by the move's bound");
-                    return false;
+                    return Recorded::Unconfirmed;
                 }
             };
             let ours = handle.node().routing_id == self.host.rid && free_for(handle.payload(), &id);
@@ -256,10 +284,10 @@ impl Writer<'_> {
                     "the record moved on: completion progress no longer recorded"
                 );
                 self.recording = false;
-                return true;
+                return Recorded::MovedOn;
             };
             match authority.preserve(&handle, payload).await {
-                Ok(Outcome::Applied(_)) => return true,
+                Ok(Outcome::Applied(_)) => return Recorded::Applied,
                 Ok(Outcome::Conflict(_)) => continue,
                 Err(e) if tokio::time::Instant::now() < until => {
                     // Indeterminate: the record is read again (21 §10), the same mark written.
@@ -268,7 +296,7 @@ impl Writer<'_> {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, relocation = self.log.relocation, "completion progress not recorded by the move's bound");
-                    return false;
+                    return Recorded::Unconfirmed;
                 }
             }
         }
@@ -324,13 +352,17 @@ impl Writer<'_> {
 
     /// The stored payload is lost: records `dataLost`, answers each requester of the fresh
     /// results `DataLost` (their results are not delivered from memory: the stored payload
-    /// is the official one).
+    /// is the official one), and so every result the log takes from now on (module doc).
     async fn data_lost(&mut self, fresh: &[usize], all: &[Entry], why: &str) {
         tracing::error!(
             relocation = self.log.relocation,
             why,
             "DataLost: stored completion results are missing or corrupt"
         );
+        // The log ends here: results that entered it after this batch was taken end `DataLost`
+        // too (no writer is left to take them), and later ones see `ended` and are answered
+        // so as they finish — never delivered without a stored record.
+        let (fresh, all) = self.ended(fresh, all, Confirmation::DataLost);
         let (accepted, n) = {
             let s = self.log.state.lock();
             (s.accepted, s.entries.len())
@@ -346,46 +378,41 @@ impl Writer<'_> {
             until,
         )
         .await;
-        self.answer_error(
-            fresh,
-            all,
-            &ZLinkError::CompletionLost,
-            Confirmation::DataLost,
-        )
-        .await;
-    }
-
-    /// The fresh results could not be stored, verified and recorded before the move's bound:
-    /// each requester is answered `DeadlineExceeded` once, never the unrecorded result, and
-    /// results finishing later are answered so too (module doc).
-    async fn expired(&mut self, fresh: &[usize], all: &[Entry]) {
-        // Results that entered the log after this batch was taken end so too (no writer is
-        // left to take them); later ones see `expired` and are answered as they finish.
-        let (all, fresh) = {
-            let mut s = self.log.state.lock();
-            s.expired = true;
-            let later = all.len()..s.entries.len();
-            let fresh: Vec<usize> = fresh.iter().copied().chain(later).collect();
-            (s.entries.clone(), fresh)
-        };
-        let (fresh, all) = (&fresh[..], &all[..]);
-        let error = ZLinkError::DeadlinePassed {
-            operation: NOT_RECORDED,
-        };
-        self.answer_error(fresh, all, &error, Confirmation::DeadlineExceeded)
+        let completions = &self.host.relocations().completions;
+        completions.probe.data_lost(self.log.relocation).await;
+        self.answer_error(&fresh, &all, Confirmation::DataLost)
             .await;
     }
 
-    /// Answers each requester of the results `fresh` (indices into `all`) with `error`
-    /// instead of its result, and counts each as `confirmation`.
-    async fn answer_error(
+    /// The log ends early as `ending` (`DeadlineExceeded`: the fresh results could not be
+    /// stored, verified and recorded before the move's bound; `Stale`: the record moved on):
+    /// each requester of the fresh results is answered the ending's error once, never the
+    /// unrecorded result, and results finishing later are answered so too (module doc).
+    async fn end_early(&mut self, fresh: &[usize], all: &[Entry], ending: Confirmation) {
+        let (fresh, all) = self.ended(fresh, all, ending);
+        self.answer_error(&fresh, &all, ending).await;
+    }
+
+    /// Marks the log ended as `ending` and returns the results to answer so: the fresh ones
+    /// (indices into `all`) and those that entered the log after `all` was taken (no writer
+    /// is left to take them); later ones see `ended` and are answered as they finish.
+    fn ended(
         &self,
         fresh: &[usize],
         all: &[Entry],
-        error: &ZLinkError,
-        confirmation: Confirmation,
-    ) {
-        let error = Bytes::from(ErrorReply::from_error(error).encode());
+        ending: Confirmation,
+    ) -> (Vec<usize>, Vec<Entry>) {
+        let mut s = self.log.state.lock();
+        s.ended = Some(ending);
+        let later = all.len()..s.entries.len();
+        let fresh: Vec<usize> = fresh.iter().copied().chain(later).collect();
+        (fresh, s.entries.clone())
+    }
+
+    /// Answers each requester of the results `fresh` (indices into `all`) with the error of
+    /// the log's ending `confirmation` instead of its result, and counts each so.
+    async fn answer_error(&self, fresh: &[usize], all: &[Entry], confirmation: Confirmation) {
+        let error = Bytes::from(ErrorReply::from_error(&ended_error(confirmation)).encode());
         let answers: Vec<Entry> = fresh
             .iter()
             .filter_map(|&i| all.get(i))
@@ -450,8 +477,8 @@ impl Writer<'_> {
                 until,
             )
             .await;
-        if !recorded {
-            // The record still points at the payload: it stays for its retention.
+        if recorded == Recorded::Unconfirmed {
+            // The record may still point at the payload: it stays for its retention.
             return;
         }
         if let Some(old) = self.previous.take() {

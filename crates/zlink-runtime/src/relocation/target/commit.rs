@@ -62,11 +62,15 @@ pub(super) async fn commit(
         Some(Ok((m, t))) => (Some(m), t),
         _ => (None, None),
     };
+    let entry = host.entry_spot.as_ref().map(Membership::entry);
     let change = match (&target.root, &target.per_actor, &membership) {
         (Some(root), _, _) => Change::SpotWide { root },
         (None, Some(part), _) => Change::PerActor(part),
         (None, None, Some(m)) => Change::Join(m),
-        (None, None, None) => Change::Single,
+        // An Entry Spot member's record names this node's Entry Spot from its owner change.
+        (None, None, None) => Change::Single {
+            entry: entry.as_ref(),
+        },
     };
     // Tried again on a lost reply until the Restore operation's absolute deadline (spec 21
     // §10: the Store failure grace is no separate criterion); a Restore without one (a

@@ -17,7 +17,7 @@ use crate::relocation::Confirmation;
 use crate::relocation::MovesOf;
 
 /// Two counter servers and a client over the harness's store, every root on `relocation`.
-async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
+pub(super) async fn mesh_on(h: &Harness, relocation: &Arc<Recorded>) -> Mesh {
     mesh_with(h, relocation, fast_options()).await
 }
 
@@ -69,7 +69,7 @@ async fn mesh_with(
 /// At the `Captured` record of `source`'s move, the client sends `send` to `id` and the hook
 /// waits until the source holds it (so it is relayed to the target); the request's answer
 /// arrives on the returned receiver.
-fn request_at_capture<M>(
+pub(super) fn request_at_capture<M>(
     m: &Mesh,
     source: &ZLinkHost,
     id: &str,
@@ -115,7 +115,7 @@ where
 }
 
 /// The `relocation` field of the Actor's record, as read through `host`.
-async fn mark(host: &ZLinkHost, id: &str) -> serde_json::Value {
+pub(super) async fn mark(host: &ZLinkHost, id: &str) -> serde_json::Value {
     let client = host.actors().expect("manager").client;
     let id = zlink_codec::ObjectId::new(id).expect("id");
     match client.read(ObjectKind::Actor, &id).await.expect("read") {
@@ -127,7 +127,7 @@ async fn mark(host: &ZLinkHost, id: &str) -> serde_json::Value {
 }
 
 /// Waits until the Actor's record names the completion stage `stage`, and returns the mark.
-async fn wait_for_mark(host: &ZLinkHost, id: &str, stage: &str) -> serde_json::Value {
+pub(super) async fn wait_for_mark(host: &ZLinkHost, id: &str, stage: &str) -> serde_json::Value {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let m = mark(host, id).await;
@@ -144,7 +144,7 @@ async fn wait_for_mark(host: &ZLinkHost, id: &str, stage: &str) -> serde_json::V
 
 /// Whether `reference` is a completion payload the runtime stored (`zlink-completion/` +
 /// RelocationId + `/` + sequence: the unit's index, not one of its chunks).
-fn is_completion_payload(reference: &str) -> bool {
+pub(super) fn is_completion_payload(reference: &str) -> bool {
     reference
         .strip_prefix("zlink-completion/")
         .and_then(|rest| rest.split_once('/'))

@@ -25,6 +25,8 @@ mod answer_faults;
 mod attempts;
 mod callbacks;
 mod completion;
+mod completion_lost;
+mod completion_stale;
 mod drops;
 mod follow;
 mod follow_reply;
