@@ -15,6 +15,7 @@ use super::error_parts::{
     CreationError, FramePart, InternalError, InvalidCall, InvalidText, MoveRefusal, PayloadError,
     RelocationStoreError, StaleReason, UnavailableReason, Unconfigured,
 };
+use super::shared_error::SharedError;
 
 /// The 13 common error kinds every language's public error carries (spec 06 §19).
 ///
@@ -257,9 +258,10 @@ pub enum ZLinkError {
     HandlerFailed {
         /// The packet name.
         packet: String,
-        /// The application's error.
+        /// The application's error: [`std::error::Error::source`] of this error is it itself
+        /// (it downcasts to the application's type).
         #[source]
-        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
+        source: SharedError,
     },
     /// A handler or filter deliberately completed with a common kind (e.g. `Rejected`).
     #[error("{kind}: {message}")]
@@ -411,9 +413,9 @@ pub enum ZLinkError {
     AdapterFailed {
         /// Which adapter step.
         step: &'static str,
-        /// The application's error.
+        /// The application's error: [`std::error::Error::source`] of this error is it itself.
         #[source]
-        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
+        source: SharedError,
     },
     /// A creation did not give a ref (its kind is [`CreationError::kind`]).
     #[error(transparent)]
@@ -551,7 +553,7 @@ impl ZLinkError {
     pub fn handler_failed(packet: &str, source: impl Into<BoxError>) -> Self {
         Self::HandlerFailed {
             packet: packet.to_owned(),
-            source: Arc::from(source.into()),
+            source: SharedError::from(source.into()),
         }
     }
 

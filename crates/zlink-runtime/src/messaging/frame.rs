@@ -138,7 +138,7 @@ pub(crate) fn same_node_error(error: ZLinkError, packet: &str) -> ZLinkError {
         tracing::warn!(%error, "request dispatch failed with a local error");
         return ZLinkError::HandlerFailed {
             packet: packet.to_owned(),
-            source: std::sync::Arc::new(error),
+            source: super::SharedError::new(error),
         };
     }
     error

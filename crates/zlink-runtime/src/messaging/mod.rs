@@ -24,6 +24,7 @@ mod frame;
 mod handler;
 mod metadata;
 mod packet;
+mod shared_error;
 mod timer_error;
 
 #[cfg(test)]
@@ -55,4 +56,5 @@ pub(crate) use frame::{
 pub use handler::{BoxFuture, HandlerKey, NodeHandler};
 pub use metadata::{Metadata, MetadataBuilder};
 pub use packet::{Message, PacketName, Request};
+pub use shared_error::SharedError;
 pub use timer_error::TimerError;

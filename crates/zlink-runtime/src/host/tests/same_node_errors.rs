@@ -67,15 +67,16 @@ fn failure(how: Failure) -> ZLinkError {
     }
 }
 
-/// The typed cause of a `HandlerFailed`, downcast to `T` (the variant's own field: the
-/// `Error::source` chain shows the shared `Arc` around it).
+/// The typed cause of a `HandlerFailed`, downcast to `T`: the error's own
+/// [`std::error::Error::source`] (the application's error itself, not a wrapper around it).
 fn cause_of<T: std::error::Error + 'static>(err: &ZLinkError) -> &T {
-    match err {
-        ZLinkError::HandlerFailed { source, .. } => source
-            .downcast_ref::<T>()
-            .unwrap_or_else(|| panic!("the typed error is the cause: {err:?}")),
-        other => panic!("the handler's own variant: {other:?}"),
-    }
+    assert!(
+        matches!(err, ZLinkError::HandlerFailed { .. }),
+        "the handler's own variant: {err:?}"
+    );
+    err.source()
+        .and_then(|s| s.downcast_ref::<T>())
+        .unwrap_or_else(|| panic!("the typed error is the source: {err:?}"))
 }
 
 /// `err` is `HandlerFailed` whose cause is a [`LedgerClosed`] whose own source is the
@@ -145,6 +146,33 @@ async fn a_same_node_actor_request_gets_the_handlers_error_itself_with_the_remot
     }
     let _ = c;
     stop_all(&[&hc, &hs]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_node_actor_handlers_application_error_is_the_errors_source_with_its_own_source() {
+    let h = Harness::memory();
+    let (hs, _s) = start(&h, |b| {
+        b.object_role(ObjectRole::Server)
+            .actor_type::<Ledger>("ledger", ledger_type)
+    })
+    .await;
+    let on_s = hs.actors().expect("manager");
+    on_s.get_or_create("ledger", "l-1").await.expect("created");
+
+    let err = on_s
+        .request("l-1", &Fails(Failure::App))
+        .await
+        .expect_err("fails");
+    let app = err
+        .source()
+        .and_then(|s| s.downcast_ref::<LedgerClosed>())
+        .unwrap_or_else(|| panic!("the application's error is the source: {err:?}"));
+    let io = app
+        .source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .expect("one more source is its io::Error");
+    assert_eq!(io.to_string(), "the disk is gone");
+    stop_all(&[&hs]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
