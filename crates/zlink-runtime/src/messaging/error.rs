@@ -254,6 +254,11 @@ pub enum ZLinkError {
         type_name: &'static str,
     },
     /// A handler or filter failed; its cause stays on this side of the wire.
+    ///
+    /// Also what a request's handler (node-direct, Channel, Actor or Spot) that failed with a
+    /// local call error (`InvalidOperation`, `NotConfigured`) ends with: that error is not the
+    /// caller's (spec 06 §20), so the request is `InternalFailure` on either node, with the
+    /// handler's error as the source on the handler's node.
     #[error("the application handler for packet {packet:?} failed")]
     HandlerFailed {
         /// The packet name.

@@ -50,8 +50,8 @@ pub use error_reply::{ERROR_REPLY_TAG, ErrorReply};
 pub(crate) use filter::FnFilter;
 pub use filter::{Filter, Next};
 pub(crate) use frame::{
-    Correlation, DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd, request_error_reply,
-    same_node_error,
+    Correlation, DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd, handler_error,
+    request_error_reply, same_node_error,
 };
 pub use handler::{BoxFuture, HandlerKey, NodeHandler};
 pub use metadata::{Metadata, MetadataBuilder};
