@@ -245,7 +245,7 @@ pub enum ZLinkError {
         type_name: &'static str,
         /// The codec's error.
         #[source]
-        source: Arc<CodecError>,
+        source: SharedError<CodecError>,
     },
     /// A scoped dependency was requested that has no registered factory.
     #[error("no scoped dependency of type {type_name} is configured")]
@@ -366,7 +366,7 @@ pub enum ZLinkError {
     LocationQueryFailed {
         /// The location runtime's error.
         #[source]
-        source: Arc<zlink_location::LocationError>,
+        source: SharedError<zlink_location::LocationError>,
     },
     /// A Location Store operation failed. Its kind is the location error's common kind
     /// (`ErrorKind::from(&LocationError)`): no room is `CapacityExceeded` (spec 21 §4; 28 §4),
@@ -375,7 +375,7 @@ pub enum ZLinkError {
     LocationStore {
         /// The location runtime's error.
         #[source]
-        source: Arc<zlink_location::LocationError>,
+        source: SharedError<zlink_location::LocationError>,
     },
     /// A Relocation Store step failed (its kind is [`RelocationStoreError::kind`]).
     #[error(transparent)]
@@ -387,7 +387,7 @@ pub enum ZLinkError {
     Transport {
         /// The transport's error.
         #[source]
-        source: Arc<zlink_transport::TransportError>,
+        source: SharedError<zlink_transport::TransportError>,
     },
     /// The transport refused a manual peer intent: one for the endpoint already exists
     /// (`AlreadyExists`, the kind of every argument refusal of an intent).
@@ -397,7 +397,7 @@ pub enum ZLinkError {
         endpoint: String,
         /// The transport's error.
         #[source]
-        source: Arc<zlink_transport::TransportError>,
+        source: SharedError<zlink_transport::TransportError>,
     },
     /// A runtime-internal payload (a command body, an object message, a ref, an activation
     /// envelope) is malformed: `ProtocolError`.
@@ -538,14 +538,14 @@ impl ZLinkError {
     /// A Location Store failure (see [`Self::LocationStore`] for its kind).
     pub(crate) fn location_store(e: zlink_location::LocationError) -> Self {
         Self::LocationStore {
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         }
     }
 
     /// A transport refusal (see [`Self::Transport`] for its kind).
     pub(crate) fn transport(e: zlink_transport::TransportError) -> Self {
         Self::Transport {
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         }
     }
 

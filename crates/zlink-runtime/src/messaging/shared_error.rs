@@ -1,16 +1,17 @@
-//! The shared application cause of an error that must stay cheap to clone.
+//! The shared cause of an error that must stay cheap to clone.
 
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-/// An application's error shared between clones of the [`ZLinkError`](super::ZLinkError)
-/// that holds it (a handler's or a relocation adapter's failure).
+/// An error shared between clones of the [`ZLinkError`](super::ZLinkError) that holds it as
+/// its cause: an application's error of any type (a handler's or a relocation adapter's
+/// failure; the default `E`), or a typed error of the runtime's dependencies (a Location
+/// Store's, the transport's, the codec's).
 ///
 /// Not an error type itself: the holding variant's [`std::error::Error::source`] is the
-/// application's error directly (not a wrapper around it), so it downcasts to the
-/// application's type and its own `source` chain continues from there. It dereferences to
-/// that error.
+/// shared error directly (not a wrapper around it), so it downcasts to its own type and its
+/// own `source` chain continues from there. It dereferences to that error.
 ///
 /// ```
 /// use std::error::Error as _;
@@ -24,31 +25,38 @@ use std::sync::Arc;
 /// let source = err.source().expect("the application's error");
 /// assert!(source.downcast_ref::<LedgerClosed>().is_some());
 /// ```
-#[derive(Clone)]
-pub struct SharedError(Arc<dyn std::error::Error + Send + Sync + 'static>);
+pub struct SharedError<E: ?Sized + 'static = dyn std::error::Error + Send + Sync + 'static>(Arc<E>);
 
 impl SharedError {
-    /// Shares `error`.
+    /// Shares the application's `error`.
     pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self(Arc::new(error))
     }
+}
 
+impl<E: ?Sized + 'static> SharedError<E> {
     /// The shared error, as an `Arc`.
-    pub fn as_arc(&self) -> &Arc<dyn std::error::Error + Send + Sync + 'static> {
+    pub fn as_arc(&self) -> &Arc<E> {
         &self.0
     }
 }
 
-impl Deref for SharedError {
-    type Target = dyn std::error::Error + Send + Sync + 'static;
-
-    fn deref(&self) -> &Self::Target {
-        &*self.0
+impl<E: ?Sized + 'static> Clone for SharedError<E> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
     }
 }
 
-impl From<Arc<dyn std::error::Error + Send + Sync + 'static>> for SharedError {
-    fn from(error: Arc<dyn std::error::Error + Send + Sync + 'static>) -> Self {
+impl<E: ?Sized + 'static> Deref for SharedError<E> {
+    type Target = E;
+
+    fn deref(&self) -> &E {
+        &self.0
+    }
+}
+
+impl<E: ?Sized + 'static> From<Arc<E>> for SharedError<E> {
+    fn from(error: Arc<E>) -> Self {
         Self(error)
     }
 }
@@ -59,13 +67,13 @@ impl From<super::BoxError> for SharedError {
     }
 }
 
-impl fmt::Debug for SharedError {
+impl<E: ?Sized + fmt::Debug + 'static> fmt::Debug for SharedError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&*self.0, f)
     }
 }
 
-impl fmt::Display for SharedError {
+impl<E: ?Sized + fmt::Display + 'static> fmt::Display for SharedError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&*self.0, f)
     }

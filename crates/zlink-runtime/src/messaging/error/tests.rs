@@ -125,7 +125,7 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
         (
             ZLinkError::ManualPeerExists {
                 endpoint: "h:1".into(),
-                source: Arc::new(T::InvalidArgument("secret".into())),
+                source: Arc::new(T::InvalidArgument("secret".into())).into(),
             },
             ErrorKind::AlreadyExists,
             source_is::<T>,
@@ -462,4 +462,24 @@ fn a_handler_or_adapter_failure_gives_the_application_error_itself_as_its_source
         let clone = err.clone();
         assert!(std::error::Error::source(&clone).is_some_and(|s| s.is::<LedgerClosed>()));
     }
+}
+
+#[test]
+fn a_runtime_failure_gives_its_typed_error_itself_as_its_source() {
+    use zlink_location::LocationError as L;
+    use zlink_transport::TransportError as T;
+    /// `err`'s source downcasts to `E` itself (not to a shared `Arc` around it).
+    fn typed<E: std::error::Error + 'static>(err: &ZLinkError) {
+        let source = std::error::Error::source(err).expect("a source");
+        assert!(source.is::<E>(), "{err}: {source:?}");
+    }
+    typed::<L>(&ZLinkError::location_store(L::Contended));
+    typed::<L>(&ZLinkError::LocationQueryFailed {
+        source: Arc::new(L::Contended).into(),
+    });
+    typed::<T>(&ZLinkError::transport(T::Exhausted("ids")));
+    typed::<T>(&ZLinkError::ManualPeerExists {
+        endpoint: "h:1".into(),
+        source: Arc::new(T::InvalidArgument("taken".into())).into(),
+    });
 }
