@@ -730,6 +730,6 @@ async fn replies_flushed(nodes: &[MeshNode]) {
 /// is an `Unavailable` framework error).
 fn query_failure(e: zlink_location::LocationError) -> ZLinkError {
     ZLinkError::LocationQueryFailed {
-        source: Arc::new(e),
+        source: Arc::new(e).into(),
     }
 }

@@ -23,7 +23,7 @@ pub(crate) fn encode_payload<T: Serialize + 'static>(
 ) -> Result<(String, Vec<u8>), ZLinkError> {
     let encoded = codecs.encode(value).map_err(|e| ZLinkError::Encode {
         type_name: std::any::type_name::<T>(),
-        source: std::sync::Arc::new(e),
+        source: std::sync::Arc::new(e).into(),
     })?;
     Ok((encoded.content_type.to_owned(), encoded.bytes))
 }

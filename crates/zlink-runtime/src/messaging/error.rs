@@ -15,6 +15,7 @@ use super::error_parts::{
     CreationError, FramePart, InternalError, InvalidCall, InvalidText, MoveRefusal, PayloadError,
     RelocationStoreError, StaleReason, UnavailableReason, Unconfigured,
 };
+use super::shared_error::SharedError;
 
 /// The 13 common error kinds every language's public error carries (spec 06 §19).
 ///
@@ -244,7 +245,7 @@ pub enum ZLinkError {
         type_name: &'static str,
         /// The codec's error.
         #[source]
-        source: Arc<CodecError>,
+        source: SharedError<CodecError>,
     },
     /// A scoped dependency was requested that has no registered factory.
     #[error("no scoped dependency of type {type_name} is configured")]
@@ -253,13 +254,19 @@ pub enum ZLinkError {
         type_name: &'static str,
     },
     /// A handler or filter failed; its cause stays on this side of the wire.
+    ///
+    /// Also what a request's handler (node-direct, Channel, Actor or Spot) that failed with a
+    /// local call error (`InvalidOperation`, `NotConfigured`) ends with: that error is not the
+    /// caller's (spec 06 §20), so the request is `InternalFailure` on either node, with the
+    /// handler's error as the source on the handler's node.
     #[error("the application handler for packet {packet:?} failed")]
     HandlerFailed {
         /// The packet name.
         packet: String,
-        /// The application's error.
+        /// The application's error: [`std::error::Error::source`] of this error is it itself
+        /// (it downcasts to the application's type).
         #[source]
-        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
+        source: SharedError,
     },
     /// A handler or filter deliberately completed with a common kind (e.g. `Rejected`).
     #[error("{kind}: {message}")]
@@ -359,7 +366,7 @@ pub enum ZLinkError {
     LocationQueryFailed {
         /// The location runtime's error.
         #[source]
-        source: Arc<zlink_location::LocationError>,
+        source: SharedError<zlink_location::LocationError>,
     },
     /// A Location Store operation failed. Its kind is the location error's common kind
     /// (`ErrorKind::from(&LocationError)`): no room is `CapacityExceeded` (spec 21 §4; 28 §4),
@@ -368,7 +375,7 @@ pub enum ZLinkError {
     LocationStore {
         /// The location runtime's error.
         #[source]
-        source: Arc<zlink_location::LocationError>,
+        source: SharedError<zlink_location::LocationError>,
     },
     /// A Relocation Store step failed (its kind is [`RelocationStoreError::kind`]).
     #[error(transparent)]
@@ -380,7 +387,7 @@ pub enum ZLinkError {
     Transport {
         /// The transport's error.
         #[source]
-        source: Arc<zlink_transport::TransportError>,
+        source: SharedError<zlink_transport::TransportError>,
     },
     /// The transport refused a manual peer intent: one for the endpoint already exists
     /// (`AlreadyExists`, the kind of every argument refusal of an intent).
@@ -390,7 +397,7 @@ pub enum ZLinkError {
         endpoint: String,
         /// The transport's error.
         #[source]
-        source: Arc<zlink_transport::TransportError>,
+        source: SharedError<zlink_transport::TransportError>,
     },
     /// A runtime-internal payload (a command body, an object message, a ref, an activation
     /// envelope) is malformed: `ProtocolError`.
@@ -411,9 +418,9 @@ pub enum ZLinkError {
     AdapterFailed {
         /// Which adapter step.
         step: &'static str,
-        /// The application's error.
+        /// The application's error: [`std::error::Error::source`] of this error is it itself.
         #[source]
-        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
+        source: SharedError,
     },
     /// A creation did not give a ref (its kind is [`CreationError::kind`]).
     #[error(transparent)]
@@ -531,14 +538,14 @@ impl ZLinkError {
     /// A Location Store failure (see [`Self::LocationStore`] for its kind).
     pub(crate) fn location_store(e: zlink_location::LocationError) -> Self {
         Self::LocationStore {
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         }
     }
 
     /// A transport refusal (see [`Self::Transport`] for its kind).
     pub(crate) fn transport(e: zlink_transport::TransportError) -> Self {
         Self::Transport {
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         }
     }
 
@@ -551,7 +558,7 @@ impl ZLinkError {
     pub fn handler_failed(packet: &str, source: impl Into<BoxError>) -> Self {
         Self::HandlerFailed {
             packet: packet.to_owned(),
-            source: Arc::from(source.into()),
+            source: SharedError::from(source.into()),
         }
     }
 

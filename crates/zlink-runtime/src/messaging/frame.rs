@@ -130,15 +130,26 @@ pub(crate) fn request_error_reply(error: &ZLinkError) -> ErrorReply {
 
 /// What a caller on this node gets when its request to this node (`packet`) failed with
 /// `error` in the dispatch: the error itself, of the kind [`request_error_reply`] gives a
-/// caller on another node. A local call error of the handler or a filter is no result of the
-/// caller's own call: it becomes [`ZLinkError::HandlerFailed`] (`InternalFailure`) with the
-/// error as its source.
+/// caller on another node ([`handler_error`] for a local call error of the handler or a
+/// filter).
 pub(crate) fn same_node_error(error: ZLinkError, packet: &str) -> ZLinkError {
+    handler_error(error, packet)
+}
+
+/// The result of a request whose handler (or filter) for `packet` failed with `error`. A
+/// local call error (invalid argument/state, missing configuration) is no result of the
+/// caller's own call (spec 06 §20: a local call error is not turned into a remote error
+/// reply): it becomes [`ZLinkError::HandlerFailed`] (`InternalFailure`, the kind of a failed
+/// handler) with the error as its source. Any other error is the result as it is. Actor and
+/// Spot handlers' errors go through it where the handler returns, so a caller on either node
+/// sees the kind a node-direct request's caller sees; the runtime's own refusals around the
+/// handler (no object, route, mailbox room) never do.
+pub(crate) fn handler_error(error: ZLinkError, packet: &str) -> ZLinkError {
     if is_local_call_error(&error) {
-        tracing::warn!(%error, "request dispatch failed with a local error");
+        tracing::warn!(%error, packet, "a request handler failed with a local call error");
         return ZLinkError::HandlerFailed {
             packet: packet.to_owned(),
-            source: std::sync::Arc::new(error),
+            source: super::SharedError::new(error),
         };
     }
     error

@@ -24,6 +24,7 @@ mod frame;
 mod handler;
 mod metadata;
 mod packet;
+mod shared_error;
 mod timer_error;
 
 #[cfg(test)]
@@ -49,10 +50,11 @@ pub use error_reply::{ERROR_REPLY_TAG, ErrorReply};
 pub(crate) use filter::FnFilter;
 pub use filter::{Filter, Next};
 pub(crate) use frame::{
-    Correlation, DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd, request_error_reply,
-    same_node_error,
+    Correlation, DispatchOutcome, InboundFrame, ReplyExpectation, SendEnd, handler_error,
+    request_error_reply, same_node_error,
 };
 pub use handler::{BoxFuture, HandlerKey, NodeHandler};
 pub use metadata::{Metadata, MetadataBuilder};
 pub use packet::{Message, PacketName, Request};
+pub use shared_error::SharedError;
 pub use timer_error::TimerError;

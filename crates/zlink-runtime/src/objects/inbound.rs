@@ -203,7 +203,7 @@ pub(crate) async fn create_command(
     let terminal = host.create_command(cmd, env.source_rid()).await?;
     let bytes = terminal.encode().map_err(|e| ZLinkError::Encode {
         type_name: "CreationTerminal",
-        source: std::sync::Arc::new(e),
+        source: std::sync::Arc::new(e).into(),
     })?;
     Ok(Some(Bytes::from(bytes)))
 }

@@ -451,7 +451,7 @@ impl<T: Send + 'static> LiveObject for LiveInstance<T> {
                             .map(Some)
                             .map_err(|e| ZLinkError::AdapterFailed {
                                 step: "capture",
-                                source: Arc::from(e),
+                                source: crate::messaging::SharedError::from(e),
                             })
                     }
                 };

@@ -499,7 +499,11 @@ macro_rules! message_handlers {
                             let typed = call.typed_reply;
                             let fut = handler(state, request, call.context);
                             Box::pin(async move {
-                                let reply = fut.await?;
+                                // The handler's local call error is no result of the
+                                // caller's call (spec 06 §20), as for a node-direct request.
+                                let reply = fut
+                                    .await
+                                    .map_err(|e| crate::messaging::handler_error(e, R::PACKET))?;
                                 if typed {
                                     return Ok(Some(Reply::typed(reply)));
                                 }

@@ -136,6 +136,12 @@ impl SpotManager {
     /// runtime's) own [`ZLinkError`], with its typed source; from another node it is
     /// [`ZLinkError::Remote`] with the same kind and only the sanitised message (the cause stays
     /// on the node that failed).
+    ///
+    /// A local call error the handler failed with (`InvalidOperation`, `NotConfigured`: an
+    /// invalid argument or state of a call the handler made) is not the caller's (spec 06
+    /// §20): a caller on either node gets `InternalFailure`, here
+    /// [`ZLinkError::HandlerFailed`] with the handler's error as its source, as for a
+    /// node-direct request. The runtime's own refusals (Missing → NotFound, ...) are as listed.
     pub async fn request<R: Request>(&self, id: &str, request: &R) -> Result<R::Reply, ZLinkError> {
         self.request_with(id, request, &CallOptions::default())
             .await

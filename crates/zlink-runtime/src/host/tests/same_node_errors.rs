@@ -10,7 +10,7 @@ use zlink_codec::records::ObjectRole;
 
 use super::support::*;
 use crate::messaging::{ErrorKind, InvalidCall, Message, Request, ZLinkError};
-use crate::objects::{Actor, ActorType};
+use crate::objects::{Actor, ActorType, Spot, SpotType};
 use zlink_testkit::Harness;
 
 /// An application error type with a typed cause of its own.
@@ -67,15 +67,16 @@ fn failure(how: Failure) -> ZLinkError {
     }
 }
 
-/// The typed cause of a `HandlerFailed`, downcast to `T` (the variant's own field: the
-/// `Error::source` chain shows the shared `Arc` around it).
+/// The typed cause of a `HandlerFailed`, downcast to `T`: the error's own
+/// [`std::error::Error::source`] (the application's error itself, not a wrapper around it).
 fn cause_of<T: std::error::Error + 'static>(err: &ZLinkError) -> &T {
-    match err {
-        ZLinkError::HandlerFailed { source, .. } => source
-            .downcast_ref::<T>()
-            .unwrap_or_else(|| panic!("the typed error is the cause: {err:?}")),
-        other => panic!("the handler's own variant: {other:?}"),
-    }
+    assert!(
+        matches!(err, ZLinkError::HandlerFailed { .. }),
+        "the handler's own variant: {err:?}"
+    );
+    err.source()
+        .and_then(|s| s.downcast_ref::<T>())
+        .unwrap_or_else(|| panic!("the typed error is the source: {err:?}"))
 }
 
 /// `err` is `HandlerFailed` whose cause is a [`LedgerClosed`] whose own source is the
@@ -102,6 +103,43 @@ fn assert_remote(remote: &ZLinkError, kind: ErrorKind) {
         !text.contains("ledger is closed") && !text.contains("disk"),
         "no cause crosses the node boundary: {text}"
     );
+}
+
+/// `local` is what a caller on the handler's own node gets when the handler failed as `how`
+/// says: the handler's error itself — except a local call error of the handler
+/// (`InvalidOperation`, `NotConfigured`), which is no result of the caller's call (spec 06
+/// §20): `HandlerFailed` (`InternalFailure`) with the handler's error as its source. A caller
+/// on another node gets the same kind.
+fn assert_same_node(how: Failure, local: &ZLinkError) {
+    let expected = failure(how);
+    match how {
+        Failure::Invalid => {
+            assert_eq!(local.kind(), ErrorKind::InternalFailure, "{local:?}");
+            assert!(
+                matches!(local, ZLinkError::HandlerFailed { packet, .. } if packet == Fails::PACKET),
+                "{local:?}"
+            );
+            let source = cause_of::<ZLinkError>(local);
+            assert!(
+                matches!(
+                    source,
+                    ZLinkError::InvalidCall(InvalidCall::ChannelWeight { weight: -1 })
+                ),
+                "{source:?}"
+            );
+        }
+        _ => {
+            assert_eq!(
+                discriminant(local),
+                discriminant(&expected),
+                "{how:?}: the handler's variant on the same node: {local:?}"
+            );
+            assert_eq!(local.kind(), expected.kind(), "{how:?}");
+        }
+    }
+    if how == Failure::App {
+        assert_ledger_closed(local);
+    }
 }
 
 struct Ledger;
@@ -131,20 +169,38 @@ async fn a_same_node_actor_request_gets_the_handlers_error_itself_with_the_remot
     for how in FAILURES {
         let local = on_s.request("l-1", &Fails(how)).await.expect_err("fails");
         let remote = on_c.request("l-1", &Fails(how)).await.expect_err("fails");
-        let expected = failure(how);
-        assert_eq!(
-            discriminant(&local),
-            discriminant(&expected),
-            "{how:?}: the handler's variant on the same node: {local:?}"
-        );
-        assert_eq!(local.kind(), expected.kind(), "{how:?}");
+        assert_same_node(how, &local);
         assert_remote(&remote, local.kind());
-        if how == Failure::App {
-            assert_ledger_closed(&local);
-        }
     }
     let _ = c;
     stop_all(&[&hc, &hs]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_node_actor_handlers_application_error_is_the_errors_source_with_its_own_source() {
+    let h = Harness::memory();
+    let (hs, _s) = start(&h, |b| {
+        b.object_role(ObjectRole::Server)
+            .actor_type::<Ledger>("ledger", ledger_type)
+    })
+    .await;
+    let on_s = hs.actors().expect("manager");
+    on_s.get_or_create("ledger", "l-1").await.expect("created");
+
+    let err = on_s
+        .request("l-1", &Fails(Failure::App))
+        .await
+        .expect_err("fails");
+    let app = err
+        .source()
+        .and_then(|s| s.downcast_ref::<LedgerClosed>())
+        .unwrap_or_else(|| panic!("the application's error is the source: {err:?}"));
+    let io = app
+        .source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .expect("one more source is its io::Error");
+    assert_eq!(io.to_string(), "the disk is gone");
+    stop_all(&[&hs]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,38 +222,8 @@ async fn a_request_to_its_own_node_gets_the_handlers_error_itself_with_the_remot
             .request(a.routing_id(), &Fails(how))
             .await
             .expect_err("fails");
+        assert_same_node(how, &local);
         assert_remote(&remote, local.kind());
-        match how {
-            // A local call error of the handler is no result of the caller's call (spec 06
-            // §20): `InternalFailure` on both sides, the handler's error kept as the source.
-            Failure::Invalid => {
-                assert_eq!(local.kind(), ErrorKind::InternalFailure);
-                assert!(
-                    matches!(&local, ZLinkError::HandlerFailed { packet, .. } if packet == Fails::PACKET),
-                    "{local:?}"
-                );
-                let source = cause_of::<ZLinkError>(&local);
-                assert!(
-                    matches!(
-                        source,
-                        ZLinkError::InvalidCall(InvalidCall::ChannelWeight { weight: -1 })
-                    ),
-                    "{source:?}"
-                );
-            }
-            _ => {
-                let expected = failure(how);
-                assert_eq!(
-                    discriminant(&local),
-                    discriminant(&expected),
-                    "{how:?}: the handler's variant on the same node: {local:?}"
-                );
-                assert_eq!(local.kind(), expected.kind(), "{how:?}");
-            }
-        }
-        if how == Failure::App {
-            assert_ledger_closed(&local);
-        }
     }
     stop_all(&[&hb, &ha]).await;
 }
@@ -277,4 +303,84 @@ async fn a_channel_request_served_by_its_own_node_gets_the_handlers_error_itself
         .expect_err("fails");
     assert_remote(&remote, local.kind());
     stop_all(&[&hb, &ha]).await;
+}
+
+struct Till;
+impl Spot for Till {}
+
+fn till_type(t: SpotType<Till>) -> SpotType<Till> {
+    t.factory(|_ctx| async { Ok(Till) })
+        .disable_relocation()
+        .on_request::<Fails, _>(|_t, req, _ctx| Box::pin(async move { Err(failure(req.0)) }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_spot_handlers_local_call_error_reaches_either_caller_as_internal_failure_like_a_node_direct_one()
+ {
+    let h = Harness::memory();
+    let (hs, s) = start(&h, |b| {
+        b.object_role(ObjectRole::Server)
+            .user_spot_type::<Till>("till", till_type)
+    })
+    .await;
+    let (hc, c) = start(&h, |b| b.object_role(ObjectRole::Client)).await;
+    wait_peers(&c, 1).await;
+    wait_discovered(&[&hs]).await;
+    let (on_s, on_c) = (hs.spots().expect("manager"), hc.spots().expect("manager"));
+    let r = on_s.get_or_create("till", "t-1").await.expect("created");
+    assert_eq!(&r.node, s.routing_id(), "the only Object Server owns it");
+
+    for how in FAILURES {
+        let local = on_s.request("t-1", &Fails(how)).await.expect_err("fails");
+        let remote = on_c.request("t-1", &Fails(how)).await.expect_err("fails");
+        assert_same_node(how, &local);
+        assert_remote(&remote, local.kind());
+    }
+    let _ = c;
+    stop_all(&[&hc, &hs]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_node_instance_spot_request_gets_the_handlers_error_itself_with_the_remote_kind() {
+    let h = Harness::memory();
+    let relocation: std::sync::Arc<dyn zlink_store_spi::DynRelocationStore> =
+        super::instances::relocation_store(&h).await;
+    let (hs, s) = start_root(
+        &h,
+        |r| r.relocation_store(relocation),
+        |b| {
+            b.object_role(ObjectRole::Server)
+                .instance_spot_type::<Till>("till", till_type)
+        },
+    )
+    .await;
+    let (hc, c) = start(&h, |b| b.object_role(ObjectRole::Client)).await;
+    wait_peers(&c, 1).await;
+    wait_discovered(&[&hs]).await;
+    let (on_s, on_c) = (hs.spots().expect("manager"), hc.spots().expect("manager"));
+
+    // The first message creates the Instance Spot on the only Object Server (its handler
+    // fails that one too); every later one reaches the Ready Spot there.
+    for how in FAILURES {
+        let local = on_s
+            .instance("i-1")
+            .request(&Fails(how))
+            .await
+            .expect_err("fails");
+        let remote = on_c
+            .instance("i-1")
+            .request(&Fails(how))
+            .await
+            .expect_err("fails");
+        assert_same_node(how, &local);
+        assert_remote(&remote, local.kind());
+    }
+    let found = on_s
+        .find("i-1")
+        .await
+        .expect("read")
+        .expect("the Spot exists");
+    assert_eq!(&found.node, s.routing_id(), "it lives on the Object Server");
+    let _ = c;
+    stop_all(&[&hc, &hs]).await;
 }

@@ -331,7 +331,7 @@ pub(crate) fn add_manual_intent(inner: &NodeInner, peer: &ManualPeer) -> Result<
         if e.kind() == zlink_transport::TransportErrorKind::InvalidArgument {
             ZLinkError::ManualPeerExists {
                 endpoint: peer.endpoint.to_string(),
-                source: std::sync::Arc::new(e),
+                source: std::sync::Arc::new(e).into(),
             }
         } else {
             super::core::transport_error(e)

@@ -125,7 +125,7 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
         (
             ZLinkError::ManualPeerExists {
                 endpoint: "h:1".into(),
-                source: Arc::new(T::InvalidArgument("secret".into())),
+                source: Arc::new(T::InvalidArgument("secret".into())).into(),
             },
             ErrorKind::AlreadyExists,
             source_is::<T>,
@@ -157,7 +157,7 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
     }
     let adapter = ZLinkError::AdapterFailed {
         step: "capture",
-        source: Arc::from(BoxError::from("secret state")),
+        source: SharedError::from(BoxError::from("secret state")),
     };
     check(&adapter, ErrorKind::InternalFailure);
     let mismatch = ZLinkError::TypeMismatch {
@@ -427,4 +427,59 @@ fn a_location_failure_has_one_common_kind_in_and_out_of_a_zlink_error() {
         ZLinkError::location_store(full).kind(),
         ErrorKind::CapacityExceeded
     );
+}
+
+/// An application error type with a typed cause of its own.
+#[derive(Debug, thiserror::Error)]
+#[error("the ledger is closed")]
+struct LedgerClosed {
+    #[source]
+    source: std::io::Error,
+}
+
+#[test]
+fn a_handler_or_adapter_failure_gives_the_application_error_itself_as_its_source() {
+    let app = || LedgerClosed {
+        source: std::io::Error::other("the disk is gone"),
+    };
+    let failures = [
+        ZLinkError::handler_failed("Ping", app()),
+        ZLinkError::AdapterFailed {
+            step: "capture",
+            source: SharedError::new(app()),
+        },
+    ];
+    for err in failures {
+        let source = std::error::Error::source(&err).expect("a source");
+        let ledger = source
+            .downcast_ref::<LedgerClosed>()
+            .unwrap_or_else(|| panic!("{err}: the source is the application error: {source:?}"));
+        let io = std::error::Error::source(ledger)
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("one more source is its io::Error");
+        assert_eq!(io.to_string(), "the disk is gone");
+        // A clone shares the same cause.
+        let clone = err.clone();
+        assert!(std::error::Error::source(&clone).is_some_and(|s| s.is::<LedgerClosed>()));
+    }
+}
+
+#[test]
+fn a_runtime_failure_gives_its_typed_error_itself_as_its_source() {
+    use zlink_location::LocationError as L;
+    use zlink_transport::TransportError as T;
+    /// `err`'s source downcasts to `E` itself (not to a shared `Arc` around it).
+    fn typed<E: std::error::Error + 'static>(err: &ZLinkError) {
+        let source = std::error::Error::source(err).expect("a source");
+        assert!(source.is::<E>(), "{err}: {source:?}");
+    }
+    typed::<L>(&ZLinkError::location_store(L::Contended));
+    typed::<L>(&ZLinkError::LocationQueryFailed {
+        source: Arc::new(L::Contended).into(),
+    });
+    typed::<T>(&ZLinkError::transport(T::Exhausted("ids")));
+    typed::<T>(&ZLinkError::ManualPeerExists {
+        endpoint: "h:1".into(),
+        source: Arc::new(T::InvalidArgument("taken".into())).into(),
+    });
 }

@@ -106,6 +106,12 @@ impl InstanceCall {
 
     /// Sends `request` and waits for the Spot's typed reply (see the type docs for the
     /// outcomes).
+    ///
+    /// The handler's error reaches a caller on the Spot's node as it is (with its typed
+    /// source) and one on another node as [`ZLinkError::Remote`] of the same kind; a local
+    /// call error the handler failed with (`InvalidOperation`, `NotConfigured`) is
+    /// `InternalFailure` for both ([`ZLinkError::HandlerFailed`] with it as the source here),
+    /// as for a node-direct request (spec 06 §20).
     pub async fn request<R: Request>(self, request: &R) -> Result<R::Reply, ZLinkError> {
         let codecs = self.client.node.inner.codecs().clone();
         let metadata = self.metadata.clone().unwrap_or_else(Metadata::empty);
