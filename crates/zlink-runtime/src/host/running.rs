@@ -381,7 +381,7 @@ impl ZLinkHost {
             .map_err(|e| match e {
                 zlink_location::LocationError::InvalidOperation(i) => {
                     ZLinkError::InvalidCall(InvalidCall::LocationQuery {
-                        source: Arc::new(i),
+                        source: Arc::new(i).into(),
                     })
                 }
                 other => query_failure(other),

@@ -445,7 +445,7 @@ pub enum ZLinkError {
         what: &'static str,
         /// The typed cause, when there is one.
         #[source]
-        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+        source: Option<SharedError>,
     },
     /// A move's owner change applied and the source handed the object to its new owner `to`,
     /// but the object's record could not be read back to confirm it before
@@ -459,11 +459,14 @@ pub enum ZLinkError {
         to: zlink_codec::RoutingId,
         /// The last failed read.
         #[source]
-        source: Arc<zlink_location::LocationError>,
+        source: SharedError<zlink_location::LocationError>,
     },
-    /// A completion result stored in the Relocation Store was lost before it was delivered
-    /// (spec 21 §9.3): `DataLost`.
-    #[error("the stored completion result of this request was lost")]
+    /// The completion result of this request, which ran on the object's new owner after a
+    /// move, was lost before it was delivered (spec 21 §9.3, §10): its stored payload went
+    /// missing, or the move went stale (the record named another owner, generation or move)
+    /// before the result was recorded, so it is never delivered unrecorded. `DataLost`: the
+    /// request ran; sending it again runs it again.
+    #[error("the completion result of this request was lost")]
     CompletionLost,
     /// The operation did not finish before its own deadline: `DeadlineExceeded`.
     #[error("the {operation} did not finish before its deadline")]

@@ -17,6 +17,7 @@ use zlink_store_spi::{ArgumentError, StoreError};
 #[cfg(doc)]
 use super::error::ZLinkError;
 use super::error::{ErrorKind, ErrorMessage};
+use super::shared_error::SharedError;
 
 /// Which part of an inbound frame or reply is malformed (a [`ZLinkError::MalformedFrame`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,21 +151,21 @@ pub enum CreationError {
     RequestTooLarge {
         /// The bound the record breaks.
         #[source]
-        source: Arc<zlink_location::LocationError>,
+        source: SharedError<zlink_location::LocationError>,
     },
     /// The stored creation request does not verify: the factory did not run.
     #[error("the stored creation request does not verify")]
     RequestUnverified {
         /// The codec's reason.
         #[source]
-        source: Arc<CodecError>,
+        source: SharedError<CodecError>,
     },
     /// The creation's result does not fit a terminal record.
     #[error("the creation result cannot be stored")]
     ResultTooLarge {
         /// The bound the terminal breaks.
         #[source]
-        source: Arc<zlink_location::LocationError>,
+        source: SharedError<zlink_location::LocationError>,
     },
 }
 
@@ -246,7 +247,7 @@ pub enum InvalidCall {
     LocationQuery {
         /// The location runtime's reason.
         #[source]
-        source: Arc<zlink_location::InvalidOperation>,
+        source: SharedError<zlink_location::InvalidOperation>,
     },
     /// A single-object relocation (`ZLinkHost::relocate_object`) was refused before anything
     /// moved: the object keeps serving where it is.
@@ -262,7 +263,7 @@ pub enum InvalidCall {
         what: IdRole,
         /// The codec's reason.
         #[source]
-        source: Arc<CodecError>,
+        source: SharedError<CodecError>,
     },
     /// A call option was set twice.
     #[error("the {option} option was set twice")]
@@ -302,7 +303,7 @@ pub enum InvalidCall {
         what: &'static str,
         /// The encoder's error.
         #[source]
-        source: Arc<serde_json::Error>,
+        source: SharedError<serde_json::Error>,
     },
     /// The relocation machinery refused a move before the object moved.
     #[error(transparent)]
@@ -314,7 +315,7 @@ impl InvalidCall {
     pub(crate) fn invalid_id(what: IdRole) -> impl FnOnce(CodecError) -> Self {
         move |e| Self::InvalidId {
             what,
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         }
     }
 
@@ -322,7 +323,7 @@ impl InvalidCall {
     pub(crate) fn unencodable(what: &'static str) -> impl FnOnce(serde_json::Error) -> Self {
         move |e| Self::Unencodable {
             what,
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         }
     }
 }
@@ -667,7 +668,7 @@ pub enum RelocationStoreError {
     Operation {
         /// The Store's error.
         #[source]
-        source: Arc<StoreError>,
+        source: SharedError<StoreError>,
     },
     /// Other bytes are stored under the reference.
     #[error("relocation store: other bytes are stored under the reference")]
@@ -699,7 +700,7 @@ impl RelocationStoreError {
     /// The failed Store operation `e`.
     pub(crate) fn operation(e: StoreError) -> Self {
         Self::Operation {
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         }
     }
 
@@ -734,7 +735,7 @@ pub enum InternalError {
         what: &'static str,
         /// The encoder's error.
         #[source]
-        source: Arc<serde_json::Error>,
+        source: SharedError<serde_json::Error>,
     },
     /// The transport refused to build or number a runtime-internal envelope.
     #[error("building the {what} failed")]
@@ -743,7 +744,7 @@ pub enum InternalError {
         what: &'static str,
         /// The transport's error.
         #[source]
-        source: Arc<zlink_transport::TransportError>,
+        source: SharedError<zlink_transport::TransportError>,
     },
     /// A runtime task panicked or was cancelled.
     #[error("a {what} task ended abnormally")]
@@ -752,7 +753,7 @@ pub enum InternalError {
         what: &'static str,
         /// The join error.
         #[source]
-        source: Arc<tokio::task::JoinError>,
+        source: SharedError<tokio::task::JoinError>,
     },
     /// A step of a live relocation failed on a typed error of the relocation machinery (the
     /// unit machine, the chunking, the inventory, a stage record).
@@ -762,7 +763,7 @@ pub enum InternalError {
         what: &'static str,
         /// The typed cause.
         #[source]
-        source: Arc<dyn std::error::Error + Send + Sync>,
+        source: SharedError,
     },
     /// A runtime invariant did not hold (a bug, reported as an error instead of a panic).
     #[error("runtime invariant broken: {what}")]
@@ -777,7 +778,7 @@ impl InternalError {
     pub(crate) fn json(what: &'static str) -> impl FnOnce(serde_json::Error) -> Self {
         move |e| Self::Json {
             what,
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         }
     }
 }
@@ -789,7 +790,7 @@ mod tests {
     #[test]
     fn every_creation_failure_has_its_kind() {
         let st = StableType::new("t").expect("type");
-        let lost = || Arc::new(zlink_location::LocationError::Contended);
+        let lost = || Arc::new(zlink_location::LocationError::Contended).into();
         let cases = [
             (
                 CreationError::Rejected {

@@ -635,6 +635,6 @@ impl ObjectClient {
 /// A creation request beyond the 1 MiB record bound (`InvalidOperation`).
 fn too_large(e: LocationError) -> ZLinkError {
     ZLinkError::Creation(CreationError::RequestTooLarge {
-        source: Arc::new(e),
+        source: Arc::new(e).into(),
     })
 }

@@ -234,7 +234,7 @@ impl ObjectHost {
                     // The stored request does not verify: the factory must not run.
                     self.cancel(handle, until).await;
                     return Err(ZLinkError::Creation(CreationError::RequestUnverified {
-                        source: Arc::new(e),
+                        source: Arc::new(e).into(),
                     }));
                 }
             },
@@ -360,7 +360,7 @@ impl ObjectHost {
                 }
                 self.cancel(handle, until).await;
                 return Err(ZLinkError::Creation(CreationError::ResultTooLarge {
-                    source: Arc::new(e),
+                    source: Arc::new(e).into(),
                 }));
             }
         };

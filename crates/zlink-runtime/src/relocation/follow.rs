@@ -112,7 +112,7 @@ impl From<FollowRefused> for ZLinkError {
         ZLinkError::RelocationRefused {
             kind: r.kind(),
             what: "Message Follow",
-            source: Some(std::sync::Arc::new(r)),
+            source: Some(crate::messaging::SharedError::new(r)),
         }
     }
 }

@@ -174,7 +174,7 @@ impl From<GateError> for ZLinkError {
             kind => ZLinkError::RelocationRefused {
                 kind,
                 what: "the unit gate",
-                source: Some(std::sync::Arc::new(e)),
+                source: Some(crate::messaging::SharedError::new(e)),
             },
         }
     }

@@ -276,7 +276,7 @@ pub(crate) fn failed<E: std::error::Error + Send + Sync + 'static>(
     move |e| {
         crate::messaging::ZLinkError::Internal(crate::messaging::InternalError::Relocation {
             what,
-            source: std::sync::Arc::new(e),
+            source: crate::messaging::SharedError::new(e),
         })
     }
 }
@@ -293,7 +293,7 @@ pub(crate) fn task_failed(
     move |e| {
         crate::messaging::ZLinkError::Internal(crate::messaging::InternalError::Task {
             what,
-            source: std::sync::Arc::new(e),
+            source: std::sync::Arc::new(e).into(),
         })
     }
 }

@@ -195,6 +195,6 @@ async fn acknowledged(inner: &NodeInner, peer: &PeerHandle) -> Result<(), ZLinkE
 fn envelope_failed(e: zlink_transport::TransportError) -> ZLinkError {
     ZLinkError::Internal(crate::messaging::InternalError::Envelope {
         what: "relocation command",
-        source: std::sync::Arc::new(e),
+        source: std::sync::Arc::new(e).into(),
     })
 }

@@ -109,7 +109,7 @@ pub(super) async fn move_all(
                     tracing::warn!(error = %e, "a unit of the host Relocate ended abnormally");
                     failure.get_or_insert(ZLinkError::Internal(InternalError::Task {
                         what: "relocation",
-                        source: std::sync::Arc::new(e),
+                        source: std::sync::Arc::new(e).into(),
                     }));
                 }
             }

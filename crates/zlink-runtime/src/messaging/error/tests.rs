@@ -138,14 +138,14 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
         (
             ZLinkError::Internal(InternalError::Task {
                 what: "relocation",
-                source: Arc::new(cancelled),
+                source: Arc::new(cancelled).into(),
             }),
             ErrorKind::InternalFailure,
             source_is::<tokio::task::JoinError>,
         ),
         (
             ZLinkError::Creation(CreationError::RequestTooLarge {
-                source: Arc::new(L::Contended),
+                source: Arc::new(L::Contended).into(),
             }),
             ErrorKind::InvalidOperation,
             source_is::<L>,
@@ -205,8 +205,8 @@ fn a_typed_call_refusal_or_stale_fence_keeps_its_kind_and_names_its_reason() {
     use zlink_codec::{CodecError, ObjectId};
     use zlink_relocation::unit::{AggregateRejection, RecordedStage};
     let id = |s: &str| ObjectId::new(s).expect("id");
-    let bad_id = || Arc::new(ObjectId::new("").expect_err("empty"));
-    let json = || Arc::new(serde_json::from_slice::<u8>(b"{").expect_err("not a number"));
+    let bad_id = || Arc::new(ObjectId::new("").expect_err("empty")).into();
+    let json = || Arc::new(serde_json::from_slice::<u8>(b"{").expect_err("not a number")).into();
     let st = || StableType::new("room").expect("type");
     let (actor, spot) = (AuthorityKind::Actor, AuthorityKind::Spot);
     let invalid_id = |what| InvalidCall::InvalidId {
@@ -228,7 +228,7 @@ fn a_typed_call_refusal_or_stale_fence_keeps_its_kind_and_names_its_reason() {
         (
             InvalidCall::InvalidId {
                 what: IdRole::OperationId,
-                source: Arc::new(zlink_codec::OperationId::new(0).expect_err("zero")),
+                source: Arc::new(zlink_codec::OperationId::new(0).expect_err("zero")).into(),
             },
             "invalid operation id: it must be a non-zero",
         ),
@@ -481,5 +481,16 @@ fn a_runtime_failure_gives_its_typed_error_itself_as_its_source() {
     typed::<T>(&ZLinkError::ManualPeerExists {
         endpoint: "h:1".into(),
         source: Arc::new(T::InvalidArgument("taken".into())).into(),
+    });
+    // The relocation's causes, and the internal steps' (`error_parts`), the same way.
+    typed::<L>(&ZLinkError::MovedUnconfirmed {
+        target: "Actor a".into(),
+        to: zlink_codec::RoutingId::new(vec![1u8]).expect("rid"),
+        source: Arc::new(L::Contended).into(),
+    });
+    typed::<L>(&ZLinkError::RelocationRefused {
+        kind: ErrorKind::Unavailable,
+        what: "a test refusal",
+        source: Some(crate::messaging::SharedError::new(L::Contended)),
     });
 }

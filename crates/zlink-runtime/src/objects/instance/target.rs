@@ -285,7 +285,7 @@ fn spot_one_way(node: &NodeInner, envelope: &ActivationEnvelope) -> Result<Envel
     let bad = |e: zlink_transport::TransportError| {
         ZLinkError::Internal(InternalError::Envelope {
             what: "one-way Spot message",
-            source: Arc::new(e),
+            source: Arc::new(e).into(),
         })
     };
     let op = node.transport.ids().next_operation_id().map_err(bad)?;

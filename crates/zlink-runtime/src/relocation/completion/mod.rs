@@ -73,7 +73,8 @@
 //! gone), the relocation is stale and ends at once (21 §10 "A different valid owner or
 //! generation ends the stale relocation immediately"): the results it could not record are
 //! not delivered — each of their requests, and of the results that finish later, ends once
-//! with `StaleFence` (`ChangedDuringMove`), counted in [`CompletionCounts::stale`] — and the
+//! with `DataLost` (`CompletionLost`: the request ran and its result is gone; not
+//! `Unavailable`, which would invite running it again), counted in [`CompletionCounts::stale`] — and the
 //! log ends without `completed`; the other move's progress is never overwritten.
 //! Payloads of a host that stops mid-delivery stay in the
 //! Relocation Store for their retention (24 h by default) and are not resumed by another
@@ -100,7 +101,7 @@ use zlink_transport::{Envelope, Reply, ReplyStatus};
 
 use super::stage;
 use crate::mesh::node::{NodeInner, ReplyBody, reply_for};
-use crate::messaging::{ErrorReply, StaleReason, ZLinkError};
+use crate::messaging::{ErrorReply, ZLinkError};
 use crate::objects::host::{ObjectHost, ObjectKey};
 use crate::objects::live::Completion;
 use crate::relocation::MovesOf;
@@ -141,16 +142,15 @@ pub(crate) enum Confirmation {
     /// requester was answered `DeadlineExceeded`; module doc).
     DeadlineExceeded,
     /// The object's record moved on (another owner, generation or move) before the result was
-    /// recorded: the relocation is stale (the requester was answered `StaleFence` /
-    /// `ChangedDuringMove`; module doc).
+    /// recorded: the relocation is stale (the requester was answered `DataLost` /
+    /// `CompletionLost`; module doc).
     Stale,
 }
 
 /// The error a request of a log that ended early as `ended` is answered with (module doc).
 fn ended_error(ended: Confirmation) -> ZLinkError {
     match ended {
-        Confirmation::DataLost => ZLinkError::CompletionLost,
-        Confirmation::Stale => StaleReason::ChangedDuringMove.into(),
+        Confirmation::DataLost | Confirmation::Stale => ZLinkError::CompletionLost,
         _ => ZLinkError::DeadlinePassed {
             operation: NOT_RECORDED,
         },
@@ -177,7 +177,7 @@ pub struct CompletionCounts {
     /// was answered `DeadlineExceeded`; never delivered without the record).
     pub deadline_exceeded: u64,
     /// Results whose record moved on (another owner, generation or move) before they were
-    /// recorded: the relocation was stale (the requester was answered `StaleFence`; never
+    /// recorded: the relocation was stale (the requester was answered `DataLost`; never
     /// delivered without the record).
     pub stale: u64,
 }

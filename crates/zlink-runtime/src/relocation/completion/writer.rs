@@ -87,7 +87,7 @@ impl Writer<'_> {
     /// Batches until every accepted request has its result delivered; true when the log
     /// ended early: a stored payload was lost (DataLost recorded), the results could not be
     /// stored and recorded before the move's bound (answered `DeadlineExceeded`), or the record
-    /// moved on (answered `StaleFence`).
+    /// moved on (answered `DataLost`).
     async fn run(&mut self) -> bool {
         loop {
             let (all, accepted) = {
@@ -149,7 +149,7 @@ impl Writer<'_> {
                     tracing::warn!(
                         relocation = self.log.relocation,
                         results = fresh.len(),
-                        "the record moved on: the stale relocation's unrecorded results end StaleFence"
+                        "the record moved on: the stale relocation's unrecorded results end DataLost"
                     );
                     self.end_early(&fresh, &all, Confirmation::Stale).await;
                     return true;

@@ -416,7 +416,7 @@ impl Move<'_> {
                     return Err(ZLinkError::MovedUnconfirmed {
                         target: what(p.key.0, &p.key.1),
                         to,
-                        source: Arc::new(e),
+                        source: Arc::new(e).into(),
                     });
                 }
             }

@@ -127,12 +127,12 @@ impl Refusal {
             (refusal @ Self::JoinSpotNotHere { .. }, _) => ZLinkError::RelocationRefused {
                 kind: ErrorKind::Unavailable,
                 what: refusal.what(),
-                source: Some(Arc::new(refusal)),
+                source: Some(crate::messaging::SharedError::new(refusal)),
             },
             (refusal, _) => ZLinkError::RelocationRefused {
                 kind: ErrorKind::InternalFailure,
                 what: refusal.what(),
-                source: Some(Arc::new(refusal)),
+                source: Some(crate::messaging::SharedError::new(refusal)),
             },
         }
     }

@@ -13,7 +13,8 @@ on_every_store!(a_completion_result_whose_record_moved_on_ends_stale_once_never_
 
 /// While the Relocation Store holds the result's payload back, the record names another
 /// move's progress: once stored, the result cannot be recorded — its request ends
-/// `StaleFence` (`ChangedDuringMove`) once and the other move's progress stays. Before, the
+/// `DataLost` (`CompletionLost`: it ran, its result is gone; not `Unavailable`, which would
+/// invite running it again) once and the other move's progress stays. Before, the
 /// log stopped recording and delivered the result without a record.
 async fn a_completion_result_whose_record_moved_on_ends_stale_once_never_delivered(h: &Harness) {
     let recorded = relocation_store(h).await;
@@ -51,8 +52,12 @@ async fn a_completion_result_whose_record_moved_on_ends_stale_once_never_deliver
         .expect("the request ends")
         .expect("answered");
     let err = got.expect_err("not recorded: never delivered");
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err:?}");
-    assert!(err.to_string().contains("changed during the move"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::DataLost, "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("completion result of this request was lost"),
+        "{err}"
+    );
     let objects = &target.actors().expect("manager").client.objects;
     wait_until("the stale log ended", || {
         objects.relocations().completions.probe.any_ended()
