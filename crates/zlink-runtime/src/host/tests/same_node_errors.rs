@@ -184,6 +184,8 @@ async fn a_same_node_actor_handlers_application_error_is_the_errors_source_with_
             .actor_type::<Ledger>("ledger", ledger_type)
     })
     .await;
+    // Placement needs this server's own descriptor read back first (else `NoRoom`).
+    wait_discovered(&[&hs]).await;
     let on_s = hs.actors().expect("manager");
     on_s.get_or_create("ledger", "l-1").await.expect("created");
 
