@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use zlink_codec::records::{HostState, ObjectKind, ObjectRole};
+use zlink_codec::records::{ObjectKind, ObjectRole};
 use zlink_codec::{ObjectId, RoutingId};
 use zlink_location::{AuthorityHandle, AuthorityRead};
 use zlink_store_spi::{DynRelocationStore, MemoryRelocationStore};
@@ -178,21 +178,7 @@ impl Pair {
         };
         let a = server(h, &shared).await;
         let b = server(h, &shared).await;
-        for host in [&a, &b] {
-            wait_peers(&host.node(&mesh()).expect("node"), 1).await;
-        }
-        for (i, host) in [&a, &b].into_iter().enumerate() {
-            let d = host.object_discovery(0);
-            wait_until(&format!("server {i} lists both servers Serving"), || {
-                d.last_list()
-                    .unwrap_or_default()
-                    .iter()
-                    .filter(|n| n.record.descriptor.state == HostState::Serving)
-                    .count()
-                    >= 2
-            })
-            .await;
-        }
+        super::relocate_object::wait_pair_serving([&a, &b]).await;
         Self {
             hosts: [a, b],
             shared,

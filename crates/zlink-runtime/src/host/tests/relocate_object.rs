@@ -156,26 +156,32 @@ pub(super) struct Pair {
     factories: Arc<AtomicUsize>,
 }
 
+/// Waits until the two servers `hosts` are peers and each lists both Serving (placement and
+/// a move's target choice read that list).
+pub(super) async fn wait_pair_serving(hosts: [&ZLinkHost; 2]) {
+    for host in hosts {
+        wait_peers(&host.node(&mesh()).expect("node"), 1).await;
+    }
+    for (i, host) in hosts.into_iter().enumerate() {
+        let d = host.object_discovery(0);
+        wait_until(&format!("server {i} lists both servers Serving"), || {
+            d.last_list()
+                .unwrap_or_default()
+                .iter()
+                .filter(|n| n.record.descriptor.state == HostState::Serving)
+                .count()
+                >= 2
+        })
+        .await;
+    }
+}
+
 impl Pair {
     pub(super) async fn start(h: &Harness) -> Self {
         let factories = Arc::new(AtomicUsize::new(0));
         let a = server(h, &factories).await;
         let b = server(h, &factories).await;
-        for host in [&a, &b] {
-            wait_peers(&host.node(&mesh()).expect("node"), 1).await;
-        }
-        for (i, host) in [&a, &b].into_iter().enumerate() {
-            let d = host.object_discovery(0);
-            wait_until(&format!("server {i} lists both servers Serving"), || {
-                d.last_list()
-                    .unwrap_or_default()
-                    .iter()
-                    .filter(|n| n.record.descriptor.state == HostState::Serving)
-                    .count()
-                    >= 2
-            })
-            .await;
-        }
+        wait_pair_serving([&a, &b]).await;
         Self {
             hosts: [a, b],
             factories,
