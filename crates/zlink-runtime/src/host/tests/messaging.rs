@@ -13,6 +13,8 @@ use zlink_codec::RoutingId;
 use super::support::*;
 use crate::mesh::node::CallOptions;
 use crate::messaging::{ErrorKind, Message, Metadata, Request};
+use crate::objects::Actor;
+use zlink_codec::records::ObjectRole;
 use zlink_testkit::Harness;
 
 /// A byte payload echoed back by its handler.
@@ -243,6 +245,92 @@ async fn reply_timeout_ends_the_request_once_and_the_late_reply_is_discarded() {
     assert_eq!(started.get(), 2);
     assert_eq!(a.status().pending_requests, 0);
     stop_all(&[&ha, &hb]).await;
+}
+
+/// An Actor that answers [`Slow`] once its gate opens.
+struct Holder;
+impl Actor for Holder {}
+
+/// A request still waiting for its reply when its own node stops ends once, and nothing stays
+/// pending. An object request is no accepted work of its node (shutdown does not wait for it),
+/// and the pending table's reaper stops with the node's reply loop: a request the loop had not
+/// yet ended when the node's tasks were aborted (its connection's Down event still queued)
+/// waited forever, past its own reply timeout — the rare hang of
+/// `a_requester_whose_lease_ended_is_confirmed_source_lease_expired`. A request made after the
+/// node stopped ends at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waiting_when_its_node_stops_ends_once_and_none_stays_pending() {
+    let h = Harness::memory();
+    let (gate, started) = (Gate::new(), Count::default());
+    let (hs, _s) = start(&h, {
+        let (gate, started) = (gate.clone(), started.clone());
+        move |b| {
+            b.object_role(ObjectRole::Server)
+                .actor_type::<Holder>("holder", move |t| {
+                    t.factory(|_ctx| async { Ok(Holder) })
+                        .disable_relocation()
+                        .on_request::<Slow, _>(move |_h, s, _ctx| {
+                            started.hit();
+                            let gate = gate.clone();
+                            Box::pin(async move {
+                                gate.pass().await;
+                                Ok(s.0)
+                            })
+                        })
+                })
+        }
+    })
+    .await;
+    let (hc, c) = start(&h, |b| b.object_role(ObjectRole::Client)).await;
+    wait_peers(&c, 1).await;
+    wait_discovered(&[&hs]).await;
+    let on_c = hc.actors().expect("manager");
+    on_c.get_or_create("holder", "h-1").await.expect("created");
+
+    // Far past the test's bound: only the node's stop can end it.
+    let options = CallOptions::default().reply_timeout(Duration::from_secs(3600));
+    let call = {
+        let (on_c, options) = (on_c.clone(), options.clone());
+        tokio::spawn(async move {
+            on_c.request_with("h-1", &Slow("held".into()), &options)
+                .await
+        })
+    };
+    wait_until("the request is pending and its handler runs", || {
+        c.status().pending_requests == 1 && started.get() == 1
+    })
+    .await;
+    hc.shutdown().await;
+    assert_eq!(c.status().pending_requests, 0, "ended with its node");
+    let ended = tokio::time::timeout(WAIT, call)
+        .await
+        .expect("the request ended")
+        .expect("joined")
+        .expect_err("its node stopped before the reply");
+    assert!(
+        matches!(
+            ended.kind(),
+            ErrorKind::ShuttingDown | ErrorKind::Unavailable
+        ),
+        "{ended}"
+    );
+    let after = tokio::time::timeout(
+        WAIT,
+        on_c.request_with("h-1", &Slow("late".into()), &options),
+    )
+    .await
+    .expect("a request after the stop ends at once")
+    .expect_err("the node stopped");
+    assert!(
+        matches!(
+            after.kind(),
+            ErrorKind::ShuttingDown | ErrorKind::Unavailable
+        ),
+        "{after}"
+    );
+    assert_eq!(c.status().pending_requests, 0);
+    gate.open();
+    stop_all(&[&hs]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,7 +42,7 @@ pub(crate) async fn peers_and_replies(
     let _routes_reaper = AbortOnDrop(tokio::spawn(async move {
         forwarded.forwarded.reap().await;
     }));
-    let _routes = ClearRoutesOnDrop(Arc::clone(&node.pending));
+    let _routes = EndAllOnDrop(Arc::clone(&node.pending));
     let (mut events_open, mut replies_open) = (true, true);
     while events_open || replies_open {
         tokio::select! {
@@ -77,14 +77,20 @@ fn reply_arrived(node: &NodeInner, inbound: InboundReply) {
     }
 }
 
-/// Ends every forwarded route when dropped (the node's reply loop ended).
-struct ClearRoutesOnDrop(Arc<super::pending::Pending>);
+/// Ends every forwarded route and every request of this node still waiting when dropped (the
+/// node's reply loop ended, or was aborted as the node stopped: no reply, Down event or reply
+/// timeout can end them any more).
+struct EndAllOnDrop(Arc<super::pending::Pending>);
 
-impl Drop for ClearRoutesOnDrop {
+impl Drop for EndAllOnDrop {
     fn drop(&mut self) {
         let ended = self.0.forwarded.clear();
         if ended > 0 {
             tracing::debug!(ended, "forwarded routes ended: the node stopped");
+        }
+        let ended = self.0.stop();
+        if ended > 0 {
+            tracing::debug!(ended, "requests still waiting ended: the node stopped");
         }
     }
 }

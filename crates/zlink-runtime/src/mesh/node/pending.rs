@@ -1,6 +1,6 @@
 //! Outstanding requests by ReplyRouteId (spec 06 §20, 21 §9.3): each ends exactly once — with
 //! its reply, a timeout, the caller's cancellation (dropping the future), the connection going
-//! down (`Unavailable`, never resent) or a forced shutdown. A reply arriving after the entry
+//! down (`Unavailable`, never resent), a forced shutdown or its node stopping (`ShuttingDown`). A reply arriving after the entry
 //! ended is discarded, unless it answers a request this node forwarded ([`ForwardedRoutes`]:
 //! relayed to that request's caller).
 
@@ -85,6 +85,9 @@ struct Table {
     deadlines: Vec<Deadlines>,
     /// The reaper's next wake-up (`None`: it waits for a deadline).
     armed: Option<Instant>,
+    /// The node's reply loop (and with it the reaper) ended: no reply and no timeout can end
+    /// a request any more, so a request registered now ends at once.
+    stopped: bool,
 }
 
 #[derive(Debug)]
@@ -191,6 +194,17 @@ impl Pending {
         };
         let wake = {
             let mut table = self.by_route.lock();
+            if table.stopped {
+                drop(table);
+                let _ = entry.tx.send((Err(ZLinkError::ShuttingDown), false));
+                return (
+                    PendingGuard {
+                        pending: Arc::clone(self),
+                        route,
+                    },
+                    rx,
+                );
+            }
             table.routes.insert(route.get(), entry);
             match timeout {
                 Some(t) => {
@@ -298,13 +312,26 @@ impl Pending {
     /// Ends every request with `ShuttingDown` (a forced shutdown); the forwarded routes stay
     /// until the node stops (a reply still relayed to its caller is one fewer timeout).
     pub(crate) fn fail_all(&self) -> usize {
-        let ended: Vec<Entry> = self
-            .by_route
-            .lock()
-            .routes
-            .drain()
-            .map(|(_, e)| e)
-            .collect();
+        self.end_all(false)
+    }
+
+    /// The node's reply loop ended (the node stopped; its tasks are aborted): every request
+    /// still waiting ends with `ShuttingDown`, and one registered later ends at once. Without
+    /// this a request whose connection's Down event was still queued when the loop was
+    /// aborted waited forever: the reaper that would end it at its reply timeout is gone too.
+    /// Returns how many ended.
+    pub(crate) fn stop(&self) -> usize {
+        self.end_all(true)
+    }
+
+    fn end_all(&self, stop: bool) -> usize {
+        let ended: Vec<Entry> = {
+            let mut table = self.by_route.lock();
+            table.stopped |= stop;
+            table.deadlines.clear();
+            table.armed = None;
+            table.routes.drain().map(|(_, e)| e).collect()
+        };
         let n = ended.len();
         for e in ended {
             let _ = e.tx.send((Err(ZLinkError::ShuttingDown), false));
