@@ -1,8 +1,8 @@
 //! Outstanding requests by ReplyRouteId (spec 06 §20, 21 §9.3): each ends exactly once — with
 //! its reply, a timeout, the caller's cancellation (dropping the future), the connection going
-//! down (`Unavailable`, never resent), a forced shutdown or its node stopping (`ShuttingDown`). A reply arriving after the entry
-//! ended is discarded, unless it answers a request this node forwarded ([`ForwardedRoutes`]:
-//! relayed to that request's caller).
+//! down (`Unavailable`, never resent), a forced shutdown or its node stopping
+//! (`ShuttingDown`). A reply arriving after the entry ended is discarded, unless it answers a
+//! request this node forwarded ([`ForwardedRoutes`]: relayed to that request's caller).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
