@@ -14,5 +14,5 @@ pub use crate::messaging::{
 pub use crate::objects::{
     ActorHandle, ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,
     FactoryContext, Handles, InstanceCall, Receives, RelocationReady, RelocationReadyOutcome,
-    TimerContext, TimerHandle, TimerKind, Timers,
+    SpotHandle, TimerContext, TimerHandle, TimerKind, Timers,
 };

@@ -344,6 +344,24 @@ impl Stores {
         let redis = self.redis.clone();
         drop(self);
         if let Some((url, prefix)) = redis {
+            let (u, p) = (url.clone(), prefix.clone());
+            let left = tokio::task::spawn_blocking(move || {
+                crate::faults::store::keys_left_by_kind(&zlink_cli::redis::Target::Single(u), &p)
+            })
+            .await;
+            match left {
+                Ok(Ok(by_kind)) => {
+                    let total: usize = by_kind.values().sum();
+                    let kinds: Vec<String> =
+                        by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                    println!(
+                        "   keys left before the purge: {total}: {}",
+                        kinds.join(", ")
+                    );
+                }
+                Ok(Err(e)) => println!("   could not list the keys left: {e}"),
+                Err(e) => println!("   could not list the keys left: {e}"),
+            }
             match super::purge_prefix(&url, &prefix).await {
                 Ok(n) => println!("   purged {n} Redis key(s) under {prefix}"),
                 Err(e) => println!("   could not purge {prefix}: {e}"),

@@ -27,7 +27,7 @@ mod cluster;
 mod failover;
 pub(crate) mod procs;
 mod row;
-mod store;
+pub(crate) mod store;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -145,6 +145,39 @@ pub(crate) fn keys_left(
     })
 }
 
+/// How many keys under `{prefix}:` there are of each kind (`tombstone`, `helper`, a record's
+/// family with `durable` or `expiring`, `relocation`, `foreign`): what a benchmark leaves
+/// for its purge.
+pub(crate) fn keys_left_by_kind(
+    target: &zlink_cli::redis::Target,
+    prefix: &str,
+) -> Result<std::collections::BTreeMap<String, usize>, String> {
+    let mut by_kind = std::collections::BTreeMap::new();
+    for k in keys_left(target, prefix)? {
+        let kind = match k.left {
+            Left::Helper => "helper".to_owned(),
+            Left::Tombstone => "tombstone".to_owned(),
+            Left::Record {
+                family,
+                expires_at_ms,
+                ..
+            } => {
+                let how = if expires_at_ms > 0 {
+                    "expiring"
+                } else {
+                    "durable"
+                };
+                format!("{family} ({how})")
+            }
+            Left::Relocation { expires: true } => "relocation (expiring)".to_owned(),
+            Left::Relocation { expires: false } => "relocation (durable)".to_owned(),
+            Left::Foreign => "foreign".to_owned(),
+        };
+        *by_kind.entry(kind).or_insert(0) += 1;
+    }
+    Ok(by_kind)
+}
+
 /// What a record key holds: its newest member's family and expiry, a tombstone, or (a value
 /// that does not decode as the provider's record) foreign.
 fn record(value: &RawValue) -> Left {

@@ -183,4 +183,4 @@ pub use timer::{
     MAX_MIN_TIMER_PERIOD, MIN_MIN_TIMER_PERIOD, TimerContext, TimerHandle, TimerKind, TimerLimits,
     Timers,
 };
-pub use typed::{ActorHandle, Handles, Receives};
+pub use typed::{ActorHandle, Handles, Receives, SpotHandle};

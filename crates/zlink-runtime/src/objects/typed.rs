@@ -1,12 +1,13 @@
-//! Handlers written as plain `async fn`s in trait impls, and Actor handles typed by the
-//! Actor's state type (issue 40): a request to an Actor that does not handle it is a compile
-//! error, not a `NoHandler` at run time.
+//! Handlers written as plain `async fn`s in trait impls, and Actor and Spot handles typed by
+//! the object's state type (issue 40): a request to an object that does not handle it is a
+//! compile error, not a `NoHandler` at run time.
 
 use std::future::Future;
 use std::marker::PhantomData;
 
 use super::manager::ActorManager;
-use super::registration::{Actor, MessageContext};
+use super::registration::{Actor, MessageContext, Spot};
+use super::spots::SpotManager;
 use crate::mesh::node::CallOptions;
 use crate::messaging::{Message, Request, ZLinkError};
 
@@ -65,90 +66,143 @@ pub trait Receives<M: Message>: Send + 'static {
     ) -> impl Future<Output = Result<(), ZLinkError>> + Send;
 }
 
-/// An Actor addressed by its global id, typed by its state type `A`: it sends only the
-/// requests `A` [`Handles`] and the messages it [`Receives`] (checked at compile time). Get
-/// one with [`ActorManager::actor`].
-///
-/// A request the Actor's type does not handle does not compile:
-///
-/// ```compile_fail,E0277
-/// use zlink_runtime::{ActorManager, Message, Request};
-///
-/// #[derive(serde::Serialize, serde::Deserialize)]
-/// struct Ping;
-/// impl Message for Ping { const PACKET: &'static str = "Ping"; }
-/// impl Request for Ping { type Reply = (); }
-///
-/// struct Quiet;
-/// impl zlink_runtime::Actor for Quiet {}
-///
-/// async fn ask(actors: &ActorManager) {
-///     // `Quiet` does not implement `Handles<Ping>`.
-///     let _ = actors.actor::<Quiet>("q-1").request(&Ping).await;
-/// }
-/// ```
-pub struct ActorHandle<A> {
-    manager: ActorManager,
-    id: String,
-    _actor: PhantomData<fn() -> A>,
-}
-
-impl<A> Clone for ActorHandle<A> {
-    fn clone(&self) -> Self {
-        Self {
-            manager: self.manager.clone(),
-            id: self.id.clone(),
-            _actor: PhantomData,
+/// A handle typed by an object's state type: the struct, its `Clone`, `Debug`, id and the
+/// typed `request`, `request_with` and `send` (one definition for Actors and Spots).
+macro_rules! typed_handle {
+    ($(#[$doc:meta])* $handle:ident, $manager:ident, $bound:ident, $what:literal) => {
+        $(#[$doc])*
+        pub struct $handle<T> {
+            manager: $manager,
+            id: String,
+            _state: PhantomData<fn() -> T>,
         }
-    }
+
+        impl<T> Clone for $handle<T> {
+            fn clone(&self) -> Self {
+                Self {
+                    manager: self.manager.clone(),
+                    id: self.id.clone(),
+                    _state: PhantomData,
+                }
+            }
+        }
+
+        impl<T> std::fmt::Debug for $handle<T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($handle))
+                    .field("type", &std::any::type_name::<T>())
+                    .field("id", &self.id)
+                    .finish()
+            }
+        }
+
+        impl<T: $bound> $handle<T> {
+            fn new(manager: &$manager, id: String) -> Self {
+                Self {
+                    manager: manager.clone(),
+                    id,
+                    _state: PhantomData,
+                }
+            }
+
+            #[doc = concat!("The ", $what, "'s global id.")]
+            pub fn id(&self) -> &str {
+                &self.id
+            }
+
+            #[doc = concat!("A request the ", $what, "'s type handles, to the Ready ", $what, " (as [`", stringify!($manager), "::request`]).")]
+            pub async fn request<R>(&self, request: &R) -> Result<R::Reply, ZLinkError>
+            where
+                R: Request,
+                T: Handles<R>,
+            {
+                self.manager.request(&self.id, request).await
+            }
+
+            /// [`request`](Self::request) with call options.
+            pub async fn request_with<R>(
+                &self,
+                request: &R,
+                options: &CallOptions,
+            ) -> Result<R::Reply, ZLinkError>
+            where
+                R: Request,
+                T: Handles<R>,
+            {
+                self.manager.request_with(&self.id, request, options).await
+            }
+
+            #[doc = concat!("A one-way message the ", $what, "'s type receives, to the Ready ", $what, " (as [`", stringify!($manager), "::send`]).")]
+            pub async fn send<M>(&self, message: &M) -> Result<(), ZLinkError>
+            where
+                M: Message,
+                T: Receives<M>,
+            {
+                self.manager.send(&self.id, message).await
+            }
+        }
+    };
 }
 
-impl<A> std::fmt::Debug for ActorHandle<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ActorHandle")
-            .field("actor", &std::any::type_name::<A>())
-            .field("id", &self.id)
-            .finish()
-    }
-}
+typed_handle!(
+    /// An Actor addressed by its global id, typed by its state type `T`: it sends only the
+    /// requests `T` [`Handles`] and the messages it [`Receives`] (checked at compile time). Get
+    /// one with [`ActorManager::actor`].
+    ///
+    /// A request the Actor's type does not handle does not compile:
+    ///
+    /// ```compile_fail,E0277
+    /// use zlink_runtime::{ActorManager, Message, Request};
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Ping;
+    /// impl Message for Ping { const PACKET: &'static str = "Ping"; }
+    /// impl Request for Ping { type Reply = (); }
+    ///
+    /// struct Quiet;
+    /// impl zlink_runtime::Actor for Quiet {}
+    ///
+    /// async fn ask(actors: &ActorManager) {
+    ///     // `Quiet` does not implement `Handles<Ping>`.
+    ///     let _ = actors.actor::<Quiet>("q-1").request(&Ping).await;
+    /// }
+    /// ```
+    ActorHandle,
+    ActorManager,
+    Actor,
+    "Actor"
+);
 
-impl<A: Actor> ActorHandle<A> {
-    /// The Actor's global id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// A request `A` handles, to the Ready Actor (as [`ActorManager::request`]).
-    pub async fn request<R>(&self, request: &R) -> Result<R::Reply, ZLinkError>
-    where
-        R: Request,
-        A: Handles<R>,
-    {
-        self.manager.request(&self.id, request).await
-    }
-
-    /// [`request`](Self::request) with call options.
-    pub async fn request_with<R>(
-        &self,
-        request: &R,
-        options: &CallOptions,
-    ) -> Result<R::Reply, ZLinkError>
-    where
-        R: Request,
-        A: Handles<R>,
-    {
-        self.manager.request_with(&self.id, request, options).await
-    }
-
-    /// A one-way message `A` receives, to the Ready Actor (as [`ActorManager::send`]).
-    pub async fn send<M>(&self, message: &M) -> Result<(), ZLinkError>
-    where
-        M: Message,
-        A: Receives<M>,
-    {
-        self.manager.send(&self.id, message).await
-    }
-}
+typed_handle!(
+    /// A Spot (a User or Instance Spot) addressed by its global id, typed by its state type
+    /// `T`: it sends only the requests `T` [`Handles`] and the messages it [`Receives`]
+    /// (checked at compile time). Get one with [`SpotManager::spot`]. It reaches the Ready
+    /// Spot; an Instance Spot's first message, which may create it, goes through
+    /// [`SpotManager::instance`].
+    ///
+    /// A request the Spot's type does not handle does not compile:
+    ///
+    /// ```compile_fail,E0277
+    /// use zlink_runtime::{Message, Request, SpotManager};
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Ping;
+    /// impl Message for Ping { const PACKET: &'static str = "Ping"; }
+    /// impl Request for Ping { type Reply = (); }
+    ///
+    /// struct Hall;
+    /// impl zlink_runtime::Spot for Hall {}
+    ///
+    /// async fn ask(spots: &SpotManager) {
+    ///     // `Hall` does not implement `Handles<Ping>`.
+    ///     let _ = spots.spot::<Hall>("h-1").request(&Ping).await;
+    /// }
+    /// ```
+    SpotHandle,
+    SpotManager,
+    Spot,
+    "Spot"
+);
 
 impl ActorManager {
     /// The Actor `id` typed by its state type `A`: its `request` and `send` take only what
@@ -156,10 +210,16 @@ impl ActorManager {
     /// created as usual (`get_or_create`), and a request to an id that is not an `A`
     /// answers as an untyped request would (`NoHandler`, `NotFound`).
     pub fn actor<A: Actor>(&self, id: impl Into<String>) -> ActorHandle<A> {
-        ActorHandle {
-            manager: self.clone(),
-            id: id.into(),
-            _actor: PhantomData,
-        }
+        ActorHandle::new(self, id.into())
+    }
+}
+
+impl SpotManager {
+    /// The Spot `id` typed by its state type `S`: its `request` and `send` take only what `S`
+    /// handles (a wrong message is a compile error). It names the id only; the Spot is
+    /// created as usual (`create`, `get_or_create`), and a request to an id that is not an
+    /// `S` answers as an untyped request would (`NoHandler`, `NotFound`).
+    pub fn spot<S: Spot>(&self, id: impl Into<String>) -> SpotHandle<S> {
+        SpotHandle::new(self, id.into())
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::support::*;
 use crate::handler::{Handles, Receives};
-use crate::objects::Actor;
+use crate::objects::{Actor, Spot};
 use crate::{Message, MessageContext, ZLink, ZLinkError};
 
 struct Tally {
@@ -64,5 +64,58 @@ async fn trait_handlers_answer_through_a_handle_typed_by_the_actor() {
     t.send(&Reset).await.expect("sent");
     // A one-way send and a later request from the same caller run in order.
     assert_eq!(t.request(&Incr).await.expect("incr"), 1);
+    host.shutdown().await;
+}
+
+struct Board {
+    n: u64,
+}
+impl Spot for Board {}
+
+impl Handles<Incr> for Board {
+    async fn handle(&mut self, _: Incr, _: MessageContext) -> Result<u64, ZLinkError> {
+        self.n += 1;
+        Ok(self.n)
+    }
+}
+
+impl Receives<Reset> for Board {
+    async fn receive(&mut self, _: Reset, _: MessageContext) -> Result<(), ZLinkError> {
+        self.n = 0;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn trait_handlers_answer_through_a_handle_typed_by_the_spot() {
+    let store: Arc<dyn zlink_store_spi::DynLocationStore> =
+        Arc::new(zlink_store_spi::MemoryLocationStore::new());
+    let host = ZLink::builder()
+        .location_store(store)
+        .route_mesh(mesh(), |b| {
+            b.object_role(zlink_codec::records::ObjectRole::Server)
+                .user_spot_type::<Board>("board", |t| {
+                    t.factory(|_ctx| async { Ok(Board { n: 0 }) })
+                        .disable_relocation()
+                        .handles::<Incr>()
+                        .receives::<Reset>()
+                })
+        })
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    host.ready(WAIT).await.expect("ready");
+    let spots = host.spots().expect("manager");
+    spots.get_or_create("board", "b-1").await.expect("created");
+    let b = spots.spot::<Board>("b-1");
+    assert_eq!(b.id(), "b-1");
+    assert_eq!(b.request(&Incr).await.expect("incr"), 1);
+    assert_eq!(b.request(&Incr).await.expect("incr"), 2);
+    b.send(&Reset).await.expect("sent");
+    assert_eq!(b.request(&Incr).await.expect("incr"), 1);
+    let other = spots.spot::<Board>("b-2");
+    let err = other.request(&Incr).await.expect_err("no such Spot");
+    assert_eq!(err.kind(), crate::ErrorKind::NotFound, "{err}");
     host.shutdown().await;
 }
