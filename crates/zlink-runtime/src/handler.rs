@@ -9,7 +9,8 @@ pub use crate::messaging::{
     HandlerKey, IdRole, InboundReply, InboundTarget, InternalError, InvalidCall, InvalidText,
     Metadata, MetadataBuilder, MoveRefusal, Next, NodeContext, NodeHandler,
     ObjectRelocationRefusal, OutboundMessage, PacketName, PayloadError, RelocationStoreError,
-    RouteKind, SharedError, StaleReason, TimerError, UnavailableReason, Unconfigured, decode_reply,
+    RouteKind, SharedError, StaleReason, Target, TimerError, UnavailableReason, Unconfigured,
+    decode_reply,
 };
 pub use crate::objects::{
     ActorHandle, ClosingContext, ClosingReason, CreateCall, Created, CreatedRef, CreationContext,

@@ -185,7 +185,7 @@ impl ZLinkHost {
             .get(channel)
             .and_then(|i| self.inner.nodes.get(*i))
             .ok_or_else(|| ZLinkError::NoRoute {
-                target: format!("channel {:?} (not in the route index)", channel.as_str()),
+                target: crate::messaging::Target::Channel(channel.clone()),
             })
     }
 
@@ -278,7 +278,7 @@ impl ZLinkHost {
                 .iter()
                 .position(|n| n.mesh_name() == mesh)
                 .ok_or_else(|| ZLinkError::NoRoute {
-                    target: format!("MeshName {:?}", mesh.as_str()),
+                    target: crate::messaging::Target::Mesh(mesh.clone()),
                 })?,
             None => {
                 let mut found = self

@@ -215,8 +215,8 @@ pub enum ShutdownFailure {
     /// A Spot's `HostShutdown` closing callback returned an error (spec 28 §9 step 4).
     #[error("closing callback of {object}: {source}")]
     ClosingCallback {
-        /// The object, as `<kind> <id>`.
-        object: String,
+        /// The object.
+        object: crate::messaging::Target,
         /// The callback's error.
         #[source]
         source: Arc<BoxError>,

@@ -302,9 +302,7 @@ impl Dispatcher {
                 .map_err(|e| ZLinkError::malformed(FramePart::PacketName, e))?;
             let key = HandlerKey::of_target(&frame.target, route, packet);
             tracing::debug!(%key, "no handler for the inbound frame");
-            return Err(ZLinkError::NoHandler {
-                key: key.to_string(),
-            });
+            return Err(ZLinkError::NoHandler { key });
         };
         let packet = key.packet().clone();
         let metadata = Metadata::from_bytes(&frame.metadata)?;

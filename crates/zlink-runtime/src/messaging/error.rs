@@ -15,7 +15,9 @@ use super::error_parts::{
     CreationError, FramePart, InternalError, InvalidCall, InvalidText, MoveRefusal, PayloadError,
     RelocationStoreError, StaleReason, UnavailableReason, Unconfigured,
 };
+use super::handler::HandlerKey;
 use super::shared_error::SharedError;
+use super::target::Target;
 
 /// The 13 common error kinds every language's public error carries (spec 06 §19).
 ///
@@ -189,14 +191,14 @@ pub enum ZLinkError {
     /// No handler is registered under the inbound frame's dispatch key; no handler ran.
     #[error("no handler is registered for {key}")]
     NoHandler {
-        /// The dispatch key, as text.
-        key: String,
+        /// The dispatch key.
+        key: HandlerKey,
     },
     /// The same dispatch key was registered twice (a startup configuration error).
     #[error("a handler is already registered for {key}")]
     DuplicateHandler {
-        /// The dispatch key, as text.
-        key: String,
+        /// The dispatch key.
+        key: HandlerKey,
     },
     /// A packet name is invalid (spec 06 §9; see `PacketName`).
     #[error("invalid packet name: {reason}")]
@@ -280,16 +282,16 @@ pub enum ZLinkError {
     /// ChannelName not in the process-local route index (spec 06 §6, §20). Nothing was sent.
     #[error("no route to {target}")]
     NoRoute {
-        /// The target, as text.
-        target: String,
+        /// The target.
+        target: Target,
     },
     /// The target is known but not ready, no channel member is eligible, or the connection
     /// went down before the reply arrived (spec 06 §20). A request that was sent is never
     /// resent to another node.
     #[error("{target} is unavailable: {reason}")]
     Unavailable {
-        /// The target, as text.
-        target: String,
+        /// The target.
+        target: Target,
         /// Why.
         reason: UnavailableReason,
     },
@@ -325,8 +327,8 @@ pub enum ZLinkError {
     /// target's refusal keeps its meaning across the wire.
     #[error("the state of {target} cannot be relocated: {reason}")]
     StateIncompatible {
-        /// The object, as text.
-        target: String,
+        /// The object.
+        target: Target,
         /// Why (bounded, sanitised).
         reason: ErrorMessage,
     },
@@ -428,8 +430,8 @@ pub enum ZLinkError {
     /// The object exists as another kind or stable type than the call names: `TypeMismatch`.
     #[error("{target} is a {} of type {:?}", .kind.as_str(), .stable_type.as_str())]
     TypeMismatch {
-        /// The object, as text.
-        target: String,
+        /// The object.
+        target: Target,
         /// Its stored kind.
         kind: ObjectKind,
         /// Its stored type.
@@ -453,8 +455,8 @@ pub enum ZLinkError {
     /// `Unavailable`: its location can be read again once the Store answers.
     #[error("{target} moved to {to}, but its record could not be confirmed")]
     MovedUnconfirmed {
-        /// The object, as text.
-        target: String,
+        /// The object.
+        target: Target,
         /// The node it moved to.
         to: zlink_codec::RoutingId,
         /// The last failed read.

@@ -9,6 +9,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::target::Target;
+
 use zlink_codec::records::ObjectKind;
 use zlink_codec::{AuthorityKind, ChannelName, CodecError, ObjectId, StableType};
 use zlink_relocation::unit::{AggregateRejection, RecordedStage};
@@ -91,6 +93,20 @@ pub enum UnavailableReason {
     /// The Location Store could not be reached (or did not answer in time) to find the
     /// object's owner (spec 21 §10): nothing was sent, nothing was applied.
     StoreUnreachable,
+    /// The host relocated (spec 28): it serves only what still reaches its objects.
+    Relocated,
+    /// The object's activation is closing.
+    Closing,
+    /// This node is not in its own discovery list yet.
+    NotListed,
+    /// This node's owner lease is not held.
+    LeaseNotHeld,
+    /// The object moved while the message was held for it: the caller sends it again to the
+    /// owner the object's record names.
+    Moved,
+    /// The message was forwarded from owner to owner as many times as it may (the object's
+    /// owner kept changing while it travelled).
+    TooManyHops,
 }
 
 impl fmt::Display for UnavailableReason {
@@ -105,6 +121,12 @@ impl fmt::Display for UnavailableReason {
             Self::StoreUnreachable => {
                 "the location store could not be reached to find its owner: nothing was applied"
             }
+            Self::Relocated => "the host relocated",
+            Self::Closing => "its activation is closing",
+            Self::NotListed => "the node is not in its own discovery list yet",
+            Self::LeaseNotHeld => "the node's owner lease is not held",
+            Self::Moved => "it moved while the message was held: its record names the new owner",
+            Self::TooManyHops => "it was forwarded as many times as a message may be",
         })
     }
 }
@@ -129,8 +151,8 @@ pub enum CreationError {
     /// An exclusive creation found the object already there.
     #[error("{target} exists")]
     Exists {
-        /// The object, as text.
-        target: String,
+        /// The object.
+        target: Target,
     },
     /// No eligible Object Server has room for the type (spec 21 §4).
     #[error("no eligible Object Server has room for type {:?}", .stable_type.as_str())]
@@ -214,8 +236,8 @@ pub enum InvalidCall {
     /// The ref names another incarnation than the stored one.
     #[error("{target} is incarnation {current}, not {named}")]
     OtherIncarnation {
-        /// The object, as text.
-        target: String,
+        /// The object.
+        target: Target,
         /// The incarnation the ref names.
         named: u64,
         /// The stored incarnation.
@@ -805,7 +827,12 @@ mod tests {
                 ErrorKind::InternalFailure,
             ),
             (
-                CreationError::Exists { target: "a".into() },
+                CreationError::Exists {
+                    target: crate::messaging::Target::object(
+                        zlink_codec::keys::AuthorityKind::Actor,
+                        &zlink_codec::ObjectId::new("a").expect("id"),
+                    ),
+                },
                 ErrorKind::AlreadyExists,
             ),
             (

@@ -46,20 +46,42 @@ pub enum HandlerKey {
         /// The packet name.
         packet: PacketName,
     },
+    /// A command of the runtime's control plane (spec 06 §6).
+    Control {
+        /// Send or request.
+        route: RouteKind,
+        /// The command's name.
+        command: PacketName,
+    },
+    /// An object type's handler (of the type of the object a call reached).
+    Object {
+        /// Send or request.
+        route: RouteKind,
+        /// The packet name.
+        packet: PacketName,
+    },
 }
 
 impl HandlerKey {
     /// The packet name.
     pub fn packet(&self) -> &PacketName {
         match self {
-            Self::NodeDirect { packet, .. } | Self::Channel { packet, .. } => packet,
+            Self::NodeDirect { packet, .. }
+            | Self::Channel { packet, .. }
+            | Self::Object { packet, .. }
+            | Self::Control {
+                command: packet, ..
+            } => packet,
         }
     }
 
     /// Send or request.
     pub fn route(&self) -> RouteKind {
         match self {
-            Self::NodeDirect { route, .. } | Self::Channel { route, .. } => *route,
+            Self::NodeDirect { route, .. }
+            | Self::Channel { route, .. }
+            | Self::Object { route, .. }
+            | Self::Control { route, .. } => *route,
         }
     }
 
@@ -93,6 +115,8 @@ impl fmt::Display for HandlerKey {
                 route,
                 packet,
             } => write!(f, "channel {route} {packet:?} on ChannelName {channel:?}"),
+            Self::Object { route, packet } => write!(f, "object {route} {packet:?}"),
+            Self::Control { route, command } => write!(f, "control {route} {command:?}"),
         }
     }
 }
@@ -268,7 +292,7 @@ where
             })
         }
         Err(base) => Box::pin(std::future::ready(Err(ZLinkError::NoHandler {
-            key: format!("packet {:?} of another owner", base.packet().as_str()),
+            key: HandlerKey::of_target(base.target(), base.route_kind(), base.packet().clone()),
         }))),
     }
 }
@@ -337,9 +361,7 @@ impl HandlerTable {
         handler: Arc<dyn ErasedHandler>,
     ) -> Result<(), ZLinkError> {
         if self.by_key.contains_key(&key) {
-            return Err(ZLinkError::DuplicateHandler {
-                key: key.to_string(),
-            });
+            return Err(ZLinkError::DuplicateHandler { key });
         }
         self.by_packet
             .entry(key.packet().as_str().to_owned())

@@ -25,6 +25,7 @@ mod handler;
 mod metadata;
 mod packet;
 mod shared_error;
+mod target;
 mod timer_error;
 
 #[cfg(test)]
@@ -57,4 +58,5 @@ pub use handler::{BoxFuture, HandlerKey, NodeHandler};
 pub use metadata::{Metadata, MetadataBuilder};
 pub use packet::{Message, PacketName, Request};
 pub use shared_error::SharedError;
+pub use target::Target;
 pub use timer_error::TimerError;

@@ -150,7 +150,7 @@ fn admitting(gate: &Option<Arc<LocationRuntime>>) -> Result<(), ZLinkError> {
 /// The refusal of new object work past the admission deadline.
 pub(crate) fn refused() -> ZLinkError {
     ZLinkError::Unavailable {
-        target: "new object work on this host".to_owned(),
+        target: crate::messaging::Target::NewObjectWork,
         reason: UnavailableReason::AdmissionClosed,
     }
 }

@@ -18,22 +18,25 @@ pub(crate) struct Held {
     pub(crate) origin: Option<zlink_transport::Envelope>,
 }
 
-/// The name a [`refollow`] result carries.
-const REFOLLOW: &str = "zlink.relocation.refollow";
-
 /// What the Message Follow of a moved Instance Spot answers a held one-way whose caller waits
 /// for its admission (a `zlink.spot.activate` one-way held here): it is not forwarded by the
 /// follow; the activation path sends it to the owner the record names instead, which admits it
 /// before answering, so that caller's next one-way — sent to the new owner once its record
 /// read names it — cannot overtake it.
-pub(crate) fn refollow() -> ZLinkError {
+pub(crate) fn refollow(key: &crate::objects::host::ObjectKey) -> ZLinkError {
     ZLinkError::Unavailable {
-        target: REFOLLOW.into(),
-        reason: UnavailableReason::NotConnected,
+        target: crate::messaging::Target::object(key.0, &key.1),
+        reason: UnavailableReason::Moved,
     }
 }
 
 /// Whether `e` is the [`refollow`] result.
 pub(crate) fn is_refollow(e: &ZLinkError) -> bool {
-    matches!(e, ZLinkError::Unavailable { target, .. } if target == REFOLLOW)
+    matches!(
+        e,
+        ZLinkError::Unavailable {
+            reason: UnavailableReason::Moved,
+            ..
+        }
+    )
 }

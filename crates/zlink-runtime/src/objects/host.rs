@@ -134,8 +134,8 @@ impl Classified for LiveEntry {
 }
 
 /// What a message names: an Actor or a Spot by global id.
-pub(crate) fn what(kind: AuthorityKind, id: &ObjectId) -> String {
-    format!("{} {:?}", kind.as_str(), id.as_str())
+pub(crate) fn what(kind: AuthorityKind, id: &ObjectId) -> crate::messaging::Target {
+    crate::messaging::Target::object(kind, id)
 }
 
 impl ObjectHost {
@@ -227,7 +227,7 @@ impl ObjectHost {
     /// The error a creation, join or claim gets while the host does not accept new objects.
     pub(crate) fn not_accepting(&self) -> ZLinkError {
         ZLinkError::Unavailable {
-            target: format!("new objects on MeshNode {:?}", self.mesh.as_str()),
+            target: crate::messaging::Target::NewObjects(self.mesh.clone()),
             reason: crate::messaging::UnavailableReason::NotServing,
         }
     }

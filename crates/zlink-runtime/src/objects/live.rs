@@ -290,7 +290,10 @@ impl<T: Send + 'static> LiveInstance<T> {
             .cloned()
         else {
             let e = ZLinkError::NoHandler {
-                key: format!("object {route} {:?}", call.context.packet.as_str()),
+                key: crate::messaging::HandlerKey::Object {
+                    route,
+                    packet: call.context.packet.clone(),
+                },
             };
             if let Some(done) = reply {
                 done.complete(Err(e.clone()));

@@ -220,7 +220,7 @@ pub(super) async fn send_followed(
     let lost = |e: zlink_transport::TransportError| {
         tracing::debug!(error = %e, "followed message not queued");
         ZLinkError::Unavailable {
-            target: format!("node {}", to.to_hex()),
+            target: crate::messaging::Target::Node(to.clone()),
             reason: UnavailableReason::ConnectionLost,
         }
     };

@@ -78,7 +78,7 @@ use zlink_relocation::transfer::{
     RESTORE_HEADER_LEN, SettingsError,
 };
 
-use crate::messaging::{ErrorKind, UnavailableReason, ZLinkError};
+use crate::messaging::{ErrorKind, ZLinkError};
 
 mod permits;
 use crate::objects::{RelocationConfigError, RelocationOptions};
@@ -166,16 +166,10 @@ impl GateError {
 
 impl From<GateError> for ZLinkError {
     fn from(e: GateError) -> Self {
-        match e.kind() {
-            ErrorKind::Unavailable => ZLinkError::Unavailable {
-                target: e.to_string(),
-                reason: UnavailableReason::NotServing,
-            },
-            kind => ZLinkError::RelocationRefused {
-                kind,
-                what: "the unit gate",
-                source: Some(crate::messaging::SharedError::new(e)),
-            },
+        ZLinkError::RelocationRefused {
+            kind: e.kind(),
+            what: "the unit gate",
+            source: Some(crate::messaging::SharedError::new(e)),
         }
     }
 }

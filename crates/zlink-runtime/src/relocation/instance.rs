@@ -121,8 +121,8 @@ pub(crate) async fn relocate_instance_spot_within(
         Ok(claim) => claim,
         Err(Ending::Closing) => {
             return Err(ZLinkError::Unavailable {
-                target: format!("{} (closing)", what(key.0, &key.1)),
-                reason: UnavailableReason::NotServing,
+                target: what(key.0, &key.1),
+                reason: UnavailableReason::Closing,
             });
         }
         Err(Ending::Moving) => {

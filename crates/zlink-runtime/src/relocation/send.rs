@@ -125,12 +125,13 @@ pub(super) async fn chunks_as(
             }
         }
         // Waits for room on the connection's control lane (never refused for a full lane).
-        peer.send_control_prefixed(&env, &head)
-            .await
-            .map_err(|e| ZLinkError::Unavailable {
-                target: format!("relocation target ({e})"),
+        peer.send_control_prefixed(&env, &head).await.map_err(|e| {
+            tracing::debug!(error = %e, "a relocation command was not queued");
+            ZLinkError::Unavailable {
+                target: crate::messaging::Target::RelocationTarget,
                 reason: UnavailableReason::ConnectionLost,
-            })?;
+            }
+        })?;
         if in_flight_bytes >= every {
             gate.note_acknowledgement();
             let mut ack = PendingAck {

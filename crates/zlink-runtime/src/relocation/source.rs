@@ -244,7 +244,7 @@ pub(super) async fn choose_target(
         .max_by_key(|c| c.weight)
         .map(|c| c.target)
         .ok_or_else(|| ZLinkError::Unavailable {
-            target: "an eligible relocation target".into(),
+            target: crate::messaging::Target::RelocationTarget,
             reason: UnavailableReason::NotConnected,
         })
 }
@@ -569,7 +569,7 @@ pub(super) async fn forward(
         if m.route == crate::messaging::RouteKind::Send {
             if let Some(done) = m.reply.take() {
                 // An Instance Spot one-way whose caller waits for its admission.
-                done.complete(Err(super::instance::refollow()));
+                done.complete(Err(super::instance::refollow(&key)));
                 continue;
             }
         }

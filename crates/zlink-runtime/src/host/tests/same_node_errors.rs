@@ -61,7 +61,10 @@ fn failure(how: Failure) -> ZLinkError {
         ),
         Failure::Chosen => ZLinkError::application(ErrorKind::Rejected, "over quota"),
         Failure::Missing => ZLinkError::NoRoute {
-            target: "ledger-7".to_owned(),
+            target: crate::messaging::Target::object(
+                zlink_codec::keys::AuthorityKind::Actor,
+                &zlink_codec::ObjectId::new("ledger-7").expect("id"),
+            ),
         },
         Failure::Invalid => ZLinkError::InvalidCall(InvalidCall::ChannelWeight { weight: -1 }),
     }

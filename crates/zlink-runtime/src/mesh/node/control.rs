@@ -23,7 +23,9 @@ use zlink_codec::ChannelName;
 use zlink_transport::{Envelope, InboundFrame as WireFrame, Reply, ReplyStatus};
 
 use super::core::NodeInner;
-use crate::messaging::{BoxFuture, ErrorReply, PayloadError, ZLinkError};
+use crate::messaging::{
+    BoxFuture, ErrorReply, FramePart, HandlerKey, PacketName, PayloadError, RouteKind, ZLinkError,
+};
 
 /// The weights announcement.
 pub(crate) const WEIGHTS: &str = "zlink.weights";
@@ -111,8 +113,18 @@ pub(crate) async fn handle(node: Arc<NodeInner>, frame: WireFrame) {
     let name = env.packet_name().to_owned();
     let result = match node.control.get(&name) {
         Some(h) => h(Arc::clone(&node), env.clone()).await,
-        None => Err(ZLinkError::NoHandler {
-            key: format!("control command {name:?}"),
+        None => Err(match PacketName::new(&name) {
+            Ok(command) => ZLinkError::NoHandler {
+                key: HandlerKey::Control {
+                    route: if env.reply_route().is_some() {
+                        RouteKind::Request
+                    } else {
+                        RouteKind::Send
+                    },
+                    command,
+                },
+            },
+            Err(e) => ZLinkError::malformed(FramePart::PacketName, e),
         }),
     };
     let reply = match (&result, env.reply_route()) {

@@ -219,12 +219,15 @@ impl NodeInner {
         }
         if peers.is_known(target) {
             return Err(ZLinkError::Unavailable {
-                target: format!("node {target}"),
+                target: crate::messaging::Target::Node(target.clone()),
                 reason: UnavailableReason::NotConnected,
             });
         }
         Err(ZLinkError::NoRoute {
-            target: format!("node {target} on MeshName {:?}", self.mesh.as_str()),
+            target: crate::messaging::Target::NodeOn {
+                node: target.clone(),
+                mesh: self.mesh.clone(),
+            },
         })
     }
 
@@ -236,7 +239,7 @@ impl NodeInner {
         match pick_weighted(&candidates, uniform_below) {
             Some(m) => Ok(m),
             None => Err(ZLinkError::Unavailable {
-                target: format!("channel {:?}", channel.as_str()),
+                target: crate::messaging::Target::Channel(channel.clone()),
                 reason: UnavailableReason::NoEligibleMember,
             }),
         }
@@ -596,7 +599,7 @@ pub(crate) fn transport_error(e: TransportError) -> ZLinkError {
                 ZLinkError::transport(other)
             }
             _ => ZLinkError::Unavailable {
-                target: "peer".into(),
+                target: crate::messaging::Target::Peer,
                 reason: UnavailableReason::ConnectionLost,
             },
         },

@@ -193,8 +193,8 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
             HostState::Relocated if objects_address => {}
             HostState::Relocated => {
                 let refused = ZLinkError::Unavailable {
-                    target: "this host (relocated)".into(),
-                    reason: crate::messaging::UnavailableReason::NotServing,
+                    target: crate::messaging::Target::ThisHost,
+                    reason: crate::messaging::UnavailableReason::Relocated,
                 };
                 node.metrics.dropped(DropReason::NotServing);
                 answer(&node, peer_rid, &env, Err(refused));
@@ -221,7 +221,7 @@ pub(crate) async fn app_frames(node: Arc<NodeInner>, mut rx: FrameReceiver) {
             // keep their order); only the wait for the reply runs in its own task.
             let Some(objects) = node.objects.get() else {
                 let err = ZLinkError::NoRoute {
-                    target: "objects (this node has no object role)".into(),
+                    target: crate::messaging::Target::Objects,
                 };
                 node.metrics.dropped(DropReason::NoRoute);
                 answer(&node, peer_rid, &env, Err(err));

@@ -109,7 +109,7 @@ impl Lifecycle {
                 })
             }
             HostState::Preparing | HostState::Error => Err(ZLinkError::Unavailable {
-                target: "this host".into(),
+                target: crate::messaging::Target::ThisHost,
                 reason: UnavailableReason::NotServing,
             }),
             _ => Err(ZLinkError::ShuttingDown),

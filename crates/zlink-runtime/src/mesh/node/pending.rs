@@ -300,7 +300,7 @@ impl Pending {
         for e in ended {
             let _ = e.tx.send((
                 Err(ZLinkError::Unavailable {
-                    target: format!("node {}", e.peer.rid),
+                    target: crate::messaging::Target::Node(e.peer.rid.clone()),
                     reason: UnavailableReason::ConnectionLost,
                 }),
                 false,

@@ -161,13 +161,19 @@ fn runtime_failures_keep_their_kind_and_typed_source() {
     };
     check(&adapter, ErrorKind::InternalFailure);
     let mismatch = ZLinkError::TypeMismatch {
-        target: "actor a".into(),
+        target: crate::messaging::Target::object(
+            zlink_codec::keys::AuthorityKind::Actor,
+            &zlink_codec::ObjectId::new("a").expect("id"),
+        ),
         kind: ObjectKind::Actor,
         stable_type: StableType::new("t").expect("type"),
     };
     check(&mismatch, ErrorKind::TypeMismatch);
     let moving = ZLinkError::Unavailable {
-        target: "spot".into(),
+        target: crate::messaging::Target::object(
+            zlink_codec::keys::AuthorityKind::Spot,
+            &zlink_codec::ObjectId::new("s").expect("id"),
+        ),
         reason: UnavailableReason::Moving,
     };
     check(&moving, ErrorKind::Unavailable);
@@ -484,7 +490,10 @@ fn a_runtime_failure_gives_its_typed_error_itself_as_its_source() {
     });
     // The relocation's causes, and the internal steps' (`error_parts`), the same way.
     typed::<L>(&ZLinkError::MovedUnconfirmed {
-        target: "Actor a".into(),
+        target: crate::messaging::Target::object(
+            zlink_codec::keys::AuthorityKind::Actor,
+            &zlink_codec::ObjectId::new("a").expect("id"),
+        ),
         to: zlink_codec::RoutingId::new(vec![1u8]).expect("rid"),
         source: Arc::new(L::Contended).into(),
     });

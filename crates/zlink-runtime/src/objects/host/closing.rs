@@ -23,8 +23,8 @@ pub(crate) struct ClosingEnd {
 pub(crate) enum ClosingFailure {
     /// The callback returned an error.
     Callback {
-        /// The object, as `<kind> <id>`.
-        object: String,
+        /// The object.
+        object: crate::messaging::Target,
         /// The callback's error.
         error: crate::messaging::BoxError,
     },

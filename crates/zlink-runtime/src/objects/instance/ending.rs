@@ -57,7 +57,7 @@ impl Endings {
 /// The *moving* result of a Close that came after the relocation of the Spot `id` began.
 pub(crate) fn moving(id: &ObjectId) -> crate::messaging::ZLinkError {
     crate::messaging::ZLinkError::Unavailable {
-        target: format!("spot {:?}", id.as_str()),
+        target: crate::messaging::Target::object(zlink_codec::keys::AuthorityKind::Spot, id),
         reason: crate::messaging::UnavailableReason::Moving,
     }
 }

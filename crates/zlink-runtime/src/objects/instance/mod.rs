@@ -228,8 +228,8 @@ impl Instances {
             })
             .map(|n| n.target())
             .ok_or_else(|| ZLinkError::Unavailable {
-                target: "this node (not in its own discovery list yet)".into(),
-                reason: UnavailableReason::NotServing,
+                target: crate::messaging::Target::ThisNode,
+                reason: UnavailableReason::NotListed,
             })
     }
 
@@ -255,7 +255,7 @@ impl Instances {
         match types.as_slice() {
             [one] => Ok(one.clone()),
             [] => Err(ZLinkError::NoRoute {
-                target: "an Instance Spot type (no serving node offers one)".into(),
+                target: crate::messaging::Target::InstanceSpotType,
             }),
             several => Err(ZLinkError::InvalidCall(
                 InvalidCall::SeveralInstanceSpotTypes {
@@ -320,7 +320,7 @@ fn deadline_exceeded() -> ZLinkError {
 
 fn type_mismatch(id: &ObjectId, kind: ObjectKind, stable_type: &StableType) -> ZLinkError {
     ZLinkError::TypeMismatch {
-        target: format!("spot {:?}", id.as_str()),
+        target: crate::messaging::Target::object(zlink_codec::keys::AuthorityKind::Spot, id),
         kind,
         stable_type: stable_type.clone(),
     }

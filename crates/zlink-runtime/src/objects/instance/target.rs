@@ -161,7 +161,10 @@ pub(super) async fn activate(
                 // Neither live nor being activated here: the activation ended (closed), or a
                 // creation's cancel did not land.
                 return Err(ZLinkError::Unavailable {
-                    target: format!("spot {:?}", envelope.id.as_str()),
+                    target: crate::messaging::Target::object(
+                        zlink_codec::keys::AuthorityKind::Spot,
+                        &envelope.id,
+                    ),
                     reason: if handle.state() == AllocationState::Reserved {
                         UnavailableReason::NotServing
                     } else {
@@ -261,7 +264,7 @@ async fn deliver_here(
                 None => {
                     if host.interception.intercept(key, held).is_some() {
                         return Err(ZLinkError::Unavailable {
-                            target: format!("spot {:?}", key.1.as_str()),
+                            target: crate::messaging::Target::object(key.0, &key.1),
                             reason: UnavailableReason::NotConnected,
                         });
                     }
@@ -311,11 +314,11 @@ async fn forward(
 ) -> ObjectOutput {
     if envelope.hops >= MAX_HOPS {
         return Err(ZLinkError::Unavailable {
-            target: format!(
-                "spot {:?} (forwarded {MAX_HOPS} times)",
-                envelope.id.as_str()
+            target: crate::messaging::Target::object(
+                zlink_codec::keys::AuthorityKind::Spot,
+                &envelope.id,
             ),
-            reason: UnavailableReason::NotConnected,
+            reason: UnavailableReason::TooManyHops,
         });
     }
     let owner = handle.node().routing_id;
@@ -408,8 +411,8 @@ async fn create(
         Ok(Outcome::Applied(h)) => h,
         Ok(Outcome::Conflict(Conflict::LeaseStale { .. })) => {
             return Err(ZLinkError::Unavailable {
-                target: "this node (its owner lease is not held)".into(),
-                reason: UnavailableReason::NotServing,
+                target: crate::messaging::Target::ThisNode,
+                reason: UnavailableReason::LeaseNotHeld,
             });
         }
         // The record exists (a race lost): nothing is created or deleted here; the envelope

@@ -236,7 +236,7 @@ async fn choose_target(
         .max_by_key(|c| c.weight)
         .map(|c| c.target)
         .ok_or_else(|| ZLinkError::Unavailable {
-            target: "an eligible relocation target".into(),
+            target: crate::messaging::Target::RelocationTarget,
             reason: UnavailableReason::NotConnected,
         })
 }

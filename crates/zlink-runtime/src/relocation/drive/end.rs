@@ -380,7 +380,7 @@ impl Move<'_> {
         }
         self.continued().await;
         tracing::info!(?stage, "relocation did not move the unit");
-        Err(error.unwrap_or_else(|| why(stage)))
+        Err(error.unwrap_or_else(|| why(stage, &self.parts[0].key)))
     }
 
     /// The unit's record as it is now (a single object's is read again; an aggregate's
@@ -424,13 +424,14 @@ impl Move<'_> {
     }
 }
 
-/// The error a move that ended without one observed reports.
-fn why(stage: Stage) -> ZLinkError {
+/// The error a move of the unit `key` (the object, or the Spot of an aggregate) that ended
+/// without one observed reports.
+fn why(stage: Stage, key: &crate::objects::host::ObjectKey) -> ZLinkError {
     match stage {
         Stage::Failed(FailureReason::StateTooLarge { len, max })
         | Stage::Failed(FailureReason::PayloadTooLarge { len, max }) => {
             ZLinkError::StateIncompatible {
-                target: "the relocated object".into(),
+                target: crate::messaging::Target::object(key.0, &key.1),
                 reason: ErrorMessage::sanitise(&format!(
                     "the captured state is {len} bytes, more than {max}"
                 )),

@@ -124,7 +124,7 @@ pub(super) async fn relay(
     }
     if let Some(done) = m.reply {
         done.complete(Err(ZLinkError::Unavailable {
-            target: format!("relocation {relocation}"),
+            target: crate::messaging::Target::Relocation(relocation),
             reason: crate::messaging::UnavailableReason::NotServing,
         }));
     }
