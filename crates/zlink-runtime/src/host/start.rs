@@ -205,6 +205,15 @@ async fn start(mut plan: ZLinkPlan<NodeHandler>) -> Result<ZLinkHost, StartupErr
                     if let Some(o) = started.objects[i].as_mut() {
                         o.host.instances.set_discovery(Arc::clone(&discovery));
                         o.discovery = Some(Arc::clone(&discovery));
+                        // Handlers reach the managers of their node (`MessageContext::actors`).
+                        o.host
+                            .door
+                            .runs_on()
+                            .set_client(&crate::objects::client::ObjectClient {
+                                node: node.clone(),
+                                objects: Arc::clone(&o.host),
+                                discovery: Arc::clone(&discovery),
+                            });
                         // Held activations checked against their records, one tick per
                         // renew interval (objects/host/audit.rs).
                         started

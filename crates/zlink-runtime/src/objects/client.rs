@@ -124,6 +124,44 @@ fn from_terminal(t: CreationTerminal) -> Result<Obtained, ZLinkError> {
     }
 }
 
+/// An [`ObjectClient`] held weakly (by the contexts of its node's handlers): it keeps neither
+/// the node nor its objects alive.
+pub(crate) struct WeakClient {
+    node: std::sync::Weak<crate::mesh::node::NodeInner>,
+    objects: std::sync::Weak<ObjectHost>,
+    discovery: std::sync::Weak<Discovery>,
+}
+
+impl std::fmt::Debug for WeakClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeakClient")
+    }
+}
+
+impl WeakClient {
+    /// The client, while its node, objects and discovery are alive.
+    pub(crate) fn upgrade(&self) -> Option<ObjectClient> {
+        Some(ObjectClient {
+            node: MeshNode {
+                inner: self.node.upgrade()?,
+            },
+            objects: self.objects.upgrade()?,
+            discovery: self.discovery.upgrade()?,
+        })
+    }
+}
+
+impl ObjectClient {
+    /// This client, held weakly.
+    pub(crate) fn downgrade(&self) -> WeakClient {
+        WeakClient {
+            node: Arc::downgrade(&self.node.inner),
+            objects: Arc::downgrade(&self.objects),
+            discovery: Arc::downgrade(&self.discovery),
+        }
+    }
+}
+
 impl ObjectClient {
     pub(crate) async fn read(
         &self,

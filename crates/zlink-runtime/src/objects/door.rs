@@ -29,14 +29,45 @@ pub(crate) struct Door(
     JobGauge,
 );
 
-/// The MeshName and routing id of the node an object handler runs on (`MessageContext`).
+/// The node an object handler runs on (`MessageContext`): its MeshName and routing id, and,
+/// once the host started its discovery, a weak handle to its object client (the managers a
+/// handler calls other objects through; weak, so a context kept past the host's stop holds
+/// nothing of it).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RunsOn(Option<Arc<(MeshName, RoutingId)>>);
+pub(crate) struct RunsOn(Option<Arc<NodeOf>>);
+
+/// What [`RunsOn`] shares.
+#[derive(Debug)]
+pub(crate) struct NodeOf {
+    mesh: MeshName,
+    rid: RoutingId,
+    client: std::sync::OnceLock<super::client::WeakClient>,
+}
 
 impl RunsOn {
-    /// The node, once an activation set it.
-    pub(crate) fn get(&self) -> Option<&(MeshName, RoutingId)> {
-        self.0.as_deref()
+    /// The node's MeshName and routing id, once an activation set it.
+    pub(crate) fn get(&self) -> Option<(&MeshName, &RoutingId)> {
+        self.0.as_deref().map(|n| (&n.mesh, &n.rid))
+    }
+
+    /// Keeps (weakly) the node's object client, once the host made it (discovery started).
+    pub(crate) fn set_client(&self, client: &super::client::ObjectClient) {
+        if let Some(n) = &self.0 {
+            let _ = n.client.set(client.downgrade());
+        }
+    }
+
+    /// The node's object client: `NotConfigured` before the host started the node's
+    /// discovery (or on a context no activation queued), `ShuttingDown` once the host stopped.
+    pub(crate) fn client(&self) -> Result<super::client::ObjectClient, ZLinkError> {
+        let weak =
+            self.0
+                .as_deref()
+                .and_then(|n| n.client.get())
+                .ok_or(ZLinkError::NotConfigured(
+                    crate::messaging::Unconfigured::AutomaticTopology,
+                ))?;
+        weak.upgrade().ok_or(ZLinkError::ShuttingDown)
     }
 }
 
@@ -45,7 +76,11 @@ impl Door {
     pub(crate) fn new(location: Arc<LocationRuntime>, mesh: MeshName, rid: RoutingId) -> Self {
         Self(
             Some(location),
-            RunsOn(Some(Arc::new((mesh, rid)))),
+            RunsOn(Some(Arc::new(NodeOf {
+                mesh,
+                rid,
+                client: std::sync::OnceLock::new(),
+            }))),
             TimerConfig::default(),
             None,
             JobGauge::default(),

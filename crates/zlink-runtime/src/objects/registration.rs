@@ -260,12 +260,27 @@ impl MessageContext {
     /// The MeshName of the node that runs this handler (`None` only for a context no
     /// activation queued, which a handler never sees).
     pub fn mesh_name(&self) -> Option<&zlink_codec::MeshName> {
-        self.node.get().map(|n| &n.0)
+        self.node.get().map(|n| n.0)
     }
 
     /// The routing id of the node that runs this handler (after a move, the target's).
     pub fn routing_id(&self) -> Option<&zlink_codec::RoutingId> {
-        self.node.get().map(|n| &n.1)
+        self.node.get().map(|n| n.1)
+    }
+
+    /// The Actor manager of the node this handler runs on: the handler calls, creates and
+    /// finds other Actors through it (`ctx.actors()?.request("p2", &Ping).await`). A request
+    /// to the object this handler runs on waits for a turn this handler holds: it ends at its
+    /// reply timeout. `NotConfigured` on a node without automatic topology (no discovery,
+    /// as [`ZLinkHost::actors`](crate::ZLinkHost::actors)), `ShuttingDown` once the host
+    /// stopped.
+    pub fn actors(&self) -> Result<super::ActorManager, ZLinkError> {
+        Ok(super::ActorManager::new(self.node.client()?))
+    }
+
+    /// The User Spot manager of the node this handler runs on (as [`actors`](Self::actors)).
+    pub fn spots(&self) -> Result<super::SpotManager, ZLinkError> {
+        Ok(super::SpotManager::new(self.node.client()?))
     }
 
     /// The handle this handler signals its relocation boundary with (spec 28 §5):

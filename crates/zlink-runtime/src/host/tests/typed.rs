@@ -119,3 +119,68 @@ async fn trait_handlers_answer_through_a_handle_typed_by_the_spot() {
     assert_eq!(err.kind(), crate::ErrorKind::NotFound, "{err}");
     host.shutdown().await;
 }
+
+/// An Actor whose handler asks another Actor through its own context's manager.
+struct Caller;
+impl Actor for Caller {}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct AskTally(String);
+impl Message for AskTally {
+    const PACKET: &'static str = "AskTally";
+}
+impl crate::Request for AskTally {
+    type Reply = u64;
+}
+
+impl Handles<AskTally> for Caller {
+    async fn handle(&mut self, ask: AskTally, ctx: MessageContext) -> Result<u64, ZLinkError> {
+        let actors = ctx.actors()?;
+        actors.get_or_create("tally", &ask.0).await?;
+        actors.actor::<Tally>(ask.0).request(&Incr).await
+    }
+}
+
+#[tokio::test]
+async fn a_handler_calls_another_actor_through_its_context() {
+    let store: Arc<dyn zlink_store_spi::DynLocationStore> =
+        Arc::new(zlink_store_spi::MemoryLocationStore::new());
+    let host = ZLink::builder()
+        .location_store(store)
+        .route_mesh(mesh(), |b| {
+            b.object_role(zlink_codec::records::ObjectRole::Server)
+                .actor_type::<Tally>("tally", |t| {
+                    t.factory(|_ctx| async { Ok(Tally { n: 0 }) })
+                        .disable_relocation()
+                        .handles::<Incr>()
+                })
+                .actor_type::<Caller>("caller", |t| {
+                    t.factory(|_ctx| async { Ok(Caller) })
+                        .disable_relocation()
+                        .handles::<AskTally>()
+                })
+        })
+        .build()
+        .start()
+        .await
+        .expect("the host starts");
+    host.ready(WAIT).await.expect("ready");
+    let actors = host.actors().expect("manager");
+    actors
+        .get_or_create("caller", "c-1")
+        .await
+        .expect("created");
+    let c = actors.actor::<Caller>("c-1");
+    // The handler creates `t-1` on its first call and asks it each time.
+    assert_eq!(c.request(&AskTally("t-1".into())).await.expect("asked"), 1);
+    assert_eq!(c.request(&AskTally("t-1".into())).await.expect("asked"), 2);
+    assert_eq!(
+        actors
+            .actor::<Tally>("t-1")
+            .request(&Incr)
+            .await
+            .expect("incr"),
+        3
+    );
+    host.shutdown().await;
+}
