@@ -6,16 +6,13 @@
 //! not exist yet).
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use zlink_runtime::config::{ActorType, SpotType};
 use zlink_runtime::handler::Handles;
 use zlink_runtime::location::RoutingId;
 use zlink_runtime::relocate::JsonState;
-use zlink_runtime::{
-    Actor, ErrorKind, Message, MessageContext, Request, Spot, SpotManager, ZLinkError,
-};
+use zlink_runtime::{Actor, ErrorKind, Message, MessageContext, Request, Spot, ZLinkError};
 
 /// The MeshName every process of the chat joins.
 pub(crate) const MESH: &str = "chat";
@@ -176,26 +173,12 @@ impl Place {
 
 // ---- handlers -------------------------------------------------------------------------------
 
-/// The rooms of this process's node, which the user handlers talk to (set once by
-/// [`serve_rooms`] after the host started: an object handler sees no host or manager).
-static ROOMS: OnceLock<SpotManager> = OnceLock::new();
-
-/// Gives the user handlers of this process the room manager they send through.
-pub(crate) fn serve_rooms(rooms: SpotManager) {
-    let _ = ROOMS.set(rooms);
-}
-
-fn rooms() -> Result<&'static SpotManager, ZLinkError> {
-    ROOMS
-        .get()
-        .ok_or_else(|| ZLinkError::application(ErrorKind::Unavailable, "rooms not served yet"))
-}
-
 impl Handles<Enter> for User {
     async fn handle(&mut self, enter: Enter, ctx: MessageContext) -> Result<usize, ZLinkError> {
         // Instance intent: the room is created by this message when it does not exist.
+        let rooms = ctx.spots()?;
         let join = Join { user: ctx.id };
-        let members = rooms()?
+        let members = rooms
             .instance(&enter.room)
             .stable_type(ROOM)
             .request(&join)
@@ -211,11 +194,12 @@ impl Handles<Say> for User {
             let why = format!("{} has not entered {}", ctx.id, say.room);
             return Err(ZLinkError::application(ErrorKind::InvalidOperation, &why));
         }
+        let rooms = ctx.spots()?;
         let post = Post {
             from: ctx.id,
             text: say.text,
         };
-        let seq = rooms()?.request(&say.room, &post).await?;
+        let seq = rooms.request(&say.room, &post).await?;
         self.posted += 1;
         Ok(seq)
     }

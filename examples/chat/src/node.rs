@@ -52,7 +52,6 @@ pub(crate) async fn run(redis: &str, prefix: &str) -> Result<(), BoxError> {
 
 /// Serves until SIGTERM, SIGINT or the end of stdin, once the host is ready.
 async fn serve(host: &ZLinkHost) -> Result<Ending, BoxError> {
-    model::serve_rooms(host.spots()?);
     host.ready(READY_WITHIN).await?;
     let node = host.nodes().first().ok_or("the host has no MeshNode")?;
     let rid = model::rid_text(node.routing_id());
