@@ -28,3 +28,12 @@ pub use crate::objects::{
 };
 pub use zlink_codec::records::ObjectRole;
 pub use zlink_transport::{MeshTls, MeshTlsError, MeshTlsErrorKind, SecurityIdentity};
+
+display_by_name!(
+    ApplicationJobQueueProfile,
+    StartupErrorKind,
+    Topology,
+    RelocationMode,
+    ReadinessMode,
+    SpotExecution
+);

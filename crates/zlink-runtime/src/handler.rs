@@ -17,3 +17,5 @@ pub use crate::objects::{
     FactoryContext, Handles, InstanceCall, Receives, RelocationReady, RelocationReadyOutcome,
     SpotHandle, TimerContext, TimerHandle, TimerKind, Timers,
 };
+
+display_by_name!(DispatchKind, ClosingReason, RelocationReadyOutcome);

@@ -1,5 +1,20 @@
 #![doc = include_str!("../README.md")]
 
+/// `Display` for fieldless outcome, reason, state and mode enums of the public modules: each
+/// value shows as its variant's name, which is the name the spec gives it (`ForceStopped`,
+/// `TargetUnavailable`, `PlannedMaintenance`).
+macro_rules! display_by_name {
+    ($($t:ty),+ $(,)?) => {
+        $(
+            impl std::fmt::Display for $t {
+                fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    std::fmt::Debug::fmt(self, f)
+                }
+            }
+        )+
+    };
+}
+
 // The layers, each importing only those above it in this list (docs/architecture.md; the
 // `xtask` tidy test `runtime_layers_import_only_downward` enforces it).
 pub(crate) mod host;

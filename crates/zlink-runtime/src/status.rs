@@ -13,3 +13,39 @@ pub use crate::mesh::node::{
     PeerStatus, Waiting,
 };
 pub use zlink_location::{LeaseHealthStatus, LeaseState, StoreHealthStatus};
+
+display_by_name!(
+    ShutdownOutcome,
+    ShutdownReason,
+    RelocationOutcome,
+    RelocationReason,
+    RelocateErrorKind,
+    ConnectionState
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outcome_or_reason_shows_as_its_spec_name() {
+        assert_eq!(ShutdownOutcome::ForceStopped.to_string(), "ForceStopped");
+        assert_eq!(
+            ShutdownReason::DeadlineExceeded.to_string(),
+            "DeadlineExceeded"
+        );
+        assert_eq!(RelocationOutcome::Blocked.to_string(), "Blocked");
+        assert_eq!(
+            RelocationReason::TargetUnavailable.to_string(),
+            "TargetUnavailable"
+        );
+        assert_eq!(
+            crate::config::RelocationMode::PlannedMaintenance.to_string(),
+            "PlannedMaintenance"
+        );
+        assert_eq!(
+            crate::handler::ClosingReason::HostShutdown.to_string(),
+            "HostShutdown"
+        );
+    }
+}
