@@ -1,19 +1,22 @@
-//! Handlers written as `async fn`s in trait impls and Actor handles typed by the Actor's state
-//! type (issue 40).
+//! Handlers written as `async fn`s in trait impls, and Actor and Spot handles typed by the
+//! object's state type (issue 40).
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::support::*;
-use crate::handler::{Handles, Receives};
+use crate::MeshNodeBuilder;
+use crate::handler::{Handles, NodeHandler, Receives};
 use crate::objects::{Actor, Spot};
-use crate::{Message, MessageContext, ZLink, ZLinkError};
+use crate::{Message, MessageContext, ZLink, ZLinkError, ZLinkHost};
 
+/// A counter, registered as an Actor type and as a User Spot type.
 struct Tally {
     n: u64,
 }
 impl Actor for Tally {}
+impl Spot for Tally {}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Reset;
@@ -35,26 +38,37 @@ impl Receives<Reset> for Tally {
     }
 }
 
-#[tokio::test]
-async fn trait_handlers_answer_through_a_handle_typed_by_the_actor() {
+/// A started, ready Object Server root on a memory Location Store with the object types
+/// `types` registers.
+async fn serve(
+    types: impl FnOnce(MeshNodeBuilder<NodeHandler>) -> MeshNodeBuilder<NodeHandler>,
+) -> ZLinkHost {
     let store: Arc<dyn zlink_store_spi::DynLocationStore> =
         Arc::new(zlink_store_spi::MemoryLocationStore::new());
     let host = ZLink::builder()
         .location_store(store)
         .route_mesh(mesh(), |b| {
-            b.object_role(zlink_codec::records::ObjectRole::Server)
-                .actor_type::<Tally>("tally", |t| {
-                    t.factory(|_ctx| async { Ok(Tally { n: 0 }) })
-                        .disable_relocation()
-                        .handles::<Incr>()
-                        .receives::<Reset>()
-                })
+            types(b.object_role(zlink_codec::records::ObjectRole::Server))
         })
         .build()
         .start()
         .await
         .expect("the host starts");
     host.ready(WAIT).await.expect("ready");
+    host
+}
+
+#[tokio::test]
+async fn trait_handlers_answer_through_a_handle_typed_by_the_actor() {
+    let host = serve(|b| {
+        b.actor_type::<Tally>("tally", |t| {
+            t.factory(|_ctx| async { Ok(Tally { n: 0 }) })
+                .disable_relocation()
+                .handles::<Incr>()
+                .receives::<Reset>()
+        })
+    })
+    .await;
     let actors = host.actors().expect("manager");
     actors.get_or_create("tally", "t-1").await.expect("created");
     let t = actors.actor::<Tally>("t-1");
@@ -67,55 +81,30 @@ async fn trait_handlers_answer_through_a_handle_typed_by_the_actor() {
     host.shutdown().await;
 }
 
-struct Board {
-    n: u64,
-}
-impl Spot for Board {}
-
-impl Handles<Incr> for Board {
-    async fn handle(&mut self, _: Incr, _: MessageContext) -> Result<u64, ZLinkError> {
-        self.n += 1;
-        Ok(self.n)
-    }
-}
-
-impl Receives<Reset> for Board {
-    async fn receive(&mut self, _: Reset, _: MessageContext) -> Result<(), ZLinkError> {
-        self.n = 0;
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn trait_handlers_answer_through_a_handle_typed_by_the_spot() {
-    let store: Arc<dyn zlink_store_spi::DynLocationStore> =
-        Arc::new(zlink_store_spi::MemoryLocationStore::new());
-    let host = ZLink::builder()
-        .location_store(store)
-        .route_mesh(mesh(), |b| {
-            b.object_role(zlink_codec::records::ObjectRole::Server)
-                .user_spot_type::<Board>("board", |t| {
-                    t.factory(|_ctx| async { Ok(Board { n: 0 }) })
-                        .disable_relocation()
-                        .handles::<Incr>()
-                        .receives::<Reset>()
-                })
+    let host = serve(|b| {
+        b.user_spot_type::<Tally>("board", |t| {
+            t.factory(|_ctx| async { Ok(Tally { n: 0 }) })
+                .disable_relocation()
+                .handles::<Incr>()
+                .receives::<Reset>()
         })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    host.ready(WAIT).await.expect("ready");
+    })
+    .await;
     let spots = host.spots().expect("manager");
     spots.get_or_create("board", "b-1").await.expect("created");
-    let b = spots.spot::<Board>("b-1");
+    let b = spots.spot::<Tally>("b-1");
     assert_eq!(b.id(), "b-1");
     assert_eq!(b.request(&Incr).await.expect("incr"), 1);
     assert_eq!(b.request(&Incr).await.expect("incr"), 2);
     b.send(&Reset).await.expect("sent");
     assert_eq!(b.request(&Incr).await.expect("incr"), 1);
-    let other = spots.spot::<Board>("b-2");
-    let err = other.request(&Incr).await.expect_err("no such Spot");
+    let err = spots
+        .spot::<Tally>("b-2")
+        .request(&Incr)
+        .await
+        .expect_err("no such Spot");
     assert_eq!(err.kind(), crate::ErrorKind::NotFound, "{err}");
     host.shutdown().await;
 }
@@ -143,28 +132,19 @@ impl Handles<AskTally> for Caller {
 
 #[tokio::test]
 async fn a_handler_calls_another_actor_through_its_context() {
-    let store: Arc<dyn zlink_store_spi::DynLocationStore> =
-        Arc::new(zlink_store_spi::MemoryLocationStore::new());
-    let host = ZLink::builder()
-        .location_store(store)
-        .route_mesh(mesh(), |b| {
-            b.object_role(zlink_codec::records::ObjectRole::Server)
-                .actor_type::<Tally>("tally", |t| {
-                    t.factory(|_ctx| async { Ok(Tally { n: 0 }) })
-                        .disable_relocation()
-                        .handles::<Incr>()
-                })
-                .actor_type::<Caller>("caller", |t| {
-                    t.factory(|_ctx| async { Ok(Caller) })
-                        .disable_relocation()
-                        .handles::<AskTally>()
-                })
+    let host = serve(|b| {
+        b.actor_type::<Tally>("tally", |t| {
+            t.factory(|_ctx| async { Ok(Tally { n: 0 }) })
+                .disable_relocation()
+                .handles::<Incr>()
         })
-        .build()
-        .start()
-        .await
-        .expect("the host starts");
-    host.ready(WAIT).await.expect("ready");
+        .actor_type::<Caller>("caller", |t| {
+            t.factory(|_ctx| async { Ok(Caller) })
+                .disable_relocation()
+                .handles::<AskTally>()
+        })
+    })
+    .await;
     let actors = host.actors().expect("manager");
     actors
         .get_or_create("caller", "c-1")
