@@ -4,9 +4,9 @@
 
 pub use crate::host::{
     ApplicationJobQueueStatus, CompletionCounts, DescriptorStep, HostEvent, HostObserver,
-    HostState, HostStatus, InterruptionSummary, LiveObjects, LocationHealth, RelocateError,
-    RelocateErrorKind, RelocationOutcome, RelocationReason, ShutdownFailure, ShutdownOutcome,
-    ShutdownReason, ShutdownReport,
+    HostState, HostStatus, InterruptionSummary, LeaveReport, LiveObjects, LocationHealth,
+    RelocateError, RelocateErrorKind, RelocationOutcome, RelocationReason, ShutdownFailure,
+    ShutdownOutcome, ShutdownReason, ShutdownReport,
 };
 pub use crate::mesh::node::{
     ConnectionState, ConnectionStatus, ManualPeerStatus, NodeStatus, NotReady, PeerRole,

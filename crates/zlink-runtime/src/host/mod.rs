@@ -10,6 +10,7 @@
 pub(crate) mod config;
 mod disposal;
 mod health;
+mod leave;
 pub(crate) mod observe;
 pub(crate) mod relocate;
 pub(crate) mod running;
@@ -22,6 +23,7 @@ mod tests;
 
 pub use crate::relocation::{CompletionCounts, InterruptionSummary};
 pub use health::LocationHealth;
+pub use leave::LeaveReport;
 pub use observe::{HostEvent, HostObserver};
 pub use relocate::{
     DEFAULT_RELOCATE_DEADLINE, ObjectRelocation, ObjectTarget, ObjectToMove, RelocateError,

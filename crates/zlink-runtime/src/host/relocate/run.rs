@@ -28,22 +28,23 @@ pub(crate) struct Ask {
 }
 
 impl Ask {
-    fn blocked(&self, why: RelocationReason) -> RelocationResult {
-        RelocationResult::blocked(self.mode, self.version, why)
+    /// Blocked before anything moved: every stateful object of `host` is still here.
+    fn blocked(&self, host: &HostInner, why: RelocationReason) -> RelocationResult {
+        RelocationResult::blocked(self.mode, self.version, why, stateful_left(host))
     }
 }
 
 /// Runs the operation to its terminal result (the caller stores and announces it).
 pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
     if host.life.state() != HostState::Serving {
-        return ask.blocked(not_serving(host.life.state()));
+        return ask.blocked(&host, not_serving(host.life.state()));
     }
     if manual_topology(&host) {
-        return ask.blocked(RelocationReason::ManualTopologyUnsupported);
+        return ask.blocked(&host, RelocationReason::ManualTopologyUnsupported);
     }
     let units = match preflight(&host).await {
         Ok(u) => u,
-        Err(why) => return ask.blocked(why),
+        Err(why) => return ask.blocked(&host, why),
     };
     if units.is_empty() {
         // Nothing stateful here: no target search (spec 28 §4 "No target yet").
@@ -51,19 +52,19 @@ pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
             .life
             .transition(&[HostState::Serving], HostState::Relocating)
         {
-            return ask.blocked(not_serving(host.life.state()));
+            return ask.blocked(&host, not_serving(host.life.state()));
         }
         return finish(&host, ask, Moves::default(), 0).await;
     }
     let targets = match wait_for_targets(&host, &units, ask).await {
         Ok(t) => t,
-        Err(why) => return ask.blocked(why),
+        Err(why) => return ask.blocked(&host, why),
     };
     if !host
         .life
         .transition(&[HostState::Serving], HostState::Relocating)
     {
-        return ask.blocked(not_serving(host.life.state()));
+        return ask.blocked(&host, not_serving(host.life.state()));
     }
     // Out of new selection: peers at once over the command plane, others by the descriptor.
     announce_weights(&host, true);
@@ -89,7 +90,7 @@ pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
             let report = crate::host::running::force_stop(&host, unconfirmed).await;
             tracing::warn!(outcome = ?report.outcome, reason = ?report.reason, "host force-stopped");
         }
-        return ask.blocked(RelocationReason::StoreUnavailable);
+        return ask.blocked(&host, RelocationReason::StoreUnavailable);
     }
     tracing::info!(units = units.len(), mode = ?ask.mode, version = ask.version, "host relocating");
     let moves = move_all(&host, units, targets, ask).await;

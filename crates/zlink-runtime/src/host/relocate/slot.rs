@@ -53,6 +53,7 @@ pub(crate) async fn relocate(
                     mode,
                     version,
                     RelocationReason::OperationInProgress,
+                    super::moves::stateful_left(host),
                 ));
             }
         } else {
@@ -66,6 +67,7 @@ pub(crate) async fn relocate(
                         mode,
                         version,
                         RelocationReason::RuntimeNotReady,
+                        super::moves::stateful_left(host),
                     ));
                 }
                 // Spec 28 §2: `ShutdownRequested` while the shutdown drains; a `Stopped`
@@ -75,6 +77,7 @@ pub(crate) async fn relocate(
                         mode,
                         version,
                         RelocationReason::ShutdownRequested,
+                        super::moves::stateful_left(host),
                     ));
                 }
                 _ => {
@@ -82,6 +85,7 @@ pub(crate) async fn relocate(
                         mode,
                         version,
                         RelocationReason::RuntimeNotReady,
+                        super::moves::stateful_left(host),
                     ));
                 }
             }
@@ -120,6 +124,7 @@ pub(crate) async fn relocate(
                 mode,
                 version,
                 RelocationReason::RelocationFailed,
+                super::moves::stateful_left(host),
             )),
         },
         // The operation's task ended without a result (the runtime is shutting down).
@@ -127,6 +132,7 @@ pub(crate) async fn relocate(
             mode,
             version,
             RelocationReason::ShutdownRequested,
+            super::moves::stateful_left(host),
         )),
     }
 }

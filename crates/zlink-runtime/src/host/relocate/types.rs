@@ -224,10 +224,13 @@ pub struct RelocationResult {
 }
 
 impl RelocationResult {
+    /// A Relocate blocked before it moved anything, with `remaining` stateful objects still
+    /// here.
     pub(crate) fn blocked(
         mode: RelocationMode,
         target_version: u64,
         why: RelocationReason,
+        remaining: usize,
     ) -> Self {
         Self {
             mode,
@@ -235,7 +238,7 @@ impl RelocationResult {
             outcome: RelocationOutcome::Blocked,
             reason: why,
             moved: 0,
-            remaining: 0,
+            remaining,
             interruption: crate::relocation::InterruptionSummary::default(),
         }
     }

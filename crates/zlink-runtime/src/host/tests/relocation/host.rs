@@ -11,7 +11,7 @@ use super::{Incr, Policy, Seen, counter_type};
 use crate::host::tests::support::*;
 use crate::host::{
     HostEvent, RelocateError, RelocateOptions, RelocationMode, RelocationOutcome, RelocationReason,
-    ZLinkHost,
+    ShutdownOutcome, ZLinkHost,
 };
 use crate::mesh::node::MeshNode;
 use zlink_testkit::Harness;
@@ -160,6 +160,8 @@ on_every_store!(
     shutdown_during_the_moves_finishes_the_started_units_and_starts_no_other,
     an_unconfirmed_relocating_descriptor_rolls_back_to_serving_with_store_unavailable,
     a_relocated_host_refuses_node_direct_requests_and_keeps_its_connections,
+    a_leaving_host_moves_its_actors_away_then_stops,
+    a_host_leaving_without_a_target_still_stops_and_its_actors_come_back_new,
 );
 
 async fn planned_maintenance_moves_every_actor_to_a_same_version_node(h: &Harness) {
@@ -286,6 +288,10 @@ async fn without_an_eligible_target_the_relocate_is_blocked_and_the_host_serves_
     assert_eq!(result.outcome, RelocationOutcome::Blocked);
     assert_eq!(result.reason, RelocationReason::TargetUnavailable);
     assert_eq!(result.target_version, 1, "filled even without a target");
+    assert_eq!(
+        result.remaining, 2,
+        "both Actors are still here: {result:?}"
+    );
     assert_eq!(r.host(0).state(), HostState::Serving);
     let caller = r.host(1).actors().expect("manager");
     for id in &ids {
@@ -532,6 +538,58 @@ async fn shutdown_after_relocated_leaves_the_moved_actors_serving(h: &Harness) {
     let caller = r.host(2).actors().expect("manager");
     for id in &ids {
         assert_eq!(caller.request(id, &Incr).await.expect("served"), 2);
+        assert_eq!(owner_of(r.host(2), id).await, r.rid(1));
+    }
+    r.shutdown().await;
+}
+
+/// Issue 40 (a graceful leave helper): `leave` moves every Actor to the other server with its
+/// state, then stops the host `Stopped` with nothing of its run left to sweep.
+async fn a_leaving_host_moves_its_actors_away_then_stops(h: &Harness) {
+    let r = Roots::start(h, &[server(1), server(1), client()]).await;
+    let ids = r.counters_on(2, 0, 3, "lv").await;
+    let report = r.host(0).leave(Duration::from_secs(30)).await;
+    assert!(report.is_clean(), "{report:?}");
+    let moved = report.relocation.as_ref().expect("valid");
+    assert_eq!((moved.moved, moved.remaining), (3, 0), "{moved:?}");
+    let sweep = report.shutdown.sweep.as_ref().expect("swept");
+    assert_eq!(sweep.removed, 0, "nothing of the run was left: {sweep:?}");
+    let caller = r.host(2).actors().expect("manager");
+    for id in &ids {
+        // The state came along: the count goes on from 1.
+        assert_eq!(caller.request(id, &Incr).await.expect("served"), 2);
+        assert_eq!(owner_of(r.host(2), id).await, r.rid(1));
+    }
+    r.shutdown().await;
+}
+
+/// A host that leaves with no eligible target (the other server is of another version)
+/// reports the Relocate `Blocked/TargetUnavailable` and still stops `Stopped`; its Actors
+/// were swept, so the next `get_or_create` makes each one new (count from 0).
+async fn a_host_leaving_without_a_target_still_stops_and_its_actors_come_back_new(h: &Harness) {
+    let r = Roots::start(h, &[server(1), server(2), client()]).await;
+    let ids = r.counters_on(2, 0, 2, "ln").await;
+    let report = r.host(0).leave(Duration::from_secs(5)).await;
+    assert!(!report.is_clean(), "{report:?}");
+    let blocked = report.relocation.as_ref().expect("valid");
+    assert_eq!(
+        blocked.reason,
+        RelocationReason::TargetUnavailable,
+        "{blocked:?}"
+    );
+    assert_eq!(blocked.remaining, 2, "{blocked:?}");
+    assert_eq!(
+        report.shutdown.outcome,
+        ShutdownOutcome::Stopped,
+        "{report:?}"
+    );
+    let caller = r.host(2).actors().expect("manager");
+    for id in &ids {
+        caller
+            .get_or_create("counter", id)
+            .await
+            .expect("created again");
+        assert_eq!(caller.request(id, &Incr).await.expect("served"), 1);
         assert_eq!(owner_of(r.host(2), id).await, r.rid(1));
     }
     r.shutdown().await;
