@@ -192,28 +192,24 @@ impl Pending {
             peer: Arc::clone(peer),
             tx,
         };
-        let wake = {
+        let (wake, refused) = {
             let mut table = self.by_route.lock();
             if table.stopped {
-                drop(table);
-                let _ = entry.tx.send((Err(ZLinkError::ShuttingDown), false));
-                return (
-                    PendingGuard {
-                        pending: Arc::clone(self),
-                        route,
-                    },
-                    rx,
-                );
-            }
-            table.routes.insert(route.get(), entry);
-            match timeout {
-                Some(t) => {
-                    let deadline = Instant::now().checked_add(t);
-                    deadline.is_some_and(|d| table.push_deadline(route.get(), t, d))
-                }
-                None => false,
+                (false, Some(entry))
+            } else {
+                table.routes.insert(route.get(), entry);
+                let wake = timeout.is_some_and(|t| {
+                    Instant::now()
+                        .checked_add(t)
+                        .is_some_and(|d| table.push_deadline(route.get(), t, d))
+                });
+                (wake, None)
             }
         };
+        if let Some(entry) = refused {
+            // The node stopped: nothing could end this request later.
+            let _ = entry.tx.send((Err(ZLinkError::ShuttingDown), false));
+        }
         if wake {
             self.wake.notify_one();
         }

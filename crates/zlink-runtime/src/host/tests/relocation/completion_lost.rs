@@ -104,17 +104,7 @@ async fn a_result_finishing_after_its_log_ended_data_lost_ends_data_lost_unrecor
         .expect("answered");
     let err = got.expect_err("no stored record: never delivered");
     assert_eq!(err.kind(), ErrorKind::DataLost, "{err}");
-    let c = target.status().completions;
-    assert_eq!(
-        (
-            c.recorded,
-            c.terminal_received,
-            c.data_lost,
-            c.deadline_exceeded
-        ),
-        (0, 0, 2, 0),
-        "{c:?}"
-    );
+    assert_both_ended_data_lost_unrecorded(target);
     m.shutdown().await;
     recorded.purge().await;
 }
@@ -158,6 +148,15 @@ async fn a_result_finishing_while_the_lost_batch_is_answered_ends_data_lost_once
     })
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_both_ended_data_lost_unrecorded(target);
+    objects.relocations().completions.probe.on_data_lost(None);
+    m.shutdown().await;
+    recorded.purge().await;
+}
+
+/// `target`'s completion counts after both requests of a lost log ended: nothing recorded or
+/// delivered, two `DataLost`, no `DeadlineExceeded`.
+fn assert_both_ended_data_lost_unrecorded(target: &ZLinkHost) {
     let c = target.status().completions;
     assert_eq!(
         (
@@ -169,7 +168,4 @@ async fn a_result_finishing_while_the_lost_batch_is_answered_ends_data_lost_once
         (0, 0, 2, 0),
         "{c:?}"
     );
-    objects.relocations().completions.probe.on_data_lost(None);
-    m.shutdown().await;
-    recorded.purge().await;
 }
