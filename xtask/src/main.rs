@@ -17,6 +17,7 @@ mod sim;
 mod test_cmd;
 mod tidy;
 mod tidy_effects;
+mod tidy_entropy;
 mod tidy_facade;
 mod tidy_layers;
 mod tidy_metrics;

@@ -148,9 +148,10 @@ mod tests {
     }
 
     #[test]
-    fn spi_depends_on_bytes_and_thiserror_only() {
+    fn spi_depends_on_bytes_thiserror_and_uuid_only() {
         let deps = normal_dependencies("zlink-store-spi");
-        let allowed = ["bytes", "thiserror", "parking_lot"];
+        // uuid: the entropy seam's draws from the operating system (`src/entropy.rs`).
+        let allowed = ["bytes", "thiserror", "parking_lot", "uuid"];
         let extra: Vec<&String> = deps
             .iter()
             .filter(|d| !allowed.contains(&d.as_str()))

@@ -10,7 +10,8 @@ use super::generation::OwnerLeaseGeneration;
 /// A fresh OwnerId (spec 21 §3.1): a lowercase canonical UUID v4, never reused.
 pub fn new_owner_id() -> OwnerId {
     // A UUID's 36 ASCII characters always satisfy the OwnerId bounds.
-    OwnerId::new(uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid OwnerId")
+    OwnerId::new(zlink_store_spi::entropy::uuid_v4().to_string())
+        .expect("a UUID is a valid OwnerId")
 }
 
 /// One host process run: `(OwnerId, OwnerLeaseGeneration)` (spec 21 §3.1).

@@ -88,7 +88,7 @@ pub struct PlacementRng(u64);
 impl PlacementRng {
     /// A randomly seeded source.
     pub fn new() -> Self {
-        let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
+        let (hi, lo) = zlink_store_spi::entropy::uuid_v4().as_u64_pair();
         PlacementRng(hi ^ lo.rotate_left(17))
     }
 

@@ -27,11 +27,11 @@
 //! entries than `page_size` (even none, after many filtered items); only `next == None` ends
 //! the cycle.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Serialize;
 use zlink_codec::records::AllocationState;
+use zlink_store_spi::entropy::HashMap;
 use zlink_store_spi::{
     DynLocationStore, LocationStore, MAX_PAGE_ENCODED_LEN, PageLimit, ScanCursor, ScanPrefix,
     ScanRequest, ScanResult, StoreError,
@@ -356,7 +356,7 @@ impl Query<'_> {
             // Every Spot kind shares one authority row per SpotId.
             LookupKind::Spot => ObjectKind::UserSpot,
         };
-        let mut leases = HashMap::new();
+        let mut leases = HashMap::default();
         match self.authority.read(kind, id).await? {
             AuthorityRead::Missing { .. } => Ok(None),
             AuthorityRead::Found { handle, .. } => {
@@ -434,7 +434,7 @@ impl Query<'_> {
     ) -> Result<Option<Page>, LocationError> {
         let mut entries = Vec::new();
         let mut budget = PageBudget::new();
-        let mut leases = HashMap::new();
+        let mut leases = HashMap::default();
         for _ in 0..STORE_PAGES_PER_PAGE {
             // Every fetched entry fits for sure, or else one item is fetched alone.
             let limit = (size - entries.len()).min(budget.sure_room()).max(1);

@@ -54,7 +54,6 @@
 //! bytes put are kept, shared with the request, not copied) — the writes of about one renew
 //! interval — plus the relocation reservations of the last [`HANDOFF_ROUNDS`] rounds.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
@@ -63,6 +62,7 @@ use serde::Deserialize;
 use zlink_codec::records::{AllocationState, AuthorityRecord};
 use zlink_codec::{KeyParts, LogicalKey};
 use zlink_store_spi::Bytes;
+use zlink_store_spi::entropy::HashMap;
 use zlink_store_spi::{
     Condition, DynLocationStore, LocationStore, Mutation, ReadResult, ScanPrefix, StoreErrorKind,
     StoreKey, StoreVersion, WriteRequest, WriteResult,

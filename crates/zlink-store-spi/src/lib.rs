@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod entropy;
 mod error;
 mod location;
 #[cfg(feature = "memory")]

@@ -1,6 +1,6 @@
 //! The transport: listener, peer table, intents with reconnect, shutdown.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,7 +35,7 @@ struct IntentEntry {
 }
 
 struct PeerTable {
-    peers: HashMap<RoutingId, Arc<Connection>>,
+    peers: BTreeMap<RoutingId, Arc<Connection>>,
     shutting_down: bool,
 }
 
@@ -45,7 +45,7 @@ pub(crate) struct Shared {
     local_addr: SocketAddr,
     ids: IdIssuer,
     table: Mutex<PeerTable>,
-    intents: Mutex<HashMap<String, IntentEntry>>,
+    intents: Mutex<BTreeMap<String, IntentEntry>>,
     events: Mutex<Option<mpsc::UnboundedSender<PeerEvent>>>,
     inbound: Mutex<Option<InboundSenders>>,
     cancel: CancellationToken,
@@ -386,10 +386,10 @@ impl Transport {
             local_addr,
             ids,
             table: Mutex::new(PeerTable {
-                peers: HashMap::new(),
+                peers: BTreeMap::new(),
                 shutting_down: false,
             }),
-            intents: Mutex::new(HashMap::new()),
+            intents: Mutex::new(BTreeMap::new()),
             events: Mutex::new(Some(events_tx)),
             inbound: Mutex::new(Some(InboundSenders {
                 app: app_tx,

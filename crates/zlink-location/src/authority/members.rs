@@ -21,11 +21,11 @@
 //! so the Spot's own delete never breaks their condition. A Spot record that cannot be read or
 //! decoded keeps the member (never guessed).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use zlink_codec::records::ObjectKind;
+use zlink_store_spi::entropy::HashMap;
 use zlink_store_spi::{LocationStore, ReadResult, StoreError, StoreKey};
 
 use super::super::engine::Expect;

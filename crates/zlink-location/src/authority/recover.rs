@@ -24,9 +24,8 @@
 //! of one snapshot of the authority rows, continued from a cursor, each distinct owner run
 //! once. Rows the Store cannot read or that do not decode are skipped (counted).
 
-use std::collections::HashSet;
-
 use zlink_codec::records::AuthorityRecord;
+use zlink_store_spi::entropy::HashSet;
 use zlink_store_spi::{
     LocationStore, PageLimit, ReadResult, ScanCursor, ScanRequest, ScanResult, StoreKey,
 };
@@ -131,7 +130,7 @@ impl AuthorityClient {
         // A member that moved with its Spot is not the dead run's (`members.rs`).
         let mut guards: Vec<_> = guard.into_iter().collect();
         match self
-            .member_check(handle, &mut super::members::SpotReads::new())
+            .member_check(handle, &mut super::members::SpotReads::default())
             .await?
         {
             MemberCheck::NotAMember => {}
@@ -165,7 +164,7 @@ impl AuthorityClient {
     ) -> Result<OwnerRuns, LocationError> {
         let prefix = keys::authority_prefix();
         let mut out = OwnerRuns::default();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let mut request = match from {
             Some(c) => ScanRequest::next(prefix.clone(), limit, c),
             None => ScanRequest::first(prefix.clone(), limit),

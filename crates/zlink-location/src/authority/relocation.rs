@@ -230,7 +230,7 @@ impl AuthorityClient {
         let reservation_id = match reservation_id {
             Some(0) => return Err(InvalidOperation::ZeroReservationId.into()),
             Some(r) => r,
-            None => uuid::Uuid::new_v4().as_u128(),
+            None => zlink_store_spi::entropy::uuid_v4().as_u128(),
         };
         let row = ReservationRow {
             reservation_id,

@@ -56,10 +56,11 @@
 //! at a time ([`Engine::window`](super::super::engine::Engine)), the next one once the oldest
 //! answered, so a run of any size costs the engine a short queue, never all its rows at once.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use zlink_codec::records::{DescriptorRecord, MeshNodeDescriptor};
 use zlink_codec::{KeyParts, LogicalKey};
+use zlink_store_spi::entropy::HashSet;
 use zlink_store_spi::{LocationStore, Mutation, ReadResult, ScanPrefix, StoreError, StoreKey};
 
 use super::super::admission::AdmissionOp;
@@ -287,9 +288,9 @@ impl AuthorityClient {
         wide.push(lease_key(&own.owner_id)?);
         let mut window = Window::new(self.engine.window(), wide);
         // The swept run's nodes the sweep releases capacity on.
-        let mut released: HashSet<NodeKey> = HashSet::new();
+        let mut released: HashSet<NodeKey> = HashSet::default();
         // Reservations first: their rows decide which objects are still relocating.
-        let mut relocating: HashSet<ObjectId> = HashSet::new();
+        let mut relocating: HashSet<ObjectId> = HashSet::default();
         let reservations = self
             .scan_all(&PrivateFamily::CapacityReservation.prefix())
             .await?;
@@ -352,7 +353,7 @@ impl AuthorityClient {
         // `SpotWide` members go first, each conditioned on its Spot's record: the other rows
         // (the Spots among them) are deleted only once they are done (`members.rs`).
         let mut others = Vec::new();
-        let mut spots = SpotReads::new();
+        let mut spots = SpotReads::default();
         for item in authority.items {
             let id = match LogicalKey::parse(item.key.as_str()) {
                 Ok(KeyParts::Authority { id, .. }) => id,

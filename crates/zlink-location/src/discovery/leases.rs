@@ -2,10 +2,10 @@
 //! batched reads of at most `MAX_READ_MANY_KEYS` rows (one Store call for a mesh of up to
 //! 1,000 hosts), and only the nodes whose row holds exactly their run kept.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use zlink_codec::records::MeshNodeRecord;
+use zlink_store_spi::entropy::HashMap;
 use zlink_store_spi::{LocationStore, MAX_READ_MANY_KEYS, ReadResult, StoreKey, StoreVersion};
 
 use super::{DiscoveredNode, Discovery};
@@ -41,7 +41,7 @@ impl Discovery {
     ) -> Result<(Vec<DiscoveredNode>, usize), LocationError> {
         // One key per host; `row[i]` is node i's key.
         let mut keys: Vec<StoreKey> = Vec::new();
-        let mut slot: HashMap<StoreKey, usize> = HashMap::new();
+        let mut slot: HashMap<StoreKey, usize> = HashMap::default();
         let mut row = Vec::with_capacity(nodes.len());
         for n in &nodes {
             let key = lease_key(&n.run.owner_id)?;

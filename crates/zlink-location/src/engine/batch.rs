@@ -3,10 +3,10 @@
 //! assembling the Store request with an explicit index for every put ([`assemble`]), so the
 //! versions of an applied batch are handed back by index, never by position in a queue.
 
-use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use tokio::sync::oneshot;
+use zlink_store_spi::entropy::{HashMap, HashSet};
 use zlink_store_spi::{ArgumentError, Condition, Mutation, StoreKey, StoreVersion, WriteRequest};
 
 use super::super::capacity::CapacityRow;
@@ -167,7 +167,7 @@ pub(super) fn apply(
         }
     }
     let mut issued = Issued::default();
-    let mut my_next = HashMap::new();
+    let mut my_next = HashMap::default();
     for kind in plan.counters() {
         let cached = cache
             .counters
@@ -189,7 +189,7 @@ pub(super) fn apply(
             _ => return Err(ApplyFail::Final(LocationError::Contended)),
         }
     }
-    let mut my_rows: HashMap<NodeKey, (Option<StoreVersion>, CapacityRow)> = HashMap::new();
+    let mut my_rows: HashMap<NodeKey, (Option<StoreVersion>, CapacityRow)> = HashMap::default();
     for node in plan.rows() {
         if my_rows.contains_key(node) {
             continue;
@@ -317,7 +317,7 @@ pub(super) fn assemble(
 ) -> Result<(WriteRequest, Flight), (AssembleError, Vec<Accepted>)> {
     let mut conditions = Vec::new();
     let mut mutations = Mutations::default();
-    let mut condition_keys: HashSet<StoreKey> = HashSet::new();
+    let mut condition_keys: HashSet<StoreKey> = HashSet::default();
     let mut lock_keys = Vec::new();
     let mut job_puts = Vec::with_capacity(accepted.len());
     for a in &accepted {

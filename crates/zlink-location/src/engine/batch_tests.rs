@@ -186,7 +186,8 @@ fn assemble_records_the_put_index_of_every_job_counter_and_row() {
                 version: Some(version("1")),
             },
         )]
-        .into(),
+        .into_iter()
+        .collect(),
         rows: [(
             node(1),
             RowSeen {
@@ -194,7 +195,8 @@ fn assemble_records_the_put_index_of_every_job_counter_and_row() {
                 version: None,
             },
         )]
-        .into(),
+        .into_iter()
+        .collect(),
     };
     let delete_only = job(
         Plan {
@@ -254,7 +256,8 @@ fn apply_moves_the_working_rows_only_when_the_job_fits() {
                 version: None,
             },
         )]
-        .into(),
+        .into_iter()
+        .collect(),
     };
     let limits = CapacityLimits {
         actors: 1,
@@ -352,7 +355,9 @@ fn batch_of(jobs: Vec<Job>, cache: &Cache) -> (WriteRequest, Flight) {
 fn a_row_emptied_by_a_batch_that_asks_for_it_is_deleted_under_its_version() {
     let cache = Cache {
         counters: Default::default(),
-        rows: [(node(1), seen(one_actor(), Some("5")))].into(),
+        rows: [(node(1), seen(one_actor(), Some("5")))]
+            .into_iter()
+            .collect(),
     };
     let row_key = keys::node_capacity(&node(1)).expect("key");
     let (request, flight) = batch_of(vec![release_last("a", node(1), true)], &cache);
@@ -392,7 +397,8 @@ fn a_removal_candidate_that_still_counts_slots_or_is_absent_is_not_written() {
             (node(2), seen(CapacityRow::default(), None)),
             (node(3), seen(CapacityRow::default(), Some("9"))),
         ]
-        .into(),
+        .into_iter()
+        .collect(),
     };
     let (request, flight) = batch_of(
         vec![drop_only(node(1)), drop_only(node(2)), drop_only(node(3))],

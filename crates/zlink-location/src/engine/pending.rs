@@ -19,9 +19,10 @@
 //! of such skips per batch), up to the job limit.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeSet, BinaryHeap};
 
 use zlink_store_spi::StoreKey;
+use zlink_store_spi::entropy::{HashMap, HashSet};
 
 use super::batch::{EngineConfig, Job, Locks};
 use super::plan::{Expect, Shared};

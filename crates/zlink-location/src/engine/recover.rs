@@ -272,7 +272,7 @@ impl Recovery {
             let seen = read_row(self.store.as_ref(), &node).await.ok();
             fresh.rows.push((node, seen));
         }
-        let mut seen_keys = std::collections::HashSet::new();
+        let mut seen_keys = zlink_store_spi::entropy::HashSet::default();
         for a in accepted {
             for need in &a.job.op.plan().leases {
                 if seen_keys.insert(need.key.clone()) {

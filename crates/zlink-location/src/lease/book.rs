@@ -1,9 +1,8 @@
 //! The lease rows the runtime has seen (its own, and the ones authority batches condition on).
 
-use std::collections::HashMap;
-
 use parking_lot::Mutex;
 use zlink_codec::records::OwnerLeaseRecord;
+use zlink_store_spi::entropy::HashMap;
 use zlink_store_spi::{ReadResult, StoreKey, StoreVersion};
 
 use super::super::generation::OwnerLeaseGeneration;

@@ -1,6 +1,6 @@
 //! Reading and verifying a stored inventory against its root.
 
-use std::collections::{HashMap, HashSet};
+use zlink_store_spi::entropy::{HashMap, HashSet};
 
 use crate::inventory::entry::{InventoryEntry, MemberKind};
 use crate::inventory::error::InventoryError;
@@ -89,7 +89,7 @@ impl InventoryRoot {
     {
         self.check_shape()?;
         let mut stack: Vec<(PageRef, u8, bool)> = vec![(self.start_ref(), self.height, true)];
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let (mut leaf_pages, mut index_pages) = (0u64, 0u64);
         let mut entries: Vec<InventoryEntry> = Vec::new();
         let mut hasher = ContentHasher::new();
@@ -209,7 +209,7 @@ impl InventoryRoot {
         I: IntoIterator<Item = (PageDigest, B)>,
         B: AsRef<[u8]>,
     {
-        let mut by_ref: HashMap<PageDigest, B> = HashMap::new();
+        let mut by_ref: HashMap<PageDigest, B> = HashMap::default();
         for (digest, bytes) in pages {
             if by_ref.insert(digest, bytes).is_some() {
                 return Err(InventoryError::DuplicatePage { digest });

@@ -8,12 +8,8 @@
 //! release(RelocationId::random()); // a move id is not a reservation id
 //! ```
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
 use std::num::{NonZeroU64, NonZeroU128};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Which identifier a value was meant to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,35 +44,11 @@ impl IdError {
     }
 }
 
-/// Counts calls so that two draws in the same nanosecond still hash different input.
-static DRAWS: AtomicU64 = AtomicU64::new(0);
-
-/// 64 unpredictable bits from a fresh [`RandomState`].
-///
-/// Every `RandomState` carries SipHash keys that the standard library seeds from the
-/// operating system's random source (once per thread, then stepped for each new instance), so
-/// the keyed hash of a per-process counter and the wall clock is unpredictable to anyone who
-/// does not know those keys and differs between processes and between calls. This is not a
-/// cryptographic generator; the values only have to be unique and hard to guess inside the
-/// runtime (21 §8.1: "used only by the runtime"), and the crate has no random-number
-/// dependency. A caller that owns a better source passes its bits to `new` instead.
-fn random_u64(salt: u8) -> u64 {
-    let draw = DRAWS.fetch_add(1, Ordering::Relaxed);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(draw);
-    hasher.write_u128(now);
-    hasher.write_u8(salt);
-    hasher.finish()
-}
-
-/// 128 random bits, never zero (see [`random_u64`] for the source).
+/// 128 random bits, never zero (`zlink_store_spi::entropy`: the operating system's random
+/// source, or a simulation's seed).
 fn random_non_zero_u128() -> NonZeroU128 {
     loop {
-        let bits = (u128::from(random_u64(0)) << 64) | u128::from(random_u64(1));
+        let bits = zlink_store_spi::entropy::random_u128();
         if let Some(value) = NonZeroU128::new(bits) {
             return value;
         }
@@ -86,7 +58,7 @@ fn random_non_zero_u128() -> NonZeroU128 {
 /// 64 random bits, never zero.
 fn random_non_zero_u64() -> NonZeroU64 {
     loop {
-        if let Some(value) = NonZeroU64::new(random_u64(2)) {
+        if let Some(value) = NonZeroU64::new(zlink_store_spi::entropy::random_u128() as u64) {
             return value;
         }
     }
@@ -111,8 +83,7 @@ impl RelocationId {
         })
     }
 
-    /// A fresh id from the standard library's randomly keyed hasher (see the module source:
-    /// unique and unpredictable inside the runtime, not a cryptographic generator).
+    /// A fresh id from the operating system's random source (a simulation's seed inside one).
     pub fn random() -> Self {
         Self(random_non_zero_u128())
     }
@@ -228,10 +199,10 @@ mod tests {
 
     #[test]
     fn random_ids_are_non_zero_and_differ() {
-        let ids: std::collections::HashSet<u128> =
+        let ids: zlink_store_spi::entropy::HashSet<u128> =
             (0..1000).map(|_| RelocationId::random().get()).collect();
         assert_eq!(ids.len(), 1000);
-        let attempts: std::collections::HashSet<u64> = (0..1000)
+        let attempts: zlink_store_spi::entropy::HashSet<u64> = (0..1000)
             .map(|_| TargetAttemptGeneration::random().get())
             .collect();
         assert_eq!(attempts.len(), 1000);

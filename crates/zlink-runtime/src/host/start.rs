@@ -37,7 +37,7 @@ use zlink_location::{CapacityLimits, LocationError, LocationRuntime};
 /// so peers supersede its old connection).
 fn next_generation() -> Generation {
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now()
+    let now = zlink_store_spi::entropy::system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(MAX_U63))
         .unwrap_or(1)

@@ -7,7 +7,6 @@
 //! created are dropped exactly once when the dispatch ends, whichever way it ends.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -16,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use zlink_codec::{ChannelName, MeshName, RoutingId};
+use zlink_store_spi::entropy::HashMap;
 
 use super::error::ZLinkError;
 use super::frame::Correlation;
@@ -167,7 +167,7 @@ impl DispatchScope {
             inner: Arc::new(ScopeInner {
                 info,
                 factories,
-                created: Mutex::new(HashMap::new()),
+                created: Mutex::new(HashMap::default()),
                 cancellation,
             }),
         }

@@ -5,7 +5,6 @@
 //! a request. The table erases the payload type: an entry decodes the payload through the codec
 //! registry, calls the closure and encodes the reply.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -15,6 +14,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use zlink_codec::payload::Registry;
 use zlink_codec::{ChannelName, MeshName};
+use zlink_store_spi::entropy::HashMap;
 
 use super::codec::{decode_payload, encode_payload};
 use super::context::{ChannelContext, HandlerContext, InboundTarget, NodeContext, RouteKind};

@@ -245,7 +245,7 @@ impl ObjectClient {
         let op = OperationKey {
             source: self.objects.rid.clone(),
             source_run: run.lease_generation.to_codec(),
-            operation: OperationId::new(uuid::Uuid::new_v4().as_u128() | 1)
+            operation: OperationId::new(zlink_store_spi::entropy::uuid_v4().as_u128() | 1)
                 .map_err(InvalidCall::invalid_id(IdRole::OperationId))?,
         };
         let pending = match &call.request {
@@ -660,7 +660,7 @@ impl ObjectClient {
             version: fence.version,
             source_run: source_run.to_string(),
             target_run: fence.target_run.to_string(),
-            operation: format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
+            operation: format!("{:032x}", zlink_store_spi::entropy::uuid_v4().as_u128()),
         })
         .map_err(InvalidCall::unencodable("end command"))?;
         let reply = self

@@ -3,7 +3,6 @@
 //! on this node lives in `create.rs`; this file holds the live set, delivery, and the end of an
 //! incarnation (Destroy / Close, spec 21 §7.2).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -11,6 +10,7 @@ use zlink_codec::keys::AuthorityKind;
 use zlink_codec::payload::Registry;
 use zlink_codec::records::{AllocationState, ObjectKind};
 use zlink_codec::{MeshName, ObjectId, RoutingId, StableType};
+use zlink_store_spi::entropy::HashMap;
 
 use super::live::{ErasedType, LiveObject};
 use super::live_set::{Classified, LiveCounts, LiveSet};

@@ -77,7 +77,7 @@ pub(crate) struct LiveSet<E> {
 impl<E> Default for LiveSet<E> {
     fn default() -> Self {
         Self {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             counts: LiveCounts::default(),
         }
     }

@@ -201,7 +201,10 @@ impl ObjectClient {
                     let metrics = &self.node.inner.metrics;
                     metrics.sent(MessageKind::Request, SendPath::Local);
                     let started = std::time::Instant::now();
-                    let out = self.local_request(key, msg, (started, timeout)).await;
+                    // The wait runs on tokio's clock from its own now (virtual in a
+                    // simulation); `started` only times the metric.
+                    let deadline = tokio::time::Instant::now() + timeout;
+                    let out = self.local_request(key, msg, (deadline, timeout)).await;
                     metrics.request_ended(started, matches!(out, Ok(ObjectReply::Local(_))));
                     out
                 }
@@ -265,9 +268,8 @@ impl ObjectClient {
         &self,
         key: &ObjectKey,
         msg: &OutboundMessage,
-        (started, timeout): (std::time::Instant, Duration),
+        (deadline, timeout): (tokio::time::Instant, Duration),
     ) -> Result<ObjectReply, ZLinkError> {
-        let deadline = tokio::time::Instant::from_std(started) + timeout;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?, true);
         let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());

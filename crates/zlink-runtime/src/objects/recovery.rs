@@ -33,13 +33,13 @@
 //!   crash nobody observed, the dead runs' rows and capacity are returned within a bounded
 //!   number of rounds.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
+use zlink_store_spi::entropy::{HashMap, HashSet};
 use zlink_store_spi::{PageLimit, ScanCursor};
 
 use super::host::{ObjectHost, store_failure};
@@ -263,7 +263,7 @@ pub(crate) async fn run(host: Weak<ObjectHost>, period: Duration) {
 /// not scan the Store in step.
 fn jittered(period: Duration) -> Duration {
     let quarter = period / 4;
-    let r = (uuid::Uuid::new_v4().as_u128() % 1024) as u32;
+    let r = (zlink_store_spi::entropy::uuid_v4().as_u128() % 1024) as u32;
     period.saturating_add(quarter.mul_f64(f64::from(r) / 1024.0))
 }
 

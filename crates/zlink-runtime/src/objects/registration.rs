@@ -13,7 +13,6 @@
 //! An adapter of the wrong kind cannot be registered: [`ActorType`] takes only an
 //! [`ActorStateAdapter`] of its own state type and [`SpotType`] only a [`SpotStateAdapter`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -21,6 +20,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use zlink_codec::payload::Registry;
 use zlink_codec::records::RelocationPolicy;
+use zlink_store_spi::entropy::HashMap;
 
 use super::lifecycle::Lifecycle;
 use crate::messaging::{
@@ -324,8 +324,8 @@ pub(crate) struct HandlerTable<T> {
 impl<T> Default for HandlerTable<T> {
     fn default() -> Self {
         Self {
-            request: HashMap::new(),
-            send: HashMap::new(),
+            request: HashMap::default(),
+            send: HashMap::default(),
         }
     }
 }

@@ -25,7 +25,6 @@
 //! one-ways sent through it for this ([`RouteCache::one_way_sent`], [`RouteCache::mark`],
 //! [`RouteCache::moved`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -35,6 +34,7 @@ use tokio::time::Instant;
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::{ObjectId, RoutingId};
 use zlink_store_spi::StoreVersion;
+use zlink_store_spi::entropy::HashMap;
 
 use super::host::ObjectKey;
 use zlink_location::{AuthorityHandle, HostRun};
@@ -116,8 +116,11 @@ impl RouteCache {
     pub(crate) fn new(max_age: Duration) -> Self {
         Self {
             max_age,
-            by_id: [Mutex::new(HashMap::new()), Mutex::new(HashMap::new())],
-            owners: Mutex::new(HashMap::new()),
+            by_id: [
+                Mutex::new(HashMap::default()),
+                Mutex::new(HashMap::default()),
+            ],
+            owners: Mutex::new(HashMap::default()),
             epoch: Instant::now(),
         }
     }

@@ -93,7 +93,7 @@ impl SpotManager {
     /// canonical UUID v4), placed by weight and capacity and decided by the type's creation
     /// callback.
     pub fn create(&self, stable_type: &str) -> CreateCall<SpotRef> {
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = zlink_store_spi::entropy::uuid_v4().to_string();
         CreateCall::new(
             self.client.clone(),
             ObjectKind::UserSpot,
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn only_the_reserved_entry_form_is_an_entry_spot_id() {
-        let u = uuid::Uuid::new_v4().to_string();
+        let u = zlink_store_spi::entropy::uuid_v4().to_string();
         assert!(is_entry_spot_id(&format!("lobby-entry-{u}")));
         assert!(!is_entry_spot_id(&format!("-entry-{u}")), "needs a prefix");
         assert!(!is_entry_spot_id(&format!(

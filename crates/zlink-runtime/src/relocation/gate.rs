@@ -64,7 +64,6 @@
 //! A chunk send waits for room on the connection's control lane rather than failing on a
 //! full one.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -77,6 +76,7 @@ use zlink_relocation::transfer::{
     PayloadClaim, PayloadMemory, PayloadMemoryError, PayloadMemoryPermit, PayloadUnit,
     RESTORE_HEADER_LEN, SettingsError,
 };
+use zlink_store_spi::entropy::HashMap;
 
 use crate::messaging::{ErrorKind, ZLinkError};
 
@@ -262,7 +262,7 @@ impl UnitGate {
                 changed: Notify::new(),
                 peer_budget: transfer.peer_in_flight_budget(),
                 node_budget: transfer.new_node_budget(),
-                peers: Mutex::new(HashMap::new()),
+                peers: Mutex::new(HashMap::default()),
                 chunk_limit: transfer.chunk_limit(),
                 caps: [
                     cap(options.max_active_outbound),

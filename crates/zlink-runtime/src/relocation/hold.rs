@@ -4,12 +4,13 @@
 //! has at most one such gate at a time; the lock over all of them keeps a seal from falling
 //! between a check and a submit.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use zlink_store_spi::entropy::HashMap;
 
 use super::Relocations;
 use super::follow::{FollowChain, FollowRecord, FollowTx};

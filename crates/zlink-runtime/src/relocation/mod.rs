@@ -226,10 +226,10 @@ mod stage;
 mod target;
 mod wire;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
+use zlink_store_spi::entropy::HashMap;
 
 use crate::objects::host::ObjectKey;
 

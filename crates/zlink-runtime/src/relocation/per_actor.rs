@@ -75,7 +75,7 @@ pub(crate) struct PerActorMove {
     to: RoutingId,
     members: Vec<ActorRef>,
     /// The members whose unit moved them already.
-    moved: parking_lot::Mutex<std::collections::HashSet<ObjectId>>,
+    moved: parking_lot::Mutex<zlink_store_spi::entropy::HashSet<ObjectId>>,
     source_spot: Arc<dyn LiveObject>,
     /// The move's deadline, if it has one (a host Relocate's): every member unit's Restore
     /// carries it, so its target waits for the unit's ready no longer than that.
@@ -190,7 +190,10 @@ pub(crate) async fn transition_per_actor_spot_within(
     })?;
     let part = PerActorPart {
         spot: spot.as_str().to_owned(),
-        operation: uuid::Uuid::new_v4().as_u128().max(1).to_string(),
+        operation: zlink_store_spi::entropy::uuid_v4()
+            .as_u128()
+            .max(1)
+            .to_string(),
         members: Some(count),
     };
     let Ready {

@@ -1,7 +1,7 @@
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::entropy::HashMap;
 use bytes::Bytes;
 use parking_lot::Mutex;
 

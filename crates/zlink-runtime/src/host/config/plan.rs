@@ -136,7 +136,7 @@ impl<H> MeshNodePlan<H> {
                 let uuid = match self.transport.seed {
                     // A simulated node: the id follows from its seed, so a run replays.
                     Some(seed) => seeded_uuid(seed),
-                    None => uuid::Uuid::new_v4(),
+                    None => zlink_store_spi::entropy::uuid_v4(),
                 };
                 let text = format!("{prefix}-{uuid}");
                 match RoutingId::new(text.into_bytes()) {

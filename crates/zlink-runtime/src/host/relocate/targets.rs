@@ -2,12 +2,13 @@
 //! order, each target's remaining room as this Relocate fills it, and the waits for a target
 //! ("No target yet").
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use zlink_codec::records::{HostState, ObjectKind};
 use zlink_codec::{RoutingId, StableType};
+use zlink_store_spi::entropy::HashMap;
 
 use super::run::{Ask, not_serving};
 use super::types::RelocationReason;
@@ -206,7 +207,7 @@ pub(super) async fn eligible_targets(
         }
         // A PerActor User Spot's target must offer its members' Actor types too.
         let mut member_types: HashMap<(ObjectKind, &StableType), BTreeSet<&StableType>> =
-            HashMap::new();
+            HashMap::default();
         for u in units.iter().filter(|u| u.node == i) {
             member_types
                 .entry((u.kind(), &u.stable_type))

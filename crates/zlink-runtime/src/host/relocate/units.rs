@@ -1,13 +1,14 @@
 //! The units of one host Relocate (spec 28 §4 preflight, §5 units): what moves, and the
 //! capacity each unit takes on its target.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
 use zlink_codec::StableType;
 use zlink_codec::keys::AuthorityKind;
 use zlink_codec::records::ObjectKind;
+use zlink_store_spi::entropy::{HashMap, HashSet};
 
 use super::types::RelocationReason;
 use crate::host::running::HostInner;
@@ -101,11 +102,11 @@ pub(super) async fn preflight(host: &HostInner) -> Result<Vec<Unit>, RelocationR
         let Some(o) = o else { continue };
         let mut reads = JoinSet::new();
         // A PerActor Spot's member types and how many members are live here.
-        let mut member_types: HashMap<String, (BTreeSet<StableType>, u32)> = HashMap::new();
+        let mut member_types: HashMap<String, (BTreeSet<StableType>, u32)> = HashMap::default();
         // Per SpotWide turn (its Spot's and every member's): the members live under it, and
         // the Spot's id.
-        let mut turn_members: HashMap<usize, u32> = HashMap::new();
-        let mut spot_turns: HashMap<String, usize> = HashMap::new();
+        let mut turn_members: HashMap<usize, u32> = HashMap::default();
+        let mut spot_turns: HashMap<String, usize> = HashMap::default();
         let live = o.host.live_list();
         let per_actor: HashSet<&str> = live
             .iter()

@@ -7,10 +7,11 @@
 //! what an operator needs is shown: RID, endpoint, role and state — no Store key, version,
 //! owner token or relocation record (guide-10 §4).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use zlink_codec::records::{HostState, ObjectRole};
 use zlink_codec::{ChannelName, RoutingId};
+use zlink_store_spi::entropy::HashMap;
 
 use super::core::NodeInner;
 use super::handle::MeshNode;

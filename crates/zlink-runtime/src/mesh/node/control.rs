@@ -14,12 +14,13 @@
 //! Later layers (object creation, relocation) add commands to the [`ControlRegistry`] before the
 //! node starts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use zlink_codec::ChannelName;
+use zlink_store_spi::entropy::HashMap;
 use zlink_transport::{Envelope, InboundFrame as WireFrame, Reply, ReplyStatus};
 
 use super::core::NodeInner;
@@ -59,7 +60,7 @@ impl ControlRegistry {
     /// The built-in commands.
     pub(crate) fn with_builtins() -> Self {
         let mut r = Self {
-            by_name: HashMap::new(),
+            by_name: HashMap::default(),
         };
         r.register(
             WEIGHTS,

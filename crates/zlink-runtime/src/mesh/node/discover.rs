@@ -13,7 +13,7 @@
 //!   one Store call (the leases are read again, in one batched read, only as a listed expiry
 //!   nears: `zlink_location::Discovery`); a publish or withdrawal is seen by the next poll.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use zlink_codec::records::{
     ObjectRole, SlotUsage,
 };
 use zlink_codec::{ChannelName, Generation, ObjectId, RoutingId};
+use zlink_store_spi::entropy::{HashMap, HashSet};
 use zlink_transport::PeerIntent;
 
 use super::core::NodeInner;
@@ -91,7 +92,7 @@ pub(crate) fn descriptor(
 }
 
 fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
+    zlink_store_spi::entropy::system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(zlink_codec::MAX_U63))
         .unwrap_or(0)
@@ -183,8 +184,8 @@ pub(crate) fn must_connect(
 
 /// The discovery loop of one node: every `interval`, read the list and reconcile intents.
 pub(crate) async fn run(node: Arc<NodeInner>, discovery: Arc<Discovery>, interval: Duration) {
-    let mut current: HashMap<RoutingId, String> = HashMap::new();
-    let mut runs: HashSet<HostRun> = HashSet::new();
+    let mut current: HashMap<RoutingId, String> = HashMap::default();
+    let mut runs: HashSet<HostRun> = HashSet::default();
     loop {
         let read = node.peers.write().read_started();
         match discovery.refresh().await {
@@ -246,9 +247,9 @@ fn apply(
     current: &mut HashMap<RoutingId, String>,
 ) {
     let own_servers = !node.weights.read().is_empty();
-    let mut desired: HashMap<RoutingId, PeerIntent> = HashMap::new();
-    let mut known: HashMap<RoutingId, BTreeMap<ChannelName, u16>> = HashMap::new();
-    let mut facts: HashMap<RoutingId, super::connections::PeerFacts> = HashMap::new();
+    let mut desired: HashMap<RoutingId, PeerIntent> = HashMap::default();
+    let mut known: HashMap<RoutingId, BTreeMap<ChannelName, u16>> = HashMap::default();
+    let mut facts: HashMap<RoutingId, super::connections::PeerFacts> = HashMap::default();
     for n in &view.nodes {
         let d = &n.record.descriptor;
         if d.mesh_name != node.mesh || d.routing_id == node.rid {
@@ -358,7 +359,11 @@ pub(crate) fn entry_spot_id(prefix: &str) -> Option<ObjectId> {
     if let Some(fixed) = tests::FIXED_ENTRY_UUID.with(|f| f.borrow().clone()) {
         return ObjectId::new(format!("{prefix}-entry-{fixed}")).ok();
     }
-    ObjectId::new(format!("{prefix}-entry-{}", uuid::Uuid::new_v4())).ok()
+    ObjectId::new(format!(
+        "{prefix}-entry-{}",
+        zlink_store_spi::entropy::uuid_v4()
+    ))
+    .ok()
 }
 
 #[cfg(test)]

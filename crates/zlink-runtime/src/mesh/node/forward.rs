@@ -17,7 +17,7 @@
 //! discarded and counted. Each request so gets one terminal at most from this node: a route
 //! relays once and is gone.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -25,6 +25,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use zlink_store_spi::entropy::HashMap;
 use zlink_transport::{ConnectionId, Envelope, PeerHandle, PeerInfo, Reply, Transport};
 
 use super::core::{DEFAULT_REPLY_TIMEOUT, NodeInner, transport_error};
@@ -72,7 +73,7 @@ struct RouteTable<C> {
 impl<C> Default for RouteTable<C> {
     fn default() -> Self {
         Self {
-            routes: HashMap::new(),
+            routes: HashMap::default(),
             deadlines: VecDeque::new(),
         }
     }
@@ -420,7 +421,7 @@ mod tests {
             let start = Instant::now();
             let mut now = start;
             let mut t: RouteTable<u8> = RouteTable::default();
-            let mut model: HashMap<RouteKey, (u8, Instant)> = HashMap::new();
+            let mut model: HashMap<RouteKey, (u8, Instant)> = HashMap::default();
             let (mut kept, mut ended) = (0usize, 0usize);
             for op in ops {
                 match op {

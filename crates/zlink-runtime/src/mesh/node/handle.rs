@@ -1,11 +1,11 @@
 //! [`MeshNode`]: the application's handle on one running MeshNode — node-direct calls, runtime
 //! weight changes, manual peers and status.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
 use zlink_codec::{ChannelName, Generation, MeshName, RoutingId};
+use zlink_store_spi::entropy::HashSet;
 use zlink_transport::PeerIntent;
 
 use super::control;

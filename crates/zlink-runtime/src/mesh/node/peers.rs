@@ -1,11 +1,12 @@
 //! The Ready peers of one node, what is known about peers that are not Ready, and the
 //! weighted select-one of RouteMesh Channel calls (spec 06 §4, §6, §20).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 use zlink_codec::{ChannelName, RoutingId};
+use zlink_store_spi::entropy::{HashMap, HashSet};
 use zlink_transport::{PeerHandle, PeerInfo};
 
 use super::ready::Waiting;
@@ -56,11 +57,11 @@ pub(crate) struct PeerTable {
 impl Default for PeerTable {
     fn default() -> Self {
         Self {
-            ready: HashMap::new(),
-            discovered: HashMap::new(),
-            manual: HashSet::new(),
-            facts: HashMap::new(),
-            ever_ready: HashSet::new(),
+            ready: HashMap::default(),
+            discovered: HashMap::default(),
+            manual: HashSet::default(),
+            facts: HashMap::default(),
+            ever_ready: HashSet::default(),
             reads: 0,
             lists: 0,
             changes: watch::Sender::new(0),
@@ -286,7 +287,7 @@ pub(crate) fn pick_weighted<T: Clone>(
 /// A uniform draw in `0..bound` (bound > 0).
 pub(crate) fn uniform_below(bound: u64) -> u64 {
     // 128 random bits; the modulo bias over a bound ≤ 2^16·2^10 is far below 2^-64.
-    let r = uuid::Uuid::new_v4().as_u128();
+    let r = zlink_store_spi::entropy::uuid_v4().as_u128();
     (r % u128::from(bound.max(1))) as u64
 }
 
@@ -319,11 +320,16 @@ mod tests {
             None,
             "no discovery: nothing to wait for"
         );
-        t.set_discovered(HashMap::from([
-            (x.clone(), BTreeMap::new()),
-            (y.clone(), BTreeMap::new()),
-        ]));
-        t.set_facts(HashMap::from([(x.clone(), facts(true)), (y, facts(false))]));
+        t.set_discovered(
+            [(x.clone(), BTreeMap::new()), (y.clone(), BTreeMap::new())]
+                .into_iter()
+                .collect(),
+        );
+        t.set_facts(
+            [(x.clone(), facts(true)), (y, facts(false))]
+                .into_iter()
+                .collect(),
+        );
         assert_eq!(
             t.waiting_for(true, 0),
             Some(Waiting::DiscoveryList),
@@ -342,7 +348,7 @@ mod tests {
             Some(Waiting::DiscoveryList),
             "a list read before the wait began does not count"
         );
-        t.set_facts(HashMap::new());
+        t.set_facts(HashMap::default());
         assert!(changes.has_changed().expect("open"));
         assert_eq!(t.waiting_for(true, 0), None);
     }

@@ -4,7 +4,8 @@
 //! (`ShuttingDown`). A reply arriving after the entry ended is discarded, unless it answers a
 //! request this node forwarded ([`ForwardedRoutes`]: relayed to that request's caller).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Duration;

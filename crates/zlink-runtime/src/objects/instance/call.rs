@@ -196,7 +196,7 @@ impl InstanceCall {
             target_lifecycle,
             source: objects.rid.clone(),
             source_run: run.lease_generation.get(),
-            operation: OperationId::new(uuid::Uuid::new_v4().as_u128() | 1)
+            operation: OperationId::new(zlink_store_spi::entropy::uuid_v4().as_u128() | 1)
                 .map_err(InvalidCall::invalid_id(IdRole::OperationId))?,
             route,
             packet: msg.packet,

@@ -7,11 +7,11 @@
 //! later Close answer a *moving* result (`Unavailable`, the Close not applied and never
 //! resubmitted by the runtime).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use zlink_codec::ObjectId;
+use zlink_store_spi::entropy::HashMap;
 
 /// What holds an Instance Spot on its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -66,13 +66,13 @@ mod recover;
 mod renewal;
 mod target;
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use zlink_codec::records::{HostState, ObjectKind, ObjectRole};
 use zlink_codec::{ObjectId, StableType};
+use zlink_store_spi::entropy::HashMap;
 use zlink_store_spi::{DynRelocationStore, Retention};
 
 use super::host::ObjectHost;
@@ -133,7 +133,7 @@ impl Instances {
             configured: OnceLock::new(),
             discovery: OnceLock::new(),
             host: OnceLock::new(),
-            in_progress: Arc::new(Mutex::new(HashMap::new())),
+            in_progress: Arc::new(Mutex::new(HashMap::default())),
             rng: Mutex::new(PlacementRng::new()),
             endings: Endings::default(),
         }

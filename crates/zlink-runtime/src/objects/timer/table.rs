@@ -1,13 +1,13 @@
 //! One activation's timer table: the armed timers, a task per armed timer that submits its
 //! ticks, and the suspend / resume / snapshot / restore a move uses (see the module doc).
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
+use zlink_store_spi::entropy::HashMap;
 
 use super::context::{TimerHandle, TimerKind};
 use super::limits::{TimerConfig, TimerCounters};
@@ -69,7 +69,7 @@ impl TimerTable {
     pub(crate) fn new(config: TimerConfig, object: &str) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
-                entries: HashMap::new(),
+                entries: HashMap::default(),
                 next_id: 1,
                 mode: Mode::Suspended,
             }),

@@ -84,7 +84,6 @@ mod delivery;
 mod payload;
 mod writer;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -96,6 +95,7 @@ use tokio::sync::Notify;
 use zlink_codec::RoutingId;
 use zlink_codec::records::ObjectKind;
 use zlink_relocation::blob::BlobLayer;
+use zlink_store_spi::entropy::HashMap;
 use zlink_store_spi::{BlobRef, DynRelocationStore};
 use zlink_transport::{Envelope, Reply, ReplyStatus};
 
