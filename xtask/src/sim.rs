@@ -6,6 +6,11 @@
 //!
 //! The simulation is a binary of its own, not a library linked here: turmoil needs tokio's
 //! `test-util` feature, which xtask's benchmark builds must not carry.
+//!
+//! It is built with `--cfg tokio_unstable`, in a target directory of its own
+//! (`target/sim`, so the flag does not rebuild the workspace's other builds): only then does
+//! turmoil seed each host's tokio runtime, whose generator picks the first branch a
+//! `tokio::select!` polls. Without it a seed replays its schedule but not every byte.
 
 use std::process::Command;
 
@@ -24,9 +29,16 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if !debug {
         cmd.arg("--release");
     }
+    let root = crate::workspace_root();
+    let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
+    if !flags.split_whitespace().any(|f| f == "tokio_unstable") {
+        flags = format!("{flags} --cfg tokio_unstable").trim().to_owned();
+    }
     cmd.arg("--")
         .args(args.iter().filter(|a| *a != "--debug"))
-        .current_dir(crate::workspace_root());
+        .env("RUSTFLAGS", flags)
+        .env("CARGO_TARGET_DIR", root.join("target").join("sim"))
+        .current_dir(root);
     let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {
         Ok(())

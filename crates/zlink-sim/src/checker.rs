@@ -3,7 +3,12 @@
 //!
 //! - **One activation at a time**: for an id, the windows between the first and the last
 //!   message each activation handled never overlap (two activations answering at once is a
-//!   double).
+//!   double). One overlap is the Store's doing, not the runtime's, and is counted apart: a
+//!   Store rollback (an asynchronous replica's failover losing acknowledged writes) can take
+//!   away the record of a live activation, and until its host notices the loss another host
+//!   may create the object again (`docs/store-epoch.md`, "What the runtime cannot do"). Such
+//!   an overlap is allowed only if it began after a rollback and ended within
+//!   [`ROLLBACK_BOUND_MS`] of it; one that lasts longer is a violation like any other.
 //! - **Counts only rise**: within one activation, a caller sees the count grow from one reply
 //!   to its next; the activation itself counts 1, 2, 3, ... with no repeat or gap.
 //! - **Every request ends exactly once**: a request issued by a host run that is still alive
@@ -15,6 +20,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
+
+/// How long after a Store rollback an activation whose record it took away may still answer:
+/// one owner-lease TTL of the simulated hosts (`host.rs`). Its host stops admitting by then
+/// whatever happens: within one renew interval and one renew timeout if it reaches the Store
+/// (the renew conflicts on the rolled-back lease row, or succeeds and the acknowledged-write
+/// verification finds the lost record), at its admission deadline if it does not.
+pub const ROLLBACK_BOUND_MS: u64 = crate::host::LEASE_TTL_MS;
 
 /// What one request ended with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +69,10 @@ pub(crate) struct Checker {
     dead_runs: Vec<(usize, u64)>,
     answered: u64,
     failed: BTreeMap<String, u64>,
+    /// When the Store was rolled back.
+    rollbacks: Vec<u64>,
+    /// Overlaps the rollback window explains: (id, longest overlap in ms).
+    rollback_doubles: Vec<(String, u64)>,
 }
 
 impl Checker {
@@ -165,6 +181,11 @@ impl Checker {
         }
     }
 
+    /// The Store was rolled back to an earlier checkpoint.
+    pub(crate) fn rolled_back(&mut self, at_ms: u64) {
+        self.rollbacks.push(at_ms);
+    }
+
     /// Host run `run` ended (crashed): its open requests end with it.
     pub(crate) fn run_ended(&mut self, run: (usize, u64), at_ms: u64) {
         self.note(at_ms, format!("h{}#{} crashed", run.0, run.1));
@@ -194,22 +215,53 @@ impl Checker {
             );
         }
         let mut doubles = Vec::new();
+        let mut explained = Vec::new();
         for (id, windows) in &self.windows {
             let all: Vec<(&u64, &Window)> = windows.iter().collect();
             for (i, (sa, a)) in all.iter().enumerate() {
                 for (sb, b) in &all[i + 1..] {
                     if a.first_ms < b.last_ms && b.first_ms < a.last_ms {
-                        doubles.push(format!(
+                        let overlap = (a.first_ms.max(b.first_ms), a.last_ms.min(b.last_ms));
+                        let what = format!(
                             "{id}: activation {sa} on h{} ({}..{}ms) and activation {sb} on h{} ({}..{}ms) answered in overlapping windows",
                             a.host, a.first_ms, a.last_ms, b.host, b.first_ms, b.last_ms
-                        ));
+                        );
+                        match self.rollback_before(overlap) {
+                            Some(at) => explained.push((id.clone(), overlap, at, what)),
+                            None => doubles.push(what),
+                        }
                     }
                 }
             }
         }
+        for (id, (from, to), at, what) in explained {
+            self.note(
+                end_ms,
+                format!(
+                    "rollback window: {what}, {} ms after the rollback at {at}ms",
+                    to - at
+                ),
+            );
+            self.rollback_doubles.push((id, to - from));
+        }
         for d in doubles {
             self.violation(end_ms, d);
         }
+    }
+
+    /// The rollback that explains an overlap `(from, to)`: one at or before `from` with `to`
+    /// within [`ROLLBACK_BOUND_MS`] of it.
+    fn rollback_before(&self, (from, to): (u64, u64)) -> Option<u64> {
+        self.rollbacks
+            .iter()
+            .copied()
+            .filter(|at| *at <= from && to <= at + ROLLBACK_BOUND_MS)
+            .max()
+    }
+
+    /// Overlaps a Store rollback explains (see the module doc): (id, overlap in ms).
+    pub(crate) fn rollback_doubles(&self) -> &[(String, u64)] {
+        &self.rollback_doubles
     }
 
     /// Records that `id` did not answer the final probe.
@@ -262,6 +314,46 @@ mod tests {
         c.handled("c1", 1, 0, 2, 30);
         c.finish(40, 40);
         assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
+    }
+
+    #[test]
+    fn an_overlap_after_a_store_rollback_is_allowed_only_within_the_bound() {
+        let mut c = Checker::default();
+        c.handled("c1", 1, 0, 1, 10);
+        c.rolled_back(50);
+        c.handled("c1", 2, 1, 1, 60);
+        c.handled("c1", 1, 0, 2, 70);
+        c.handled("c1", 2, 1, 2, 80);
+        c.finish(100, 100);
+        assert!(c.violations().is_empty(), "{:?}", c.violations());
+        assert_eq!(c.rollback_doubles(), &[("c1".to_owned(), 10)]);
+
+        let mut late = Checker::default();
+        late.handled("c1", 1, 0, 1, 10);
+        late.rolled_back(50);
+        late.handled("c1", 2, 1, 1, 60);
+        late.handled("c1", 1, 0, 2, 50 + super::ROLLBACK_BOUND_MS + 1);
+        late.handled("c1", 2, 1, 2, 50 + super::ROLLBACK_BOUND_MS + 2);
+        late.finish(20_000, 20_000);
+        assert_eq!(
+            late.violations().len(),
+            1,
+            "past the bound: {:?}",
+            late.violations()
+        );
+
+        let mut before = Checker::default();
+        before.handled("c1", 1, 0, 1, 10);
+        before.handled("c1", 2, 1, 1, 20);
+        before.rolled_back(25);
+        before.handled("c1", 1, 0, 2, 30);
+        before.finish(100, 100);
+        assert_eq!(
+            before.violations().len(),
+            1,
+            "began before it: {:?}",
+            before.violations()
+        );
     }
 
     #[test]

@@ -31,16 +31,23 @@ pub(crate) fn host_name(h: usize) -> String {
     format!("h{h}")
 }
 
-/// Location options scaled for short runs: a lease of 4 s renewed every second.
-fn location_options() -> LocationOptions {
+/// The simulated hosts' owner-lease TTL, in milliseconds.
+pub(crate) const LEASE_TTL_MS: u64 = 4_000;
+
+/// The simulated hosts' owner-lease TTL.
+const LEASE_TTL: Duration = Duration::from_millis(LEASE_TTL_MS);
+
+/// Location options scaled for short runs: a lease of [`LEASE_TTL`] renewed every second.
+fn location_options(write_verification: bool) -> LocationOptions {
     LocationOptions::default()
         .owner_lease_renew_interval(Duration::from_secs(1))
         .owner_lease_renew_timeout(Duration::from_millis(500))
-        .owner_lease_ttl(Duration::from_secs(4))
+        .owner_lease_ttl(LEASE_TTL)
         .owner_lease_fencing_margin(Duration::from_secs(1))
         .polling_interval(Duration::from_millis(500))
         .store_failure_grace(Duration::from_secs(5))
         .creation_cleanup_window(Duration::from_secs(3))
+        .verify_acknowledged_writes(write_verification)
 }
 
 /// The software of host `h` (turmoil runs it again on a restart).
@@ -54,7 +61,7 @@ pub(crate) async fn host_main(world: Arc<World>, h: usize) -> turmoil::Result {
     let node_name = name.clone();
     let started = ZLink::builder()
         .location_store(store)
-        .location_options(location_options())
+        .location_options(location_options(world.config.write_verification))
         .route_mesh(mesh, move |n| {
             n.bind_host("0.0.0.0")
                 .advertised_host(node_name.clone())
