@@ -1,14 +1,14 @@
 //! Where the runtime's randomness, wall clock and hash-map order come from: one seam a
 //! deterministic simulation replaces.
 //!
-//! Outside a simulation (always, unless the `simulation` feature is on and a thread entered
-//! one) every function here is the ordinary source: [`uuid_v4`] and [`random_u128`] draw
+//! Outside a simulation (on every thread that did not enter one) every function here is the
+//! ordinary source: [`uuid_v4`] and [`random_u128`] draw
 //! from the operating system (`uuid`'s v4 generator), [`system_time`] is
 //! [`SystemTime::now`], and [`HashState`] keys each map with a fresh [`RandomState`], exactly
 //! as `std::collections::HashMap::new` does.
 //!
-//! Inside a simulation (`simulation` feature, [`Simulation::enter`] on the calling thread,
-//! which is where turmoil runs every simulated host) the same calls draw from a generator
+//! Inside a simulation ([`Simulation::enter`] on the calling thread, which is where turmoil
+//! runs every simulated host) the same calls draw from a generator
 //! seeded by the run's seed, read the simulation's wall clock, and hash with fixed keys, so
 //! a seed replays byte for byte: the same ids, the same generations, the same iteration
 //! order of every map.
@@ -72,28 +72,10 @@ pub fn system_time() -> SystemTime {
     simulated_time().unwrap_or_else(SystemTime::now)
 }
 
-#[cfg(not(feature = "simulation"))]
-fn simulated() -> bool {
-    false
-}
-
-#[cfg(not(feature = "simulation"))]
-fn seeded_u128() -> Option<u128> {
-    None
-}
-
-#[cfg(not(feature = "simulation"))]
-fn simulated_time() -> Option<SystemTime> {
-    None
-}
-
-#[cfg(feature = "simulation")]
 pub use simulation::{Simulation, SimulationGuard};
 
-#[cfg(feature = "simulation")]
 use simulation::{seeded_u128, simulated, simulated_time};
 
-#[cfg(feature = "simulation")]
 mod simulation {
     use std::cell::RefCell;
     use std::fmt;
@@ -193,7 +175,6 @@ mod tests {
         assert_ne!(a, b, "two maps share no keys");
     }
 
-    #[cfg(feature = "simulation")]
     #[test]
     fn inside_a_simulation_a_seed_repeats_its_ids_clock_and_map_order() {
         use std::time::{Duration, UNIX_EPOCH};
