@@ -7,7 +7,8 @@
 //! ```
 //! Each seed of a batch runs in a process of its own (see `alone`), so it runs exactly as
 //! `--seed S` replays it. `--replay-check` runs every seed a second time that way and counts
-//! a seed whose two traces differ as failing (a replay must be byte for byte). `--no-write-verification` switches off the hosts' acknowledged-write verification (to see
+//! a seed whose two traces differ as failing (a replay must be byte for byte).
+//! `--no-write-verification` switches off the hosts' acknowledged-write verification (to see
 //! what the simulation finds without it).
 //! `--seeds N` runs seeds F..F+N (F = 1); `--seed S` runs seed S alone and prints its whole
 //! trace. A seed with a violation prints the seed, the violations and the trace's tail; the
