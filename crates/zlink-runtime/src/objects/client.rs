@@ -163,11 +163,17 @@ impl ObjectClient {
 }
 
 impl ObjectClient {
+    /// Reads the record of `(kind, id)`: the route cache learns what it shows, and an
+    /// activation here that it shows missing or replaced is closed
+    /// ([`ObjectHost::close_if_orphaned`](super::host::ObjectHost::close_if_orphaned)).
     pub(crate) async fn read(
         &self,
         kind: ObjectKind,
         id: &ObjectId,
     ) -> Result<AuthorityRead, ZLinkError> {
+        let key = (kind.authority_kind(), id.clone());
+        // Taken before the read starts: a read older than the activation never judges it.
+        let held = self.objects.held_of(&key);
         let read = self
             .objects
             .location
@@ -175,10 +181,12 @@ impl ObjectClient {
             .read(kind, id)
             .await
             .map_err(store_failure)?;
-        let key = (kind.authority_kind(), id.clone());
         match &read {
             AuthorityRead::Found { handle, .. } => self.objects.routes.observe(&key, Some(handle)),
             AuthorityRead::Missing { .. } => self.objects.routes.observe(&key, None),
+        }
+        if let Some(held) = held {
+            self.objects.close_if_orphaned(&held, &read);
         }
         Ok(read)
     }

@@ -24,6 +24,13 @@
 //!   record;
 //! - a read the Store does not answer judges nothing (the pass goes on next tick).
 //!
+//! Every other read of a record on this node judges the same way
+//! ([`ObjectHost::close_if_orphaned`]): a `find`, a `get_or_create` or a message's owner read
+//! that shows the activation here wrong closes it at once, so a caller here that has seen the
+//! new incarnation never runs a message on the old one (a call to an object live here goes to
+//! the live activation without reading the record). The activation is taken before the read
+//! starts, so a read older than the activation never judges it.
+//!
 //! Cost: one batched Store read per [`PAGE`] activations, at most [`PAGES_PER_TICK`] pages
 //! per renew interval. A pass over `N` activations takes `ceil(N / (PAGE × PAGES_PER_TICK))`
 //! ticks, so an activation whose record went away is closed within that many renew intervals
@@ -58,6 +65,17 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// The live entry `entry` of `key` as a pass or a read judges it.
+    fn of(key: &ObjectKey, entry: &super::LiveEntry) -> Self {
+        Self {
+            key: key.clone(),
+            kind: entry.kind,
+            generation: entry.generation,
+            run: (!entry.member).then(|| entry.run.clone()),
+            activation: address(&entry.object),
+        }
+    }
+
     /// Whether `entry` is exactly this activation (the same `Arc`, the same generation).
     fn is(&self, entry: &super::LiveEntry) -> bool {
         entry.generation == self.generation && address(&entry.object) == self.activation
@@ -92,13 +110,7 @@ impl ObjectHost {
         self.live
             .lock()
             .iter()
-            .map(|(key, e)| Held {
-                key: key.clone(),
-                kind: e.kind,
-                generation: e.generation,
-                run: (!e.member).then(|| e.run.clone()),
-                activation: address(&e.object),
-            })
+            .map(|(key, e)| Held::of(key, e))
             .collect()
     }
 
@@ -127,30 +139,60 @@ impl ObjectHost {
         }
     }
 
+    /// The activation of `key` held here now, for a read of its record that starts after
+    /// this call ([`Self::close_if_orphaned`]); `None` if none is live.
+    pub(crate) fn held_of(&self, key: &ObjectKey) -> Option<Held> {
+        self.live.lock().get(key).map(|e| Held::of(key, e))
+    }
+
+    /// Judges `held` by `read`, a read of its record that started after `held` was taken
+    /// ([`Self::held_of`]): an activation the read shows wrong (its record missing, another
+    /// incarnation or another owner run) leaves the live set at once and closes in the
+    /// background (the reader may be one of its own jobs). So any read of a record, not only
+    /// the audit's pass, ends an orphan it sees: a caller on this node never runs a message on
+    /// an instance of a previous incarnation after it has read the new one (spec 21 §7.1).
+    /// `true` if it closed.
+    pub(crate) fn close_if_orphaned(&self, held: &Held, read: &AuthorityRead) -> bool {
+        if !wrong(held, read) {
+            return false;
+        }
+        let Some(live) = self.take_orphan(held) else {
+            return false;
+        };
+        tokio::spawn(live.close());
+        true
+    }
+
     /// Closes `held` if it is still the live activation of its key and no relocation covers
     /// it; `true` if it closed.
     async fn close_orphan(&self, held: &Held) -> bool {
-        if self.interception.covers(&held.key) {
+        let Some(live) = self.take_orphan(held) else {
             return false;
+        };
+        live.close().await;
+        true
+    }
+
+    /// Removes `held` from the live set and its route-cache entry if it is still the live
+    /// activation of its key and no relocation covers it; the activation to close.
+    fn take_orphan(&self, held: &Held) -> Option<Arc<dyn LiveObject>> {
+        if self.interception.covers(&held.key) {
+            return None;
         }
         let live = {
             let mut set = self.live.lock();
             if !set.get(&held.key).is_some_and(|e| held.is(e)) {
-                return false;
+                return None;
             }
             set.remove(&held.key).map(|e| e.object)
-        };
-        let Some(live) = live else {
-            return false;
-        };
+        }?;
         self.routes.forget(&held.key);
         tracing::warn!(
             object = %super::what(held.key.0, &held.key.1),
             generation = held.generation,
             "a held activation whose record the Store no longer holds (missing, or another incarnation) is closed"
         );
-        live.close().await;
-        true
+        Some(live)
     }
 
     /// One tick of the audit: the next page(s) of the pass; every activation found wrong is
