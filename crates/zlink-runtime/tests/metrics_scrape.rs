@@ -118,7 +118,8 @@ fn a_scrape_of_the_example_node_shows_each_instrument_with_plausible_values() {
         created, ACTORS as f64,
         "each get_or_create created its Actor"
     );
-    let routes = value(&before, r#"zlink_objects_route{source="cache"}"#)
+    let routes = value(&before, r#"zlink_objects_route{source="live"}"#)
+        + value(&before, r#"zlink_objects_route{source="cache"}"#)
         + value(&before, r#"zlink_objects_route{source="store"}"#);
     assert!(
         routes >= ACTORS as f64,

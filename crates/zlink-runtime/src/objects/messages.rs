@@ -60,11 +60,19 @@ impl ObjectClient {
         key: &ObjectKey,
         span: &tracing::Span,
         deadline: tokio::time::Instant,
-    ) -> Result<(Arc<RoutingId>, Option<zlink_transport::PeerHandle>), ZLinkError> {
+    ) -> Result<Option<(Arc<RoutingId>, zlink_transport::PeerHandle)>, ZLinkError> {
         // Earlier messages of this node still wait in the forward queue of a move that left
         // here: this one joins them (spec 21 §1.3; delivered locally, the follow takes it).
         if self.objects.interception.forwards_pending(key) {
-            return Ok((Arc::new(self.objects.rid.clone()), None));
+            return Ok(None);
+        }
+        // An activation live here takes the call: this node's admission gate and the audit of
+        // held activations keep it the current incarnation (a sealed one hands the call to its
+        // move), so no Store read and no cached route is needed. The route cache holds only
+        // objects of other nodes: an idle Actor here costs no cache entry.
+        if self.objects.is_live(key) {
+            self.objects.route_found(span, RouteSource::Live);
+            return Ok(None);
         }
         let (owner, cached) = match self.objects.routes.get(key) {
             Some(node) => (node, true),
@@ -79,7 +87,7 @@ impl ObjectClient {
             },
         );
         if *owner == self.objects.rid {
-            return Ok((owner, None));
+            return Ok(None);
         }
         // A cached owner without a connection is not waited for: the record may name
         // another owner now.
@@ -89,13 +97,13 @@ impl ObjectClient {
             self.node.inner.route_to_within(&owner, deadline).await
         };
         match routed {
-            Ok(peer) => Ok((owner, Some(peer))),
+            Ok(peer) => Ok(Some((owner, peer))),
             Err(_) if cached => {
                 self.objects.routes.forget(key);
                 let owner = self.owner_read(key).await?;
                 self.objects.route_found(span, RouteSource::Store);
                 if *owner == self.objects.rid {
-                    return Ok((owner, None));
+                    return Ok(None);
                 }
                 let peer = self
                     .node
@@ -103,7 +111,7 @@ impl ObjectClient {
                     .route_to_within(&owner, deadline)
                     .await
                     .map_err(owner_unreachable)?;
-                Ok((owner, Some(peer)))
+                Ok(Some((owner, peer)))
             }
             Err(e) => Err(owner_unreachable(e)),
         }
@@ -162,7 +170,7 @@ impl ObjectClient {
                         self.read(ObjectKind::UserSpot, &spot).await?
                     {
                         if s.state() == AllocationState::Active {
-                            self.objects.routes.remember(key, &s);
+                            self.remember_elsewhere(key, &s);
                             return Ok(Arc::new(s.node().routing_id));
                         }
                     }
@@ -171,7 +179,7 @@ impl ObjectClient {
                         reason: UnavailableReason::NotServing,
                     });
                 }
-                self.objects.routes.remember(key, &handle);
+                self.remember_elsewhere(key, &handle);
                 Ok(Arc::new(handle.node().routing_id))
             }
             AuthorityRead::Found { .. } => Err(ZLinkError::Unavailable {
@@ -181,6 +189,17 @@ impl ObjectClient {
             AuthorityRead::Missing { .. } => Err(ZLinkError::NoRoute {
                 target: what(key.0, &key.1),
             }),
+        }
+    }
+
+    /// Caches the route to `key` that `handle` shows, unless it names this node: a call to an
+    /// activation here finds it in the live set first ([`Self::reachable_owner`]), and an
+    /// entry naming another node is stale then.
+    fn remember_elsewhere(&self, key: &ObjectKey, handle: &zlink_location::AuthorityHandle) {
+        if handle.node().routing_id == self.objects.rid {
+            self.objects.routes.forget(key);
+        } else {
+            self.objects.routes.remember(key, handle);
         }
     }
 
@@ -196,7 +215,7 @@ impl ObjectClient {
         let result = async {
             let deadline = tokio::time::Instant::now() + timeout;
             match self.reachable_owner(key, &span, deadline).await? {
-                (_, None) => {
+                None => {
                     // A call to an activation here: counted and timed like a remote one.
                     let metrics = &self.node.inner.metrics;
                     metrics.sent(MessageKind::Request, SendPath::Local);
@@ -208,7 +227,7 @@ impl ObjectClient {
                     metrics.request_ended(started, matches!(out, Ok(ObjectReply::Local(_))));
                     out
                 }
-                (owner, Some(peer)) => {
+                Some((owner, peer)) => {
                     let mark = self.objects.routes.mark(key, &owner);
                     // What is left of the caller's timeout after any wait for the connection.
                     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -355,8 +374,7 @@ impl ObjectClient {
         span: &tracing::Span,
     ) -> Result<(), ZLinkError> {
         let deadline = tokio::time::Instant::now() + crate::mesh::node::DEFAULT_SEND_TIMEOUT;
-        let (owner, peer) = self.reachable_owner(key, span, deadline).await?;
-        let Some(peer) = peer else {
+        let Some((owner, peer)) = self.reachable_owner(key, span, deadline).await? else {
             let call = Self::call(key, msg, Metadata::from_bytes(&msg.metadata)?, false);
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
             if !self.objects.is_live(key) && !self.objects.interception.covers(key) {

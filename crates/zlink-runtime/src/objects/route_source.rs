@@ -1,4 +1,5 @@
-//! Where an object call found its owner: the route cache, a read of the Store, or Message
+//! Where an object call found its owner: an activation live here, the route cache, a read of
+//! the Store, or Message
 //! Follow (the old owner forwarded it to the object's new owner; spec 21 §7.3). Recorded on
 //! the call's tracing span (`zlink.object.call`, field `route`) and counted on
 //! `zlink.objects.route` (label `source`).
@@ -6,6 +7,8 @@
 /// How one object call reached its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum RouteSource {
+    /// An activation live on this node took the call (no cache, no Store read).
+    Live,
     /// The route cache named the owner.
     Cache,
     /// The owner was read from the Location Store (no cached route, or the cached owner was
@@ -17,9 +20,10 @@ pub(crate) enum RouteSource {
 }
 
 impl RouteSource {
-    /// The span field value: `cache`, `store` or `follow`.
+    /// The span field value: `live`, `cache`, `store` or `follow`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
+            Self::Live => "live",
             Self::Cache => "cache",
             Self::Store => "store",
             Self::Follow => "follow",
@@ -47,6 +51,7 @@ impl RouteSource {
     pub(crate) fn label(self) -> crate::telemetry::labels::RouteLabel {
         use crate::telemetry::labels::RouteLabel;
         match self {
+            Self::Live => RouteLabel::Live,
             Self::Cache => RouteLabel::Cache,
             Self::Store => RouteLabel::Store,
             Self::Follow => RouteLabel::Follow,

@@ -6,6 +6,9 @@
 //! opaque and compared only for equality, spec 22 §3) or another generation, when a call
 //! through it ends `NotFound` or `Unavailable`, and with every entry of a host run whose
 //! owner lease is gone (discovery no longer lists it). Shared by every manager of the node.
+//! It holds only objects owned by other nodes: a call to an activation live on this node finds
+//! it in the live set first, and a read naming this node is not cached (an idle Actor here
+//! costs no entry).
 //!
 //! An entry never outlives the last time its owner accepts new work (spec 21 §7.3): each
 //! owner run has a window, moved forward by every discovery read of its lease

@@ -118,6 +118,8 @@ impl CallOutcome {
 /// (`objects/route_source.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RouteLabel {
+    /// An activation live on this node took the call.
+    Live,
     /// A route-cache hit.
     Cache,
     /// A read of the Location Store (a cache miss, or a cached owner that was unreachable).
@@ -130,6 +132,7 @@ impl RouteLabel {
     /// The label value.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
+            Self::Live => "live",
             Self::Cache => "cache",
             Self::Store => "store",
             Self::Follow => "follow",

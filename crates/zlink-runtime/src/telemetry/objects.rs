@@ -9,13 +9,18 @@ use super::names;
 /// Route sources and creations of one object host.
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectMetrics {
-    /// `[source]`: cache, store, follow.
-    routes: [Counter; 3],
+    /// `[source]`: live, cache, store, follow.
+    routes: [Counter; 4],
     /// `[kind][outcome]`: actor/spot × created/existing/failed.
     creations: [[Counter; 3]; 2],
 }
 
-const ROUTES: [RouteLabel; 3] = [RouteLabel::Cache, RouteLabel::Store, RouteLabel::Follow];
+const ROUTES: [RouteLabel; 4] = [
+    RouteLabel::Live,
+    RouteLabel::Cache,
+    RouteLabel::Store,
+    RouteLabel::Follow,
+];
 const OBJECTS: [ObjectLabel; 2] = [ObjectLabel::Actor, ObjectLabel::Spot];
 const CREATIONS: [CreationOutcome; 3] = [
     CreationOutcome::Created,
@@ -40,9 +45,10 @@ impl ObjectMetrics {
     /// An object call found its owner through `source`.
     pub(crate) fn route(&self, source: RouteLabel) {
         let i = match source {
-            RouteLabel::Cache => 0,
-            RouteLabel::Store => 1,
-            RouteLabel::Follow => 2,
+            RouteLabel::Live => 0,
+            RouteLabel::Cache => 1,
+            RouteLabel::Store => 2,
+            RouteLabel::Follow => 3,
         };
         self.routes[i].increment(1);
     }

@@ -67,7 +67,8 @@ impl Calls {
 }
 
 #[test]
-fn the_call_span_says_whether_the_owner_came_from_the_store_the_cache_or_a_follow() {
+fn the_call_span_says_whether_the_owner_was_live_here_or_came_from_the_store_the_cache_or_a_follow()
+{
     let calls = Calls::default();
     let subscriber = tracing_subscriber::registry()
         .with(calls.clone())
@@ -102,8 +103,17 @@ fn the_call_span_says_whether_the_owner_came_from_the_store_the_cache_or_a_follo
             actors.request("c1", &Bump).await.expect("second");
             assert_eq!(calls.last_routes(), ["store", "cache"]);
 
-            // The Actor moves; the client's cache still names the old owner, which follows.
+            // On the node that holds it, the live activation takes the call: no Store read and
+            // no cached route.
             let from = p.index_of(&actor.node);
+            let here = p.hosts[from].actors().expect("actors");
+            calls.clear();
+            tracing::callsite::rebuild_interest_cache();
+            here.request("c1", &Bump).await.expect("here");
+            here.request("c1", &Bump).await.expect("here again");
+            assert_eq!(calls.last_routes(), ["live", "live"]);
+
+            // The Actor moves; the client's cache still names the old owner, which follows.
             p.hosts[from]
                 .relocate_object(actor, ObjectTarget::Node(p.rid(1 - from)))
                 .await
@@ -111,7 +121,7 @@ fn the_call_span_says_whether_the_owner_came_from_the_store_the_cache_or_a_follo
             calls.clear();
             tracing::callsite::rebuild_interest_cache();
             let (n, on) = actors.request("c1", &Bump).await.expect("followed");
-            assert_eq!((n, on), (3, p.rid(1 - from).to_hex()));
+            assert_eq!((n, on), (5, p.rid(1 - from).to_hex()));
             assert_eq!(calls.last_routes(), ["follow"]);
             stop_all(&[&client]).await;
             p.shutdown().await;

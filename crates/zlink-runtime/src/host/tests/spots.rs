@@ -259,8 +259,19 @@ async fn a_read_showing_another_incarnation_drops_the_cached_route(h: &Harness) 
     wait_peers(&b, 1).await;
     wait_discovered(&[&ha, &hb]).await;
     let (sa, sb) = (ha.spots().expect("spots"), hb.spots().expect("spots"));
-    let first = sa.get_or_create("room", "cellar").await.expect("created");
-    sb.request("cellar", &Log).await.expect("warms b's cache");
+    // A Spot on a: b caches routes to other nodes' objects only.
+    let mut found = None;
+    for i in 0..64 {
+        let name = format!("cellar{i}");
+        let r = sa.get_or_create("room", &name).await.expect("created");
+        if r.node == *a.routing_id() {
+            found = Some((name, r));
+            break;
+        }
+    }
+    let (name, first) = found.expect("one of 64 Spots landed on a");
+    let name = name.as_str();
+    sb.request(name, &Log).await.expect("warms b's cache");
     let key = (AuthorityKind::Spot, first.id.clone());
     let objects = hb.object_host(0);
     let routes = &objects.routes;
@@ -268,10 +279,10 @@ async fn a_read_showing_another_incarnation_drops_the_cached_route(h: &Harness) 
     // A new incarnation replaces the first; b's next read of the record sees another
     // StoreVersion and generation and drops its entry.
     assert!(sa.close(&first).await.expect("closed"));
-    let second = sa.get_or_create("room", "cellar").await.expect("again");
+    let second = sa.get_or_create("room", name).await.expect("again");
     assert!(second.generation > first.generation);
     assert!(routes.get(&key).is_some(), "b has not read the record yet");
-    assert_eq!(sb.find("cellar").await.expect("find"), Some(second));
+    assert_eq!(sb.find(name).await.expect("find"), Some(second));
     assert!(
         routes.get(&key).is_none(),
         "the read dropped the stale entry"

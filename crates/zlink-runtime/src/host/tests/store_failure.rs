@@ -29,19 +29,33 @@ async fn a_request_while_the_store_is_unreachable_ends_unavailable(h: &Harness) 
     wait_peers(&a, 1).await;
     wait_peers(&b, 1).await;
     let owner = ha.actors().expect("manager");
-    owner.get_or_create("counter", "c1").await.expect("created");
-    assert_eq!(owner.request("c1", &Incr).await.expect("served"), 1);
-    // The caller has never reached c1: it must read the record, and the Store is down.
+    // An Actor on a: an activation live on the caller would take the call without a read.
+    let mut id = String::new();
+    for i in 0..64 {
+        let candidate = format!("c{i}");
+        let r = owner
+            .get_or_create("counter", &candidate)
+            .await
+            .expect("created");
+        if r.node == *a.routing_id() {
+            id = candidate;
+            break;
+        }
+    }
+    assert!(!id.is_empty(), "one of 64 Actors landed on a");
+    let id = id.as_str();
+    assert_eq!(owner.request(id, &Incr).await.expect("served"), 1);
+    // The caller has never reached the Actor: it must read the record, and the Store is down.
     let key = authority_key(
         ObjectKind::Actor,
-        &zlink_location::ObjectId::new("c1").expect("id"),
+        &zlink_location::ObjectId::new(id).expect("id"),
     );
     for _ in 0..8 {
         faulty.fail_next_read_of(key.clone(), Fault::UNAVAILABLE);
     }
     let caller = hb.actors().expect("manager");
     let err = caller
-        .request("c1", &Incr)
+        .request(id, &Incr)
         .await
         .expect_err("the owner cannot be found");
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
@@ -57,7 +71,7 @@ async fn a_request_while_the_store_is_unreachable_ends_unavailable(h: &Harness) 
     );
     faulty.heal();
     assert_eq!(
-        caller.request("c1", &Incr).await.expect("served again"),
+        caller.request(id, &Incr).await.expect("served again"),
         2,
         "the failed request applied nothing"
     );
