@@ -15,6 +15,7 @@ pub(crate) mod observe;
 pub(crate) mod relocate;
 pub(crate) mod running;
 mod sampler;
+mod shutdown;
 pub(crate) mod start;
 mod status;
 

@@ -87,7 +87,7 @@ pub(crate) async fn run(host: Arc<HostInner>, ask: Ask) -> RelocationResult {
                 ?unconfirmed,
                 "descriptor rollback not confirmed: bounded teardown of the host"
             );
-            let report = crate::host::running::force_stop(&host, unconfirmed).await;
+            let report = crate::host::shutdown::force_stop(&host, unconfirmed).await;
             tracing::warn!(outcome = ?report.outcome, reason = ?report.reason, "host force-stopped");
         }
         return ask.blocked(&host, RelocationReason::StoreUnavailable);
