@@ -21,6 +21,7 @@ mod tidy_entropy;
 mod tidy_facade;
 mod tidy_layers;
 mod tidy_metrics;
+mod tidy_source;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

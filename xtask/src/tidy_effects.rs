@@ -5,9 +5,8 @@
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
 
-    use crate::tidy_layers::tests::non_test_code;
+    use crate::tidy_source::{is_test_file, non_test_code, rust_files};
     use crate::workspace_root;
 
     /// `#[cfg(test)]` fields inside the runtime's structs today (`crates/zlink-runtime/src`,
@@ -17,29 +16,6 @@ mod tests {
     /// running node (`relocation/probe.rs`, `completion::CompletionProbe`) and the gate's
     /// counters are always kept.
     const KNOWN_CFG_TEST_FIELDS: usize = 0;
-
-    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-
-    /// Whether `shown` (relative to a crate's `src/`) is a test file.
-    fn is_test_file(shown: &Path) -> bool {
-        shown.components().any(|c| c.as_os_str() == "tests")
-            || shown
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n == "tests.rs" || n.ends_with("_tests.rs"))
-    }
 
     /// The text inside the braces that open at byte `open` (which holds `{`), and the byte
     /// after the closing brace.

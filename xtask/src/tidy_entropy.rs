@@ -8,7 +8,7 @@
 mod tests {
     use std::collections::BTreeMap;
 
-    use crate::tidy_layers::tests::{non_test_code, rust_files};
+    use crate::tidy_source::{is_test_file, non_test_code, ratchet, rust_files};
     use crate::workspace_root;
 
     /// The crates whose code runs inside a simulated host and may reach the seam.
@@ -46,14 +46,6 @@ mod tests {
     /// The seam itself.
     const SEAM: &str = "zlink-store-spi/src/entropy.rs";
 
-    fn is_test_file(shown: &std::path::Path) -> bool {
-        shown.components().any(|c| c.as_os_str() == "tests")
-            || shown
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with("tests.rs"))
-    }
-
     #[test]
     fn runtime_crates_draw_randomness_time_and_map_order_only_through_the_entropy_seam() {
         let root = workspace_root().join("crates");
@@ -88,27 +80,24 @@ mod tests {
                 }
             }
         }
-        let mut problems = Vec::new();
-        for ((file, pattern), n) in &found {
-            let known = KNOWN
-                .iter()
-                .find(|(f, p, _)| f == file && p == pattern)
-                .map(|(_, _, k)| *k);
-            if known != Some(*n) {
-                problems.push(format!(
+        let known: Vec<((String, &str), usize)> = KNOWN
+            .iter()
+            .map(|(f, p, n)| ((f.to_string(), *p), *n))
+            .collect();
+        let problems = ratchet(
+            &found,
+            &known,
+            |(file, pattern), n, known| {
+                format!(
                     "{file}: {pattern} {n} times (known: {known:?}); use \
                      zlink_store_spi::entropy (uuid_v4, random_u128, system_time, HashMap, \
                      HashSet)"
-                ));
-            }
-        }
-        for (file, pattern, n) in KNOWN {
-            if !found.contains_key(&(file.to_owned(), pattern)) {
-                problems.push(format!(
-                    "{file} no longer has {pattern} ({n} known): remove it from KNOWN"
-                ));
-            }
-        }
+                )
+            },
+            |(file, pattern), n| {
+                format!("{file} no longer has {pattern} ({n} known): remove it from KNOWN")
+            },
+        );
         assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 }

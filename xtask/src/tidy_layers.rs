@@ -6,8 +6,8 @@
 #[cfg(test)]
 pub(crate) mod tests {
     use std::collections::BTreeMap;
-    use std::path::{Path, PathBuf};
 
+    use crate::tidy_source::{is_test_file, non_test_code, ratchet, rust_files};
     use crate::workspace_root;
 
     /// The runtime's layers, bottom first: each may name only those before it.
@@ -24,20 +24,6 @@ pub(crate) mod tests {
     /// named piece of work (`docs/architecture.md`, "Known exceptions"). The test fails when
     /// a count grows and when it shrinks, so this list stays true. None today.
     const KNOWN_UPWARD: [(&str, &str, usize); 0] = [];
-
-    pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
 
     /// The top-level modules a text names through `crate::` (also inside `crate::{..}`).
     fn crate_modules(text: &str) -> Vec<String> {
@@ -117,24 +103,30 @@ pub(crate) mod tests {
                 }
             }
         }
-        let mut problems = Vec::new();
-        for ((from, to), files) in &upward {
-            let known = KNOWN_UPWARD
-                .iter()
-                .find(|(f, t, _)| f == from && t == to)
-                .map(|(_, _, n)| *n);
-            if known != Some(files.len()) {
-                problems.push(format!(
-                    "{from}/ names crate::{to} {} times (known: {known:?}): {files:?}",
-                    files.len()
-                ));
-            }
-        }
-        for (from, to, n) in KNOWN_UPWARD {
-            if !upward.contains_key(&(from.to_string(), to.to_string())) {
-                problems.push(format!("{from}/ no longer names crate::{to} ({n} known): update KNOWN_UPWARD and docs/architecture.md"));
-            }
-        }
+        let counts: BTreeMap<(String, String), usize> = upward
+            .iter()
+            .map(|(k, files)| (k.clone(), files.len()))
+            .collect();
+        let known: Vec<((String, String), usize)> = KNOWN_UPWARD
+            .iter()
+            .map(|(f, t, n)| ((f.to_string(), t.to_string()), *n))
+            .collect();
+        let problems = ratchet(
+            &counts,
+            &known,
+            |(from, to), n, known| {
+                format!(
+                    "{from}/ names crate::{to} {n} times (known: {known:?}): {:?}",
+                    upward[&(from.clone(), to.clone())]
+                )
+            },
+            |(from, to), n| {
+                format!(
+                    "{from}/ no longer names crate::{to} ({n} known): update KNOWN_UPWARD and \
+                     docs/architecture.md"
+                )
+            },
+        );
         assert!(
             problems.is_empty(),
             "upward imports:\n{}",
@@ -148,39 +140,6 @@ pub(crate) mod tests {
     /// now, so any call in runtime code fails it.
     const KNOWN_APPLICATION_CALLS: [(&str, usize); 0] = [];
 
-    /// The non-test code of a source text: comment lines dropped, and nothing from an inline
-    /// `#[cfg(test)] mod .. {` on (test modules close their files).
-    pub(crate) fn non_test_code(text: &str) -> String {
-        let mut out = String::new();
-        let mut lines = text.lines().peekable();
-        while let Some(line) = lines.next() {
-            let trimmed = line.trim();
-            if trimmed == "#[cfg(test)]"
-                && lines.peek().is_some_and(|next| {
-                    let next = next.trim_start();
-                    next.starts_with("mod ") && next.trim_end().ends_with('{')
-                })
-            {
-                break;
-            }
-            if !trimmed.starts_with("//") {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn non_test_code_stops_at_an_inline_test_module() {
-        let text = "a::application(x)\n// b::application(\n#[cfg(test)]\nuse y;\n\
-                    #[cfg(test)]\nmod tests {\n    c::application(\n}\n";
-        assert_eq!(
-            non_test_code(text),
-            "a::application(x)\n#[cfg(test)]\nuse y;\n"
-        );
-    }
-
     /// `ZLinkError::application(kind, text)` is for handlers and filters that complete with a
     /// chosen kind; runtime code reports its own failures as typed variants that keep their
     /// source (`docs/architecture.md`, convention 4).
@@ -192,9 +151,7 @@ pub(crate) mod tests {
         let mut found: BTreeMap<String, usize> = BTreeMap::new();
         for file in files {
             let shown = file.strip_prefix(&src).unwrap_or(&file);
-            let is_test_file = shown.components().any(|c| c.as_os_str() == "tests")
-                || shown.file_name().is_some_and(|n| n == "tests.rs");
-            if is_test_file {
+            if is_test_file(shown) {
                 continue;
             }
             let text = std::fs::read_to_string(&file).expect("readable source");
@@ -204,27 +161,26 @@ pub(crate) mod tests {
                 found.insert(shown, n);
             }
         }
-        let mut problems = Vec::new();
-        for (file, n) in &found {
-            let known = KNOWN_APPLICATION_CALLS
-                .iter()
-                .find(|(f, _)| f == file)
-                .map(|(_, k)| *k);
-            if known != Some(*n) {
-                problems.push(format!(
+        let known: Vec<(String, usize)> = KNOWN_APPLICATION_CALLS
+            .iter()
+            .map(|(f, n)| (f.to_string(), *n))
+            .collect();
+        let problems = ratchet(
+            &found,
+            &known,
+            |file, n, known| {
+                format!(
                     "{file} calls ::application( {n} times (known: {known:?}): use a typed \
                      ZLinkError variant"
-                ));
-            }
-        }
-        for (file, n) in KNOWN_APPLICATION_CALLS {
-            if !found.contains_key(file) {
-                problems.push(format!(
+                )
+            },
+            |file, n| {
+                format!(
                     "{file} no longer calls ::application( ({n} known): remove it from \
                      KNOWN_APPLICATION_CALLS"
-                ));
-            }
-        }
+                )
+            },
+        );
         assert!(
             problems.is_empty(),
             "runtime ZLinkError::application calls:\n{}",
@@ -244,9 +200,7 @@ pub(crate) mod tests {
         for file in files {
             let shown = file.strip_prefix(&src).unwrap_or(&file);
             let shown = shown.to_string_lossy().replace('\\', "/");
-            let is_test_file =
-                shown.split('/').any(|c| c == "tests") || shown.ends_with("tests.rs");
-            if shown == "redis.rs" || is_test_file {
+            if shown == "redis.rs" || is_test_file(std::path::Path::new(&shown)) {
                 continue;
             }
             let text = std::fs::read_to_string(&file).expect("readable source");
