@@ -326,7 +326,8 @@ impl ObjectHost {
             member: false,
             object: live,
         };
-        self.live.lock().insert(key, entry);
+        self.live.lock().insert(key.clone(), entry);
+        self.interception.went_live(&key);
     }
 
     /// `run` as this host's own run when it is that (its owner id shared by every live entry,
@@ -364,7 +365,8 @@ impl ObjectHost {
             member: true,
             object: live,
         };
-        self.live.lock().insert(key, entry);
+        self.live.lock().insert(key.clone(), entry);
+        self.interception.went_live(&key);
     }
 
     /// Takes the activation of `key` out of the live set (its incarnation moved away).

@@ -23,6 +23,11 @@ pub(crate) trait Interception: Send + Sync + 'static {
     /// them by going to the new owner directly).
     fn forwards_pending(&self, key: &ObjectKey) -> bool;
 
+    /// An activation of `key` went live here (a creation, a move's target, an Instance Spot
+    /// activation): a follow of an earlier move of `key` away from here ends, so the new
+    /// activation takes this node's calls instead of the node the old incarnation moved to.
+    fn went_live(&self, key: &ObjectKey);
+
     /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
     /// otherwise.
     fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held>;
@@ -67,6 +72,8 @@ impl Interception for NoMoves {
     fn forwards_pending(&self, _: &ObjectKey) -> bool {
         false
     }
+
+    fn went_live(&self, _: &ObjectKey) {}
 
     fn intercept(&self, _: &ObjectKey, m: Held) -> Option<Held> {
         Some(m)

@@ -467,6 +467,10 @@ impl crate::objects::interception::Interception for Relocations {
         Relocations::forwards_pending(self, key)
     }
 
+    fn went_live(&self, key: &ObjectKey) {
+        Relocations::unfollow(self, key);
+    }
+
     fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
         Relocations::intercept(self, key, m)
     }

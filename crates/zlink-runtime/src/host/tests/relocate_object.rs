@@ -27,6 +27,7 @@ on_every_store!(
     an_instance_spot_moves_with_its_state,
     a_refused_target_is_a_typed_error_and_the_actor_is_still_served_by_its_owner,
     a_disabled_type_or_a_member_alone_is_refused_and_keeps_serving,
+    an_actor_created_again_on_its_former_owner_within_the_follow_window_is_served_there,
 );
 
 /// A counter: `Bump` adds one and answers the count and the RID of the node that ran it.
@@ -433,4 +434,56 @@ async fn a_disabled_type_or_a_member_alone_is_refused_and_keeps_serving(h: &Harn
     let (_, on) = actors.request("hall-2-m", &Bump).await.expect("served");
     assert_eq!(on, hall.node.to_hex());
     p.shutdown().await;
+}
+
+/// An Actor moves from one node to the other; the target shuts down (its sweep removes the
+/// record) while the former owner still follows the Actor's messages to it (the 30 s Message
+/// Follow window). The Actor is created again on the former owner: its calls there run on the
+/// new activation (count 1, this node), not forwarded by the old follow to a node that no
+/// longer holds it (seed 47 of the simulation's moves: every call of that node failed
+/// `Unavailable` until the window ended).
+async fn an_actor_created_again_on_its_former_owner_within_the_follow_window_is_served_there(
+    h: &Harness,
+) {
+    let p = Pair::start(h).await;
+    let first = p.hosts[0].actors().expect("manager");
+    let actor = first.get_or_create("fresh", "f1").await.expect("created");
+    let from = p.index_of(&actor.node);
+    let to = 1 - from;
+    p.hosts[from]
+        .relocate_object(actor.clone(), ObjectTarget::Node(p.rid(to)))
+        .await
+        .expect("the Actor moves");
+    let actors = p.hosts[from].actors().expect("manager");
+    let (n, ran_on) = actors.request("f1", &Bump).await.expect("followed");
+    assert_eq!((n, ran_on), (1, p.rid(to).to_hex()));
+
+    stop_all(&[&p.hosts[to]]).await;
+    let d = p.hosts[from].object_discovery(0);
+    wait_until("the former owner lists only itself", || {
+        d.last_list()
+            .unwrap_or_default()
+            .iter()
+            .filter(|n| n.record.descriptor.state == HostState::Serving)
+            .count()
+            == 1
+    })
+    .await;
+    let again = actors
+        .get_or_create("fresh", "f1")
+        .await
+        .expect("created again");
+    assert_eq!(again.node, p.rid(from));
+    assert!(
+        again.generation > actor.generation,
+        "{again:?} after {actor:?}"
+    );
+    for expected in 1..=3 {
+        let (n, ran_on) = actors
+            .request("f1", &Bump)
+            .await
+            .expect("served on the former owner");
+        assert_eq!((n, ran_on), (expected, p.rid(from).to_hex()));
+    }
+    stop_all(&[&p.hosts[from]]).await;
 }
