@@ -15,6 +15,12 @@
 //!   at the end has ended, once, and no step of it (`get_or_create`, the request) took 30 s
 //!   past its own deadlines.
 //! - **Reachable after the faults heal**: every id that answered once answers the final probe.
+//! - **A handled request hears its reply**: a request an activation handled whose caller still
+//!   heard no reply by its reply timeout (`DeadlineExceeded`) is a lost reply, unless a
+//!   partition or a crashed host was in effect at some time between the handling and the
+//!   timeout (then the network may have lost it). A request Message Follow forwarded to a new
+//!   owner its caller is not connected to (yet) is answered back through the old owner, which
+//!   relays it (issue 36 item 2): the simulation's moves (`faults.rs`) make that happen.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -46,6 +52,8 @@ struct Issued {
     id: String,
     at_ms: u64,
     ended: u32,
+    /// When an activation handled it (by activation serial).
+    handled: Vec<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -73,6 +81,10 @@ pub(crate) struct Checker {
     rollbacks: Vec<u64>,
     /// Overlaps the rollback window explains: (id, longest overlap in ms).
     rollback_doubles: Vec<(String, u64)>,
+    /// Spans with a partition or a crashed host in effect: (from, to) in ms.
+    disrupted: Vec<(u64, u64)>,
+    /// Since when one is in effect now.
+    disrupted_since: Option<u64>,
 }
 
 impl Checker {
@@ -86,8 +98,20 @@ impl Checker {
         self.violations.push(format!("t={at_ms}ms {what}"));
     }
 
-    /// Activation `serial` of `id` on `host` handled a message, its count now `count`.
-    pub(crate) fn handled(&mut self, id: &str, serial: u64, host: usize, count: u64, at_ms: u64) {
+    /// Activation `serial` of `id` on `host` handled request `req` (0: not a worker's), its
+    /// count now `count`.
+    pub(crate) fn handled(
+        &mut self,
+        id: &str,
+        serial: u64,
+        host: usize,
+        count: u64,
+        req: u64,
+        at_ms: u64,
+    ) {
+        if let Some(r) = self.requests.get_mut(&req) {
+            r.handled.push((serial, at_ms));
+        }
         let w = self
             .windows
             .entry(id.to_owned())
@@ -133,6 +157,7 @@ impl Checker {
                 id: id.to_owned(),
                 at_ms,
                 ended: 0,
+                handled: Vec::new(),
             },
         );
     }
@@ -145,6 +170,7 @@ impl Checker {
         };
         issued.ended += 1;
         let (run, id, ended) = (issued.run, issued.id.clone(), issued.ended);
+        let handled = issued.handled.first().copied();
         if ended > 1 {
             self.violation(at_ms, format!("req{req} ended {ended} times"));
         }
@@ -176,9 +202,59 @@ impl Checker {
             }
             Ending::Failed(kind) => {
                 self.note(at_ms, format!("req{req} {id} failed {kind}"));
+                if let Some((serial, t)) = handled.filter(|_| kind == "DeadlineExceeded") {
+                    if !self.disrupted_between(t, at_ms) {
+                        self.violation(
+                            at_ms,
+                            format!(
+                                "req{req} {id}: activation {serial} handled it at {t}ms, but its caller heard no reply (DeadlineExceeded) with no partition or crash in between (a lost reply)"
+                            ),
+                        );
+                    }
+                }
                 *self.failed.entry(kind).or_default() += 1;
             }
         }
+    }
+
+    /// Whether a partition or a crashed host is in effect from `at_ms` on (the driver says so
+    /// after each fault action).
+    pub(crate) fn network_faults(&mut self, at_ms: u64, on: bool) {
+        match (self.disrupted_since, on) {
+            (None, true) => self.disrupted_since = Some(at_ms),
+            (Some(from), false) => {
+                self.disrupted.push((from, at_ms));
+                self.disrupted_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a partition or a crashed host was in effect at some time in `from..=to`.
+    fn disrupted_between(&self, from: u64, to: u64) -> bool {
+        self.disrupted_since.is_some_and(|s| s <= to)
+            || self.disrupted.iter().any(|(a, b)| *a <= to && from <= *b)
+    }
+
+    /// A move for host `to` (the `pick`-th, modulo, of the counters whose latest activation
+    /// is live on another host not in `down`): (the host to ask, the id).
+    pub(crate) fn move_order(
+        &self,
+        to: usize,
+        pick: u64,
+        down: &[usize],
+    ) -> Option<(usize, String)> {
+        let movable: Vec<(usize, &String)> = self
+            .windows
+            .iter()
+            .filter_map(|(id, w)| {
+                let latest = w.values().max_by_key(|w| w.first_ms)?;
+                (latest.host != to && !down.contains(&latest.host)).then_some((latest.host, id))
+            })
+            .collect();
+        let n = movable.len() as u64;
+        let (host, id) = movable.get(usize::try_from(pick % n.max(1)).ok()?)?;
+        Some((*host, (*id).clone()))
     }
 
     /// The Store was rolled back to an earlier checkpoint.
@@ -309,9 +385,9 @@ mod tests {
     #[test]
     fn two_activations_answering_in_overlapping_windows_are_a_violation() {
         let mut c = Checker::default();
-        c.handled("c1", 1, 0, 1, 10);
-        c.handled("c1", 2, 1, 1, 20);
-        c.handled("c1", 1, 0, 2, 30);
+        c.handled("c1", 1, 0, 1, 0, 10);
+        c.handled("c1", 2, 1, 1, 0, 20);
+        c.handled("c1", 1, 0, 2, 0, 30);
         c.finish(40, 40);
         assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
     }
@@ -319,21 +395,21 @@ mod tests {
     #[test]
     fn an_overlap_after_a_store_rollback_is_allowed_only_within_the_bound() {
         let mut c = Checker::default();
-        c.handled("c1", 1, 0, 1, 10);
+        c.handled("c1", 1, 0, 1, 0, 10);
         c.rolled_back(50);
-        c.handled("c1", 2, 1, 1, 60);
-        c.handled("c1", 1, 0, 2, 70);
-        c.handled("c1", 2, 1, 2, 80);
+        c.handled("c1", 2, 1, 1, 0, 60);
+        c.handled("c1", 1, 0, 2, 0, 70);
+        c.handled("c1", 2, 1, 2, 0, 80);
         c.finish(100, 100);
         assert!(c.violations().is_empty(), "{:?}", c.violations());
         assert_eq!(c.rollback_doubles(), &[("c1".to_owned(), 10)]);
 
         let mut late = Checker::default();
-        late.handled("c1", 1, 0, 1, 10);
+        late.handled("c1", 1, 0, 1, 0, 10);
         late.rolled_back(50);
-        late.handled("c1", 2, 1, 1, 60);
-        late.handled("c1", 1, 0, 2, 50 + super::ROLLBACK_BOUND_MS + 1);
-        late.handled("c1", 2, 1, 2, 50 + super::ROLLBACK_BOUND_MS + 2);
+        late.handled("c1", 2, 1, 1, 0, 60);
+        late.handled("c1", 1, 0, 2, 0, 50 + super::ROLLBACK_BOUND_MS + 1);
+        late.handled("c1", 2, 1, 2, 0, 50 + super::ROLLBACK_BOUND_MS + 2);
         late.finish(20_000, 20_000);
         assert_eq!(
             late.violations().len(),
@@ -343,10 +419,10 @@ mod tests {
         );
 
         let mut before = Checker::default();
-        before.handled("c1", 1, 0, 1, 10);
-        before.handled("c1", 2, 1, 1, 20);
+        before.handled("c1", 1, 0, 1, 0, 10);
+        before.handled("c1", 2, 1, 1, 0, 20);
         before.rolled_back(25);
-        before.handled("c1", 1, 0, 2, 30);
+        before.handled("c1", 1, 0, 2, 0, 30);
         before.finish(100, 100);
         assert_eq!(
             before.violations().len(),
@@ -359,9 +435,9 @@ mod tests {
     #[test]
     fn activations_one_after_another_are_clean() {
         let mut c = Checker::default();
-        c.handled("c1", 1, 0, 1, 10);
-        c.handled("c1", 1, 0, 2, 15);
-        c.handled("c1", 2, 1, 1, 20);
+        c.handled("c1", 1, 0, 1, 0, 10);
+        c.handled("c1", 1, 0, 2, 0, 15);
+        c.handled("c1", 2, 1, 1, 0, 20);
         c.finish(40, 40);
         assert!(c.violations().is_empty(), "{:?}", c.violations());
     }
@@ -405,10 +481,61 @@ mod tests {
     }
 
     #[test]
+    fn a_handled_request_that_times_out_is_a_lost_reply_unless_the_network_was_faulted() {
+        let timed_out = Ending::Failed("DeadlineExceeded".to_owned());
+        let mut c = Checker::default();
+        c.issued(1, (0, 0), 0, "c1", 10);
+        c.handled("c1", 1, 1, 1, 1, 20);
+        c.ended(1, 0, timed_out.clone(), 8_010);
+        assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
+
+        // A partition in effect while the reply was on its way: it may have lost it.
+        let mut cut = Checker::default();
+        cut.issued(1, (0, 0), 0, "c1", 10);
+        cut.handled("c1", 1, 1, 1, 1, 20);
+        cut.network_faults(500, true);
+        cut.network_faults(900, false);
+        cut.ended(1, 0, timed_out.clone(), 8_010);
+        // One healed before the handling does not excuse it; one not healed yet does.
+        cut.issued(2, (0, 0), 0, "c1", 9_000);
+        cut.handled("c1", 1, 1, 2, 2, 9_010);
+        cut.ended(2, 0, timed_out.clone(), 17_000);
+        cut.network_faults(18_000, true);
+        cut.issued(3, (0, 0), 0, "c1", 18_100);
+        cut.handled("c1", 1, 1, 3, 3, 18_110);
+        cut.ended(3, 0, timed_out.clone(), 26_000);
+        assert_eq!(cut.violations().len(), 1, "{:?}", cut.violations());
+        assert!(cut.violations()[0].contains("req2"));
+
+        // Never handled (lost on its way there), or another failure: not a lost reply.
+        let mut other = Checker::default();
+        other.issued(1, (0, 0), 0, "c1", 10);
+        other.ended(1, 0, timed_out, 8_010);
+        other.issued(2, (0, 0), 0, "c1", 10);
+        other.handled("c1", 1, 1, 1, 2, 20);
+        other.ended(2, 0, Ending::Failed("Unavailable".to_owned()), 30);
+        assert!(other.violations().is_empty(), "{:?}", other.violations());
+    }
+
+    #[test]
+    fn a_move_goes_to_the_host_of_a_counter_live_elsewhere() {
+        let mut c = Checker::default();
+        c.handled("c1", 1, 0, 1, 0, 10);
+        c.handled("c2", 2, 1, 1, 0, 20);
+        c.handled("c2", 3, 2, 1, 0, 30);
+        // c1 is live on h0, c2's latest activation on h2.
+        assert_eq!(c.move_order(1, 0, &[]), Some((0, "c1".to_owned())));
+        assert_eq!(c.move_order(1, 1, &[]), Some((2, "c2".to_owned())));
+        assert_eq!(c.move_order(2, 7, &[]), Some((0, "c1".to_owned())));
+        assert_eq!(c.move_order(1, 1, &[2]), Some((0, "c1".to_owned())));
+        assert_eq!(c.move_order(0, 0, &[2]), None);
+    }
+
+    #[test]
     fn an_activation_that_skips_a_count_is_a_violation() {
         let mut c = Checker::default();
-        c.handled("c1", 1, 0, 1, 10);
-        c.handled("c1", 1, 0, 3, 11);
+        c.handled("c1", 1, 0, 1, 0, 10);
+        c.handled("c1", 1, 0, 3, 0, 11);
         assert_eq!(c.violations().len(), 1);
     }
 }

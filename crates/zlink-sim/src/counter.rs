@@ -1,6 +1,9 @@
 //! The counter Actor every simulated host serves: each activation takes a serial number from
 //! the world when its factory runs, counts the `Probe`s it handles and reports each one to the
-//! checker with the virtual time.
+//! checker with the virtual time and the request it answers. When the seed draws moves the
+//! type is `RecreateOnRelocation` (a moved counter is a new activation on its new owner, so
+//! the checker sees the old one end before the new one begins), otherwise
+//! `DisableRelocation`.
 
 use std::sync::Arc;
 
@@ -24,7 +27,10 @@ impl Actor for Counter {}
 
 /// Adds one to a counter; replies with the activation and its count.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Probe;
+pub(crate) struct Probe {
+    /// The request (the checker's number; 0 for the final probe).
+    pub(crate) req: u64,
+}
 impl Message for Probe {
     const PACKET: &'static str = "Probe";
 }
@@ -46,32 +52,38 @@ pub(crate) fn counter_type(
     world: Arc<World>,
     host: usize,
 ) -> impl FnOnce(ActorType<Counter>) -> ActorType<Counter> {
+    let moves = world.config.moves > 0;
     move |t| {
         let for_factory = Arc::clone(&world);
-        t.factory(move |ctx| {
-            let serial = for_factory.next_serial();
-            for_factory.note(format!(
-                "h{host} activates {} as activation {serial}",
-                ctx.id
-            ));
-            async move {
-                Ok(Counter {
-                    id: ctx.id,
-                    serial,
-                    host,
-                    n: 0,
-                })
-            }
-        })
-        .on_request::<Probe, _>(move |c, _probe, _ctx| {
-            c.n += 1;
-            world.handled(&c.id, c.serial, c.host, c.n);
-            let reply = ProbeReply {
-                serial: c.serial,
-                count: c.n,
-            };
-            Box::pin(async move { Ok(reply) })
-        })
-        .disable_relocation()
+        let t = t
+            .factory(move |ctx| {
+                let serial = for_factory.next_serial();
+                for_factory.note(format!(
+                    "h{host} activates {} as activation {serial}",
+                    ctx.id
+                ));
+                async move {
+                    Ok(Counter {
+                        id: ctx.id,
+                        serial,
+                        host,
+                        n: 0,
+                    })
+                }
+            })
+            .on_request::<Probe, _>(move |c, probe, _ctx| {
+                c.n += 1;
+                world.handled(&c.id, c.serial, c.host, c.n, probe.req);
+                let reply = ProbeReply {
+                    serial: c.serial,
+                    count: c.n,
+                };
+                Box::pin(async move { Ok(reply) })
+            });
+        if moves {
+            t.recreate_on_relocation()
+        } else {
+            t.disable_relocation()
+        }
     }
 }

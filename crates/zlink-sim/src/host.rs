@@ -1,20 +1,27 @@
 //! One simulated host's software: a real `ZLink` root (one Object Server MeshNode) on the
 //! turmoil network and the shared in-memory Location Store, and its workload: workers that
 //! `get_or_create` counter Actors by id and probe them, every outcome to the checker. Host 0
-//! also runs the final probe of every id once the faults have healed.
+//! also runs the final probe of every id once the faults have healed. When the seed draws
+//! moves, every host shares the in-memory Relocation Store and makes the moves the driver asks
+//! of it (`move_one`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use zlink_runtime::config::ObjectRole;
+use zlink_runtime::handler::{InvalidCall, ObjectRelocationRefusal};
 use zlink_runtime::location::LocationOptions;
-use zlink_runtime::{ActorManager, CallOptions, DynLocationStore, MeshName, ZLink};
+use zlink_runtime::relocate::ObjectTarget;
+use zlink_runtime::{
+    ActorManager, CallOptions, DynLocationStore, DynRelocationStore, MeshName, ZLink, ZLinkError,
+    ZLinkHost,
+};
 
 use crate::checker::Ending;
 use crate::counter::{COUNTER, Probe, counter_type};
 use crate::net::TurmoilNetwork;
 use crate::rng::Rng;
-use crate::world::World;
+use crate::world::{MoveOrder, World};
 
 /// The port every host's MeshNode listens on.
 const PORT: u16 = 7000;
@@ -59,7 +66,12 @@ pub(crate) async fn host_main(world: Arc<World>, h: usize) -> turmoil::Result {
     let for_node = Arc::clone(&world);
     let seed = world.seed ^ ((h as u64) << 48) ^ (run << 32) ^ 0x5eed;
     let node_name = name.clone();
-    let started = ZLink::builder()
+    let mut builder = ZLink::builder();
+    if world.config.moves > 0 {
+        let relocation: Arc<dyn DynRelocationStore> = Arc::new(world.relocation.clone());
+        builder = builder.relocation_store(relocation);
+    }
+    let started = builder
         .location_store(store)
         .location_options(location_options(world.config.write_verification))
         .route_mesh(mesh, move |n| {
@@ -85,6 +97,9 @@ pub(crate) async fn host_main(world: Arc<World>, h: usize) -> turmoil::Result {
         }
     };
     world.note(format!("h{h}#{run} serving"));
+    if let Some(node) = host.nodes().first() {
+        world.set_rid(h, node.routing_id().clone());
+    }
     let actors = host
         .actors()
         .map_err(|e| e.to_string())?
@@ -101,10 +116,50 @@ pub(crate) async fn host_main(world: Arc<World>, h: usize) -> turmoil::Result {
         tokio::spawn(final_probe(world, actors));
     }
     // The host lives until the simulation ends or turmoil crashes it (dropping the root
-    // without a shutdown, as a killed process would).
-    std::future::pending::<()>().await;
-    drop(host);
-    Ok(())
+    // without a shutdown, as a killed process would), making the moves asked of it.
+    if world.config.moves == 0 {
+        std::future::pending::<()>().await;
+    }
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for order in world.take_moves(h) {
+            let world = Arc::clone(&world);
+            let (host, actors) = (host.clone(), actors.clone());
+            tokio::spawn(async move { move_one(&world, &host, &actors, h, order).await });
+        }
+    }
+}
+
+/// Makes one move asked of host `h`: if its node owns the counter, moves it to the order's
+/// host, trying again every 100 ms while that host is not an eligible target yet (not yet
+/// discovered) until the order's deadline.
+async fn move_one(world: &World, host: &ZLinkHost, actors: &ActorManager, h: usize, o: MoveOrder) {
+    let id = &o.id;
+    loop {
+        let owner = match actors.find(id).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return world.note(format!("h{h} move {id}: no record")),
+            Err(e) => return world.note(format!("h{h} move {id}: find {:?}", e.kind())),
+        };
+        if world.host_of(&owner.node) != Some(h) {
+            return world.note(format!("h{h} move {id}: not owned here"));
+        }
+        let Some(to) = world.rid(o.to) else {
+            return world.note(format!("h{h} move {id}: h{} never served", o.to));
+        };
+        match host.relocate_object(owner, ObjectTarget::Node(to)).await {
+            Ok(_) => return world.note(format!("h{h} moved {id} to h{}", o.to)),
+            Err(ZLinkError::InvalidCall(InvalidCall::ObjectRelocation {
+                reason:
+                    reason @ (ObjectRelocationRefusal::TargetNotEligible
+                    | ObjectRelocationRefusal::NoEligibleTarget),
+            })) if World::now_ms() < o.until_ms => {
+                let _ = reason;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return world.note(format!("h{h} move {id} to h{} failed: {e}", o.to)),
+        }
+    }
 }
 
 fn ms(d: Duration) -> u64 {
@@ -115,14 +170,19 @@ fn ms(d: Duration) -> u64 {
 /// calls it hung (the simulation then stops waiting for it, so the trace says which step).
 pub(crate) const HUNG_AFTER: Duration = Duration::from_secs(12);
 
-async fn probe(actors: &ActorManager, id: &str) -> Ending {
+async fn probe(actors: &ActorManager, id: &str, req: u64) -> Ending {
     let options = CallOptions::default().reply_timeout(REPLY_TIMEOUT);
     match tokio::time::timeout(HUNG_AFTER, actors.get_or_create(COUNTER, id)).await {
         Err(_) => return Ending::Hung("get_or_create"),
         Ok(Err(e)) => return Ending::Failed(format!("{:?}", e.kind())),
         Ok(Ok(_)) => {}
     }
-    match tokio::time::timeout(HUNG_AFTER, actors.request_with(id, &Probe, &options)).await {
+    match tokio::time::timeout(
+        HUNG_AFTER,
+        actors.request_with(id, &Probe { req }, &options),
+    )
+    .await
+    {
         Err(_) => Ending::Hung("request"),
         Ok(Ok(r)) => Ending::Answered {
             serial: r.serial,
@@ -150,7 +210,7 @@ async fn worker(world: Arc<World>, actors: ActorManager, run: (usize, u64), w: u
         let id = format!("c{}", rng.below(grown.min(ids)));
         let req = world.next_request();
         world.issued(req, run, w, &id);
-        let ending = probe(&actors, &id).await;
+        let ending = probe(&actors, &id, req).await;
         world.ended(req, w, ending);
     }
 }
@@ -165,7 +225,7 @@ async fn final_probe(world: Arc<World>, actors: ActorManager) {
     let bound = World::now_ms() + ms(world.config.reach_bound);
     for id in ids {
         loop {
-            match probe(&actors, &id).await {
+            match probe(&actors, &id, 0).await {
                 Ending::Answered { serial, count } => {
                     world.note(format!("final {id} = activation {serial} count {count}"));
                     break;

@@ -76,6 +76,9 @@ pub struct SimConfig {
     pub reach_bound: Duration,
     /// Fault draws per seed (0: a fault-free run).
     pub faults: usize,
+    /// Object moves per seed (`faults.rs`, `draw_moves`). With 0 the counter type disables
+    /// relocation and the hosts have no Relocation Store, as before moves were drawn.
+    pub moves: usize,
     /// turmoil's tick.
     pub tick: Duration,
     /// The largest one-way message latency.
@@ -101,6 +104,7 @@ impl Default for SimConfig {
             settle: Duration::from_secs(8),
             reach_bound: Duration::from_secs(15),
             faults: 4,
+            moves: 4,
             tick: Duration::from_millis(1),
             max_latency: Duration::from_millis(20),
             full_trace: false,
@@ -130,6 +134,12 @@ impl SimConfig {
     /// Sets the fault draws per seed.
     pub fn faults(mut self, faults: usize) -> Self {
         self.faults = faults;
+        self
+    }
+
+    /// Sets the object moves per seed.
+    pub fn moves(mut self, moves: usize) -> Self {
+        self.moves = moves;
         self
     }
 

@@ -2,14 +2,15 @@
 //! (`cargo xtask sim` runs this binary from an optimised build).
 //!
 //! ```text
-//! zlink-sim [--seeds N] [--first F] [--seed S] [--hosts H] [--faults K] [--workload-secs T] [--trace]
-//!           [--replay-check] [--no-write-verification]
+//! zlink-sim [--seeds N] [--first F] [--seed S] [--hosts H] [--faults K] [--moves M]
+//!           [--workload-secs T] [--trace] [--replay-check] [--no-write-verification]
 //! ```
 //! Each seed of a batch runs in a process of its own (see `alone`), so it runs exactly as
 //! `--seed S` replays it. `--replay-check` runs every seed a second time that way and counts
 //! a seed whose two traces differ as failing (a replay must be byte for byte).
 //! `--no-write-verification` switches off the hosts' acknowledged-write verification (to see
-//! what the simulation finds without it).
+//! what the simulation finds without it). `--moves M` sets the object moves drawn per seed
+//! (default 4; 0: none, and the counters disable relocation).
 //! `--seeds N` runs seeds F..F+N (F = 1); `--seed S` runs seed S alone and prints its whole
 //! trace. A seed with a violation prints the seed, the violations and the trace's tail; the
 //! exit code is 1 when any seed found one.
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use zlink_sim::{SimConfig, run_seed};
 
-const USAGE: &str = "usage: zlink-sim [--seeds N] [--first F] [--seed S] [--hosts H] [--faults K] [--workload-secs T] [--trace] [--replay-check] [--no-write-verification]";
+const USAGE: &str = "usage: zlink-sim [--seeds N] [--first F] [--seed S] [--hosts H] [--faults K] [--moves M] [--workload-secs T] [--trace] [--replay-check] [--no-write-verification]";
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -55,6 +56,7 @@ fn alone(seed: u64, config: &SimConfig, trace: bool) -> Result<String, String> {
         .args(["--first", &seed.to_string(), "--seeds", "1"])
         .args(["--hosts", &config.hosts.to_string()])
         .args(["--faults", &config.faults.to_string()])
+        .args(["--moves", &config.moves.to_string()])
         .args(["--workload-secs", &config.workload.as_secs().to_string()]);
     if !config.write_verification {
         cmd.arg("--no-write-verification");
@@ -90,9 +92,10 @@ fn outcome(printed: &str) -> (bool, String, usize) {
 
 fn replay_line(seed: u64, config: &SimConfig) -> String {
     format!(
-        "  replay: cargo xtask sim --seed {seed} --hosts {} --faults {} --workload-secs {}{}",
+        "  replay: cargo xtask sim --seed {seed} --hosts {} --faults {} --moves {} --workload-secs {}{}",
         config.hosts,
         config.faults,
+        config.moves,
         config.workload.as_secs(),
         if config.write_verification {
             ""
@@ -116,6 +119,7 @@ fn run(args: Vec<String>) -> Result<bool, String> {
             "--seed" => only = Some(number(&args, i, flag)?),
             "--hosts" => config = config.hosts(number(&args, i, flag)? as usize),
             "--faults" => config = config.faults(number(&args, i, flag)? as usize),
+            "--moves" => config = config.moves(number(&args, i, flag)? as usize),
             "--workload-secs" => {
                 config = config.workload(Duration::from_secs(number(&args, i, flag)?));
             }

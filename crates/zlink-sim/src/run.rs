@@ -10,7 +10,7 @@ use zlink_store_spi::entropy::Simulation;
 use crate::SimConfig;
 use crate::faults::{self, Action};
 use crate::host::{host_main, host_name};
-use crate::world::World;
+use crate::world::{MoveOrder, World};
 
 /// What one seed's run found.
 #[derive(Debug, Clone)]
@@ -120,6 +120,13 @@ fn wall_epoch(seed: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + (seed % 1_000_000) * 1_000_000_000)
 }
 
+/// Removes one `x` from `v` (if any).
+fn remove_one<T: PartialEq>(v: &mut Vec<T>, x: &T) {
+    if let Some(i) = v.iter().position(|y| y == x) {
+        v.remove(i);
+    }
+}
+
 fn run_world(world: Arc<World>) -> SeedReport {
     let seed = world.seed;
     let config = &world.config.clone();
@@ -146,6 +153,11 @@ fn run_world(world: Arc<World>) -> SeedReport {
     } else {
         Vec::new()
     };
+    let schedule = faults::draw_moves(seed, config.hosts, config.workload, config.moves, schedule);
+    // Partitions and crashed hosts in effect (a reply may be lost while any is).
+    // (Vecs, not sets: two draws may cut the same pair or crash the same host at once.)
+    let mut cut: Vec<(usize, usize)> = Vec::new();
+    let mut down: Vec<usize> = Vec::new();
     let mut next = 0;
     let mut checkpoint = None;
     let mut sim_error = None;
@@ -162,19 +174,44 @@ fn run_world(world: Arc<World>) -> SeedReport {
                 .note(now_ms, format!("fault {action:?}"));
             match action {
                 Action::Partition { a, b, one_way } => {
+                    cut.push((*a, *b));
                     if *one_way {
                         sim.partition_oneway(host_name(*a), host_name(*b));
                     } else {
                         sim.partition(host_name(*a), host_name(*b));
                     }
                 }
-                Action::Repair { a, b } => sim.repair(host_name(*a), host_name(*b)),
+                Action::Repair { a, b } => {
+                    remove_one(&mut cut, &(*a, *b));
+                    sim.repair(host_name(*a), host_name(*b));
+                }
                 Action::Crash(h) => {
+                    down.push(*h);
                     let run = world.current_run(*h);
                     sim.crash(host_name(*h));
                     world.checker.lock().run_ended((*h, run), now_ms);
                 }
-                Action::Restart(h) => sim.bounce(host_name(*h)),
+                Action::Restart(h) => {
+                    remove_one(&mut down, h);
+                    sim.bounce(host_name(*h));
+                }
+                Action::Move { to, pick } => {
+                    let order = world.checker.lock().move_order(*to, *pick, &down);
+                    match order {
+                        Some((from, id)) => {
+                            let until_ms = now_ms + 2_000;
+                            world.order_move(
+                                from,
+                                MoveOrder {
+                                    id,
+                                    to: *to,
+                                    until_ms,
+                                },
+                            );
+                        }
+                        None => world.checker.lock().note(now_ms, "no counter to move"),
+                    }
+                }
                 Action::Checkpoint => checkpoint = Some(world.memory.checkpoint()),
                 Action::RollBack => {
                     if let Some(c) = checkpoint.take() {
@@ -191,6 +228,10 @@ fn run_world(world: Arc<World>) -> SeedReport {
                     faults::store_fault(&world.stores[*host], action);
                 }
             }
+            world
+                .checker
+                .lock()
+                .network_faults(now_ms, !cut.is_empty() || !down.is_empty());
         }
         if elapsed >= end || world.is_final_done() && elapsed >= config.final_probe_at() {
             break;

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use zlink_codec::RoutingId;
 use zlink_store_conformance::FaultyLocationStore;
-use zlink_store_spi::{ManualClock, MemoryLocationStore, StoreTime};
+use zlink_store_spi::{ManualClock, MemoryLocationStore, MemoryRelocationStore, StoreTime};
 
 use crate::SimConfig;
 use crate::checker::{Checker, Ending};
@@ -34,12 +35,28 @@ pub(crate) struct World {
     time_ms: AtomicU64,
     /// Set once host 0's final probe went through every id.
     final_done: AtomicBool,
+    /// The moves each host's software is asked to make (the driver adds, the host takes).
+    moves: Vec<Mutex<Vec<MoveOrder>>>,
+    /// Each host's MeshNode routing id, set when its current run starts serving.
+    rids: Mutex<Vec<Option<RoutingId>>>,
+    /// The Relocation Store the hosts share (on the Store clock).
+    pub(crate) relocation: MemoryRelocationStore,
+}
+
+/// A move a host is asked to make: its activation of `id` to host `to`, trying until
+/// `until_ms` while no target is eligible yet (the target not yet discovered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MoveOrder {
+    pub(crate) id: String,
+    pub(crate) to: usize,
+    pub(crate) until_ms: u64,
 }
 
 impl World {
     pub(crate) fn new(seed: u64, config: SimConfig) -> Self {
         let clock = ManualClock::new(StoreTime::from_millis(STORE_EPOCH_MS));
         let memory = MemoryLocationStore::with_clock(Arc::new(clock.clone()));
+        let relocation = MemoryRelocationStore::with_clock(Arc::new(clock.clone()));
         let stores = (0..config.hosts)
             .map(|_| Arc::new(FaultyLocationStore::new(memory.clone())))
             .collect();
@@ -54,6 +71,9 @@ impl World {
             runs: (0..config.hosts).map(|_| AtomicU64::new(0)).collect(),
             time_ms: AtomicU64::new(0),
             final_done: AtomicBool::new(false),
+            moves: (0..config.hosts).map(|_| Mutex::new(Vec::new())).collect(),
+            rids: Mutex::new(vec![None; config.hosts]),
+            relocation,
             config,
         }
     }
@@ -103,14 +123,42 @@ impl World {
         self.final_done.load(Ordering::Relaxed)
     }
 
+    /// Asks `host` to make a move.
+    pub(crate) fn order_move(&self, host: usize, order: MoveOrder) {
+        self.moves[host].lock().push(order);
+    }
+
+    /// The moves `host` was asked to make since it last took them.
+    pub(crate) fn take_moves(&self, host: usize) -> Vec<MoveOrder> {
+        std::mem::take(&mut *self.moves[host].lock())
+    }
+
+    /// Records the routing id of `host`'s MeshNode.
+    pub(crate) fn set_rid(&self, host: usize, rid: RoutingId) {
+        self.rids.lock()[host] = Some(rid);
+    }
+
+    /// The routing id of `host`'s MeshNode, once it served.
+    pub(crate) fn rid(&self, host: usize) -> Option<RoutingId> {
+        self.rids.lock()[host].clone()
+    }
+
+    /// The host whose MeshNode has routing id `rid`.
+    pub(crate) fn host_of(&self, rid: &RoutingId) -> Option<usize> {
+        self.rids
+            .lock()
+            .iter()
+            .position(|r| r.as_ref() == Some(rid))
+    }
+
     pub(crate) fn note(&self, line: impl AsRef<str>) {
         self.checker.lock().note(Self::now_ms(), line);
     }
 
-    pub(crate) fn handled(&self, id: &str, serial: u64, host: usize, count: u64) {
+    pub(crate) fn handled(&self, id: &str, serial: u64, host: usize, count: u64, req: u64) {
         self.checker
             .lock()
-            .handled(id, serial, host, count, Self::now_ms());
+            .handled(id, serial, host, count, req, Self::now_ms());
     }
 
     pub(crate) fn issued(&self, req: u64, run: (usize, u64), worker: usize, id: &str) {
