@@ -42,24 +42,7 @@ pub use net::TurmoilNetwork;
 /// Seeds that found a runtime bug not fixed yet: `(seed, hosts, fault draws, what)`. The CI
 /// seed set leaves them out; each is replayed with
 /// `cargo xtask sim --seed S --hosts H --faults K` and comes back to the CI set with its fix.
-pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
-    (
-        9,
-        3,
-        4,
-        "4 moves: h0 moved c12 to h1 (14.8 s); after a Store rollback (17.8 s) h0 activated c12 \
-         again (18.4 s) and every call to it from h0 failed Unavailable, the final probe's 15 s \
-         included (all within h0's 30 s Message Follow window of that move)",
-    ),
-    (
-        47,
-        3,
-        4,
-        "4 moves, no rollback: h0 moved c11 to h2 (13.3 s); h2's Store stalled (14.2-17.8 s), \
-         h0 activated c11 again (18.3 s) and every call to it from h0 failed Unavailable until \
-         the run ended (43.1 s, within h0's 30 s Message Follow window of that move)",
-    ),
-];
+pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[];
 
 /// The CI seed set under [`SimConfig::default`]: the first `n` seeds from 1, known failing
 /// ones left out.
