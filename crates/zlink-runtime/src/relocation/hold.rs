@@ -413,11 +413,19 @@ impl Relocations {
         }
     }
 
-    /// Target: starts the temporary queue of `key` (messages that reach it before Ready).
+    /// Target: starts the temporary queue of `key` (messages that reach it before Ready);
+    /// `false` while a relocation holds or queues it here. A follow of an earlier move of
+    /// `key` away from here (the object comes back within the follow window) gives way once
+    /// its forward queue is empty: every message it took is then on its way to the owner that
+    /// is moving the object here, whose seal holds it for this move; later ones wait in the
+    /// queue. While it still has messages to forward, the move is refused (`Occupied`), as
+    /// they could otherwise reach that owner after its move and run after later ones here.
     pub(super) fn queue(&self, key: &ObjectKey) -> bool {
         let mut gates = self.gates.lock();
-        if gates.contains_key(key) {
-            return false;
+        match gates.get(key) {
+            None => {}
+            Some(Gate::Following { pending, .. }) if pending.load(Ordering::SeqCst) == 0 => {}
+            Some(_) => return false,
         }
         gates.insert(key.clone(), Gate::Queueing(Hold::default()));
         true

@@ -249,3 +249,34 @@ fn an_unsealed_actor_gets_its_messages_back_and_a_passed_follow_window_ends() {
     assert!(r.intercept(&key(), message(1, None)).is_some());
     assert!(!r.covers(&key()));
 }
+
+#[test]
+fn a_follow_gives_way_to_a_move_back_only_once_it_has_nothing_left_to_forward() {
+    let r = Relocations::default();
+    assert!(r.seal(&key()));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let pending = r.follow(
+        &key(),
+        record(),
+        Instant::now() + std::time::Duration::from_secs(60),
+        tx,
+    );
+    assert!(r.intercept(&key(), message(1, None)).is_none());
+    assert!(rx.try_recv().is_ok(), "followed");
+    assert!(
+        !r.queue(&key()),
+        "a message still to forward: the move back is refused"
+    );
+    // The forwarder handed it to the connection to the owner.
+    pending.fetch_sub(1, Ordering::SeqCst);
+    assert!(
+        r.queue(&key()),
+        "nothing left to forward: the follow gives way"
+    );
+    assert!(
+        r.intercept(&key(), message(1, None)).is_none(),
+        "queued here"
+    );
+    assert!(rx.try_recv().is_err(), "not followed any more");
+    assert!(!r.queue(&key()), "a queue refuses a second move");
+}

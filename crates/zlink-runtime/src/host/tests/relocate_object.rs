@@ -28,6 +28,7 @@ on_every_store!(
     a_refused_target_is_a_typed_error_and_the_actor_is_still_served_by_its_owner,
     a_disabled_type_or_a_member_alone_is_refused_and_keeps_serving,
     an_actor_created_again_on_its_former_owner_within_the_follow_window_is_served_there,
+    an_actor_moved_away_moves_back_within_the_follow_window,
 );
 
 /// A counter: `Bump` adds one and answers the count and the RID of the node that ran it.
@@ -486,4 +487,30 @@ async fn an_actor_created_again_on_its_former_owner_within_the_follow_window_is_
         assert_eq!((n, ran_on), (expected, p.rid(from).to_hex()));
     }
     stop_all(&[&p.hosts[from]]).await;
+}
+
+/// An Actor moves from one node to the other and straight back, while the first node still
+/// follows its calls to the second (the 30 s Message Follow window): the move back is made
+/// and the Actor is served on the first node again.
+async fn an_actor_moved_away_moves_back_within_the_follow_window(h: &Harness) {
+    let p = Pair::start(h).await;
+    let actors = p.hosts[0].actors().expect("manager");
+    let actor = actors.get_or_create("kept", "k1").await.expect("created");
+    let from = p.index_of(&actor.node);
+    let to = 1 - from;
+    actors.request("k1", &Bump).await.expect("bump");
+    p.hosts[from]
+        .relocate_object(actor.clone(), ObjectTarget::Node(p.rid(to)))
+        .await
+        .expect("the Actor moves");
+    let there = actors.find("k1").await.expect("find").expect("ready");
+    assert_eq!(there.node, p.rid(to));
+    let back = p.hosts[to]
+        .relocate_object(there, ObjectTarget::Node(p.rid(from)))
+        .await
+        .expect("the Actor moves back");
+    assert_eq!(back.target, p.rid(from));
+    let (n, ran_on) = actors.request("k1", &Bump).await.expect("served");
+    assert_eq!((n, ran_on), (2, p.rid(from).to_hex()));
+    p.shutdown().await;
 }
