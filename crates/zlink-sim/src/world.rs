@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use zlink_codec::RoutingId;
+use zlink_runtime::location::RoutingId;
 use zlink_store_conformance::FaultyLocationStore;
 use zlink_store_spi::{ManualClock, MemoryLocationStore, MemoryRelocationStore, StoreTime};
 
