@@ -362,7 +362,9 @@ pub(super) fn relay_each<'k>(
 }
 
 /// Sends the held messages `relayable` of one object to the target `to` over `peer`, in
-/// order; the first failure stops the rest (each hears it) and is returned.
+/// order; the first failure stops the rest (each hears it) and is returned. A request's route
+/// back to its caller is kept first (`mesh::node::forward`): a reply the target sends back
+/// here — it has no connection of its own to the caller — is relayed, not discarded.
 fn send_relayed(
     client: &ObjectClient,
     peer: &zlink_transport::PeerHandle,
@@ -375,11 +377,23 @@ fn send_relayed(
     let mut admitted = Vec::new();
     for m in relayable {
         let Some(env) = &m.origin else { continue };
+        // The target answers the caller directly when it is a peer of its own, else back on
+        // this node's connection: the route back is kept, as for a followed message.
+        let kept = match &failed {
+            Some(_) => None,
+            None => inner
+                .transport
+                .peer(env.source_rid())
+                .and_then(|caller| inner.pending.forwarded.keep(env, caller.info())),
+        };
         let sent = match &failed {
             Some(e) => Err(ZLinkError::clone(e)),
             None => wire::encode_relay(relocation, env)
                 .and_then(|body| inner.send_control(peer, wire::RELAY, body)),
         };
+        if let (Err(_), Some(kept)) = (&sent, kept) {
+            inner.pending.forwarded.forget(kept);
+        }
         match (sent, m.reply) {
             // An Instance Spot one-way whose caller waits for its admission: answered once the
             // target took it (`admitted_once_taken`).
