@@ -32,6 +32,7 @@ use super::outcome::{Conflict, Outcome};
 use super::rows::ReservationRow;
 
 mod aggregate;
+mod ended_source;
 mod join;
 mod per_actor;
 

@@ -95,6 +95,7 @@ on_every_store!(
     relocation::carrying_preserve_keeps_the_reservation_and_stales_older_copies,
     relocation::a_lost_new_owner_reply_is_settled_by_reading_the_record,
     relocation::a_lost_secure_reply_is_found_by_its_reservation_id_and_released,
+    relocation::a_target_finds_the_reservations_an_ended_source_secured_on_it,
     spot_wide::spot_wide_relocation_moves_the_spot_its_members_capacity_and_root,
     spot_wide::spot_wide_relocation_short_of_capacity_or_a_type_stores_nothing,
     per_actor::per_actor_moves_keep_the_move_record_counts_summing_to_the_members,

@@ -410,3 +410,41 @@ pub(super) async fn new_owner_joining_moves_owner_capacity_and_membership_in_one
     assert!(replay.conflict().is_some(), "{replay:?}");
     assert_eq!(h.snapshot().await, before);
 }
+
+/// Spec 21 §9.1 "Source terminates during Preparing or capture": a source that secured target
+/// capacity and ended before its Restore reached the target leaves a row no process holds a
+/// copy of. The target finds the rows that source secured on it (`reservations_from`) — not
+/// another source's, not the ones on another target — and releases them: the capacity comes
+/// back and the row is gone.
+pub(super) async fn a_target_finds_the_reservations_an_ended_source_secured_on_it(h: &Harness) {
+    let a = host(h, "main", 1).await;
+    let b = host(h, "main", 2).await;
+    let c = host(h, "main", 3).await;
+    let x = active_actor(&a, "x").await;
+    let y = active_actor(&a, "y").await;
+    let z = active_actor(&c, "z").await;
+    let rx = secure(&a, &x, &b).await;
+    let _on_another_target = secure(&a, &y, &c).await;
+    let _from_another_source = secure(&c, &z, &b).await;
+    let auth = b.rt.authority();
+    let from_a = || async {
+        auth.reservations_from(&a.target().run, &b.target())
+            .await
+            .expect("scan")
+    };
+    let found = from_a().await;
+    let ids: Vec<u128> = found.iter().map(|r| r.reservation_id()).collect();
+    assert_eq!(ids, vec![rx.reservation_id()]);
+    assert_eq!(found[0].id(), x.id());
+    assert_eq!(capacity(&a, &b).await.actors.reserved, 2);
+    assert_eq!(
+        auth.release_target(&found[0]).await.expect("release"),
+        Outcome::Applied(())
+    );
+    assert_eq!(
+        capacity(&a, &b).await.actors.reserved,
+        1,
+        "only the other source's stays"
+    );
+    assert!(from_a().await.is_empty(), "released");
+}

@@ -7,11 +7,14 @@
 //! takes it, decided under that lock).
 
 use std::any::Any;
+use std::sync::Arc;
+
+use zlink_location::HostRun;
 
 use super::held::Held;
-use super::host::ObjectKey;
+use super::host::{ObjectHost, ObjectKey};
 use super::live::LiveObject;
-use crate::messaging::ZLinkError;
+use crate::messaging::{BoxFuture, ZLinkError};
 
 /// What objects ask of the relocations of their host.
 pub(crate) trait Interception: Send + Sync + 'static {
@@ -27,6 +30,17 @@ pub(crate) trait Interception: Send + Sync + 'static {
     /// activation): a follow of an earlier move of `key` away from here ends, so the new
     /// activation takes this node's calls instead of the node the old incarnation moved to.
     fn went_live(&self, key: &ObjectKey);
+
+    /// The run `source` ended (its owner lease is gone, judged again here): target capacity it
+    /// secured on this node for a move whose Restore never arrived goes back (spec 21 §9.1:
+    /// the source terminated during preparation or capture, so the move is cancelled). Until
+    /// then the recovery sweep leaves the moving object's record to this target, and every
+    /// message to the object is answered `Unavailable`.
+    fn source_ended<'a>(
+        &'a self,
+        host: &'a Arc<ObjectHost>,
+        source: &'a HostRun,
+    ) -> BoxFuture<'a, ()>;
 
     /// Takes `m` when a relocation holds, queues or follows `key` (`None`); gives it back
     /// otherwise.
@@ -74,6 +88,10 @@ impl Interception for NoMoves {
     }
 
     fn went_live(&self, _: &ObjectKey) {}
+
+    fn source_ended<'a>(&'a self, _: &'a Arc<ObjectHost>, _: &'a HostRun) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 
     fn intercept(&self, _: &ObjectKey, m: Held) -> Option<Held> {
         Some(m)

@@ -181,8 +181,10 @@ pub(crate) async fn reclaim_dead_run(
         tracing::warn!(owner = %run.owner_id, generation = %run.lease_generation, closed, "activations of this host's earlier run closed");
     }
     // The run's Ready Instance Spots whose first message had not completed are restored
-    // before the sweep removes their rows (spec 21 §7.1).
+    // before the sweep removes their rows (spec 21 §7.1); target capacity it secured here for
+    // a move it never brought goes back first, so the sweep recovers the object's record.
     if let Some(host) = host {
+        host.interception.source_ended(&host, &run).await;
         if !super::instance::before_sweep(&host, &run).await {
             return;
         }

@@ -479,6 +479,14 @@ impl crate::objects::interception::Interception for Relocations {
         Relocations::unfollow(self, key);
     }
 
+    fn source_ended<'a>(
+        &'a self,
+        host: &'a std::sync::Arc<crate::objects::host::ObjectHost>,
+        source: &'a zlink_location::HostRun,
+    ) -> crate::messaging::BoxFuture<'a, ()> {
+        Box::pin(super::target::release_from_ended_source(host, source))
+    }
+
     fn intercept(&self, key: &ObjectKey, m: Held) -> Option<Held> {
         Relocations::intercept(self, key, m)
     }

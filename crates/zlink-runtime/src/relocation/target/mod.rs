@@ -21,6 +21,7 @@ mod relay;
 mod watchdog;
 
 pub(crate) use members::Following;
+pub(crate) use watchdog::release_from_ended_source;
 
 use std::sync::Arc;
 

@@ -207,6 +207,57 @@ async fn abandon(host: &Arc<ObjectHost>, relocation: u128, why: Abandoned) {
     }
 }
 
+/// Releases the target capacity the ended run `source` secured on this node for moves whose
+/// Restore never arrived here (spec 21 §9.1 "Source terminates during Preparing or capture":
+/// the move is cancelled). A source that ends between securing the target and its Restore
+/// reaching this node leaves a reservation no unit here watches, and the recovery sweep leaves
+/// a reservation whose target is live to that target: without this, the object's record stays
+/// moving and every message to it is answered `Unavailable` for good. The source's lease row is
+/// read first (judged by Store time: a live source is left alone); a reservation a unit here
+/// holds is left to its watch ([`watch`]); each other one is released as its row stands now
+/// ([`release`]), so a Restore arriving later finds its reservation gone and the move fails.
+pub(crate) async fn release_from_ended_source(
+    host: &Arc<ObjectHost>,
+    source: &zlink_location::HostRun,
+) {
+    let authority = host.location.authority();
+    match authority.lease_ended(source).await {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => {
+            tracing::debug!(owner = %source.owner_id, error = %e, "relocation target: an ended source's lease could not be read; its reservations are left to a later reclaim");
+            return;
+        }
+    }
+    let Ok(own) = host.instances.own_target(host) else {
+        return;
+    };
+    let found = match authority.reservations_from(source, &own).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::debug!(owner = %source.owner_id, error = %e, "relocation target: an ended source's reservations could not be listed");
+            return;
+        }
+    };
+    let until = Instant::now() + host.location.options().store_failure_grace;
+    for reservation in found {
+        let held = host.relocations().incoming.lock().values().any(|i| {
+            reservation_of(host, &i.spec)
+                .is_some_and(|r| r.reservation_id() == reservation.reservation_id())
+        });
+        if held {
+            continue;
+        }
+        let released = release(authority, &reservation, until).await;
+        tracing::warn!(
+            owner = %source.owner_id,
+            id = %reservation.id(),
+            ?released,
+            "relocation target: capacity an ended source secured here for a move it never brought released"
+        );
+    }
+}
+
 /// The record of `target`, when it names `reservation`'s target (this node) for the same
 /// incarnation (read once; a failed read is not taken as naming it).
 async fn names_this_target(
