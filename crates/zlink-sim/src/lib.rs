@@ -44,18 +44,6 @@ pub use net::TurmoilNetwork;
 /// `cargo xtask sim --seed S --hosts H --faults K` and comes back to the CI set with its fix.
 pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
     (
-        1280,
-        3,
-        4,
-        "a lost reply: an activation handled a request whose caller heard DeadlineExceeded with no partition or crash in between (found by the 10,000-seed run of stop 48, not diagnosed yet)",
-    ),
-    (
-        1980,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
         4171,
         3,
         4,
@@ -68,40 +56,10 @@ pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
         "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
     ),
     (
-        4661,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
-        5622,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
-        6514,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
         6933,
         3,
         4,
         "a lost reply: an activation handled a request whose caller heard DeadlineExceeded with no partition or crash in between (found by the 10,000-seed run of stop 48, not diagnosed yet)",
-    ),
-    (
-        7309,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
-        7334,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
     ),
     (
         7379,

@@ -91,3 +91,32 @@ fn a_former_owner_that_creates_a_moved_actor_again_serves_its_own_calls() {
         assert!(r.is_clean(), "{}", report(&r));
     }
 }
+
+/// Seeds 1980 and 5622 (found by the 10,000-seed run of stop 48) found it: a source secured
+/// target capacity for a move and crashed before its Restore reached the target. No unit on
+/// the target watched that reservation, and the recovery sweep leaves a reservation whose
+/// target is live to that target, so the Actor's record stayed "moving" and every call to it
+/// was answered `Unavailable` to the end of the run. A target reclaiming an ended run now
+/// releases the reservations that run secured on it and no unit there holds (spec 21 §9.1),
+/// and the sweep then recovers the record.
+#[test]
+fn a_move_whose_source_died_before_its_restore_arrived_leaves_the_actor_reachable() {
+    for seed in [1980, 5622] {
+        let r = run_seed(seed, &SimConfig::default());
+        assert!(r.answered > 0, "seed {seed} answered nothing");
+        assert!(r.is_clean(), "{}", report(&r));
+    }
+}
+
+/// Seed 1280 (found by the 10,000-seed run of stop 48) found it: a request the source held
+/// while its move's cutover was answered was relayed to the target, ran there after the
+/// commit, and its reply came back on the source's connection (the target had no connection
+/// of its own to the caller); the source kept no route back for a relayed request and
+/// discarded the reply, so the caller heard `DeadlineExceeded`. A relay now keeps the route
+/// back, as a Message Follow does.
+#[test]
+fn a_relayed_request_whose_reply_comes_back_through_the_source_is_answered() {
+    let r = run_seed(1280, &SimConfig::default());
+    assert!(r.answered > 0, "seed 1280 answered nothing");
+    assert!(r.is_clean(), "{}", report(&r));
+}
