@@ -141,6 +141,10 @@ pub(crate) struct Incoming {
     /// The move's deadline as the Restore command carried it (`deadlineMs` after it arrived),
     /// if it had one.
     deadline: Option<tokio::time::Instant>,
+    /// This host's run when the Restore arrived: only that run can commit the unit (NewOwner
+    /// checks the reservation's target lease), so a takeover under a new run ends it
+    /// (`watchdog.rs`).
+    run: Option<zlink_location::HostRun>,
 }
 
 impl Spec {
@@ -269,6 +273,7 @@ fn begin(
         permits,
         until: watchdog::wait_until(&host, now, deadline),
         deadline,
+        run: host.location.host_run(),
     };
     incoming.insert(relocation, entry);
     drop(incoming);

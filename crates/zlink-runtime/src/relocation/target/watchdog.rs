@@ -3,11 +3,14 @@
 //! and its own cancel path (which releases the target capacity) never runs. One task per
 //! Restore checks, every `pollingInterval` (a sleep, never a busy loop), whether the unit
 //! ended, and otherwise whether the source run's owner lease is gone (its lease row read
-//! directly, judged by Store time: [`AuthorityClient::lease_ended`]) or the unit's deadline
-//! passed without a ready. Either way the unit is *abandoned* here, under its stage lock so no
-//! ready or cutover interleaves: the reservation is released as its row stands now
-//! (conditioned on the row's version as read; a Store failure is read again and retried until
-//! `storeFailureGrace`), and the prepared objects and their temporary queues are dropped
+//! directly, judged by Store time: [`AuthorityClient::lease_ended`]), whether this host's own
+//! run that received the Restore ended (a takeover under a new run after a loss of Store data:
+//! the reservation's target is the ended run, so no NewOwner through it applies, and its
+//! temporary queue would hold the object's messages here until the deadline), or whether the
+//! unit's deadline passed without a ready. Any of these *abandons* the unit here, under its
+//! stage lock so no ready or cutover interleaves: the reservation is released as its row
+//! stands now (conditioned on the row's version as read; a Store failure is read again and
+//! retried until `storeFailureGrace`), and the prepared objects and their temporary queues are dropped
 //! without running a message — unless the release did not apply and the record already names
 //! this target for the same incarnation, in which case the objects go live and serve (the
 //! move completed here). A unit that got its ready is left to its commit (`commit.rs`: the
@@ -44,6 +47,10 @@ enum Abandoned {
     SourceGone,
     /// The unit's deadline passed without a ready.
     Deadline,
+    /// This host's run that received the Restore ended (its lease was taken over under a new
+    /// run after a loss of Store data): the reservation names the ended run as its target, so
+    /// no NewOwner through it can apply any more.
+    TargetRunEnded,
 }
 
 /// How a release of the target capacity ended.
@@ -99,14 +106,14 @@ pub(super) fn watch(host: Arc<ObjectHost>, relocation: u128) {
                 return;
             };
             tokio::time::sleep_until((Instant::now() + every).min(until)).await;
-            let Some((stage, until, source)) = host
+            let Some((stage, until, source, run)) = host
                 .relocations()
                 .incoming
                 .lock()
                 .get(&relocation)
                 .map(|i| {
                     let source = reservation_of(&host, &i.spec).map(|r| r.source().clone());
-                    (Arc::clone(&i.stage), i.until, source)
+                    (Arc::clone(&i.stage), i.until, source, i.run.clone())
                 })
             else {
                 return;
@@ -118,6 +125,8 @@ pub(super) fn watch(host: Arc<ObjectHost>, relocation: u128) {
             }
             let why = if Instant::now() >= until {
                 Some(Abandoned::Deadline)
+            } else if host.location.host_run() != run {
+                Some(Abandoned::TargetRunEnded)
             } else {
                 match &source {
                     Some(run) => match host.location.authority().lease_ended(run).await {
