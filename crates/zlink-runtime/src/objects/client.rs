@@ -187,6 +187,8 @@ impl ObjectClient {
         }
         if let Some(held) = held {
             self.objects.close_if_orphaned(&held, &read);
+        } else {
+            self.objects.remove_if_stale_move(&key, &read);
         }
         Ok(read)
     }

@@ -20,6 +20,7 @@ use zlink_location::{AuthorityRead, HostRun, LocationRuntime, Outcome};
 
 pub(crate) mod audit;
 mod closing;
+mod stale_move;
 pub(crate) use closing::ClosingFailure;
 
 /// The default per-object mailbox: jobs.

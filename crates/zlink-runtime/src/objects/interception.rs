@@ -31,6 +31,13 @@ pub(crate) trait Interception: Send + Sync + 'static {
     /// activation takes this node's calls instead of the node the old incarnation moved to.
     fn went_live(&self, key: &ObjectKey);
 
+    /// Whether the record payload `payload` of `key` — read on this node, naming this node's
+    /// run as owner, with no activation of `key` live here — names a move of `key` away from
+    /// here that no relocation here runs any more (a source stage mark, and nothing of `key`
+    /// held, queued or sealed here: at most the follow of a move that completed, which then
+    /// ends). See `objects::host::stale_move`.
+    fn stale_move(&self, key: &ObjectKey, payload: &[u8]) -> bool;
+
     /// The run `source` ended (its owner lease is gone, judged again here): target capacity it
     /// secured on this node for a move whose Restore never arrived goes back (spec 21 §9.1:
     /// the source terminated during preparation or capture, so the move is cancelled). Until
@@ -88,6 +95,10 @@ impl Interception for NoMoves {
     }
 
     fn went_live(&self, _: &ObjectKey) {}
+
+    fn stale_move(&self, _: &ObjectKey, _: &[u8]) -> bool {
+        false
+    }
 
     fn source_ended<'a>(&'a self, _: &'a Arc<ObjectHost>, _: &'a HostRun) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))

@@ -413,6 +413,33 @@ impl Relocations {
         }
     }
 
+    /// Whether `payload`, the record of `key` read on this node naming this node's run as owner
+    /// with no activation of `key` live here, names a move of `key` away from here that no
+    /// relocation here runs: a source stage mark (`preparing`, `captured`, `prepared`) while
+    /// nothing of `key` is held, queued or sealed here. A follow of `key` (the move completed
+    /// from here, but the record still names this node: its owner change was lost) ends, as
+    /// the object did not leave.
+    pub(super) fn stale_move(&self, key: &ObjectKey, payload: &[u8]) -> bool {
+        let marked = super::stage::mark_of(payload).is_some_and(|mark| {
+            matches!(
+                mark.get("stage").and_then(|s| s.as_str()),
+                Some("preparing" | "captured" | "prepared")
+            )
+        });
+        if !marked {
+            return false;
+        }
+        let mut gates = self.gates.lock();
+        match gates.get(key) {
+            None => true,
+            Some(Gate::Following { .. }) => {
+                gates.remove(key);
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
     /// Target: starts the temporary queue of `key` (messages that reach it before Ready);
     /// `false` while a relocation holds or queues it here. A follow of an earlier move of
     /// `key` away from here (the object comes back within the follow window) gives way once
@@ -477,6 +504,10 @@ impl crate::objects::interception::Interception for Relocations {
 
     fn went_live(&self, key: &ObjectKey) {
         Relocations::unfollow(self, key);
+    }
+
+    fn stale_move(&self, key: &ObjectKey, payload: &[u8]) -> bool {
+        Relocations::stale_move(self, key, payload)
     }
 
     fn source_ended<'a>(

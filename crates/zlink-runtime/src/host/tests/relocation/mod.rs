@@ -34,6 +34,7 @@ mod gate;
 mod gate_memory;
 mod host;
 mod instance;
+mod lost_owner_change;
 mod member;
 mod order;
 mod owner_change_faults;
