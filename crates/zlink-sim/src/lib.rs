@@ -44,34 +44,10 @@ pub use net::TurmoilNetwork;
 /// `cargo xtask sim --seed S --hosts H --faults K` and comes back to the CI set with its fix.
 pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
     (
-        4171,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
-        4250,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
         6933,
         3,
         4,
         "a lost reply: an activation handled a request whose caller heard DeadlineExceeded with no partition or crash in between (found by the 10,000-seed run of stop 48, not diagnosed yet)",
-    ),
-    (
-        7379,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
-        8264,
-        3,
-        4,
-        "an Actor unreachable to the end of the run after a Store rollback with moves (found by the 10,000-seed run of stop 48, not diagnosed yet)",
     ),
     (
         8289,

@@ -11,6 +11,8 @@
 //! `--no-write-verification` switches off the hosts' acknowledged-write verification (to see
 //! what the simulation finds without it). `--moves M` sets the object moves drawn per seed
 //! (default 4; 0: none, and the counters disable relocation).
+//! `ZLINK_SIM_LOG=<filter>` (e.g. `zlink_runtime=debug`) prints the runtime's own logs,
+//! stamped with virtual milliseconds, to standard error.
 //! `--seeds N` runs seeds F..F+N (F = 1); `--seed S` runs seed S alone and prints its whole
 //! trace. A seed with a violation prints the seed, the violations and the trace's tail; the
 //! exit code is 1 when any seed found one.
@@ -25,7 +27,32 @@ use zlink_sim::{SimConfig, run_seed};
 
 const USAGE: &str = "usage: zlink-sim [--seeds N] [--first F] [--seed S] [--hosts H] [--faults K] [--moves M] [--workload-secs T] [--trace] [--replay-check] [--no-write-verification]";
 
+/// With `ZLINK_SIM_LOG` set (an env-filter directive, e.g. `zlink_runtime=debug`), the
+/// runtime's own logs go to standard error, each stamped with the simulation's virtual time in
+/// milliseconds (the trace's clock), not the wall clock.
+const LOG_ENV: &str = "ZLINK_SIM_LOG";
+
+/// Virtual time for log lines (`-` outside a simulated host).
+struct VirtualTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for VirtualTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        match turmoil::sim_elapsed() {
+            Some(at) => write!(w, "{:>7}", at.as_millis()),
+            None => write!(w, "      -"),
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    if let Ok(filter) = std::env::var(LOG_ENV) {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_timer(VirtualTime)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
     match run(std::env::args().skip(1).collect()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -120,3 +120,31 @@ fn a_relayed_request_whose_reply_comes_back_through_the_source_is_answered() {
     assert!(r.answered > 0, "seed 1280 answered nothing");
     assert!(r.is_clean(), "{}", report(&r));
 }
+
+/// Seed 4250 (found by the 10,000-seed run of stop 48) found it: a Store rollback made every
+/// host take its lease over under a new run while a move's Restore waited on its target. The
+/// target's watch judged the unit through its reservation, which names the ended run, so it
+/// never saw its source end and kept the object's temporary queue for the full 60 s wait: a
+/// caller's requests sat in that queue and ended `DeadlineExceeded`. A unit whose target run
+/// ended is now abandoned at the next check.
+#[test]
+fn a_restore_waiting_on_a_target_whose_run_ended_does_not_hold_the_objects_messages() {
+    let r = run_seed(4250, &SimConfig::default());
+    assert!(r.answered > 0, "seed 4250 answered nothing");
+    assert!(r.is_clean(), "{}", report(&r));
+}
+
+/// Seeds 4171 and 8264 (found by the 10,000-seed run of stop 48) found it: a Store rollback
+/// lost a completed move's owner change and took the record back to the source's `prepared`
+/// stage record, while the source's own writes survived (nothing told it). The source
+/// followed the Actor to the target, whose activation closed, and every call ended
+/// `Unavailable` to the end of the run. The source's next read of the record now removes it,
+/// and the Actor is created again under a higher ObjectGeneration.
+#[test]
+fn a_move_whose_owner_change_a_rollback_lost_comes_back_as_a_new_incarnation() {
+    for seed in [4171, 8264] {
+        let r = run_seed(seed, &SimConfig::default());
+        assert!(r.answered > 0, "seed {seed} answered nothing");
+        assert!(r.is_clean(), "{}", report(&r));
+    }
+}
