@@ -50,12 +50,6 @@ pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
         "a lost reply: an activation handled a request whose caller heard DeadlineExceeded with no partition or crash in between (found by the 10,000-seed run of stop 48, not diagnosed yet)",
     ),
     (
-        8289,
-        3,
-        4,
-        "an Actor unreachable (Unavailable) to the end of the run after its owner crashed with a move of it under way or just made (found by the 10,000-seed run of stop 48; suspected: a target capacity reservation whose source died keeps the record as relocating)",
-    ),
-    (
         8438,
         3,
         4,

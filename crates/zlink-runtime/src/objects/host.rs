@@ -505,21 +505,33 @@ impl ObjectHost {
 
     /// Why a message for `key` found no live activation here, by the record: none → `NotFound`
     /// (destroyed or never created), else `Unavailable` (another node or incarnation owns it,
-    /// or it is being created).
-    pub(crate) async fn not_live(location: Arc<LocationRuntime>, key: ObjectKey) -> ZLinkError {
+    /// or it is being created). With `judge` (this node's host), the read also judges a record
+    /// of this run naming a move that no longer runs ([`Self::remove_if_stale_move`]): messages
+    /// from other nodes may be the only ones that ever reach such a record's owner.
+    pub(crate) async fn not_live(
+        location: Arc<LocationRuntime>,
+        key: ObjectKey,
+        judge: Option<Arc<ObjectHost>>,
+    ) -> ZLinkError {
         let kind = match key.0 {
             AuthorityKind::Actor => ObjectKind::Actor,
             AuthorityKind::Spot => ObjectKind::UserSpot,
         };
-        match location.authority().read(kind, &key.1).await {
-            Ok(AuthorityRead::Missing { .. }) => ZLinkError::NoRoute {
+        let read = match location.authority().read(kind, &key.1).await {
+            Ok(read) => read,
+            Err(e) => return route_failure(&key, store_failure(e)),
+        };
+        if let Some(host) = judge {
+            host.remove_if_stale_move(&key, &read);
+        }
+        match read {
+            AuthorityRead::Missing { .. } => ZLinkError::NoRoute {
                 target: what(key.0, &key.1),
             },
-            Ok(AuthorityRead::Found { .. }) => ZLinkError::Unavailable {
+            AuthorityRead::Found { .. } => ZLinkError::Unavailable {
                 target: what(key.0, &key.1),
                 reason: UnavailableReason::NotConnected,
             },
-            Err(e) => route_failure(&key, store_failure(e)),
         }
     }
 }

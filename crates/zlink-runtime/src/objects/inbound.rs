@@ -127,9 +127,9 @@ impl ObjectSink for ObjectHost {
         let Some(live) = self.live_object(&key) else {
             // No live activation here: answered by the record (the sender's route cache may be
             // stale) — NotFound when it is gone, else Unavailable.
-            let location = Arc::clone(&self.location);
+            let (location, judge) = (Arc::clone(&self.location), self.instances.host());
             return Some(Box::pin(async move {
-                let e = ObjectHost::not_live(location, key).await;
+                let e = ObjectHost::not_live(location, key, judge).await;
                 match held.reply {
                     Some(done) => done.complete(Err(e)),
                     None => answer_request(&node, &peer, &env, Err(e)),

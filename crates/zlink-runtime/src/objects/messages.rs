@@ -295,7 +295,12 @@ impl ObjectClient {
         if !self.objects.is_live(key) && !self.objects.interception.covers(key) {
             // Boxed: a Store read, off the path of every other request.
             let location = Arc::clone(&self.objects.location);
-            return Err(Box::pin(ObjectHost::not_live(location, key.clone())).await);
+            return Err(Box::pin(ObjectHost::not_live(
+                location,
+                key.clone(),
+                Some(Arc::clone(&self.objects)),
+            ))
+            .await);
         }
         // The job waits for its Application Job Queue permit within the request's time
         // (spec 06 §3: a cancellable wait, never a refusal).
@@ -379,9 +384,12 @@ impl ObjectClient {
             let cost = crate::mesh::node::job_cost(msg.payload.len(), msg.metadata.len());
             if !self.objects.is_live(key) && !self.objects.interception.covers(key) {
                 self.objects.routes.forget(key);
-                return Err(
-                    ObjectHost::not_live(Arc::clone(&self.objects.location), key.clone()).await,
-                );
+                return Err(ObjectHost::not_live(
+                    Arc::clone(&self.objects.location),
+                    key.clone(),
+                    Some(Arc::clone(&self.objects)),
+                )
+                .await);
             }
             let timeout = crate::mesh::node::DEFAULT_SEND_TIMEOUT;
             let mut call = call;

@@ -300,7 +300,7 @@ pub(crate) async fn followed(
             }
         }
         None => {
-            let e = ObjectHost::not_live(Arc::clone(&host.location), key).await;
+            let e = ObjectHost::not_live(Arc::clone(&host.location), key, Some(host)).await;
             match held.reply {
                 Some(done) => done.complete(Err(e)),
                 None => tracing::debug!(error = %e, "followed one-way found no activation"),

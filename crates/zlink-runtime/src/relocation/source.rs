@@ -540,7 +540,9 @@ pub(super) async fn read_owned_spot(
 }
 
 /// Message Follow (spec 21 §7.3): forwards, in order, every message the gate of `key` takes
-/// until `until` to the new owner the follow record names — never re-reading the store; then
+/// until `until` to the new owner the follow record names — never re-reading the store for a
+/// message (one read per follow, in the background, checks that the owner change still
+/// stands); then
 /// the gate closes and this node answers by the record. A message from another node goes as
 /// received, with its follow chain one hop longer ([`next_hop`]): a refused hop answers a
 /// request with the typed error and drops (counts) a one-way. Each message is counted off
@@ -564,6 +566,7 @@ pub(super) async fn forward(
     let relocations = &client.objects.relocations();
     let me = client.objects.rid.clone();
     let mut window_open = true;
+    let mut verified = false;
     loop {
         let next = if window_open {
             match tokio::time::timeout_at(until, rx.recv()).await {
@@ -578,6 +581,21 @@ pub(super) async fn forward(
             rx.recv().await
         };
         let Some(next) = next else { break };
+        if !verified {
+            // Once per follow, in the background: the record is read, which ends this follow
+            // and removes the record if it still names this run (a rollback lost the owner
+            // change: `objects::host::stale_move`), rather than following to a target that no
+            // longer holds the object for the rest of the window.
+            verified = true;
+            if key.0 == AuthorityKind::Actor {
+                let (c, id) = (client.clone(), key.1.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = c.read(ObjectKind::Actor, &id).await {
+                        tracing::debug!(error = %e, "follow: the record was not read");
+                    }
+                });
+            }
+        }
         let (mut m, chain) = *next;
         let _done = Done(&pending);
         if m.route == crate::messaging::RouteKind::Send {

@@ -15,7 +15,10 @@ use super::*;
 use crate::host::tests::support::authority_key;
 use crate::relocation::MovesOf;
 
-on_every_store!(a_move_whose_owner_change_the_store_lost_is_created_again_on_the_next_call);
+on_every_store!(
+    a_move_whose_owner_change_the_store_lost_is_created_again_on_the_next_call,
+    a_move_whose_owner_change_the_store_lost_is_created_again_for_callers_on_other_nodes,
+);
 
 /// The rows a failover to a replica takes back together with the record: every node's
 /// allocation row and every relocation reservation. The lease rows are left as they are: the
@@ -42,11 +45,14 @@ async fn rows_now(
     rows
 }
 
-async fn a_move_whose_owner_change_the_store_lost_is_created_again_on_the_next_call(h: &Harness) {
+/// Moves the counter `id` (at 1) off its owner and then takes the Store back to the rows of the
+/// source's `prepared` stage record, as a failover to a replica that missed the owner change
+/// does. The mesh, the Actor as first created, and the source.
+async fn lose_the_owner_change(h: &Harness, id: &str) -> (Mesh, ActorRef, usize) {
     let m = mesh_of(h, Policy::Preserve).await;
-    let (_caller, r) = m.counter_at_one("lo1").await;
+    let (_caller, r) = m.counter_at_one(id).await;
     let (source, _target) = m.owner_and_other(&r);
-    let id = zlink_codec::ObjectId::new("lo1").expect("id");
+    let id = zlink_codec::ObjectId::new(id).expect("id");
     let key = authority_key(ObjectKind::Actor, &id);
     // The rows as the source's `prepared` stage record left them.
     let prepared = Arc::new(parking_lot::Mutex::new(None));
@@ -85,27 +91,63 @@ async fn a_move_whose_owner_change_the_store_lost_is_created_again_on_the_next_c
         let back = WriteRequest::new(Vec::new(), vec![back]).expect("request");
         assert!(h.store.write(&back).await.expect("write").is_applied());
     }
+    let source = m
+        .servers
+        .iter()
+        .position(|(x, _)| std::ptr::eq(x, source))
+        .expect("a server");
+    (m, r, source)
+}
 
-    // Calls on the source, the owner the record names, until one is answered.
-    let calls = source.actors().expect("manager");
+/// Calls `id` through `calls` until one is answered by an incarnation above `before`'s (within
+/// [`WAIT`]; inside the rollback window the target's old activation may still answer one):
+/// the count the request answered.
+async fn answered_again(
+    calls: &crate::objects::ActorManager,
+    id: &str,
+    before: &ActorRef,
+) -> u64 {
     let deadline = tokio::time::Instant::now() + WAIT;
-    let (again, count) = loop {
-        let answered = match calls.get_or_create("counter", "lo1").await {
-            Ok(again) => calls.request("lo1", &Incr).await.map(|n| (again, n)),
+    loop {
+        let answered = match calls.get_or_create("counter", id).await {
+            Ok(again) => calls.request(id, &Incr).await.map(|n| (again, n)),
             Err(e) => Err(e),
         };
-        match answered {
-            Ok(done) => break done,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "the Actor is not answered again: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    };
-    assert!(again.generation > r.generation, "{again:?} after {r:?}");
+        let why = match answered {
+            Ok((again, n)) if again.generation > before.generation => return n,
+            Ok((again, n)) => format!("answered {n} by {again:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Actor is not answered by a new incarnation: {why}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Calls on the source, the owner the record names: its own read of the record removes it.
+async fn a_move_whose_owner_change_the_store_lost_is_created_again_on_the_next_call(h: &Harness) {
+    let (m, r, source) = lose_the_owner_change(h, "lo1").await;
+    let calls = m.servers[source].0.actors().expect("manager");
+    let count = answered_again(&calls, "lo1", &r).await;
+    assert_eq!(
+        count, 1,
+        "a new incarnation: the moved state went with the lost owner change"
+    );
+    m.shutdown().await;
+}
+
+/// Calls from the client node only (the simulation's seed 8289): they reach the source, which
+/// follows them to the target; the follow's one read of the record, or the source's answer by
+/// the record once the follow ended, removes it. Before, only a call made on the source
+/// itself ever judged the record.
+async fn a_move_whose_owner_change_the_store_lost_is_created_again_for_callers_on_other_nodes(
+    h: &Harness,
+) {
+    let (m, r, _) = lose_the_owner_change(h, "lo2").await;
+    let calls = m.client.0.actors().expect("manager");
+    let count = answered_again(&calls, "lo2", &r).await;
     assert_eq!(
         count, 1,
         "a new incarnation: the moved state went with the lost owner change"
