@@ -49,12 +49,6 @@ pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
         4,
         "a lost reply: an activation handled a request whose caller heard DeadlineExceeded with no partition or crash in between (found by the 10,000-seed run of stop 48, not diagnosed yet)",
     ),
-    (
-        8438,
-        3,
-        4,
-        "an Actor unreachable to the end of the run after a Store rollback with moves (found by the 10,000-seed run of stop 48, not diagnosed yet)",
-    ),
 ];
 
 /// The CI seed set under [`SimConfig::default`]: the first `n` seeds from 1, known failing

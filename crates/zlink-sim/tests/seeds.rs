@@ -150,3 +150,17 @@ fn a_move_whose_owner_change_a_rollback_lost_comes_back_as_a_new_incarnation() {
         assert!(r.is_clean(), "{}", report(&r));
     }
 }
+
+/// Seed 8438 (found by the 10,000-seed run of stop 48) found it: a move of c11 waited past
+/// relay-ready for an owner change the Store did not answer; meanwhile a Store rollback made
+/// the source take its lease over, the sweep of its earlier run removed the record, and a
+/// call on the source created c11 again. The move then failed closed and closed the
+/// activation the live set held for c11 — the new incarnation's, not its own — leaving a
+/// record with no activation, `Unavailable` to the end of the run. A move now closes only
+/// its own activation.
+#[test]
+fn a_move_failing_closed_leaves_a_newer_incarnation_of_its_object_serving() {
+    let r = run_seed(8438, &SimConfig::default());
+    assert!(r.answered > 0, "seed 8438 answered nothing");
+    assert!(r.is_clean(), "{}", report(&r));
+}

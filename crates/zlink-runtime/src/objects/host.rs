@@ -375,6 +375,19 @@ impl ObjectHost {
         self.live.lock().remove(key).map(|e| e.object)
     }
 
+    /// Removes `live` from the live set if it is still the activation of `key` there, not a
+    /// newer one made live since; whether it did.
+    pub(crate) fn remove_live_if(&self, key: &ObjectKey, live: &Arc<dyn LiveObject>) -> bool {
+        let mut set = self.live.lock();
+        let same = set
+            .get(key)
+            .is_some_and(|e| std::ptr::addr_eq(Arc::as_ptr(&e.object), Arc::as_ptr(live)));
+        if same {
+            set.remove(key);
+        }
+        same
+    }
+
     /// Delivers one message to a live activation of this node.
     pub(crate) fn deliver(
         &self,

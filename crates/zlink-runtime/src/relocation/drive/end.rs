@@ -224,7 +224,8 @@ impl Move<'_> {
 
     /// Fails closed (spec 21 §10: never guess; 21 §9.4: past relay-ready the source is not
     /// restored): whether the target owns the unit stays unknown, so no participant serves
-    /// here again. Each leaves the live set and its route-cache entry goes, its activation
+    /// here again. Each leaves the live set (unless a newer activation of its id took its place
+    /// there: that one keeps serving) and its route-cache entry goes, its activation
     /// closes without a location change and without a closing callback (it did not move, as
     /// far as this node knows), and then its held messages are refused by the closed
     /// activation — a request hears `Unavailable` and its caller re-reads the record, a
@@ -234,12 +235,12 @@ impl Move<'_> {
     async fn close_unsettled(&mut self) {
         let host = &self.client.objects;
         for p in &self.parts {
-            let live = host
-                .remove_live(&p.key)
-                .unwrap_or_else(|| Arc::clone(&p.live));
+            // Only the unit's own activation: after a takeover swept the unit's record, a call
+            // here may have created the object again, and that newer activation keeps serving.
+            host.remove_live_if(&p.key, &p.live);
             host.routes.forget(&p.key);
-            live.close().await;
-            host.relocations().reopen(&p.key, live.as_ref());
+            p.live.close().await;
+            host.relocations().reopen(&p.key, p.live.as_ref());
         }
         self.sealed = false;
     }

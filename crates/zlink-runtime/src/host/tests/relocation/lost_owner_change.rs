@@ -102,11 +102,7 @@ async fn lose_the_owner_change(h: &Harness, id: &str) -> (Mesh, ActorRef, usize)
 /// Calls `id` through `calls` until one is answered by an incarnation above `before`'s (within
 /// [`WAIT`]; inside the rollback window the target's old activation may still answer one):
 /// the count the request answered.
-async fn answered_again(
-    calls: &crate::objects::ActorManager,
-    id: &str,
-    before: &ActorRef,
-) -> u64 {
+async fn answered_again(calls: &crate::objects::ActorManager, id: &str, before: &ActorRef) -> u64 {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let answered = match calls.get_or_create("counter", id).await {
