@@ -20,6 +20,13 @@ fn report(r: &zlink_sim::SeedReport) -> String {
     out
 }
 
+/// Runs `seed` with the default configuration: it answers, and keeps every invariant.
+fn assert_clean(seed: u64) {
+    let r = run_seed(seed, &SimConfig::default());
+    assert!(r.answered > 0, "seed {seed} answered nothing");
+    assert!(r.is_clean(), "{}", report(&r));
+}
+
 #[test]
 fn the_ci_seeds_keep_every_invariant_under_faults() {
     for seed in ci_seeds(CI_SEEDS) {
@@ -73,9 +80,7 @@ fn a_creation_call_answers_by_its_deadline_while_its_cleanup_goes_on() {
 /// relays it.
 #[test]
 fn a_followed_request_to_a_new_owner_its_caller_is_not_connected_to_is_answered() {
-    let r = run_seed(153, &SimConfig::default());
-    assert!(r.answered > 0, "seed 153 answered nothing");
-    assert!(r.is_clean(), "{}", report(&r));
+    assert_clean(153);
 }
 
 /// Seeds 47 (no rollback: h0 moved c11 to h2 at 13.3 s, h2's Store stalled, h0 activated c11
@@ -86,9 +91,7 @@ fn a_followed_request_to_a_new_owner_its_caller_is_not_connected_to_is_answered(
 #[test]
 fn a_former_owner_that_creates_a_moved_actor_again_serves_its_own_calls() {
     for seed in [47, 9] {
-        let r = run_seed(seed, &SimConfig::default());
-        assert!(r.answered > 0, "seed {seed} answered nothing");
-        assert!(r.is_clean(), "{}", report(&r));
+        assert_clean(seed);
     }
 }
 
@@ -102,9 +105,7 @@ fn a_former_owner_that_creates_a_moved_actor_again_serves_its_own_calls() {
 #[test]
 fn a_move_whose_source_died_before_its_restore_arrived_leaves_the_actor_reachable() {
     for seed in [1980, 5622] {
-        let r = run_seed(seed, &SimConfig::default());
-        assert!(r.answered > 0, "seed {seed} answered nothing");
-        assert!(r.is_clean(), "{}", report(&r));
+        assert_clean(seed);
     }
 }
 
@@ -116,9 +117,7 @@ fn a_move_whose_source_died_before_its_restore_arrived_leaves_the_actor_reachabl
 /// back, as a Message Follow does.
 #[test]
 fn a_relayed_request_whose_reply_comes_back_through_the_source_is_answered() {
-    let r = run_seed(1280, &SimConfig::default());
-    assert!(r.answered > 0, "seed 1280 answered nothing");
-    assert!(r.is_clean(), "{}", report(&r));
+    assert_clean(1280);
 }
 
 /// Seed 4250 (found by the 10,000-seed run of stop 48) found it: a Store rollback made every
@@ -129,9 +128,7 @@ fn a_relayed_request_whose_reply_comes_back_through_the_source_is_answered() {
 /// ended is now abandoned at the next check.
 #[test]
 fn a_restore_waiting_on_a_target_whose_run_ended_does_not_hold_the_objects_messages() {
-    let r = run_seed(4250, &SimConfig::default());
-    assert!(r.answered > 0, "seed 4250 answered nothing");
-    assert!(r.is_clean(), "{}", report(&r));
+    assert_clean(4250);
 }
 
 /// Seeds 4171, 8264 and 8289 (found by the 10,000-seed run of stop 48) found it: a Store
@@ -145,9 +142,7 @@ fn a_restore_waiting_on_a_target_whose_run_ended_does_not_hold_the_objects_messa
 #[test]
 fn a_move_whose_owner_change_a_rollback_lost_comes_back_as_a_new_incarnation() {
     for seed in [4171, 8264, 8289] {
-        let r = run_seed(seed, &SimConfig::default());
-        assert!(r.answered > 0, "seed {seed} answered nothing");
-        assert!(r.is_clean(), "{}", report(&r));
+        assert_clean(seed);
     }
 }
 
@@ -160,7 +155,5 @@ fn a_move_whose_owner_change_a_rollback_lost_comes_back_as_a_new_incarnation() {
 /// its own activation.
 #[test]
 fn a_move_failing_closed_leaves_a_newer_incarnation_of_its_object_serving() {
-    let r = run_seed(8438, &SimConfig::default());
-    assert!(r.answered > 0, "seed 8438 answered nothing");
-    assert!(r.is_clean(), "{}", report(&r));
+    assert_clean(8438);
 }
