@@ -158,6 +158,10 @@ fn run_world(world: Arc<World>) -> SeedReport {
     // (Vecs, not sets: two draws may cut the same pair or crash the same host at once.)
     let mut cut: Vec<(usize, usize)> = Vec::new();
     let mut down: Vec<usize> = Vec::new();
+    // Hosts whose software is crashed now: a `Restart` brings one back. Two crash draws of one
+    // host may overlap, so the first `Restart` brings it back while `down` still counts the
+    // other draw, and the second one bounces a running host: its run ends then too.
+    let mut crashed: Vec<usize> = Vec::new();
     let mut next = 0;
     let mut checkpoint = None;
     let mut sim_error = None;
@@ -189,10 +193,19 @@ fn run_world(world: Arc<World>) -> SeedReport {
                     down.push(*h);
                     let run = world.current_run(*h);
                     sim.crash(host_name(*h));
-                    world.checker.lock().run_ended((*h, run), now_ms);
+                    if !crashed.contains(h) {
+                        crashed.push(*h);
+                        world.checker.lock().run_ended((*h, run), now_ms);
+                    }
                 }
                 Action::Restart(h) => {
                     remove_one(&mut down, h);
+                    if !crashed.contains(h) {
+                        // A bounce of a running host: the run it had ends here.
+                        let run = world.current_run(*h);
+                        world.checker.lock().run_ended((*h, run), now_ms);
+                    }
+                    crashed.retain(|c| c != h);
                     sim.bounce(host_name(*h));
                 }
                 Action::Move { to, pick } => {

@@ -157,3 +157,13 @@ fn a_move_whose_owner_change_a_rollback_lost_comes_back_as_a_new_incarnation() {
 fn a_move_failing_closed_leaves_a_newer_incarnation_of_its_object_serving() {
     assert_clean(8438);
 }
+
+/// Seed 16988 (found by stop 49's run of seeds 10,001-20,000) found a fault in the
+/// simulation's own bookkeeping, not the runtime: two crash draws of h2 overlapped, so the
+/// second `Restart` bounced h2 while it was running, and the checker, never told that run
+/// ended, reported its open requests as never ending. A bounce of a running host now ends its
+/// run for the checker too (the schedule, and every other seed's trace, are unchanged).
+#[test]
+fn a_host_restarted_while_running_ends_its_run_for_the_checker() {
+    assert_clean(16988);
+}
