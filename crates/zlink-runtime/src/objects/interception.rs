@@ -34,9 +34,13 @@ pub(crate) trait Interception: Send + Sync + 'static {
     /// Whether the record payload `payload` of `key` — read on this node, naming this node's
     /// run as owner, with no activation of `key` live here — names a move of `key` away from
     /// here that no relocation here runs any more (a source stage mark, and nothing of `key`
-    /// held, queued or sealed here: at most the follow of a move that completed, which then
-    /// ends). See `objects::host::stale_move`.
+    /// held, queued or sealed here: at most the follow of a move that completed). See
+    /// `objects::host::stale_move`.
     fn stale_move(&self, key: &ObjectKey, payload: &[u8]) -> bool;
+
+    /// The record of `key` that named a move no longer running here was removed: a follow of
+    /// that move ends (the object never left; the next access creates it again).
+    fn stale_move_removed(&self, key: &ObjectKey);
 
     /// The run `source` ended (its owner lease is gone, judged again here): target capacity it
     /// secured on this node for a move whose Restore never arrived goes back (spec 21 §9.1:
@@ -99,6 +103,8 @@ impl Interception for NoMoves {
     fn stale_move(&self, _: &ObjectKey, _: &[u8]) -> bool {
         false
     }
+
+    fn stale_move_removed(&self, _: &ObjectKey) {}
 
     fn source_ended<'a>(&'a self, _: &'a Arc<ObjectHost>, _: &'a HostRun) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))

@@ -416,9 +416,8 @@ impl Relocations {
     /// Whether `payload`, the record of `key` read on this node naming this node's run as owner
     /// with no activation of `key` live here, names a move of `key` away from here that no
     /// relocation here runs: a source stage mark (`preparing`, `captured`, `prepared`) while
-    /// nothing of `key` is held, queued or sealed here. A follow of `key` (the move completed
-    /// from here, but the record still names this node: its owner change was lost) ends, as
-    /// the object did not leave.
+    /// nothing of `key` is held, queued or sealed here (a follow of a completed move may be:
+    /// it ends once the record is removed, `stale_move_removed`).
     pub(super) fn stale_move(&self, key: &ObjectKey, payload: &[u8]) -> bool {
         let marked = super::stage::mark_of(payload).is_some_and(|mark| {
             matches!(
@@ -426,18 +425,11 @@ impl Relocations {
                 Some("preparing" | "captured" | "prepared")
             )
         });
-        if !marked {
-            return false;
-        }
-        let mut gates = self.gates.lock();
-        match gates.get(key) {
-            None => true,
-            Some(Gate::Following { .. }) => {
-                gates.remove(key);
-                true
-            }
-            Some(_) => false,
-        }
+        marked
+            && matches!(
+                self.gates.lock().get(key),
+                None | Some(Gate::Following { .. })
+            )
     }
 
     /// Target: starts the temporary queue of `key` (messages that reach it before Ready);
@@ -508,6 +500,10 @@ impl crate::objects::interception::Interception for Relocations {
 
     fn stale_move(&self, key: &ObjectKey, payload: &[u8]) -> bool {
         Relocations::stale_move(self, key, payload)
+    }
+
+    fn stale_move_removed(&self, key: &ObjectKey) {
+        Relocations::unfollow(self, key);
     }
 
     fn source_ended<'a>(

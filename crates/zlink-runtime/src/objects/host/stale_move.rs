@@ -16,8 +16,10 @@
 //! Any read of such a record on its owner node judges it ([`ObjectHost::remove_if_stale_move`],
 //! from `ObjectClient::read`): an Actor record, `Active`, naming this node's current run, with
 //! a source stage mark, no activation live here and no relocation of it here other than the
-//! follow of a move that completed. The follow ends and the record is removed in the
-//! background, conditioned on the version read, so the next access creates a new incarnation
+//! follow of a move that completed. The record is removed in the background, conditioned on
+//! the version read, and once it is the follow ends (a read from just before a move's owner
+//! change, judged after its follow began, finds the record changed: the follow stays), so the
+//! next access creates a new incarnation
 //! under a higher ObjectGeneration (the moved state was lost with the owner change: no
 //! activation holds it). A record that changed since the read is left as it is. A `SpotWide`
 //! member is never judged (its record follows its Spot's owner).
@@ -56,6 +58,7 @@ impl ObjectHost {
             match host.location.authority().delete(&handle).await {
                 Ok(Outcome::Applied(())) => {
                     host.routes.forget(&key);
+                    host.interception.stale_move_removed(&key);
                     tracing::warn!(
                         object = %super::what(key.0, &key.1),
                         generation = handle.object_generation().get(),
