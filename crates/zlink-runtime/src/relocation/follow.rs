@@ -228,10 +228,7 @@ pub(super) async fn send_followed(
     let frame = Envelope::one_way(op, &inner.rid, inner.generation, body)
         .with_packet_name(wire::FOLLOW)
         .map_err(lost)?;
-    let kept = inner
-        .transport
-        .peer(previous_hop(chain, env))
-        .and_then(|caller| inner.pending.forwarded.keep(env, caller.info()));
+    let kept = inner.keep_route_back(env, previous_hop(chain, env));
     let sent = peer.send_control(&frame).await.map_err(lost);
     if let (Err(_), Some(kept)) = (&sent, kept) {
         inner.pending.forwarded.forget(kept);

@@ -381,10 +381,7 @@ fn send_relayed(
         // this node's connection: the route back is kept, as for a followed message.
         let kept = match &failed {
             Some(_) => None,
-            None => inner
-                .transport
-                .peer(env.source_rid())
-                .and_then(|caller| inner.pending.forwarded.keep(env, caller.info())),
+            None => inner.keep_route_back(env, env.source_rid()),
         };
         let sent = match &failed {
             Some(e) => Err(ZLinkError::clone(e)),
@@ -542,8 +539,7 @@ pub(super) async fn read_owned_spot(
 /// Message Follow (spec 21 §7.3): forwards, in order, every message the gate of `key` takes
 /// until `until` to the new owner the follow record names — never re-reading the store for a
 /// message (one read per follow, in the background, checks that the owner change still
-/// stands); then
-/// the gate closes and this node answers by the record. A message from another node goes as
+/// stands); then the gate closes and this node answers by the record. A message from another node goes as
 /// received, with its follow chain one hop longer ([`next_hop`]): a refused hop answers a
 /// request with the typed error and drops (counts) a one-way. Each message is counted off
 /// `pending` once it is done with (handed to the connection, answered or refused): while any

@@ -50,6 +50,22 @@ impl NodeInner {
     }
 }
 
+impl NodeInner {
+    /// Keeps the route back of `request` — about to be forwarded or relayed to another node,
+    /// which may answer back through this one — to the connection of `caller`, the node it
+    /// reached this one from (see [`ForwardedRoutes::keep`]). `None` for a one-way, or with no
+    /// connection to `caller` left (its request ended there; a reply is discarded and counted).
+    pub(crate) fn keep_route_back(
+        &self,
+        request: &Envelope,
+        caller: &zlink_codec::RoutingId,
+    ) -> Option<KeptRoute> {
+        self.transport
+            .peer(caller)
+            .and_then(|c| self.pending.forwarded.keep(request, c.info()))
+    }
+}
+
 /// The ids a forwarded request travels under: its ReplyRouteId and OperationId.
 type RouteKey = (u64, u128);
 

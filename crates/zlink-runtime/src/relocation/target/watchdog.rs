@@ -10,8 +10,8 @@
 //! unit's deadline passed without a ready. Any of these *abandons* the unit here, under its
 //! stage lock so no ready or cutover interleaves: the reservation is released as its row
 //! stands now (conditioned on the row's version as read; a Store failure is read again and
-//! retried until `storeFailureGrace`), and the prepared objects and their temporary queues are dropped
-//! without running a message — unless the release did not apply and the record already names
+//! retried until `storeFailureGrace`), and the prepared objects and their temporary queues are
+//! dropped without running a message — unless the release did not apply and the record already names
 //! this target for the same incarnation, in which case the objects go live and serve (the
 //! move completed here). A unit that got its ready is left to its commit (`commit.rs`: the
 //! cutover, or the cutover wait running NewOwner here), which releases the reservation itself
