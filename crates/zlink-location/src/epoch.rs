@@ -35,6 +35,9 @@ pub(crate) struct StoreEpoch {
     authority_owner: AtomicU64,
     /// A data loss noticed and not yet handled by a renew.
     lost: AtomicBool,
+    /// How many data losses were noticed so far: a shared row cached before the latest one
+    /// may hold content the loss took away under a version the Store now reissues.
+    losses: AtomicU64,
     /// Closed the moment a loss is noticed (`None` in unit tests of the epoch alone).
     gate: Option<Arc<AdmissionGate>>,
     /// Wakes the renew loop when a loss is noticed.
@@ -99,11 +102,25 @@ impl StoreEpoch {
     /// no longer hold) and the renew loop is woken to handle it (lose the lease, take it over
     /// under a higher generation).
     pub(crate) fn notice_loss(&self) {
+        self.count_loss();
         self.lost.store(true, Ordering::Release);
         if let Some(gate) = &self.gate {
             gate.close();
         }
         self.wake.notify_one();
+    }
+
+    /// Counts a data loss the renew loop handles itself (the owner lease row rolled back or
+    /// gone while held): only the engine's cached rows are dropped, the loop is not woken.
+    pub(crate) fn count_loss(&self) {
+        self.losses.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many data losses were noticed so far (never reset): what the engine compares to
+    /// drop every shared row it cached before the latest loss (`docs/store-epoch.md`,
+    /// "Version reuse").
+    pub(crate) fn losses(&self) -> u64 {
+        self.losses.load(Ordering::Acquire)
     }
 
     /// Completes once a loss is noticed (at once if one was noticed since the last wait).

@@ -542,6 +542,7 @@ impl OwnerLease {
                 };
                 if let Some(why) = rollback {
                     tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, found = %holder.lease_generation, %version, "Store data loss: {why}");
+                    self.epoch.count_loss();
                     self.lose();
                     return Ok(RenewOutcome::Lost);
                 }
@@ -560,6 +561,7 @@ impl OwnerLease {
             // Gone before this host's own admission deadline, which ends before the row's
             // expiry: the Store lost it (spec 21 §5 keeps it until then).
             tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "Store data loss: the owner lease row vanished while held");
+            self.epoch.count_loss();
         } else {
             tracing::warn!(owner = %self.owner_id, generation = %run.lease_generation, "owner lease lost");
         }

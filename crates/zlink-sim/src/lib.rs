@@ -42,20 +42,12 @@ pub use net::TurmoilNetwork;
 /// Seeds that found a runtime bug not fixed yet: `(seed, hosts, fault draws, what)`. The CI
 /// seed set leaves them out; each is replayed with
 /// `cargo xtask sim --seed S --hosts H --faults K` and comes back to the CI set with its fix.
-pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[
-    (
-        6933,
-        3,
-        4,
-        "a lost reply, diagnosed (stop 49): a partition h1-h2 (13.65-14.04 s) cut the h2->h1 connection; the simulated network never resends what a cut dropped, so that connection stalled until its liveness timeout (15.15 s). Meanwhile h0 followed h1's request to the new owner h2, which answered h1 directly at 14.12 s on the stalled connection and the reply was lost. The checker counts a partition only while it is in effect, and a real TCP connection would retransmit; extending it past the heal also excused seed 1280's real relay bug, so it stays strict. Runtime option not taken yet: a followed request answered back along its hop (the caller waits on that connection), at the cost of the caller's route cache learning the new owner later",
-    ),
-    (
-        12588,
-        3,
-        4,
-        "c8 and c9 unreachable to the end of the run (found by stop 49's run of seeds 10,001-20,000; fails the same on stop 48's runtime): their records name h1's run that crashed at 16.4 s, and every recovery sweep of that run fails with CorruptRecord NodeCapacity (a node's allocation row disagrees with what the sweep releases), so the records are never recovered; the write that put the row out of step is not traced yet",
-    ),
-];
+pub const KNOWN_FAILING: &[(u64, usize, usize, &str)] = &[(
+    6933,
+    3,
+    4,
+    "a lost reply, diagnosed (stop 49): a partition h1-h2 (13.65-14.04 s) cut the h2->h1 connection; the simulated network never resends what a cut dropped, so that connection stalled until its liveness timeout (15.15 s). Meanwhile h0 followed h1's request to the new owner h2, which answered h1 directly at 14.12 s on the stalled connection and the reply was lost. The checker counts a partition only while it is in effect, and a real TCP connection would retransmit; extending it past the heal also excused seed 1280's real relay bug, so it stays strict. Runtime option not taken yet: a followed request answered back along its hop (the caller waits on that connection), at the cost of the caller's route cache learning the new owner later",
+)];
 
 /// The CI seed set under [`SimConfig::default`]: the first `n` seeds from 1, known failing
 /// ones left out.

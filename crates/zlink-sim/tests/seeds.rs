@@ -167,3 +167,17 @@ fn a_move_failing_closed_leaves_a_newer_incarnation_of_its_object_serving() {
 fn a_host_restarted_while_running_ends_its_run_for_the_checker() {
     assert_clean(16988);
 }
+
+/// Seed 12588 (found by stop 49's run of seeds 10,001-20,000) found it: a Store rollback took
+/// h1's allocation row back, and the next write of that row reissued the very version a lost
+/// write had given it. Two hosts noticed the loss (their lease rows were back at an earlier
+/// version) and took over, but their engines still held the row as the lost write left it;
+/// the takeover's sweep released slots from that copy, its conditional write matched the
+/// reissued version, and it dropped a row that still counted two slots. Every later recovery
+/// sweep of h1's crashed run then failed on the underflow (`CorruptRecord NodeCapacity`), so
+/// c8 and c9 stayed unreachable. An engine now forgets every shared row it cached before a
+/// noticed loss (`zlink-location` `a_row_cached_before_a_noticed_loss_is_not_moved_from_its_copy`).
+#[test]
+fn a_sweep_after_a_noticed_rollback_releases_from_the_row_as_stored() {
+    assert_clean(12588);
+}

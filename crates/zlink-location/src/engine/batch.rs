@@ -280,6 +280,10 @@ pub(super) struct Flight {
     /// Everything it locked.
     pub locks: Vec<Shared>,
     pub lock_keys: Vec<StoreKey>,
+    /// The data losses the host had noticed when the batch was formed from its cached rows
+    /// ([`StoreEpoch::losses`](crate::epoch::StoreEpoch::losses), set by the worker): rows
+    /// it computed are cached after it applies only if no loss was noticed since.
+    pub losses: u64,
 }
 
 /// Counts puts as mutations are appended, so every put's index is recorded where it is made.
@@ -411,6 +415,7 @@ pub(super) fn assemble(
             rows,
             locks,
             lock_keys,
+            losses: 0,
         },
     ))
 }

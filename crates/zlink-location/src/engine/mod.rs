@@ -121,6 +121,7 @@ impl Engine {
             epoch,
             config,
             cache: Cache::default(),
+            cache_losses: 0,
             locks: Locks::default(),
             pending: Pending::default(),
             writing: 0,
@@ -229,6 +230,9 @@ struct Worker {
     epoch: Arc<StoreEpoch>,
     config: EngineConfig,
     cache: Cache,
+    /// The data losses noticed when `cache` was last checked ([`StoreEpoch::losses`]): once
+    /// one more is noticed, nothing cached before it is used again.
+    cache_losses: u64,
     locks: Locks,
     pending: Pending,
     /// Batches whose write is in flight (at most `max_in_flight`).
@@ -318,16 +322,26 @@ impl Worker {
                     backoff_seed: self.rng.next_u64(),
                 };
                 let events = self.events_tx.clone();
+                let losses = flight.losses;
                 tokio::spawn(async move {
-                    let recovered = match result {
+                    let mut recovered = match result {
                         Ok(_) => recovery.after_conflict(flight).await,
                         Err(e) => recovery.after_error(flight, e).await,
                     };
+                    recovered.losses = losses;
                     // The worker outlives every batch it sent; if it is gone, nobody waits.
                     let _ = events.send(Event::Recovered(recovered));
                 });
             }
-            Event::Recovered(recovered) => {
+            Event::Recovered(mut recovered) => {
+                if recovered.losses != self.current_losses() {
+                    // Read before a data loss was noticed: not kept.
+                    recovered
+                        .counters
+                        .iter_mut()
+                        .for_each(|(_, row)| *row = None);
+                    recovered.rows.iter_mut().for_each(|(_, row)| *row = None);
+                }
                 for (kind, row) in recovered.counters {
                     match row {
                         Some(row) => self.cache.counters.insert(kind, row),
@@ -351,9 +365,15 @@ impl Worker {
     /// version is taken at the put index recorded when the batch was assembled.
     fn on_applied(&mut self, flight: Flight, put_versions: &[StoreVersion]) {
         let version = |i: usize| put_versions.get(i).cloned();
+        // Rows computed from what was cached before a data loss was noticed are not kept.
+        let keep = flight.losses == self.current_losses();
         for c in &flight.counters {
             // The block issued ends just below the stored next value.
             self.epoch.observe(c.kind, c.next.saturating_sub(1));
+            if !keep {
+                self.cache.counters.remove(&c.kind);
+                continue;
+            }
             self.cache.counters.insert(
                 c.kind,
                 CounterRow {
@@ -364,6 +384,10 @@ impl Worker {
             );
         }
         for r in &flight.rows {
+            if !keep {
+                self.cache.rows.remove(&r.node);
+                continue;
+            }
             // A removed row (no put) is cached as absent.
             self.cache.rows.insert(
                 r.node.clone(),
@@ -463,7 +487,8 @@ impl Worker {
             return Vec::new();
         }
         // 2. The shared rows, from the cache or the Store (a row that cannot be read fails
-        //    only the jobs that need it).
+        //    only the jobs that need it). Nothing cached before a data loss is used.
+        let losses = self.current_losses();
         let mut loaded = Vec::with_capacity(admitted.len());
         let mut failed = Vec::new();
         for job in admitted {
@@ -518,6 +543,8 @@ impl Worker {
             }
         };
         // 5. Send it; the result comes back as an event.
+        let mut flight = flight;
+        flight.losses = losses;
         self.locks.hold(&flight);
         self.writing += 1;
         let store = self.store.clone();
@@ -528,6 +555,26 @@ impl Worker {
             let _ = events.send(Event::Written { flight, result });
         });
         retry
+    }
+
+    /// The data losses noticed so far; the first call after a new one forgets every cached
+    /// shared row (`docs/store-epoch.md`, "Version reuse": a rolled-back Store reissues the
+    /// versions the lost writes had, so a row cached before the loss could match again and a
+    /// batch computed from its old content would apply). Rows locked by a batch in flight
+    /// are not cached again when it settles (its [`Flight::losses`] is older).
+    fn current_losses(&mut self) -> u64 {
+        let now = self.epoch.losses();
+        if now != self.cache_losses {
+            tracing::info!(
+                counters = self.cache.counters.len(),
+                rows = self.cache.rows.len(),
+                "Store data loss noticed: the engine forgets its cached shared rows"
+            );
+            self.cache.counters.clear();
+            self.cache.rows.clear();
+            self.cache_losses = now;
+        }
+        now
     }
 
     /// Forgets the cached shared rows a job depends on (not those locked by a batch in flight:

@@ -35,6 +35,9 @@ pub(super) struct Recovered {
     /// The batch's locks, released by the worker once the fresh rows are cached.
     pub locks: Vec<Shared>,
     pub lock_keys: Vec<StoreKey>,
+    /// The batch's [`Flight::losses`] (set by the worker): rows read before a loss was
+    /// noticed are not cached.
+    pub losses: u64,
 }
 
 /// Rebuilds a Store error for one of several jobs (the original carries a source that cannot
@@ -112,6 +115,7 @@ impl Recovery {
             rows,
             locks,
             lock_keys,
+            losses: _,
         } = flight;
         if let Some(bad) = error.as_unreadable() {
             return after_unreadable(bad, accepted, &counters, &rows, locks, lock_keys);
@@ -368,6 +372,7 @@ impl Fresh {
             rows: self.rows,
             locks,
             lock_keys,
+            losses: 0,
         }
     }
 }

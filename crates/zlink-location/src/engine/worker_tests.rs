@@ -146,3 +146,108 @@ async fn jobs_guarded_by_an_unreadable_row_fail_alone() {
     assert!(matches!(results[1], Ok(JobResult::Applied { .. })));
     assert!(matches!(results[3], Ok(JobResult::Applied { .. })));
 }
+
+fn test_node() -> NodeKey {
+    NodeKey {
+        mesh: zlink_codec::MeshName::new("main").expect("mesh"),
+        routing_id: zlink_codec::RoutingId::new(vec![7]).expect("rid"),
+    }
+}
+
+/// A job that moves `actors` slots on [`test_node`]'s allocation row and writes its own `own`.
+fn move_slots(own: &str, kind: CapMoveKind, actors: u32) -> Box<dyn EngineOp> {
+    Box::new(TestOp {
+        plan: Plan {
+            own: vec![(key(own), None)],
+            capacity: vec![CapMove {
+                node: test_node(),
+                kind,
+                bundle: crate::capacity::CapacityBundle::new(actors, 0, None).expect("bundle"),
+            }],
+            size_hint: 100,
+            ..Plan::default()
+        },
+        mutations: vec![Mutation::put(key(own), Bytes::from_static(b"v"))],
+    })
+}
+
+async fn run_one(engine: &Engine, op: Box<dyn EngineOp>) {
+    let rx = submit_at_once(engine, vec![op]).pop().expect("one");
+    let result = rx.await.expect("answered");
+    assert!(
+        matches!(result, Ok(JobResult::Applied { .. })),
+        "{result:?}"
+    );
+}
+
+async fn row_actors(store: &dyn DynLocationStore) -> (u64, Option<StoreVersion>) {
+    let row_key = keys::node_capacity(&test_node()).expect("key");
+    let (row, version) = read_counts(store, &row_key).await.expect("row");
+    (row.actors, version)
+}
+
+/// A Store rolled back to a prefix of its writes reissues the versions the lost writes had
+/// (`docs/store-epoch.md`, "Version reuse"): the allocation row this engine cached from a lost
+/// write can be back under that very version with other counts. Once the host has noticed the
+/// loss, the engine forgets what it cached before it and computes the next move from the row
+/// as stored. (The simulation's seed 12588: a takeover's sweep released slots from such a copy
+/// and dropped a row that still counted slots, so every later sweep of that node underflowed.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_row_cached_before_a_noticed_loss_is_not_moved_from_its_copy() {
+    let memory = Arc::new(MemoryLocationStore::new());
+    let store: Arc<dyn DynLocationStore> = memory.clone();
+    let epoch = Arc::new(StoreEpoch::default());
+    let engine = Engine::start(
+        store.clone(),
+        Arc::new(AdmissionGate::new(
+            Arc::new(SystemMonotonic::new()),
+            Duration::from_secs(1),
+        )),
+        Arc::new(LeaseBook::default()),
+        epoch.clone(),
+        EngineConfig::default(),
+    )
+    .expect("engine starts");
+    let reserve = || CapMoveKind::Reserve(crate::capacity::CapacityLimits::unlimited());
+    run_one(&engine, move_slots("a", reserve(), 3)).await;
+    let checkpoint = memory.checkpoint();
+    // Lost with the rollback: this engine releases one slot and caches the row at 2.
+    run_one(&engine, move_slots("b", CapMoveKind::Release, 1)).await;
+    let (_, cached) = row_actors(store.as_ref()).await;
+    memory.roll_back_to(&checkpoint).expect("rolled back");
+    // Another host's first write after the rollback puts the row at 5 under the same version.
+    let row_key = keys::node_capacity(&test_node()).expect("key");
+    let (mut row, at) = read_counts(store.as_ref(), &row_key).await.expect("row");
+    row.add_within(
+        &crate::capacity::CapacityBundle::new(2, 0, None).expect("bundle"),
+        &crate::capacity::CapacityLimits::unlimited(),
+    )
+    .expect("fits");
+    let put = zlink_store_spi::WriteRequest::new(
+        vec![zlink_store_spi::Condition::Version(
+            row_key.clone(),
+            at.expect("row present"),
+        )],
+        vec![Mutation::put(
+            row_key.clone(),
+            Bytes::from(row.encode().expect("encode")),
+        )],
+    )
+    .expect("request");
+    assert!(matches!(
+        store.write(&put).await.expect("write"),
+        WriteResult::Applied { .. }
+    ));
+    assert_eq!(
+        row_actors(store.as_ref()).await,
+        (5, cached),
+        "the row is back under the version the engine cached, with other counts"
+    );
+    epoch.notice_loss();
+    run_one(&engine, move_slots("c", CapMoveKind::Release, 1)).await;
+    assert_eq!(
+        row_actors(store.as_ref()).await.0,
+        4,
+        "released from the row as stored (5), not from the copy (2)"
+    );
+}
