@@ -66,6 +66,8 @@ pub(crate) async fn host_main(world: Arc<World>, h: usize) -> turmoil::Result {
     let for_node = Arc::clone(&world);
     let seed = world.seed ^ ((h as u64) << 48) ^ (run << 32) ^ 0x5eed;
     let node_name = name.clone();
+    let world_cuts = world.cuts.clone();
+    let net_name = name.clone();
     let mut builder = ZLink::builder();
     if world.config.moves > 0 {
         let relocation: Arc<dyn DynRelocationStore> = Arc::new(world.relocation.clone());
@@ -79,7 +81,10 @@ pub(crate) async fn host_main(world: Arc<World>, h: usize) -> turmoil::Result {
                 .advertised_host(node_name.clone())
                 .port(PORT)
                 .routing_id_prefix(node_name)
-                .network(Arc::new(TurmoilNetwork))
+                .network(Arc::new(TurmoilNetwork::new(
+                    net_name.clone(),
+                    world_cuts.clone(),
+                )))
                 .transport_seed(seed)
                 .object_role(ObjectRole::Server)
                 .actor_type(COUNTER, counter_type(for_node, h))

@@ -179,15 +179,11 @@ fn run_world(world: Arc<World>) -> SeedReport {
             match action {
                 Action::Partition { a, b, one_way } => {
                     cut.push((*a, *b));
-                    if *one_way {
-                        sim.partition_oneway(host_name(*a), host_name(*b));
-                    } else {
-                        sim.partition(host_name(*a), host_name(*b));
-                    }
+                    world.cuts.cut(&host_name(*a), &host_name(*b), *one_way);
                 }
                 Action::Repair { a, b } => {
                     remove_one(&mut cut, &(*a, *b));
-                    sim.repair(host_name(*a), host_name(*b));
+                    world.cuts.heal(&host_name(*a), &host_name(*b));
                 }
                 Action::Crash(h) => {
                     down.push(*h);

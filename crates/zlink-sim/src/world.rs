@@ -13,6 +13,7 @@ use zlink_store_spi::{ManualClock, MemoryLocationStore, MemoryRelocationStore, S
 
 use crate::SimConfig;
 use crate::checker::{Checker, Ending};
+use crate::net::Cuts;
 
 /// The Store clock's value at virtual time zero (any fixed instant: runs must replay).
 const STORE_EPOCH_MS: u64 = 1_700_000_000_000;
@@ -41,6 +42,8 @@ pub(crate) struct World {
     rids: Mutex<Vec<Option<RoutingId>>>,
     /// The Relocation Store the hosts share (on the Store clock).
     pub(crate) relocation: MemoryRelocationStore,
+    /// The network partitions in effect (`net.rs`: held on the sending side, as TCP would).
+    pub(crate) cuts: Arc<Cuts>,
 }
 
 /// A move a host is asked to make: its activation of `id` to host `to`, trying until
@@ -74,6 +77,7 @@ impl World {
             moves: (0..config.hosts).map(|_| Mutex::new(Vec::new())).collect(),
             rids: Mutex::new(vec![None; config.hosts]),
             relocation,
+            cuts: Arc::new(Cuts::default()),
             config,
         }
     }
