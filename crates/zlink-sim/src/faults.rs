@@ -1,7 +1,8 @@
 //! The faults of a seed: drawn from the seed alone before the run, applied by the driver at
 //! their virtual times, and all healed by the end of the workload.
 //!
-//! - a network partition between two hosts (both ways or one way), healed later;
+//! - a network partition between two hosts (both ways or one way), healed later, or a drop of
+//!   every connection between them (both ends fail at once, as after an RST);
 //! - a host crash (its root dropped without a shutdown, as `kill -9`) and its restart;
 //! - a Store stall (every operation of one host waits), healed later;
 //! - Store errors (every operation of one host fails `Unavailable`), healed later;
@@ -31,6 +32,11 @@ pub(crate) enum Action {
         one_way: bool,
     },
     Repair {
+        a: usize,
+        b: usize,
+    },
+    /// Every connection between `a` and `b` fails now, at both ends.
+    DropConnections {
         a: usize,
         b: usize,
     },
@@ -72,6 +78,10 @@ pub(crate) fn draw(seed: u64, hosts: usize, window: Duration, count: usize) -> S
             0 => {
                 let a = host;
                 let b = (a + 1 + rng.below(hosts as u64 - 1) as usize) % hosts;
+                if rng.chance(25) {
+                    out.push((at, Action::DropConnections { a, b }));
+                    continue;
+                }
                 let one_way = rng.chance(30);
                 out.push((at, Action::Partition { a, b, one_way }));
                 out.push((heal, Action::Repair { a, b }));

@@ -14,12 +14,18 @@
 //!   are sent after the heal (as TCP would), or never if the host crashes first;
 //! - a dial across a cut (either way: the SYN or its answer would be lost) is retried like a
 //!   SYN, after 1, 2, 4, 4, ... s, until the cut heals.
+//!
+//! A connection drop is its own fault ([`Cuts::reset`]): every connection between two hosts
+//! fails at once at both ends (`ConnectionReset`, as after an RST), held bytes and all; the
+//! hosts dial again.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -31,6 +37,22 @@ use zlink_transport::{NetFuture, NetListener, NetStream, Network};
 #[derive(Debug, Default)]
 pub struct Cuts {
     draws: Mutex<Vec<(String, String, bool)>>,
+    /// Connection drops so far, by pair of hosts (in name order).
+    resets: Mutex<BTreeMap<Pair, u64>>,
+    /// Streams waiting to read: woken by a drop of their pair.
+    readers: Mutex<BTreeMap<u64, (Pair, Waker)>>,
+    streams: AtomicU64,
+}
+
+/// Two hosts, in name order.
+type Pair = (String, String);
+
+fn pair(a: &str, b: &str) -> Pair {
+    if a <= b {
+        (a.to_owned(), b.to_owned())
+    } else {
+        (b.to_owned(), a.to_owned())
+    }
 }
 
 impl Cuts {
@@ -47,6 +69,28 @@ impl Cuts {
         if let Some(i) = draws.iter().position(|(x, y, _)| x == a && y == b) {
             draws.remove(i);
         }
+    }
+
+    /// Drops every connection between `a` and `b` now, at both ends.
+    pub fn reset(&self, a: &str, b: &str) {
+        let key = pair(a, b);
+        *self.resets.lock().entry(key.clone()).or_default() += 1;
+        let woken: Vec<Waker> = {
+            let mut readers = self.readers.lock();
+            let ids: Vec<u64> = readers
+                .iter()
+                .filter(|(_, (p, _))| *p == key)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter()
+                .filter_map(|id| readers.remove(id).map(|(_, w)| w))
+                .collect()
+        };
+        woken.into_iter().for_each(Waker::wake);
+    }
+
+    fn drops(&self, a: &str, b: &str) -> u64 {
+        self.resets.lock().get(&pair(a, b)).copied().unwrap_or(0)
     }
 
     /// Whether what `from` sends to `to` is cut now.
@@ -79,6 +123,8 @@ impl TurmoilNetwork {
             .and_then(|a| turmoil::reverse_lookup(a.ip()))
             .unwrap_or_default();
         Stream {
+            id: self.cuts.streams.fetch_add(1, Ordering::Relaxed),
+            born: self.cuts.drops(&self.host, &peer),
             inner: Some(s),
             from: self.host.clone(),
             to: peer,
@@ -91,6 +137,9 @@ impl TurmoilNetwork {
 
 /// One end of a connection: what it writes across a cut is held until the heal.
 struct Stream {
+    id: u64,
+    /// The drops of this pair before the stream was made: one more fails it.
+    born: u64,
     inner: Option<turmoil::net::TcpStream>,
     from: String,
     to: String,
@@ -109,6 +158,17 @@ struct Listener {
 impl Stream {
     fn cut(&self) -> bool {
         self.cuts.is_cut(&self.from, &self.to)
+    }
+
+    fn dropped(&self) -> bool {
+        self.cuts.drops(&self.from, &self.to) != self.born
+    }
+
+    fn reset_error() -> io::Error {
+        io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "the simulation dropped the connection",
+        )
     }
 
     /// Sends the held bytes (the link is not cut); ready once none are left.
@@ -132,7 +192,8 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.held.is_empty() && !self.cut() {
+        self.cuts.readers.lock().remove(&self.id);
+        if self.dropped() || self.held.is_empty() && !self.cut() {
             return;
         }
         // Held bytes (or a close across a cut) go after the heal, then the close; the task
@@ -166,10 +227,21 @@ impl tokio::io::AsyncRead for Stream {
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.inner.as_mut() {
-            Some(inner) => Pin::new(inner).poll_read(cx, buf),
-            None => Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
+        if self.dropped() {
+            return Poll::Ready(Err(Self::reset_error()));
         }
+        let this = &mut *self;
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        let read = Pin::new(inner).poll_read(cx, buf);
+        if read.is_pending() {
+            this.cuts
+                .readers
+                .lock()
+                .insert(this.id, (pair(&this.from, &this.to), cx.waker().clone()));
+        }
+        read
     }
 }
 
@@ -180,6 +252,9 @@ impl AsyncWrite for Stream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        if this.dropped() {
+            return Poll::Ready(Err(Self::reset_error()));
+        }
         if this.closed {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
@@ -199,6 +274,9 @@ impl AsyncWrite for Stream {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.dropped() {
+            return Poll::Ready(Err(Self::reset_error()));
+        }
         if this.cut() {
             return Poll::Ready(Ok(()));
         }
@@ -214,6 +292,9 @@ impl AsyncWrite for Stream {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.dropped() {
+            return Poll::Ready(Err(Self::reset_error()));
+        }
         if this.cut() || !this.held.is_empty() && this.poll_send_held(cx).is_pending() {
             // The close goes after the held bytes, once the cut heals (see `Drop`).
             this.closed = true;

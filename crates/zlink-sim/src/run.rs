@@ -185,6 +185,11 @@ fn run_world(world: Arc<World>) -> SeedReport {
                     remove_one(&mut cut, &(*a, *b));
                     world.cuts.heal(&host_name(*a), &host_name(*b));
                 }
+                Action::DropConnections { a, b } => {
+                    world.cuts.reset(&host_name(*a), &host_name(*b));
+                    // What was on its way is lost: for the checker, a fault in effect now.
+                    world.checker.lock().network_faults(now_ms, true);
+                }
                 Action::Crash(h) => {
                     down.push(*h);
                     let run = world.current_run(*h);

@@ -69,3 +69,42 @@ fn a_one_way_cut_stops_one_direction_only() {
     cuts.heal("a", "b");
     assert!(!cuts.is_cut("a", "b") && !cuts.is_cut("b", "a"));
 }
+
+#[test]
+fn a_dropped_connection_fails_at_both_ends_at_once_and_can_be_dialled_again() {
+    let cuts = Arc::new(Cuts::default());
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_secs(10))
+        .build();
+    let for_server = cuts.clone();
+    sim.host("server", move || {
+        let cuts = for_server.clone();
+        async move {
+            let net = TurmoilNetwork::new("server".to_owned(), cuts);
+            let listener = net.bind("0.0.0.0:9000").await?;
+            let (mut s, _) = listener.accept().await?;
+            // Blocked in a read when the connection drops: woken with the error.
+            let mut buf = [0u8; 1];
+            let err = s.read_exact(&mut buf).await.expect_err("dropped");
+            assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset);
+            let (mut again, _) = listener.accept().await?;
+            again.read_exact(&mut buf).await?;
+            assert_eq!(&buf, b"x");
+            Ok(())
+        }
+    });
+    let for_client = cuts.clone();
+    sim.client("client", async move {
+        let net = TurmoilNetwork::new("client".to_owned(), for_client.clone());
+        let mut s = net.connect("server:9000").await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for_client.reset("client", "server");
+        let err = s.write_all(b"y").await.expect_err("dropped");
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset);
+        let mut again = net.connect("server:9000").await?;
+        again.write_all(b"x").await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(())
+    });
+    sim.run().expect("both hosts finish");
+}
