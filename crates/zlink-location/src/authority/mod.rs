@@ -40,6 +40,7 @@ mod instance;
 mod members;
 mod op;
 mod outcome;
+mod rebuild;
 mod recover;
 mod relocation;
 mod rows;

@@ -52,6 +52,13 @@
 //! without them, and the sweep counts the job as unreadable. Only a key every job of the sweep
 //! is conditioned on (this run's lease row, the swept run's lease row) fails the sweep.
 //!
+//! **An allocation row short of its records** (a Store that lost writes can leave one:
+//! `docs/store-epoch.md`, "Version reuse") fails the delete or release that would take it
+//! below zero, and that job changes nothing. The sweep then rebuilds the row from the records
+//! and reservations that hold its slots (`rebuild.rs`, conditioned on the row's version) and
+//! goes once more over what is left ([`SweepReport::rows_rebuilt`]); a row still short after
+//! that fails the sweep.
+//!
 //! **Bounded window.** The sweep queues its deletes to the engine at most a few batches' worth
 //! at a time ([`Engine::window`](super::super::engine::Engine)), the next one once the oldest
 //! answered, so a run of any size costs the engine a short queue, never all its rows at once.
@@ -65,7 +72,7 @@ use zlink_store_spi::{LocationStore, Mutation, ReadResult, ScanPrefix, StoreErro
 
 use super::super::admission::AdmissionOp;
 use super::super::engine::{CapMove, CapMoveKind, Expect, JobResult, Plan, Ticket};
-use super::super::error::{InvalidOperation, LocationError};
+use super::super::error::{InvalidOperation, LocationError, RecordName};
 use super::super::identity::{HostRun, NodeKey, ObjectId};
 use super::super::keys::PrivateFamily;
 use super::super::lease::{LeaseSeen, lease_key};
@@ -110,6 +117,10 @@ pub struct SweepReport {
     /// Nodes of the swept run the sweep released nothing on, whose allocation row was removed
     /// if it was already at zero (see the module docs).
     pub idle_nodes_checked: usize,
+    /// Allocation rows that counted fewer slots than a delete or release returned (a Store
+    /// that lost writes; `rebuild.rs`), rebuilt from the records holding their slots, after
+    /// which the sweep went once more over what was left.
+    pub rows_rebuilt: usize,
 }
 
 /// Which sweep runs.
@@ -139,7 +150,11 @@ enum Job {
 /// [`Engine::window`]: super::super::engine::Engine
 struct Window {
     limit: usize,
-    queued: VecDeque<(Job, Ticket)>,
+    /// Each job with the nodes whose allocation row it moves.
+    queued: VecDeque<(Job, Vec<NodeKey>, Ticket)>,
+    /// Nodes whose allocation row counted fewer slots than a job returned (the job failed on
+    /// it, and nothing changed): rebuilt, then the sweep goes once more.
+    underflowed: Vec<NodeKey>,
     report: SweepReport,
     failure: Option<LocationError>,
     /// The keys every job of the sweep is conditioned on (this run's lease row, the swept
@@ -152,6 +167,7 @@ impl Window {
         Window {
             limit: limit.max(1),
             queued: VecDeque::new(),
+            underflowed: Vec::new(),
             report: SweepReport::default(),
             failure: None,
             wide,
@@ -163,8 +179,9 @@ impl Window {
         while self.queued.len() >= self.limit {
             self.settle_oldest().await;
         }
+        let nodes = op.plan.capacity.iter().map(|m| m.node.clone()).collect();
         match client.engine.enqueue(Box::new(op)) {
-            Ok(ticket) => self.queued.push_back((job, ticket)),
+            Ok(ticket) => self.queued.push_back((job, nodes, ticket)),
             Err(e) => {
                 self.failure.get_or_insert(e);
             }
@@ -179,10 +196,27 @@ impl Window {
     }
 
     async fn settle_oldest(&mut self) {
-        let Some((job, ticket)) = self.queued.pop_front() else {
+        let Some((job, nodes, ticket)) = self.queued.pop_front() else {
             return;
         };
         let result = ticket.result().await;
+        if let Err(LocationError::CorruptRecord {
+            record: RecordName::NodeCapacity,
+        }) = &result
+        {
+            if !nodes.is_empty() {
+                tracing::warn!(
+                    nodes = nodes.len(),
+                    "owner sweep: an allocation row counts fewer slots than a row returns; it is rebuilt and the sweep goes once more"
+                );
+                for node in nodes {
+                    if !self.underflowed.contains(&node) {
+                        self.underflowed.push(node);
+                    }
+                }
+                return;
+            }
+        }
         self.count(job, result);
     }
 
@@ -277,6 +311,9 @@ impl AuthorityClient {
         Ok(Outcome::Applied(report))
     }
 
+    /// One pass ([`Self::sweep_once`]); if an allocation row it moves counted fewer slots
+    /// than a row returns, that row is rebuilt from the records (`rebuild.rs`) and one more
+    /// pass takes what the first left. A row still short after that fails the sweep.
     async fn sweep(
         &self,
         own: &HostRun,
@@ -284,6 +321,34 @@ impl AuthorityClient {
         guards: Vec<(StoreKey, Expect)>,
         which: Sweep,
     ) -> Result<SweepReport, LocationError> {
+        let (mut report, underflowed) = self.sweep_once(own, swept, guards.clone(), which).await?;
+        if underflowed.is_empty() {
+            return Ok(report);
+        }
+        for node in &underflowed {
+            if self.rebuild_node_capacity(node).await? {
+                report.rows_rebuilt += 1;
+            }
+        }
+        let (again, still) = self.sweep_once(own, swept, guards, which).await?;
+        if !still.is_empty() {
+            return Err(LocationError::corrupt(RecordName::NodeCapacity));
+        }
+        report.removed += again.removed;
+        report.reservations_released += again.reservations_released;
+        report.members_followed += again.members_followed;
+        Ok(report)
+    }
+
+    /// One pass of the sweep: its report and the nodes whose allocation row counted fewer
+    /// slots than a job returned (those jobs changed nothing).
+    async fn sweep_once(
+        &self,
+        own: &HostRun,
+        swept: &HostRun,
+        guards: Vec<(StoreKey, Expect)>,
+        which: Sweep,
+    ) -> Result<(SweepReport, Vec<NodeKey>), LocationError> {
         let mut wide: Vec<StoreKey> = guards.iter().map(|(k, _)| k.clone()).collect();
         wide.push(lease_key(&own.owner_id)?);
         let mut window = Window::new(self.engine.window(), wide);
@@ -440,7 +505,7 @@ impl AuthorityClient {
         window.drain().await;
         match window.failure {
             Some(e) => Err(e),
-            None => Ok(window.report),
+            None => Ok((window.report, window.underflowed)),
         }
     }
 

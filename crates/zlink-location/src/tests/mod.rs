@@ -83,6 +83,7 @@ on_every_store!(
     sweep::self_sweep_runs_under_this_runs_lease_and_admission,
     sweep::recovery_sweep_removes_the_dead_runs_emptied_allocation_row,
     sweep::recovery_sweep_keeps_a_row_that_still_counts_a_slot,
+    sweep::recovery_sweep_rebuilds_an_allocation_row_short_of_its_records,
     sweep::self_sweep_removes_this_runs_empty_allocation_rows,
     recover::recover_object_removes_a_dead_runs_record_only_once_its_lease_is_gone,
     recover::recover_object_of_this_hosts_earlier_run_applies_and_of_the_current_run_is_refused,
