@@ -191,3 +191,15 @@ fn a_sweep_after_a_noticed_rollback_releases_from_the_row_as_stored() {
 fn a_reply_written_on_a_connection_a_healed_partition_crossed_arrives() {
     assert_clean(6933);
 }
+
+/// Seed 4646 (found by this stop's run under the network that holds what crosses a cut) found
+/// what the rebuild of an allocation row is for: around a Store rollback, before a host had
+/// noticed it, a batch computed from a copy of h2's allocation row matched a reissued version
+/// and removed the row while a record still held a slot there. Every recovery sweep then
+/// failed on the release past zero (`CorruptRecord { NodeCapacity }`), and c6 stayed
+/// unreachable. The sweep now rebuilds the row from the records and goes once more
+/// (`zlink-location` `recovery_sweep_rebuilds_an_allocation_row_short_of_its_records`).
+#[test]
+fn a_sweep_that_finds_an_allocation_row_short_of_its_records_rebuilds_it() {
+    assert_clean(4646);
+}
