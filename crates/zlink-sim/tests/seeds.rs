@@ -114,10 +114,15 @@ fn a_move_whose_source_died_before_its_restore_arrived_leaves_the_actor_reachabl
 /// commit, and its reply came back on the source's connection (the target had no connection
 /// of its own to the caller); the source kept no route back for a relayed request and
 /// discarded the reply, so the caller heard `DeadlineExceeded`. A relay now keeps the route
-/// back, as a Message Follow does.
+/// back, as a Message Follow does. Since the simulated network holds what crosses a cut (stop
+/// 50), seed 1280 no longer reaches that path; seed 4757 does: with the relay's route back
+/// reverted, it is the one seed of 1-10,000 that fails (a request c10's activation handled at
+/// 20.1 s whose caller heard `DeadlineExceeded`).
 #[test]
 fn a_relayed_request_whose_reply_comes_back_through_the_source_is_answered() {
-    assert_clean(1280);
+    for seed in [1280, 4757] {
+        assert_clean(seed);
+    }
 }
 
 /// Seed 4250 (found by the 10,000-seed run of stop 48) found it: a Store rollback made every
