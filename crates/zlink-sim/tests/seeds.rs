@@ -116,8 +116,9 @@ fn a_move_whose_source_died_before_its_restore_arrived_leaves_the_actor_reachabl
 /// discarded the reply, so the caller heard `DeadlineExceeded`. A relay now keeps the route
 /// back, as a Message Follow does. Since the simulated network holds what crosses a cut (stop
 /// 50), seed 1280 no longer reaches that path; seed 4757 does: with the relay's route back
-/// reverted, it is the one seed of 1-10,000 that fails (a request c10's activation handled at
-/// 20.1 s whose caller heard `DeadlineExceeded`).
+/// reverted, it is the one lost reply in seeds 1-10,000 (a request c10's activation handled
+/// at 20.1 s whose caller heard `DeadlineExceeded`; the run's other failing seed, 4646, is the
+/// allocation row below and fails the same with the route back in place).
 #[test]
 fn a_relayed_request_whose_reply_comes_back_through_the_source_is_answered() {
     for seed in [1280, 4757] {
