@@ -12,6 +12,7 @@
 
 use zlink_store_spi::{Condition, LocationStore, Mutation, ReadResult, WriteRequest, WriteResult};
 
+use super::super::admission::AdmissionOp;
 use super::super::engine::read_counts;
 use super::super::error::{InvalidOperation, LocationError, RecordName};
 use super::super::identity::NodeKey;
@@ -27,7 +28,9 @@ impl AuthorityClient {
     /// is conditioned on the row's version as read first. Every change of a slot on the node
     /// moves the row in its own batch, so a row still at that version means the snapshot
     /// counted what the row should. `true` if the row was rewritten, `false` if it already
-    /// held the sum. A row that cannot be decoded is rebuilt the same way.
+    /// held the sum. A row that cannot be decoded is rebuilt the same way. The snapshot is of
+    /// every authority and reservation row of the Store (`node_usage`): a repair, run only when
+    /// a row was found short, never on the sweep's common path.
     pub(crate) async fn rebuild_node_capacity(
         &self,
         node: &NodeKey,
@@ -73,6 +76,8 @@ impl AuthorityClient {
                 Mutation::put(key.clone(), bytes)
             };
             let request = WriteRequest::new(vec![condition], vec![mutation])?;
+            // A change of the Store like any other: not past this run's admission deadline.
+            let _admission = self.gate.admit(AdmissionOp::AuthorityChange)?;
             match self.store.write(&request).await? {
                 WriteResult::Applied { .. } => return Ok(true),
                 WriteResult::Conflict { .. } => continue,
