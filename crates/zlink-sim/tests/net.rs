@@ -14,17 +14,26 @@ use zlink_transport::Network;
 
 const HEAL_AT: Duration = Duration::from_millis(700);
 
+fn simulation() -> turmoil::Sim<'static> {
+    turmoil::Builder::new()
+        .simulation_duration(Duration::from_secs(10))
+        .build()
+}
+
+/// Host `name`'s view of the network under `cuts`.
+fn network(name: &str, cuts: &Arc<Cuts>) -> TurmoilNetwork {
+    TurmoilNetwork::new(name.to_owned(), cuts.clone())
+}
+
 #[test]
 fn a_write_across_a_cut_arrives_in_order_after_the_heal_and_not_before() {
     let cuts = Arc::new(Cuts::default());
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_secs(10))
-        .build();
+    let mut sim = simulation();
     let for_server = cuts.clone();
     sim.host("server", move || {
         let cuts = for_server.clone();
         async move {
-            let net = TurmoilNetwork::new("server".to_owned(), cuts);
+            let net = network("server", &cuts);
             let listener = net.bind("0.0.0.0:9000").await?;
             let (mut s, _) = listener.accept().await?;
             let mut first = [0u8; 2];
@@ -40,7 +49,7 @@ fn a_write_across_a_cut_arrives_in_order_after_the_heal_and_not_before() {
     });
     let for_client = cuts.clone();
     sim.client("client", async move {
-        let net = TurmoilNetwork::new("client".to_owned(), for_client.clone());
+        let net = network("client", &for_client);
         let mut s = net.connect("server:9000").await?;
         s.write_all(b"ab").await?;
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -73,14 +82,12 @@ fn a_one_way_cut_stops_one_direction_only() {
 #[test]
 fn a_dropped_connection_fails_at_both_ends_at_once_and_can_be_dialled_again() {
     let cuts = Arc::new(Cuts::default());
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_secs(10))
-        .build();
+    let mut sim = simulation();
     let for_server = cuts.clone();
     sim.host("server", move || {
         let cuts = for_server.clone();
         async move {
-            let net = TurmoilNetwork::new("server".to_owned(), cuts);
+            let net = network("server", &cuts);
             let listener = net.bind("0.0.0.0:9000").await?;
             let (mut s, _) = listener.accept().await?;
             // Blocked in a read when the connection drops: woken with the error.
@@ -95,7 +102,7 @@ fn a_dropped_connection_fails_at_both_ends_at_once_and_can_be_dialled_again() {
     });
     let for_client = cuts.clone();
     sim.client("client", async move {
-        let net = TurmoilNetwork::new("client".to_owned(), for_client.clone());
+        let net = network("client", &for_client);
         let mut s = net.connect("server:9000").await?;
         tokio::time::sleep(Duration::from_millis(100)).await;
         for_client.reset("client", "server");
