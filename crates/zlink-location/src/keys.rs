@@ -7,7 +7,7 @@
 use zlink_codec::{ChannelName, LogicalKey};
 use zlink_store_spi::{ArgumentError, ScanPrefix, StoreKey};
 
-use super::identity::{MeshName, NodeKey, ObjectId, ObjectKind, StableType};
+use super::identity::{HostRun, MeshName, NodeKey, ObjectId, ObjectKind, StableType};
 
 /// A runtime-private row: the rows the location runtime keeps beside the public records of
 /// the codec's [`LogicalKey`] (spec 21 §3.4). Every private key is built here and nowhere else,
@@ -45,6 +45,21 @@ pub(crate) enum PrivateKey<'a> {
     ClientServerChange(&'a ChannelName),
     /// `fanout-publisher-change\0{ChannelName}`.
     FanoutPublisherChange(&'a ChannelName),
+    /// `run-objects\0{OwnerId}\0{LeaseGeneration}\0{actor|spot}\0{Id}`: the entry of one
+    /// authority row in the per-run index of the run its record names (the authority key with
+    /// its `authority\0` tag replaced by the run's prefix), written and removed in the same
+    /// batch as every change of the record's owner run.
+    RunObject {
+        /// The run the record names.
+        run: &'a HostRun,
+        /// The object kind (the Spot kinds share one authority row, and one entry).
+        kind: ObjectKind,
+        /// The global id.
+        id: &'a ObjectId,
+    },
+    /// `run-objects\0{OwnerId}\0{LeaseGeneration}\0run`: the marker of a run whose records
+    /// are all indexed, written in the batch that acquires its lease.
+    RunMarker(&'a HostRun),
 }
 
 /// The families of private rows, for prefix scans.
@@ -102,6 +117,13 @@ impl PrivateKey<'_> {
             PrivateKey::FanoutPublisherChange(c) => {
                 format!("fanout-publisher-change\0{}", c.as_str())
             }
+            PrivateKey::RunObject { run, kind, id } => {
+                let auth = authority(*kind, id)?;
+                // Every authority key starts with its tag (`authority\0`).
+                let rest = auth.as_str().get(AUTHORITY_TAG.len()..).unwrap_or_default();
+                format!("{}{rest}", run_prefix_text(run))
+            }
+            PrivateKey::RunMarker(run) => format!("{}{RUN_MARKER}", run_prefix_text(run)),
         };
         // The bound is checked, never assumed.
         StoreKey::new(joined)
@@ -127,6 +149,63 @@ pub fn authority(kind: ObjectKind, id: &ObjectId) -> Result<StoreKey, ArgumentEr
 /// The scan prefix of every authority row.
 pub(crate) fn authority_prefix() -> ScanPrefix {
     ScanPrefix::new(zlink_codec::keys::prefix::authorities()).unwrap_or_else(|_| unreachable!())
+}
+
+/// The tag of the per-run index rows.
+const RUN_OBJECTS: &str = "run-objects";
+/// The last component of a run's marker row (never an authority kind).
+const RUN_MARKER: &str = "run";
+/// What every authority key starts with.
+const AUTHORITY_TAG: &str = "authority\0";
+
+/// `run-objects\0{OwnerId}\0{LeaseGeneration}\0`: the prefix of one run's index rows.
+fn run_prefix_text(run: &HostRun) -> String {
+    format!(
+        "{RUN_OBJECTS}\0{}\0{}\0",
+        run.owner_id.as_str(),
+        run.lease_generation.get()
+    )
+}
+
+/// Runtime-private: the per-run index entry of the authority row of `(kind, id)` under `run`.
+pub(crate) fn run_object(
+    run: &HostRun,
+    kind: ObjectKind,
+    id: &ObjectId,
+) -> Result<StoreKey, ArgumentError> {
+    PrivateKey::RunObject { run, kind, id }.store_key()
+}
+
+/// Runtime-private: the marker row of a run whose records are all in its index.
+pub(crate) fn run_marker(run: &HostRun) -> Result<StoreKey, ArgumentError> {
+    PrivateKey::RunMarker(run).store_key()
+}
+
+/// The scan prefix of one run's index rows (its entries and its marker).
+pub(crate) fn run_objects_prefix(run: &HostRun) -> Result<ScanPrefix, ArgumentError> {
+    ScanPrefix::new(run_prefix_text(run))
+}
+
+/// What a key under [`run_objects_prefix`]`(run)` is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunRow {
+    /// The run's marker.
+    Marker,
+    /// The entry of this authority key.
+    Entry(StoreKey),
+}
+
+/// Parses a key found under `run`'s prefix; `None` for a key of another shape.
+pub(crate) fn parse_run_row(run: &HostRun, key: &StoreKey) -> Option<RunRow> {
+    let rest = key.as_str().strip_prefix(run_prefix_text(run).as_str())?;
+    if rest == RUN_MARKER {
+        return Some(RunRow::Marker);
+    }
+    let authority = StoreKey::new(format!("{AUTHORITY_TAG}{rest}")).ok()?;
+    match LogicalKey::parse(authority.as_str()) {
+        Ok(zlink_codec::KeyParts::Authority { .. }) => Some(RunRow::Entry(authority)),
+        _ => None,
+    }
 }
 
 /// Runtime-private: the lookup index row of an object.
@@ -285,5 +364,55 @@ mod tests {
                     .matches(&counter)
             );
         }
+    }
+
+    fn run(owner: &str, generation: u64) -> HostRun {
+        HostRun {
+            owner_id: crate::identity::OwnerId::new(owner).expect("owner"),
+            lease_generation: crate::generation::OwnerLeaseGeneration::new(generation)
+                .expect("generation"),
+        }
+    }
+
+    #[test]
+    fn run_index_keys_parse_back_to_their_authority_key_and_stay_in_their_run() {
+        let r = run("host-a", 5);
+        let id = ObjectId::new("user:42").expect("id");
+        let entry = run_object(&r, ObjectKind::Actor, &id).expect("key");
+        assert_eq!(entry.as_bytes(), b"run-objects\0host-a\05\0actor\0user:42");
+        let prefix = run_objects_prefix(&r).expect("prefix");
+        assert!(prefix.matches(&entry));
+        assert_eq!(
+            parse_run_row(&r, &entry),
+            Some(RunRow::Entry(authority(ObjectKind::Actor, &id).expect("k")))
+        );
+        // The Spot kinds share one authority row, and so one entry.
+        assert_eq!(
+            run_object(&r, ObjectKind::UserSpot, &id).expect("k"),
+            run_object(&r, ObjectKind::InstanceSpot, &id).expect("k")
+        );
+        let marker = run_marker(&r).expect("marker");
+        assert!(prefix.matches(&marker));
+        assert_eq!(parse_run_row(&r, &marker), Some(RunRow::Marker));
+        // Another generation of the same owner (5 vs 50) and another owner never share it.
+        for other in [run("host-a", 50), run("host-a", 6), run("host-ab", 5)] {
+            assert!(!prefix.matches(&run_object(&other, ObjectKind::Actor, &id).expect("k")));
+            assert!(!prefix.matches(&run_marker(&other).expect("k")));
+            assert_eq!(parse_run_row(&r, &run_marker(&other).expect("k")), None);
+        }
+        assert!(!authority_prefix().matches(&entry));
+        assert!(!PrivateFamily::NodeCapacity.prefix().matches(&entry));
+    }
+
+    #[test]
+    fn the_longest_run_index_keys_fit_the_store_bound() {
+        let r = run(&"x".repeat(255), zlink_codec::counter::MAX_ISSUED);
+        let id = ObjectId::new("y".repeat(255)).expect("id");
+        let entry = run_object(&r, ObjectKind::InstanceSpot, &id).expect("fits");
+        assert_eq!(
+            parse_run_row(&r, &entry),
+            Some(RunRow::Entry(authority(ObjectKind::InstanceSpot, &id).expect("k")))
+        );
+        assert!(run_marker(&r).is_ok());
     }
 }

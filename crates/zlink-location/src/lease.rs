@@ -315,6 +315,8 @@ impl OwnerLease {
                 conditions.push(raised.condition());
                 mutations.push(raised.put(raised.next));
             }
+            // The run's index marker: every record of this run will be in its index.
+            mutations.push(crate::authority::run_marker_put(&run)?);
             let request = WriteRequest::new(conditions, mutations)?;
             match self.store.write(&request).await {
                 Ok(WriteResult::Applied {

@@ -31,15 +31,16 @@ use super::outcome::{Conflict, Outcome};
 
 impl AuthorityClient {
     /// The Ready (Active) Instance Spot rows `dead` owns whose framework-internal payload is
-    /// not empty (the candidates for a restore), from one snapshot of the authority rows. Each
-    /// is only a candidate: the takeover is conditioned on the version read here.
+    /// not empty (the candidates for a restore), from `dead`'s index (`run_index.rs`; every
+    /// authority row for a run without one). Each is only a candidate: the takeover is
+    /// conditioned on the version read here.
     pub async fn instance_rows_of(
         &self,
         dead: &HostRun,
     ) -> Result<Vec<AuthorityHandle>, LocationError> {
         let mut out = Vec::new();
         // Unreadable keys are logged by the scan; undecodable rows are skipped too.
-        for item in self.scan_all(&keys::authority_prefix()).await?.items {
+        for item in self.run_rows(dead).await?.rows {
             let Ok(KeyParts::Authority { id, .. }) = LogicalKey::parse(item.key.as_str()) else {
                 continue;
             };
@@ -102,7 +103,7 @@ impl AuthorityClient {
         record.allocation.descriptor_lifecycle_generation = lifecycle(target)?;
         let size = record.payload.len() * 4 / 3 + 1024;
         let key = keys::authority(handle.kind(), handle.id())?;
-        let op = Op {
+        let mut op = Op {
             plan: Plan {
                 own: vec![(key.clone(), Some(Expect::Version(handle.version().clone())))],
                 guards: vec![(lease, guard)],
@@ -134,6 +135,7 @@ impl AuthorityClient {
                 also: Vec::new(),
             },
         };
+        op.move_run_entry(handle.kind(), handle.id(), Some(dead), Some(&target.run))?;
         with_handle(self.run_record_op(handle.id(), op).await?)
     }
 }

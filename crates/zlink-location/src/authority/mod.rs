@@ -44,6 +44,8 @@ mod rebuild;
 mod recover;
 mod relocation;
 mod rows;
+mod run_index;
+pub(crate) use run_index::marker_put as run_marker_put;
 mod sweep;
 mod terminal;
 
@@ -366,7 +368,7 @@ impl AuthorityClient {
             size_hint: size + 512,
             ..Plan::default()
         };
-        let op = Op {
+        let mut op = Op {
             plan,
             write: Write::Issued {
                 key,
@@ -378,6 +380,7 @@ impl AuthorityClient {
                 also: Vec::new(),
             },
         };
+        op.move_run_entry(request.kind, &request.id, None, Some(&target.run))?;
         with_handle(self.run_record_op(&request.id, op).await?)
     }
 
@@ -556,7 +559,7 @@ impl AuthorityClient {
             own.push((k, None));
             rows.push(m);
         }
-        Ok(Op {
+        let mut op = Op {
             plan: Plan {
                 own,
                 guards,
@@ -571,7 +574,9 @@ impl AuthorityClient {
                 ..Plan::default()
             },
             write: Write::Rows(rows),
-        })
+        };
+        op.move_run_entry(handle.kind(), handle.id(), Some(handle.owner()), None)?;
+        Ok(op)
     }
 
     /// Preserve: keeps owner, generations and capacity; replaces only the framework-internal

@@ -581,7 +581,7 @@ impl AuthorityClient {
             own.push((extra_key, extra_expect));
             also.push(mutation);
         }
-        let op = Op {
+        let mut op = Op {
             plan: Plan {
                 own,
                 authority_owner_generation: true,
@@ -607,6 +607,12 @@ impl AuthorityClient {
                 also,
             },
         };
+        op.move_run_entry(
+            handle.kind(),
+            handle.id(),
+            Some(handle.owner()),
+            Some(&reservation.target.run),
+        )?;
         let at = |reads: &[(StoreKey, ReadResult)], i: usize, v: &StoreVersion| matches!(reads.get(i), Some((_, ReadResult::Found { version, .. })) if version == v);
         match self.engine.submit(Box::new(op)).await? {
             JobResult::RecordConflict { reads } => {

@@ -121,6 +121,11 @@ pub struct SweepReport {
     /// that lost writes; `rebuild.rs`), rebuilt from the records holding their slots, after
     /// which the sweep went once more over what was left.
     pub rows_rebuilt: usize,
+    /// Whether the swept run's rows were read from its index (`run_index.rs`); `false`: from
+    /// every authority row of the mesh (a run without an index marker).
+    pub indexed: bool,
+    /// Index entries of the swept run whose record was gone or named another run, removed.
+    pub stale_entries: usize,
 }
 
 /// Which sweep runs.
@@ -141,6 +146,10 @@ enum Job {
     Reservation,
     /// Removes an idle node's allocation row if it is at zero.
     IdleNode,
+    /// Removes a stale index entry.
+    StaleEntry,
+    /// Removes the swept run's index marker once the pass is complete.
+    Marker,
 }
 
 /// The sweep's jobs, queued to the engine in a bounded window ([`Engine::window`]): at most
@@ -228,15 +237,16 @@ impl Window {
         match (job, result) {
             (Job::Authority, Ok(JobResult::Applied { .. })) => report.removed += 1,
             (Job::Reservation, Ok(JobResult::Applied { .. })) => report.reservations_released += 1,
+            (Job::StaleEntry, Ok(JobResult::Applied { .. })) => report.stale_entries += 1,
             (Job::Authority, Ok(JobResult::RecordConflict { .. } | JobResult::GuardBroken)) => {
                 report.changed += 1
             }
             (Job::Reservation, Ok(JobResult::RecordConflict { .. } | JobResult::GuardBroken)) => {
                 report.reservations_changed += 1
             }
-            // Removed if it was empty, else left; a broken guard changed nothing.
+            // Removed if it was empty (or unchanged), else left; a broken guard changed nothing.
             (
-                Job::IdleNode,
+                Job::IdleNode | Job::StaleEntry | Job::Marker,
                 Ok(
                     JobResult::Applied { .. }
                     | JobResult::GuardBroken
@@ -337,6 +347,7 @@ impl AuthorityClient {
         report.removed += again.removed;
         report.reservations_released += again.reservations_released;
         report.members_followed += again.members_followed;
+        report.stale_entries += again.stale_entries;
         Ok(report)
     }
 
@@ -411,15 +422,16 @@ impl AuthorityClient {
             };
             window.push(self, Job::Reservation, op).await;
         }
-        let authority = self
-            .scan_all(&super::super::keys::authority_prefix())
-            .await?;
-        window.report.unreadable += authority.unreadable.len();
+        // The run's rows, from its index (or every row, for a run without one).
+        let candidates = self.run_rows(swept).await?;
+        window.report.indexed = candidates.marker.is_some();
+        window.report.unreadable += candidates.unreadable;
+        let mut stale = candidates.stale;
         // `SpotWide` members go first, each conditioned on its Spot's record: the other rows
         // (the Spots among them) are deleted only once they are done (`members.rs`).
         let mut others = Vec::new();
         let mut spots = SpotReads::default();
-        for item in authority.items {
+        for item in candidates.rows {
             let id = match LogicalKey::parse(item.key.as_str()) {
                 Ok(KeyParts::Authority { id, .. }) => id,
                 Ok(_) => continue,
@@ -438,6 +450,7 @@ impl AuthorityClient {
                 }
             };
             if handle.owner() != swept {
+                stale.extend(item.entry);
                 continue;
             }
             window.report.matched += 1;
@@ -502,11 +515,48 @@ impl AuthorityClient {
             };
             window.push(self, Job::IdleNode, op).await;
         }
+        for (key, version) in stale {
+            let op = Self::index_row_delete(key, version, own, &guards)?;
+            window.push(self, Job::StaleEntry, op).await;
+        }
         window.drain().await;
+        // The marker goes last, once the pass is complete: a row left behind (relocating, a
+        // moved member) still leaves the run's index with its record, and a later sweep
+        // reads the run without the index, which is always right.
+        if let (Some((key, version)), None, true) = (
+            candidates.marker,
+            &window.failure,
+            window.underflowed.is_empty(),
+        ) {
+            let op = Self::index_row_delete(key, version, own, &guards)?;
+            window.push(self, Job::Marker, op).await;
+            window.drain().await;
+        }
         match window.failure {
             Some(e) => Err(e),
             None => Ok((window.report, window.underflowed)),
         }
+    }
+
+    /// The batch that removes one row of the swept run's index (a stale entry, the marker)
+    /// under its version, with the sweep's guards.
+    fn index_row_delete(
+        key: StoreKey,
+        version: zlink_store_spi::StoreVersion,
+        own: &HostRun,
+        guards: &[(StoreKey, Expect)],
+    ) -> Result<Op, LocationError> {
+        Ok(Op {
+            plan: Plan {
+                own: vec![(key.clone(), Some(Expect::Version(version)))],
+                guards: guards.to_vec(),
+                leases: leases(own, None)?,
+                admission: Some((AdmissionOp::AuthorityChange, own.clone())),
+                size_hint: 512,
+                ..Plan::default()
+            },
+            write: Write::Rows(vec![Mutation::Delete(key)]),
+        })
     }
 
     /// Whether the target of a reservation whose source is the swept run may still finish the

@@ -83,6 +83,7 @@ pub(super) async fn self_sweep_skips_and_counts_a_row_whose_newest_record_is_unr
     let bad = keys::authority(ObjectKind::Actor, &id("bad")).expect("key");
     corrupt_newest(h, &wrapper, &bad).await;
     let report = a.rt.shutdown().await.expect("the shutdown sweep completes");
+    // Read from the run's index, the bad row is never matched: its read is unreadable.
     assert_eq!(
         (
             report.matched,
@@ -90,7 +91,7 @@ pub(super) async fn self_sweep_skips_and_counts_a_row_whose_newest_record_is_unr
             report.unreadable,
             report.changed
         ),
-        (N + 1, N, 1, 0),
+        (N, N, 1, 0),
         "{report:?}"
     );
     let reader = h

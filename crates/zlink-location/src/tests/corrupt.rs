@@ -17,13 +17,15 @@ fn node(rid: u8) -> NodeKey {
 
 /// Garbage authority and reservation rows (readable, but no record of the runtime) are
 /// skipped and counted as undecodable; the self-sweep removes this run's rows all the same and
-/// leaves the garbage untouched.
+/// leaves the garbage untouched. (The garbage authority row is named by this run's index, the
+/// only authority rows the sweep reads.)
 pub(super) async fn sweeps_skip_and_count_undecodable_records(h: &Harness) {
     let a = host(h, "main", 1).await;
     active_actor(&a, "x").await;
     let garbage = [
         keys::authority(ObjectKind::Actor, &id("g")).expect("key"),
         keys::capacity_reservation(7).expect("key"),
+        keys::run_object(&a.run(), ObjectKind::Actor, &id("g")).expect("key"),
     ];
     for k in &garbage {
         h.plant_garbage(k).await;
@@ -39,13 +41,14 @@ pub(super) async fn sweeps_skip_and_count_undecodable_records(h: &Harness) {
         (1, 1, 2, 0),
         "{report:?}"
     );
-    for k in &garbage {
+    for k in &garbage[..2] {
         assert!(h.store.read(k).await.expect("read").bytes().is_some());
     }
 }
 
 /// A key the Store cannot read under each swept family (authority, reservation, descriptor)
-/// costs only that key: the self-sweep removes this run's rows and counts the three.
+/// costs only that key: the self-sweep removes this run's rows and counts the three. (The
+/// authority key is named by this run's index, the only authority rows the sweep reads.)
 pub(super) async fn a_wrong_typed_key_costs_only_that_key_in_a_sweep(h: &Harness) {
     let store = h
         .plant_foreign(&[
@@ -57,6 +60,13 @@ pub(super) async fn a_wrong_typed_key_costs_only_that_key_in_a_sweep(h: &Harness
     let a = h
         .host_with(store.clone(), LocationOptions::default(), None, 1)
         .await;
+    let entry = keys::run_object(&a.run(), ObjectKind::Actor, &id("f")).expect("key");
+    let put = zlink_store_spi::WriteRequest::new(
+        vec![],
+        vec![zlink_store_spi::Mutation::put(entry, r#"{"recordVersion":1}"#)],
+    )
+    .expect("put");
+    store.write(&put).await.expect("put");
     publish(&a).await;
     active_actor(&a, "x").await;
     let report = a.rt.shutdown().await.expect("shutdown");

@@ -20,6 +20,7 @@ mod query;
 mod recover;
 mod relocation;
 mod rollback;
+mod run_index;
 mod spot_wide;
 pub(crate) mod support;
 mod sweep;
@@ -77,6 +78,9 @@ on_every_store!(
     authority::placement_chooses_only_eligible_nodes,
     authority::weight_zero_keeps_existing_objects_and_reservations,
     sweep::recovery_sweep_reclaims_only_a_dead_run_and_never_descriptors,
+    run_index::the_run_index_follows_every_owner_change_and_the_sweep_empties_it,
+    run_index::a_recovery_sweep_reads_only_the_dead_runs_index_and_removes_stale_entries,
+    run_index::a_run_without_an_index_marker_is_swept_from_every_authority_row,
     sweep::recovery_sweep_judges_the_lease_row_read_directly,
     sweep::recovery_sweep_of_this_hosts_earlier_run_keeps_the_current_one,
     sweep::recovery_sweep_releases_reservations_of_the_dead_run,

@@ -91,7 +91,7 @@ impl AuthorityClient {
         let size = record.payload.len() * 4 / 3 + root.len() + 1024;
         let key = keys::authority(spot.kind(), spot.id())?;
         let root_key = inventory_root_key(spot.id())?;
-        let op = Op {
+        let mut op = Op {
             plan: Plan {
                 own: vec![
                     (
@@ -129,6 +129,12 @@ impl AuthorityClient {
                 ],
             },
         };
+        op.move_run_entry(
+            spot.kind(),
+            spot.id(),
+            Some(spot.owner()),
+            Some(&reservation.target.run),
+        )?;
         match self.engine.submit(Box::new(op)).await? {
             JobResult::RecordConflict { reads } => {
                 let record_unchanged = matches!(
@@ -177,7 +183,7 @@ impl AuthorityClient {
             spot.record().allocation.descriptor_lifecycle_generation;
         let size = record.payload.len() * 4 / 3 + 1024;
         let key = keys::authority(member.kind(), member.id())?;
-        let op = Op {
+        let mut op = Op {
             plan: Plan {
                 own: vec![(key.clone(), Some(Expect::Version(member.version().clone())))],
                 authority_owner_generation: true,
@@ -196,6 +202,12 @@ impl AuthorityClient {
                 also: Vec::new(),
             },
         };
+        op.move_run_entry(
+            member.kind(),
+            member.id(),
+            Some(member.owner()),
+            Some(spot.owner()),
+        )?;
         with_handle(record_outcome(
             member.id(),
             self.engine.submit(Box::new(op)).await?,
