@@ -43,11 +43,15 @@ pub enum Family {
     PerActorMove,
     /// `spot-inventory\0{SpotId}` (runtime-private).
     SpotInventory,
+    /// `run-objects\0{OwnerId}\0{LeaseGeneration}\0{actor|spot}\0{Id}` (an entry of the
+    /// per-run index) or `run-objects\0{OwnerId}\0{LeaseGeneration}\0run` (its marker)
+    /// (runtime-private).
+    RunObjects,
 }
 
 impl Family {
     /// Every family, in census order.
-    pub const ALL: [Family; 16] = [
+    pub const ALL: [Family; 17] = [
         Family::MeshNode,
         Family::OwnerLease,
         Family::ClientServer,
@@ -64,6 +68,7 @@ impl Family {
         Family::FanoutPublisherChange,
         Family::PerActorMove,
         Family::SpotInventory,
+        Family::RunObjects,
     ];
 
     /// The key's leading component (the counters: `counter`).
@@ -85,6 +90,7 @@ impl Family {
             Family::FanoutPublisherChange => "fanout-publisher-change",
             Family::PerActorMove => "spot-per-actor-move",
             Family::SpotInventory => "spot-inventory",
+            Family::RunObjects => "run-objects",
         }
     }
 
@@ -197,6 +203,7 @@ pub fn classify(key: &[u8]) -> Result<Family, Mismatch> {
         "fanout-publisher-change" => Family::FanoutPublisherChange,
         "spot-per-actor-move" => Family::PerActorMove,
         "spot-inventory" => Family::SpotInventory,
+        "run-objects" => Family::RunObjects,
         _ => {
             return Err(Mismatch::new(
                 "key",
@@ -263,6 +270,24 @@ pub fn classify(key: &[u8]) -> Result<Family, Mismatch> {
             arity(2, family)?;
             id(1, parts[1])?;
         }
+        Family::RunObjects => {
+            OwnerId::new(parts[1])
+                .map_err(|_| bad(1, "an OwnerId (UTF-8, 1..=255 bytes, no NUL)", parts[1]))?;
+            let generation = parts.get(2).copied().unwrap_or_default();
+            canonical_decimal(generation.as_bytes())
+                .ok_or_else(|| bad(2, "canonical decimal in 1..=2^63-1", generation))?;
+            if parts.len() == 4 {
+                if parts[3] != "run" {
+                    return Err(bad(3, "run (the run's marker)", parts[3]));
+                }
+            } else {
+                arity(5, family)?;
+                if !matches!(parts[3], "actor" | "spot") {
+                    return Err(bad(3, "actor or spot", parts[3]));
+                }
+                id(4, parts[4])?;
+            }
+        }
         Family::Counter => {}
     }
     Ok(family)
@@ -296,6 +321,8 @@ mod tests {
                 Family::CapacityReservation,
             ),
             ("mesh-change\0main", Family::MeshChange),
+            ("run-objects\0owner-a\x007\0actor\0user:1", Family::RunObjects),
+            ("run-objects\0owner-a\x007\0run", Family::RunObjects),
             ("client-server-change\0chat", Family::ClientServerChange),
             (
                 "fanout-publisher-change\0news",
@@ -324,6 +351,12 @@ mod tests {
                 "key[3]",
             ),
             ("something-else\0x", "key"),
+            ("run-objects\0owner-a", "key[2]"),
+            ("run-objects\0owner-a\x0007\0run", "key[2]"),
+            ("run-objects\0owner-a\x007\0runs", "key[3]"),
+            ("run-objects\0owner-a\x007\0entry\0x", "key[3]"),
+            ("run-objects\0owner-a\x007\0actor", "key[3]"),
+            ("run-objects\0owner-a\x007\0actor\0x\0y", "key"),
         ] {
             assert_eq!(
                 classify(key.as_bytes()).map_err(|m| m.field),

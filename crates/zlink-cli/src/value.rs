@@ -66,6 +66,9 @@ const U64: Kind = Kind::Num(u64::MAX);
 /// `location-index` rows.
 pub const LOCATION_INDEX: Kind = Kind::Obj(&[VERSION, ("objectGeneration", Kind::Dec(1))]);
 
+/// `run-objects` rows (entries and markers alike).
+pub const RUN_OBJECTS: Kind = Kind::Obj(&[VERSION]);
+
 /// `creation-deadline` rows.
 pub const CREATION_DEADLINE: Kind = Kind::Obj(&[
     VERSION,
@@ -385,6 +388,10 @@ pub fn check_value(family: Family, key: &[u8], bytes: &[u8]) -> Result<Decoded, 
         }
         Family::LocationIndex => {
             schema::check_row(bytes, LOCATION_INDEX)?;
+            json_fields(bytes)
+        }
+        Family::RunObjects => {
+            schema::check_row(bytes, RUN_OBJECTS)?;
             json_fields(bytes)
         }
         Family::CreationDeadline => {
