@@ -321,7 +321,10 @@ mod tests {
                 Family::CapacityReservation,
             ),
             ("mesh-change\0main", Family::MeshChange),
-            ("run-objects\0owner-a\x007\0actor\0user:1", Family::RunObjects),
+            (
+                "run-objects\0owner-a\x007\0actor\0user:1",
+                Family::RunObjects,
+            ),
             ("run-objects\0owner-a\x007\0run", Family::RunObjects),
             ("client-server-change\0chat", Family::ClientServerChange),
             (

@@ -411,7 +411,9 @@ mod tests {
         let entry = run_object(&r, ObjectKind::InstanceSpot, &id).expect("fits");
         assert_eq!(
             parse_run_row(&r, &entry),
-            Some(RunRow::Entry(authority(ObjectKind::InstanceSpot, &id).expect("k")))
+            Some(RunRow::Entry(
+                authority(ObjectKind::InstanceSpot, &id).expect("k")
+            ))
         );
         assert!(run_marker(&r).is_ok());
     }

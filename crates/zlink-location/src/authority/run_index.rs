@@ -154,7 +154,9 @@ impl AuthorityClient {
                     }
                     for ((key, entry, version), read) in chunk.iter().zip(one_by_one) {
                         match read {
-                            Some(read) => push_read(&mut rows, &mut stale, key, entry, version, read),
+                            Some(read) => {
+                                push_read(&mut rows, &mut stale, key, entry, version, read)
+                            }
                             None => unreadable += 1,
                         }
                     }

@@ -13,9 +13,12 @@
 //!   batches' condition on this run's own lease row — the row both runs share — is the proof
 //!   that the earlier run is dead.
 //!
-//! Both read one same-point-in-time snapshot of the authority rows and of the reservation rows
-//! and treat every row found only as a candidate: each change is conditioned on the version
-//! read. **Reserved rows** of the swept run (a creation whose factory ran there) are removed
+//! Both read the swept run's authority rows through its **per-run index** (`run_index.rs`: one
+//! scan of the run's prefix, then its rows read in batches of 1,000; a run without an index
+//! marker is read from one snapshot of every authority row), one snapshot of the reservation
+//! rows, and treat every row found only as a candidate: each change is conditioned on the
+//! version read. Index entries whose record is gone or names another run are removed
+//! ([`SweepReport::stale_entries`]), and a pass that completes removes the run's marker last. **Reserved rows** of the swept run (a creation whose factory ran there) are removed
 //! like Active ones and their reserved capacity returned: no other host can finish that
 //! creation. **Reservations** (relocation target capacity) whose target is the swept run are
 //! released, since that target can no longer finish the move; so are those whose source is

@@ -63,7 +63,10 @@ pub(super) async fn a_wrong_typed_key_costs_only_that_key_in_a_sweep(h: &Harness
     let entry = keys::run_object(&a.run(), ObjectKind::Actor, &id("f")).expect("key");
     let put = zlink_store_spi::WriteRequest::new(
         vec![],
-        vec![zlink_store_spi::Mutation::put(entry, r#"{"recordVersion":1}"#)],
+        vec![zlink_store_spi::Mutation::put(
+            entry,
+            r#"{"recordVersion":1}"#,
+        )],
     )
     .expect("put");
     store.write(&put).await.expect("put");

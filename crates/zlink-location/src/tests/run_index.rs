@@ -23,17 +23,15 @@ fn set(items: &[&str]) -> BTreeSet<String> {
 
 /// Puts `key` with the index row value, unconditioned (a row this runtime did not write).
 async fn plant(h: &Harness, key: StoreKey) {
-    let put = WriteRequest::new(vec![], vec![Mutation::put(key, r#"{"recordVersion":1}"#)])
-        .expect("put");
+    let put =
+        WriteRequest::new(vec![], vec![Mutation::put(key, r#"{"recordVersion":1}"#)]).expect("put");
     h.store.write(&put).await.expect("put");
 }
 
 /// Reserve, NewOwner and Delete move a record's entry between runs in their own batch, the
 /// lease acquisition writes the marker, and the self-sweep reads the run from its index and
 /// leaves no key of it behind.
-pub(super) async fn the_run_index_follows_every_owner_change_and_the_sweep_empties_it(
-    h: &Harness,
-) {
+pub(super) async fn the_run_index_follows_every_owner_change_and_the_sweep_empties_it(h: &Harness) {
     let a = host(h, "main", 1).await;
     let b = host(h, "main", 2).await;
     assert_eq!(index_of(h, &a.run()).await, set(&["run"]));
@@ -57,16 +55,26 @@ pub(super) async fn the_run_index_follows_every_owner_change_and_the_sweep_empti
         .expect("new owner")
         .applied()
         .expect("moved");
-    assert_eq!(a.rt.authority().delete(&y).await.expect("delete"), Outcome::Applied(()));
+    assert_eq!(
+        a.rt.authority().delete(&y).await.expect("delete"),
+        Outcome::Applied(())
+    );
     assert_eq!(index_of(h, &a.run()).await, set(&["run", "spot\0s"]));
     assert_eq!(index_of(h, &b.run()).await, set(&["actor\0x", "run"]));
     let run = a.run();
     let report = a.rt.shutdown().await.expect("shutdown");
     assert!(report.indexed, "{report:?}");
     assert_eq!((report.matched, report.removed), (1, 1), "{report:?}");
-    assert_eq!(index_of(h, &run).await, set(&[]), "no key of a swept run stays");
+    assert_eq!(
+        index_of(h, &run).await,
+        set(&[]),
+        "no key of a swept run stays"
+    );
     let report = recover(&b, &run).await;
-    assert!(!report.indexed, "a run whose marker is gone is read from every row");
+    assert!(
+        !report.indexed,
+        "a run whose marker is gone is read from every row"
+    );
     assert_eq!((report.matched, report.removed), (0, 0), "{report:?}");
 }
 
@@ -106,14 +114,16 @@ pub(super) async fn a_recovery_sweep_reads_only_the_dead_runs_index_and_removes_
         "{report:?}"
     );
     assert_eq!(index_of(h, &dead).await, set(&[]));
-    assert_eq!(index_of(h, &b.run()).await.len(), 8, "B's rows and marker stay");
+    assert_eq!(
+        index_of(h, &b.run()).await.len(),
+        8,
+        "B's rows and marker stay"
+    );
 }
 
 /// A run without a marker (its lease acquired before the index existed) is swept from every
 /// authority row: nothing of it is missed, and its entries go with its rows.
-pub(super) async fn a_run_without_an_index_marker_is_swept_from_every_authority_row(
-    h: &Harness,
-) {
+pub(super) async fn a_run_without_an_index_marker_is_swept_from_every_authority_row(h: &Harness) {
     let a = host(h, "main", 1).await;
     for i in 0..3 {
         active_actor(&a, &format!("x{i}")).await;

@@ -540,12 +540,16 @@ async fn start_node(
     Ok((MeshNode { inner }, descriptor, objects, tasks))
 }
 
-/// Tears down a partial start in reverse: nodes (descriptors, transports), then the lease.
+/// Tears down a partial start in reverse: this run's rows (a self-sweep: its index marker, and
+/// any record placed here meanwhile), nodes (descriptors, transports), then the lease.
 async fn abort(started: Started, location: Option<Arc<LocationRuntime>>) {
     for t in &started.tasks {
         t.abort();
     }
     if let Some(rt) = &location {
+        if let Err(e) = rt.self_sweep().await {
+            tracing::warn!(error = %e, "this run's rows not swept after a failed start");
+        }
         if let Some(run) = rt.host_run() {
             for d in started.descriptors.iter().flatten() {
                 if let Err(e) = d.withdraw(&run).await {
