@@ -42,23 +42,11 @@ pub(super) async fn the_run_index_follows_every_owner_change_and_the_sweep_empti
         index_of(h, &a.run()).await,
         set(&["actor\0x", "actor\0y", "run", "spot\0s"])
     );
-    let res =
-        a.rt.authority()
-            .secure_target(&x, b.target(), None)
-            .await
-            .expect("secure")
-            .applied()
-            .expect("secured");
-    b.rt.authority()
-        .new_owner(&x, &res)
-        .await
-        .expect("new owner")
-        .applied()
-        .expect("moved");
-    assert_eq!(
-        a.rt.authority().delete(&y).await.expect("delete"),
-        Outcome::Applied(())
-    );
+    let res = secure(&a, &x, &b).await;
+    let moved = b.rt.authority().new_owner(&x, &res).await;
+    assert!(moved.expect("new owner").is_applied());
+    let deleted = a.rt.authority().delete(&y).await;
+    assert!(deleted.expect("delete").is_applied());
     assert_eq!(index_of(h, &a.run()).await, set(&["run", "spot\0s"]));
     assert_eq!(index_of(h, &b.run()).await, set(&["actor\0x", "run"]));
     let run = a.run();
