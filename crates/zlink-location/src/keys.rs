@@ -379,7 +379,10 @@ mod tests {
         let r = run("host-a", 5);
         let id = ObjectId::new("user:42").expect("id");
         let entry = run_object(&r, ObjectKind::Actor, &id).expect("key");
-        assert_eq!(entry.as_bytes(), b"run-objects\0host-a\05\0actor\0user:42");
+        assert_eq!(
+            entry.as_bytes(),
+            b"run-objects\0host-a\x005\0actor\0user:42"
+        );
         let prefix = run_objects_prefix(&r).expect("prefix");
         assert!(prefix.matches(&entry));
         assert_eq!(
