@@ -80,9 +80,10 @@ pub(crate) struct Pending {
 #[derive(Debug, Default)]
 struct Table {
     routes: Routes,
-    /// Reply deadlines in registration order, one queue per reply timeout (with one timeout,
-    /// registration order is deadline order). A request that already ended is skipped when it
-    /// reaches the front, and dropped in bulk when its queue outgrows the table.
+    /// Reply deadlines in registration order, one queue per reply timeout in whole
+    /// milliseconds ([`queue_timeout`]; with one timeout, registration order is deadline
+    /// order). A request that already ended is skipped when it reaches the front, and dropped
+    /// in bulk when its queue outgrows the table.
     deadlines: Vec<Deadlines>,
     /// The reaper's next wake-up (`None`: it waits for a deadline).
     armed: Option<Instant>,
@@ -97,6 +98,19 @@ struct Deadlines {
     queue: VecDeque<(Instant, u64)>,
 }
 
+/// The deadline queue a request with reply `timeout` joins: `timeout` rounded up to whole
+/// milliseconds. A caller that passes what is left of its own deadline (an object request:
+/// its timeout less the route lookup) hands every request a timeout nanoseconds apart from
+/// the last; one queue each made every registration scan thousands of queues under the
+/// table's lock, and the queues of ended requests stayed until the reaper next woke (up to a
+/// reply timeout later), slowing every request of the node meanwhile. Within one queue
+/// deadlines are then in registration order to within a millisecond: a request may end up
+/// to 1 ms past its deadline.
+fn queue_timeout(timeout: Duration) -> Duration {
+    let ms = timeout.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
 impl Table {
     fn remove(&mut self, route: u64) -> Option<Entry> {
         self.routes.remove(&route)
@@ -104,6 +118,7 @@ impl Table {
 
     /// Queues the deadline of `route`; true when the reaper must wake earlier for it.
     fn push_deadline(&mut self, route: u64, timeout: Duration, deadline: Instant) -> bool {
+        let timeout = queue_timeout(timeout);
         let i = match self.deadlines.iter().position(|d| d.timeout == timeout) {
             Some(i) => i,
             None => {
@@ -375,5 +390,36 @@ pub(crate) struct PendingGuard {
 impl Drop for PendingGuard {
     fn drop(&mut self) {
         self.pending.by_route.lock().remove(self.route.get());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Timeouts nanoseconds apart (what is left of each caller's deadline) share one deadline
+    /// queue; another whole millisecond is another queue.
+    #[test]
+    fn timeouts_within_a_millisecond_share_a_deadline_queue() {
+        let mut table = Table::default();
+        let now = Instant::now();
+        let base = Duration::from_secs(30);
+        for i in 0..1000u64 {
+            let t = base - Duration::from_nanos(i * 997);
+            table.push_deadline(i, t, now + t);
+        }
+        assert_eq!(table.deadlines.len(), 1);
+        assert_eq!(table.deadlines[0].timeout, base);
+        table.push_deadline(1000, base - Duration::from_millis(2), now + base);
+        assert_eq!(table.deadlines.len(), 2);
+        assert_eq!(queue_timeout(Duration::ZERO), Duration::ZERO);
+        assert_eq!(
+            queue_timeout(Duration::from_nanos(1)),
+            Duration::from_millis(1)
+        );
+        assert_eq!(
+            queue_timeout(Duration::MAX),
+            Duration::from_millis(u64::MAX)
+        );
     }
 }
